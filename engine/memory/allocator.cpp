@@ -1,0 +1,173 @@
+#include "engine/memory/allocator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+namespace tb::memory {
+
+namespace {
+thread_local Tag g_tag = Tag::Other;
+
+// Size classes: small requests round to powers of two (min 64 B); larger ones to 4 KiB pages
+// beyond 4 KiB, so a repeated shape always hits the same bucket.
+size_t round_size(size_t n) {
+  if (n <= 64) return 64;
+  if (n <= 4096) return std::bit_ceil(n);
+  return (n + 4095) & ~size_t(4095);
+}
+}  // namespace
+
+const char* tag_name(Tag t) {
+  switch (t) {
+    case Tag::Other: return "other";
+    case Tag::Parameter: return "parameter";
+    case Tag::Gradient: return "gradient";
+    case Tag::OptimizerState: return "optimizer_state";
+    case Tag::Activation: return "activation";
+    case Tag::Communication: return "communication";
+  }
+  return "invalid";
+}
+
+TagGuard::TagGuard(Tag t) : prev_(g_tag) { g_tag = t; }
+TagGuard::~TagGuard() { g_tag = prev_; }
+Tag TagGuard::current() { return g_tag; }
+
+void DataDeleter::operator()(void* p) const {
+  if (p && owner) owner->release(p);
+}
+
+int64_t parse_bytes(const std::string& s) {
+  size_t pos = 0;
+  long double v = 0;
+  try {
+    v = std::stold(s, &pos);
+  } catch (...) {
+    throw core::Error("parse_bytes", "cannot parse '" + s + "' as a byte count (examples: 1048576, 512M, 2G)");
+  }
+  std::string suffix = s.substr(pos);
+  long double mult = 1;
+  if (suffix == "K" || suffix == "KiB" || suffix == "k") mult = 1024.0L;
+  else if (suffix == "M" || suffix == "MiB") mult = 1024.0L * 1024;
+  else if (suffix == "G" || suffix == "GiB") mult = 1024.0L * 1024 * 1024;
+  else if (!suffix.empty() && suffix != "B")
+    throw core::Error("parse_bytes", "unknown suffix '" + suffix + "' in '" + s + "' (use K, M or G)");
+  TB_CHECK(v >= 0, "parse_bytes", "negative byte count '", s, "'");
+  return int64_t(v * mult);
+}
+
+std::string format_bytes(int64_t n) {
+  std::ostringstream os;
+  os.precision(3);
+  if (n >= (int64_t(1) << 30)) os << double(n) / double(int64_t(1) << 30) << " GiB";
+  else if (n >= (1 << 20)) os << double(n) / double(1 << 20) << " MiB";
+  else if (n >= (1 << 10)) os << double(n) / double(1 << 10) << " KiB";
+  else os << n << " B";
+  return os.str();
+}
+
+CpuCachingAllocator::CpuCachingAllocator() {
+  if (const char* env = std::getenv("TRAINBENCH_MEMORY_LIMIT"); env && *env) limit_ = parse_bytes(env);
+}
+
+CpuCachingAllocator::~CpuCachingAllocator() {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_cached_locked();
+}
+
+DataPtr CpuCachingAllocator::allocate(size_t nbytes) {
+  if (nbytes == 0) return DataPtr(nullptr, DataDeleter{this});
+  const size_t size = round_size(nbytes);
+  const Tag tag = g_tag;
+  std::lock_guard<std::mutex> lock(mu_);
+  void* p = nullptr;
+  if (auto it = free_.find(size); it != free_.end() && !it->second.empty()) {
+    p = it->second.back();
+    it->second.pop_back();
+    ++stats_.num_cache_hits;
+  } else {
+    if (limit_ > 0 && stats_.reserved_bytes + int64_t(size) > limit_) free_cached_locked();
+    if (limit_ > 0 && stats_.reserved_bytes + int64_t(size) > limit_) {
+      std::ostringstream os;
+      os << "out of memory: tried to allocate " << format_bytes(int64_t(nbytes)) << " (tag "
+         << tag_name(tag) << ") with " << format_bytes(stats_.allocated_bytes)
+         << " held by live tensors under a limit of " << format_bytes(limit_)
+         << " (TRAINBENCH_MEMORY_LIMIT). Held by tag:";
+      for (int t = 0; t < kNumTags; ++t)
+        if (stats_.allocated_by_tag[t] > 0) os << " " << tag_name(Tag(t)) << "=" << format_bytes(stats_.allocated_by_tag[t]);
+      std::vector<Block> blocks;
+      for (auto& [ptr, b] : live_) blocks.push_back(b);
+      std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.size > b.size; });
+      os << ". Largest live blocks:";
+      for (size_t i = 0; i < std::min<size_t>(5, blocks.size()); ++i)
+        os << " " << format_bytes(int64_t(blocks[i].size)) << " (" << tag_name(blocks[i].tag) << ")";
+      os << ". Reduce the batch size or raise the limit.";
+      throw OutOfMemoryError(os.str(), int64_t(nbytes));
+    }
+    p = std::aligned_alloc(64, size);
+    if (!p) throw OutOfMemoryError("out of memory: the system refused " + format_bytes(int64_t(size)), int64_t(nbytes));
+    stats_.reserved_bytes += int64_t(size);
+    ++stats_.num_system_allocs;
+  }
+  live_.emplace(p, Block{size, tag});
+  ++stats_.num_allocs;
+  stats_.allocated_bytes += int64_t(size);
+  stats_.allocated_by_tag[int(tag)] += int64_t(size);
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+  return DataPtr(p, DataDeleter{this});
+}
+
+void CpuCachingAllocator::release(void* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(p);
+  if (it == live_.end()) return;  // not ours: nothing to do (never happens through DataPtr)
+  stats_.allocated_bytes -= int64_t(it->second.size);
+  stats_.allocated_by_tag[int(it->second.tag)] -= int64_t(it->second.size);
+  free_[it->second.size].push_back(p);
+  live_.erase(it);
+}
+
+void CpuCachingAllocator::free_cached_locked() {
+  for (auto& [size, blocks] : free_) {
+    for (void* p : blocks) {
+      std::free(p);
+      stats_.reserved_bytes -= int64_t(size);
+    }
+    blocks.clear();
+  }
+}
+
+Stats CpuCachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void CpuCachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  stats_.peak_reserved_bytes = stats_.reserved_bytes;
+}
+
+void CpuCachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_cached_locked();
+}
+
+void CpuCachingAllocator::set_limit(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limit_ = bytes;
+}
+
+int64_t CpuCachingAllocator::limit() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return limit_;
+}
+
+CpuCachingAllocator& cpu_allocator() {
+  static CpuCachingAllocator* a = new CpuCachingAllocator();  // leaked: outlives static tensors
+  return *a;
+}
+
+}  // namespace tb::memory

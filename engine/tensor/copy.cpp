@@ -1,0 +1,46 @@
+// copy_: the one strided copy with dtype cast (round to nearest even into bf16/f16), used by
+// contiguous(), clone(), to() and the ops' out= paths.
+#include <cstring>
+
+#include "engine/tensor/iterator.h"
+
+namespace tb {
+
+namespace {
+template <typename D, typename S>
+inline D cast(S s) {
+  if constexpr (std::is_same_v<D, bool>) return static_cast<core::opmath_t<S>>(s) != 0;
+  else return static_cast<D>(static_cast<core::opmath_t<S>>(s));
+}
+}  // namespace
+
+Tensor& Tensor::copy_(const Tensor& src_in) {
+  TB_CHECK(src_in.defined() && defined(), "copy_", "undefined tensor");
+  Tensor src = src_in;
+  if (src.numel() > 0 && src.shares_storage(*this) && !src.is_same(*this)) src = src.clone();  // overlap
+  if (src.sizes() != sizes()) {
+    TB_CHECK(core::broadcast_shapes(src.sizes(), sizes(), "copy_") == sizes(), "copy_", "source of shape ",
+             core::to_string(src.sizes()), " cannot be broadcast to destination of shape ", core::to_string(sizes()));
+    src = src.expand(sizes());
+  }
+  bump_version();
+  StridedLoop loop({*this, src});
+  if (dtype() == src.dtype() && loop.is_contiguous()) {
+    // Parallel memcpy: one core does not saturate memory bandwidth.
+    loop.for_each([&](char** p, const int64_t*, int64_t n) { std::memcpy(p[0], p[1], size_t(n) * itemsize()); });
+    return *this;
+  }
+  core::dispatch(dtype(), [&]<typename D>() {
+    core::dispatch(src.dtype(), [&]<typename S>() {
+      loop.for_each([](char** p, const int64_t* st, int64_t n) {
+        char* d = p[0];
+        const char* s = p[1];
+        for (int64_t i = 0; i < n; ++i, d += st[0], s += st[1])
+          *reinterpret_cast<D*>(d) = cast<D>(*reinterpret_cast<const S*>(s));
+      });
+    });
+  });
+  return *this;
+}
+
+}  // namespace tb

@@ -1,0 +1,344 @@
+// Tensor metadata, views and the layout checks behind them.
+#include "engine/tensor/tensor.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tb {
+
+using core::to_string;
+using core::wrap_dim;
+
+namespace {
+Tensor contiguous_copy(const Tensor& t) {
+  Tensor out = empty(t.sizes(), t.dtype());
+  out.copy_(t);
+  return out;
+}
+}  // namespace
+
+int64_t Tensor::size(int64_t d) const { return impl_->sizes[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t s : impl_->sizes) n *= s;
+  return n;
+}
+
+void* Tensor::data() const {
+  return static_cast<char*>(impl_->storage->data()) + impl_->offset * int64_t(itemsize());
+}
+
+double Tensor::item_double() const { return item<double>(); }
+
+bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (impl_->sizes[d] == 1) continue;
+    if (impl_->strides[d] != expected) return false;
+    expected *= impl_->sizes[d];
+  }
+  return true;
+}
+
+int64_t reach(const Shape& sizes, const Shape& strides, int64_t offset) {
+  int64_t hi = offset;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) return 0;
+    hi += (sizes[d] - 1) * strides[d];
+  }
+  return hi + 1;
+}
+
+Tensor empty(const Shape& sizes, DType dtype) {
+  const int64_t n = core::checked_numel(sizes, "empty");
+  int64_t nbytes = 0;
+  TB_CHECK(!__builtin_mul_overflow(n, int64_t(core::itemsize(dtype)), &nbytes), "empty",
+           "size ", to_string(sizes), " in bytes overflows");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(size_t(nbytes), memory::cpu_allocator());
+  impl->sizes = sizes;
+  impl->strides = core::contiguous_strides(sizes);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+bool is_non_overlapping_and_dense(const Tensor& t) {
+  if (t.is_contiguous()) return true;
+  std::vector<int64_t> dims;  // dims of size >= 2; size-1 dims never matter
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.sizes()[d] >= 2) dims.push_back(d);
+  std::stable_sort(dims.begin(), dims.end(), [&](int64_t a, int64_t b) { return t.strides()[a] < t.strides()[b]; });
+  int64_t expected = 1;
+  for (int64_t d : dims) {
+    if (t.strides()[d] != expected) return false;
+    expected *= t.sizes()[d];
+  }
+  return true;
+}
+
+Tensor empty_like_preserve(const Tensor& t, DType dtype) {
+  if (t.is_contiguous() || !is_non_overlapping_and_dense(t)) return empty(t.sizes(), dtype);
+  // Same strides as t over a fresh, exactly-sized storage.
+  Tensor base = empty({t.numel()}, dtype);
+  return make_view(base, t.sizes(), t.strides(), 0);
+}
+
+Tensor make_tensor(std::shared_ptr<Storage> storage, const Shape& sizes, const Shape& strides, int64_t offset,
+                   DType dtype, const char* op) {
+  TB_CHECK(sizes.size() == strides.size(), op, "sizes ", to_string(sizes), " and strides ", to_string(strides),
+           " differ in length");
+  core::checked_numel(sizes, op);
+  TB_CHECK(offset >= 0, op, "negative storage offset ", offset);
+  for (int64_t s : strides) TB_CHECK(s >= 0, op, "negative strides are not supported: ", to_string(strides));
+  const int64_t avail = int64_t(storage->nbytes() / core::itemsize(dtype));
+  TB_CHECK(reach(sizes, strides, offset) <= avail, op, "size ", to_string(sizes), " with strides ",
+           to_string(strides), " and offset ", offset, " reaches past a storage of ", avail, " elements");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& t, const Shape& sizes, const Shape& strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.storage();
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = t.dtype();
+  impl->version = t.impl()->version;
+  return Tensor(std::move(impl));
+}
+
+// Can `new_sizes` be laid over the memory of (old_sizes, old_strides) without a copy? Walks
+// the old dims from the innermost, grouping them into runs that are contiguous with each other
+// ("chunks"), and requires each chunk to be covered exactly by a run of new dims.
+std::optional<Shape> compute_view_strides(const Shape& old_sizes, const Shape& old_strides, const Shape& new_sizes) {
+  Shape new_strides(new_sizes.size());
+  if (old_sizes.empty()) {
+    std::fill(new_strides.begin(), new_strides.end(), 1);
+    return new_strides;
+  }
+  int64_t numel = 1;
+  for (int64_t s : old_sizes) numel *= s;
+  if (numel == 0) {
+    if (old_sizes == new_sizes) return old_strides;
+    return core::contiguous_strides(new_sizes);
+  }
+  int64_t view_d = int64_t(new_sizes.size()) - 1;
+  int64_t chunk_base_stride = old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t tensor_d = int64_t(old_sizes.size()) - 1; tensor_d >= 0; --tensor_d) {
+    tensor_numel *= old_sizes[tensor_d];
+    if (tensor_d == 0 ||
+        (old_sizes[tensor_d - 1] != 1 && old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[view_d] == 1)) {
+        new_strides[view_d] = view_numel * chunk_base_stride;
+        view_numel *= new_sizes[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (tensor_d > 0) {
+        chunk_base_stride = old_strides[tensor_d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return new_strides;
+}
+
+Tensor Tensor::view(const Shape& shape) const {
+  Shape sizes = core::infer_size(shape, numel(), "view");
+  auto strides = compute_view_strides(impl_->sizes, impl_->strides, sizes);
+  TB_CHECK(strides.has_value(), "view", "view size ", to_string(sizes),
+           " is not compatible with input tensor's size ", to_string(impl_->sizes), " and stride ",
+           to_string(impl_->strides),
+           " (at least one dimension spans across two contiguous subspaces); use .reshape(...) instead");
+  return make_view(*this, sizes, *strides, impl_->offset);
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  Shape sizes = core::infer_size(shape, numel(), "reshape");
+  if (auto strides = compute_view_strides(impl_->sizes, impl_->strides, sizes))
+    return make_view(*this, sizes, *strides, impl_->offset);
+  return contiguous_copy(*this).view(sizes);
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  d0 = wrap_dim(d0, dim(), "transpose");
+  d1 = wrap_dim(d1, dim(), "transpose");
+  if (dim() == 0) return make_view(*this, sizes(), strides(), storage_offset());
+  Shape sz = sizes(), st = strides();
+  std::swap(sz[d0], sz[d1]);
+  std::swap(st[d0], st[d1]);
+  return make_view(*this, sz, st, storage_offset());
+}
+
+Tensor Tensor::t() const {
+  TB_CHECK(dim() <= 2, "t", "expects a tensor with <= 2 dimensions, but self is ", dim(), "D");
+  return dim() < 2 ? transpose(0, 0) : transpose(0, 1);
+}
+
+Tensor Tensor::permute(const Shape& dims) const {
+  TB_CHECK(int64_t(dims.size()) == dim(), "permute", "number of dims don't match: input has ", dim(),
+           " dims, permutation ", to_string(dims), " has ", dims.size());
+  Shape sz(dims.size()), st(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], dim(), "permute");
+    TB_CHECK(!seen[d], "permute", "repeated dim ", dims[i], " in permutation ", to_string(dims));
+    seen[d] = true;
+    sz[i] = sizes()[d];
+    st[i] = strides()[d];
+  }
+  return make_view(*this, sz, st, storage_offset());
+}
+
+Tensor Tensor::expand(const Shape& shape) const {
+  TB_CHECK(int64_t(shape.size()) >= dim(), "expand", "the number of sizes provided (", shape.size(),
+           ") must be greater or equal to the number of dimensions in the tensor (", dim(), ")");
+  const int64_t lead = int64_t(shape.size()) - dim();
+  Shape sz(shape.size()), st(shape.size());
+  for (int64_t i = int64_t(shape.size()) - 1; i >= 0; --i) {
+    const int64_t j = i - lead;
+    if (j >= 0) {
+      const int64_t cur = sizes()[j];
+      int64_t want = shape[i] == -1 ? cur : shape[i];
+      TB_CHECK(cur == want || cur == 1, "expand", "the expanded size of the tensor (", want,
+               ") must match the existing size (", cur, ") at non-singleton dimension ", i,
+               ". Target sizes: ", to_string(shape), ". Tensor sizes: ", to_string(sizes()));
+      TB_CHECK(want >= 0, "expand", "invalid size ", want, " in ", to_string(shape));
+      sz[i] = want;
+      st[i] = cur == want ? strides()[j] : 0;
+    } else {
+      TB_CHECK(shape[i] >= 0, "expand", "the expanded size ", shape[i],
+               " is not allowed in a leading, non-existing dimension; target sizes ", to_string(shape));
+      sz[i] = shape[i];
+      st[i] = 0;
+    }
+  }
+  return make_view(*this, sz, st, storage_offset());
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  TB_CHECK(dim() > 0, "narrow", "cannot be applied to a 0-dim tensor");
+  d = wrap_dim(d, dim(), "narrow");
+  const int64_t n = sizes()[d];
+  if (start < 0) start += n;
+  TB_CHECK(start >= 0 && start <= n, "narrow", "start (", start, ") out of range for dimension ", d, " of size ", n);
+  TB_CHECK(length >= 0 && start + length <= n, "narrow", "start (", start, ") + length (", length,
+           ") exceeds dimension size (", n, ")");
+  return slice(d, start, start + length, 1);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  TB_CHECK(dim() > 0, "select", "cannot be applied to a 0-dim tensor");
+  d = wrap_dim(d, dim(), "select");
+  const int64_t n = sizes()[d];
+  TB_CHECK(index >= -n && index < n, "select", "index ", index, " out of range for tensor of size ",
+           to_string(sizes()), " at dimension ", d);
+  if (index < 0) index += n;
+  Shape sz = sizes(), st = strides();
+  const int64_t off = storage_offset() + index * st[d];
+  sz.erase(sz.begin() + d);
+  st.erase(st.begin() + d);
+  return make_view(*this, sz, st, off);
+}
+
+Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt, int64_t step) const {
+  TB_CHECK(dim() > 0, "slice", "cannot be applied to a 0-dim tensor");
+  TB_CHECK(step > 0, "slice", "step must be positive, got ", step);
+  d = wrap_dim(d, dim(), "slice");
+  const int64_t n = sizes()[d];
+  int64_t start = start_opt.value_or(0), end = end_opt.value_or(n);
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Shape sz = sizes(), st = strides();
+  const int64_t off = storage_offset() + start * st[d];
+  sz[d] = (end - start + step - 1) / step;
+  st[d] *= step;
+  return make_view(*this, sz, st, off);
+}
+
+Tensor Tensor::squeeze() const {
+  Shape sz, st;
+  for (int64_t d = 0; d < dim(); ++d)
+    if (sizes()[d] != 1) sz.push_back(sizes()[d]), st.push_back(strides()[d]);
+  return make_view(*this, sz, st, storage_offset());
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  d = wrap_dim(d, dim(), "squeeze");
+  if (dim() == 0 || sizes()[d] != 1) return make_view(*this, sizes(), strides(), storage_offset());
+  Shape sz = sizes(), st = strides();
+  sz.erase(sz.begin() + d);
+  st.erase(st.begin() + d);
+  return make_view(*this, sz, st, storage_offset());
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  d = wrap_dim(d, dim() + 1, "unsqueeze");
+  Shape sz = sizes(), st = strides();
+  const int64_t s = d >= dim() ? 1 : sz[d] * st[d];
+  sz.insert(sz.begin() + d, 1);
+  st.insert(st.begin() + d, s);
+  return make_view(*this, sz, st, storage_offset());
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  if (dim() == 0) return reshape({1});
+  start_dim = wrap_dim(start_dim, dim(), "flatten");
+  end_dim = wrap_dim(end_dim, dim(), "flatten");
+  TB_CHECK(start_dim <= end_dim, "flatten", "start_dim (", start_dim, ") cannot come after end_dim (", end_dim, ")");
+  if (start_dim == end_dim) return make_view(*this, sizes(), strides(), storage_offset());
+  Shape sz(sizes().begin(), sizes().begin() + start_dim);
+  int64_t m = 1;
+  for (int64_t d = start_dim; d <= end_dim; ++d) m *= sizes()[d];
+  sz.push_back(m);
+  sz.insert(sz.end(), sizes().begin() + end_dim + 1, sizes().end());
+  return reshape(sz);
+}
+
+Tensor Tensor::unflatten(int64_t d, const Shape& sizes_in) const {
+  TB_CHECK(dim() > 0, "unflatten", "cannot be applied to a 0-dim tensor");
+  d = wrap_dim(d, dim(), "unflatten");
+  TB_CHECK(!sizes_in.empty(), "unflatten", "sizes must be non-empty");
+  Shape inner = core::infer_size(sizes_in, sizes()[d], "unflatten");
+  Shape sz(sizes().begin(), sizes().begin() + d);
+  sz.insert(sz.end(), inner.begin(), inner.end());
+  sz.insert(sz.end(), sizes().begin() + d + 1, sizes().end());
+  return view(sz);
+}
+
+Tensor Tensor::as_strided(const Shape& sz, const Shape& st, std::optional<int64_t> offset) const {
+  Tensor v = make_tensor(storage(), sz, st, offset.value_or(storage_offset()), dtype(), "as_strided");
+  v.impl()->version = impl_->version;
+  return v;
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : contiguous_copy(*this); }
+
+Tensor Tensor::clone() const {
+  Tensor out = empty_like_preserve(*this, dtype());
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::to(DType t) const {
+  if (t == dtype()) return *this;
+  Tensor out = empty_like_preserve(*this, t);
+  out.copy_(*this);
+  return out;
+}
+
+}  // namespace tb

@@ -1,0 +1,64 @@
+// The contract between suites/ and the harness: a suite is a named list of cases; running a
+// correctness case yields a Record; a benchmark case is a pair of callables (engine, LibTorch)
+// that the harness times side by side with Google Benchmark. Suites register themselves from
+// suites/register_all.cpp; the harness owns the CLI, the progress line and the JSON.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tb::harness {
+
+// One result, one JSON record (see docs/results.md).
+struct Record {
+  std::string suite;
+  std::string case_name;
+  std::string kind = "correctness";   // correctness | benchmark | scenario
+  std::string status = "pass";        // pass | fail | skip | error
+  int rank = 0;
+  nlohmann::json metrics = nlohmann::json::object();     // numbers with units in their names
+  nlohmann::json tolerances = nlohmann::json::object();  // e.g. {"rtol":1.3e-6,"atol":1e-5}
+  double duration_s = 0;
+  std::string message;                // why it failed / was skipped
+};
+
+struct TestCase {
+  std::string name;                   // "<op>/<dtype>/<variant>"
+  std::function<Record()> run;        // never throws: failures are records
+};
+
+// A benchmark: both sides do the same work per call; the harness times calls.
+struct BenchCase {
+  std::string name;                   // "matmul/float32/1024"
+  std::function<void()> engine;
+  std::function<void()> reference;
+  double flops_per_call = 0;          // 0 if not meaningful
+  double bytes_per_call = 0;          // bytes read + written, 0 if not meaningful
+  nlohmann::json extra = nlohmann::json::object();  // copied into metrics
+};
+
+struct Suite {
+  std::string name;                   // "ops"
+  std::string description;
+  std::function<std::vector<TestCase>()> tests;     // may be empty
+  std::function<std::vector<BenchCase>()> benches;  // may be empty
+  bool run_by_default = true;         // false: `trainbench all` runs it only when named by --suite
+};
+
+// Throws std::invalid_argument on an empty or duplicate name (two suites must not share a name:
+// --suite selects by it and records are keyed by it).
+void register_suite(Suite s);
+const std::vector<Suite>& suites();
+
+// Called with the thread count chosen by --threads, after the engine's own setter; the LibTorch
+// side registers torch::set_num_threads here so both sides of a benchmark get the same threads.
+void register_thread_setter(std::function<void(int)> setter);
+
+// Extra fields for the JSON "run" header (libtorch_version, reference_blas, engine_blas, ...).
+// A later call with the same key replaces the value; the harness's own keys cannot be overridden.
+void add_run_info(const std::string& key, nlohmann::json value);
+
+}  // namespace tb::harness

@@ -1,0 +1,90 @@
+// One table of cases per op family drives three modes: the LibTorch check (trainbench test
+// --suite ops, and the GoogleTest program ops_test), the benchmarks (trainbench bench --suite
+// ops, rows with `bench` set) and, with autograd, the gradient check. A case names how to make
+// its inputs (shape, dtype, awkward layout, value range); both sides get the same bytes in the
+// same layout and the outputs are compared under per-dtype tolerances (tolerance.h).
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/tensor/tensor.h"
+#include "harness/suite.h"
+#include "reference/tensor.h"
+#include "suites/ops/tolerance.h"
+
+namespace tb::suites {
+
+// How an input is laid out in memory. Non-contiguous layouts are the default in most tables.
+enum class Layout {
+  Contiguous,
+  Transposed,   // last two dims swapped (a transposed view of a contiguous tensor)
+  Strided,      // every other element of the last dim, with a storage offset
+  Expanded,     // the first dim broadcast from size 1 (stride 0)
+};
+
+enum class Values {
+  Normal,       // standard normal (integers: in [-5, 5])
+  Positive,     // in (0.1, 3): for log, sqrt, ...
+  Unit,         // in (-0.9, 0.9): for atanh-like domains
+  NonZero,      // |x| in (0.5, 3) with random signs: for division
+  Index,        // integers in [0, hi): for index arguments
+  Bool,         // random true/false
+  Zeros,        // all zero: for out= buffers
+};
+
+struct Input {
+  Shape shape;
+  DType dtype = DType::Float32;
+  Layout layout = Layout::Contiguous;
+  Values values = Values::Normal;
+  int64_t hi = 0;  // exclusive bound for Values::Index
+};
+
+enum class Check {
+  Values,       // outputs equal within tolerance (dtype and shape exact)
+  View,         // as Values, plus sizes/strides/offset equal and output 0 shares storage with
+                // input 0 exactly when LibTorch's does
+  Error,        // both sides must throw (engine: core::Error; LibTorch: ref::RefError)
+  Stats,        // random ops: shape and dtype exact, mean/std within a few standard errors
+};
+
+using EngineFn = std::function<std::vector<tb::Tensor>(const std::vector<tb::Tensor>&)>;
+using RefFn = std::function<std::vector<ref::Tensor>(const std::vector<ref::Tensor>&)>;
+
+struct OpCase {
+  std::string name;                 // "<op>/<dtype>/<shape or variant>"
+  std::vector<Input> inputs;
+  EngineFn engine;
+  RefFn reference;
+  Check check = Check::Values;
+  std::optional<Tolerance> tol;     // overrides the dtype default; say why beside it
+  bool bench = false;               // also a benchmark row
+  double flops = 0;                 // per call, for GFLOP/s
+  double bytes = 0;                 // read + written per call, for GB/s
+  double stats_mean = 0, stats_std = 1;  // Check::Stats: expected moments
+};
+
+// The family tables (suites/ops/cases_<family>.cpp).
+std::vector<OpCase> tensor_cases();        // views, copies, casts, creation
+std::vector<OpCase> elementwise_cases();
+std::vector<OpCase> reduce_cases();
+std::vector<OpCase> linalg_cases();
+std::vector<OpCase> index_cases();         // shape and index ops
+std::vector<OpCase> nn_cases();           // conv, pooling, embedding, dropout, one_hot, pad
+std::vector<OpCase> nn_norm_cases();      // softmax, log_softmax, layer_norm, batch_norm
+std::vector<OpCase> all_op_cases();
+
+// Builds the inputs of a case (deterministic in the case name and TRAINBENCH_SEED).
+std::vector<tb::Tensor> make_inputs(const OpCase& c);
+uint64_t case_seed(const std::string& name);
+// Runs one case in its check mode; never throws.
+harness::Record run_case(const OpCase& c);
+harness::BenchCase make_bench(const OpCase& c);
+
+// Shorthands for tables: a single-output engine/reference op.
+inline std::vector<tb::Tensor> one(tb::Tensor t) { return {std::move(t)}; }
+inline std::vector<ref::Tensor> one(ref::Tensor t) { return {std::move(t)}; }
+
+}  // namespace tb::suites

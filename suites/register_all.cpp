@@ -10,7 +10,8 @@ namespace tb::suites {
 void register_all() {
   // Same thread count on both sides: the harness calls this with --threads.
   harness::register_thread_setter([](int n) { ref::set_threads(n); });
-  for (auto& [k, v] : ref::info().items()) harness::add_run_info(k, v);
+  const nlohmann::json info = ref::info();  // a named copy: items() must not outlive it
+  for (auto& [k, v] : info.items()) harness::add_run_info(k, v);
   harness::add_run_info("engine_blas", "oneDNN (libdnnl) for matmul and convolution");
 
   harness::register_suite({

@@ -1,0 +1,235 @@
+// `trainbench` subcommands: list, test, bench, report, all. Output contract: progress lines on
+// stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
+#include <CLI/CLI.hpp>
+
+#include <ctime>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "harness/cli.h"
+#include "harness/runner.h"
+
+#ifndef TB_VERSION
+#define TB_VERSION "unknown"
+#endif
+
+namespace tb::harness {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Options {
+  std::vector<std::string> suites;
+  std::string filter;
+  std::string json;
+  int threads = 0;
+  int repetitions = 5;
+  double min_time = 0.1;
+  bool no_report = false;
+  std::string report_out;
+  std::vector<std::string> inputs;  // report
+  double peak_gflops = 0, peak_gbps = 0;
+};
+
+void add_selection(CLI::App* sub, Options& o) {
+  sub->add_option("--suite", o.suites, "Suite to run (repeatable); default: the default suites")
+      ->type_name("NAME");
+  sub->add_option("--filter", o.filter, "Regex searched in case names (ECMAScript)")
+      ->type_name("REGEX");
+}
+
+void add_run_options(CLI::App* sub, Options& o, const std::string& name) {
+  add_selection(sub, o);
+  sub->add_option("--json", o.json, "Result file; default: results/" + name + "-<timestamp>.json")
+      ->type_name("PATH");
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  sub->add_option("--threads", o.threads,
+                  "Threads for the engine and LibTorch; default: all cores (" +
+                      std::to_string(cores) + ")")
+      ->check(CLI::Range(1, 4096))
+      ->type_name("N");
+}
+
+void add_bench_options(CLI::App* sub, Options& o) {
+  sub->add_option("--repetitions", o.repetitions, "Timed repetitions per side")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  sub->add_option("--min-time", o.min_time, "Minimum seconds per repetition")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->type_name("S");
+}
+
+void add_peak_options(CLI::App* sub, Options& o) {
+  sub->add_option("--peak-gflops", o.peak_gflops,
+                  "Machine peak GFLOP/s drawn on the throughput plot (report default: 270)")
+      ->type_name("X")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--peak-gbps", o.peak_gbps,
+                  "Machine memory bandwidth GB/s drawn on the plot (report default: 22)")
+      ->type_name("X")
+      ->check(CLI::PositiveNumber);
+}
+
+std::string join_argv(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+fs::path default_json(const std::string& sub) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  std::ostringstream os;
+  os << "results/" << sub << '-' << std::put_time(&tm, "%Y%m%d-%H%M%S") << ".json";
+  return os.str();
+}
+
+Selection selection(const Options& o) { return Selection{o.suites, o.filter, false}; }
+
+int cmd_list(const Options& o) {
+  Selection sel = selection(o);
+  sel.include_non_default = true;  // list shows everything there is
+  const std::vector<const Suite*> chosen = select_suites(sel);
+  // Collected per suite so the listing keeps registration order within each suite.
+  std::size_t total = 0;
+  for (const Suite* s : chosen) {
+    Selection one{{s->name}, o.filter, true};
+    const auto tests = collect_tests(one);
+    const auto benches = collect_benches(one);
+    std::cout << s->name;
+    if (!s->description.empty()) std::cout << " - " << s->description;
+    std::cout << " (" << tests.size() << " tests, " << benches.size() << " benchmarks"
+              << (s->run_by_default ? "" : ", not in the default run") << ")\n";
+    for (const auto& t : tests) std::cout << "  test   " << t.test.name << '\n';
+    for (const auto& b : benches) std::cout << "  bench  " << b.bench.name << '\n';
+    total += tests.size() + benches.size();
+  }
+  if (chosen.empty()) std::cout << "no suites registered\n";
+  std::cerr << total << " cases in " << chosen.size() << " suites\n";
+  return 0;
+}
+
+// test / bench / all share this: run, write the JSON, summarise, maybe report.
+int cmd_run(const Options& o, const std::string& sub, int argc, char** argv) {
+  const bool do_tests = sub != "bench", do_benches = sub != "test";
+  const Selection sel = selection(o);
+  std::vector<PlannedTest> tests;
+  std::vector<PlannedBench> benches;
+  if (do_tests) tests = collect_tests(sel);
+  if (do_benches) benches = collect_benches(sel);
+  if (tests.empty() && benches.empty())
+    std::cerr << "trainbench: warning: no cases match the selection\n";
+
+  const int threads = apply_threads(o.threads);
+  Progress progress(&std::cerr, tests.size() + benches.size());
+  std::vector<Record> records = run_tests(tests, &progress);
+  BenchOptions bo{o.repetitions, o.min_time, threads};
+  std::vector<Record> brecs = run_benches(benches, bo, &progress);
+  records.insert(records.end(), std::make_move_iterator(brecs.begin()),
+                 std::make_move_iterator(brecs.end()));
+
+  // The tally first: it is the line CI logs are read for, even if the JSON cannot be written.
+  const Counts c = count(records);
+  std::cout << c.passed << " passed, " << c.failed + c.errors << " failed, " << c.skipped
+            << " skipped" << std::endl;
+  if (c.errors)
+    std::cout << "(" << c.errors << " of the failures are errors: a case threw or could not run)\n";
+
+  const fs::path json = o.json.empty() ? default_json(sub) : fs::path(o.json);
+  write_result(json, make_result(RunInfo{join_argv(argc, argv), threads}, records));
+  std::cout << "results: " << json.string() << std::endl;
+
+  bool report_ok = true;
+  if (sub == "all" && !o.no_report) {
+    try {
+      ReportRequest req{{json}, o.report_out, o.peak_gflops, o.peak_gbps};
+      const fs::path html = run_report(req);
+      std::cout << "report: " << html.string() << std::endl;
+    } catch (const std::exception& e) {
+      std::cerr << "trainbench: " << e.what() << '\n';
+      report_ok = false;
+    }
+  }
+  return c.ok() && report_ok ? 0 : 1;
+}
+
+int cmd_report(const Options& o) {
+  ReportRequest req;
+  for (const std::string& p : o.inputs) req.inputs.emplace_back(p);
+  req.out_dir = o.report_out;
+  req.peak_gflops = o.peak_gflops;
+  req.peak_gbps = o.peak_gbps;
+  try {
+    const fs::path html = run_report(req);
+    std::cout << "report: " << html.string() << std::endl;
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "trainbench: " << e.what() << '\n';
+    return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trainbench: correctness tests and benchmarks of the engine against LibTorch",
+               "trainbench"};
+  app.set_version_flag("--version", TB_VERSION);
+  app.require_subcommand(1);
+  Options o;
+
+  CLI::App* list = app.add_subcommand("list", "List suites and their cases");
+  add_selection(list, o);
+
+  CLI::App* test = app.add_subcommand("test", "Run correctness cases, write result JSON");
+  add_run_options(test, o, "test");
+
+  CLI::App* bench = app.add_subcommand("bench", "Run benchmarks (engine vs LibTorch), write JSON");
+  add_run_options(bench, o, "bench");
+  add_bench_options(bench, o);
+
+  CLI::App* report = app.add_subcommand("report", "Make the HTML/PNG/Markdown report from JSON");
+  report->add_option("--out", o.report_out, "Report folder; default: report/ beside the first JSON")
+      ->type_name("DIR");
+  add_peak_options(report, o);
+  report->add_option("json", o.inputs, "Result JSON files")->required()->type_name("JSON");
+
+  CLI::App* all = app.add_subcommand(
+      "all", "The main job: tests and benchmarks of the default suites, one JSON, the report");
+  add_run_options(all, o, "all");
+  add_bench_options(all, o);
+  all->add_option("--out", o.report_out, "Report folder; default: report/ beside the JSON")
+      ->type_name("DIR");
+  all->add_flag("--no-report", o.no_report, "Write the JSON only");
+  add_peak_options(all, o);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);  // prints help or the error
+    return rc == 0 ? 0 : 2;
+  }
+
+  try {
+    if (*list) return cmd_list(o);
+    if (*report) return cmd_report(o);
+    if (*test) return cmd_run(o, "test", argc, argv);
+    if (*bench) return cmd_run(o, "bench", argc, argv);
+    if (*all) return cmd_run(o, "all", argc, argv);
+  } catch (const UsageError& e) {
+    std::cerr << "trainbench: " << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    // Not a case's failure (those are records) but the harness's own: e.g. the JSON not writable.
+    std::cerr << "trainbench: error: " << e.what() << '\n';
+    return 2;
+  }
+  return 2;
+}
+
+}  // namespace tb::harness

@@ -1,0 +1,151 @@
+// The process-wide registries suites fill before the CLI runs (suites, thread setters, run-header
+// extras) and the selection of suites and cases by --suite / --filter.
+#include <algorithm>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "engine/tensor/iterator.h"
+#include "harness/registry_detail.h"
+#include "harness/runner.h"
+
+namespace tb::harness {
+namespace {
+
+// Function-local statics: suites may register from static initialisers in other TUs.
+std::vector<Suite>& suite_list() {
+  static std::vector<Suite> s;
+  return s;
+}
+std::vector<std::function<void(int)>>& setter_list() {
+  static std::vector<std::function<void(int)>> s;
+  return s;
+}
+nlohmann::json& run_info_obj() {
+  static nlohmann::json j = nlohmann::json::object();
+  return j;
+}
+
+std::string known_suites() {
+  std::ostringstream os;
+  for (const Suite& s : suite_list()) os << (os.tellp() > 0 ? ", " : "") << s.name;
+  std::string out = os.str();
+  return out.empty() ? "(none registered)" : out;
+}
+
+std::regex compile_filter(const std::string& filter) {
+  try {
+    return std::regex(filter.empty() ? std::string(".*") : filter, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw UsageError("invalid --filter regex '" + filter + "': " + e.what());
+  }
+}
+
+// A suite whose case list cannot even be built (LibTorch failed to load, a fixture threw) still
+// shows up as one error record instead of aborting the whole run and hiding the other suites.
+constexpr const char* kSetupCase = "(setup)";
+TestCase setup_error_case(const std::string& what) {
+  return {kSetupCase, [what] {
+            Record r;
+            r.status = "error";
+            r.message = "listing the suite's test cases failed: " + what;
+            return r;
+          }};
+}
+
+}  // namespace
+
+void register_suite(Suite s) {
+  if (s.name.empty()) throw std::invalid_argument("register_suite: a suite needs a name");
+  for (const Suite& other : suite_list())
+    if (other.name == s.name)
+      throw std::invalid_argument("register_suite: suite '" + s.name + "' registered twice");
+  suite_list().push_back(std::move(s));
+}
+
+const std::vector<Suite>& suites() { return suite_list(); }
+
+void register_thread_setter(std::function<void(int)> setter) {
+  if (setter) setter_list().push_back(std::move(setter));
+}
+
+void add_run_info(const std::string& key, nlohmann::json value) {
+  run_info_obj()[key] = std::move(value);
+}
+
+namespace detail {
+const nlohmann::json& extra_run_info() { return run_info_obj(); }
+}  // namespace detail
+
+std::vector<const Suite*> select_suites(const Selection& sel) {
+  std::vector<const Suite*> out;
+  if (sel.suites.empty()) {
+    for (const Suite& s : suite_list())
+      if (s.run_by_default || sel.include_non_default) out.push_back(&s);
+    return out;
+  }
+  for (const std::string& name : sel.suites) {
+    const Suite* found = nullptr;
+    for (const Suite& s : suite_list())
+      if (s.name == name) found = &s;
+    if (!found) throw UsageError("unknown suite '" + name + "'; known suites: " + known_suites());
+    bool dup = false;
+    for (const Suite* p : out) dup = dup || p == found;
+    if (!dup) out.push_back(found);
+  }
+  return out;
+}
+
+std::vector<PlannedTest> collect_tests(const Selection& sel) {
+  const std::regex re = compile_filter(sel.filter);
+  std::vector<PlannedTest> out;
+  for (const Suite* s : select_suites(sel)) {
+    if (!s->tests) continue;
+    std::vector<TestCase> cases;
+    try {
+      cases = s->tests();
+    } catch (const std::exception& e) {
+      out.push_back({s->name, setup_error_case(e.what())});
+      continue;
+    }
+    for (TestCase& t : cases)
+      if (std::regex_search(t.name, re)) out.push_back({s->name, std::move(t)});
+  }
+  return out;
+}
+
+std::vector<PlannedBench> collect_benches(const Selection& sel) {
+  const std::regex re = compile_filter(sel.filter);
+  std::vector<PlannedBench> out;
+  for (const Suite* s : select_suites(sel)) {
+    if (!s->benches) continue;
+    std::vector<BenchCase> cases;
+    try {
+      cases = s->benches();
+    } catch (const std::exception& e) {
+      // A bench case whose warm-up call throws becomes an "error" record in run_benches.
+      const std::string msg = e.what();
+      BenchCase b;
+      b.name = kSetupCase;
+      b.engine = [msg] {
+        throw std::runtime_error("listing the suite's benchmarks failed: " + msg);
+      };
+      b.reference = [] {};
+      out.push_back({s->name, std::move(b)});
+      continue;
+    }
+    for (BenchCase& b : cases)
+      if (std::regex_search(b.name, re)) out.push_back({s->name, std::move(b)});
+  }
+  return out;
+}
+
+int apply_threads(int n) {
+  if (n < 1) n = std::max(1u, std::thread::hardware_concurrency());
+  tb::set_num_threads(n);
+  for (const auto& set : setter_list()) set(n);
+  return n;
+}
+
+}  // namespace tb::harness

@@ -1,0 +1,158 @@
+// The result JSON: records as JSON, the run header, and the atomic write (docs/results.md).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+#include "harness/registry_detail.h"
+#include "harness/runner.h"
+
+// Defined by harness/CMakeLists.txt; the fallbacks keep the file compilable on its own.
+#ifndef TB_GIT_REVISION
+#define TB_GIT_REVISION "unknown"
+#endif
+#ifndef TB_BUILD_TYPE
+#define TB_BUILD_TYPE "unknown"
+#endif
+#ifndef TB_COMPILER
+#define TB_COMPILER "unknown"
+#endif
+#ifndef TB_VERSION
+#define TB_VERSION "unknown"
+#endif
+
+namespace tb::harness {
+namespace {
+
+nlohmann::json safe_value(const nlohmann::json& v) {
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isnan(d)) return "nan";
+    if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+    return v;
+  }
+  if (v.is_number() || v.is_string()) return v;
+  return v.dump();
+}
+
+nlohmann::json safe_object(const nlohmann::json& obj) {
+  nlohmann::json out = nlohmann::json::object();
+  if (!obj.is_object()) {
+    if (!obj.is_null()) out["value"] = safe_value(obj);
+    return out;
+  }
+  for (auto it = obj.begin(); it != obj.end(); ++it) out[it.key()] = safe_value(it.value());
+  return out;
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+// Benchmarks on a busy machine (a parallel build, another run) are noise; the load average lets
+// a reader of the result see that.
+nlohmann::json load_average() {
+  double l[3] = {0, 0, 0};
+  std::ifstream in("/proc/loadavg");
+  if (!(in >> l[0] >> l[1] >> l[2])) return nullptr;
+  return nlohmann::json::array({l[0], l[1], l[2]});
+}
+
+}  // namespace
+
+nlohmann::json record_to_json(const Record& r) {
+  return {
+      {"suite", r.suite},
+      {"case", r.case_name},
+      {"kind", r.kind},
+      {"status", r.status},
+      {"rank", r.rank},
+      {"metrics", safe_object(r.metrics)},
+      {"tolerances", safe_object(r.tolerances)},
+      {"duration_s", std::isfinite(r.duration_s) && r.duration_s > 0 ? r.duration_s : 0.0},
+      {"message", r.message},
+  };
+}
+
+nlohmann::json make_result(const RunInfo& info, const std::vector<Record>& records) {
+  // Suites' extras first, so the harness's own facts win on a clash.
+  nlohmann::json run = detail::extra_run_info();
+  run["time"] = utc_now_iso8601();
+  run["git_revision"] = TB_GIT_REVISION;
+  run["trainbench_version"] = TB_VERSION;
+  run["host"] = host_name();
+  run["cpu"] = cpu_model();
+  run["logical_cores"] = std::max(1u, std::thread::hardware_concurrency());
+  if (nlohmann::json la = load_average(); !la.is_null()) run["load_average"] = la;
+  run["build_type"] = TB_BUILD_TYPE;
+  run["compiler"] = TB_COMPILER;
+  run["backends"] = nlohmann::json::array({"cpu"});
+  run["world_size"] = 1;
+  run["command"] = info.command;
+  run["threads"] = info.threads;
+
+  nlohmann::json recs = nlohmann::json::array();
+  for (const Record& r : records) recs.push_back(record_to_json(r));
+  return {{"schema", kSchemaId}, {"run", std::move(run)}, {"records", std::move(recs)}};
+}
+
+void write_result(const std::filesystem::path& path, const nlohmann::json& result) {
+  namespace fs = std::filesystem;
+  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  // Same folder as the target so rename() stays on one filesystem and is atomic: a reader (or a
+  // crash) never sees a half-written result.
+  fs::path tmp = path;
+  tmp += ".tmp." + std::to_string(::getpid());
+  // A message quoting raw bytes (a corrupt tensor name, a C string from a library) must not cost
+  // the whole result: invalid UTF-8 is replaced by U+FFFD rather than thrown on.
+  const std::string text =
+      result.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() &&
+                  std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  const int err = errno;
+  if (std::fclose(f) != 0 || !ok) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(err));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int rerr = errno;
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot rename " + tmp.string() + " to " + path.string() + ": " +
+                             std::strerror(rerr));
+  }
+}
+
+}  // namespace tb::harness

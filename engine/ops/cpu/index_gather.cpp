@@ -1,0 +1,337 @@
+// Indexing kernels: index_select, gather, scatter (assign / add / multiply, tensor or scalar
+// source), scatter_add, index_add. Every index tensor is first copied to a contiguous int64
+// buffer and range-checked in full, so a bad index raises core::Error before anything is written.
+// gather/scatter walk the index's shape with the indexed dim pulled out of the StridedLoop and run
+// serially inside each element: elements of the loop then write disjoint outputs, which keeps the
+// parallel walk race-free and duplicates resolved in index order (as on PyTorch's CPU).
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "engine/ops/index.h"
+#include "engine/tensor/iterator.h"
+
+namespace tb::ops {
+
+namespace {
+
+// index as a contiguous int64 tensor (same shape), every value checked to lie in [0, size).
+Tensor checked_index(const Tensor& index, int64_t size, const char* op) {
+  TB_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op,
+           "Expected dtype int32 or int64 for index, got ", core::name(index.dtype()));
+  Tensor idx = index.to(DType::Int64).contiguous();
+  const int64_t* p = idx.data_ptr<int64_t>();
+  for (int64_t i = 0; i < idx.numel(); ++i)
+    TB_CHECK(p[i] >= 0 && p[i] < size, op, "index ", p[i], " is out of bounds for dimension with size ", size);
+  return idx;
+}
+
+// In-place writes into a broadcast view (stride 0 over a dim of size > 1) would race and keep
+// only one of several results; PyTorch refuses them too.
+void check_no_internal_overlap(const Tensor& t, const char* op) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    TB_CHECK(t.stride(d) != 0 || t.size(d) <= 1, op, "unsupported operation: more than one element of the written-to "
+             "tensor refers to a single memory location. Please clone() the tensor before performing the operation.");
+}
+
+Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
+
+// Loop view of `t` over the index's shape with the indexed dim collapsed to size 1.
+Tensor loop_view(const Tensor& t, const Shape& iter) { return make_view(t, iter, t.strides(), t.storage_offset()); }
+
+// Same-sized copy of element bytes: lets one loop move any dtype.
+template <typename F>
+void dispatch_bytes(size_t itemsize, F&& f) {
+  switch (itemsize) {
+    case 1: f.template operator()<uint8_t>(); break;
+    case 2: f.template operator()<uint16_t>(); break;
+    case 4: f.template operator()<uint32_t>(); break;
+    default: f.template operator()<uint64_t>(); break;
+  }
+}
+
+enum class Reduce { None, Add, Multiply };
+
+Reduce parse_reduce(const std::string& r) {
+  if (r.empty()) return Reduce::None;
+  if (r == "add") return Reduce::Add;
+  if (r == "multiply") return Reduce::Multiply;
+  throw Error("scatter", "reduce argument must be either add or multiply, got '" + r + "'");
+}
+
+template <typename T>
+inline T combine(T a, T b, Reduce r) {
+  if (r == Reduce::None) return b;
+  if constexpr (std::is_same_v<T, bool>) {
+    return r == Reduce::Add ? (a || b) : (a && b);
+  } else {
+    using M = core::opmath_t<T>;
+    return r == Reduce::Add ? T(M(a) + M(b)) : T(M(a) * M(b));
+  }
+}
+
+// Shape checks shared by scatter and scatter_add (PyTorch's scatter_shape_check).
+void check_scatter_shapes(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src, const char* op) {
+  const auto nonempty = [](const Tensor& t) { return std::max<int64_t>(t.dim(), 1); };
+  TB_CHECK(nonempty(index) == nonempty(self), op, "Index tensor must have the same number of dimensions as self tensor");
+  if (src) {
+    TB_CHECK(src->dtype() == self.dtype(), op, "Expected self.dtype to be equal to src.dtype");
+    TB_CHECK(nonempty(index) == nonempty(*src), op, "Index tensor must have the same number of dimensions as src tensor");
+  }
+  if (index.numel() == 0) return;
+  const auto sz = [](const Tensor& t, int64_t d) { return t.dim() == 0 ? int64_t(1) : t.size(d); };
+  for (int64_t d = 0; d < nonempty(self); ++d) {
+    TB_CHECK(d == dim || sz(index, d) <= sz(self, d), op, "Expected index ", core::to_string(index.sizes()),
+             " to be no larger than self ", core::to_string(self.sizes()), " apart from dimension ", dim);
+    TB_CHECK(!src || sz(index, d) <= sz(*src, d), op, "Expected index ", core::to_string(index.sizes()),
+             " to be no larger than src ", core::to_string(src->sizes()));
+  }
+}
+
+// self: any strides, written in place; index: int64, ndim(self); src: index-sized or larger.
+void scatter_kernel(Tensor& self, int64_t dim, const Tensor& index, const Tensor* src, double value, Reduce r,
+                    const char* op) {
+  Tensor s1 = at_least_1d(self);
+  const int64_t d = core::wrap_dim(dim, s1.dim(), op);
+  check_scatter_shapes(self, d, index, src, op);
+  check_no_internal_overlap(self, op);
+  if (r != Reduce::None && core::is_reduced_float(self.dtype())) {
+    // Like PyTorch, accumulate bf16/f16 in float and round once at the end.
+    Tensor acc = self.to(DType::Float32);
+    const Tensor src32 = src ? src->to(DType::Float32) : Tensor();
+    scatter_kernel(acc, dim, index, src ? &src32 : nullptr, value, r, op);
+    self.copy_(acc);
+    return;
+  }
+  self.bump_version();
+  if (index.numel() == 0) return;
+  const Tensor idx = at_least_1d(checked_index(index, s1.size(d), op));
+  const Tensor src1 = src ? at_least_1d(*src) : Tensor();
+  Shape iter = idx.sizes();
+  const int64_t K = iter[size_t(d)];
+  iter[size_t(d)] = 1;
+  const int64_t self_ds = s1.stride(d), idx_ds = idx.stride(d), src_ds = src ? src1.stride(d) : 0;
+  core::dispatch(self.dtype(), [&]<typename T>() {
+    if (src) {
+      StridedLoop loop({loop_view(s1, iter), loop_view(idx, iter), loop_view(src1, iter)});
+      loop.for_each([&](char** p, const int64_t* st, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) {
+          T* out = reinterpret_cast<T*>(p[0] + i * st[0]);
+          const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
+          const T* sp = reinterpret_cast<const T*>(p[2] + i * st[2]);
+          for (int64_t k = 0; k < K; ++k) {
+            T& o = out[ip[k * idx_ds] * self_ds];
+            o = combine(o, sp[k * src_ds], r);
+          }
+        }
+      });
+    } else {
+      const T v = std::is_same_v<T, bool> ? T(value != 0) : T(static_cast<core::opmath_t<T>>(value));
+      StridedLoop loop({loop_view(s1, iter), loop_view(idx, iter)});
+      loop.for_each([&](char** p, const int64_t* st, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) {
+          T* out = reinterpret_cast<T*>(p[0] + i * st[0]);
+          const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
+          for (int64_t k = 0; k < K; ++k) {
+            T& o = out[ip[k * idx_ds] * self_ds];
+            o = combine(o, v, r);
+          }
+        }
+      });
+    }
+  });
+}
+
+}  // namespace
+
+// ---- index_select ----
+
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+  const char* op = "index_select";
+  TB_CHECK(index.dim() <= 1, op, "Index is supposed to be a vector");
+  const int64_t d = core::wrap_dim(dim, std::max<int64_t>(self.dim(), 1), op);
+  if (self.dim() == 0)
+    TB_CHECK(index.numel() == 1, op, "Index to scalar can have only 1 value, got ", index.numel(), " value(s)");
+  const Tensor s = at_least_1d(self).contiguous();
+  const Tensor idx = checked_index(index, s.size(d), op);
+  const int64_t n = idx.numel();
+  Shape out_shape = self.sizes();
+  if (self.dim() > 0) out_shape[size_t(d)] = n;
+  Tensor out = empty(out_shape, self.dtype());
+  if (out.numel() == 0) return out;
+  // s: (outer, S, inner) contiguous -> out: (outer, n, inner)
+  const int64_t S = s.size(d);
+  int64_t in_sz = 1;
+  for (int64_t k = d + 1; k < s.dim(); ++k) in_sz *= s.size(k);
+  const int64_t outer = s.numel() / std::max<int64_t>(S * in_sz, 1);
+  const int64_t* ip = idx.data_ptr<int64_t>();
+  dispatch_bytes(s.itemsize(), [&]<typename E>() {
+    const E* sp = static_cast<const E*>(s.data());
+    E* op_ = static_cast<E*>(out.data());
+    const int64_t rows = outer * n;
+#pragma omp parallel for schedule(static) if (rows * in_sz > kParallelGrain)
+    for (int64_t row = 0; row < rows; ++row) {
+      const int64_t o = row / n, i = row % n;
+      const E* src = sp + (o * S + ip[i]) * in_sz;
+      E* dst = op_ + row * in_sz;
+      for (int64_t j = 0; j < in_sz; ++j) dst[j] = src[j];
+    }
+  });
+  return out;
+}
+
+Tensor& index_select_out(Tensor& out, const Tensor& self, int64_t dim, const Tensor& index) {
+  TB_CHECK(!out.defined() || out.dtype() == self.dtype(), "index_select", "self and result must have the same scalar type");
+  Tensor r = index_select(self, dim, index);
+  out = prepare_out(&out, r.sizes(), r.dtype(), "index_select");
+  out.copy_(r);
+  return out;
+}
+
+// ---- gather ----
+
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool /*sparse_grad*/) {
+  const char* op = "gather";
+  const Tensor s1 = at_least_1d(self);
+  const int64_t d = core::wrap_dim(dim, s1.dim(), op);
+  TB_CHECK(std::max<int64_t>(index.dim(), 1) == s1.dim(), op,
+           "Index tensor must have the same number of dimensions as input tensor");
+  Tensor out = empty(index.sizes(), self.dtype());
+  if (index.numel() == 0) return out;
+  const Tensor idx = at_least_1d(checked_index(index, s1.size(d), op));
+  for (int64_t k = 0; k < s1.dim(); ++k)
+    TB_CHECK(k == d || idx.size(k) <= s1.size(k), op, "Size does not match at dimension ", k, " expected index ",
+             core::to_string(index.sizes()), " to be no larger than self ", core::to_string(self.sizes()),
+             " apart from dimension ", d);
+  Tensor o1 = at_least_1d(out);
+  Shape iter = idx.sizes();
+  const int64_t K = iter[size_t(d)];
+  iter[size_t(d)] = 1;
+  const int64_t out_ds = o1.stride(d), idx_ds = idx.stride(d), self_ds = s1.stride(d);
+  dispatch_bytes(self.itemsize(), [&]<typename E>() {
+    StridedLoop loop({loop_view(o1, iter), loop_view(idx, iter), loop_view(s1, iter)});
+    loop.for_each([&](char** p, const int64_t* st, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        E* o = reinterpret_cast<E*>(p[0] + i * st[0]);
+        const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
+        const E* sp = reinterpret_cast<const E*>(p[2] + i * st[2]);
+        for (int64_t k = 0; k < K; ++k) o[k * out_ds] = sp[ip[k * idx_ds] * self_ds];
+      }
+    });
+  });
+  return out;
+}
+
+// ---- scatter, scatter_add ----
+
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  scatter_kernel(self, dim, index, &src, 0, Reduce::None, "scatter");
+  return self;
+}
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value) {
+  scatter_kernel(self, dim, index, nullptr, value, Reduce::None, "scatter");
+  return self;
+}
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
+  scatter_kernel(self, dim, index, &src, 0, parse_reduce(reduce), "scatter");
+  return self;
+}
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value, const std::string& reduce) {
+  scatter_kernel(self, dim, index, nullptr, value, parse_reduce(reduce), "scatter");
+  return self;
+}
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor r = self.clone();
+  return scatter_(r, dim, index, src);
+}
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value) {
+  Tensor r = self.clone();
+  return scatter_(r, dim, index, value);
+}
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
+  Tensor r = self.clone();
+  return scatter_(r, dim, index, src, reduce);
+}
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value, const std::string& reduce) {
+  Tensor r = self.clone();
+  return scatter_(r, dim, index, value, reduce);
+}
+Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  scatter_kernel(self, dim, index, &src, 0, Reduce::Add, "scatter_add");
+  return self;
+}
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor r = self.clone();
+  return scatter_add_(r, dim, index, src);
+}
+
+// ---- index_add ----
+
+Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
+  const char* op = "index_add_";
+  TB_CHECK(index.dim() <= 1, op, "Index is supposed to be a vector");
+  TB_CHECK(source.dtype() == self.dtype(), op, "self (", core::name(self.dtype()), ") and source (",
+           core::name(source.dtype()), ") must have the same scalar type");
+  TB_CHECK(source.dim() == self.dim(), op, "source tensor shape must match self tensor shape, excluding the specified "
+           "dimension. Got self.shape = ", core::to_string(self.sizes()), " source.shape = ", core::to_string(source.sizes()));
+  const Tensor s1 = at_least_1d(self), src = at_least_1d(source).contiguous();
+  const int64_t d = core::wrap_dim(dim, s1.dim(), op);
+  TB_CHECK(index.numel() == src.size(d), op, "Number of indices (", index.numel(),
+           ") should be equal to source.size(dim): (", src.size(d), "), for dim: ", d);
+  for (int64_t k = 0; k < s1.dim(); ++k)
+    TB_CHECK(k == d || src.size(k) == s1.size(k), op, "source tensor shape must match self tensor shape, excluding the "
+             "specified dimension. Got self.shape = ", core::to_string(self.sizes()), " source.shape = ",
+             core::to_string(source.sizes()));
+  const Tensor idx = checked_index(index, s1.size(d), op);
+  check_no_internal_overlap(self, op);
+  if (core::is_reduced_float(self.dtype()) && alpha == 1 && self.dim() > 1) {
+    // PyTorch's CPU index_add takes a scatter_add path here that accumulates bf16/f16 in float
+    // and rounds once; otherwise (alpha != 1, or 1-D) it rounds after every addition, as below.
+    Tensor acc = self.to(DType::Float32);
+    index_add_(acc, dim, index, source.to(DType::Float32), alpha);
+    self.copy_(acc);
+    return self;
+  }
+  self.bump_version();
+  if (src.numel() == 0) return self;
+  Tensor r = s1.is_contiguous() ? s1 : s1.contiguous();
+  // r: (outer, S, inner), src: (outer, n, inner); tasks are (outer, block of inner) pairs so that
+  // each writes its own part of r, whichever dim is large.
+  const int64_t S = r.size(d), n = idx.numel();
+  int64_t inner = 1;
+  for (int64_t k = d + 1; k < r.dim(); ++k) inner *= r.size(k);
+  const int64_t outer = r.numel() / std::max<int64_t>(S * inner, 1);
+  constexpr int64_t kBlock = 4096;
+  const int64_t nb = (inner + kBlock - 1) / kBlock, tasks = outer * nb;
+  const int64_t* ip = idx.data_ptr<int64_t>();
+  core::dispatch(self.dtype(), [&]<typename T>() {
+    T* rp = r.data_ptr<T>();
+    const T* sp = src.data_ptr<T>();
+    using M = core::opmath_t<T>;
+    const M a = std::is_same_v<T, bool> ? M(alpha != 0) : core::is_integral(self.dtype()) ? M(int64_t(alpha)) : M(alpha);
+#pragma omp parallel for schedule(static) if (src.numel() > kParallelGrain && tasks > 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t o = t / nb, j0 = (t % nb) * kBlock, j1 = std::min(inner, j0 + kBlock);
+      for (int64_t i = 0; i < n; ++i) {
+        T* dst = rp + (o * S + ip[i]) * inner;
+        const T* s = sp + (o * n + i) * inner;
+        for (int64_t j = j0; j < j1; ++j) {
+          if constexpr (std::is_same_v<T, bool>) dst[j] = dst[j] || (a && s[j]);
+          else dst[j] = T(M(dst[j]) + a * M(s[j]));
+        }
+      }
+    }
+  });
+  if (!r.is_same(s1)) {  // self was not contiguous: the sums were made in a copy
+    Tensor s1v = s1;
+    s1v.copy_(r);
+  }
+  return self;
+}
+
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
+  Tensor r = self.clone();
+  return index_add_(r, dim, index, source, alpha);
+}
+
+}  // namespace tb::ops

@@ -1,0 +1,347 @@
+// Shape and mask ops of the index family: cat, stack, split, chunk, repeat, tril/triu,
+// masked_fill, masked_select, nonzero. Most are views or copy_ calls (copy_ is the engine's one
+// parallel, casting strided copy); the mask ops have small kernels of their own here.
+// Indexing kernels live in cpu/index_gather.cpp, sorting in cpu/sort.cpp.
+#include "engine/ops/index.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/tensor/iterator.h"
+
+namespace tb::ops {
+
+namespace {
+
+// 1-D tensors of size 0 are skipped by cat, whatever the other inputs' shapes (legacy rule).
+bool cat_skipped(const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
+
+struct CatPlan {
+  Shape shape;
+  DType dtype;
+  int64_t dim;
+};
+
+CatPlan plan_cat(const std::vector<Tensor>& tensors, int64_t dim, const char* op) {
+  TB_CHECK(!tensors.empty(), op, "expected a non-empty list of Tensors");
+  DType dt = tensors[0].dtype();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TB_CHECK(tensors[i].defined(), op, "undefined tensor at position ", i);
+    TB_CHECK(tensors[i].dim() > 0, op, "zero-dimensional tensor (at position ", i, ") cannot be concatenated");
+    dt = core::promote_types(dt, tensors[i].dtype());
+  }
+  const Tensor* ref = &tensors[0];
+  for (const Tensor& t : tensors)
+    if (!cat_skipped(t)) {
+      ref = &t;
+      break;
+    }
+  const int64_t d = core::wrap_dim(dim, ref->dim(), op);
+  Shape shape = ref->sizes();
+  int64_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (cat_skipped(t)) continue;
+    TB_CHECK(t.dim() == ref->dim(), op, "Tensors must have same number of dimensions: got ", ref->dim(), " and ",
+             t.dim());
+    for (int64_t k = 0; k < t.dim(); ++k)
+      TB_CHECK(k == d || t.size(k) == shape[k], op, "Sizes of tensors must match except in dimension ", d,
+               ". Expected size ", shape[k], " but got size ", t.size(k), " for tensor number ", i, " in the list.");
+    total += t.size(d);
+  }
+  if (!cat_skipped(*ref)) shape[d] = total;
+  return {shape, dt, d};
+}
+
+void cat_into(Tensor& out, const std::vector<Tensor>& tensors, int64_t d) {
+  int64_t off = 0;
+  for (const Tensor& t : tensors) {
+    if (cat_skipped(t)) continue;
+    Tensor dst = out.narrow(d, off, t.size(d));
+    dst.copy_(t);
+    off += t.size(d);
+  }
+  out.bump_version();
+}
+
+template <typename T>
+T cast_value(double v) {
+  if constexpr (std::is_same_v<T, bool>) return v != 0;
+  else return static_cast<T>(static_cast<core::opmath_t<T>>(v));
+}
+
+// self: any strides; mask: bool, already expanded to self's shape.
+void masked_fill_kernel(Tensor& self, const Tensor& mask, double value) {
+  StridedLoop loop({self, mask});
+  core::dispatch(self.dtype(), [&]<typename T>() {
+    const T v = cast_value<T>(value);
+    loop.for_each([v](char** p, const int64_t* st, int64_t n) {
+      for (int64_t i = 0; i < n; ++i)
+        if (*reinterpret_cast<const bool*>(p[1] + i * st[1])) *reinterpret_cast<T*>(p[0] + i * st[0]) = v;
+    });
+  });
+}
+
+double value_of(const Tensor& value, const char* op) {
+  TB_CHECK(value.defined() && value.dim() == 0, op, "only supports a 0-dimensional value tensor, but got tensor with ",
+           value.defined() ? value.dim() : 0, " dimension(s).");
+  return value.item_double();
+}
+
+// self: (..., R, C) contiguous; zeroes what tril (lower) or triu keeps out.
+void zero_triangle(Tensor& r, int64_t k, bool lower) {
+  const int64_t R = r.size(-2), C = r.size(-1);
+  const int64_t rows = R == 0 ? 0 : r.numel() / C;
+  if (r.numel() == 0) return;
+  core::dispatch(r.dtype(), [&]<typename T>() {
+    T* p = r.data_ptr<T>();
+#pragma omp parallel for schedule(static) if (r.numel() > kParallelGrain)
+    for (int64_t row = 0; row < rows; ++row) {
+      const int64_t i = row % R;
+      T* q = p + row * C;
+      if (lower) {
+        const int64_t from = std::clamp<int64_t>(i + k + 1, 0, C);
+        std::fill(q + from, q + C, T{});
+      } else {
+        const int64_t to = std::clamp<int64_t>(i + k, 0, C);
+        std::fill(q, q + to, T{});
+      }
+    }
+  });
+}
+
+Tensor triangle(const Tensor& self, int64_t k, bool lower, Tensor* out) {
+  const char* op = lower ? "tril" : "triu";
+  TB_CHECK(self.dim() >= 2, op, "input tensor must have at least 2 dimensions");
+  Tensor r = empty(self.sizes(), self.dtype());  // contiguous, whatever self's layout (clone keeps it)
+  r.copy_(self);
+  zero_triangle(r, k, lower);
+  if (out) {
+    Tensor o = prepare_out(out, self.sizes(), self.dtype(), op);
+    o.copy_(r);
+    return o;
+  }
+  return r;
+}
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  CatPlan p = plan_cat(tensors, dim, "cat");
+  Tensor out = empty(p.shape, p.dtype);
+  cat_into(out, tensors, p.dim);
+  return out;
+}
+
+Tensor& cat_out(Tensor& out, const std::vector<Tensor>& tensors, int64_t dim) {
+  CatPlan p = plan_cat(tensors, dim, "cat");
+  for (const Tensor& t : tensors)
+    TB_CHECK(t.numel() == 0 || out.numel() == 0 || !t.shares_storage(out), "cat",
+             "the input tensors cannot refer to any of the output memory locations");
+  out = prepare_out(&out, p.shape, p.dtype, "cat");
+  cat_into(out, tensors, p.dim);
+  return out;
+}
+
+namespace {
+std::vector<Tensor> stack_inputs(const std::vector<Tensor>& tensors, int64_t& dim) {
+  TB_CHECK(!tensors.empty(), "stack", "stack expects a non-empty TensorList");
+  for (size_t i = 1; i < tensors.size(); ++i)
+    TB_CHECK(tensors[i].sizes() == tensors[0].sizes(), "stack", "stack expects each tensor to be equal size, but got ",
+             core::to_string(tensors[0].sizes()), " at entry 0 and ", core::to_string(tensors[i].sizes()),
+             " at entry ", i);
+  dim = core::wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> u;
+  u.reserve(tensors.size());
+  for (const Tensor& t : tensors) u.push_back(t.unsqueeze(dim));
+  return u;
+}
+}  // namespace
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  auto u = stack_inputs(tensors, dim);
+  return cat(u, dim);
+}
+
+Tensor& stack_out(Tensor& out, const std::vector<Tensor>& tensors, int64_t dim) {
+  auto u = stack_inputs(tensors, dim);
+  return cat_out(out, u, dim);
+}
+
+std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim) {
+  TB_CHECK(self.dim() != 0, "split", "split expects at least a 1-dimensional tensor");
+  TB_CHECK(split_size >= 0, "split", "split expects split_size be non-negative, but got split_size=", split_size);
+  const int64_t d = core::wrap_dim(dim, self.dim(), "split");
+  const int64_t n = self.size(d);
+  TB_CHECK(split_size != 0 || n == 0, "split", "split_size can only be 0 if dimension size is 0, but got dimension size of ", n);
+  const int64_t pieces = split_size == 0 ? 1 : std::max<int64_t>((n + split_size - 1) / split_size, 1);
+  std::vector<Tensor> out;
+  out.reserve(size_t(pieces));
+  for (int64_t i = 0; i < pieces; ++i) {
+    const int64_t start = i * split_size;
+    out.push_back(self.narrow(d, start, std::min(split_size, n - start)));
+  }
+  return out;
+}
+
+std::vector<Tensor> split_with_sizes(const Tensor& self, const std::vector<int64_t>& sizes, int64_t dim) {
+  TB_CHECK(self.dim() != 0, "split_with_sizes", "split expects at least a 1-dimensional tensor");
+  const int64_t d = core::wrap_dim(dim, self.dim(), "split_with_sizes");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    TB_CHECK(s >= 0, "split_with_sizes", "split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=",
+             core::to_string(sizes));
+    total += s;
+  }
+  TB_CHECK(total == self.size(d), "split_with_sizes", "split_with_sizes expects split_sizes to sum exactly to ",
+           self.size(d), " (input tensor's size at dimension ", d, "), but got split_sizes=", core::to_string(sizes));
+  std::vector<Tensor> out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    out.push_back(self.narrow(d, start, s));
+    start += s;
+  }
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& self, const std::vector<int64_t>& split_sizes, int64_t dim) {
+  return split_with_sizes(self, split_sizes, dim);
+}
+
+std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim) {
+  TB_CHECK(self.dim() > 0, "chunk", "chunk expects at least a 1-dimensional tensor");
+  TB_CHECK(chunks > 0, "chunk", "chunk expects `chunks` to be greater than 0, got: ", chunks);
+  const int64_t d = core::wrap_dim(dim, self.dim(), "chunk");
+  const int64_t n = self.size(d);
+  const int64_t split_size = (n + chunks - 1) / chunks;
+  // A size-0 dim still gives `chunks` (empty) pieces, as PyTorch's split_with_sizes path does.
+  if (split_size == 0 && n == 0) return split_with_sizes(self, std::vector<int64_t>(size_t(chunks), 0), d);
+  return split(self, split_size, d);
+}
+
+Tensor repeat(const Tensor& self, const Shape& repeats) {
+  TB_CHECK(int64_t(repeats.size()) >= self.dim(), "repeat",
+           "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor");
+  const size_t nd = repeats.size();
+  const size_t lead = nd - size_t(self.dim());
+  Shape src_sizes(nd, 1), out_sizes(nd);
+  for (size_t i = lead; i < nd; ++i) src_sizes[i] = self.size(int64_t(i - lead));
+  for (size_t i = 0; i < nd; ++i) {
+    TB_CHECK(repeats[i] >= 0, "repeat", "Trying to create tensor with negative dimension ", repeats[i], ": ",
+             core::to_string(repeats));
+    out_sizes[i] = src_sizes[i] * repeats[i];
+  }
+  Tensor out = empty(out_sizes, self.dtype());
+  if (out.numel() == 0) return out;
+  // View the output as (r0, s0, r1, s1, ...) and copy the source broadcast over every r_i.
+  Shape big_sizes, big_strides, src_big_sizes;
+  const Shape& os = out.strides();
+  for (size_t i = 0; i < nd; ++i) {
+    big_sizes.push_back(repeats[i]);
+    big_sizes.push_back(src_sizes[i]);
+    big_strides.push_back(src_sizes[i] * os[i]);
+    big_strides.push_back(os[i]);
+    src_big_sizes.push_back(1);
+    src_big_sizes.push_back(src_sizes[i]);
+  }
+  Tensor dst = make_view(out, big_sizes, big_strides, 0);
+  dst.copy_(self.reshape(src_big_sizes).expand(big_sizes));
+  return out;
+}
+
+Tensor tril(const Tensor& self, int64_t diagonal) { return triangle(self, diagonal, true, nullptr); }
+Tensor triu(const Tensor& self, int64_t diagonal) { return triangle(self, diagonal, false, nullptr); }
+Tensor& tril_out(Tensor& out, const Tensor& self, int64_t diagonal) {
+  out = triangle(self, diagonal, true, &out);
+  return out;
+}
+Tensor& triu_out(Tensor& out, const Tensor& self, int64_t diagonal) {
+  out = triangle(self, diagonal, false, &out);
+  return out;
+}
+Tensor& tril_(Tensor& self, int64_t diagonal) {
+  self.copy_(triangle(self, diagonal, true, nullptr));
+  return self;
+}
+Tensor& triu_(Tensor& self, int64_t diagonal) {
+  self.copy_(triangle(self, diagonal, false, nullptr));
+  return self;
+}
+
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value) {
+  TB_CHECK(mask.dtype() == DType::Bool, "masked_fill_", "masked_fill_ only supports boolean masks, but got mask with dtype ",
+           core::name(mask.dtype()));
+  const Shape b = core::broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill_");
+  TB_CHECK(b == self.sizes(), "masked_fill_", "output with shape ", core::to_string(self.sizes()),
+           " doesn't match the broadcast shape ", core::to_string(b));
+  self.bump_version();
+  masked_fill_kernel(self, mask.expand(self.sizes()), value);
+  return self;
+}
+
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value) {
+  return masked_fill_(self, mask, value_of(value, "masked_fill_"));
+}
+
+Tensor masked_fill(const Tensor& self, const Tensor& mask, double value) {
+  TB_CHECK(mask.dtype() == DType::Bool, "masked_fill", "masked_fill_ only supports boolean masks, but got mask with dtype ",
+           core::name(mask.dtype()));
+  const Shape b = core::broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill");
+  Tensor r = empty(b, self.dtype());
+  r.copy_(self.expand(b));
+  masked_fill_kernel(r, mask.expand(b), value);
+  return r;
+}
+
+Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  return masked_fill(self, mask, value_of(value, "masked_fill"));
+}
+
+Tensor masked_select(const Tensor& self, const Tensor& mask) {
+  TB_CHECK(mask.dtype() == DType::Bool, "masked_select", "masked_select: expected BoolTensor for mask, got ",
+           core::name(mask.dtype()));
+  const Shape b = core::broadcast_shapes(self.sizes(), mask.sizes(), "masked_select");
+  const Tensor m = mask.expand(b).contiguous();
+  const Tensor s = self.expand(b).contiguous();
+  const bool* mp = m.data_ptr<bool>();
+  const int64_t n = m.numel();
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += mp[i];
+  Tensor out = empty({count}, self.dtype());
+  core::dispatch(self.dtype(), [&]<typename T>() {
+    const T* sp = s.data_ptr<T>();
+    T* op = out.data_ptr<T>();
+    for (int64_t i = 0, j = 0; i < n; ++i)
+      if (mp[i]) op[j++] = sp[i];
+  });
+  return out;
+}
+
+Tensor nonzero(const Tensor& self) {
+  const Tensor s = self.contiguous();
+  const int64_t n = s.numel(), nd = s.dim();
+  std::vector<uint8_t> nz(static_cast<size_t>(n));
+  core::dispatch(s.dtype(), [&]<typename T>() {
+    const T* p = s.data_ptr<T>();
+    for (int64_t i = 0; i < n; ++i) nz[size_t(i)] = static_cast<core::opmath_t<T>>(p[i]) != 0;
+  });
+  int64_t count = 0;
+  for (uint8_t v : nz) count += v;
+  Tensor out = empty({count, nd}, DType::Int64);
+  int64_t* o = out.data_ptr<int64_t>();
+  std::vector<int64_t> idx(static_cast<size_t>(nd), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    if (nz[size_t(i)]) {
+      std::copy(idx.begin(), idx.end(), o);
+      o += nd;
+    }
+    for (int64_t d = nd - 1; d >= 0; --d) {  // row-major increment of the multi-index
+      if (++idx[size_t(d)] < s.size(d)) break;
+      idx[size_t(d)] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace tb::ops

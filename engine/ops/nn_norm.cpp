@@ -1,0 +1,252 @@
+// softmax, log_softmax, layer_norm, batch_norm (see nn_norm.h). Each brings its input to a
+// contiguous layout, computes in opmath (float for bf16/f16) and rounds once on store. Row
+// statistics use the pairwise kernel of cpu/reduce_kernel.h; exp is the vectorisable exp_fast.
+#include "engine/ops/nn_norm.h"
+
+#include <cmath>
+#include <vector>
+
+#include "engine/ops/cpu/reduce_kernel.h"
+
+namespace tb::ops {
+
+namespace {
+
+using cpu::load;
+
+template <typename A> struct SumA {
+  A init() const { return A(0); }
+  template <typename T> A step(A a, T v, A) const { return a + A(load(v)); }
+  A merge(A a, A b) const { return a + b; }
+};
+template <typename A> struct SqDevA : SumA<A> {
+  template <typename T> A step(A a, T v, A c) const {
+    const A d = A(load(v)) - c;
+    return a + d * d;
+  }
+};
+template <typename A> struct MaxA {
+  A init() const { return -INFINITY; }
+  template <typename T> A step(A a, T v, A) const { return A(load(v)) > a ? A(load(v)) : a; }
+  A merge(A a, A b) const { return b > a ? b : a; }
+};
+// sum of exp(x - c) over a run; e (optional) receives the exponentials.
+template <typename A, typename T>
+A exp_sum(const T* x, int64_t n, A c, A* e) {
+  constexpr int64_t L = 16;
+  A acc[L] = {};
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int64_t k = 0; k < L; ++k) {
+      const A v = cpu::exp_fast(A(load(x[i + k])) - c);
+      e[i + k] = v;
+      acc[k] += v;
+    }
+  for (int64_t k = 0; i < n; ++i, ++k) {
+    const A v = cpu::exp_fast(A(load(x[i])) - c);
+    e[i] = v;
+    acc[k] += v;
+  }
+  for (int64_t w = L / 2; w > 0; w /= 2)
+    for (int64_t k = 0; k < w; ++k) acc[k] += acc[k + w];
+  return acc[0];
+}
+
+// x, y: contiguous (O, R, I); softmax or log_softmax along R.
+template <bool kLog, typename T>
+void softmax_kernel(const T* x, T* y, int64_t O, int64_t R, int64_t I) {
+  using A = core::opmath_t<T>;
+  const bool par = num_threads() > 1 && O * R * I >= kParallelGrain;
+  if (I == 1) {
+#pragma omp parallel num_threads(par ? num_threads() : 1)
+    {
+      std::vector<A> buf(static_cast<size_t>(R));
+#pragma omp for schedule(static)
+      for (int64_t o = 0; o < O; ++o) {
+        const T* xr = x + o * R;
+        T* yr = y + o * R;
+        const A m = cpu::reduce_run<false, A>(xr, R, A(0), MaxA<A>{});
+        const A s = exp_sum<A>(xr, R, m, buf.data());
+        if constexpr (kLog) {
+          const A sub = m + std::log(s);
+          for (int64_t r = 0; r < R; ++r) yr[r] = static_cast<T>(A(load(xr[r])) - sub);
+        } else {
+          const A inv = A(1) / s;
+          for (int64_t r = 0; r < R; ++r) yr[r] = static_cast<T>(buf[size_t(r)] * inv);
+        }
+      }
+    }
+    return;
+  }
+#pragma omp parallel num_threads(par ? num_threads() : 1)
+  {
+    std::vector<A> m(static_cast<size_t>(I)), s(static_cast<size_t>(I));
+#pragma omp for schedule(static)
+    for (int64_t o = 0; o < O; ++o) {
+      const T* xo = x + o * R * I;
+      T* yo = y + o * R * I;
+      std::fill(m.begin(), m.end(), A(-INFINITY));
+      std::fill(s.begin(), s.end(), A(0));
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t i = 0; i < I; ++i) {
+          const A v = load(xo[r * I + i]);
+          m[size_t(i)] = v > m[size_t(i)] ? v : m[size_t(i)];
+        }
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t i = 0; i < I; ++i) s[size_t(i)] += cpu::exp_fast(A(load(xo[r * I + i])) - m[size_t(i)]);
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t i = 0; i < I; ++i) {
+          const A v = A(load(xo[r * I + i])) - m[size_t(i)];
+          yo[r * I + i] = static_cast<T>(kLog ? v - std::log(s[size_t(i)]) : cpu::exp_fast(v) / s[size_t(i)]);
+        }
+    }
+  }
+}
+
+template <bool kLog>
+Tensor softmax_impl(const Tensor& x, int64_t dim, std::optional<DType> dtype, const char* op) {
+  const Tensor xin = (dtype ? x.to(*dtype) : x).contiguous();
+  TB_CHECK(core::is_floating(xin.dtype()), op, "\"", op, "_lastdim_kernel_impl\" not implemented for '",
+           core::name(xin.dtype()), "'");
+  const int64_t d = core::wrap_dim(dim, xin.dim(), op);
+  int64_t O = 1, R = 1, I = 1;
+  for (int64_t k = 0; k < xin.dim(); ++k) (k < d ? O : k == d ? R : I) *= xin.size(k);
+  Tensor y = empty(xin.sizes(), xin.dtype());
+  core::dispatch_floating(xin.dtype(), op, [&]<typename T>() {
+    softmax_kernel<kLog>(xin.data_ptr<T>(), y.data_ptr<T>(), O, R, I);
+  });
+  return y;
+}
+
+// A (C) parameter as double values (or `fill` when undefined), checked to have C elements.
+std::vector<double> param(const Tensor& t, int64_t C, double fill, const char* op, const char* what) {
+  std::vector<double> v(size_t(C), fill);
+  if (!t.defined()) return v;
+  TB_CHECK(t.numel() == C, op, what, " should contain ", C, " elements not ", t.numel());
+  Tensor d = t.to(DType::Float64).contiguous();
+  std::copy(d.data_ptr<double>(), d.data_ptr<double>() + C, v.begin());
+  return v;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  return softmax_impl<false>(x, dim, dtype, "softmax");
+}
+Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  return softmax_impl<true>(x, dim, dtype, "log_softmax");
+}
+
+// ---- layer_norm: per row of N = prod(normalized_shape) elements, mean and biased variance ----
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "layer_norm";
+  const int64_t k = int64_t(normalized_shape.size());
+  TB_CHECK(k >= 1, op, "Expected normalized_shape to be at least 1-dimensional");
+  bool match = x.dim() >= k;
+  for (int64_t i = 0; match && i < k; ++i) match = x.size(x.dim() - k + i) == normalized_shape[size_t(i)];
+  TB_CHECK(match, op, "Given normalized_shape=", core::to_string(normalized_shape), ", expected input with shape [*, ",
+           core::to_string(normalized_shape).substr(1), ", but got input of size", core::to_string(x.sizes()));
+  TB_CHECK(!weight.defined() || weight.sizes() == normalized_shape, op, "Expected weight to be of same shape as normalized_shape, but got weight of shape ",
+           core::to_string(weight.defined() ? weight.sizes() : Shape{}), " and normalized_shape = ", core::to_string(normalized_shape));
+  TB_CHECK(!bias.defined() || bias.sizes() == normalized_shape, op, "Expected bias to be of same shape as normalized_shape, but got bias of shape ",
+           core::to_string(bias.defined() ? bias.sizes() : Shape{}), " and normalized_shape = ", core::to_string(normalized_shape));
+  const Tensor xc = x.contiguous();
+  Tensor y = empty(x.sizes(), x.dtype());
+  const int64_t N = core::checked_numel(normalized_shape, op);
+  const int64_t M = N == 0 ? 0 : x.numel() / N;
+  core::dispatch_floating(x.dtype(), op, [&]<typename T>() {
+    using A = core::opmath_t<T>;
+    const DType adt = core::dtype_of<A>;
+    const Tensor w = weight.defined() ? weight.to(adt).contiguous() : Tensor();
+    const Tensor b = bias.defined() ? bias.to(adt).contiguous() : Tensor();
+    const A* wp = w.defined() ? w.data_ptr<A>() : nullptr;
+    const A* bp = b.defined() ? b.data_ptr<A>() : nullptr;
+    const T* xp = xc.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    const bool par = num_threads() > 1 && M * N >= kParallelGrain;
+#pragma omp parallel for num_threads(par ? num_threads() : 1) schedule(static)
+    for (int64_t m = 0; m < M; ++m) {
+      const T* xr = xp + m * N;
+      T* yr = yp + m * N;
+      const A mean = cpu::reduce_run<false, A>(xr, N, A(0), SumA<A>{}) / A(N);
+      const A var = cpu::reduce_run<true, A>(xr, N, mean, SqDevA<A>{}) / A(N);
+      const A rstd = A(1) / std::sqrt(var + A(eps));
+      if (wp && bp) {
+        for (int64_t i = 0; i < N; ++i) yr[i] = static_cast<T>((A(load(xr[i])) - mean) * rstd * wp[i] + bp[i]);
+      } else {
+        for (int64_t i = 0; i < N; ++i) {
+          A v = (A(load(xr[i])) - mean) * rstd;
+          if (wp) v *= wp[i];
+          if (bp) v += bp[i];
+          yr[i] = static_cast<T>(v);
+        }
+      }
+    }
+  });
+  return y;
+}
+
+// ---- batch_norm: statistics per channel over (N, spatial) in double ----
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  const char* op = "batch_norm";
+  TB_CHECK(x.dim() >= 2, op, "expected an input of 2 or more dims (N, C, ...), got shape ", core::to_string(x.sizes()));
+  const int64_t N = x.size(0), C = x.size(1), S = x.numel() / std::max<int64_t>(1, N * C);
+  TB_CHECK(!training || N * S != 1, op, "Expected more than 1 value per channel when training, got input size ",
+           core::to_string(x.sizes()));
+  TB_CHECK(training || (running_mean.defined() && running_var.defined()), op,
+           "running_mean and running_var must be defined in evaluation mode");
+  const std::vector<double> w = param(weight, C, 1.0, op, "weight");
+  const std::vector<double> b = param(bias, C, 0.0, op, "bias");
+  std::vector<double> rm = param(running_mean, C, 0.0, op, "running_mean");
+  std::vector<double> rv = param(running_var, C, 1.0, op, "running_var");
+  const Tensor xc = x.contiguous();
+  Tensor y = empty(x.sizes(), x.dtype());
+  const int64_t cnt = N * S;
+  core::dispatch_floating(x.dtype(), op, [&]<typename T>() {
+    using A = core::opmath_t<T>;
+    const T* xp = xc.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    std::vector<double> mean(static_cast<size_t>(C)), var(static_cast<size_t>(C));  // var: biased
+    const bool par = num_threads() > 1 && x.numel() >= kParallelGrain;
+    if (training) {
+#pragma omp parallel for num_threads(par ? num_threads() : 1) schedule(static)
+      for (int64_t c = 0; c < C; ++c) {
+        double s = 0, q = 0;
+        for (int64_t n = 0; n < N; ++n) s += cpu::reduce_run<false, double>(xp + (n * C + c) * S, S, 0.0, SumA<double>{});
+        const double mu = s / double(cnt);
+        for (int64_t n = 0; n < N; ++n) q += cpu::reduce_run<true, double>(xp + (n * C + c) * S, S, mu, SqDevA<double>{});
+        mean[size_t(c)] = mu;
+        var[size_t(c)] = q / double(cnt);
+      }
+    } else {
+      mean = rm;
+      var = rv;
+    }
+#pragma omp parallel for num_threads(par ? num_threads() : 1) schedule(static)
+    for (int64_t nc = 0; nc < N * C; ++nc) {
+      const int64_t c = nc % C;
+      const double invstd = 1.0 / std::sqrt(var[size_t(c)] + eps);
+      const A alpha = A(invstd * w[size_t(c)]);
+      const A beta = A(b[size_t(c)] - mean[size_t(c)] * invstd * w[size_t(c)]);
+      const T* xr = xp + nc * S;
+      T* yr = yp + nc * S;
+      for (int64_t i = 0; i < S; ++i) yr[i] = static_cast<T>(A(load(xr[i])) * alpha + beta);
+    }
+    if (training) {
+      for (int64_t c = 0; c < C; ++c) {
+        const double unbiased = cnt > 1 ? var[size_t(c)] * double(cnt) / double(cnt - 1) : NAN;
+        rm[size_t(c)] = (1 - momentum) * rm[size_t(c)] + momentum * mean[size_t(c)];
+        rv[size_t(c)] = (1 - momentum) * rv[size_t(c)] + momentum * unbiased;
+      }
+    }
+  });
+  if (training) {
+    Tensor rmh = running_mean, rvh = running_var;  // handles share the caller's storage
+    if (rmh.defined()) rmh.copy_(from_vector(rm, {C}, DType::Float64).view(rmh.sizes()));
+    if (rvh.defined()) rvh.copy_(from_vector(rv, {C}, DType::Float64).view(rvh.sizes()));
+  }
+  return y;
+}
+
+}  // namespace tb::ops

@@ -1,0 +1,195 @@
+// conv2d: PyTorch's argument checks, then oneDNN's convolution primitive for float32 (float16 and
+// bfloat16 compute in float32 and round once), and im2col + gemm_batched for float64. Primitives
+// are cached by shape, so steady state creates none. Integer types take the im2col path too. The oneDNN path lets the primitive choose
+// its own blocked layouts (format any) and reorders the plain NCHW tensors in and out.
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "engine/ops/cpu/linalg_gemm.h"
+#include "engine/ops/nn.h"
+
+namespace tb::ops {
+
+namespace {
+
+constexpr const char* kOp = "conv2d";
+
+struct Conv {
+  int64_t N, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, G, OH, OW;
+};
+
+int64_t pick(const Shape& s, int i, const char* what) {
+  TB_CHECK(s.size() == 1 || s.size() == 2, kOp, what, " must be a single int or a tuple of two ints, got ",
+           core::to_string(s));
+  return s.size() == 1 ? s[0] : s[size_t(i)];
+}
+
+// x: (N, C, H, W) contiguous float32, w: (O, C / G, kh, kw) contiguous, b: (O) or undefined.
+void conv_dnnl(const Conv& c, const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b) {
+  using dnnl::convolution_forward, dnnl::engine, dnnl::stream, dnnl::reorder, dnnl::prop_kind, dnnl::algorithm;
+  using memory = dnnl::memory;
+  using tag = memory::format_tag;
+  using dt = memory::data_type;
+  struct Entry {
+    convolution_forward prim;
+    memory::desc x_user, w_user, y_user, x_prim, w_prim, y_prim, b_md;
+  };
+  static engine eng(engine::kind::cpu, 0);
+  static stream strm(eng);
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, Entry> cache;
+  const std::vector<int64_t> key = {c.N, c.C, c.H, c.W, c.O, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.G,
+                                    b.defined() ? 1 : 0};
+  Entry* e;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      Entry f;
+      f.x_user = memory::desc({c.N, c.C, c.H, c.W}, dt::f32, tag::nchw);
+      f.y_user = memory::desc({c.N, c.O, c.OH, c.OW}, dt::f32, tag::nchw);
+      f.w_user = c.G == 1 ? memory::desc({c.O, c.C, c.kh, c.kw}, dt::f32, tag::oihw)
+                          : memory::desc({c.G, c.O / c.G, c.C / c.G, c.kh, c.kw}, dt::f32, tag::goihw);
+      f.b_md = memory::desc({c.O}, dt::f32, tag::x);
+      const memory::desc x_any({c.N, c.C, c.H, c.W}, dt::f32, tag::any);
+      const memory::desc y_any({c.N, c.O, c.OH, c.OW}, dt::f32, tag::any);
+      const memory::desc w_any(f.w_user.dims(), dt::f32, tag::any);
+      const memory::dims strides = {c.sh, c.sw}, dil = {c.dh - 1, c.dw - 1}, pad = {c.ph, c.pw};
+      try {
+        auto d = b.defined() ? convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                                         x_any, w_any, f.b_md, y_any, strides, dil, pad, pad)
+                             : convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                                         x_any, w_any, y_any, strides, dil, pad, pad);
+        convolution_forward::primitive_desc pd(d, eng);
+        f.x_prim = pd.src_desc();
+        f.w_prim = pd.weights_desc();
+        f.y_prim = pd.dst_desc();
+        f.prim = convolution_forward(pd);
+      } catch (const dnnl::error& err) {
+        throw Error(kOp, std::string("oneDNN could not create a convolution: ") + err.what());
+      }
+      it = cache.emplace(key, std::move(f)).first;
+    }
+    e = &it->second;
+  }
+  memory xu(e->x_user, eng, x.data()), wu(e->w_user, eng, w.data()), yu(e->y_user, eng, out.data());
+  memory xp = xu, wp = wu, yp = yu;
+  if (e->x_prim != e->x_user) {
+    xp = memory(e->x_prim, eng);
+    reorder(xu, xp).execute(strm, xu, xp);
+  }
+  if (e->w_prim != e->w_user) {
+    wp = memory(e->w_prim, eng);
+    reorder(wu, wp).execute(strm, wu, wp);
+  }
+  if (e->y_prim != e->y_user) yp = memory(e->y_prim, eng);
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, xp}, {DNNL_ARG_WEIGHTS, wp}, {DNNL_ARG_DST, yp}};
+  if (b.defined()) args[DNNL_ARG_BIAS] = memory(e->b_md, eng, b.data());
+  e->prim.execute(strm, args);
+  if (e->y_prim != e->y_user) reorder(yp, yu).execute(strm, yp, yu);
+  strm.wait();
+}
+
+// The specification: unfold each image into columns, one gemm per group, then add the bias.
+// x: (N, C, H, W) contiguous, w: (O, C / G, kh, kw), out: (N, O, OH, OW) contiguous.
+template <typename T>
+void conv_im2col(const Conv& c, const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b) {
+  const int64_t Cg = c.C / c.G, Og = c.O / c.G, CKK = Cg * c.kh * c.kw, L = c.OH * c.OW;
+  Tensor cols = empty({c.G, CKK, L}, x.dtype());
+  const Tensor wg = w.contiguous().view({c.G, Og, CKK});
+  const T* xp = x.data_ptr<T>();
+  T* cp = cols.data_ptr<T>();
+  for (int64_t n = 0; n < c.N; ++n) {
+    // cols[g, (ci, i, j), (oh, ow)] = x[n, g * Cg + ci, oh * sh - ph + i * dh, ow * sw - pw + j * dw] (0 outside)
+#pragma omp parallel for schedule(static) if (c.C * c.kh * c.kw * L > 32768)
+    for (int64_t row = 0; row < c.C * c.kh * c.kw; ++row) {
+      const int64_t ch = row / (c.kh * c.kw), i = (row / c.kw) % c.kh, j = row % c.kw;
+      const T* plane = xp + (n * c.C + ch) * c.H * c.W;
+      T* dst = cp + row * L;
+      for (int64_t oh = 0; oh < c.OH; ++oh) {
+        const int64_t h = oh * c.sh - c.ph + i * c.dh;
+        for (int64_t ow = 0; ow < c.OW; ++ow) {
+          const int64_t ww = ow * c.sw - c.pw + j * c.dw;
+          dst[oh * c.OW + ow] = (h >= 0 && h < c.H && ww >= 0 && ww < c.W) ? plane[h * c.W + ww] : T(0);
+        }
+      }
+    }
+    const Tensor out_n = out.select(0, n).view({c.G, Og, L});
+    ops::cpu::gemm_batched(out_n, wg, cols);
+  }
+  if (b.defined()) {
+    const Tensor bc = b.contiguous();
+    const T* bp = bc.data_ptr<T>();
+    T* op = out.data_ptr<T>();
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t o = 0; o < c.O; ++o)
+        for (int64_t l = 0; l < L; ++l) op[(n * c.O + o) * L + l] += bp[o];
+  }
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x_, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
+              const Shape& dilation, int64_t groups) {
+  TB_CHECK(x_.dim() == 3 || x_.dim() == 4, kOp, "expected 3-D (unbatched) or 4-D (batched) input, got shape ",
+           core::to_string(x_.sizes()));
+  TB_CHECK(weight.dim() == 4, kOp, "weight must be 4-D (out_channels, in_channels / groups, kH, kW), got shape ",
+           core::to_string(weight.sizes()));
+  TB_CHECK(x_.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == x_.dtype()), kOp,
+           "input, weight and bias must have the same dtype, got ", core::name(x_.dtype()), ", ",
+           core::name(weight.dtype()), bias.defined() ? std::string(", ") + core::name(bias.dtype()) : "");
+  TB_CHECK(x_.dtype() != DType::Bool, kOp, "not implemented for dtype bool");
+  const bool batched = x_.dim() == 4;
+  const Tensor x4 = batched ? x_ : x_.unsqueeze(0);
+  Conv c{};
+  c.N = x4.size(0), c.C = x4.size(1), c.H = x4.size(2), c.W = x4.size(3);
+  c.O = weight.size(0), c.kh = weight.size(2), c.kw = weight.size(3);
+  c.sh = pick(stride, 0, "stride"), c.sw = pick(stride, 1, "stride");
+  c.ph = pick(padding, 0, "padding"), c.pw = pick(padding, 1, "padding");
+  c.dh = pick(dilation, 0, "dilation"), c.dw = pick(dilation, 1, "dilation");
+  c.G = groups;
+  TB_CHECK(c.G > 0, kOp, "non-positive groups is not supported, got ", c.G);
+  TB_CHECK(c.sh > 0 && c.sw > 0, kOp, "non-positive stride is not supported");
+  TB_CHECK(c.ph >= 0 && c.pw >= 0, kOp, "negative padding is not supported");
+  TB_CHECK(c.dh > 0 && c.dw > 0, kOp, "dilation should be greater than zero");
+  TB_CHECK(c.O % c.G == 0 && c.O >= c.G, kOp, "expected weight's out_channels (", c.O, ") to be divisible by groups (",
+           c.G, ")");
+  TB_CHECK(weight.size(1) * c.G == c.C, kOp, "given groups=", c.G, ", weight of size ",
+           core::to_string(weight.sizes()), ", expected input ", core::to_string(x_.sizes()), " to have ",
+           weight.size(1) * c.G, " channels, but got ", c.C, " channels instead");
+  TB_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == c.O), kOp, "expected bias of shape [", c.O,
+           "], got ", core::to_string(bias.sizes()));
+  const int64_t eh = c.H + 2 * c.ph - c.dh * (c.kh - 1) - 1, ew = c.W + 2 * c.pw - c.dw * (c.kw - 1) - 1;
+  TB_CHECK(eh >= 0 && ew >= 0, kOp, "calculated padded input size per channel (", c.H + 2 * c.ph, " x ",
+           c.W + 2 * c.pw, ") is smaller than the kernel size (", c.dh * (c.kh - 1) + 1, " x ",
+           c.dw * (c.kw - 1) + 1, ")");
+  c.OH = eh / c.sh + 1;
+  c.OW = ew / c.sw + 1;
+  const DType dt = x_.dtype();
+  Tensor out = empty({c.N, c.O, c.OH, c.OW}, dt);
+  if (out.numel() > 0) {
+    if (c.C == 0) {  // an empty reduction: the bias alone
+      Tensor o = out;
+      if (bias.defined()) o.copy_(bias.view({1, c.O, 1, 1}));
+      else std::fill_n(static_cast<char*>(o.data()), o.numel() * int64_t(o.itemsize()), char(0));
+    } else if (dt == DType::Float64) {
+      conv_im2col<double>(c, out, x4.contiguous(), weight, bias);
+    } else if (dt == DType::Int64) {
+      conv_im2col<int64_t>(c, out, x4.contiguous(), weight, bias);
+    } else if (dt == DType::Int32) {
+      conv_im2col<int32_t>(c, out, x4.contiguous(), weight, bias);
+    } else {
+      const DType f = DType::Float32;
+      const Tensor b32 = bias.defined() ? bias.to(f).contiguous() : Tensor();
+      Tensor out32 = dt == f ? out : empty(out.sizes(), f);
+      conv_dnnl(c, out32, x4.to(f).contiguous(), weight.to(f).contiguous(), b32);
+      if (dt != f) out.copy_(out32);
+    }
+  }
+  return batched ? out : out.squeeze(0);
+}
+
+}  // namespace tb::ops

@@ -1,0 +1,198 @@
+// gemm_batched: oneDNN matmul for float32/bfloat16 (float16 via float32), a blocked OpenMP loop for
+// float64 and integers. See linalg_gemm.h for the contract.
+#include "engine/ops/cpu/linalg_gemm.h"
+
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace tb::ops::cpu {
+
+namespace {
+
+// A matrix operand as oneDNN sees it: (batch, rows, cols) with element strides. Strides of size-1
+// dims are normalised (PyTorch leaves them arbitrary; oneDNN wants a consistent plain layout).
+struct Mat {
+  int64_t batch, rows, cols;
+  int64_t sb, sr, sc;
+};
+
+Mat describe(const Tensor& t) {
+  Mat m{t.size(0), t.size(1), t.size(2), t.stride(0), t.stride(1), t.stride(2)};
+  if (m.cols == 1) m.sc = 1;
+  if (m.rows == 1) m.sr = m.sc == 1 ? std::max<int64_t>(m.cols, 1) : 1;
+  if (m.batch == 1 || m.sb == 0) {  // one matrix shared by every batch: oneDNN broadcasts a batch dim of 1
+    m.batch = 1;
+    m.sb = std::max<int64_t>(m.rows * m.cols, 1);
+  }
+  return m;
+}
+
+// oneDNN's plain layouts: one of the two matrix dims dense, the other a leading dimension, and
+// batches that do not overlap. Anything else (sliced columns, overlapping views) gets copied.
+bool dnnl_compatible(const Mat& m) {
+  const bool row_major = m.sc == 1 && m.sr >= std::max<int64_t>(m.cols, 1);
+  const bool col_major = m.sr == 1 && m.sc >= std::max<int64_t>(m.rows, 1);
+  if (!row_major && !col_major) return false;
+  const int64_t extent = row_major ? m.sr * m.rows : m.sc * m.cols;
+  return m.batch == 1 || m.sb >= extent;
+}
+
+struct DnnlState {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  std::mutex mu;
+  struct Entry {
+    dnnl::matmul prim;
+    dnnl::memory::desc a, b, c;
+  };
+  std::map<std::vector<int64_t>, Entry> cache;  // key: dtype, dims, strides, alpha, beta
+};
+
+DnnlState& dnnl_state() {
+  static DnnlState s;
+  return s;
+}
+
+dnnl::memory::desc md(const Mat& m, dnnl::memory::data_type dt) {
+  return dnnl::memory::desc({m.batch, m.rows, m.cols}, dt, {m.sb, m.sr, m.sc});
+}
+
+// out (B, M, N) contiguous; a, b dnnl-compatible after describe().
+void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
+  using dt = dnnl::memory::data_type;
+  const dt type = a.dtype() == DType::BFloat16 ? dt::bf16 : dt::f32;
+  const Mat ma = describe(a), mb = describe(b);
+  const int64_t B = out.size(0), M = out.size(1), N = out.size(2);
+  const Mat mc{B, M, N, M * N, N, 1};
+  std::vector<int64_t> key = {int64_t(type), ma.batch, ma.rows, ma.cols, ma.sb, ma.sr, ma.sc,
+                              mb.batch, mb.rows, mb.cols, mb.sb, mb.sr, mb.sc, B, M, N,
+                              std::bit_cast<int64_t>(alpha), std::bit_cast<int64_t>(beta)};
+  DnnlState& st = dnnl_state();
+  DnnlState::Entry* e;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    auto it = st.cache.find(key);
+    if (it == st.cache.end()) {
+      DnnlState::Entry fresh;
+      fresh.a = md(ma, type);
+      fresh.b = md(mb, type);
+      fresh.c = md(mc, type);
+      dnnl::primitive_attr attr;
+      if (alpha != 1) attr.set_output_scales(0, {float(alpha)});
+      if (beta != 0) {
+        dnnl::post_ops po;
+        po.append_sum(float(beta));
+        attr.set_post_ops(po);
+      }
+      try {
+        dnnl::matmul::desc d(fresh.a, fresh.b, fresh.c);
+        fresh.prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, st.eng));
+      } catch (const dnnl::error& err) {
+        throw Error("matmul", std::string("oneDNN could not create a matmul for a ") + core::to_string(a.sizes()) +
+                                  " @ " + core::to_string(b.sizes()) + " product: " + err.what());
+      }
+      it = st.cache.emplace(std::move(key), std::move(fresh)).first;
+    }
+    e = &it->second;  // std::map nodes are stable; entries are never erased
+  }
+  dnnl::memory mem_a(e->a, st.eng, a.data()), mem_b(e->b, st.eng, b.data()), mem_c(e->c, st.eng, out.data());
+  e->prim.execute(st.strm, {{DNNL_ARG_SRC, mem_a}, {DNNL_ARG_WEIGHTS, mem_b}, {DNNL_ARG_DST, mem_c}});
+  st.strm.wait();
+}
+
+// The specification-grade fallback: c[bt] = alpha * a[bt] @ b[bt] + beta * c[bt], accumulating in T
+// (PyTorch accumulates integer products in the integer type too, wrapping on overflow).
+//   c: (B, M, N) contiguous; a: (B, M, K) any strides; b: (B, K, N) with unit column stride.
+template <typename T>
+void gemm_loop(T* c, const T* a, const Mat& A, const T* b, const Mat& Bm, int64_t B, int64_t M, int64_t N,
+               int64_t K, T alpha, T beta) {
+  constexpr int64_t kRows = 4, kCols = 256, kDepth = 128;
+  const int64_t row_blocks = (M + kRows - 1) / kRows;
+  const int64_t tasks = B * row_blocks;
+#pragma omp parallel for schedule(static) if (B * M * N * K > 32768)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int64_t bt = task / row_blocks, i0 = (task % row_blocks) * kRows, i1 = std::min(M, i0 + kRows);
+    const T* ab = a + (A.batch == 1 ? 0 : bt * A.sb);
+    const T* bb = b + (Bm.batch == 1 ? 0 : bt * Bm.sb);
+    T* cb = c + bt * M * N;
+    T acc[kRows][kCols];
+    for (int64_t j0 = 0; j0 < N; j0 += kCols) {
+      const int64_t nj = std::min(kCols, N - j0);
+      for (int64_t r = 0; r < i1 - i0; ++r)
+        for (int64_t j = 0; j < nj; ++j) acc[r][j] = T(0);
+      for (int64_t k0 = 0; k0 < K; k0 += kDepth) {
+        const int64_t k1 = std::min(K, k0 + kDepth);
+        for (int64_t k = k0; k < k1; ++k) {
+          const T* brow = bb + k * Bm.sr + j0;
+          for (int64_t r = 0; r < i1 - i0; ++r) {
+            const T aik = ab[(i0 + r) * A.sr + k * A.sc];
+            T* accr = acc[r];
+            for (int64_t j = 0; j < nj; ++j) accr[j] += aik * brow[j];
+          }
+        }
+      }
+      for (int64_t r = 0; r < i1 - i0; ++r) {
+        T* crow = cb + (i0 + r) * N + j0;
+        if (beta == T(0)) {
+          for (int64_t j = 0; j < nj; ++j) crow[j] = alpha * acc[r][j];
+        } else {
+          for (int64_t j = 0; j < nj; ++j) crow[j] = alpha * acc[r][j] + beta * crow[j];
+        }
+      }
+    }
+  }
+}
+
+// out *= beta (out = 0 when beta == 0): the K == 0 product.
+void scale_out(const Tensor& out, double beta) {
+  if (beta == 0) {
+    std::fill_n(static_cast<char*>(out.data()), out.numel() * int64_t(out.itemsize()), char(0));
+    return;
+  }
+  core::dispatch(out.dtype(), [&]<typename T>() {
+    T* p = out.data_ptr<T>();
+    for (int64_t i = 0; i < out.numel(); ++i) p[i] = T(core::opmath_t<T>(beta) * core::opmath_t<T>(p[i]));
+  });
+}
+
+}  // namespace
+
+void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
+  TB_CHECK(out.dim() == 3 && a.dim() == 3 && b.dim() == 3 && out.is_contiguous(), "gemm_batched",
+           "internal: expects 3-D operands and a contiguous output");
+  const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
+  if (B * M * N == 0) return;
+  if (K == 0) return scale_out(out, beta);
+  const DType dt = out.dtype();
+  if (dt == DType::Float32 || dt == DType::BFloat16) {
+    Tensor a2 = dnnl_compatible(describe(a)) ? a : a.contiguous();
+    Tensor b2 = dnnl_compatible(describe(b)) ? b : b.contiguous();
+    // oneDNN broadcasts a batch of 1 only against a real batch: materialise one side if both broadcast.
+    if (B > 1 && describe(a2).batch == 1 && describe(b2).batch == 1) a2 = a2.contiguous();
+    return dnnl_matmul(out, a2, b2, alpha, beta);
+  }
+  if (dt == DType::Float16) {
+    // No float16 matmul in oneDNN on this ISA: compute in float32 and round once on store.
+    Tensor acc = beta != 0 ? out.to(DType::Float32).contiguous() : empty(out.sizes(), DType::Float32);
+    gemm_batched(acc, a.to(DType::Float32), b.to(DType::Float32), alpha, beta);
+    Tensor o = out;  // a handle to the same storage
+    o.copy_(acc);
+    return;
+  }
+  TB_CHECK(dt != DType::Bool, "matmul", "not implemented for dtype bool");
+  Tensor b2 = b.stride(2) == 1 || b.size(2) == 1 ? b : b.contiguous();
+  const Mat ma = describe(a), mb = describe(b2);
+  core::dispatch(dt, [&]<typename T>() {
+    if constexpr (std::is_same_v<T, double> || std::is_same_v<T, int64_t> || std::is_same_v<T, int32_t>) {
+      gemm_loop<T>(out.data_ptr<T>(), static_cast<const T*>(a.data()), ma, static_cast<const T*>(b2.data()), mb, B,
+                   M, N, K, T(alpha), T(beta));
+    }
+  });
+}
+
+}  // namespace tb::ops::cpu

@@ -1,0 +1,316 @@
+// Case table of the linalg family: mm, mm_out, bmm, matmul, dot, addmm, linear, outer, einsum,
+// and the matmul/bmm benchmark rows. Built by loops over dtypes and layouts.
+#include <cmath>
+
+#include "engine/ops/linalg.h"
+#include "reference/linalg.h"
+#include "suites/ops/op_case.h"
+
+namespace tb::suites {
+
+namespace {
+
+using L = Layout;
+using V = Values;
+constexpr DType kF32 = DType::Float32, kF64 = DType::Float64, kBF16 = DType::BFloat16, kF16 = DType::Float16,
+                kI64 = DType::Int64, kI32 = DType::Int32, kBool = DType::Bool;
+// Every dtype PyTorch's CPU matrix products accept (bool is an error row).
+constexpr DType kProductDTypes[] = {kF32, kF64, kBF16, kF16, kI64, kI32};
+
+std::string dn(DType t) { return core::name(t); }
+
+}  // namespace
+
+// Float32 dot products of length K: LibTorch (MKL) and the engine (oneDNN) sum in different orders
+// and blockings. With standard-normal inputs the partial sums grow to ~sqrt(K) and each of the
+// ~K additions rounds by ~eps * sqrt(K), so two valid orders differ by ~K * eps in absolute terms
+// whatever the size of the result (a result near 0 has no relative accuracy left). Measured
+// max_abs: K=576 3.3e-5, K=1024 4.4e-5, K=2048 1.2e-4, i.e. ~K * eps; the bound is 4x that.
+// The element-wise 1.3e-6 default holds for short K only.
+std::optional<Tolerance> long_dot_tol(DType dt, int64_t K) {
+  if (dt != DType::Float32 || K < 64) return std::nullopt;
+  const double atol = 4 * double(K) * 5.96e-8;
+  return Tolerance{1e-5, atol};
+}
+
+namespace {
+
+OpCase binary(std::string name, Input a, Input b, std::function<tb::Tensor(const tb::Tensor&, const tb::Tensor&)> e,
+              std::function<ref::Tensor(const ref::Tensor&, const ref::Tensor&)> r, Check check = Check::Values) {
+  OpCase c;
+  c.name = std::move(name);
+  c.inputs = {std::move(a), std::move(b)};
+  c.engine = [e](const std::vector<tb::Tensor>& in) { return one(e(in[0], in[1])); };
+  c.reference = [r](const std::vector<ref::Tensor>& in) { return one(r(in[0], in[1])); };
+  c.check = check;
+  return c;
+}
+
+void add_mm(std::vector<OpCase>& cs) {
+  struct Shp { const char* tag; Shape a, b; L la, lb; };
+  const Shp shapes[] = {
+      {"3x4x5", {3, 4}, {4, 5}, L::Contiguous, L::Contiguous},
+      {"odd", {7, 13}, {13, 9}, L::Contiguous, L::Contiguous},
+      {"1x1x1", {1, 1}, {1, 1}, L::Contiguous, L::Contiguous},
+      {"empty_m", {0, 4}, {4, 3}, L::Contiguous, L::Contiguous},
+      {"empty_k", {3, 0}, {0, 2}, L::Contiguous, L::Contiguous},
+      {"transposed_a", {5, 6}, {6, 4}, L::Transposed, L::Contiguous},
+      {"transposed_b", {5, 6}, {6, 4}, L::Contiguous, L::Transposed},
+      {"transposed_both", {5, 6}, {6, 4}, L::Transposed, L::Transposed},
+      {"strided", {5, 6}, {6, 4}, L::Strided, L::Strided},
+      {"expanded", {5, 6}, {6, 4}, L::Expanded, L::Contiguous},
+      {"row_vector", {1, 8}, {8, 3}, L::Transposed, L::Transposed},
+  };
+  for (DType dt : kProductDTypes)
+    for (const Shp& s : shapes)
+      cs.push_back(binary("mm/" + dn(dt) + "/" + s.tag, {s.a, dt, s.la}, {s.b, dt, s.lb},
+                          [](auto& a, auto& b) { return ops::mm(a, b); }, [](auto& a, auto& b) { return ref::mm(a, b); }));
+  for (DType dt : {kF32, kF64}) {
+    OpCase c;
+    c.name = "mm_out/" + dn(dt) + "/3x4x5";
+    c.inputs = {{{3, 5}, dt, L::Contiguous, V::Zeros}, {{3, 4}, dt}, {{4, 5}, dt}};
+    c.engine = [](const std::vector<tb::Tensor>& in) {
+      tb::Tensor out = in[0];
+      ops::mm_out(out, in[1], in[2]);
+      return std::vector<tb::Tensor>{out, in[0]};  // the result, and the caller's buffer holding it
+    };
+    c.reference = [](const std::vector<ref::Tensor>& in) {
+      ref::Tensor out = in[0];
+      return std::vector<ref::Tensor>{ref::mm_out(out, in[1], in[2]), in[0]};
+    };
+    cs.push_back(c);
+  }
+  auto mm_e = [](auto& a, auto& b) { return ops::mm(a, b); };
+  auto mm_r = [](auto& a, auto& b) { return ref::mm(a, b); };
+  cs.push_back(binary("mm/float32/error_shape", {{3, 4}, kF32}, {{5, 2}, kF32}, mm_e, mm_r, Check::Error));
+  cs.push_back(binary("mm/float32/error_1d", {{4}, kF32}, {{4, 2}, kF32}, mm_e, mm_r, Check::Error));
+  cs.push_back(binary("mm/mixed/error_dtype", {{3, 4}, kF32}, {{4, 2}, kF64}, mm_e, mm_r, Check::Error));
+  cs.push_back(binary("mm/bool/error_dtype", {{3, 4}, kBool}, {{4, 2}, kBool}, mm_e, mm_r, Check::Error));
+}
+
+void add_bmm(std::vector<OpCase>& cs) {
+  auto e = [](auto& a, auto& b) { return ops::bmm(a, b); };
+  auto r = [](auto& a, auto& b) { return ref::bmm(a, b); };
+  for (DType dt : kProductDTypes) {
+    cs.push_back(binary("bmm/" + dn(dt) + "/2x3x4x5", {{2, 3, 4}, dt}, {{2, 4, 5}, dt}, e, r));
+    cs.push_back(binary("bmm/" + dn(dt) + "/transposed", {{3, 5, 2}, dt, L::Transposed}, {{3, 2, 4}, dt, L::Transposed}, e, r));
+    cs.push_back(binary("bmm/" + dn(dt) + "/expanded", {{4, 3, 6}, dt, L::Expanded}, {{4, 6, 2}, dt, L::Strided}, e, r));
+    cs.push_back(binary("bmm/" + dn(dt) + "/empty_batch", {{0, 3, 4}, dt}, {{0, 4, 5}, dt}, e, r));
+    cs.push_back(binary("bmm/" + dn(dt) + "/empty_k", {{2, 3, 0}, dt}, {{2, 0, 5}, dt}, e, r));
+  }
+  cs.push_back(binary("bmm/float32/error_batch", {{2, 3, 4}, kF32}, {{3, 4, 5}, kF32}, e, r, Check::Error));
+  cs.push_back(binary("bmm/float32/error_2d", {{3, 4}, kF32}, {{4, 5}, kF32}, e, r, Check::Error));
+}
+
+void add_matmul(std::vector<OpCase>& cs) {
+  auto e = [](auto& a, auto& b) { return ops::matmul(a, b); };
+  auto r = [](auto& a, auto& b) { return ref::matmul(a, b); };
+  struct Shp { const char* tag; Input a, b; };
+  for (DType dt : kProductDTypes) {
+    const Shp shapes[] = {
+        {"1d_1d", {{7}, dt}, {{7}, dt}},
+        {"1d_2d", {{4}, dt}, {{4, 3}, dt, L::Transposed}},
+        {"2d_1d", {{3, 4}, dt, L::Strided}, {{4}, dt}},
+        {"3d_2d", {{2, 3, 4}, dt}, {{4, 5}, dt}},
+        {"3d_2d_transposed", {{2, 3, 4}, dt, L::Transposed}, {{4, 5}, dt}},
+        {"2d_3d", {{3, 4}, dt}, {{2, 4, 5}, dt}},
+        {"1d_3d", {{4}, dt}, {{2, 4, 5}, dt}},
+        {"3d_1d", {{2, 3, 4}, dt, L::Expanded}, {{4}, dt}},
+        {"broadcast_4d", {{2, 1, 3, 4}, dt}, {{3, 4, 5}, dt, L::Transposed}},
+        {"broadcast_expanded", {{3, 2, 3, 4}, dt, L::Expanded}, {{2, 4, 5}, dt, L::Strided}},
+        {"empty", {{0, 3, 4}, dt}, {{4, 2}, dt}},
+        {"1x1", {{1, 1}, dt}, {{1}, dt}},
+    };
+    for (const Shp& s : shapes) cs.push_back(binary("matmul/" + dn(dt) + "/" + s.tag, s.a, s.b, e, r));
+  }
+  // A long float32 reduction (K = 512): see long_dot_tol.
+  OpCase lk = binary("matmul/float32/long_k", {{6, 512}, kF32}, {{512, 5}, kF32, L::Transposed}, e, r);
+  lk.tol = long_dot_tol(kF32, 512);
+  cs.push_back(lk);
+  cs.push_back(binary("matmul/float32/error_0d", {{}, kF32}, {{3}, kF32}, e, r, Check::Error));
+  cs.push_back(binary("matmul/float32/error_shape", {{2, 3, 4}, kF32}, {{5, 2}, kF32}, e, r, Check::Error));
+  cs.push_back(binary("matmul/float32/error_batch", {{2, 3, 4}, kF32}, {{3, 4, 2}, kF32}, e, r, Check::Error));
+
+  auto de = [](auto& a, auto& b) { return ops::dot(a, b); };
+  auto dr = [](auto& a, auto& b) { return ref::dot(a, b); };
+  for (DType dt : kProductDTypes) {
+    cs.push_back(binary("dot/" + dn(dt) + "/9", {{9}, dt}, {{9}, dt, L::Strided}, de, dr));
+    cs.push_back(binary("dot/" + dn(dt) + "/empty", {{0}, dt}, {{0}, dt}, de, dr));
+  }
+  cs.push_back(binary("dot/float32/error_size", {{3}, kF32}, {{4}, kF32}, de, dr, Check::Error));
+}
+
+void add_addmm(std::vector<OpCase>& cs) {
+  struct Sc { const char* tag; double beta, alpha; };
+  const Sc scales[] = {{"default", 1, 1}, {"beta0.5_alpha2", 0.5, 2}, {"beta0", 0, 1.5}};
+  const Sc int_scales[] = {{"default", 1, 1}, {"beta2_alpha3", 2, 3}, {"beta0", 0, 1}};
+  for (DType dt : kProductDTypes) {
+    const bool fl = core::is_floating(dt);
+    for (const Sc& s : fl ? scales : int_scales) {
+      for (const auto& [stag, sshape] : {std::pair{"bias_row", Shape{5}}, std::pair{"full", Shape{3, 5}}}) {
+        OpCase c;
+        c.name = "addmm/" + dn(dt) + "/" + s.tag + "_" + stag;
+        c.inputs = {{sshape, dt}, {{3, 4}, dt, L::Transposed}, {{4, 5}, dt}};
+        const double beta = s.beta, alpha = s.alpha;
+        c.engine = [=](const std::vector<tb::Tensor>& in) { return one(ops::addmm(in[0], in[1], in[2], beta, alpha)); };
+        c.reference = [=](const std::vector<ref::Tensor>& in) { return one(ref::addmm(in[0], in[1], in[2], beta, alpha)); };
+        cs.push_back(c);
+      }
+    }
+  }
+  // PyTorch casts a fractional alpha to the integer type (0.5 -> 0) instead of raising.
+  OpCase fa;
+  fa.name = "addmm/int64/float_alpha";
+  fa.inputs = {{{5}, kI64}, {{3, 4}, kI64}, {{4, 5}, kI64}};
+  fa.engine = [](const std::vector<tb::Tensor>& in) { return one(ops::addmm(in[0], in[1], in[2], 2, 1.5)); };
+  fa.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::addmm(in[0], in[1], in[2], 2, 1.5)); };
+  cs.push_back(fa);
+  OpCase err2;
+  err2.check = Check::Error;
+  err2.name = "addmm/float32/error_self_shape";
+  err2.inputs = {{{4}, kF32}, {{3, 4}, kF32}, {{4, 5}, kF32}};
+  err2.engine = [](const std::vector<tb::Tensor>& in) { return one(ops::addmm(in[0], in[1], in[2])); };
+  err2.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::addmm(in[0], in[1], in[2])); };
+  cs.push_back(err2);
+}
+
+void add_linear(std::vector<OpCase>& cs) {
+  for (DType dt : {kF32, kF64, kBF16, kF16}) {
+    struct Shp { const char* tag; Input x; Shape w; bool bias; };
+    const Shp shapes[] = {
+        {"2d_bias", {{4, 3}, dt}, {5, 3}, true},
+        {"3d_bias", {{2, 3, 6}, dt, L::Transposed}, {4, 6}, true},
+        {"3d_nobias", {{2, 3, 6}, dt, L::Strided}, {4, 6}, false},
+        {"1d_bias", {{6}, dt}, {4, 6}, true},
+        {"empty_rows", {{0, 6}, dt}, {4, 6}, true},
+        {"empty_in", {{3, 0}, dt}, {4, 0}, true},
+    };
+    for (const Shp& s : shapes) {
+      OpCase c;
+      c.name = "linear/" + dn(dt) + "/" + s.tag;
+      c.inputs = {s.x, {s.w, dt}};
+      if (s.bias) c.inputs.push_back({{s.w[0]}, dt});
+      c.engine = [](const std::vector<tb::Tensor>& in) {
+        return one(ops::linear(in[0], in[1], in.size() > 2 ? in[2] : tb::Tensor()));
+      };
+      c.reference = [](const std::vector<ref::Tensor>& in) {
+        return one(ref::linear(in[0], in[1], in.size() > 2 ? in[2] : ref::Tensor()));
+      };
+      cs.push_back(c);
+    }
+  }
+  OpCase err;
+  err.name = "linear/float32/error_in_features";
+  err.inputs = {{{4, 3}, kF32}, {{5, 4}, kF32}};
+  err.engine = [](const std::vector<tb::Tensor>& in) { return one(ops::linear(in[0], in[1])); };
+  err.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::linear(in[0], in[1])); };
+  err.check = Check::Error;
+  cs.push_back(err);
+}
+
+void add_outer(std::vector<OpCase>& cs) {
+  auto e = [](auto& a, auto& b) { return ops::outer(a, b); };
+  auto r = [](auto& a, auto& b) { return ref::outer(a, b); };
+  for (DType dt : {kF32, kF64, kBF16, kF16, kI64, kI32, kBool}) {
+    cs.push_back(binary("outer/" + dn(dt) + "/3x4", {{3}, dt}, {{4}, dt, L::Strided}, e, r));
+    cs.push_back(binary("outer/" + dn(dt) + "/empty", {{0}, dt}, {{4}, dt}, e, r));
+  }
+  cs.push_back(binary("outer/promote/int32_float32", {{3}, kI32}, {{4}, kF32}, e, r));
+  cs.push_back(binary("outer/float32/error_2d", {{3, 1}, kF32}, {{4}, kF32}, e, r, Check::Error));
+}
+
+void add_einsum(std::vector<OpCase>& cs) {
+  struct Eq { const char* tag; std::string eq; std::vector<Input> in; };
+  for (DType dt : {kF32, kF64, kBF16, kI64}) {
+    const Eq eqs[] = {
+        {"mm", "ij,jk->ik", {{{3, 4}, dt}, {{4, 5}, dt, L::Transposed}}},
+        {"bmm", "bij,bjk->bik", {{{2, 3, 4}, dt}, {{2, 4, 5}, dt}}},
+        {"dot", "i,i->", {{{6}, dt}, {{6}, dt, L::Strided}}},
+        {"transpose", "ij->ji", {{{3, 4}, dt}}},
+        {"attention", "bhqd,bhkd->bhqk", {{{2, 2, 3, 4}, dt}, {{2, 2, 5, 4}, dt, L::Transposed}}},
+        {"diagonal", "ii->i", {{{4, 4}, dt}}},
+        {"trace", "ii", {{{4, 4}, dt, L::Transposed}}},
+        {"row_sum", "ij->i", {{{3, 5}, dt, L::Strided}}},
+        {"total_sum", "ijk->", {{{2, 3, 4}, dt}}},
+        {"outer", "i,j->ij", {{{3}, dt}, {{4}, dt}}},
+        {"implicit", "ba,ac", {{{3, 4}, dt}, {{4, 2}, dt}}},
+        {"three_operands", "ij,jk,kl->il", {{{2, 3}, dt}, {{3, 4}, dt}, {{4, 5}, dt}}},
+        {"sum_unshared", "ij,kj->i", {{{3, 4}, dt}, {{2, 4}, dt}}},
+        {"ellipsis", "...ij,...jk->...ik", {{{2, 3, 4}, dt}, {{4, 5}, dt}}},
+        {"broadcast_1", "bij,bjk->bik", {{{1, 3, 4}, dt}, {{2, 4, 5}, dt}}},
+        {"empty", "ij,jk->ik", {{{0, 4}, dt}, {{4, 5}, dt}}},
+        {"batch_diag", "bii->bi", {{{2, 3, 3}, dt}}},
+    };
+    for (const Eq& q : eqs) {
+      OpCase c;
+      c.name = "einsum/" + dn(dt) + "/" + q.tag;
+      c.inputs = q.in;
+      const std::string eq = q.eq;
+      c.engine = [eq](const std::vector<tb::Tensor>& in) { return one(ops::einsum(eq, in)); };
+      c.reference = [eq](const std::vector<ref::Tensor>& in) { return one(ref::einsum(eq, in)); };
+      cs.push_back(c);
+    }
+  }
+  const Eq errors[] = {
+      {"error_size", "ij,jk->ik", {{{3, 4}, kF32}, {{5, 2}, kF32}}},
+      {"error_rank", "ijk->i", {{{3, 4}, kF32}}},
+      {"error_output_label", "ij->k", {{{3, 4}, kF32}}},
+      {"error_operands", "ij,jk->ik", {{{3, 4}, kF32}}},
+      {"error_diag_size", "ii->i", {{{3, 4}, kF32}}},
+  };
+  for (const Eq& q : errors) {
+    OpCase c;
+    c.name = std::string("einsum/float32/") + q.tag;
+    c.inputs = q.in;
+    const std::string eq = q.eq;
+    c.engine = [eq](const std::vector<tb::Tensor>& in) { return one(ops::einsum(eq, in)); };
+    c.reference = [eq](const std::vector<ref::Tensor>& in) { return one(ref::einsum(eq, in)); };
+    c.check = Check::Error;
+    cs.push_back(c);
+  }
+}
+
+void add_bench(std::vector<OpCase>& cs) {
+  auto e = [](auto& a, auto& b) { return ops::matmul(a, b); };
+  auto r = [](auto& a, auto& b) { return ref::matmul(a, b); };
+  for (int64_t n : {256, 512, 1024, 2048}) {
+    OpCase c = binary("matmul/float32/" + std::to_string(n), {{n, n}, kF32}, {{n, n}, kF32}, e, r);
+    c.tol = long_dot_tol(kF32, n);
+    c.bench = true;
+    c.flops = 2.0 * double(n) * double(n) * double(n);
+    cs.push_back(c);
+  }
+  OpCase t = binary("matmul/float32/1024_transposed", {{1024, 1024}, kF32, L::Transposed},
+                    {{1024, 1024}, kF32, L::Transposed}, e, r);
+  t.tol = long_dot_tol(kF32, 1024);
+  t.bench = true;
+  t.flops = 2.0 * 1024 * 1024 * 1024;
+  cs.push_back(t);
+  OpCase bf = binary("matmul/bfloat16/1024", {{1024, 1024}, kBF16}, {{1024, 1024}, kBF16}, e, r);
+  bf.bench = true;
+  bf.flops = 2.0 * 1024 * 1024 * 1024;
+  cs.push_back(bf);
+  OpCase bb = binary("bmm/float32/16x256x256x256", {{16, 256, 256}, kF32}, {{16, 256, 256}, kF32},
+                     [](auto& a, auto& b) { return ops::bmm(a, b); }, [](auto& a, auto& b) { return ref::bmm(a, b); });
+  bb.tol = long_dot_tol(kF32, 256);
+  bb.bench = true;
+  bb.flops = 2.0 * 16 * 256 * 256 * 256;
+  cs.push_back(bb);
+}
+
+}  // namespace
+
+std::vector<OpCase> linalg_cases() {
+  std::vector<OpCase> cs;
+  add_mm(cs);
+  add_bmm(cs);
+  add_matmul(cs);
+  add_addmm(cs);
+  add_linear(cs);
+  add_outer(cs);
+  add_einsum(cs);
+  add_bench(cs);
+  return cs;
+}
+
+}  // namespace tb::suites

@@ -1,0 +1,289 @@
+// Case table of the nn family: conv2d, max_pool2d, avg_pool2d, embedding, dropout, one_hot, pad,
+// and the conv2d benchmark row. Built by loops over dtypes and variants.
+#include <cmath>
+
+#include "engine/ops/nn.h"
+#include "reference/nn.h"
+#include "suites/ops/op_case.h"
+
+namespace tb::suites {
+
+// The long float32 dot-product tolerance, explained in cases_linalg.cpp.
+std::optional<Tolerance> long_dot_tol(DType dt, int64_t K);
+
+namespace {
+
+using L = Layout;
+using V = Values;
+constexpr DType kF32 = DType::Float32, kF64 = DType::Float64, kBF16 = DType::BFloat16, kF16 = DType::Float16,
+                kI64 = DType::Int64, kI32 = DType::Int32, kBool = DType::Bool;
+constexpr DType kFloats[] = {kF32, kF64, kBF16, kF16};
+
+std::string dn(DType t) { return core::name(t); }
+
+OpCase make(std::string name, std::vector<Input> in, EngineFn e, RefFn r, Check check = Check::Values) {
+  OpCase c;
+  c.name = std::move(name);
+  c.inputs = std::move(in);
+  c.engine = std::move(e);
+  c.reference = std::move(r);
+  c.check = check;
+  return c;
+}
+
+void add_conv(std::vector<OpCase>& cs) {
+  struct Var { const char* tag; Shape x, w; bool bias; Shape stride, padding, dilation; int64_t groups; L layout; };
+  const Var vars[] = {
+      {"basic", {2, 3, 7, 7}, {4, 3, 3, 3}, true, {1}, {0}, {1}, 1, L::Contiguous},
+      {"stride2_pad1", {2, 3, 8, 7}, {5, 3, 3, 3}, true, {2}, {1}, {1}, 1, L::Contiguous},
+      {"dilation2", {1, 2, 9, 9}, {3, 2, 3, 3}, true, {1}, {2}, {2}, 1, L::Contiguous},
+      {"groups2", {2, 4, 6, 6}, {6, 2, 3, 3}, true, {1}, {1}, {1}, 2, L::Contiguous},
+      {"depthwise", {1, 4, 5, 5}, {4, 1, 3, 3}, false, {1}, {1}, {1}, 4, L::Contiguous},
+      {"nobias_asym", {2, 3, 7, 6}, {4, 3, 2, 3}, false, {1, 2}, {2, 0}, {1, 1}, 1, L::Contiguous},
+      {"1x1", {2, 5, 4, 4}, {3, 5, 1, 1}, true, {1}, {0}, {1}, 1, L::Contiguous},
+      {"unbatched", {3, 5, 5}, {2, 3, 3, 3}, true, {1}, {1}, {1}, 1, L::Contiguous},
+      {"strided_input", {2, 3, 6, 6}, {4, 3, 3, 3}, true, {1}, {1}, {1}, 1, L::Strided},
+      {"transposed_input", {2, 3, 6, 6}, {4, 3, 3, 3}, true, {1}, {1}, {1}, 1, L::Transposed},
+      {"empty_batch", {0, 3, 5, 5}, {4, 3, 3, 3}, true, {1}, {0}, {1}, 1, L::Contiguous},
+  };
+  for (DType dt : {kF32, kF64, kBF16, kF16, kI64, kI32}) {
+    for (const Var& v : vars) {
+      if (dt == kI32 && v.dilation[0] != 1) continue;  // LibTorch has no int32 dilated convolution
+      std::vector<Input> in = {{v.x, dt, v.layout}, {v.w, dt}};
+      if (v.bias) in.push_back({{v.w[0]}, dt});
+      cs.push_back(make("conv2d/" + dn(dt) + "/" + v.tag, in,
+                        [v](const std::vector<tb::Tensor>& t) {
+                          return one(ops::conv2d(t[0], t[1], t.size() > 2 ? t[2] : tb::Tensor(), v.stride, v.padding,
+                                                 v.dilation, v.groups));
+                        },
+                        [v](const std::vector<ref::Tensor>& t) {
+                          return one(ref::conv2d(t[0], t[1], t.size() > 2 ? t[2] : ref::Tensor(), v.stride, v.padding,
+                                                 v.dilation, v.groups));
+                        }));
+    }
+  }
+  struct Err { const char* tag; Shape x, w; DType dt; int64_t groups; };
+  const Err errs[] = {
+      {"error_channels", {1, 3, 5, 5}, {4, 2, 3, 3}, kF32, 1},
+      {"error_kernel_too_big", {1, 3, 2, 2}, {4, 3, 3, 3}, kF32, 1},
+      {"error_groups", {1, 4, 5, 5}, {3, 2, 3, 3}, kF32, 2},
+      {"error_bool", {1, 3, 5, 5}, {4, 3, 3, 3}, kBool, 1},
+  };
+  for (const Err& e : errs) {
+    const int64_t g = e.groups;
+    cs.push_back(make(std::string("conv2d/") + dn(e.dt) + "/" + e.tag, {{e.x, e.dt}, {e.w, e.dt}},
+                      [g](const std::vector<tb::Tensor>& t) { return one(ops::conv2d(t[0], t[1], {}, {1}, {0}, {1}, g)); },
+                      [g](const std::vector<ref::Tensor>& t) {
+                        return one(ref::conv2d(t[0], t[1], ref::Tensor(), {1}, {0}, {1}, g));
+                      },
+                      Check::Error));
+  }
+  // ResNet's 3x3 64->64 layer at 56x56. Dot products of length 64 * 9 = 576 in float32: LibTorch
+  // and oneDNN accumulate in different orders (see the long-K note in cases_linalg.cpp).
+  OpCase b = make("conv2d/float32/resnet", {{{8, 64, 56, 56}, kF32}, {{64, 64, 3, 3}, kF32}},
+                  [](const std::vector<tb::Tensor>& t) { return one(ops::conv2d(t[0], t[1], {}, {1}, {1})); },
+                  [](const std::vector<ref::Tensor>& t) {
+                    return one(ref::conv2d(t[0], t[1], ref::Tensor(), {1}, {1}, {1}, 1));
+                  });
+  b.tol = long_dot_tol(kF32, 64 * 9);
+  b.bench = true;
+  b.flops = 2.0 * 8 * 64 * 56 * 56 * 64 * 9;
+  cs.push_back(b);
+}
+
+void add_pool(std::vector<OpCase>& cs) {
+  struct Var { const char* tag; Shape x; Shape k, s, p, d; bool ceil; L layout; };
+  const Var vars[] = {
+      {"k2", {2, 3, 8, 8}, {2}, {}, {0}, {1}, false, L::Contiguous},
+      {"k3_s2_p1", {2, 3, 9, 8}, {3}, {2}, {1}, {1}, false, L::Contiguous},
+      {"ceil", {1, 2, 7, 7}, {3}, {2}, {0}, {1}, true, L::Contiguous},
+      {"ceil_pad", {1, 2, 6, 5}, {3, 2}, {2, 2}, {1, 1}, {1}, true, L::Contiguous},
+      {"dilation2", {1, 2, 9, 9}, {3}, {1}, {1}, {2}, false, L::Contiguous},
+      {"unbatched", {3, 6, 6}, {2}, {}, {0}, {1}, false, L::Contiguous},
+      {"strided", {2, 2, 6, 5}, {2}, {1}, {0}, {1}, false, L::Strided},
+      {"transposed", {2, 2, 6, 6}, {3, 2}, {1, 2}, {1, 0}, {1}, false, L::Transposed},
+      {"1x1_input", {1, 1, 1, 1}, {1}, {}, {0}, {1}, false, L::Contiguous},
+  };
+  for (DType dt : kFloats) {
+    for (const Var& v : vars) {
+      cs.push_back(make("max_pool2d/" + dn(dt) + "/" + v.tag, {{v.x, dt, v.layout}},
+                        [v](const std::vector<tb::Tensor>& t) { return one(ops::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); },
+                        [v](const std::vector<ref::Tensor>& t) { return one(ref::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); }));
+      if (v.d[0] != 1) continue;  // avg_pool2d has no dilation
+      for (bool cip : {true, false}) {
+        if (!cip && v.p[0] == 0) continue;
+        cs.push_back(make("avg_pool2d/" + dn(dt) + "/" + v.tag + (cip ? "" : "_exclude_pad"), {{v.x, dt, v.layout}},
+                          [v, cip](const std::vector<tb::Tensor>& t) {
+                            return one(ops::avg_pool2d(t[0], v.k, v.s, v.p, v.ceil, cip));
+                          },
+                          [v, cip](const std::vector<ref::Tensor>& t) {
+                            return one(ref::avg_pool2d(t[0], v.k, v.s, v.p, v.ceil, cip, std::nullopt));
+                          }));
+      }
+    }
+    cs.push_back(make("avg_pool2d/" + dn(dt) + "/divisor_override", {{{1, 2, 6, 6}, dt}},
+                      [](const std::vector<tb::Tensor>& t) { return one(ops::avg_pool2d(t[0], {3}, {2}, {1}, false, true, 4)); },
+                      [](const std::vector<ref::Tensor>& t) { return one(ref::avg_pool2d(t[0], {3}, {2}, {1}, false, true, 4)); }));
+  }
+  cs.push_back(make("avg_pool2d/int64/k2", {{{1, 2, 6, 6}, kI64}},
+                    [](const std::vector<tb::Tensor>& t) { return one(ops::avg_pool2d(t[0], {2}, {}, {0})); },
+                    [](const std::vector<ref::Tensor>& t) {
+                      return one(ref::avg_pool2d(t[0], {2}, {}, {0}, false, true, std::nullopt));
+                    }));
+  auto mp_err = [&](const char* tag, Input in, Shape k, Shape s, Shape p) {
+    cs.push_back(make(std::string("max_pool2d/") + dn(in.dtype) + "/" + tag, {in},
+                      [=](const std::vector<tb::Tensor>& t) { return one(ops::max_pool2d(t[0], k, s, p, {1}, false)); },
+                      [=](const std::vector<ref::Tensor>& t) { return one(ref::max_pool2d(t[0], k, s, p, {1}, false)); },
+                      Check::Error));
+  };
+  mp_err("error_pad_too_big", {{1, 1, 6, 6}, kF32}, {2}, {}, {2});
+  mp_err("error_output_too_small", {{1, 1, 2, 2}, kF32}, {3}, {}, {0});
+  mp_err("error_2d_input", {{6, 6}, kF32}, {2}, {}, {0});
+  mp_err("error_zero_stride", {{1, 1, 6, 6}, kF32}, {2}, {0}, {0});
+}
+
+void add_embedding(std::vector<OpCase>& cs) {
+  auto e = [](const std::vector<tb::Tensor>& t) { return one(ops::embedding(t[0], t[1])); };
+  auto r = [](const std::vector<ref::Tensor>& t) { return one(ref::embedding(t[0], t[1])); };
+  for (DType dt : {kF32, kF64, kBF16, kF16, kI64}) {
+    cs.push_back(make("embedding/" + dn(dt) + "/2x3", {{{10, 4}, dt}, {{2, 3}, kI64, L::Contiguous, V::Index, 10}}, e, r));
+    cs.push_back(make("embedding/" + dn(dt) + "/int32_index", {{{10, 4}, dt}, {{7}, kI32, L::Strided, V::Index, 10}}, e, r));
+    cs.push_back(make("embedding/" + dn(dt) + "/0d_index", {{{10, 3}, dt, L::Transposed}, {{}, kI64, L::Contiguous, V::Index, 10}}, e, r));
+    cs.push_back(make("embedding/" + dn(dt) + "/empty_index", {{{10, 4}, dt}, {{0, 2}, kI64, L::Contiguous, V::Index, 10}}, e, r));
+  }
+  OpCase pi = make("embedding/float32/padding_idx", {{{10, 4}, kF32}, {{3, 4}, kI64, L::Contiguous, V::Index, 10}},
+                   [](const std::vector<tb::Tensor>& t) { return one(ops::embedding(t[0], t[1], 2)); },
+                   [](const std::vector<ref::Tensor>& t) { return one(ref::embedding(t[0], t[1], 2)); });
+  cs.push_back(pi);
+  cs.push_back(make("embedding/float32/error_out_of_range", {{{10, 4}, kF32}, {{12}, kI64, L::Contiguous, V::Index, 1000}},
+                    e, r, Check::Error));
+  cs.push_back(make("embedding/float32/error_float_index", {{{10, 4}, kF32}, {{3}, kF32}}, e, r, Check::Error));
+}
+
+// Dropout's mask comes from different generators on the two sides, so values cannot match. Both
+// sides reduce their own output to [kept fraction, consistency]: consistency is 1 when every
+// element is either 0 or x / (1 - p) (to the dtype's precision), else 0. The fraction must be
+// within 5 binomial standard deviations of LibTorch's (both estimate 1 - p).
+std::vector<tb::Tensor> dropout_summary(const tb::Tensor& x, const tb::Tensor& out, double p) {
+  const tb::Tensor xd = x.to(kF64).contiguous(), od = out.to(kF64).contiguous();
+  const double* xp = xd.data_ptr<double>();
+  const double* op = od.data_ptr<double>();
+  const double rel = x.dtype() == kF32 ? 1e-6 : 1e-2;
+  int64_t kept = 0;
+  bool ok = out.sizes() == x.sizes() && out.dtype() == x.dtype();
+  for (int64_t i = 0; i < xd.numel(); ++i) {
+    if (op[i] == 0) continue;
+    ++kept;
+    const double want = xp[i] / (1 - p);
+    ok = ok && std::fabs(op[i] - want) <= rel * std::fabs(want);
+  }
+  return {scalar_tensor(double(kept) / double(std::max<int64_t>(xd.numel(), 1)), kF64), scalar_tensor(ok ? 1 : 0, kF64)};
+}
+
+void add_dropout(std::vector<OpCase>& cs) {
+  const Shape shape = {64, 128};
+  for (DType dt : {kF32, kBF16}) {
+    for (double p : {0.2, 0.5}) {
+      OpCase c = make("dropout/" + dn(dt) + "/p" + std::to_string(int(p * 10)), {{shape, dt}},
+                      [p](const std::vector<tb::Tensor>& t) {
+                        core::Generator gen(1234);
+                        return dropout_summary(t[0], ops::dropout(t[0], p, true, &gen), p);
+                      },
+                      [p](const std::vector<ref::Tensor>& t) {
+                        std::vector<ref::Tensor> r;
+                        for (const tb::Tensor& s : dropout_summary(ref::from_ref(t[0]), ref::from_ref(ref::dropout(t[0], p, true, 1234)), p))
+                          r.push_back(ref::to_ref(s));
+                        return r;
+                      });
+      c.tol = Tolerance{0, 5 * std::sqrt(p * (1 - p) / double(64 * 128))};
+      cs.push_back(c);
+    }
+  }
+  for (double p : {0.0, 1.0}) {
+    cs.push_back(make("dropout/float32/p" + std::to_string(int(p)) + "_exact", {{{5, 7}, kF32, L::Strided}},
+                      [p](const std::vector<tb::Tensor>& t) { return one(ops::dropout(t[0], p, true)); },
+                      [p](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], p, true, 1)); }));
+  }
+  cs.push_back(make("dropout/float32/eval", {{{5, 7}, kF32, L::Transposed}},
+                    [](const std::vector<tb::Tensor>& t) { return one(ops::dropout(t[0], 0.5, false)); },
+                    [](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], 0.5, false, 1)); }));
+  cs.push_back(make("dropout/float32/error_p", {{{5}, kF32}},
+                    [](const std::vector<tb::Tensor>& t) { return one(ops::dropout(t[0], 1.5, true)); },
+                    [](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], 1.5, true, 1)); },
+                    Check::Error));
+}
+
+void add_one_hot(std::vector<OpCase>& cs) {
+  auto row = [&](std::string tag, Input in, int64_t n, Check check = Check::Values) {
+    cs.push_back(make("one_hot/" + dn(in.dtype) + "/" + tag, {in},
+                      [n](const std::vector<tb::Tensor>& t) { return one(ops::one_hot(t[0], n)); },
+                      [n](const std::vector<ref::Tensor>& t) { return one(ref::one_hot(t[0], n)); }, check));
+  };
+  row("infer", {{2, 3}, kI64, L::Contiguous, V::Index, 5}, -1);
+  row("num_classes7", {{2, 3}, kI64, L::Transposed, V::Index, 5}, 7);
+  row("0d", {{}, kI64, L::Contiguous, V::Index, 4}, 4);
+  row("empty", {{0}, kI64, L::Contiguous, V::Index, 4}, 3);
+  row("error_too_small", {{8}, kI64, L::Contiguous, V::Index, 10}, 1, Check::Error);
+  row("error_empty_infer", {{0}, kI64, L::Contiguous, V::Index, 4}, -1, Check::Error);
+  row("error_dtype", {{3}, kI32, L::Contiguous, V::Index, 4}, -1, Check::Error);
+}
+
+void add_pad(std::vector<OpCase>& cs) {
+  struct Var { const char* tag; Input x; Shape pad; std::string mode; double value; };
+  for (DType dt : {kF32, kF64, kBF16, kF16, kI64, kI32, kBool}) {
+    const Var vars[] = {
+        {"last_dim", {{2, 3, 4}, dt}, {1, 2}, "constant", 1},
+        {"two_dims", {{2, 3, 4}, dt, L::Transposed}, {1, 1, 2, 0}, "constant", 0},
+        {"three_dims", {{2, 3, 4}, dt, L::Strided}, {1, 0, 0, 1, 2, 2}, "constant", 1},
+        {"negative", {{3, 5}, dt}, {-1, 2, 1, -2}, "constant", 0},
+        {"empty_dim", {{0, 4}, dt}, {1, 1}, "constant", 1},
+        {"1d", {{5}, dt, L::Expanded}, {2, 3}, "constant", 1},
+    };
+    for (const Var& v : vars) {
+      cs.push_back(make("pad/" + dn(dt) + "/" + v.tag, {v.x},
+                        [v](const std::vector<tb::Tensor>& t) { return one(ops::pad(t[0], v.pad, v.mode, v.value)); },
+                        [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }));
+    }
+  }
+  for (DType dt : {kF32, kF64, kBF16}) {
+    const Var vars[] = {
+        {"reflect_2d", {{1, 2, 5, 6}, dt}, {2, 1, 1, 3}, "reflect", 0},
+        {"reflect_2d_unbatched", {{2, 4, 4}, dt, L::Transposed}, {3, 0, 1, 2}, "reflect", 0},
+        {"reflect_1d", {{2, 3, 6}, dt, L::Strided}, {2, 3}, "reflect", 0},
+        {"replicate_2d", {{1, 2, 5, 6}, dt}, {2, 1, 1, 3}, "replicate", 0},
+        {"replicate_1d", {{3, 4}, dt}, {3, 1}, "replicate", 0},
+    };
+    for (const Var& v : vars) {
+      cs.push_back(make("pad/" + dn(dt) + "/" + v.tag, {v.x},
+                        [v](const std::vector<tb::Tensor>& t) { return one(ops::pad(t[0], v.pad, v.mode, v.value)); },
+                        [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }));
+    }
+  }
+  const Var errs[] = {
+      {"error_reflect_too_big", {{1, 2, 3, 3}, kF32}, {3, 0, 0, 0}, "reflect", 0},
+      {"error_odd_length", {{2, 3}, kF32}, {1}, "constant", 0},
+      {"error_too_long", {{3}, kF32}, {1, 1, 1, 1}, "constant", 0},
+      {"error_negative_size", {{3}, kF32}, {-2, -2}, "constant", 0},
+  };
+  for (const Var& v : errs) {
+    cs.push_back(make(std::string("pad/float32/") + v.tag, {v.x},
+                      [v](const std::vector<tb::Tensor>& t) { return one(ops::pad(t[0], v.pad, v.mode, v.value)); },
+                      [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); },
+                      Check::Error));
+  }
+}
+
+}  // namespace
+
+std::vector<OpCase> nn_cases() {
+  std::vector<OpCase> cs;
+  add_conv(cs);
+  add_pool(cs);
+  add_embedding(cs);
+  add_dropout(cs);
+  add_one_hot(cs);
+  add_pad(cs);
+  return cs;
+}
+
+}  // namespace tb::suites

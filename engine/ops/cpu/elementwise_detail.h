@@ -1,0 +1,248 @@
+// Shared plumbing of the elementwise family (private to engine/ops/elementwise.cpp and
+// engine/ops/cpu/elementwise_*.cpp): where a result goes (fresh tensor, out=, in place), the
+// broadcast-convert-loop drivers, scalar conversion and wrap-around integer arithmetic.
+// Not a public header: ops include engine/ops/elementwise.h.
+#pragma once
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+#include <type_traits>
+
+#include "engine/ops/cpu/loops.h"
+#include "engine/ops/elementwise.h"
+
+namespace tb::ops::ew {
+
+using core::opmath_t;
+
+// Where an op writes a result of (shape, rdt). Without out: a fresh tensor. With out (out= or
+// in place, where *out is self): out itself when its dtype is rdt and it does not partially
+// overlap an input, else a temporary that result() casts into out. In place, the broadcast shape
+// must be self's shape, as in PyTorch.
+class Dest {
+ public:
+  Dest(Tensor* out, bool inplace, const Shape& shape, DType rdt, const char* op, std::initializer_list<Tensor> inputs);
+  const Tensor& target() const { return target_; }
+  Tensor result();
+
+ private:
+  Tensor* out_ = nullptr;
+  Tensor target_;
+  bool copy_back_ = false;
+};
+
+// PyTorch's result type of a dimensioned/0-dim mix of up to three tensors (clamp, where).
+DType result_type(std::initializer_list<const Tensor*> ts);
+// The result type after also taking a scalar into account (clamp with two scalar bounds).
+DType combine_scalar(DType t, const Scalar& s);
+
+// The scalar as the compute type M (float for bf16/f16 tensors: scalars are not rounded to the
+// tensor's dtype first, as in LibTorch's opmath kernels).
+template <typename M>
+M scalar_to(const Scalar& s) {
+  if constexpr (std::is_same_v<M, bool>) {
+    return s.is_float() ? s.d != 0 : s.i != 0;
+  } else if constexpr (std::is_floating_point_v<M>) {
+    return static_cast<M>(s.d);
+  } else {
+    if (!s.is_float()) return static_cast<M>(s.i);
+    // A float scalar never meets integer compute after promotion; saturate rather than UB.
+    if (std::isnan(s.d)) return M(0);
+    if (s.d <= double(std::numeric_limits<M>::min())) return std::numeric_limits<M>::min();
+    if (s.d >= double(std::numeric_limits<M>::max())) return std::numeric_limits<M>::max();
+    return static_cast<M>(s.d);
+  }
+}
+
+template <typename T>
+inline constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+// Integer add/sub/mul/neg wrap around (two's complement) like PyTorch's, without signed overflow UB.
+template <typename M>
+inline M wadd(M x, M y) {
+  if constexpr (std::is_same_v<M, bool>) return x || y;
+  else if constexpr (is_int_v<M>) return M(std::make_unsigned_t<M>(x) + std::make_unsigned_t<M>(y));
+  else return x + y;
+}
+template <typename M>
+inline M wsub(M x, M y) {
+  if constexpr (is_int_v<M>) return M(std::make_unsigned_t<M>(x) - std::make_unsigned_t<M>(y));
+  else return x - y;
+}
+template <typename M>
+inline M wmul(M x, M y) {
+  if constexpr (std::is_same_v<M, bool>) return x && y;
+  else if constexpr (is_int_v<M>) return M(std::make_unsigned_t<M>(x) * std::make_unsigned_t<M>(y));
+  else return x * y;
+}
+template <typename M>
+inline M wneg(M x) {
+  if constexpr (is_int_v<M>) return M(std::make_unsigned_t<M>(0) - std::make_unsigned_t<M>(x));
+  else return -x;
+}
+
+// NaN-propagating max/min (the first NaN met wins), as torch.maximum/minimum.
+template <typename M>
+inline M max_nan(M x, M y) {
+  return (x != x || x > y) ? x : y;
+}
+template <typename M>
+inline M min_nan(M x, M y) {
+  return (x != x || x < y) ? x : y;
+}
+
+// One input: converts x to `cdt`, writes kernel(loop) into a result of `rdt` (loop operands:
+// result, x). x is (any shape), any strides.
+template <typename K>
+Tensor unary(const char* op, const Tensor& x, DType cdt, DType rdt, Tensor* out, bool inplace, K&& kernel) {
+  TB_CHECK(x.defined(), op, "undefined input tensor");
+  Tensor xc = x.to(cdt);
+  Dest d(out, inplace, x.sizes(), rdt, op, {xc});
+  StridedLoop loop({d.target(), xc});
+  kernel(loop);
+  return d.result();
+}
+
+// Two inputs broadcast together and converted to `cdt` (loop operands: result, a, b).
+template <typename K>
+Tensor binary(const char* op, const Tensor& a, const Tensor& b, DType cdt, DType rdt, Tensor* out, bool inplace,
+              K&& kernel) {
+  TB_CHECK(a.defined() && b.defined(), op, "undefined input tensor");
+  const Shape shape = core::broadcast_shapes(a.sizes(), b.sizes(), op);
+  Tensor ac = a.to(cdt).expand(shape), bc = b.to(cdt).expand(shape);
+  Dest d(out, inplace, shape, rdt, op, {ac, bc});
+  StridedLoop loop({d.target(), ac, bc});
+  kernel(loop);
+  return d.result();
+}
+
+// Integer division helpers; `zero` records a zero divisor so the caller can raise afterwards
+// (LibTorch raises ZeroDivisionError; the kernel itself must not trap).
+template <typename M>
+inline M int_div_trunc(M x, M y, std::atomic<bool>& zero) {
+  if (y == 0) {
+    zero.store(true, std::memory_order_relaxed);
+    return 0;
+  }
+  if (y == -1) return wneg(x);  // INT_MIN / -1 would trap
+  return x / y;
+}
+template <typename M>
+inline M int_div_floor(M x, M y, std::atomic<bool>& zero) {
+  if (y == 0) {
+    zero.store(true, std::memory_order_relaxed);
+    return 0;
+  }
+  if (y == -1) return wneg(x);
+  M q = x / y;
+  if (x % y != 0 && ((x < 0) != (y < 0))) --q;
+  return q;
+}
+template <typename M>
+inline M int_remainder(M x, M y, std::atomic<bool>& zero) {
+  if (y == 0) {
+    zero.store(true, std::memory_order_relaxed);
+    return 0;
+  }
+  if (y == -1) return 0;
+  M r = x % y;
+  if (r != 0 && ((r < 0) != (y < 0))) r += y;
+  return r;
+}
+// Python's float %: fmod, moved to the divisor's sign.
+template <typename M>
+inline M float_remainder(M x, M y) {
+  M r = std::fmod(x, y);
+  if (r != 0 && ((y < 0) != (r < 0))) r += y;
+  return r;
+}
+// Python's float //, as LibTorch computes it (div_floor_floating).
+template <typename M>
+inline M float_div_floor(M x, M y) {
+  if (y == 0) return x / y;
+  M mod = std::fmod(x, y);
+  M div = (x - mod) / y;
+  if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1;
+  if (div == 0) return std::copysign(M(0), x / y);
+  M fl = std::floor(div);
+  if (div - fl > M(0.5)) fl += 1;
+  return fl;
+}
+// Integer power by squaring, wrapping on overflow; negative exponents give 0, or +-1 for a base
+// of +-1, as LibTorch's powi.
+template <typename M>
+inline M int_pow(M base, M e) {
+  if constexpr (std::is_same_v<M, bool>) {
+    return base || !e;
+  } else {
+    if (e < 0) {
+      if (base == 1) return 1;
+      if (base == -1) return (e & 1) ? M(-1) : M(1);
+      return 0;
+    }
+    M r = 1;
+    while (e) {
+      if (e & 1) r = wmul(r, base);
+      base = wmul(base, base);
+      e >>= 1;
+    }
+    return r;
+  }
+}
+
+// Transcendental helpers of the activations, in the compute type M (float or double). The float
+// versions are branch-free and always inlined so the contiguous loops vectorise (libm's erff/expf
+// calls do not, and an out-of-line call stops the vectoriser too).
+
+// e^x for float: x = n ln2 + r, |r| <= ln2 / 2, e^r by Cephes' degree-6 polynomial; ~1 ulp.
+// Inputs below -87.3 give ~1e-38 instead of a subnormal (only used where that is negligible).
+[[gnu::always_inline]] inline float exp_fast(float x) {
+  x = std::min(std::max(x, -87.3f), 88.7f);
+  // Round to nearest by the 1.5 * 2^23 trick: std::floor blocks GCC's vectoriser (it may not
+  // drop floor's FP exception semantics without -fno-trapping-math).
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  return p * std::bit_cast<float>((int32_t(n) + 127) << 23);
+}
+
+// erf for float: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7), the formula LibTorch's
+// Vectorized<float>::erf uses.
+[[gnu::always_inline]] inline float erf_fast(float x) {
+  const float t = 1.0f / (0.3275911f * std::fabs(x) + 1.0f);
+  float r = 1.061405429f;
+  r = r * t - 1.453152027f;
+  r = r * t + 1.421413741f;
+  r = r * t - 0.284496736f;
+  r = r * t + 0.254829592f;
+  return std::copysign(1.0f - r * t * exp_fast(-x * x), x);
+}
+
+template <typename M>
+inline M tanh_fast(M v) {
+  return std::tanh(v);
+}
+// gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
+template <typename M>
+[[gnu::always_inline]] inline M gelu_erf(M v) {
+  if constexpr (std::is_same_v<M, float>) return 0.5f * v * (1.0f + erf_fast(v * 0.70710678118654752440f));
+  else return M(0.5) * v * (M(1) + std::erf(v * M(0.70710678118654752440)));
+}
+// The tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+template <typename M>
+inline M gelu_tanh(M v) {
+  const M inner = M(0.79788456080286535588) * (v + M(0.044715) * v * v * v);
+  return M(0.5) * v * (M(1) + tanh_fast(inner));
+}
+
+}  // namespace tb::ops::ew

@@ -1,0 +1,333 @@
+// Elementwise family, part 1: the result plumbing shared by the family (Dest, result types) and
+// the unary ops: math (exp ... sigmoid), neg/abs/sign, activations (relu, gelu, silu, softplus),
+// predicates (isnan, isinf, isfinite) and logical_not. Binary arithmetic lives in
+// cpu/elementwise_binary.cpp; comparisons, logical ops, clamp and where in cpu/elementwise_compare.cpp.
+#include "engine/ops/elementwise.h"
+
+#include <cmath>
+#include <optional>
+
+#include "engine/ops/cpu/elementwise_detail.h"
+
+namespace tb::ops {
+
+namespace ew {
+
+namespace {
+// PyTorch's combine_categories (see engine/ops/common.cpp).
+DType combine(DType higher, DType lower) {
+  if (core::is_floating(higher)) return higher;
+  if (higher == DType::Bool || core::is_floating(lower)) return core::promote_types(higher, lower);
+  return higher;
+}
+
+// Same element addresses for every index (size-1 dims may have any stride).
+bool same_layout(const Tensor& a, const Tensor& b) {
+  if (a.storage_offset() != b.storage_offset() || a.itemsize() != b.itemsize() || a.dim() != b.dim()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) > 1 && a.stride(d) != b.stride(d)) return false;
+  return true;
+}
+
+bool has_internal_overlap(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1 && t.stride(d) == 0) return true;
+  return false;
+}
+}  // namespace
+
+Dest::Dest(Tensor* out, bool inplace, const Shape& shape, DType rdt, const char* op,
+           std::initializer_list<Tensor> inputs)
+    : out_(out) {
+  if (!out) {
+    target_ = empty(shape, rdt);
+    return;
+  }
+  TB_CHECK(out->defined(), op, "undefined out= tensor");
+  if (inplace)
+    TB_CHECK(out->sizes() == shape, op, "output with shape ", core::to_string(out->sizes()),
+             " doesn't match the broadcast shape ", core::to_string(shape));
+  Tensor o = prepare_out(out, shape, rdt, op);
+  TB_CHECK(!has_internal_overlap(o), op,
+           "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+           "location; clone() the tensor first");
+  bool alias = false;
+  for (const Tensor& in : inputs) alias |= in.numel() > 0 && in.shares_storage(o) && !same_layout(in, o);
+  if (o.dtype() == rdt && !alias) {
+    target_ = o;
+  } else {
+    target_ = empty(shape, rdt);
+    copy_back_ = true;
+  }
+}
+
+Tensor Dest::result() {
+  if (!out_) return target_;
+  if (copy_back_) out_->copy_(target_);  // casts into out's dtype and bumps its version
+  else out_->bump_version();
+  return *out_;
+}
+
+DType result_type(std::initializer_list<const Tensor*> ts) {
+  std::optional<DType> dim, zero;
+  for (const Tensor* t : ts) {
+    if (!t) continue;
+    std::optional<DType>& slot = t->dim() == 0 ? zero : dim;
+    slot = slot ? core::promote_types(*slot, t->dtype()) : t->dtype();
+  }
+  TB_CHECK(dim || zero, "result_type", "no tensors");
+  if (!dim) return *zero;
+  if (!zero) return *dim;
+  return combine(*dim, *zero);
+}
+
+DType combine_scalar(DType t, const Scalar& s) { return combine(t, s.dtype()); }
+
+}  // namespace ew
+
+DType result_type(const Tensor& a, const Scalar& s) { return ew::combine_scalar(a.dtype(), s); }
+
+namespace {
+
+using core::opmath_t;
+
+// Calls f in the compute type M (bf16/f16 elements convert to float on the way in). A struct
+// with an always-inlined call rather than a lambda: GCC otherwise leaves the math out of line in
+// this big translation unit, and an out-of-line call stops the loop from vectorising.
+template <typename M, typename F>
+struct InM {
+  F f;
+  [[gnu::always_inline]] M operator()(M v) const { return f(v); }
+};
+
+// Floating math: integer and bool inputs compute in float32; bf16/f16 compute in float.
+// f: a generic callable M -> M for M in {float, double}.
+template <typename F>
+Tensor float_unary(const char* op, const Tensor& x, Tensor* out, bool inplace, F f) {
+  TB_CHECK(x.defined(), op, "undefined input tensor");
+  const DType cdt = to_float_dtype(x.dtype());
+  return ew::unary(op, x, cdt, cdt, out, inplace, [&](const StridedLoop& loop) {
+    core::dispatch_floating(cdt, op, [&]<typename T>() {
+      using M = opmath_t<T>;
+      cpu::cpu_kernel<T, T>(loop, InM<M, F>{f});
+    });
+  });
+}
+
+// Floating-only ops (activations): any other dtype is an error, as in LibTorch.
+// LibTorch's out= forms of the dtype-preserving unary ops (neg, abs, sign, activations) take no
+// cast: out must have the input's dtype.
+void check_out_dtype(const Tensor& x, const Tensor* out, bool inplace, const char* op) {
+  if (out && !inplace && out->defined())
+    TB_CHECK(out->dtype() == x.dtype(), op, "found dtype ", core::name(out->dtype()), " but expected ",
+             core::name(x.dtype()));
+}
+
+template <typename F>
+Tensor floating_only(const char* op, const Tensor& x, Tensor* out, bool inplace, F f) {
+  TB_CHECK(x.defined(), op, "undefined input tensor");
+  TB_CHECK(core::is_floating(x.dtype()), op, "not implemented for dtype ", core::name(x.dtype()));
+  check_out_dtype(x, out, inplace, op);
+  return float_unary(op, x, out, inplace, f);
+}
+
+// Same-dtype numeric ops (neg, abs, relu): bool refused with `bool_msg`.
+template <typename F>
+Tensor numeric_unary(const char* op, const Tensor& x, Tensor* out, bool inplace, const char* bool_msg, F f) {
+  TB_CHECK(x.defined(), op, "undefined input tensor");
+  TB_CHECK(x.dtype() != DType::Bool, op, bool_msg);
+  check_out_dtype(x, out, inplace, op);
+  const DType dt = x.dtype();
+  return ew::unary(op, x, dt, dt, out, inplace, [&](const StridedLoop& loop) {
+    core::dispatch(dt, [&]<typename T>() {
+      using M = opmath_t<T>;
+      if constexpr (!std::is_same_v<T, bool>) cpu::cpu_kernel<T, T>(loop, InM<M, F>{f});
+    });
+  });
+}
+
+struct Exp { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::exp(v); } };
+struct Expm1 { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::expm1(v); } };
+struct Log { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::log(v); } };
+struct Log1p { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::log1p(v); } };
+struct Sqrt { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::sqrt(v); } };
+struct Rsqrt { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return M(1) / std::sqrt(v); } };
+struct Reciprocal { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return M(1) / v; } };
+struct Sin { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::sin(v); } };
+struct Cos { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::cos(v); } };
+struct Tanh { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return ew::tanh_fast(v); } };
+struct Sigmoid { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return M(1) / (M(1) + std::exp(-v)); } };
+struct Silu { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return v / (M(1) + std::exp(-v)); } };
+struct GeluErf { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return ew::gelu_erf(v); } };
+struct GeluTanh { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return ew::gelu_tanh(v); } };
+struct Neg { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return ew::wneg(v); } };
+struct Abs {
+  template <typename M> M operator()(M v) const {
+    if constexpr (std::is_floating_point_v<M>) return std::fabs(v);
+    else return v < 0 ? ew::wneg(v) : v;
+  }
+};
+// NaN stays NaN (x < 0 is false), like LibTorch's clamp_min(x, 0).
+struct Relu { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return v < M(0) ? M(0) : v; } };
+
+bool check_gelu_mode(const std::string& approximate, const char* op) {
+  TB_CHECK(approximate == "none" || approximate == "tanh", op, "approximate argument must be either none or tanh, got '",
+           approximate, "'");
+  return approximate == "tanh";
+}
+
+constexpr const char* kNegBool =
+    "negation, the `-` operator, on a bool tensor is not supported; use the `~` or `logical_not()` operator instead";
+constexpr const char* kAbsBool = "not implemented for dtype bool";
+constexpr const char* kReluBool = "not implemented for dtype bool";
+
+}  // namespace
+
+// ---- floating math ----
+Tensor exp(const Tensor& x) { return float_unary("exp", x, nullptr, false, Exp{}); }
+Tensor& exp_(Tensor& self) { float_unary("exp_", self, &self, true, Exp{}); return self; }
+Tensor& exp_out(Tensor& out, const Tensor& x) { float_unary("exp_out", x, &out, false, Exp{}); return out; }
+Tensor expm1(const Tensor& x) { return float_unary("expm1", x, nullptr, false, Expm1{}); }
+Tensor& expm1_(Tensor& self) { float_unary("expm1_", self, &self, true, Expm1{}); return self; }
+Tensor& expm1_out(Tensor& out, const Tensor& x) { float_unary("expm1_out", x, &out, false, Expm1{}); return out; }
+Tensor log(const Tensor& x) { return float_unary("log", x, nullptr, false, Log{}); }
+Tensor& log_(Tensor& self) { float_unary("log_", self, &self, true, Log{}); return self; }
+Tensor& log_out(Tensor& out, const Tensor& x) { float_unary("log_out", x, &out, false, Log{}); return out; }
+Tensor log1p(const Tensor& x) { return float_unary("log1p", x, nullptr, false, Log1p{}); }
+Tensor& log1p_(Tensor& self) { float_unary("log1p_", self, &self, true, Log1p{}); return self; }
+Tensor& log1p_out(Tensor& out, const Tensor& x) { float_unary("log1p_out", x, &out, false, Log1p{}); return out; }
+Tensor sqrt(const Tensor& x) { return float_unary("sqrt", x, nullptr, false, Sqrt{}); }
+Tensor& sqrt_(Tensor& self) { float_unary("sqrt_", self, &self, true, Sqrt{}); return self; }
+Tensor& sqrt_out(Tensor& out, const Tensor& x) { float_unary("sqrt_out", x, &out, false, Sqrt{}); return out; }
+Tensor rsqrt(const Tensor& x) { return float_unary("rsqrt", x, nullptr, false, Rsqrt{}); }
+Tensor& rsqrt_(Tensor& self) { float_unary("rsqrt_", self, &self, true, Rsqrt{}); return self; }
+Tensor& rsqrt_out(Tensor& out, const Tensor& x) { float_unary("rsqrt_out", x, &out, false, Rsqrt{}); return out; }
+Tensor reciprocal(const Tensor& x) { return float_unary("reciprocal", x, nullptr, false, Reciprocal{}); }
+Tensor& reciprocal_(Tensor& self) { float_unary("reciprocal_", self, &self, true, Reciprocal{}); return self; }
+Tensor& reciprocal_out(Tensor& out, const Tensor& x) {
+  float_unary("reciprocal_out", x, &out, false, Reciprocal{});
+  return out;
+}
+Tensor sin(const Tensor& x) { return float_unary("sin", x, nullptr, false, Sin{}); }
+Tensor& sin_(Tensor& self) { float_unary("sin_", self, &self, true, Sin{}); return self; }
+Tensor& sin_out(Tensor& out, const Tensor& x) { float_unary("sin_out", x, &out, false, Sin{}); return out; }
+Tensor cos(const Tensor& x) { return float_unary("cos", x, nullptr, false, Cos{}); }
+Tensor& cos_(Tensor& self) { float_unary("cos_", self, &self, true, Cos{}); return self; }
+Tensor& cos_out(Tensor& out, const Tensor& x) { float_unary("cos_out", x, &out, false, Cos{}); return out; }
+Tensor tanh(const Tensor& x) { return float_unary("tanh", x, nullptr, false, Tanh{}); }
+Tensor& tanh_(Tensor& self) { float_unary("tanh_", self, &self, true, Tanh{}); return self; }
+Tensor& tanh_out(Tensor& out, const Tensor& x) { float_unary("tanh_out", x, &out, false, Tanh{}); return out; }
+Tensor sigmoid(const Tensor& x) { return float_unary("sigmoid", x, nullptr, false, Sigmoid{}); }
+Tensor& sigmoid_(Tensor& self) { float_unary("sigmoid_", self, &self, true, Sigmoid{}); return self; }
+Tensor& sigmoid_out(Tensor& out, const Tensor& x) { float_unary("sigmoid_out", x, &out, false, Sigmoid{}); return out; }
+
+// ---- neg, abs, sign ----
+Tensor neg(const Tensor& x) { return numeric_unary("neg", x, nullptr, false, kNegBool, Neg{}); }
+Tensor& neg_(Tensor& self) { numeric_unary("neg_", self, &self, true, kNegBool, Neg{}); return self; }
+Tensor& neg_out(Tensor& out, const Tensor& x) { numeric_unary("neg_out", x, &out, false, kNegBool, Neg{}); return out; }
+Tensor abs(const Tensor& x) { return numeric_unary("abs", x, nullptr, false, kAbsBool, Abs{}); }
+Tensor& abs_(Tensor& self) { numeric_unary("abs_", self, &self, true, kAbsBool, Abs{}); return self; }
+Tensor& abs_out(Tensor& out, const Tensor& x) { numeric_unary("abs_out", x, &out, false, kAbsBool, Abs{}); return out; }
+
+namespace {
+// sign(NaN) is 0 and sign(bool) is the bool itself, as in LibTorch.
+Tensor sign_impl(const char* op, const Tensor& x, Tensor* out, bool inplace) {
+  TB_CHECK(x.defined(), op, "undefined input tensor");
+  check_out_dtype(x, out, inplace, op);
+  const DType dt = x.dtype();
+  return ew::unary(op, x, dt, dt, out, inplace, [&](const StridedLoop& loop) {
+    core::dispatch(dt, [&]<typename T>() {
+      using M = opmath_t<T>;
+      if constexpr (std::is_same_v<T, bool>) cpu::cpu_kernel<T, T>(loop, [](bool v) { return v; });
+      else cpu::cpu_kernel<T, T>(loop, [](M v) -> M { return M((M(0) < v) - (v < M(0))); });
+    });
+  });
+}
+}  // namespace
+
+Tensor sign(const Tensor& x) { return sign_impl("sign", x, nullptr, false); }
+Tensor& sign_(Tensor& self) { sign_impl("sign_", self, &self, true); return self; }
+Tensor& sign_out(Tensor& out, const Tensor& x) { sign_impl("sign_out", x, &out, false); return out; }
+
+// ---- activations ----
+Tensor relu(const Tensor& x) { return numeric_unary("relu", x, nullptr, false, kReluBool, Relu{}); }
+Tensor& relu_(Tensor& self) { numeric_unary("relu_", self, &self, true, kReluBool, Relu{}); return self; }
+
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  if (check_gelu_mode(approximate, "gelu")) return floating_only("gelu", x, nullptr, false, GeluTanh{});
+  return floating_only("gelu", x, nullptr, false, GeluErf{});
+}
+Tensor& gelu_(Tensor& self, const std::string& approximate) {
+  if (check_gelu_mode(approximate, "gelu_")) floating_only("gelu_", self, &self, true, GeluTanh{});
+  else floating_only("gelu_", self, &self, true, GeluErf{});
+  return self;
+}
+Tensor& gelu_out(Tensor& out, const Tensor& x, const std::string& approximate) {
+  if (check_gelu_mode(approximate, "gelu_out")) floating_only("gelu_out", x, &out, false, GeluTanh{});
+  else floating_only("gelu_out", x, &out, false, GeluErf{});
+  return out;
+}
+
+Tensor silu(const Tensor& x) { return floating_only("silu", x, nullptr, false, Silu{}); }
+Tensor& silu_(Tensor& self) { floating_only("silu_", self, &self, true, Silu{}); return self; }
+Tensor& silu_out(Tensor& out, const Tensor& x) { floating_only("silu_out", x, &out, false, Silu{}); return out; }
+
+namespace {
+Tensor softplus_impl(const char* op, const Tensor& x, const Scalar& beta, const Scalar& threshold, Tensor* out) {
+  const double b = beta.d, th = threshold.d;
+  return floating_only(op, x, out, false, [b, th](auto v) {
+    using M = decltype(v);
+    const M bv = v * M(b);
+    return bv > M(th) ? v : std::log1p(std::exp(bv)) / M(b);
+  });
+}
+}  // namespace
+
+Tensor softplus(const Tensor& x, const Scalar& beta, const Scalar& threshold) {
+  return softplus_impl("softplus", x, beta, threshold, nullptr);
+}
+Tensor& softplus_out(Tensor& out, const Tensor& x, const Scalar& beta, const Scalar& threshold) {
+  softplus_impl("softplus_out", x, beta, threshold, &out);
+  return out;
+}
+
+// ---- predicates ----
+namespace {
+enum class Pred { NaN, Inf, Finite };
+Tensor predicate(const char* op, const Tensor& x, Pred p) {
+  TB_CHECK(x.defined(), op, "undefined input tensor");
+  // Integers and bools are never NaN or infinite.
+  if (!core::is_floating(x.dtype())) return p == Pred::Finite ? ones(x.sizes(), DType::Bool) : zeros(x.sizes(), DType::Bool);
+  const DType dt = x.dtype();
+  return ew::unary(op, x, dt, DType::Bool, nullptr, false, [&](const StridedLoop& loop) {
+    core::dispatch_floating(dt, op, [&]<typename T>() {
+      using M = opmath_t<T>;
+      constexpr M inf = std::numeric_limits<M>::infinity();
+      switch (p) {
+        case Pred::NaN: cpu::cpu_kernel<bool, T>(loop, [](M v) { return v != v; }); break;
+        case Pred::Inf: cpu::cpu_kernel<bool, T>(loop, [](M v) { return std::fabs(v) == inf; }); break;
+        case Pred::Finite: cpu::cpu_kernel<bool, T>(loop, [](M v) { return std::fabs(v) < inf; }); break;
+      }
+    });
+  });
+}
+}  // namespace
+
+Tensor isnan(const Tensor& x) { return predicate("isnan", x, Pred::NaN); }
+Tensor isinf(const Tensor& x) { return predicate("isinf", x, Pred::Inf); }
+Tensor isfinite(const Tensor& x) { return predicate("isfinite", x, Pred::Finite); }
+
+// ---- logical_not: nonzero (NaN included) is true ----
+namespace {
+Tensor logical_not_impl(const char* op, const Tensor& x, Tensor* out, bool inplace) {
+  return ew::unary(op, x, DType::Bool, DType::Bool, out, inplace, [](const StridedLoop& loop) {
+    cpu::cpu_kernel<bool, bool>(loop, [](bool v) { return !v; });
+  });
+}
+}  // namespace
+
+Tensor logical_not(const Tensor& x) { return logical_not_impl("logical_not", x, nullptr, false); }
+Tensor& logical_not_(Tensor& self) { logical_not_impl("logical_not_", self, &self, true); return self; }
+Tensor& logical_not_out(Tensor& out, const Tensor& x) { logical_not_impl("logical_not_out", x, &out, false); return out; }
+
+}  // namespace tb::ops

@@ -1,0 +1,210 @@
+// Elementwise ops: unary math and activations, binary arithmetic with broadcasting, comparisons,
+// logical ops, clamp and where. Names, arguments, type promotion, supported dtypes and errors
+// follow LibTorch's C++ API (torch::add, torch::add_out, Tensor::add_ ...): in-place forms are
+// `op_(self, ...)` and bump self's version, out= forms are `op_out(out, ...)` and return `out`.
+// Kernels live in engine/ops/cpu/elementwise_*.cpp; this header is the whole public surface.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "engine/ops/common.h"
+
+namespace tb::ops {
+
+// A Python-style number argument (c10::Scalar): remembers whether it was a bool, an integer or
+// a float, because type promotion depends on it (int_tensor + 2 -> int, int_tensor + 2.0 -> float).
+struct Scalar {
+  enum class Kind : uint8_t { Bool, Int, Float };
+  Kind kind = Kind::Int;
+  int64_t i = 0;   // the value for Bool and Int
+  double d = 0;    // the value for every kind
+
+  template <typename T>
+    requires std::is_arithmetic_v<T>
+  Scalar(T v) {  // NOLINT: implicit like c10::Scalar, so add(a, b, 2) reads naturally
+    if constexpr (std::is_same_v<T, bool>) {
+      kind = Kind::Bool, i = v, d = v;
+    } else if constexpr (std::is_integral_v<T>) {
+      kind = Kind::Int, i = int64_t(v), d = double(v);
+    } else {
+      kind = Kind::Float, d = double(v);
+    }
+  }
+  bool is_float() const { return kind == Kind::Float; }
+  bool is_bool() const { return kind == Kind::Bool; }
+  // The dtype a 0-dim tensor holding this value would have (bool, int64, float32 as in torch).
+  DType dtype() const { return is_bool() ? DType::Bool : is_float() ? DType::Float32 : DType::Int64; }
+};
+
+// Result dtype of a tensor with a scalar (a scalar of a higher category wins, as in PyTorch).
+DType result_type(const Tensor& a, const Scalar& s);
+
+// ---- unary math: integer and bool inputs compute in float32, like torch.exp(int) ----
+Tensor exp(const Tensor& x);
+Tensor& exp_(Tensor& self);
+Tensor& exp_out(Tensor& out, const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor& expm1_(Tensor& self);
+Tensor& expm1_out(Tensor& out, const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor& log_(Tensor& self);
+Tensor& log_out(Tensor& out, const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor& log1p_(Tensor& self);
+Tensor& log1p_out(Tensor& out, const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor& sqrt_(Tensor& self);
+Tensor& sqrt_out(Tensor& out, const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor& rsqrt_(Tensor& self);
+Tensor& rsqrt_out(Tensor& out, const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor& reciprocal_(Tensor& self);
+Tensor& reciprocal_out(Tensor& out, const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor& sin_(Tensor& self);
+Tensor& sin_out(Tensor& out, const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor& cos_(Tensor& self);
+Tensor& cos_out(Tensor& out, const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor& tanh_(Tensor& self);
+Tensor& tanh_out(Tensor& out, const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor& sigmoid_(Tensor& self);
+Tensor& sigmoid_out(Tensor& out, const Tensor& x);
+
+// ---- unary, dtype-preserving: neg and abs refuse bool, sign accepts it ----
+Tensor neg(const Tensor& x);
+Tensor& neg_(Tensor& self);
+Tensor& neg_out(Tensor& out, const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor& abs_(Tensor& self);
+Tensor& abs_out(Tensor& out, const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor& sign_(Tensor& self);
+Tensor& sign_out(Tensor& out, const Tensor& x);
+
+// ---- activations: relu on any numeric dtype (LibTorch has no relu out=); the rest on floats ----
+Tensor relu(const Tensor& x);
+Tensor& relu_(Tensor& self);
+// approximate: "none" (erf) or "tanh".
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+Tensor& gelu_(Tensor& self, const std::string& approximate = "none");
+Tensor& gelu_out(Tensor& out, const Tensor& x, const std::string& approximate = "none");
+Tensor silu(const Tensor& x);
+Tensor& silu_(Tensor& self);
+Tensor& silu_out(Tensor& out, const Tensor& x);
+// x where beta * x > threshold, else log1p(exp(beta * x)) / beta.
+Tensor softplus(const Tensor& x, const Scalar& beta = 1, const Scalar& threshold = 20);
+Tensor& softplus_out(Tensor& out, const Tensor& x, const Scalar& beta = 1, const Scalar& threshold = 20);
+
+// ---- predicates (bool results) ----
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
+
+// ---- binary arithmetic (broadcasting, PyTorch promotion) ----
+// a + alpha * b; bool + bool is logical or; an integral result refuses a float alpha.
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
+Tensor& add_(Tensor& self, const Tensor& b, const Scalar& alpha = 1);
+Tensor& add_(Tensor& self, const Scalar& b, const Scalar& alpha = 1);
+Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+// a - alpha * b; any bool operand is an error, as in PyTorch.
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
+Tensor& sub_(Tensor& self, const Tensor& b, const Scalar& alpha = 1);
+Tensor& sub_(Tensor& self, const Scalar& b, const Scalar& alpha = 1);
+Tensor& sub_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Scalar& b);
+Tensor& mul_(Tensor& self, const Tensor& b);
+Tensor& mul_(Tensor& self, const Scalar& b);
+Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b);
+// rounding_mode: none (true division, integers -> float32), "trunc" or "floor" (integers stay
+// integers; integer division by zero is an error, as in PyTorch).
+Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& rounding_mode = std::nullopt);
+Tensor div(const Tensor& a, const Scalar& b, const std::optional<std::string>& rounding_mode = std::nullopt);
+Tensor& div_(Tensor& self, const Tensor& b, const std::optional<std::string>& rounding_mode = std::nullopt);
+Tensor& div_(Tensor& self, const Scalar& b, const std::optional<std::string>& rounding_mode = std::nullopt);
+Tensor& div_out(Tensor& out, const Tensor& a, const Tensor& b,
+                const std::optional<std::string>& rounding_mode = std::nullopt);
+// Python's %: the result has the sign of the divisor.
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Scalar& b);
+Tensor& remainder_(Tensor& self, const Tensor& b);
+Tensor& remainder_(Tensor& self, const Scalar& b);
+Tensor& remainder_out(Tensor& out, const Tensor& a, const Tensor& b);
+// Integer powers stay integers (negative integer exponents of a tensor are an error for a
+// scalar exponent, and give 0 / +-1 for a tensor exponent, as in PyTorch).
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Scalar& b);
+Tensor pow(const Scalar& a, const Tensor& b);
+Tensor& pow_(Tensor& self, const Tensor& b);
+Tensor& pow_(Tensor& self, const Scalar& b);
+Tensor& pow_out(Tensor& out, const Tensor& a, const Tensor& b);
+// NaN-propagating elementwise max/min.
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor& maximum_out(Tensor& out, const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor& minimum_out(Tensor& out, const Tensor& a, const Tensor& b);
+
+// ---- clamp: min(max(x, lo), hi); at least one bound; lo > hi gives hi everywhere ----
+Tensor clamp(const Tensor& x, const std::optional<Scalar>& min, const std::optional<Scalar>& max = std::nullopt);
+Tensor& clamp_(Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max = std::nullopt);
+Tensor& clamp_out(Tensor& out, const Tensor& x, const std::optional<Scalar>& min,
+                  const std::optional<Scalar>& max = std::nullopt);
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max = std::nullopt);
+Tensor& clamp_(Tensor& self, const std::optional<Tensor>& min, const std::optional<Tensor>& max = std::nullopt);
+Tensor& clamp_out(Tensor& out, const Tensor& x, const std::optional<Tensor>& min,
+                  const std::optional<Tensor>& max = std::nullopt);
+
+// ---- where: cond must be bool; the result has result_type(a, b) ----
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
+Tensor& where_out(Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// ---- comparisons: bool results (in place: written into self's dtype as 0/1) ----
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Scalar& b);
+Tensor& eq_(Tensor& self, const Tensor& b);
+Tensor& eq_out(Tensor& out, const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Scalar& b);
+Tensor& ne_(Tensor& self, const Tensor& b);
+Tensor& ne_out(Tensor& out, const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Scalar& b);
+Tensor& lt_(Tensor& self, const Tensor& b);
+Tensor& lt_out(Tensor& out, const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Scalar& b);
+Tensor& le_(Tensor& self, const Tensor& b);
+Tensor& le_out(Tensor& out, const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Scalar& b);
+Tensor& gt_(Tensor& self, const Tensor& b);
+Tensor& gt_out(Tensor& out, const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Scalar& b);
+Tensor& ge_(Tensor& self, const Tensor& b);
+Tensor& ge_out(Tensor& out, const Tensor& a, const Tensor& b);
+
+// ---- logical ops: nonzero is true; bool results (in place: self's dtype) ----
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor& logical_and_(Tensor& self, const Tensor& b);
+Tensor& logical_and_out(Tensor& out, const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor& logical_or_(Tensor& self, const Tensor& b);
+Tensor& logical_or_out(Tensor& out, const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+Tensor& logical_xor_(Tensor& self, const Tensor& b);
+Tensor& logical_xor_out(Tensor& out, const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& x);
+Tensor& logical_not_(Tensor& self);
+Tensor& logical_not_out(Tensor& out, const Tensor& x);
+
+}  // namespace tb::ops

@@ -1,0 +1,240 @@
+// The elementwise family's case table (engine/ops/elementwise.h vs reference/elementwise.h).
+// Rows are built by loops: every op over every dtype it supports, in awkward layouts
+// (transposed, strided with offset, expanded with stride 0, 0-dim, a zero-size dim, odd sizes,
+// one size past the parallel grain), with broadcasting, mixed dtypes, in-place and out= forms,
+// and Check::Error rows wherever LibTorch raises. The 16M rows at the end are the benchmarks.
+#include <functional>
+
+#include "engine/ops/elementwise.h"
+#include "reference/elementwise.h"
+#include "suites/ops/op_case.h"
+
+namespace tb::suites {
+
+namespace {
+
+namespace O = tb::ops;
+namespace R = tb::ref;
+using In = std::vector<tb::Tensor>;
+using RIn = std::vector<ref::Tensor>;
+using Tn = tb::Tensor;
+using RT = ref::Tensor;
+using O::Scalar;
+
+constexpr Layout C = Layout::Contiguous, Tr = Layout::Transposed, St = Layout::Strided, Ex = Layout::Expanded;
+constexpr DType kAll[] = {DType::Bool,    DType::Int32,   DType::Int64,  DType::BFloat16,
+                          DType::Float16, DType::Float32, DType::Float64};
+std::string dn(DType d) { return core::name(d); }
+bool is_float(DType d) { return core::is_floating(d); }
+
+void add_row(std::vector<OpCase>& v, std::string name, std::vector<Input> in, EngineFn e, RefFn r,
+             Check check = Check::Values) {
+  OpCase c;
+  c.name = std::move(name);
+  c.inputs = std::move(in);
+  c.engine = std::move(e);
+  c.reference = std::move(r);
+  c.check = check;
+  v.push_back(std::move(c));
+}
+
+// ------------------------------------------------------------------ unary ops
+enum class UKind {
+  FloatMath,     // any dtype; integers and bool compute in float32 (so in place on them raises)
+  Numeric,       // dtype-preserving; bool raises
+  FloatingOnly,  // floating dtypes only
+  Any,           // any dtype, dtype-preserving (sign) or bool result (logical_not, predicates)
+};
+
+struct UnarySpec {
+  std::string name, variant;  // case name: name/dtype/variant+layout
+  std::function<Tn(const Tn&)> f;
+  std::function<Tn&(Tn&)> fi;                 // in place (may be empty)
+  std::function<Tn&(Tn&, const Tn&)> fo;      // out= (may be empty)
+  std::function<RT(const RT&)> r, ri;
+  std::function<RT(const RT&, const RT&)> ro;
+  UKind kind = UKind::FloatMath;
+  Values values = Values::Normal;
+  bool bool_result = false;
+  bool out_transposed = true;  // see gelu below
+};
+
+struct UShape {
+  const char* name;
+  Shape shape;
+  Layout layout;
+};
+const std::vector<UShape> kUnaryShapes = {
+    {"contig", {5, 7}, C}, {"transposed", {6, 9}, Tr}, {"strided", {4, 11}, St}, {"expanded", {3, 5}, Ex},
+    {"scalar", {}, C},     {"empty", {0, 3}, C},       {"odd", {1031}, C},
+};
+
+bool unary_supports(UKind k, DType d) {
+  switch (k) {
+    case UKind::Numeric: return d != DType::Bool;
+    case UKind::FloatingOnly: return is_float(d);
+    default: return true;
+  }
+}
+DType unary_result(const UnarySpec& s, DType d) {
+  if (s.bool_result) return DType::Bool;
+  return s.kind == UKind::FloatMath ? O::to_float_dtype(d) : d;
+}
+
+void unary_rows(std::vector<OpCase>& v, const UnarySpec& s) {
+  for (DType d : kAll) {
+    const std::string base = s.name + "/" + dn(d) + "/" + s.variant;
+    auto f = s.f;
+    auto r = s.r;
+    EngineFn e = [f](const In& in) { return one(f(in[0])); };
+    RefFn rf = [r](const RIn& in) { return one(r(in[0])); };
+    if (!unary_supports(s.kind, d)) {
+      add_row(v, base + "error", {{{5, 7}, d, C, s.values}}, e, rf, Check::Error);
+      continue;
+    }
+    for (const UShape& sh : kUnaryShapes) add_row(v, base + sh.name, {{sh.shape, d, sh.layout, s.values}}, e, rf);
+    if (d == DType::Float32 || d == DType::BFloat16)  // past kParallelGrain: the two-thread split
+      add_row(v, base + "large", {{{70001}, d, C, s.values}}, e, rf);
+    const DType rd = unary_result(s, d);
+    if (s.fi) {
+      auto fi = s.fi;
+      auto ri = s.ri;
+      EngineFn ei = [fi](const In& in) { Tn x = in[0]; fi(x); return one(x); };
+      RefFn rfi = [ri](const RIn& in) { return one(ri(in[0])); };
+      const std::string ib = s.name + "_/" + dn(d) + "/" + s.variant;
+      // The result must be castable to self's dtype (exp_ of an int tensor raises).
+      if (core::category(rd) > core::category(d)) {
+        add_row(v, ib + "error", {{{5, 7}, d, C, s.values}}, ei, rfi, Check::Error);
+      } else {
+        add_row(v, ib + "contig", {{{5, 7}, d, C, s.values}}, ei, rfi);
+        add_row(v, ib + "transposed", {{{6, 9}, d, Tr, s.values}}, ei, rfi);
+        if (d == DType::Float32)  // writing through an expanded self is an error
+          add_row(v, ib + "expanded_error", {{{3, 5}, d, Ex, s.values}}, ei, rfi, Check::Error);
+      }
+    }
+    if (s.fo) {
+      auto fo = s.fo;
+      auto ro = s.ro;
+      EngineFn eo = [fo](const In& in) { Tn o = in[1]; fo(o, in[0]); return one(o); };
+      RefFn rfo = [ro](const RIn& in) { return one(ro(in[1], in[0])); };
+      const std::string ob = s.name + "_out/" + dn(d) + "/" + s.variant;
+      add_row(v, ob + "contig", {{{5, 7}, d, C, s.values}, {{5, 7}, rd, C, Values::Zeros}}, eo, rfo);
+      if (s.out_transposed)
+        add_row(v, ob + "transposed_out", {{{6, 9}, d, C, s.values}, {{6, 9}, rd, Tr, Values::Zeros}}, eo, rfo);
+      add_row(v, ob + "resize", {{{5, 7}, d, C, s.values}, {{0}, rd, C, Values::Zeros}}, eo, rfo);
+      if (d == DType::Float32 && !s.bool_result) {
+        // Only the float-promoting ops (exp, ...) cast into out; neg, abs, sign and the
+        // activations require out's dtype to be the input's, as in LibTorch.
+        add_row(v, ob + "cast_f64", {{{5, 7}, d, C, s.values}, {{5, 7}, DType::Float64, C, Values::Zeros}}, eo, rfo,
+                s.kind == UKind::FloatMath ? Check::Values : Check::Error);
+        add_row(v, ob + "int_error", {{{5, 7}, d, C, s.values}, {{5, 7}, DType::Int32, C, Values::Zeros}}, eo, rfo,
+                Check::Error);
+      }
+    }
+  }
+}
+
+std::vector<UnarySpec> unary_specs() {
+  using U = UKind;
+  std::vector<UnarySpec> u;
+  auto full = [&](std::string n, Tn (*f)(const Tn&), Tn& (*fi)(Tn&), Tn& (*fo)(Tn&, const Tn&), RT (*r)(const RT&),
+                  RT (*ri)(const RT&), RT (*ro)(const RT&, const RT&), U k, Values val = Values::Normal) {
+    UnarySpec s;
+    s.name = std::move(n), s.f = f, s.fi = fi, s.fo = fo, s.r = r, s.ri = ri, s.ro = ro, s.kind = k, s.values = val;
+    u.push_back(std::move(s));
+  };
+  full("exp", O::exp, O::exp_, O::exp_out, R::exp, R::exp_, R::exp_out, U::FloatMath);
+  full("expm1", O::expm1, O::expm1_, O::expm1_out, R::expm1, R::expm1_, R::expm1_out, U::FloatMath);
+  full("log", O::log, O::log_, O::log_out, R::log, R::log_, R::log_out, U::FloatMath, Values::Positive);
+  full("log1p", O::log1p, O::log1p_, O::log1p_out, R::log1p, R::log1p_, R::log1p_out, U::FloatMath, Values::Positive);
+  full("sqrt", O::sqrt, O::sqrt_, O::sqrt_out, R::sqrt, R::sqrt_, R::sqrt_out, U::FloatMath, Values::Positive);
+  full("rsqrt", O::rsqrt, O::rsqrt_, O::rsqrt_out, R::rsqrt, R::rsqrt_, R::rsqrt_out, U::FloatMath, Values::Positive);
+  full("reciprocal", O::reciprocal, O::reciprocal_, O::reciprocal_out, R::reciprocal, R::reciprocal_,
+       R::reciprocal_out, U::FloatMath, Values::NonZero);
+  full("sin", O::sin, O::sin_, O::sin_out, R::sin, R::sin_, R::sin_out, U::FloatMath);
+  full("cos", O::cos, O::cos_, O::cos_out, R::cos, R::cos_, R::cos_out, U::FloatMath);
+  full("tanh", O::tanh, O::tanh_, O::tanh_out, R::tanh, R::tanh_, R::tanh_out, U::FloatMath);
+  full("sigmoid", O::sigmoid, O::sigmoid_, O::sigmoid_out, R::sigmoid, R::sigmoid_, R::sigmoid_out, U::FloatMath);
+  full("neg", O::neg, O::neg_, O::neg_out, R::neg, R::neg_, R::neg_out, U::Numeric);
+  full("abs", O::abs, O::abs_, O::abs_out, R::abs, R::abs_, R::abs_out, U::Numeric);
+  full("sign", O::sign, O::sign_, O::sign_out, R::sign, R::sign_, R::sign_out, U::Any);
+  full("logical_not", O::logical_not, O::logical_not_, O::logical_not_out, R::logical_not, R::logical_not_,
+       R::logical_not_out, U::Any);
+  u.back().bool_result = true;
+  full("relu", O::relu, O::relu_, nullptr, R::relu, R::relu_, nullptr, U::Numeric);
+  full("silu", O::silu, O::silu_, O::silu_out, R::silu, R::silu_, R::silu_out, U::FloatingOnly);
+  for (std::string mode : {"none", "tanh"}) {
+    UnarySpec s;
+    s.name = "gelu", s.variant = mode + "_", s.kind = U::FloatingOnly;
+    // LibTorch 2.x's gelu_out(approximate="none") leaves a non-contiguous out untouched (all
+    // zeros, checked in Python), so that row would test LibTorch's bug, not the engine.
+    s.out_transposed = mode != "none";
+    s.f = [mode](const Tn& x) { return O::gelu(x, mode); };
+    s.fi = [mode](Tn& x) -> Tn& { return O::gelu_(x, mode); };
+    s.fo = [mode](Tn& o, const Tn& x) -> Tn& { return O::gelu_out(o, x, mode); };
+    s.r = [mode](const RT& x) { return R::gelu(x, mode); };
+    s.ri = [mode](const RT& x) { return R::gelu_(x, mode); };
+    s.ro = [mode](const RT& o, const RT& x) { return R::gelu_out(o, x, mode); };
+    u.push_back(std::move(s));
+  }
+  {
+    UnarySpec s;  // default beta/threshold, and beta 2 / threshold 1 so both branches are taken
+    s.name = "softplus", s.kind = U::FloatingOnly;
+    s.f = [](const Tn& x) { return O::softplus(x); };
+    s.fo = [](Tn& o, const Tn& x) -> Tn& { return O::softplus_out(o, x); };
+    s.r = [](const RT& x) { return R::softplus(x); };
+    s.ro = [](const RT& o, const RT& x) { return R::softplus_out(o, x); };
+    u.push_back(s);
+    s.variant = "beta2_";
+    s.f = [](const Tn& x) { return O::softplus(x, 2, 1); };
+    s.fo = [](Tn& o, const Tn& x) -> Tn& { return O::softplus_out(o, x, 2, 1.0); };
+    s.r = [](const RT& x) { return R::softplus(x, 2, 1); };
+    s.ro = [](const RT& o, const RT& x) { return R::softplus_out(o, x, 2, 1.0); };
+    u.push_back(std::move(s));
+  }
+  for (auto [n, f, r] : {std::tuple{"isnan", &O::isnan, &R::isnan}, std::tuple{"isinf", &O::isinf, &R::isinf},
+                         std::tuple{"isfinite", &O::isfinite, &R::isfinite}}) {
+    UnarySpec s;
+    s.name = n, s.f = f, s.r = r, s.kind = U::Any, s.bool_result = true;
+    u.push_back(std::move(s));
+  }
+  return u;
+}
+
+// Rows whose inputs need NaN or infinity: made inside the op (log of negatives, x / 0).
+void special_unary_rows(std::vector<OpCase>& v) {
+  for (DType d : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    const std::vector<Input> nan_in = {{{5, 7}, d}};
+    const std::vector<Input> inf_in = {{{5, 7}, d}, {{5, 7}, d, C, Values::Zeros}};
+    auto add_nan = [&](const std::string& n, std::function<Tn(const Tn&)> f, std::function<RT(const RT&)> r) {
+      add_row(v, n + "/" + dn(d) + "/nan", nan_in, [f](const In& in) { return one(f(O::log(in[0]))); },
+              [r](const RIn& in) { return one(r(R::log(in[0]))); });
+      add_row(v, n + "/" + dn(d) + "/inf", inf_in, [f](const In& in) { return one(f(O::div(in[0], in[1]))); },
+              [r](const RIn& in) { return one(r(R::div(in[0], in[1]))); });
+    };
+    add_nan("isnan", O::isnan, R::isnan);
+    add_nan("isinf", O::isinf, R::isinf);
+    add_nan("isfinite", O::isfinite, R::isfinite);
+    add_nan("sign", O::sign, R::sign);
+    add_nan("relu", O::relu, R::relu);
+    add_nan("sigmoid", O::sigmoid, R::sigmoid);
+    add_nan("logical_not", O::logical_not, R::logical_not);
+  }
+  add_row(v, "gelu/float32/bad_mode", {{{5, 7}}}, [](const In& in) { return one(O::gelu(in[0], "erf")); },
+          [](const RIn& in) { return one(R::gelu(in[0], "erf")); }, Check::Error);
+}
+
+}  // namespace
+
+// Binary ops, clamp, where and the benchmarks: cases_elementwise_binary.cpp.
+void elementwise_binary_rows(std::vector<OpCase>& v);
+
+std::vector<OpCase> elementwise_cases() {
+  std::vector<OpCase> v;
+  for (const UnarySpec& s : unary_specs()) unary_rows(v, s);
+  special_unary_rows(v);
+  elementwise_binary_rows(v);
+  return v;
+}
+
+}  // namespace tb::suites

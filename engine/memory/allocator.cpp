@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include <sys/mman.h>
+
 namespace tb::memory {
 
 namespace {
@@ -11,10 +13,24 @@ thread_local Tag g_tag = Tag::Other;
 
 // Size classes: small requests round to powers of two (min 64 B); larger ones to 4 KiB pages
 // beyond 4 KiB, so a repeated shape always hits the same bucket.
+constexpr size_t kHugePage = size_t(2) << 20;
+
 size_t round_size(size_t n) {
   if (n <= 64) return 64;
   if (n <= 4096) return std::bit_ceil(n);
+  if (n >= kHugePage) return (n + kHugePage - 1) & ~(kHugePage - 1);
   return (n + 4095) & ~size_t(4095);
+}
+
+// Blocks of 2 MiB and more are 2 MiB aligned and advised as transparent huge pages: on these
+// virtual machines a TLB miss walks two page tables, and streaming kernels over 4 KiB pages
+// measured at half the bandwidth (sum over 64 MiB: 1.7 ms vs 0.87 ms in LibTorch with
+// THP_MEM_ALLOC_ENABLE=1). Where THP is off, madvise fails harmlessly.
+void* system_alloc(size_t size) {
+  if (size < kHugePage) return std::aligned_alloc(64, size);
+  void* p = std::aligned_alloc(kHugePage, size);
+  if (p) madvise(p, size, MADV_HUGEPAGE);
+  return p;
 }
 }  // namespace
 
@@ -105,7 +121,7 @@ DataPtr CpuCachingAllocator::allocate(size_t nbytes) {
       os << ". Reduce the batch size or raise the limit.";
       throw OutOfMemoryError(os.str(), int64_t(nbytes));
     }
-    p = std::aligned_alloc(64, size);
+    p = system_alloc(size);
     if (!p) throw OutOfMemoryError("out of memory: the system refused " + format_bytes(int64_t(size)), int64_t(nbytes));
     stats_.reserved_bytes += int64_t(size);
     ++stats_.num_system_allocs;

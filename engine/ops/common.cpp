@@ -25,9 +25,15 @@ DType result_type(const Tensor& a, bool scalar_is_float) {
 Tensor prepare_out(Tensor* out, const Shape& shape, DType dtype, const char* op) {
   if (!out || !out->defined()) return empty(shape, dtype);
   if (out->sizes() != shape) {
-    TB_CHECK(out->numel() == 0, op, "out= tensor has shape ", core::to_string(out->sizes()),
-             " but the result has shape ", core::to_string(shape));
-    *out = empty(shape, out->dtype());
+    // Like PyTorch, a wrong-shaped out= tensor is resized (PyTorch warns when it held elements).
+    // Done on the impl, so every handle to `out` sees the new shape.
+    Tensor fresh = empty(shape, out->dtype());
+    TensorImpl* impl = out->impl();
+    impl->storage = fresh.storage();
+    impl->sizes = shape;
+    impl->strides = fresh.strides();
+    impl->offset = 0;
+    out->bump_version();
   }
   TB_CHECK(core::category(out->dtype()) >= core::category(dtype), op, "result type ", core::name(dtype),
            " can't be cast to the desired output type ", core::name(out->dtype()));

@@ -14,8 +14,8 @@ DType result_type(const Tensor& a, bool scalar_is_float);
 // Float ops on integer inputs compute in float32 (PyTorch's default dtype), like torch.sqrt(int).
 inline DType to_float_dtype(DType t) { return core::is_floating(t) ? t : DType::Float32; }
 
-// Validates or allocates an out= tensor: a defined `out` must have `shape` (or be empty, then it
-// is resized) and a dtype the result can be cast to; returns the tensor to write.
+// Validates or allocates an out= tensor: a defined `out` of another shape is resized in place (as
+// PyTorch does) and its dtype must be one the result can be cast to; returns the tensor to write.
 Tensor prepare_out(Tensor* out, const Shape& shape, DType dtype, const char* op);
 
 }  // namespace tb::ops

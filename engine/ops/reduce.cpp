@@ -96,6 +96,9 @@ Tensor cast(const Tensor& t, DType dt) { return t.dtype() == dt ? t : t.to(dt); 
 // ---- the ops: accumulator algebra ----
 template <typename Acc> struct SumOp {
   Acc init() const { return Acc(0); }
+  cpu::vfloat vinit() const { return cpu::vfloat{}; }  // used when Acc is float (cpu::vector_leaf)
+  cpu::vfloat vstep(cpu::vfloat a, cpu::vfloat v) const { return a + v; }
+  cpu::vfloat vmerge(cpu::vfloat a, cpu::vfloat b) const { return a + b; }
   template <typename T> Acc step(Acc a, T v, Acc) const { return a + Acc(load(v)); }
   Acc merge(Acc a, Acc b) const { return a + b; }
   Acc finish(Acc a, Acc, int64_t) const { return a; }
@@ -122,6 +125,11 @@ template <typename Acc, bool kMax> struct ExtremeOp {
   }
   template <typename T> Acc step(Acc a, T v, Acc) const { return merge(a, Acc(load(v))); }
   Acc finish(Acc a, Acc, int64_t) const { return a; }
+  cpu::vfloat vinit() const { return cpu::vfloat{} + float(init()); }
+  cpu::vfloat vstep(cpu::vfloat a, cpu::vfloat v) const {
+    return (kMax ? v > a : v < a) | (v != v) ? v : a;  // NaN propagates, lane by lane
+  }
+  cpu::vfloat vmerge(cpu::vfloat a, cpu::vfloat b) const { return vstep(a, b); }
 };
 template <bool kAll> struct LogicalOp {
   bool init() const { return kAll; }
@@ -149,6 +157,11 @@ template <typename Acc> struct PNormOp {
 };
 template <typename Acc, bool kMax> struct AbsExtremeOp : ExtremeOp<Acc, kMax> {
   template <typename T> Acc step(Acc a, T v, Acc) const { return this->merge(a, std::abs(Acc(load(v)))); }
+  cpu::vfloat vstep(cpu::vfloat a, cpu::vfloat v) const {
+    using vbits = int32_t __attribute__((vector_size(64)));
+    const vbits mag = std::bit_cast<vbits>(v) & 0x7FFFFFFF;  // |v|, NaN stays NaN
+    return ExtremeOp<Acc, kMax>::vstep(a, std::bit_cast<cpu::vfloat>(mag));
+  }
 };
 // Second pass of var: sum of squared deviations from the center (the mean).
 struct SqDevOp : SumOp<double> {

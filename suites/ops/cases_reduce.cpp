@@ -309,6 +309,26 @@ std::vector<OpCase> reduce_cases() {
     c.flops = 4096.0 * 4096;
     cs.push_back(std::move(c));
   }
+  // NaN anywhere in a long row must come out of every lane of the vectorised leaves: planted in
+  // the first 64-element step, a tail and the second leaf (rows of 5000 floats).
+  const auto plant = [](tb::Tensor x) {
+    x = x.clone();
+    float* p = x.data_ptr<float>();
+    for (int64_t r = 0; r < x.size(0); ++r) p[r * x.size(1) + (r * 1237 + 5) % x.size(1)] = NAN;
+    return x;
+  };
+  using Reduction = std::pair<std::function<tb::Tensor(const tb::Tensor&)>, std::function<ref::Tensor(const ref::Tensor&)>>;
+  const std::vector<std::pair<std::string, Reduction>> nan_ops = {
+      {"sum", {[](auto& x) { return ops::sum(x, {1}); }, [](auto& x) { return ref::sum(x, {1}); }}},
+      {"amax", {[](auto& x) { return ops::amax(x, {1}); }, [](auto& x) { return ref::amax(x, {1}); }}},
+      {"amin", {[](auto& x) { return ops::amin(x, {1}); }, [](auto& x) { return ref::amin(x, {1}); }}},
+      {"norm_inf", {[](auto& x) { return ops::norm(x, INFINITY, {1}); }, [](auto& x) { return ref::norm(x, INFINITY, {1}); }}},
+  };
+  for (const auto& [name, fns] : nan_ops) {
+    cs.push_back({name + "/float32/nan_rows", {{{4, 5000}, DT::Float32}},
+                  [plant, f = fns.first](const EV& in) { return one(f(plant(in[0]))); },
+                  [plant, f = fns.second](const RV& in) { return one(f(ref::to_ref(plant(ref::from_ref(in[0]))))); }});
+  }
   return cs;
 }
 

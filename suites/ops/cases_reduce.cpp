@@ -121,6 +121,12 @@ std::vector<OpCase> reduce_cases() {
               [](const ref::Tensor& x, const DimList& d, bool k) { return ref::mean(x, d, k); });
   add_dim_op(cs, "prod", all_dts, [](const tb::Tensor& x, int64_t d, bool k) { return one(ops::prod(x, d, k)); },
              [](const ref::Tensor& x, int64_t d, bool k) { return one(ref::prod(x, d, k)); });
+  // LibTorch multiplies float16 along an outer (non-innermost) dim in float16, rounding every
+  // partial product (checked in Python: prod over dim 0 of a (9, 2) half tensor differs from the
+  // float-accumulated product by an ulp); the engine accumulates in float. Up to 9 factors here,
+  // each rounding worth half an ulp (2^-11): rtol 5e-3. Measured worst: 1.3e-3.
+  for (OpCase& c : cs)
+    if (c.name.starts_with("prod/float16/")) c.tol = Tolerance{5e-3, 1e-5};
   for (DT d : all_dts) {
     cs.push_back({nm("prod", d, "all"), {Input{{3, 4}, d}}, [](const EV& x) { return one(ops::prod(x[0])); },
                   [](const RV& x) { return one(ref::prod(x[0])); }});
@@ -291,9 +297,15 @@ std::vector<OpCase> reduce_cases() {
                           [](const RV& x) { return one(ref::cumsum(x[0], 2)); }));
   // ---- bench rows: 16M-element full reductions (their correctness rows check the cascade) ----
   constexpr int64_t k16M = 16777216;
-  for (DT d : {DT::Float32, DT::BFloat16})
+  for (DT d : {DT::Float32, DT::BFloat16}) {
     cs.push_back(bench_case(nm("sum", d, "16M"), d, k16M, [](const EV& x) { return one(ops::sum(x[0])); },
                             [](const RV& x) { return one(ref::sum(x[0])); }));
+    // 16M standard normals: partial sums reach ~4096, where a float32 ulp is 4.9e-4, and the two
+    // summation orders (our pairwise tree, LibTorch's cascade) land a few such ulps apart. Measured
+    // against float64 over seeds 1-8: engine error <= 1.1e-3, LibTorch's <= 1.9e-3, their
+    // difference <= 2.9e-3; a total near zero makes rtol useless, hence an absolute 1e-2.
+    if (d == DT::Float32) cs.back().tol = Tolerance{1.3e-6, 1e-2};
+  }
   cs.push_back(bench_case("mean/float32/16M", DT::Float32, k16M, [](const EV& x) { return one(ops::mean(x[0])); },
                           [](const RV& x) { return one(ref::mean(x[0])); }));
   cs.push_back(bench_case("max/float32/16M", DT::Float32, k16M, [](const EV& x) { return one(ops::max(x[0])); },

@@ -1,5 +1,8 @@
 #include "suites/register_all.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "engine/tensor/iterator.h"
 #include "harness/suite.h"
 #include "reference/tensor.h"
@@ -13,6 +16,11 @@ void register_all() {
   const nlohmann::json info = ref::info();  // a named copy: items() must not outlive it
   for (auto& [k, v] : info.items()) harness::add_run_info(k, v);
   harness::add_run_info("engine_blas", "oneDNN (libdnnl) for matmul and convolution");
+  // Large engine blocks sit on transparent huge pages (engine/memory); LibTorch's allocator does
+  // that only with THP_MEM_ALLOC_ENABLE=1. Recorded so a reader knows which side had them.
+  harness::add_run_info("engine_allocator", "caching; blocks >= 2 MiB on transparent huge pages");
+  const char* thp = std::getenv("THP_MEM_ALLOC_ENABLE");
+  harness::add_run_info("reference_allocator", std::string("LibTorch default, THP_MEM_ALLOC_ENABLE=") + (thp ? thp : "unset"));
 
   harness::register_suite({
       "ops",

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "engine/ops/cpu/loops.h"
+#include "engine/ops/cpu/vec_math.h"
 #include "engine/ops/elementwise.h"
 
 namespace tb::ops::ew {
@@ -197,25 +198,6 @@ inline M int_pow(M base, M e) {
 // versions are branch-free and always inlined so the contiguous loops vectorise (libm's erff/expf
 // calls do not, and an out-of-line call stops the vectoriser too).
 
-// e^x for float: x = n ln2 + r, |r| <= ln2 / 2, e^r by Cephes' degree-6 polynomial; ~1 ulp.
-// Inputs below -87.3 give ~1e-38 instead of a subnormal (only used where that is negligible).
-[[gnu::always_inline]] inline float exp_fast(float x) {
-  x = std::min(std::max(x, -87.3f), 88.7f);
-  // Round to nearest by the 1.5 * 2^23 trick: std::floor blocks GCC's vectoriser (it may not
-  // drop floor's FP exception semantics without -fno-trapping-math).
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  return p * std::bit_cast<float>((int32_t(n) + 127) << 23);
-}
-
 // erf for float: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7), the formula LibTorch's
 // Vectorized<float>::erf uses.
 [[gnu::always_inline]] inline float erf_fast(float x) {
@@ -225,7 +207,7 @@ inline M int_pow(M base, M e) {
   r = r * t + 1.421413741f;
   r = r * t - 0.284496736f;
   r = r * t + 0.254829592f;
-  return std::copysign(1.0f - r * t * exp_fast(-x * x), x);
+  return std::copysign(1.0f - r * t * cpu::exp_fast(-x * x), x);
 }
 
 template <typename M>

@@ -65,11 +65,11 @@ void add_bench_options(CLI::App* sub, Options& o) {
 
 void add_peak_options(CLI::App* sub, Options& o) {
   sub->add_option("--peak-gflops", o.peak_gflops,
-                  "Machine peak GFLOP/s drawn on the throughput plot (report default: 270)")
+                  "Machine peak GFLOP/s drawn on the throughput plot (report default: 234)")
       ->type_name("X")
       ->check(CLI::PositiveNumber);
   sub->add_option("--peak-gbps", o.peak_gbps,
-                  "Machine memory bandwidth GB/s drawn on the plot (report default: 22)")
+                  "Machine memory bandwidth GB/s drawn on the plot (report default: 50)")
       ->type_name("X")
       ->check(CLI::PositiveNumber);
 }

@@ -272,6 +272,9 @@ harness::BenchCase make_bench(const OpCase& c) {
   b.reference = [rin, f = c.reference] { f(*rin); };
   b.flops_per_call = c.flops;
   b.bytes_per_call = c.bytes;
+  // Every benchmark record names the BLAS each side ran with, beside its figures.
+  static const std::string reference_blas = ref::info().value("reference_blas", "unknown");
+  b.extra = {{"reference_blas", reference_blas}, {"engine_blas", "oneDNN"}};
   return b;
 }
 

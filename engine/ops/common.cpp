@@ -1,5 +1,7 @@
 #include "engine/ops/common.h"
 
+#include <optional>
+
 namespace tb::ops {
 
 namespace {
@@ -12,15 +14,24 @@ DType combine(DType higher, DType lower) {
 }
 }  // namespace
 
-DType result_type(const Tensor& a, const Tensor& b) {
-  const bool a0 = a.dim() == 0, b0 = b.dim() == 0;
-  if (a0 == b0) return core::promote_types(a.dtype(), b.dtype());
-  return a0 ? combine(b.dtype(), a.dtype()) : combine(a.dtype(), b.dtype());
+DType result_type(std::initializer_list<const Tensor*> ts) {
+  std::optional<DType> dim, zero;
+  for (const Tensor* t : ts) {
+    if (!t) continue;
+    std::optional<DType>& slot = t->dim() == 0 ? zero : dim;
+    slot = slot ? core::promote_types(*slot, t->dtype()) : t->dtype();
+  }
+  TB_CHECK(dim || zero, "result_type", "no tensors");
+  if (!dim) return *zero;
+  if (!zero) return *dim;
+  return combine(*dim, *zero);
 }
 
-DType result_type(const Tensor& a, bool scalar_is_float) {
-  return combine(a.dtype(), scalar_is_float ? DType::Float32 : DType::Int64);
-}
+DType result_type(const Tensor& a, const Tensor& b) { return result_type({&a, &b}); }
+
+DType combine_scalar(DType t, const Scalar& s) { return combine(t, s.dtype()); }
+
+DType result_type(const Tensor& a, const Scalar& s) { return combine_scalar(a.dtype(), s); }
 
 Tensor prepare_out(Tensor* out, const Shape& shape, DType dtype, const char* op) {
   if (!out || !out->defined()) return empty(shape, dtype);

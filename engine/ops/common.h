@@ -2,15 +2,48 @@
 // which outrank Python scalars, unless the lower one is of a higher category: bool < int < float)
 // and the handling of out= arguments.
 #pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
 #include "engine/tensor/factories.h"
 #include "engine/tensor/tensor.h"
 
 namespace tb::ops {
 
-// Result dtype of a binary op between tensors a and b.
+// A Python-style number argument (c10::Scalar): remembers whether it was a bool, an integer or
+// a float, because type promotion depends on it (int_tensor + 2 -> int, int_tensor + 2.0 -> float).
+struct Scalar {
+  enum class Kind : uint8_t { Bool, Int, Float };
+  Kind kind = Kind::Int;
+  int64_t i = 0;   // the value for Bool and Int
+  double d = 0;    // the value for every kind
+
+  template <typename T>
+    requires std::is_arithmetic_v<T>
+  Scalar(T v) {  // NOLINT: implicit like c10::Scalar, so add(a, b, 2) reads naturally
+    if constexpr (std::is_same_v<T, bool>) {
+      kind = Kind::Bool, i = v, d = v;
+    } else if constexpr (std::is_integral_v<T>) {
+      kind = Kind::Int, i = int64_t(v), d = double(v);
+    } else {
+      kind = Kind::Float, d = double(v);
+    }
+  }
+  bool is_float() const { return kind == Kind::Float; }
+  bool is_bool() const { return kind == Kind::Bool; }
+  // The dtype a 0-dim tensor holding this value would have (bool, int64, float32 as in torch).
+  DType dtype() const { return is_bool() ? DType::Bool : is_float() ? DType::Float32 : DType::Int64; }
+};
+
+// Result dtype of an op over tensors a and b (dimensioned tensors outrank 0-dim ones).
 DType result_type(const Tensor& a, const Tensor& b);
-// Result dtype of a tensor with a Python-style scalar (is_float: 2.0 vs 2).
-DType result_type(const Tensor& a, bool scalar_is_float);
+// The same over up to any number of tensors (null entries are skipped): clamp, where.
+DType result_type(std::initializer_list<const Tensor*> ts);
+// Result dtype of a tensor with a scalar (a scalar of a higher category wins).
+DType result_type(const Tensor& a, const Scalar& s);
+// A dtype combined with a scalar's category (clamp with scalar bounds).
+DType combine_scalar(DType t, const Scalar& s);
 // Float ops on integer inputs compute in float32 (PyTorch's default dtype), like torch.sqrt(int).
 inline DType to_float_dtype(DType t) { return core::is_floating(t) ? t : DType::Float32; }
 

@@ -14,13 +14,6 @@ namespace tb::ops {
 namespace ew {
 
 namespace {
-// PyTorch's combine_categories (see engine/ops/common.cpp).
-DType combine(DType higher, DType lower) {
-  if (core::is_floating(higher)) return higher;
-  if (higher == DType::Bool || core::is_floating(lower)) return core::promote_types(higher, lower);
-  return higher;
-}
-
 // Same element addresses for every index (size-1 dims may have any stride).
 bool same_layout(const Tensor& a, const Tensor& b) {
   if (a.storage_offset() != b.storage_offset() || a.itemsize() != b.itemsize() || a.dim() != b.dim()) return false;
@@ -68,24 +61,7 @@ Tensor Dest::result() {
   return *out_;
 }
 
-DType result_type(std::initializer_list<const Tensor*> ts) {
-  std::optional<DType> dim, zero;
-  for (const Tensor* t : ts) {
-    if (!t) continue;
-    std::optional<DType>& slot = t->dim() == 0 ? zero : dim;
-    slot = slot ? core::promote_types(*slot, t->dtype()) : t->dtype();
-  }
-  TB_CHECK(dim || zero, "result_type", "no tensors");
-  if (!dim) return *zero;
-  if (!zero) return *dim;
-  return combine(*dim, *zero);
-}
-
-DType combine_scalar(DType t, const Scalar& s) { return combine(t, s.dtype()); }
-
 }  // namespace ew
-
-DType result_type(const Tensor& a, const Scalar& s) { return ew::combine_scalar(a.dtype(), s); }
 
 namespace {
 

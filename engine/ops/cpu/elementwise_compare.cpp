@@ -74,8 +74,8 @@ Tensor clamp_s(const char* op, const Tensor& x, const std::optional<Scalar>& lo,
   TB_CHECK(x.defined(), op, "undefined input tensor");
   TB_CHECK(lo || hi, op, kClampNone);
   DType rt = x.dtype();
-  if (lo) rt = ew::combine_scalar(rt, *lo);
-  if (hi) rt = ew::combine_scalar(rt, *hi);
+  if (lo) rt = ops::combine_scalar(rt, *lo);
+  if (hi) rt = ops::combine_scalar(rt, *hi);
   return ew::unary(op, x, rt, rt, out, inplace, [&](const StridedLoop& loop) {
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
@@ -104,7 +104,7 @@ Tensor clamp_t(const char* op, const Tensor& x, const std::optional<Tensor>& lo,
   TB_CHECK((lo && lo->defined()) || (hi && hi->defined()), op, kClampNone);
   const Tensor* pl = lo && lo->defined() ? &*lo : nullptr;
   const Tensor* ph = hi && hi->defined() ? &*hi : nullptr;
-  const DType rt = ew::result_type({&x, pl, ph});
+  const DType rt = ops::result_type({&x, pl, ph});
   if (!ph || !pl) {
     const bool is_lo = pl != nullptr;
     return ew::binary(op, x, is_lo ? *pl : *ph, rt, rt, out, inplace, [&](const StridedLoop& loop) {

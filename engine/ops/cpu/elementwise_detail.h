@@ -35,11 +35,6 @@ class Dest {
   bool copy_back_ = false;
 };
 
-// PyTorch's result type of a dimensioned/0-dim mix of up to three tensors (clamp, where).
-DType result_type(std::initializer_list<const Tensor*> ts);
-// The result type after also taking a scalar into account (clamp with two scalar bounds).
-DType combine_scalar(DType t, const Scalar& s);
-
 // The scalar as the compute type M (float for bf16/f16 tensors: scalars are not rounded to the
 // tensor's dtype first, as in LibTorch's opmath kernels).
 template <typename M>

@@ -43,7 +43,7 @@ template <typename T> inline bool is_nan(T v) {
 }
 
 
-// Float lanes for ops that can run on whole vectors (sum, max, min over float32): 4 independent
+// Float lanes for ops that can run on whole vectors (sum, max, min over float32 and bfloat16): 4 independent
 // 16-lane accumulators keep the adders busy, and a leaf of kVecBlock elements amortises the
 // horizontal merge. Each lane sums kVecBlock / 64 values before the pairwise tree takes over.
 using vfloat = float __attribute__((vector_size(64)));
@@ -55,20 +55,30 @@ concept VectorFloatOp = requires(const Op& op, vfloat v) {
   { op.vmerge(v, v) } -> std::same_as<vfloat>;  // combine two accumulators
 };
 
-template <typename Op>
-float vector_leaf(const float* p, int64_t n, const Op& op) {
+// 16 consecutive elements as float lanes: float32 as is, bfloat16 widened (its bits are the top
+// half of a float32, so widening is a shift).
+inline vfloat load16(const float* p) {
+  vfloat v;
+  __builtin_memcpy(&v, p, sizeof(vfloat));
+  return v;
+}
+inline vfloat load16(const core::BFloat16* p) {
+  using vu16 = uint16_t __attribute__((vector_size(32)));
+  using vu32 = uint32_t __attribute__((vector_size(64)));
+  vu16 h;
+  __builtin_memcpy(&h, p, sizeof(vu16));
+  return std::bit_cast<vfloat>(__builtin_convertvector(h, vu32) << 16);
+}
+
+template <typename T, typename Op>
+float vector_leaf(const T* p, int64_t n, const Op& op) {
   vfloat a0 = op.vinit(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
-    vfloat x0, x1, x2, x3;  // memcpy: unaligned loads without aliasing games
-    __builtin_memcpy(&x0, p + i, sizeof(vfloat));
-    __builtin_memcpy(&x1, p + i + 16, sizeof(vfloat));
-    __builtin_memcpy(&x2, p + i + 32, sizeof(vfloat));
-    __builtin_memcpy(&x3, p + i + 48, sizeof(vfloat));
-    a0 = op.vstep(a0, x0);
-    a1 = op.vstep(a1, x1);
-    a2 = op.vstep(a2, x2);
-    a3 = op.vstep(a3, x3);
+    a0 = op.vstep(a0, load16(p + i));
+    a1 = op.vstep(a1, load16(p + i + 16));
+    a2 = op.vstep(a2, load16(p + i + 32));
+    a3 = op.vstep(a3, load16(p + i + 48));
   }
   const vfloat v = op.vmerge(op.vmerge(a0, a1), op.vmerge(a2, a3));
   float r = op.init();
@@ -80,7 +90,8 @@ float vector_leaf(const float* p, int64_t n, const Op& op) {
 // One contiguous run p[0, n): pairwise over blocks, kLanes accumulators inside a block.
 template <bool kCentered, typename Acc, typename T, typename Op>
 Acc reduce_run(const T* p, int64_t n, Acc c, const Op& op) {
-  if constexpr (!kCentered && std::is_same_v<T, float> && std::is_same_v<Acc, float> && VectorFloatOp<Op>) {
+  if constexpr (!kCentered && (std::is_same_v<T, float> || std::is_same_v<T, core::BFloat16>) &&
+                std::is_same_v<Acc, float> && VectorFloatOp<Op>) {
     if (n <= kVecBlock) return vector_leaf(p, n, op);
     const int64_t h = (n / 2 + kVecBlock - 1) / kVecBlock * kVecBlock;
     // Left half first, in its own statement: argument evaluation order is unspecified (GCC goes

@@ -520,7 +520,6 @@ void bench_rows(std::vector<OpCase>& v) {
     bench("gelu/" + dt + "/16M", {{{n}, d}, {{n}, d, C, Values::Zeros}},
           [](const In& in) { Tn o = in[1]; O::gelu_out(o, in[0]); return one(o); },
           [](const RIn& in) { return one(R::gelu_out(in[1], in[0])); }, 2 * isz * double(n), 0);
-    if (d != DType::Float32) continue;
     bench("mul/" + dt + "/16M", ab, [](const In& in) { Tn o = in[2]; O::mul_out(o, in[0], in[1]); return one(o); },
           [](const RIn& in) { return one(R::mul_out(in[2], in[0], in[1])); }, 3 * isz * double(n), double(n));
     // LibTorch has no relu out=: both sides allocate (from their caching allocators).

@@ -290,12 +290,14 @@ void add_bench(std::vector<OpCase>& cs) {
   bf.bench = true;
   bf.flops = 2.0 * 1024 * 1024 * 1024;
   cs.push_back(bf);
-  OpCase bb = binary("bmm/float32/16x256x256x256", {{16, 256, 256}, kF32}, {{16, 256, 256}, kF32},
-                     [](auto& a, auto& b) { return ops::bmm(a, b); }, [](auto& a, auto& b) { return ref::bmm(a, b); });
-  bb.tol = long_dot_tol(kF32, 256);
-  bb.bench = true;
-  bb.flops = 2.0 * 16 * 256 * 256 * 256;
-  cs.push_back(bb);
+  for (DType d : {kF32, kBF16}) {
+    OpCase bb = binary(std::string("bmm/") + core::name(d) + "/16x256x256x256", {{16, 256, 256}, d}, {{16, 256, 256}, d},
+                       [](auto& a, auto& b) { return ops::bmm(a, b); }, [](auto& a, auto& b) { return ref::bmm(a, b); });
+    if (d == kF32) bb.tol = long_dot_tol(kF32, 256);
+    bb.bench = true;
+    bb.flops = 2.0 * 16 * 256 * 256 * 256;
+    cs.push_back(bb);
+  }
 }
 
 }  // namespace

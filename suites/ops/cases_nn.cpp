@@ -80,15 +80,17 @@ void add_conv(std::vector<OpCase>& cs) {
   }
   // ResNet's 3x3 64->64 layer at 56x56. Dot products of length 64 * 9 = 576 in float32: LibTorch
   // and oneDNN accumulate in different orders (see the long-K note in cases_linalg.cpp).
-  OpCase b = make("conv2d/float32/resnet", {{{8, 64, 56, 56}, kF32}, {{64, 64, 3, 3}, kF32}},
-                  [](const std::vector<tb::Tensor>& t) { return one(ops::conv2d(t[0], t[1], {}, {1}, {1})); },
-                  [](const std::vector<ref::Tensor>& t) {
-                    return one(ref::conv2d(t[0], t[1], ref::Tensor(), {1}, {1}, {1}, 1));
-                  });
-  b.tol = long_dot_tol(kF32, 64 * 9);
-  b.bench = true;
-  b.flops = 2.0 * 8 * 64 * 56 * 56 * 64 * 9;
-  cs.push_back(b);
+  for (DType d : {kF32, kBF16}) {
+    OpCase b = make(std::string("conv2d/") + core::name(d) + "/resnet", {{{8, 64, 56, 56}, d}, {{64, 64, 3, 3}, d}},
+                    [](const std::vector<tb::Tensor>& t) { return one(ops::conv2d(t[0], t[1], {}, {1}, {1})); },
+                    [](const std::vector<ref::Tensor>& t) {
+                      return one(ref::conv2d(t[0], t[1], ref::Tensor(), {1}, {1}, {1}, 1));
+                    });
+    if (d == kF32) b.tol = long_dot_tol(kF32, 64 * 9);
+    b.bench = true;
+    b.flops = 2.0 * 8 * 64 * 56 * 56 * 64 * 9;
+    cs.push_back(b);
+  }
 }
 
 void add_pool(std::vector<OpCase>& cs) {

@@ -153,12 +153,13 @@ std::vector<OpCase> nn_norm_cases() {
     c.flops = 4 * rows_elems;
     cs.push_back(std::move(c));
   }
-  {
-    OpCase c{"layer_norm/float32/rows", {Input{{4096, 1024}}, Input{{1024}}, Input{{1024}}},
+  for (DT d : {DT::Float32, DT::BFloat16}) {
+    OpCase c{nm("layer_norm", d, "rows"), {Input{{4096, 1024}, d}, Input{{1024}, d}, Input{{1024}, d}},
              [](const EV& x) { return one(ops::layer_norm(x[0], {1024}, x[1], x[2])); },
              [](const RV& x) { return one(ref::layer_norm(x[0], {1024}, x[1], x[2])); }};
     c.bench = true;
-    c.bytes = 2 * rows_elems * 4 + 2 * 1024 * 4;
+    const double isz = double(core::itemsize(d));
+    c.bytes = 2 * rows_elems * isz + 2 * 1024 * isz;
     c.flops = 8 * rows_elems;
     cs.push_back(std::move(c));
   }

@@ -306,10 +306,12 @@ std::vector<OpCase> reduce_cases() {
     // difference <= 2.9e-3; a total near zero makes rtol useless, hence an absolute 1e-2.
     if (d == DT::Float32) cs.back().tol = Tolerance{1.3e-6, 1e-2};
   }
-  cs.push_back(bench_case("mean/float32/16M", DT::Float32, k16M, [](const EV& x) { return one(ops::mean(x[0])); },
-                          [](const RV& x) { return one(ref::mean(x[0])); }));
-  cs.push_back(bench_case("max/float32/16M", DT::Float32, k16M, [](const EV& x) { return one(ops::max(x[0])); },
-                          [](const RV& x) { return one(ref::max(x[0])); }));
+  for (DT d : {DT::Float32, DT::BFloat16}) {
+    cs.push_back(bench_case(nm("mean", d, "16M"), d, k16M, [](const EV& x) { return one(ops::mean(x[0])); },
+                            [](const RV& x) { return one(ref::mean(x[0])); }));
+    cs.push_back(bench_case(nm("max", d, "16M"), d, k16M, [](const EV& x) { return one(ops::max(x[0])); },
+                            [](const RV& x) { return one(ref::max(x[0])); }));
+  }
   {
     OpCase c{"sum/float32/dim0_4096x4096", {Input{{4096, 4096}}}, [](const EV& x) { return one(ops::sum(x[0], {0})); },
              [](const RV& x) { return one(ref::sum(x[0], {0})); }};

@@ -27,7 +27,8 @@ int64_t pick(const Shape& s, int i, const char* what) {
   return s.size() == 1 ? s[0] : s[size_t(i)];
 }
 
-// x: (N, C, H, W) contiguous float32, w: (O, C / G, kh, kw) contiguous, b: (O) or undefined.
+// x: (N, C, H, W) contiguous, w: (O, C / G, kh, kw) contiguous, b: (O) or undefined; all float32,
+// or all bfloat16 (oneDNN accumulates bf16 products in float32 and rounds the output once).
 void conv_dnnl(const Conv& c, const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b) {
   using dnnl::convolution_forward, dnnl::engine, dnnl::stream, dnnl::reorder, dnnl::prop_kind, dnnl::algorithm;
   using memory = dnnl::memory;
@@ -41,22 +42,23 @@ void conv_dnnl(const Conv& c, const Tensor& out, const Tensor& x, const Tensor& 
   static stream strm(eng);
   static std::mutex mu;
   static std::map<std::vector<int64_t>, Entry> cache;
+  const dt type = x.dtype() == DType::BFloat16 ? dt::bf16 : dt::f32;
   const std::vector<int64_t> key = {c.N, c.C, c.H, c.W, c.O, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.G,
-                                    b.defined() ? 1 : 0};
+                                    b.defined() ? 1 : 0, int64_t(type)};
   Entry* e;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
     if (it == cache.end()) {
       Entry f;
-      f.x_user = memory::desc({c.N, c.C, c.H, c.W}, dt::f32, tag::nchw);
-      f.y_user = memory::desc({c.N, c.O, c.OH, c.OW}, dt::f32, tag::nchw);
-      f.w_user = c.G == 1 ? memory::desc({c.O, c.C, c.kh, c.kw}, dt::f32, tag::oihw)
-                          : memory::desc({c.G, c.O / c.G, c.C / c.G, c.kh, c.kw}, dt::f32, tag::goihw);
-      f.b_md = memory::desc({c.O}, dt::f32, tag::x);
-      const memory::desc x_any({c.N, c.C, c.H, c.W}, dt::f32, tag::any);
-      const memory::desc y_any({c.N, c.O, c.OH, c.OW}, dt::f32, tag::any);
-      const memory::desc w_any(f.w_user.dims(), dt::f32, tag::any);
+      f.x_user = memory::desc({c.N, c.C, c.H, c.W}, type, tag::nchw);
+      f.y_user = memory::desc({c.N, c.O, c.OH, c.OW}, type, tag::nchw);
+      f.w_user = c.G == 1 ? memory::desc({c.O, c.C, c.kh, c.kw}, type, tag::oihw)
+                          : memory::desc({c.G, c.O / c.G, c.C / c.G, c.kh, c.kw}, type, tag::goihw);
+      f.b_md = memory::desc({c.O}, type, tag::x);
+      const memory::desc x_any({c.N, c.C, c.H, c.W}, type, tag::any);
+      const memory::desc y_any({c.N, c.O, c.OH, c.OW}, type, tag::any);
+      const memory::desc w_any(f.w_user.dims(), type, tag::any);
       const memory::dims strides = {c.sh, c.sw}, dil = {c.dh - 1, c.dw - 1}, pad = {c.ph, c.pw};
       try {
         auto d = b.defined() ? convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
@@ -181,6 +183,8 @@ Tensor conv2d(const Tensor& x_, const Tensor& weight, const Tensor& bias, const 
       conv_im2col<int64_t>(c, out, x4.contiguous(), weight, bias);
     } else if (dt == DType::Int32) {
       conv_im2col<int32_t>(c, out, x4.contiguous(), weight, bias);
+    } else if (dt == DType::BFloat16 && (!bias.defined() || bias.dtype() == dt) && weight.dtype() == dt) {
+      conv_dnnl(c, out, x4.contiguous(), weight.contiguous(), bias.defined() ? bias.contiguous() : Tensor());
     } else {
       const DType f = DType::Float32;
       const Tensor b32 = bias.defined() ? bias.to(f).contiguous() : Tensor();

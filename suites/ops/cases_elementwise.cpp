@@ -29,13 +29,7 @@ bool is_float(DType d) { return core::is_floating(d); }
 
 void add_row(std::vector<OpCase>& v, std::string name, std::vector<Input> in, EngineFn e, RefFn r,
              Check check = Check::Values) {
-  OpCase c;
-  c.name = std::move(name);
-  c.inputs = std::move(in);
-  c.engine = std::move(e);
-  c.reference = std::move(r);
-  c.check = check;
-  v.push_back(std::move(c));
+  v.push_back(make_case(std::move(name), std::move(in), std::move(e), std::move(r), check));
 }
 
 // ------------------------------------------------------------------ unary ops

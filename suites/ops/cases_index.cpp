@@ -45,13 +45,7 @@ tb::Tensor perm_index(const Shape& shape, int64_t dim, int64_t n) {
 
 void add(std::vector<OpCase>& v, std::string name, std::vector<Input> inputs, EngineFn e, RefFn r,
          Check c = Check::Values) {
-  OpCase oc;
-  oc.name = std::move(name);
-  oc.inputs = std::move(inputs);
-  oc.engine = std::move(e);
-  oc.reference = std::move(r);
-  oc.check = c;
-  v.push_back(std::move(oc));
+  v.push_back(make_case(std::move(name), std::move(inputs), std::move(e), std::move(r), c));
 }
 
 void join_cases(std::vector<OpCase>& v) {

@@ -22,13 +22,7 @@ constexpr DType kFloats[] = {kF32, kF64, kBF16, kF16};
 std::string dn(DType t) { return core::name(t); }
 
 OpCase make(std::string name, std::vector<Input> in, EngineFn e, RefFn r, Check check = Check::Values) {
-  OpCase c;
-  c.name = std::move(name);
-  c.inputs = std::move(in);
-  c.engine = std::move(e);
-  c.reference = std::move(r);
-  c.check = check;
-  return c;
+  return make_case(std::move(name), std::move(in), std::move(e), std::move(r), check);
 }
 
 void add_conv(std::vector<OpCase>& cs) {

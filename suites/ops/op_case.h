@@ -83,6 +83,18 @@ uint64_t case_seed(const std::string& name);
 harness::Record run_case(const OpCase& c);
 harness::BenchCase make_bench(const OpCase& c);
 
+// A row of a table (the fields most rows set; the rest keep their defaults).
+inline OpCase make_case(std::string name, std::vector<Input> inputs, EngineFn engine, RefFn reference,
+                        Check check = Check::Values) {
+  OpCase c;
+  c.name = std::move(name);
+  c.inputs = std::move(inputs);
+  c.engine = std::move(engine);
+  c.reference = std::move(reference);
+  c.check = check;
+  return c;
+}
+
 // Shorthands for tables: a single-output engine/reference op.
 inline std::vector<tb::Tensor> one(tb::Tensor t) { return {std::move(t)}; }
 inline std::vector<ref::Tensor> one(ref::Tensor t) { return {std::move(t)}; }

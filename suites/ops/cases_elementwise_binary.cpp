@@ -120,6 +120,9 @@ void binary_rows(std::vector<OpCase>& v, const BinarySpec& s) {
       add_row(v, ob + "broadcast", {{{4, 1, 6}, d, C, s.va}, {{5, 6}, d, St, s.vb}, {{4, 5, 6}, rd, Tr, Values::Zeros}},
               eo, rfo);
       add_row(v, ob + "resize", {{{5, 7}, d, C, s.va}, {{7}, d, C, s.vb}, {{0}, rd, C, Values::Zeros}}, eo, rfo);
+      // A non-empty out of the wrong shape is resized too (LibTorch warns, it does not raise).
+      add_row(v, ob + "resize_nonempty", {{{5, 7}, d, C, s.va}, {{7}, d, C, s.vb}, {{3, 2}, rd, C, Values::Zeros}},
+              eo, rfo);
       if (d == DType::Float32) {
         add_row(v, ob + "cast_f64", {{{5, 7}, d, C, s.va}, {{5, 7}, d, C, s.vb}, {{5, 7}, DType::Float64, C, Values::Zeros}},
                 eo, rfo);

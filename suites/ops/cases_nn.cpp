@@ -80,7 +80,7 @@ void add_conv(std::vector<OpCase>& cs) {
                     [](const std::vector<ref::Tensor>& t) {
                       return one(ref::conv2d(t[0], t[1], ref::Tensor(), {1}, {1}, {1}, 1));
                     });
-    if (d == kF32) b.tol = long_dot_tol(kF32, 64 * 9);
+    b.tol = long_dot_tol(d, 64 * 9);
     b.bench = true;
     b.flops = 2.0 * 8 * 64 * 56 * 56 * 64 * 9;
     cs.push_back(b);

@@ -4,31 +4,13 @@
 // function are in cases_elementwise.cpp.
 #include <functional>
 
-#include "engine/ops/elementwise.h"
-#include "reference/elementwise.h"
-#include "suites/ops/op_case.h"
+#include "suites/ops/cases_elementwise.h"
 
 namespace tb::suites {
 
 namespace {
 
-namespace O = tb::ops;
-namespace R = tb::ref;
-using In = std::vector<tb::Tensor>;
-using RIn = std::vector<ref::Tensor>;
-using Tn = tb::Tensor;
-using RT = ref::Tensor;
-using O::Scalar;
-
-constexpr Layout C = Layout::Contiguous, Tr = Layout::Transposed, St = Layout::Strided, Ex = Layout::Expanded;
-constexpr DType kAll[] = {DType::Bool,    DType::Int32,   DType::Int64,  DType::BFloat16,
-                          DType::Float16, DType::Float32, DType::Float64};
-std::string dn(DType d) { return core::name(d); }
-
-void add_row(std::vector<OpCase>& v, std::string name, std::vector<Input> in, EngineFn e, RefFn r,
-             Check check = Check::Values) {
-  v.push_back(make_case(std::move(name), std::move(in), std::move(e), std::move(r), check));
-}
+using namespace elementwise_rows;
 
 using BinFn = std::function<Tn(const Tn&, const Tn&)>;
 using BinRef = std::function<RT(const RT&, const RT&)>;

@@ -275,6 +275,16 @@ void check_floating(const Tensor& x, const char* op, const char* what) {
 
 }  // namespace
 
+namespace {
+// out= of a reduction: out takes the result's shape (resized in place, as in PyTorch) and,
+// through copy_, is cast to its own dtype.
+Tensor& write_out(Tensor& out, const Tensor& r, const char* op) {
+  prepare_out(&out, r.sizes(), r.dtype(), op);
+  out.copy_(r);
+  return out;
+}
+}  // namespace
+
 // ---- sum, mean, prod ----
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
   const DType out_dt = sum_dtype(x, dtype);
@@ -282,10 +292,7 @@ Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DTy
 }
 Tensor sum(const Tensor& x, std::optional<DType> dtype) { return sum(x, DimList{}, false, dtype); }
 Tensor& sum_out(Tensor& out, const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
-  Tensor r = sum(x, dims, keepdim, dtype);
-  out = prepare_out(&out, r.sizes(), r.dtype(), "sum");
-  out.copy_(r);
-  return out;
+  return write_out(out, sum(x, dims, keepdim, dtype), "sum");
 }
 
 Tensor mean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
@@ -297,10 +304,7 @@ Tensor mean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DT
 }
 Tensor mean(const Tensor& x, std::optional<DType> dtype) { return mean(x, DimList{}, false, dtype); }
 Tensor& mean_out(Tensor& out, const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
-  Tensor r = mean(x, dims, keepdim, dtype);
-  out = prepare_out(&out, r.sizes(), r.dtype(), "mean");
-  out.copy_(r);
-  return out;
+  return write_out(out, mean(x, dims, keepdim, dtype), "mean");
 }
 
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim, std::optional<DType> dtype) {

@@ -1,6 +1,7 @@
 // copy_: the one strided copy with dtype cast (round to nearest even into bf16/f16), used by
 // contiguous(), clone(), to() and the ops' out= paths.
 #include <cstring>
+#include <exception>
 
 #include "engine/tensor/iterator.h"
 
@@ -18,6 +19,16 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
   TB_CHECK(src_in.defined() && defined(), "copy_", "undefined tensor");
   Tensor src = src_in;
   if (src.numel() > 0 && src.shares_storage(*this) && !src.is_same(*this)) src = src.clone();  // overlap
+  if (impl()->autograd_meta && autograd_hooks().check_inplace) autograd_hooks().check_inplace(*this);
+  // After the write, autograd (if linked) records it. See Note [Autograd hooks].
+  struct Notify {
+    Tensor& dst;
+    const Tensor& src;
+    ~Notify() {
+      if ((dst.impl()->autograd_meta || src.impl()->autograd_meta) && autograd_hooks().on_copy && !std::uncaught_exceptions())
+        autograd_hooks().on_copy(dst, src);
+    }
+  } notify{*this, src_in};
   if (src.sizes() != sizes()) {
     TB_CHECK(core::broadcast_shapes(src.sizes(), sizes(), "copy_") == sizes(), "copy_", "source of shape ",
              core::to_string(src.sizes()), " cannot be broadcast to destination of shape ", core::to_string(sizes()));

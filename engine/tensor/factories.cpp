@@ -7,6 +7,9 @@
 namespace tb {
 
 Tensor& fill_(Tensor& t, double value) {
+  // See Note [Autograd hooks]: a filled tensor's old history no longer matters.
+  const bool tracked = t.impl()->autograd_meta && autograd_hooks().on_fill;
+  if (tracked && autograd_hooks().check_inplace) autograd_hooks().check_inplace(t);
   t.bump_version();
   core::dispatch(t.dtype(), [&]<typename T>() {
     const T v = std::is_same_v<T, bool> ? T(value != 0) : T(static_cast<core::opmath_t<T>>(value));
@@ -19,6 +22,7 @@ Tensor& fill_(Tensor& t, double value) {
       }
     });
   });
+  if (tracked) autograd_hooks().on_fill(t);
   return t;
 }
 

@@ -62,6 +62,7 @@ Tensor empty(const Shape& sizes, DType dtype) {
   impl->sizes = sizes;
   impl->strides = core::contiguous_strides(sizes);
   impl->dtype = dtype;
+  impl->inference = inference_mode_flag();
   return Tensor(std::move(impl));
 }
 
@@ -102,6 +103,7 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, const Shape& sizes, const S
   impl->strides = strides;
   impl->offset = offset;
   impl->dtype = dtype;
+  impl->inference = inference_mode_flag();
   return Tensor(std::move(impl));
 }
 
@@ -113,7 +115,20 @@ Tensor make_view(const Tensor& t, const Shape& sizes, const Shape& strides, int6
   impl->offset = offset;
   impl->dtype = t.dtype();
   impl->version = t.impl()->version;
-  return Tensor(std::move(impl));
+  impl->inference = t.impl()->inference;
+  Tensor v(std::move(impl));
+  if (autograd_hooks().on_view) autograd_hooks().on_view(t, v);
+  return v;
+}
+
+AutogradHooks& autograd_hooks() {
+  static AutogradHooks hooks;
+  return hooks;
+}
+
+bool& inference_mode_flag() {
+  thread_local bool on = false;
+  return on;
 }
 
 // Can `new_sizes` be laid over the memory of (old_sizes, old_strides) without a copy? Walks
@@ -323,6 +338,8 @@ Tensor Tensor::unflatten(int64_t d, const Shape& sizes_in) const {
 Tensor Tensor::as_strided(const Shape& sz, const Shape& st, std::optional<int64_t> offset) const {
   Tensor v = make_tensor(storage(), sz, st, offset.value_or(storage_offset()), dtype(), "as_strided");
   v.impl()->version = impl_->version;
+  v.impl()->inference = impl_->inference;
+  if (autograd_hooks().on_view) autograd_hooks().on_view(*this, v);
   return v;
 }
 

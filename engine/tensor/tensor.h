@@ -4,6 +4,7 @@
 // Kernels live in engine/ops; this file knows no arithmetic beyond copy/cast (copy.cpp).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -17,6 +18,8 @@
 #include "engine/tensor/storage.h"
 
 namespace tb {
+
+namespace autograd { class Node; }
 
 using core::DType;
 using core::Device;
@@ -39,7 +42,25 @@ struct TensorImpl {
   DType dtype = DType::Float32;
   std::shared_ptr<VersionCounter> version = std::make_shared<VersionCounter>();
   std::shared_ptr<void> autograd_meta;  // owned by engine/autograd; opaque here
+  bool inference = false;              // created under InferenceMode (see Note [Autograd hooks])
 };
+
+class Tensor;
+
+// Note [Autograd hooks]
+// tensor/ sits below autograd/, yet a view or a copy of a tensor that requires grad must join
+// the autograd graph, and an in-place write must be seen by it. autograd/ installs these hooks
+// when it is linked in (engine/autograd/variable.cpp); while they are null, tensors carry no
+// gradient history. The inference-mode bit lives here because every tensor created while it is
+// set is an inference tensor, and creation happens in tensor/.
+struct AutogradHooks {
+  void (*check_inplace)(const Tensor& dst) = nullptr;              // before an in-place write
+  void (*on_view)(const Tensor& base, Tensor& view) = nullptr;     // after make_view / as_strided
+  void (*on_copy)(Tensor& dst, const Tensor& src) = nullptr;       // after dst.copy_(src)
+  void (*on_fill)(Tensor& dst) = nullptr;                          // after fill_ / zero_
+};
+AutogradHooks& autograd_hooks();
+bool& inference_mode_flag();  // thread-local: InferenceMode is active on this thread
 
 class Tensor {
  public:
@@ -65,7 +86,15 @@ class Tensor {
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
   bool shares_storage(const Tensor& o) const { return impl_->storage == o.impl_->storage; }
   uint64_t version() const { return impl_->version->version; }
-  void bump_version() const { ++impl_->version->version; }
+  // Every in-place write calls this. An inference tensor may not be written in place outside
+  // InferenceMode, as in PyTorch.
+  void bump_version() const {
+    TB_CHECK(!impl_->inference || inference_mode_flag(), "inplace",
+             "Inplace update to inference tensor outside InferenceMode is not allowed. "
+             "Make a clone to get a normal tensor before doing inplace update.");
+    ++impl_->version->version;
+  }
+  bool is_inference() const { return impl_->inference; }
 
   // Address of element [0, 0, ...] (storage base + offset).
   void* data() const;
@@ -106,6 +135,24 @@ class Tensor {
   Tensor& copy_(const Tensor& src);
 
   std::string str() const;                         // printed like torch: values, shape, dtype
+
+  // ---- autograd: declared here, defined in engine/autograd/variable.cpp (PyTorch's names) ----
+  bool requires_grad() const;                      // a leaf that requires grad, or has a grad_fn
+  Tensor& requires_grad_(bool on = true);    // leaves only
+  bool is_leaf() const;
+  Tensor grad() const;                             // undefined until a backward reaches it
+  void set_grad(const Tensor& grad) const;         // undefined clears it (zero_grad(set_to_none))
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  uint32_t output_nr() const;
+  Tensor detach() const;                           // shares storage and version, no history
+  void retain_grad() const;                        // keep .grad of a non-leaf
+  bool retains_grad() const;
+  // gradient: defaults to 1 for a one-element tensor, required otherwise.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // hook(grad) runs when this tensor's gradient is computed; a defined result replaces it.
+  // Returns a handle for remove_hook.
+  int64_t register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  void remove_hook(int64_t handle) const;
 
  private:
   std::shared_ptr<TensorImpl> impl_;

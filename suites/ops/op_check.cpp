@@ -56,6 +56,8 @@ tb::Tensor make_values(const Input& in, const Shape& shape, core::Generator& gen
   return u.to(dt);
 }
 
+}  // namespace
+
 tb::Tensor make_input(const Input& in, core::Generator& gen) {
   const Shape& s = in.shape;
   switch (in.layout) {
@@ -81,12 +83,6 @@ tb::Tensor make_input(const Input& in, core::Generator& gen) {
   }
   return make_values(in, s, gen);
 }
-
-struct Diff {
-  double max_abs = 0, max_rel = 0, nmse = 0;
-  int64_t mismatches = 0;
-  std::string first;  // the first mismatch, for the message
-};
 
 Diff compare_values(const tb::Tensor& actual, const tb::Tensor& expected, Tolerance tol) {
   Diff d;
@@ -116,6 +112,8 @@ Diff compare_values(const tb::Tensor& actual, const tb::Tensor& expected, Tolera
   d.nmse = ref2 > 0 ? err2 / ref2 : err2;
   return d;
 }
+
+namespace {
 
 std::string fail_layout(const char* what, const Shape& a, const Shape& b) {
   return std::string(what) + " differ: engine " + core::to_string(a) + " vs LibTorch " + core::to_string(b);

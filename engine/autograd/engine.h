@@ -1,0 +1,21 @@
+// The backward engine: a dependency-counted walk over the graph from the roots, in decreasing
+// sequence number (the reverse of creation order) among ready nodes, as PyTorch's engine does on
+// one thread. Gradients arriving at one node input are summed; each node's outputs are summed
+// to the shape and cast to the dtype of the tensor they are for (broadcasting in the forward
+// becomes a sum here).
+#pragma once
+#include "engine/autograd/node.h"
+
+namespace tb::autograd {
+
+// Accumulates d(sum_i <tensors_i, grad_tensors_i>)/d(leaf) into every leaf's .grad. A missing
+// grad_tensors entry is 1 for a one-element tensor (an error otherwise). Without retain_graph,
+// the saved tensors of every node run are freed.
+void backward(const TensorList& tensors, const TensorList& grad_tensors = {}, bool retain_graph = false);
+
+// The gradients of `outputs` with respect to `inputs`, returned instead of accumulated into
+// .grad. An input the outputs do not depend on is an error unless allow_unused (then undefined).
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
+                bool retain_graph = false, bool allow_unused = false);
+
+}  // namespace tb::autograd

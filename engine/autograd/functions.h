@@ -1,0 +1,160 @@
+// The differentiable ops: the same names, arguments and semantics as tb::ops (and LibTorch), and
+// each records its backward when grad mode is on and an input requires grad. Use these (not
+// tb::ops, which are bare kernels) for anything whose gradient you want. Tensor's own view and
+// copy methods (view, reshape, transpose, narrow, expand, clone, to, copy_, ...) are
+// differentiable already (See Note [Autograd hooks]).
+// Backward formulas: engine/autograd/functions/<family>.cpp, beside the kernels' families.
+#pragma once
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/core/rng.h"
+#include "engine/ops/common.h"
+#include "engine/ops/reduce.h"
+
+namespace tb::autograd {
+
+using ops::DimList;
+using ops::Scalar;
+
+// ---- elementwise (functions/elementwise.cpp) ----
+Tensor exp(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);  // gradient zero
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+Tensor silu(const Tensor& x);
+Tensor softplus(const Tensor& x, const Scalar& beta = 1, const Scalar& threshold = 20);
+Tensor& exp_(Tensor& self);
+Tensor& tanh_(Tensor& self);
+Tensor& sigmoid_(Tensor& self);
+Tensor& relu_(Tensor& self);
+Tensor& neg_(Tensor& self);
+
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Scalar& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Scalar& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Scalar& b);
+Tensor pow(const Scalar& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);  // ties split the gradient equally, as PyTorch
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Tensor& b);  // d/da = 1, d/db = -floor(a / b)
+Tensor clamp(const Tensor& x, const std::optional<Scalar>& min, const std::optional<Scalar>& max = std::nullopt);
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& min, const std::optional<Tensor>& max = std::nullopt);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
+Tensor& add_(Tensor& self, const Tensor& b, const Scalar& alpha = 1);
+Tensor& add_(Tensor& self, const Scalar& b, const Scalar& alpha = 1);
+Tensor& sub_(Tensor& self, const Tensor& b, const Scalar& alpha = 1);
+Tensor& mul_(Tensor& self, const Tensor& b);
+Tensor& mul_(Tensor& self, const Scalar& b);
+Tensor& div_(Tensor& self, const Tensor& b);
+Tensor& div_(Tensor& self, const Scalar& b);
+Tensor& clamp_(Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max = std::nullopt);
+
+// ---- reductions (functions/reduce.cpp) ----
+Tensor sum(const Tensor& x, std::optional<DType> dtype = {});
+Tensor sum(const Tensor& x, const DimList& dims, bool keepdim = false, std::optional<DType> dtype = {});
+Tensor mean(const Tensor& x, std::optional<DType> dtype = {});
+Tensor mean(const Tensor& x, const DimList& dims, bool keepdim = false, std::optional<DType> dtype = {});
+Tensor prod(const Tensor& x, std::optional<DType> dtype = {});
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false, std::optional<DType> dtype = {});
+Tensor max(const Tensor& x);  // ties share the gradient equally, as PyTorch's full max
+Tensor min(const Tensor& x);
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);  // gradient to the index
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor amax(const Tensor& x, const DimList& dims = {}, bool keepdim = false);  // ties share equally
+Tensor amin(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
+Tensor var(const Tensor& x, const DimList& dims = {}, double correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const DimList& dims = {}, double correction = 1, bool keepdim = false);
+Tensor norm(const Tensor& x, double p = 2, const DimList& dims = {}, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim = false);
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+
+// ---- normalisation (functions/nn_norm.cpp) ----
+Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+// x: (N, C, ...); also group_norm over G groups of channels.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+
+// ---- linear algebra (functions/linalg.cpp) ----
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor dot(const Tensor& a, const Tensor& b);
+Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta = 1, double alpha = 1);
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+Tensor outer(const Tensor& a, const Tensor& b);
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
+
+// ---- nn ops (functions/nn.cpp) ----
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Shape& stride = {1},
+              const Shape& padding = {0}, const Shape& dilation = {1}, int64_t groups = 1);
+Tensor max_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride = {}, const Shape& padding = {0},
+                  const Shape& dilation = {1}, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride = {}, const Shape& padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
+// The gradient row of padding_idx stays zero.
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, core::Generator* gen = nullptr);
+Tensor pad(const Tensor& x, const Shape& pad, const std::string& mode = "constant", double value = 0);
+
+// ---- losses (functions/loss.cpp); reduction: "mean", "sum" or "none" ----
+// input: (N, C) or (N, C, d1, ...) log-probabilities; target: int64 class indices (N) / (N, d1, ...).
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                const std::string& reduction = "mean", int64_t ignore_index = -100);
+// target: class indices (int64) or class probabilities (floating, input's shape).
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                     const std::string& reduction = "mean", int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                                        const std::string& reduction = "mean", const Tensor& pos_weight = {});
+
+// ---- shape and index ops (functions/index.cpp) ----
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim = 0);      // views
+std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim = 0);          // views
+Tensor repeat(const Tensor& self, const Shape& repeats);
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1);
+Tensor masked_fill(const Tensor& self, const Tensor& mask, double value);
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value);
+Tensor masked_select(const Tensor& self, const Tensor& mask);
+std::tuple<Tensor, Tensor> sort(const Tensor& self, int64_t dim = -1, bool descending = false);
+std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim = -1, bool largest = true,
+                                bool sorted = true);
+Tensor tril(const Tensor& self, int64_t diagonal = 0);
+Tensor triu(const Tensor& self, int64_t diagonal = 0);
+
+}  // namespace tb::autograd

@@ -1,0 +1,4 @@
+#include "engine/autograd/function.h"
+#include "engine/autograd/functions.h"
+
+namespace tb::autograd {}  // namespace tb::autograd

@@ -1,0 +1,209 @@
+#include "engine/autograd/node.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <numeric>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/variable.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/reduce.h"
+#include "engine/tensor/factories.h"
+
+namespace tb::autograd {
+
+uint64_t next_sequence_nr() {
+  static std::atomic<uint64_t> seq{0};
+  return seq.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string backward_name(const std::string& forward_op) {
+  std::string out;
+  bool up = true;
+  for (char ch : forward_op) {
+    if (ch == '_') {
+      up = true;
+      continue;
+    }
+    out += up ? char(std::toupper(static_cast<unsigned char>(ch))) : ch;
+    up = false;
+  }
+  return out + "Backward0";
+}
+
+// ---- SavedTensor ----
+
+SavedTensor::SavedTensor(const Tensor& t) : defined_(t.defined()) {
+  if (!t.defined()) return;
+  TB_CHECK(!t.is_inference(), "autograd",
+           "Inference tensors cannot be saved for backward. To work around you can make a clone to get a "
+           "normal tensor and use it in autograd.");
+  data_ = t.detach();
+  version_ = t.version();
+}
+
+Tensor SavedTensor::unpack(const Node& owner) const {
+  if (!defined_) return Tensor();
+  TB_CHECK(!released_, owner.name(),
+           "Trying to backward through the graph a second time (or directly access saved tensors after they "
+           "have already been freed). Saved intermediate values of the graph are freed when you call "
+           ".backward() or autograd::grad(). Specify retain_graph=true if you need to backward through the "
+           "graph a second time.");
+  TB_CHECK(data_.version() == version_, owner.name(),
+           "one of the variables needed for gradient computation has been modified by an inplace operation: [",
+           core::name(data_.dtype()), " ", core::to_string(data_.sizes()), "] is at version ", data_.version(),
+           "; expected version ", version_, " instead. It was saved by ", owner.name(), ", the backward of ",
+           owner.forward_op(), ". Hint: clone the tensor before modifying it in place, or enable anomaly "
+           "mode to find the op.");
+  return data_;
+}
+
+// ---- Node ----
+
+Node::Node(std::string name, std::string forward_op)
+    : seq_(next_sequence_nr()), name_(std::move(name)), forward_op_(std::move(forward_op)) {}
+
+FunctionNode::FunctionNode(std::string forward_op, std::vector<SavedTensor> saved, BackwardFn fn)
+    : Node(backward_name(forward_op), forward_op), saved_(std::move(saved)), fn_(std::move(fn)) {}
+
+TensorList FunctionNode::apply(TensorList&& grads) {
+  BackwardContext ctx(*this, saved_);
+  return fn_(ctx, grads);
+}
+
+void FunctionNode::release_saved() {
+  for (SavedTensor& s : saved_) s.release();
+}
+
+// ---- AccumulateGrad ----
+
+AccumulateGrad::AccumulateGrad(Tensor variable) : Node("AccumulateGrad", "leaf"), variable_(std::move(variable)) {
+  seq_ = UINT64_MAX;  // leaves accumulate as soon as their gradient is complete
+  outputs.push_back({variable_.sizes(), variable_.dtype()});
+}
+
+TensorList AccumulateGrad::apply(TensorList&& grads) {
+  Tensor g = run_tensor_hooks(variable_, grads.at(0));
+  if (!g.defined()) return {};
+  NoGradGuard no_grad;
+  Tensor old = variable_.grad();
+  if (!old.defined()) {
+    // Steal the incoming buffer when nobody else can see it and it has the leaf's layout; else
+    // copy it into a fresh buffer laid out like the leaf (PyTorch's gradient layout contract).
+    const bool alone = g.impl_ptr().use_count() <= 2 && g.storage().use_count() == 1;
+    if (alone && g.strides() == variable_.strides() && g.storage_offset() == 0) {
+      variable_.set_grad(g.detach());
+    } else {
+      Tensor fresh = empty_like_preserve(variable_, variable_.dtype());
+      fresh.copy_(g);
+      variable_.set_grad(fresh);
+    }
+  } else {
+    ops::add_(old, g);
+  }
+  return {};
+}
+
+// ---- views ----
+// Note [View backward]
+// A view and its base share storage, so both are described by (sizes, strides, offset) in one
+// coordinate space. The base's gradient is built in a buffer with the base's geometry: the
+// view's gradient is added into the buffer at the view's geometry, and the buffer read back with
+// the base's geometry. This is exact for any view of a non-overlapping base: dims of stride 0
+// (expand) are summed first, so every buffer element receives at most one add. A view of an
+// overlapping base (a view of an expanded tensor) has no storage-to-index inverse and is
+// refused when its backward runs.
+
+namespace {
+
+bool non_overlapping(const Shape& sizes, const Shape& strides) {
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] > 1) dims.push_back(d);
+  std::sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+  int64_t extent = 0;  // the last position reached by the dims so far
+  for (size_t d : dims) {
+    if (strides[d] <= extent) return false;
+    extent += (sizes[d] - 1) * strides[d];
+  }
+  return true;
+}
+
+int64_t numel_of(const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t(1), std::multiplies<>()); }
+
+struct ViewBuffer {
+  Tensor buf, base, region;
+  ops::DimList summed;  // stride-0 dims of the view, summed before writing
+};
+
+ViewBuffer make_view_buffer(const Geometry& base, const Geometry& view, DType dtype, bool zero, const std::string& op) {
+  TB_CHECK(non_overlapping(base.sizes, base.strides), op,
+           "cannot compute the gradient of a view of an overlapping tensor (a view of an expanded tensor, sizes ",
+           core::to_string(base.sizes), " strides ", core::to_string(base.strides),
+           "); call .contiguous() on the expanded tensor before taking the view");
+  const int64_t len = reach(base.sizes, base.strides, 0);
+  const int64_t rel = view.offset - base.offset;
+  TB_CHECK(rel >= 0 && reach(view.sizes, view.strides, rel) <= len, op,
+           "the view reaches outside its base; its gradient is undefined");
+  ViewBuffer vb;
+  vb.buf = zero ? zeros({len}, dtype) : empty({len}, dtype);
+  Shape vs = view.sizes;
+  for (size_t d = 0; d < vs.size(); ++d)
+    if (view.strides[d] == 0 && vs[d] > 1) {
+      vb.summed.push_back(int64_t(d));
+      vs[d] = 1;
+    }
+  TB_CHECK(non_overlapping(vs, view.strides), op, "cannot compute the gradient of an overlapping as_strided view");
+  vb.base = make_view(vb.buf, base.sizes, base.strides, 0);
+  vb.region = make_view(vb.buf, vs, view.strides, rel);
+  return vb;
+}
+
+}  // namespace
+
+Tensor view_of_base_grad(const Tensor& g, const Geometry& base, const Geometry& view) {
+  ViewBuffer vb = make_view_buffer(base, view, g.dtype(), false, "view");
+  vb.base.copy_(g);
+  return vb.region;
+}
+
+ViewNode::ViewNode(Geometry base, Geometry view, DType dtype)
+    : Node("ViewBackward0", "view"), base_(std::move(base)), view_(std::move(view)), dtype_(dtype) {
+  outputs.push_back({view_.sizes, dtype});
+}
+
+TensorList ViewNode::apply(TensorList&& grads) {
+  Tensor g = grads.at(0);
+  // A view covering every element of its base (reshape, transpose, permute, squeeze, ...) needs
+  // no zero fill.
+  const bool covers = numel_of(view_.sizes) == numel_of(base_.sizes) && non_overlapping(view_.sizes, view_.strides);
+  ViewBuffer vb = make_view_buffer(base_, view_, g.dtype(), !covers, name());
+  if (!vb.summed.empty()) g = ops::sum(g, vb.summed, /*keepdim=*/true);
+  if (covers) vb.region.copy_(g);
+  else ops::add_(vb.region, g);
+  return {vb.base};
+}
+
+CopySlices::CopySlices(const Edge& base_edge, Geometry base, Geometry view, DType dtype, std::shared_ptr<Node> fn)
+    : Node("CopySlices", fn->forward_op()), base_(std::move(base)), view_(std::move(view)), fn_(std::move(fn)) {
+  outputs.push_back({base_.sizes, dtype});
+  next_edges.push_back(base_edge);
+  for (size_t i = 1; i < fn_->next_edges.size(); ++i) next_edges.push_back(fn_->next_edges[i]);
+}
+
+TensorList CopySlices::apply(TensorList&& grads) {
+  const Tensor& g = grads.at(0);
+  ViewBuffer vb = make_view_buffer(base_, view_, g.dtype(), false, name());
+  TB_CHECK(vb.summed.empty(), name(), "an in-place op on an expanded view has no gradient");
+  vb.base.copy_(g);
+  TensorList inner = fn_->apply({vb.region.clone()});
+  if (!inner.empty() && inner[0].defined()) vb.region.copy_(inner[0]);
+  else zero_(vb.region);
+  TensorList out{vb.base};
+  for (size_t i = 1; i < inner.size(); ++i) out.push_back(inner[i]);
+  out.resize(next_edges.size());
+  return out;
+}
+
+}  // namespace tb::autograd

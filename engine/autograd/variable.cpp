@@ -1,0 +1,271 @@
+// AutogradMeta and the autograd members of Tensor (declared in engine/tensor/tensor.h), and the
+// hooks through which tensor/ reports views, copies and fills (See Note [Autograd hooks]).
+#include "engine/autograd/variable.h"
+
+#include <atomic>
+
+#include "engine/autograd/engine.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/tensor/factories.h"
+
+namespace tb::autograd {
+
+AutogradMeta* meta_of(const Tensor& t) { return static_cast<AutogradMeta*>(t.impl()->autograd_meta.get()); }
+
+AutogradMeta& ensure_meta(const Tensor& t) {
+  if (!t.impl()->autograd_meta) t.impl()->autograd_meta = std::make_shared<AutogradMeta>();
+  return *meta_of(t);
+}
+
+bool requires_grad(const Tensor& t) {
+  if (!t.defined()) return false;
+  const AutogradMeta* m = meta_of(t);
+  return m && (m->requires_grad || m->grad_fn);
+}
+
+Edge edge_of(const Tensor& t) {
+  AutogradMeta* m = t.defined() ? meta_of(t) : nullptr;
+  if (!m) return {};
+  if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  if (!m->requires_grad) return {};
+  std::shared_ptr<Node> acc = m->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t);
+    m->grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+Tensor run_tensor_hooks(const Tensor& leaf, const Tensor& grad) {
+  Tensor g = grad;
+  if (AutogradMeta* m = meta_of(leaf))
+    for (auto& [handle, hook] : m->hooks) {
+      Tensor r = hook(g);
+      if (r.defined()) g = r;
+    }
+  return g;
+}
+
+bool any_requires_grad(const TensorList& ts) {
+  if (!grad_mode_enabled()) return false;
+  for (const Tensor& t : ts)
+    if (requires_grad(t)) return true;
+  return false;
+}
+
+void set_history(const TensorList& outputs, const std::shared_ptr<Node>& node, const TensorList& inputs) {
+  node->next_edges.clear();
+  for (const Tensor& in : inputs) node->next_edges.push_back(edge_of(in));
+  node->outputs.clear();
+  for (uint32_t k = 0; k < outputs.size(); ++k) {
+    const Tensor& out = outputs[k];
+    node->outputs.push_back(out.defined() ? OutputMeta{out.sizes(), out.dtype()} : OutputMeta{});
+    if (!out.defined() || !core::is_floating(out.dtype())) continue;
+    bool aliases_input = false;  // an op that returned its input unchanged keeps its history
+    for (const Tensor& in : inputs) aliases_input |= in.defined() && in.is_same(out);
+    if (aliases_input) continue;
+    AutogradMeta& m = ensure_meta(out);
+    m.grad_fn = node;
+    m.output_nr = k;
+  }
+}
+
+void check_inplace(const Tensor& self) {
+  if (!grad_mode_enabled()) return;
+  const AutogradMeta* m = meta_of(self);
+  if (!m) return;
+  TB_CHECK(!(m->requires_grad && !m->grad_fn), "inplace",
+           "a leaf Variable that requires grad is being used in an in-place operation. Wrap the update in "
+           "autograd::NoGradGuard (as optimizers do) or clone the tensor first.");
+  if (m->is_view) {
+    const AutogradMeta* bm = meta_of(m->base);
+    TB_CHECK(!(bm && bm->requires_grad && !bm->grad_fn), "inplace",
+             "a view of a leaf Variable that requires grad is being used in an in-place operation.");
+  }
+}
+
+namespace {
+
+Geometry geometry(const Tensor& t) { return {t.sizes(), t.strides(), t.storage_offset()}; }
+
+// The view node for `view` of the tracked `base`.
+std::shared_ptr<Node> make_view_node(const Tensor& base, const Tensor& view) {
+  auto node = std::make_shared<ViewNode>(geometry(base), geometry(view), view.dtype());
+  node->next_edges.push_back(edge_of(base));
+  return node;
+}
+
+}  // namespace
+
+void rebase_history(const Tensor& self, const std::shared_ptr<Node>& node) {
+  AutogradMeta& m = ensure_meta(self);
+  node->outputs.assign(1, {self.sizes(), self.dtype()});
+  if (!m.is_view) {
+    m.grad_fn = node;
+    m.output_nr = 0;
+    return;
+  }
+  // In place on a view: the base's new history runs node on the view's region.
+  const Tensor& base = m.base;
+  auto copy_slices = std::make_shared<CopySlices>(edge_of(base), geometry(base), geometry(self), base.dtype(), node);
+  AutogradMeta& bm = ensure_meta(base);
+  bm.grad_fn = copy_slices;
+  bm.output_nr = 0;
+  m.grad_fn = make_view_node(base, self);
+  m.output_nr = 0;
+}
+
+namespace {
+
+// ---- the hooks tensor/ calls ----
+
+void on_view(const Tensor& base, Tensor& view) {
+  if (!grad_mode_enabled()) return;
+  const AutogradMeta* bm = meta_of(base);
+  AutogradMeta& m = ensure_meta(view);
+  m.is_view = true;
+  m.base = bm && bm->is_view ? bm->base : base;
+  if (requires_grad(base)) {
+    m.grad_fn = make_view_node(base, view);
+    m.output_nr = 0;
+  }
+}
+
+void hook_check_inplace(const Tensor& dst) { check_inplace(dst); }
+
+void on_copy(Tensor& dst, const Tensor& src) {
+  if (!grad_mode_enabled()) return;
+  const bool dst_view = meta_of(dst) && meta_of(dst)->is_view;
+  if (!requires_grad(src) && !requires_grad(dst) && !(dst_view && requires_grad(meta_of(dst)->base))) return;
+  // d(dst)/d(old dst) = 0; d(dst)/d(src) = 1, summed over broadcast dims and cast (by the engine).
+  auto node = std::make_shared<FunctionNode>("copy_", std::vector<SavedTensor>{},
+                                             [](BackwardContext&, const TensorList& g) { return TensorList{Tensor(), g[0]}; });
+  node->next_edges = {edge_of(dst), edge_of(src)};
+  rebase_history(dst, node);
+}
+
+void on_fill(Tensor& dst) {
+  if (!grad_mode_enabled()) return;
+  const AutogradMeta* m = meta_of(dst);
+  if (!m || !(requires_grad(dst) || (m->is_view && requires_grad(m->base)))) return;
+  auto node = std::make_shared<FunctionNode>("fill_", std::vector<SavedTensor>{},
+                                             [](BackwardContext&, const TensorList&) { return TensorList{Tensor()}; });
+  node->next_edges = {edge_of(dst)};
+  rebase_history(dst, node);
+}
+
+// Installed when this file is linked, which any use of autograd brings in (the Tensor members
+// below live here).
+const bool installed = [] {
+  AutogradHooks& h = autograd_hooks();
+  h.check_inplace = hook_check_inplace;
+  h.on_view = on_view;
+  h.on_copy = on_copy;
+  h.on_fill = on_fill;
+  return true;
+}();
+
+std::atomic<int64_t> next_hook_handle{1};
+
+}  // namespace
+}  // namespace tb::autograd
+
+namespace tb {
+
+using autograd::AutogradMeta;
+using autograd::meta_of;
+
+bool Tensor::requires_grad() const { return autograd::requires_grad(*this); }
+
+Tensor& Tensor::requires_grad_(bool on) {
+  AutogradMeta* m = meta_of(*this);
+  if (m && m->grad_fn) {
+    TB_CHECK(on, "requires_grad_",
+             "you can only change requires_grad flags of leaf variables. If you want to use a computed variable "
+             "in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
+    return *this;
+  }
+  if (on) {
+    TB_CHECK(core::is_floating(dtype()), "requires_grad_",
+             "only Tensors of floating point dtype can require gradients (got ", core::name(dtype()), ")");
+    TB_CHECK(!is_inference() || inference_mode_flag(), "requires_grad_",
+             "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.");
+  }
+  if (on || m) autograd::ensure_meta(*this).requires_grad = on;
+  return *this;
+}
+
+bool Tensor::is_leaf() const {
+  const AutogradMeta* m = meta_of(*this);
+  return !m || !m->grad_fn;
+}
+
+Tensor Tensor::grad() const {
+  const AutogradMeta* m = meta_of(*this);
+  return m ? m->grad : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& g) const {
+  if (g.defined())
+    TB_CHECK(g.sizes() == sizes() && g.dtype() == dtype(), "set_grad", "assigned grad of ", core::name(g.dtype()),
+             core::to_string(g.sizes()), " does not match the tensor's ", core::name(dtype()), core::to_string(sizes()));
+  if (!g.defined() && !meta_of(*this)) return;
+  autograd::ensure_meta(*this).grad = g;
+}
+
+std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
+  const AutogradMeta* m = meta_of(*this);
+  return m ? m->grad_fn : nullptr;
+}
+
+uint32_t Tensor::output_nr() const {
+  const AutogradMeta* m = meta_of(*this);
+  return m ? m->output_nr : 0;
+}
+
+Tensor Tensor::detach() const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = impl_->storage;
+  impl->sizes = impl_->sizes;
+  impl->strides = impl_->strides;
+  impl->offset = impl_->offset;
+  impl->dtype = impl_->dtype;
+  impl->version = impl_->version;
+  impl->inference = impl_->inference;
+  return Tensor(std::move(impl));
+}
+
+void Tensor::retain_grad() const {
+  TB_CHECK(requires_grad(), "retain_grad", "can't retain_grad on Tensor that has requires_grad=False");
+  AutogradMeta* m = meta_of(*this);
+  if (!m->grad_fn || m->retains_grad) return;  // leaves keep .grad anyway
+  m->retains_grad = true;
+  m->grad_fn->retained.push_back({m->output_nr, impl_ptr()});
+}
+
+bool Tensor::retains_grad() const {
+  const AutogradMeta* m = meta_of(*this);
+  return m && m->retains_grad;
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph);
+}
+
+int64_t Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
+  TB_CHECK(requires_grad(), "register_hook", "cannot register a hook on a tensor that doesn't require gradient");
+  const int64_t handle = autograd::next_hook_handle++;
+  AutogradMeta* m = meta_of(*this);
+  if (m->grad_fn) m->grad_fn->pre_hooks.push_back({m->output_nr, handle, std::move(hook)});
+  else m->hooks.push_back({handle, std::move(hook)});
+  return handle;
+}
+
+void Tensor::remove_hook(int64_t handle) const {
+  AutogradMeta* m = meta_of(*this);
+  if (!m) return;
+  std::erase_if(m->hooks, [&](const auto& h) { return h.first == handle; });
+  if (m->grad_fn) std::erase_if(m->grad_fn->pre_hooks, [&](const auto& h) { return h.handle == handle; });
+}
+
+}  // namespace tb

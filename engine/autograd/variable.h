@@ -1,0 +1,46 @@
+// What autograd keeps on a tensor (AutogradMeta, in TensorImpl::autograd_meta) and the
+// operations on it that differentiable functions need: the edge a tensor's gradient flows into,
+// recording an op's outputs, and rebasing history after an in-place op.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "engine/autograd/node.h"
+
+namespace tb::autograd {
+
+struct AutogradMeta {
+  bool requires_grad = false;          // leaves only; non-leaves require grad through grad_fn
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;
+  uint32_t output_nr = 0;
+  std::weak_ptr<Node> grad_accumulator;  // leaves: created on first use in a graph
+  std::vector<std::pair<int64_t, TensorHook>> hooks;  // leaves (non-leaf hooks sit on grad_fn)
+  bool retains_grad = false;
+  // Differentiable views: the tensor whose storage this one views (never itself a view).
+  bool is_view = false;
+  Tensor base;
+};
+
+AutogradMeta* meta_of(const Tensor& t);      // null when the tensor has none
+AutogradMeta& ensure_meta(const Tensor& t);  // creates it
+bool requires_grad(const Tensor& t);
+// The edge the gradient of `t` flows into (invalid if t needs no gradient).
+Edge edge_of(const Tensor& t);
+// Runs a leaf's tensor hooks on its gradient.
+Tensor run_tensor_hooks(const Tensor& leaf, const Tensor& grad);
+
+// True when grad mode is on and any defined tensor among `ts` requires grad.
+bool any_requires_grad(const TensorList& ts);
+
+// Records `node` as the producer of `outputs` (their output_nr is their index), with edges to
+// `inputs`. Integer and bool outputs never require grad.
+void set_history(const TensorList& outputs, const std::shared_ptr<Node>& node, const TensorList& inputs);
+// Before an in-place op on `self`: a leaf that requires grad (or a view of one) may not be
+// modified while grad mode is on. Called by every differentiable in-place function.
+void check_inplace(const Tensor& self);
+// After an in-place op on `self` whose backward is `node` (edge 0 = self's old history): self's
+// history becomes node; if self is a view, its base's history becomes CopySlices (see node.h).
+void rebase_history(const Tensor& self, const std::shared_ptr<Node>& node);
+
+}  // namespace tb::autograd

@@ -8,6 +8,7 @@
 #include "reference/tensor.h"
 #include "suites/autograd/grad_case.h"
 #include "suites/autograd/semantics.h"
+#include "suites/nn/nn_suite.h"
 #include "suites/ops/op_case.h"
 
 namespace tb::suites {
@@ -58,6 +59,14 @@ void register_all() {
         for (harness::TestCase& t : semantics_tests()) tests.push_back(std::move(t));
         return tests;
       },
+      {},
+  });
+
+  harness::register_suite({
+      "nn",
+      "every nn layer and loss, forward and backward, against the LibTorch module with the same state dict; "
+      "the GPT-style model's logits, loss and gradients",
+      [] { return nn_tests(); },
       {},
   });
 }

@@ -1,5 +1,7 @@
 #include "reference/autograd.h"
 
+#include <ATen/autocast_mode.h>
+
 #include "reference/torch_access.h"
 
 namespace tb::ref {
@@ -50,6 +52,7 @@ void register_hook(const Tensor& t, std::function<Tensor(const Tensor&)> hook) {
 }
 
 bool is_inference(const Tensor& t) { return T(t).is_inference(); }
+int64_t version(const Tensor& t) { return int64_t(T(t)._version()); }
 
 void with_no_grad(const std::function<void()>& f) {
   torch::NoGradGuard g;
@@ -62,6 +65,25 @@ void with_inference_mode(const std::function<void()>& f) {
 void with_anomaly_mode(const std::function<void()>& f) {
   torch::autograd::DetectAnomalyGuard g;
   guarded("anomaly_mode", f);
+}
+
+void with_autocast(const std::function<void()>& f) {
+  // What torch.autocast("cpu", dtype=torch.bfloat16) does on entry and exit.
+  const bool prev = at::autocast::is_autocast_enabled(at::kCPU);
+  const at::ScalarType prev_dtype = at::autocast::get_autocast_dtype(at::kCPU);
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  at::autocast::increment_nesting();
+  struct Restore {
+    bool prev;
+    at::ScalarType dtype;
+    ~Restore() {
+      if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+      at::autocast::set_autocast_enabled(at::kCPU, prev);
+      at::autocast::set_autocast_dtype(at::kCPU, dtype);
+    }
+  } restore{prev, prev_dtype};
+  guarded("autocast", f);
 }
 
 void mul_inplace(const Tensor& t, double v) { guarded("mul_", [&] { T(t).mul_(v); }); }

@@ -24,11 +24,14 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 // hook(grad) -> replacement or undefined.
 void register_hook(const Tensor& t, std::function<Tensor(const Tensor&)> hook);
 bool is_inference(const Tensor& t);
+int64_t version(const Tensor& t);  // _version(): in-place writes so far
 
 // Runs f with the guard on.
 void with_no_grad(const std::function<void()>& f);
 void with_inference_mode(const std::function<void()>& f);
 void with_anomaly_mode(const std::function<void()>& f);
+// torch.autocast("cpu", dtype=bfloat16)
+void with_autocast(const std::function<void()>& f);
 
 // In-place ops the semantics suite needs beside the op families (clone is in views.h).
 void mul_inplace(const Tensor& t, double v);

@@ -40,6 +40,7 @@ SavedTensor::SavedTensor(const Tensor& t) : defined_(t.defined()) {
            "Inference tensors cannot be saved for backward. To work around you can make a clone to get a "
            "normal tensor and use it in autograd.");
   data_ = t.detach();
+  original_ = t.impl_ptr();
   version_ = t.version();
 }
 
@@ -50,9 +51,14 @@ Tensor SavedTensor::unpack(const Node& owner) const {
            "have already been freed). Saved intermediate values of the graph are freed when you call "
            ".backward() or autograd::grad(). Specify retain_graph=true if you need to backward through the "
            "graph a second time.");
-  TB_CHECK(data_.version() == version_, owner.name(),
+  if (data_.version() == version_) return data_;
+  std::string producer;  // PyTorch names the node whose output the tensor now is
+  if (std::shared_ptr<TensorImpl> impl = original_.lock())
+    if (std::shared_ptr<Node> fn = Tensor(impl).grad_fn())
+      producer = ", which is output " + std::to_string(Tensor(impl).output_nr()) + " of " + fn->name() + ",";
+  TB_CHECK(false, owner.name(),
            "one of the variables needed for gradient computation has been modified by an inplace operation: [",
-           core::name(data_.dtype()), " ", core::to_string(data_.sizes()), "] is at version ", data_.version(),
+           core::name(data_.dtype()), " ", core::to_string(data_.sizes()), "]", producer, " is at version ", data_.version(),
            "; expected version ", version_, " instead. It was saved by ", owner.name(), ", the backward of ",
            owner.forward_op(), ". Hint: clone the tensor before modifying it in place, or enable anomaly "
            "mode to find the op.");

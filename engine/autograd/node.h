@@ -44,6 +44,7 @@ class SavedTensor {
 
  private:
   Tensor data_;
+  std::weak_ptr<TensorImpl> original_;  // to name the op that last wrote it, in the error
   uint64_t version_ = 0;
   bool defined_ = false;
   bool released_ = false;

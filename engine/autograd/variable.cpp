@@ -17,15 +17,43 @@ AutogradMeta& ensure_meta(const Tensor& t) {
   return *meta_of(t);
 }
 
+namespace {
+Geometry geometry(const Tensor& t) { return {t.sizes(), t.strides(), t.storage_offset()}; }
+
+bool overlapping(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.strides()[d] == 0 && t.sizes()[d] > 1) return true;
+  return false;
+}
+
+// The view node for `view` of the tracked `base`.
+std::shared_ptr<Node> make_view_node(const Tensor& base, const Tensor& view) {
+  auto node = std::make_shared<ViewNode>(geometry(base), geometry(view), view.dtype());
+  node->next_edges.push_back(edge_of(base));
+  return node;
+}
+
+// See AutogradMeta::attr_version.
+void refresh_view(const Tensor& t, AutogradMeta* m) {
+  if (!m->is_view || t.version() == m->attr_version || !requires_grad(m->base)) return;
+  m->grad_fn = make_view_node(m->base, t);
+  m->output_nr = 0;
+  m->attr_version = t.version();
+}
+}  // namespace
+
 bool requires_grad(const Tensor& t) {
   if (!t.defined()) return false;
-  const AutogradMeta* m = meta_of(t);
-  return m && (m->requires_grad || m->grad_fn);
+  AutogradMeta* m = meta_of(t);
+  if (!m) return false;
+  refresh_view(t, m);
+  return m->requires_grad || m->grad_fn;
 }
 
 Edge edge_of(const Tensor& t) {
   AutogradMeta* m = t.defined() ? meta_of(t) : nullptr;
   if (!m) return {};
+  refresh_view(t, m);
   if (m->grad_fn) return {m->grad_fn, m->output_nr};
   if (!m->requires_grad) return {};
   std::shared_ptr<Node> acc = m->grad_accumulator.lock();
@@ -84,19 +112,6 @@ void check_inplace(const Tensor& self) {
   }
 }
 
-namespace {
-
-Geometry geometry(const Tensor& t) { return {t.sizes(), t.strides(), t.storage_offset()}; }
-
-// The view node for `view` of the tracked `base`.
-std::shared_ptr<Node> make_view_node(const Tensor& base, const Tensor& view) {
-  auto node = std::make_shared<ViewNode>(geometry(base), geometry(view), view.dtype());
-  node->next_edges.push_back(edge_of(base));
-  return node;
-}
-
-}  // namespace
-
 void rebase_history(const Tensor& self, const std::shared_ptr<Node>& node) {
   AutogradMeta& m = ensure_meta(self);
   node->outputs.assign(1, {self.sizes(), self.dtype()});
@@ -113,6 +128,7 @@ void rebase_history(const Tensor& self, const std::shared_ptr<Node>& node) {
   bm.output_nr = 0;
   m.grad_fn = make_view_node(base, self);
   m.output_nr = 0;
+  m.attr_version = self.version();
 }
 
 namespace {
@@ -125,8 +141,12 @@ void on_view(const Tensor& base, Tensor& view) {
   AutogradMeta& m = ensure_meta(view);
   m.is_view = true;
   m.base = bm && bm->is_view ? bm->base : base;
+  m.attr_version = view.version();
   if (requires_grad(base)) {
-    m.grad_fn = make_view_node(base, view);
+    // A view of an expanded view has no inverse through its immediate base; the root base (never
+    // expanded unless it is itself an expanded leaf) maps it exactly. See Note [View backward].
+    const bool via_root = overlapping(base) && !overlapping(m.base) && !m.base.is_same(base);
+    m.grad_fn = make_view_node(via_root ? m.base : base, view);
     m.output_nr = 0;
   }
 }
@@ -196,8 +216,7 @@ Tensor& Tensor::requires_grad_(bool on) {
 }
 
 bool Tensor::is_leaf() const {
-  const AutogradMeta* m = meta_of(*this);
-  return !m || !m->grad_fn;
+  return !grad_fn();
 }
 
 Tensor Tensor::grad() const {
@@ -214,8 +233,9 @@ void Tensor::set_grad(const Tensor& g) const {
 }
 
 std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
-  const AutogradMeta* m = meta_of(*this);
-  return m ? m->grad_fn : nullptr;
+  if (!meta_of(*this)) return nullptr;
+  autograd::requires_grad(*this);  // remakes a stale view's history first
+  return meta_of(*this)->grad_fn;
 }
 
 uint32_t Tensor::output_nr() const {

@@ -20,6 +20,10 @@ struct AutogradMeta {
   // Differentiable views: the tensor whose storage this one views (never itself a view).
   bool is_view = false;
   Tensor base;
+  // The version this view's grad_fn was made at. An in-place write through another view of the
+  // same base changes the version; the view's history is then remade from the base's current
+  // history (as PyTorch does), so it never bypasses that write.
+  uint64_t attr_version = 0;
 };
 
 AutogradMeta* meta_of(const Tensor& t);      // null when the tensor has none

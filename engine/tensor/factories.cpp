@@ -6,11 +6,9 @@
 
 namespace tb {
 
-Tensor& fill_(Tensor& t, double value) {
-  // See Note [Autograd hooks]: a filled tensor's old history no longer matters.
-  const bool tracked = t.impl()->autograd_meta && autograd_hooks().on_fill;
-  if (tracked && autograd_hooks().check_inplace) autograd_hooks().check_inplace(t);
-  t.bump_version();
+namespace {
+// Writes `value` everywhere; no version bump (a fresh tensor has had no in-place write yet).
+void fill_values(Tensor& t, double value) {
   core::dispatch(t.dtype(), [&]<typename T>() {
     const T v = std::is_same_v<T, bool> ? T(value != 0) : T(static_cast<core::opmath_t<T>>(value));
     StridedLoop({t}).for_each([v](char** p, const int64_t* st, int64_t n) {
@@ -22,6 +20,15 @@ Tensor& fill_(Tensor& t, double value) {
       }
     });
   });
+}
+}  // namespace
+
+Tensor& fill_(Tensor& t, double value) {
+  // See Note [Autograd hooks]: a filled tensor's old history no longer matters.
+  const bool tracked = t.impl()->autograd_meta && autograd_hooks().on_fill;
+  if (tracked && autograd_hooks().check_inplace) autograd_hooks().check_inplace(t);
+  t.bump_version();
+  fill_values(t, value);
   if (tracked) autograd_hooks().on_fill(t);
   return t;
 }
@@ -30,7 +37,8 @@ Tensor& zero_(Tensor& t) { return fill_(t, 0); }
 
 Tensor full(const Shape& sizes, double value, DType dtype) {
   Tensor t = empty(sizes, dtype);
-  return fill_(t, value);
+  fill_values(t, value);
+  return t;
 }
 Tensor zeros(const Shape& sizes, DType dtype) { return full(sizes, 0, dtype); }
 Tensor ones(const Shape& sizes, DType dtype) { return full(sizes, 1, dtype); }

@@ -1,5 +1,379 @@
+// The autograd semantics suite. Each case does one thing to a small graph twice, once with the
+// engine and once with LibTorch, and compares what happened: gradients, flags, and whether (and
+// with which node named) an error was raised.
 #include "suites/autograd/semantics.h"
 
+#include <chrono>
+#include <cmath>
+
+#include "engine/autograd/engine.h"
+#include "engine/autograd/functions.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
+#include "engine/tensor/factories.h"
+#include "reference/autograd.h"
+#include "reference/elementwise.h"
+#include "reference/reduce.h"
+#include "reference/views.h"
+#include "suites/autograd/grad_case.h"
+
 namespace tb::suites {
-std::vector<harness::TestCase> semantics_tests() { return {}; }
+
+namespace {
+
+namespace A = tb::autograd;
+namespace R = tb::ref;
+using E = tb::Tensor;
+
+struct Failed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) throw Failed(what);
+}
+
+// Engine and LibTorch tensors holding the same values.
+struct Pair {
+  E e;
+  R::Tensor r;
+};
+Pair leaf(const std::vector<double>& v, const Shape& shape = {}) {
+  E e = from_vector(v, shape.empty() ? Shape{int64_t(v.size())} : shape, DType::Float64);
+  R::Tensor r = R::to_ref(e);
+  e.requires_grad_();
+  R::requires_grad_(r);
+  return {e, r};
+}
+
+void expect_close(const E& actual, const R::Tensor& expected, const std::string& what) {
+  expect(actual.defined() == expected.defined(),
+         what + ": engine " + (actual.defined() ? "has" : "has no") + " value, LibTorch " +
+             (expected.defined() ? "has" : "has none"));
+  if (!actual.defined()) return;
+  E ex = R::from_ref(expected);
+  expect(actual.sizes() == ex.sizes(), what + ": shapes " + core::to_string(actual.sizes()) + " vs " +
+                                           core::to_string(ex.sizes()));
+  Diff d = compare_values(actual, ex, grad_tolerance(DType::Float64));
+  expect(d.mismatches == 0, what + ": " + d.first);
+}
+
+// Runs f, returning the error message ("" when it did not raise).
+template <typename F>
+std::string engine_error(F&& f) {
+  try {
+    f();
+  } catch (const core::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+template <typename F>
+std::string ref_error(F&& f) {
+  try {
+    f();
+  } catch (const R::RefError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Both raise, and each message contains its `must_contain` (e.g. the node's name).
+void expect_both_raise(const std::string& e, const std::string& r, const std::string& must_contain) {
+  expect(!r.empty(), "LibTorch did not raise");
+  expect(!e.empty(), "engine did not raise; LibTorch raised: " + r.substr(0, 200));
+  expect(e.find(must_contain) != std::string::npos, "engine message lacks '" + must_contain + "': " + e.substr(0, 300));
+  expect(r.find(must_contain) != std::string::npos, "LibTorch message lacks '" + must_contain + "': " + r.substr(0, 300));
+}
+
+harness::TestCase semantic(const std::string& name, std::function<void(harness::Record&)> body) {
+  return {"semantics/" + name, [name, body] {
+            harness::Record rec;
+            rec.suite = "autograd";
+            rec.case_name = "semantics/" + name;
+            const auto t0 = std::chrono::steady_clock::now();
+            try {
+              body(rec);
+            } catch (const Failed& f) {
+              rec.status = "fail";
+              rec.message = f.what();
+            } catch (const core::Error& e) {
+              rec.status = "fail";
+              rec.message = std::string("engine raised: ") + e.what();
+            } catch (const R::RefError& e) {
+              rec.status = "error";
+              rec.message = std::string("LibTorch raised: ") + e.what();
+            } catch (const std::exception& e) {
+              rec.status = "error";
+              rec.message = e.what();
+            }
+            rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            return rec;
+          }};
+}
+
+}  // namespace
+
+std::vector<harness::TestCase> semantics_tests() {
+  std::vector<harness::TestCase> t;
+
+  t.push_back(semantic("accumulate_two_backward", [](harness::Record&) {
+    Pair x = leaf({1.5, -2, 3});
+    E y = A::sum(A::mul(x.e, x.e));
+    R::Tensor ry = R::sum(R::mul(x.r, x.r));
+    y.backward({}, /*retain_graph=*/true);
+    R::backward(ry, {}, true);
+    expect_close(x.e.grad(), R::grad_of(x.r), "grad after one backward");
+    y.backward();
+    R::backward(ry);
+    expect_close(x.e.grad(), R::grad_of(x.r), "grad after two backward calls (accumulated)");
+  }));
+
+  t.push_back(semantic("second_backward_without_retain_graph", [](harness::Record&) {
+    Pair x = leaf({0.5, 1});
+    E y = A::sum(A::exp(x.e));  // exp saves its result, so the second backward needs it
+    R::Tensor ry = R::sum(R::exp(x.r));
+    y.backward();
+    R::backward(ry);
+    expect_both_raise(engine_error([&] { y.backward(); }), ref_error([&] { R::backward(ry); }),
+                      "Trying to backward through the graph a second time");
+  }));
+
+  t.push_back(semantic("second_backward_without_saved_tensors", [](harness::Record&) {
+    // Nothing saved (add, sum): PyTorch allows the second backward, and so must we.
+    Pair x = leaf({0.5, 1});
+    E y = A::sum(A::add(x.e, 1.0));
+    R::Tensor ry = R::sum(R::add(x.r, 1.0));
+    y.backward();
+    R::backward(ry);
+    y.backward();
+    R::backward(ry);
+    expect_close(x.e.grad(), R::grad_of(x.r), "grad after two backward calls");
+  }));
+
+  t.push_back(semantic("leaf_and_non_leaf_grad", [](harness::Record&) {
+    Pair x = leaf({1, 2, 3});
+    E y = A::mul(x.e, 2.0), z = A::sum(A::mul(y, y));
+    R::Tensor ry = R::mul(x.r, 2.0), rz = R::sum(R::mul(ry, ry));
+    expect(x.e.is_leaf() == R::is_leaf(x.r) && y.is_leaf() == R::is_leaf(ry), "is_leaf differs");
+    z.backward();
+    R::backward(rz);
+    expect_close(x.e.grad(), R::grad_of(x.r), "leaf grad");
+    expect(!y.grad().defined() && !R::grad_of(ry).defined(), "a non-leaf without retain_grad has no .grad");
+  }));
+
+  t.push_back(semantic("retain_grad", [](harness::Record&) {
+    Pair x = leaf({1, 2, 3});
+    E y = A::mul(x.e, 2.0);
+    R::Tensor ry = R::mul(x.r, 2.0);
+    y.retain_grad();
+    R::retain_grad(ry);
+    A::sum(A::mul(y, y)).backward();
+    R::backward(R::sum(R::mul(ry, ry)));
+    expect(y.retains_grad(), "retains_grad() is false after retain_grad()");
+    expect_close(y.grad(), R::grad_of(ry), "retained non-leaf grad");
+  }));
+
+  t.push_back(semantic("no_grad", [](harness::Record&) {
+    Pair x = leaf({1, 2});
+    E y;
+    R::Tensor ry;
+    {
+      A::NoGradGuard g;
+      y = A::mul(x.e, 3.0);
+    }
+    R::with_no_grad([&] { ry = R::mul(x.r, 3.0); });
+    expect(y.requires_grad() == R::requires_grad(ry) && !y.requires_grad(), "requires_grad under no_grad");
+    expect(y.is_leaf() == R::is_leaf(ry), "is_leaf under no_grad");
+    expect_both_raise(engine_error([&] { A::sum(y).backward(); }), ref_error([&] { R::backward(R::sum(ry)); }),
+                      "does not require grad");
+  }));
+
+  t.push_back(semantic("inference_mode", [](harness::Record&) {
+    Pair x = leaf({1, 2});
+    E y;
+    R::Tensor ry;
+    {
+      A::InferenceMode g;
+      y = A::mul(x.e, 3.0);
+    }
+    R::with_inference_mode([&] { ry = R::mul(x.r, 3.0); });
+    expect(y.is_inference() == R::is_inference(ry) && y.is_inference(), "is_inference of a result");
+    expect(!x.e.is_inference(), "a tensor made outside is not an inference tensor");
+    expect(y.requires_grad() == R::requires_grad(ry), "requires_grad in inference mode");
+    // Writing an inference tensor in place outside InferenceMode is an error.
+    expect_both_raise(engine_error([&] { A::mul_(y, 2.0); }), ref_error([&] { R::mul_inplace(ry, 2.0); }),
+                      "Inplace update to inference tensor outside InferenceMode");
+    // So is saving one for backward.
+    expect_both_raise(engine_error([&] { A::mul(x.e, y); }), ref_error([&] { R::mul(x.r, ry); }),
+                      "Inference tensors cannot be saved for backward");
+  }));
+
+  t.push_back(semantic("detach", [](harness::Record&) {
+    Pair x = leaf({1, 2, 3});
+    E d = x.e.detach();
+    R::Tensor rd = R::detach(x.r);
+    expect(!d.requires_grad() && !R::requires_grad(rd), "detach() does not require grad");
+    expect(d.shares_storage(x.e) && rd.shares_storage(x.r), "detach() shares storage");
+    // The detached alias shares the version counter: an in-place write to it invalidates a
+    // saved x.
+    E y = A::sum(A::mul(x.e, x.e));
+    R::Tensor ry = R::sum(R::mul(x.r, x.r));
+    A::mul_(d, 2.0);
+    R::mul_inplace(rd, 2.0);
+    expect(x.e.version() == uint64_t(R::version(x.r)), "version counters differ: engine " +
+                                                            std::to_string(x.e.version()) + " vs LibTorch " +
+                                                            std::to_string(R::version(x.r)));
+    expect_both_raise(engine_error([&] { y.backward(); }), ref_error([&] { R::backward(ry); }),
+                      "modified by an inplace operation");
+  }));
+
+  t.push_back(semantic("inplace_on_saved_tensor", [](harness::Record&) {
+    Pair x = leaf({0.5, -1, 2});
+    E a = A::mul(x.e, 1.0);
+    E b = A::sum(A::mul(a, a));  // mul saves a
+    R::Tensor ra = R::mul(x.r, 1.0), rb = R::sum(R::mul(ra, ra));
+    A::add_(a, 1.0);
+    R::add_inplace(ra, R::to_ref(ones({3}, DType::Float64)));
+    const std::string e = engine_error([&] { b.backward(); }), r = ref_error([&] { R::backward(rb); });
+    expect_both_raise(e, r, "modified by an inplace operation");
+    // Both name the op that modified the tensor; the engine also names the node that saved it.
+    expect_both_raise(e, r, "output 0 of AddBackward0");
+    expect(e.find("MulBackward0") != std::string::npos, "engine message does not name MulBackward0: " + e);
+  }));
+
+  t.push_back(semantic("inplace_on_leaf", [](harness::Record&) {
+    Pair x = leaf({1, 2});
+    expect_both_raise(engine_error([&] { A::add_(x.e, 1.0); }),
+                      ref_error([&] { R::add_inplace(x.r, R::to_ref(ones({2}, DType::Float64))); }),
+                      "a leaf Variable that requires grad is being used in an in-place operation");
+    // ... but allowed under no_grad, as optimizers do.
+    {
+      A::NoGradGuard g;
+      A::add_(x.e, 1.0);
+    }
+    R::with_no_grad([&] { R::add_inplace(x.r, R::to_ref(ones({2}, DType::Float64))); });
+    expect_close(x.e.detach(), R::detach(x.r), "value after a no_grad in-place update");
+  }));
+
+  t.push_back(semantic("tensor_hooks", [](harness::Record&) {
+    Pair x = leaf({1, -2, 3});
+    E y = A::mul(x.e, x.e);
+    R::Tensor ry = R::mul(x.r, x.r);
+    // Non-leaf hook doubles the gradient flowing into y; leaf hook adds one.
+    y.register_hook([](const E& g) { return ops::mul(g, 2.0); });
+    R::register_hook(ry, [](const R::Tensor& g) { return R::mul(g, 2.0); });
+    x.e.register_hook([](const E& g) { return ops::add(g, 1.0); });
+    R::register_hook(x.r, [](const R::Tensor& g) { return R::add(g, 1.0); });
+    A::sum(y).backward();
+    R::backward(R::sum(ry));
+    expect_close(x.e.grad(), R::grad_of(x.r), "grad through hooks");
+    // A removed hook no longer runs.
+    Pair z = leaf({1, 2});
+    const int64_t h = z.e.register_hook([](const E& g) { return ops::mul(g, 100.0); });
+    z.e.remove_hook(h);
+    A::sum(z.e).backward();
+    R::backward(R::sum(z.r));
+    expect_close(z.e.grad(), R::grad_of(z.r), "grad after remove_hook");
+  }));
+
+  t.push_back(semantic("grad_function", [](harness::Record&) {
+    Pair x = leaf({1, 2, 3}), w = leaf({0.5, -1, 2});
+    E y = A::sum(A::mul(A::exp(x.e), w.e));
+    R::Tensor ry = R::sum(R::mul(R::exp(x.r), w.r));
+    std::vector<E> g = A::grad({y}, {x.e, w.e}, {}, /*retain_graph=*/true);
+    std::vector<R::Tensor> rg = R::grad({ry}, {x.r, w.r}, {R::Tensor()}, true, false);
+    expect_close(g[0], rg[0], "d/dx");
+    expect_close(g[1], rg[1], "d/dw");
+    expect(!x.e.grad().defined() && !R::grad_of(x.r).defined(), "grad() must not accumulate into .grad");
+    Pair unused = leaf({1});
+    expect_both_raise(engine_error([&] { A::grad({y}, {unused.e}, {}, true, false); }),
+                      ref_error([&] { R::grad({ry}, {unused.r}, {R::Tensor()}, true, false); }),
+                      "appears to not have been used in the graph");
+    std::vector<E> ok = A::grad({y}, {unused.e}, {}, true, /*allow_unused=*/true);
+    expect(!ok[0].defined(), "allow_unused gives an undefined gradient");
+  }));
+
+  t.push_back(semantic("backward_of_non_scalar", [](harness::Record&) {
+    Pair x = leaf({1, 2, 3});
+    E y = A::mul(x.e, x.e);
+    R::Tensor ry = R::mul(x.r, x.r);
+    expect_both_raise(engine_error([&] { y.backward(); }), ref_error([&] { R::backward(ry); }),
+                      "grad can be implicitly created only for scalar outputs");
+    E g = from_vector({1, 0.5, -1}, {3}, DType::Float64);
+    y.backward(g);
+    R::backward(ry, R::to_ref(g));
+    expect_close(x.e.grad(), R::grad_of(x.r), "backward(gradient)");
+  }));
+
+  t.push_back(semantic("requires_grad_rules", [](harness::Record&) {
+    E i = from_vector({1, 2}, {2}, DType::Int64);
+    R::Tensor ri = R::to_ref(i);
+    expect_both_raise(engine_error([&] { i.requires_grad_(); }), ref_error([&] { R::requires_grad_(ri); }),
+                      "floating point");
+    Pair x = leaf({1, 2});
+    E y = A::mul(x.e, 2.0);
+    R::Tensor ry = R::mul(x.r, 2.0);
+    expect_both_raise(engine_error([&] { y.requires_grad_(false); }), ref_error([&] { R::requires_grad_(ry, false); }),
+                      "you can only change requires_grad flags of leaf variables");
+  }));
+
+  t.push_back(semantic("anomaly_mode_names_the_op", [](harness::Record&) {
+    // sqrt at 0: its backward divides 0 by 0 (the incoming gradient is 0 after the multiply).
+    Pair x = leaf({0.0, 1.0});
+    std::string e, r;
+    {
+      A::DetectAnomalyGuard g;
+      E y = A::sum(A::mul(A::sqrt(x.e), 0.0));
+      e = engine_error([&] { y.backward(); });
+    }
+    R::with_anomaly_mode([&] {
+      R::Tensor ry = R::sum(R::mul(R::sqrt(x.r), 0.0));
+      r = ref_error([&] { R::backward(ry); });
+    });
+    expect_both_raise(e, r, "SqrtBackward0");
+    expect(e.find("'sqrt'") != std::string::npos, "engine message does not name the forward op sqrt: " + e);
+    // Without anomaly mode the NaN passes silently on both sides.
+    Pair z = leaf({0.0, 1.0});
+    A::sum(A::mul(A::sqrt(z.e), 0.0)).backward();
+    R::backward(R::sum(R::mul(R::sqrt(z.r), 0.0)));
+    expect_close(z.e.grad(), R::grad_of(z.r), "NaN gradient without anomaly mode");
+  }));
+
+  t.push_back(semantic("graph_node_names", [](harness::Record&) {
+    Pair x = leaf({1, 2});
+    E y = A::mul(A::exp(x.e), x.e);
+    R::Tensor ry = R::mul(R::exp(x.r), x.r);
+    expect(y.grad_fn() && y.grad_fn()->name() == R::grad_fn_name(ry),
+           "grad_fn name: engine " + (y.grad_fn() ? y.grad_fn()->name() : std::string("none")) + " vs LibTorch " +
+               R::grad_fn_name(ry));
+  }));
+
+  t.push_back(semantic("view_then_inplace_rebases_base", [](harness::Record&) {
+    Pair x = leaf({1, 2, 3, 4});
+    E b = A::mul(x.e, 1.0);
+    R::Tensor rb = R::mul(x.r, 1.0);
+    E v = b.narrow(0, 1, 2);
+    R::Tensor rv = R::narrow(rb, 0, 1, 2);
+    A::mul_(v, 3.0);
+    R::mul_inplace(rv, 3.0);
+    A::sum(A::mul(b, b)).backward();
+    R::backward(R::sum(R::mul(rb, rb)));
+    expect_close(x.e.grad(), R::grad_of(x.r), "grad through an in-place op on a view");
+  }));
+
+  t.push_back(semantic("version_counter", [](harness::Record&) {
+    E a = zeros({3}, DType::Float64);
+    R::Tensor ra = R::to_ref(a);
+    A::add_(a, 1.0);
+    A::mul_(a, 2.0);
+    R::add_inplace(ra, R::to_ref(ones({3}, DType::Float64)));
+    R::mul_inplace(ra, 2.0);
+    expect(a.version() == uint64_t(R::version(ra)), "version after two in-place ops: engine " +
+                                                        std::to_string(a.version()) + " vs LibTorch " +
+                                                        std::to_string(R::version(ra)));
+  }));
+  return t;
+}
+
 }  // namespace tb::suites

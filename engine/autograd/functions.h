@@ -95,7 +95,8 @@ Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
-// x: (N, C, ...); also group_norm over G groups of channels.
+// x: (N, C, ...); running stats are buffers (updated in place when training, never differentiated);
+// training differentiates through the batch statistics. group_norm: G groups of C / G channels.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
@@ -116,6 +117,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, co
               const Shape& padding = {0}, const Shape& dilation = {1}, int64_t groups = 1);
 Tensor max_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride = {}, const Shape& padding = {0},
                   const Shape& dilation = {1}, bool ceil_mode = false);
+// (out, int64 indices): the gradient goes to each window's argmax.
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Shape& kernel_size, const Shape& stride = {},
+                                                   const Shape& padding = {0}, const Shape& dilation = {1},
+                                                   bool ceil_mode = false);
 Tensor avg_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride = {}, const Shape& padding = {0},
                   bool ceil_mode = false, bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
@@ -128,12 +133,14 @@ Tensor pad(const Tensor& x, const Shape& pad, const std::string& mode = "constan
 // input: (N, C) or (N, C, d1, ...) log-probabilities; target: int64 class indices (N) / (N, d1, ...).
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight = {},
                 const std::string& reduction = "mean", int64_t ignore_index = -100);
-// target: class indices (int64) or class probabilities (floating, input's shape).
+// target: class indices (int64) or class probabilities (floating, input's shape; differentiable);
+// input may also be an unbatched (C) with a 0-dim target. log_softmax and the loss are fused.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
                      const std::string& reduction = "mean", int64_t ignore_index = -100,
                      double label_smoothing = 0.0);
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// weight and pos_weight are not differentiable (an error if they require grad, as in PyTorch).
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight = {},
                                         const std::string& reduction = "mean", const Tensor& pos_weight = {});
 

@@ -132,8 +132,13 @@ struct Reciprocal { template <typename M> [[gnu::always_inline]] M operator()(M 
 struct Sin { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::sin(v); } };
 struct Cos { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::cos(v); } };
 struct Tanh { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return ew::tanh_fast(v); } };
-struct Sigmoid { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return M(1) / (M(1) + std::exp(-v)); } };
-struct Silu { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return v / (M(1) + std::exp(-v)); } };
+// exp_fast: libm's expf is an out-of-line call that keeps the loop scalar (double: std::exp).
+struct Sigmoid {
+  template <typename M> [[gnu::always_inline]] M operator()(M v) const { return M(1) / (M(1) + cpu::exp_fast(-v)); }
+};
+struct Silu {
+  template <typename M> [[gnu::always_inline]] M operator()(M v) const { return v / (M(1) + cpu::exp_fast(-v)); }
+};
 struct GeluErf { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return ew::gelu_erf(v); } };
 struct GeluTanh { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return ew::gelu_tanh(v); } };
 struct Neg { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return ew::wneg(v); } };

@@ -1,7 +1,8 @@
 // Elementwise ops: unary math and activations, binary arithmetic with broadcasting, comparisons,
-// logical ops, clamp and where. Names, arguments, type promotion, supported dtypes and errors
-// follow LibTorch's C++ API (torch::add, torch::add_out, Tensor::add_ ...): in-place forms are
-// `op_(self, ...)` and bump self's version, out= forms are `op_out(out, ...)` and return `out`.
+// logical ops, clamp and where, and the activations' fused backward kernels. Names, arguments,
+// type promotion, supported dtypes and errors follow LibTorch's C++ API (torch::add,
+// torch::add_out, Tensor::add_ ...): in-place forms are `op_(self, ...)` and bump self's version,
+// out= forms are `op_out(out, ...)` and return `out`.
 // Kernels live in engine/ops/cpu/elementwise_*.cpp; this header is the whole public surface.
 #pragma once
 #include <cstdint>
@@ -72,6 +73,21 @@ Tensor& silu_out(Tensor& out, const Tensor& x);
 // x where beta * x > threshold, else log1p(exp(beta * x)) / beta.
 Tensor softplus(const Tensor& x, const Scalar& beta = 1, const Scalar& threshold = 20);
 Tensor& softplus_out(Tensor& out, const Tensor& x, const Scalar& beta = 1, const Scalar& threshold = 20);
+
+// ---- backward kernels: the fused gradients of the activations, as LibTorch's at:: functions ----
+// grad_output and self (or output) broadcast together, any strides; floating dtypes only; the
+// result has result_type(grad_output, self). Kernels in cpu/elementwise_backward.cpp.
+// grad_output where self > threshold, else 0 (relu's backward, from relu's output).
+Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold);
+// grad_output * gelu'(self), for approximate "none" (erf) or "tanh".
+Tensor gelu_backward(const Tensor& grad_output, const Tensor& self, const std::string& approximate = "none");
+// grad_output * s (1 + self (1 - s)), s = sigmoid(self).
+Tensor silu_backward(const Tensor& grad_output, const Tensor& self);
+// From the forward's output y: grad_output * (1 - y) * y and grad_output * (1 - y * y).
+Tensor sigmoid_backward(const Tensor& grad_output, const Tensor& output);
+Tensor tanh_backward(const Tensor& grad_output, const Tensor& output);
+// grad_output where beta * self > threshold, else grad_output * z / (z + 1), z = exp(beta * self).
+Tensor softplus_backward(const Tensor& grad_output, const Tensor& self, const Scalar& beta, const Scalar& threshold);
 
 // ---- predicates (bool results) ----
 Tensor isnan(const Tensor& x);

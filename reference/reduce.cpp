@@ -11,6 +11,11 @@ std::optional<torch::ScalarType> st(std::optional<DType> d) {
   return to_torch(*d);
 }
 torch::IntArrayRef ia(const DimList& d) { return torch::IntArrayRef(d); }
+// var/std: an empty dim list means every dim. Passed as None, not [], because LibTorch's
+// var_backward takes an explicit [] as a one-element reduction (a gradient of -inf).
+at::OptionalIntArrayRef all_if_empty(const DimList& d) {
+  return d.empty() ? at::OptionalIntArrayRef() : at::OptionalIntArrayRef(ia(d));
+}
 std::tuple<Tensor, Tensor> wrap2(const std::tuple<torch::Tensor, torch::Tensor>& t) {
   return {wrap(std::get<0>(t)), wrap(std::get<1>(t))};
 }
@@ -59,10 +64,10 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   return guarded("argmin", [&] { return wrap(torch::argmin(T(x), dim, keepdim)); });
 }
 Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
-  return guarded("var", [&] { return wrap(torch::var(T(x), at::OptionalIntArrayRef(ia(dims)), c10::Scalar(correction), keepdim)); });
+  return guarded("var", [&] { return wrap(torch::var(T(x), all_if_empty(dims), c10::Scalar(correction), keepdim)); });
 }
 Tensor std(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
-  return guarded("std", [&] { return wrap(torch::std(T(x), at::OptionalIntArrayRef(ia(dims)), c10::Scalar(correction), keepdim)); });
+  return guarded("std", [&] { return wrap(torch::std(T(x), all_if_empty(dims), c10::Scalar(correction), keepdim)); });
 }
 Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
   return guarded("norm", [&] { return wrap(torch::linalg_vector_norm(T(x), p, at::OptionalIntArrayRef(ia(dims)), keepdim)); });

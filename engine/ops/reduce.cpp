@@ -429,4 +429,93 @@ Tensor& cumsum_(Tensor& x, int64_t dim) {
   return x;
 }
 
+// ---- backward kernels ----
+namespace {
+// t seen as a contiguous (O, R, I) block with R along dim (a copy when t is not contiguous).
+struct Slices {
+  Tensor t;
+  int64_t O = 1, R = 1, I = 1;
+};
+Slices slices(const Tensor& t, int64_t d) {
+  Slices s{t.contiguous()};
+  for (int64_t k = 0; k < t.dim(); ++k) (k < d ? s.O : k == d ? s.R : s.I) *= t.size(k);
+  return s;
+}
+}  // namespace
+
+Tensor prod_backward(const Tensor& grad, const Tensor& x, const Tensor& result, int64_t dim) {
+  const int64_t d = core::wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "prod_backward");
+  if (x.dim() == 0) return grad.to(x.dtype()).clone();
+  const Slices xs = slices(x, d);
+  const Tensor g = grad.to(x.dtype()).expand(x.sizes()).contiguous();
+  const Tensor r = result.to(x.dtype()).expand(x.sizes()).contiguous();
+  Tensor out = empty(x.sizes(), x.dtype());
+  const int64_t O = xs.O, R = xs.R, I = xs.I, n = x.numel();
+  core::dispatch_floating(x.dtype(), "prod_backward", [&]<typename T>() {
+    using Op = core::opmath_t<T>;
+    const T* xp = xs.t.data_ptr<T>();
+    const T* gp = g.data_ptr<T>();
+    const T* rp = r.data_ptr<T>();
+    T* op = out.data_ptr<T>();
+    bool any_zero = false;
+    for (int64_t i = 0; i < n && !any_zero; ++i) any_zero = load(xp[i]) == Op(0);
+    const bool par = num_threads() > 1 && n >= kParallelGrain;
+    if (!any_zero) {
+#pragma omp parallel for num_threads(par ? num_threads() : 1) schedule(static)
+      for (int64_t i = 0; i < n; ++i) op[i] = T(Op(gp[i]) * Op(T(Op(rp[i]) / Op(xp[i]))));
+      return;
+    }
+    // Exclusive products: prefix (elements before r) times suffix (elements after r), rounded to
+    // T at each step as PyTorch's cumprod-based formula does.
+#pragma omp parallel for num_threads(par ? num_threads() : 1) schedule(static)
+    for (int64_t o = 0; o < O; ++o) {
+      for (int64_t i = 0; i < I; ++i) {
+        const int64_t base = o * R * I + i;
+        T pre = T(1);
+        for (int64_t k = 0; k < R; ++k) {
+          op[base + k * I] = pre;
+          pre = T(Op(pre) * Op(xp[base + k * I]));
+        }
+        T suf = T(1);
+        for (int64_t k = R - 1; k >= 0; --k) {
+          const int64_t at = base + k * I;
+          op[at] = T(Op(gp[at]) * Op(T(Op(op[at]) * Op(suf))));
+          suf = T(Op(suf) * Op(xp[at]));
+        }
+      }
+    }
+  });
+  return out;
+}
+
+Tensor cumsum_backward(const Tensor& grad, int64_t dim) {
+  const int64_t d = core::wrap_dim(dim, std::max<int64_t>(grad.dim(), 1), "cumsum_backward");
+  if (grad.numel() <= 1 || grad.dim() == 0 || grad.size(d) == 1) return grad;
+  const Slices gs = slices(grad, d);
+  Tensor out = empty(grad.sizes(), grad.dtype());
+  const int64_t O = gs.O, R = gs.R, I = gs.I;
+  core::dispatch_numeric(grad.dtype(), "cumsum_backward", [&]<typename T>() {
+    using Acc = std::conditional_t<std::is_same_v<T, float>, double, cpu::sum_acc_t<T>>;
+    const T* gp = gs.t.data_ptr<T>();
+    T* op = out.data_ptr<T>();
+    const bool par = num_threads() > 1 && O * R * I >= kParallelGrain && O > 1;
+#pragma omp parallel num_threads(par ? num_threads() : 1)
+    {
+      std::vector<Acc> acc(static_cast<size_t>(I));
+#pragma omp for schedule(static)
+      for (int64_t o = 0; o < O; ++o) {
+        std::fill(acc.begin(), acc.end(), Acc(0));
+        for (int64_t r = R - 1; r >= 0; --r) {
+          const int64_t base = (o * R + r) * I;
+          for (int64_t i = 0; i < I; ++i) {
+            acc[size_t(i)] += Acc(load(gp[base + i]));
+            op[base + i] = static_cast<T>(acc[size_t(i)]);
+          }
+        }
+      }
+    }
+  });
+  return out;
+}
+
 }  // namespace tb::ops

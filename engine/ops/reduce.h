@@ -52,4 +52,15 @@ Tensor any(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
 Tensor& cumsum_(Tensor& x, int64_t dim);
 
+// ---- backward kernels (used by engine/autograd/functions/reduce.cpp) ----
+// The gradient of prod along `dim`: grad times the product of the other elements of each slice,
+// as PyTorch's prod_backward: grad * (result / x) when x has no zero anywhere, else exclusive
+// prefix * suffix products (exact with zeros).
+//   grad, result: x's shape with size 1 along dim (keepdim layout), any strides; x: any strides.
+// Returns x's shape, floating dtype of x.
+Tensor prod_backward(const Tensor& grad, const Tensor& x, const Tensor& result, int64_t dim);
+// The gradient of cumsum: the reversed cumulative sum of grad along dim (PyTorch's
+// grad.flip(dim).cumsum(dim).flip(dim), accumulated in double for float32 like cumsum).
+Tensor cumsum_backward(const Tensor& grad, int64_t dim);
+
 }  // namespace tb::ops

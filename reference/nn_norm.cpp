@@ -33,4 +33,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   });
 }
 
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  return guarded("group_norm", [&] { return wrap(torch::group_norm(T(x), num_groups, opt(weight), opt(bias), eps)); });
+}
+
 }  // namespace tb::ref

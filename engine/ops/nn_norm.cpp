@@ -1,4 +1,5 @@
-// softmax, log_softmax, layer_norm, batch_norm (see nn_norm.h). Each brings its input to a
+// softmax, log_softmax, layer_norm, group_norm, batch_norm (see nn_norm.h); their backward
+// kernels are in nn_norm_backward.cpp. Each brings its input to a
 // contiguous layout, computes in opmath (float for bf16/f16) and rounds once on store. Row
 // statistics use the pairwise kernel of cpu/reduce_kernel.h; exp is the vectorisable exp_fast.
 #include "engine/ops/nn_norm.h"
@@ -142,7 +143,8 @@ Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
 }
 
 // ---- layer_norm: per row of N = prod(normalized_shape) elements, mean and biased variance ----
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+std::tuple<Tensor, Tensor, Tensor> layer_norm_with_stats(const Tensor& x, const Shape& normalized_shape,
+                                                         const Tensor& weight, const Tensor& bias, double eps) {
   const char* op = "layer_norm";
   const int64_t k = int64_t(normalized_shape.size());
   TB_CHECK(k >= 1, op, "Expected normalized_shape to be at least 1-dimensional");
@@ -158,9 +160,14 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor y = empty(x.sizes(), x.dtype());
   const int64_t N = core::checked_numel(normalized_shape, op);
   const int64_t M = N == 0 ? 0 : x.numel() / N;
+  Tensor mean_t, rstd_t;
   core::dispatch_floating(x.dtype(), op, [&]<typename T>() {
     using A = core::opmath_t<T>;
     const DType adt = core::dtype_of<A>;
+    mean_t = empty({M}, adt);
+    rstd_t = empty({M}, adt);
+    A* mp = mean_t.data_ptr<A>();
+    A* rp = rstd_t.data_ptr<A>();
     const Tensor w = weight.defined() ? weight.to(adt).contiguous() : Tensor();
     const Tensor b = bias.defined() ? bias.to(adt).contiguous() : Tensor();
     const A* wp = w.defined() ? w.data_ptr<A>() : nullptr;
@@ -175,6 +182,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
       const A mean = cpu::reduce_run<false, A>(xr, N, A(0), SumA<A>{}) / A(N);
       const A var = cpu::reduce_run<true, A>(xr, N, mean, SqDevA<A>{}) / A(N);
       const A rstd = A(1) / std::sqrt(var + A(eps));
+      mp[m] = mean;
+      rp[m] = rstd;
       if (wp && bp) {
         for (int64_t i = 0; i < N; ++i) yr[i] = static_cast<T>((A(load(xr[i])) - mean) * rstd * wp[i] + bp[i]);
       } else {
@@ -187,12 +196,72 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
       }
     }
   });
-  return y;
+  return {y, mean_t, rstd_t};
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+  return std::get<0>(layer_norm_with_stats(x, normalized_shape, weight, bias, eps));
+}
+
+// ---- group_norm: per (sample, group) over the group's C / G channels and all spatial positions ----
+std::tuple<Tensor, Tensor, Tensor> group_norm_with_stats(const Tensor& x, int64_t num_groups, const Tensor& weight,
+                                                         const Tensor& bias, double eps) {
+  const char* op = "group_norm";
+  TB_CHECK(x.dim() >= 2, op, "Expected at least 2 dimensions for input tensor but received ", x.dim());
+  const int64_t N = x.size(0), C = x.size(1), G = num_groups;
+  TB_CHECK(G > 0 && C % G == 0, op, "Expected number of channels in input to be divisible by num_groups, but got input of shape ",
+           core::to_string(x.sizes()), " and num_groups=", G);
+  for (const Tensor* p : {&weight, &bias})
+    TB_CHECK(!p->defined() || (p->dim() == 1 && p->numel() == C), op, "Expected ", p == &weight ? "weight" : "bias",
+             " to be a vector of size equal to the number of channels in input, but got ", p == &weight ? "weight" : "bias",
+             " of shape ", core::to_string(p->sizes()), " and input of shape ", core::to_string(x.sizes()));
+  const int64_t S = C == 0 || N == 0 ? 0 : x.numel() / (N * C);
+  const int64_t D = C / G, L = D * S;  // channels per group; elements per (sample, group)
+  const Tensor xc = x.contiguous();
+  Tensor y = empty(x.sizes(), x.dtype());
+  Tensor mean_t, rstd_t;
+  core::dispatch_floating(x.dtype(), op, [&]<typename T>() {
+    using A = core::opmath_t<T>;
+    const DType adt = core::dtype_of<A>;
+    mean_t = empty({N, G}, adt);
+    rstd_t = empty({N, G}, adt);
+    A* mp = mean_t.data_ptr<A>();
+    A* rp = rstd_t.data_ptr<A>();
+    const Tensor w = weight.defined() ? weight.to(adt).contiguous() : Tensor();
+    const Tensor b = bias.defined() ? bias.to(adt).contiguous() : Tensor();
+    const A* wp = w.defined() ? w.data_ptr<A>() : nullptr;
+    const A* bp = b.defined() ? b.data_ptr<A>() : nullptr;
+    const T* xp = xc.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    const bool par = num_threads() > 1 && x.numel() >= kParallelGrain;
+#pragma omp parallel for num_threads(par ? num_threads() : 1) schedule(static)
+    for (int64_t ng = 0; ng < N * G; ++ng) {
+      const T* xr = xp + ng * L;  // a group's channels are adjacent in (N, C, S)
+      T* yr = yp + ng * L;
+      const A mean = L ? cpu::reduce_run<false, A>(xr, L, A(0), SumA<A>{}) / A(L) : A(NAN);
+      const A var = L ? cpu::reduce_run<true, A>(xr, L, mean, SqDevA<A>{}) / A(L) : A(NAN);
+      const A rstd = A(1) / std::sqrt(var + A(eps));
+      mp[ng] = mean;
+      rp[ng] = rstd;
+      for (int64_t d = 0; d < D; ++d) {
+        const int64_t c = (ng % G) * D + d;
+        const A alpha = rstd * (wp ? wp[c] : A(1));
+        const A beta = (bp ? bp[c] : A(0)) - mean * alpha;
+        for (int64_t s = 0; s < S; ++s) yr[d * S + s] = static_cast<T>(A(load(xr[d * S + s])) * alpha + beta);
+      }
+    }
+  });
+  return {y, mean_t, rstd_t};
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  return std::get<0>(group_norm_with_stats(x, num_groups, weight, bias, eps));
 }
 
 // ---- batch_norm: statistics per channel over (N, spatial) in double ----
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+std::tuple<Tensor, Tensor, Tensor> batch_norm_with_stats(const Tensor& x, const Tensor& running_mean,
+                                                         const Tensor& running_var, const Tensor& weight,
+                                                         const Tensor& bias, bool training, double momentum, double eps) {
   const char* op = "batch_norm";
   TB_CHECK(x.dim() >= 2, op, "expected an input of 2 or more dims (N, C, ...), got shape ", core::to_string(x.sizes()));
   const int64_t N = x.size(0), C = x.size(1), S = x.numel() / std::max<int64_t>(1, N * C);
@@ -207,6 +276,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const Tensor xc = x.contiguous();
   Tensor y = empty(x.sizes(), x.dtype());
   const int64_t cnt = N * S;
+  Tensor save_mean = empty({C}, DType::Float64), save_invstd = empty({C}, DType::Float64);
   core::dispatch_floating(x.dtype(), op, [&]<typename T>() {
     using A = core::opmath_t<T>;
     const T* xp = xc.data_ptr<T>();
@@ -237,6 +307,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       T* yr = yp + nc * S;
       for (int64_t i = 0; i < S; ++i) yr[i] = static_cast<T>(A(load(xr[i])) * alpha + beta);
     }
+    for (int64_t c = 0; c < C; ++c) {
+      save_mean.data_ptr<double>()[c] = mean[size_t(c)];
+      save_invstd.data_ptr<double>()[c] = 1.0 / std::sqrt(var[size_t(c)] + eps);
+    }
     if (training) {
       for (int64_t c = 0; c < C; ++c) {
         const double unbiased = cnt > 1 ? var[size_t(c)] * double(cnt) / double(cnt - 1) : NAN;
@@ -250,7 +324,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     if (rmh.defined()) rmh.copy_(from_vector(rm, {C}, DType::Float64).view(rmh.sizes()));
     if (rvh.defined()) rvh.copy_(from_vector(rv, {C}, DType::Float64).view(rvh.sizes()));
   }
-  return y;
+  return {y, save_mean, save_invstd};
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  return std::get<0>(batch_norm_with_stats(x, running_mean, running_var, weight, bias, training, momentum, eps));
 }
 
 }  // namespace tb::ops

@@ -4,6 +4,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/index.h"
 #include "engine/ops/linalg.h"
+#include "engine/ops/loss.h"
 #include "engine/ops/nn.h"
 #include "engine/ops/nn_norm.h"
 #include "engine/ops/reduce.h"

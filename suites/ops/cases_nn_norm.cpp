@@ -1,5 +1,5 @@
 // Case table of the nn_norm family (engine/ops/nn_norm.h vs reference/nn_norm.h): softmax and
-// log_softmax along inner/outer/middle dims, layer_norm with and without affine parameters,
+// log_softmax along inner/outer/middle dims, layer_norm and group_norm with and without affine parameters,
 // batch_norm in training (running stats returned as extra outputs, so their in-place update is
 // checked) and evaluation mode; Check::Error rows where LibTorch raises; bench rows on
 // (4096, 1024) rows.
@@ -100,6 +100,32 @@ std::vector<OpCase> nn_norm_cases() {
   cs.push_back({"layer_norm/float32/error_weight", {Input{{4, 10}}, Input{{9}}},
                 [](const EV& x) { return one(ops::layer_norm(x[0], {10}, x[1])); },
                 [](const RV& x) { return one(ref::layer_norm(x[0], {10}, x[1])); }, Check::Error});
+
+  // ---- group_norm: x (N, C, *), weight and bias (C) ----
+  for (DT d : kFloats) {
+    cs.push_back({nm("group_norm", d, "affine"), {Input{{2, 6, 5}, d}, Input{{6}, d}, Input{{6}, d}},
+                  [](const EV& x) { return one(ops::group_norm(x[0], 3, x[1], x[2])); },
+                  [](const RV& x) { return one(ref::group_norm(x[0], 3, x[1], x[2])); }});
+    cs.push_back({nm("group_norm", d, "4d_strided"), {Input{{2, 4, 3, 6}, d, Layout::Strided}, Input{{4}, d}, Input{{4}, d}},
+                  [](const EV& x) { return one(ops::group_norm(x[0], 2, x[1], x[2], 1e-3)); },
+                  [](const RV& x) { return one(ref::group_norm(x[0], 2, x[1], x[2], 1e-3)); }});
+    cs.push_back({nm("group_norm", d, "no_affine_transposed"), {Input{{3, 4, 5}, d, Layout::Transposed}},
+                  [](const EV& x) { return one(ops::group_norm(x[0], 1)); },
+                  [](const RV& x) { return one(ref::group_norm(x[0], 1)); }});
+    cs.push_back({nm("group_norm", d, "per_channel"), {Input{{4, 6, 3}, d}, Input{{6}, d}},
+                  [](const EV& x) { return one(ops::group_norm(x[0], 6, x[1])); },
+                  [](const RV& x) { return one(ref::group_norm(x[0], 6, x[1])); }});
+    cs.push_back({nm("group_norm", d, "zero_batch"), {Input{{0, 4, 3}, d}},
+                  [](const EV& x) { return one(ops::group_norm(x[0], 2)); },
+                  [](const RV& x) { return one(ref::group_norm(x[0], 2)); }});
+  }
+  cs.push_back({"group_norm/float32/error_groups", {Input{{2, 6, 3}}}, [](const EV& x) { return one(ops::group_norm(x[0], 4)); },
+                [](const RV& x) { return one(ref::group_norm(x[0], 4)); }, Check::Error});
+  cs.push_back({"group_norm/float32/error_weight", {Input{{2, 6, 3}}, Input{{4}}},
+                [](const EV& x) { return one(ops::group_norm(x[0], 2, x[1])); },
+                [](const RV& x) { return one(ref::group_norm(x[0], 2, x[1])); }, Check::Error});
+  cs.push_back({"group_norm/float32/error_1d", {Input{{6}}}, [](const EV& x) { return one(ops::group_norm(x[0], 2)); },
+                [](const RV& x) { return one(ref::group_norm(x[0], 2)); }, Check::Error});
 
   // ---- batch_norm: inputs x, running_mean, running_var (positive), weight, bias ----
   struct BnVariant {

@@ -1,0 +1,335 @@
+// The loss kernels of loss.h. Class losses see their input as contiguous (N, C, S) (S: the
+// product of the spatial dims d1, ...; an unbatched (C) input is (1, C, 1)) and their target as
+// (N * S) values; per-target terms are summed in double. The elementwise losses are built from
+// elementwise and reduction ops.
+#include "engine/ops/loss.h"
+
+#include <cmath>
+#include <vector>
+
+#include "engine/ops/cpu/vec_math.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/nn_norm.h"
+#include "engine/ops/reduce.h"
+#include "engine/tensor/iterator.h"
+
+namespace tb::ops {
+
+namespace {
+
+enum class Reduction { None, Mean, Sum };
+
+Reduction parse_reduction(const std::string& r, const char* op) {
+  if (r == "mean") return Reduction::Mean;
+  if (r == "sum") return Reduction::Sum;
+  TB_CHECK(r == "none", op, r, " is not a valid value for reduction");
+  return Reduction::None;
+}
+
+// The (N, C, S) view of a class loss's input and the shape of its unreduced loss.
+struct ClassLayout {
+  int64_t N = 1, C = 1, S = 1;
+  Shape loss_shape;
+};
+
+ClassLayout class_layout(const Tensor& input, const Tensor& target, bool prob_target, const char* op) {
+  TB_CHECK(input.dim() >= 1, op, "Expected 1 or more dimensions (got ", input.dim(), ")");
+  TB_CHECK(core::is_floating(input.dtype()), op, "expected a floating input, got ", core::name(input.dtype()));
+  ClassLayout l;
+  l.C = input.dim() == 1 ? input.size(0) : input.size(1);
+  l.N = input.dim() == 1 ? 1 : input.size(0);
+  for (int64_t k = 2; k < input.dim(); ++k) l.S *= input.size(k);
+  if (prob_target) {
+    TB_CHECK(target.sizes() == input.sizes(), op, "Expected target size ", core::to_string(input.sizes()),
+             " (class probabilities of the input's shape), got ", core::to_string(target.sizes()));
+  } else {
+    TB_CHECK(target.dtype() == DType::Int64, op, "expected scalar type Long but found ", core::name(target.dtype()),
+             " (class-index targets are int64)");
+    if (input.dim() == 1) {
+      TB_CHECK(target.dim() == 0, op, "Expected a 0-dim target for an unbatched (C) input, got target of shape ",
+               core::to_string(target.sizes()));
+    } else if (input.dim() == 2) {
+      TB_CHECK(target.dim() == 1, op, "0D or 1D target tensor expected, multi-target not supported");
+      TB_CHECK(target.size(0) == l.N, op, "Expected input batch_size (", l.N, ") to match target batch_size (",
+               target.size(0), ").");
+    } else {
+      Shape want = input.sizes();
+      want.erase(want.begin() + 1);
+      TB_CHECK(target.sizes() == want, op, "Expected target size ", core::to_string(want), ", got ",
+               core::to_string(target.sizes()));
+    }
+  }
+  l.loss_shape = input.sizes();
+  l.loss_shape.erase(l.loss_shape.begin() + (input.dim() == 1 ? 0 : 1));
+  return l;
+}
+
+// Class weights as doubles (all ones when undefined), checked to hold C values.
+std::vector<double> class_weights(const Tensor& weight, int64_t C, const char* op) {
+  if (!weight.defined()) return std::vector<double>(size_t(C), 1.0);
+  TB_CHECK(weight.dim() == 1 && weight.numel() == C, op, "weight tensor should be defined either for all ", C,
+           " classes or no classes but got weight tensor of shape: ", core::to_string(weight.sizes()));
+  const Tensor w = weight.to(DType::Float64).contiguous();
+  return std::vector<double>(w.data_ptr<double>(), w.data_ptr<double>() + C);
+}
+
+// The targets as a contiguous int64 buffer, each in [0, C) or equal to ignore_index.
+Tensor checked_targets(const Tensor& target, int64_t C, int64_t ignore_index, const char* op) {
+  Tensor t = target.contiguous();
+  const int64_t* tp = t.data_ptr<int64_t>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    TB_CHECK(tp[i] == ignore_index || (tp[i] >= 0 && tp[i] < C), op, "Target ", tp[i], " is out of bounds.");
+  return t;
+}
+
+// grad_output as one value per target (reduced losses broadcast their scalar), in double.
+std::vector<double> per_target_grad(const Tensor& grad_output, Reduction red, double denominator, int64_t n) {
+  if (red == Reduction::None) {
+    const Tensor g = grad_output.to(DType::Float64).contiguous();
+    return std::vector<double>(g.data_ptr<double>(), g.data_ptr<double>() + n);
+  }
+  const double g = grad_output.item_double();
+  return std::vector<double>(size_t(n), red == Reduction::Mean ? g / denominator : g);
+}
+
+Tensor finish(const std::vector<double>& per, Reduction red, double denominator, const Shape& loss_shape, DType dt) {
+  if (red == Reduction::None) return from_vector(per, loss_shape, DType::Float64).to(dt);
+  double s = 0;
+  for (double v : per) s += v;
+  return full({}, red == Reduction::Mean ? s / denominator : s, dt);
+}
+
+}  // namespace
+
+Tensor apply_loss_reduction(const Tensor& loss, const std::string& reduction) {
+  switch (parse_reduction(reduction, "loss")) {
+    case Reduction::Mean: return mean(loss);
+    case Reduction::Sum: return sum(loss);
+    default: return loss;
+  }
+}
+
+// ---- nll_loss ----
+
+std::tuple<Tensor, Tensor> nll_loss_forward(const Tensor& input, const Tensor& target, const Tensor& weight,
+                                            const std::string& reduction, int64_t ignore_index) {
+  const char* op = "nll_loss";
+  const Reduction red = parse_reduction(reduction, op);
+  // LibTorch's nll_loss wants a batch dim (cross_entropy accepts an unbatched (C) input).
+  TB_CHECK(input.dim() >= 2, op, "Expected 2 or more dimensions (got ", input.dim(), ")");
+  const ClassLayout l = class_layout(input, target, false, op);
+  const std::vector<double> w = class_weights(weight, l.C, op);
+  const Tensor t = checked_targets(target, l.C, ignore_index, op);
+  const Tensor x = input.to(DType::Float64).contiguous();  // O(N C) cast; only N * S values are read
+  const int64_t* tp = t.data_ptr<int64_t>();
+  const double* xp = x.data_ptr<double>();
+  std::vector<double> per(size_t(l.N * l.S), 0.0);
+  double tw = 0;
+  for (int64_t n = 0; n < l.N; ++n)
+    for (int64_t s = 0; s < l.S; ++s) {
+      const int64_t e = n * l.S + s, c = tp[e];
+      if (c == ignore_index) continue;
+      per[size_t(e)] = -w[size_t(c)] * xp[(n * l.C + c) * l.S + s];
+      tw += w[size_t(c)];
+    }
+  return {finish(per, red, tw, l.loss_shape, input.dtype()), full({}, red == Reduction::None ? 0.0 : tw, input.dtype())};
+}
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, const std::string& reduction,
+                int64_t ignore_index) {
+  return std::get<0>(nll_loss_forward(input, target, weight, reduction, ignore_index));
+}
+
+Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& input, const Tensor& target, const Tensor& weight,
+                         const std::string& reduction, int64_t ignore_index, const Tensor& total_weight) {
+  const char* op = "nll_loss_backward";
+  const Reduction red = parse_reduction(reduction, op);
+  const ClassLayout l = class_layout(input, target, false, op);
+  const std::vector<double> w = class_weights(weight, l.C, op);
+  const Tensor t = checked_targets(target, l.C, ignore_index, op);
+  const std::vector<double> g = per_target_grad(grad_output, red, total_weight.item_double(), l.N * l.S);
+  Tensor gi = zeros(input.sizes(), input.dtype());
+  const int64_t* tp = t.data_ptr<int64_t>();
+  core::dispatch_floating(input.dtype(), op, [&]<typename T>() {
+    T* gp = gi.data_ptr<T>();
+    for (int64_t n = 0; n < l.N; ++n)
+      for (int64_t s = 0; s < l.S; ++s) {
+        const int64_t e = n * l.S + s, c = tp[e];
+        if (c != ignore_index) gp[(n * l.C + c) * l.S + s] = static_cast<T>(-w[size_t(c)] * g[size_t(e)]);
+      }
+  });
+  return gi;
+}
+
+// ---- cross_entropy: log_softmax over the class dim fused with the loss ----
+//
+// Class indices t, smoothing ls, weights w (W = sum w):
+//   loss_e = (1 - ls) * -w[t] logp[t] + ls / C * -sum_c w_c logp[c]   (0 where t is ignored)
+// and mean divides by the summed w[t] of the kept targets (as PyTorch does for both terms).
+// Its gradient with respect to the logits, with gs the per-target output gradient:
+//   d x_c = gs * (p_c * ((1 - ls) w[t] + ls / C * W) - ls / C * w_c - [c == t] (1 - ls) w[t]).
+// Probabilities q = target * (1 - ls) + ls / C: loss_e = -sum_c w_c q_c logp_c (mean over N * S),
+//   d x_c = gs * (p_c * sum_c' w q - w_c q_c),  d target_c = -gs * (1 - ls) w_c logp_c.
+
+std::tuple<Tensor, Tensor, Tensor> cross_entropy_forward(const Tensor& input, const Tensor& target, const Tensor& weight,
+                                                         const std::string& reduction, int64_t ignore_index,
+                                                         double label_smoothing) {
+  const char* op = "cross_entropy";
+  const Reduction red = parse_reduction(reduction, op);
+  const bool prob = core::is_floating(target.dtype());
+  const ClassLayout l = class_layout(input, target, prob, op);
+  TB_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op, "label_smoothing must be between 0.0 and 1.0. Got: ",
+           label_smoothing);
+  const std::vector<double> w = class_weights(weight, l.C, op);
+  const Tensor logp = log_softmax(input, input.dim() == 1 ? 0 : 1).contiguous();
+  const double ls = label_smoothing, lsc = l.C ? ls / double(l.C) : 0.0;
+  const int64_t C = l.C, S = l.S;
+  std::vector<double> per(size_t(l.N * S), 0.0);
+  double denom = 0;
+  core::dispatch_floating(logp.dtype(), op, [&]<typename T>() {
+    const T* lp = logp.data_ptr<T>();
+    if (!prob) {
+      const Tensor t = checked_targets(target, C, ignore_index, op);
+      const int64_t* tp = t.data_ptr<int64_t>();
+      for (int64_t n = 0; n < l.N; ++n)
+        for (int64_t s = 0; s < S; ++s) {
+          const int64_t e = n * S + s, c = tp[e];
+          if (c == ignore_index) continue;
+          const T* row = lp + n * C * S + s;
+          double v = -(1 - ls) * w[size_t(c)] * double(row[c * S]);
+          if (ls > 0) {
+            double sm = 0;
+            for (int64_t k = 0; k < C; ++k) sm += w[size_t(k)] * double(row[k * S]);
+            v -= lsc * sm;
+          }
+          per[size_t(e)] = v;
+          denom += w[size_t(c)];
+        }
+    } else {
+      const Tensor q = target.to(DType::Float64).contiguous();
+      const double* qp = q.data_ptr<double>();
+      for (int64_t n = 0; n < l.N; ++n)
+        for (int64_t s = 0; s < S; ++s) {
+          double v = 0;
+          for (int64_t k = 0; k < C; ++k) {
+            const int64_t i = (n * C + k) * S + s;
+            v -= w[size_t(k)] * (qp[i] * (1 - ls) + lsc) * double(lp[i]);
+          }
+          per[size_t(n * S + s)] = v;
+        }
+      denom = double(l.N * S);
+    }
+  });
+  if (red != Reduction::Mean) denom = 1;
+  return {finish(per, red, denom, l.loss_shape, input.dtype()), logp, full({}, denom, DType::Float64)};
+}
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, const std::string& reduction,
+                     int64_t ignore_index, double label_smoothing) {
+  return std::get<0>(cross_entropy_forward(input, target, weight, reduction, ignore_index, label_smoothing));
+}
+
+std::tuple<Tensor, Tensor> cross_entropy_backward(const Tensor& grad_output, const Tensor& log_probs,
+                                                  const Tensor& target, const Tensor& weight,
+                                                  const std::string& reduction, int64_t ignore_index,
+                                                  double label_smoothing, const Tensor& denominator,
+                                                  bool want_target) {
+  const char* op = "cross_entropy_backward";
+  const Reduction red = parse_reduction(reduction, op);
+  const bool prob = core::is_floating(target.dtype());
+  const ClassLayout l = class_layout(log_probs, target, prob, op);
+  const std::vector<double> w = class_weights(weight, l.C, op);
+  const int64_t N = l.N, C = l.C, S = l.S;
+  const std::vector<double> g = per_target_grad(grad_output, red, denominator.item_double(), N * S);
+  const Tensor lpc = log_probs.contiguous();
+  const double ls = label_smoothing, lsc = C ? ls / double(C) : 0.0;
+  double W = 0;
+  for (double v : w) W += v;
+  Tensor dx = empty(log_probs.sizes(), log_probs.dtype()), dt;
+  const Tensor t = prob ? Tensor() : checked_targets(target, C, ignore_index, op);
+  const Tensor q = prob ? target.to(DType::Float64).contiguous() : Tensor();
+  if (prob && want_target) dt = empty(target.sizes(), DType::Float64);
+  core::dispatch_floating(log_probs.dtype(), op, [&]<typename T>() {
+    using A = core::opmath_t<T>;
+    const T* lp = lpc.data_ptr<T>();
+    T* dp = dx.data_ptr<T>();
+    const int64_t* tp = prob ? nullptr : t.data_ptr<int64_t>();
+    const double* qp = prob ? q.data_ptr<double>() : nullptr;
+    double* dtp = dt.defined() ? dt.data_ptr<double>() : nullptr;
+    std::vector<A> wa(w.begin(), w.end());
+    const bool par = num_threads() > 1 && N * C * S >= kParallelGrain;
+#pragma omp parallel num_threads(par ? num_threads() : 1)
+    {
+      std::vector<A> gs(static_cast<size_t>(S)), K(static_cast<size_t>(S));  // per position: output gradient, and p's coefficient
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < N; ++n) {
+        const T* row = lp + n * C * S;
+        T* out = dp + n * C * S;
+        for (int64_t s = 0; s < S; ++s) {
+          const int64_t e = n * S + s;
+          if (!prob) {
+            const int64_t c = tp[e];
+            const bool keep = c != ignore_index;
+            gs[size_t(s)] = keep ? A(g[size_t(e)]) : A(0);
+            K[size_t(s)] = keep ? A((1 - ls) * w[size_t(c)] + lsc * W) : A(0);
+          } else {
+            double k = 0;
+            for (int64_t c = 0; c < C; ++c) k += w[size_t(c)] * (qp[(n * C + c) * S + s] * (1 - ls) + lsc);
+            gs[size_t(s)] = A(g[size_t(e)]);
+            K[size_t(s)] = A(k);
+          }
+        }
+        if (!prob && S == 1) {  // the language-model case: one contiguous row of C logits
+          const A gk = gs[0] * K[0], gl = gs[0] * A(lsc);
+          for (int64_t c = 0; c < C; ++c) out[c] = static_cast<T>(cpu::exp_fast(A(row[c])) * gk - gl * wa[size_t(c)]);
+        } else if (!prob) {
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t s = 0; s < S; ++s)
+              out[c * S + s] = static_cast<T>(gs[size_t(s)] * (cpu::exp_fast(A(row[c * S + s])) * K[size_t(s)] - A(lsc) * wa[size_t(c)]));
+        } else {
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t s = 0; s < S; ++s) {
+              const int64_t i = (n * C + c) * S + s;
+              const A qv = A(qp[i] * (1 - ls) + lsc);
+              out[c * S + s] = static_cast<T>(gs[size_t(s)] * (cpu::exp_fast(A(row[c * S + s])) * K[size_t(s)] - wa[size_t(c)] * qv));
+              if (dtp) dtp[i] = -double(gs[size_t(s)]) * (1 - ls) * w[size_t(c)] * double(row[c * S + s]);
+            }
+        }
+        if (!prob)
+          for (int64_t s = 0; s < S; ++s) {
+            const int64_t c = tp[n * S + s];
+            if (c == ignore_index) continue;
+            out[c * S + s] = static_cast<T>(A(out[c * S + s]) - gs[size_t(s)] * A((1 - ls) * w[size_t(c)]));
+          }
+      }
+    }
+  });
+  return {dx, dt.defined() ? dt.to(target.dtype()) : dt};
+}
+
+// ---- elementwise losses ----
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  const Tensor d = sub(input, target);
+  return apply_loss_reduction(mul(d, d), reduction);
+}
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  return apply_loss_reduction(abs(sub(input, target)), reduction);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
+                                        const std::string& reduction, const Tensor& pos_weight) {
+  const char* op = "binary_cross_entropy_with_logits";
+  TB_CHECK(target.sizes() == input.sizes(), op, "Target size (", core::to_string(target.sizes()),
+           ") must be the same as input size (", core::to_string(input.sizes()), ")");
+  const Tensor sp = softplus(neg(input));  // -log(sigmoid(x)), stable for large |x|
+  // (1 - t) x + (1 + (pw - 1) t) softplus(-x)
+  Tensor loss = sub(input, mul(target, input));
+  const Tensor lw = pos_weight.defined() ? add(mul(sub(pos_weight, 1), target), 1) : Tensor();
+  loss = add(loss, lw.defined() ? mul(lw, sp) : sp);
+  if (weight.defined()) loss = mul(loss, weight);
+  return apply_loss_reduction(loss, reduction);
+}
+
+}  // namespace tb::ops

@@ -17,6 +17,13 @@ Tensor max_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride
   return guarded("max_pool2d",
                  [&] { return wrap(torch::max_pool2d(T(x), kernel_size, stride, padding, dilation, ceil_mode)); });
 }
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Shape& kernel_size, const Shape& stride,
+                                                  const Shape& padding, const Shape& dilation, bool ceil_mode) {
+  return guarded("max_pool2d_with_indices", [&] {
+    auto [out, idx] = torch::max_pool2d_with_indices(T(x), kernel_size, stride, padding, dilation, ceil_mode);
+    return std::make_pair(wrap(out), wrap(idx));
+  });
+}
 Tensor avg_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride, const Shape& padding, bool ceil_mode,
                   bool count_include_pad, std::optional<int64_t> divisor_override) {
   return guarded("avg_pool2d", [&] {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "reference/tensor.h"
 
@@ -12,6 +13,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const S
               const Shape& dilation, int64_t groups);
 Tensor max_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride, const Shape& padding,
                   const Shape& dilation, bool ceil_mode);
+// (out, int64 indices), torch::max_pool2d_with_indices.
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Shape& kernel_size, const Shape& stride,
+                                                  const Shape& padding, const Shape& dilation, bool ceil_mode);
 Tensor avg_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride, const Shape& padding, bool ceil_mode,
                   bool count_include_pad, std::optional<int64_t> divisor_override);
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);

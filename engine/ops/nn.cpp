@@ -1,10 +1,12 @@
-// embedding, dropout, one_hot, pad (conv2d is in cpu/conv2d.cpp, pooling in cpu/pool2d.cpp).
+// embedding, dropout (and native_dropout), one_hot, pad and pad_backward (conv2d is in
+// cpu/conv2d.cpp, pooling in cpu/pool2d.cpp, the other backward kernels in cpu/nn_backward.cpp).
 // Each validates its arguments like PyTorch before touching memory: every index is range-checked
 // before the first read.
 #include "engine/ops/nn.h"
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "engine/ops/cpu/loops.h"
@@ -42,16 +44,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t /*padding_
   return out;
 }
 
-Tensor dropout(const Tensor& x, double p, bool training, core::Generator* gen) {
-  TB_CHECK(p >= 0 && p <= 1, "dropout", "dropout probability has to be between 0 and 1, but got ", p);
-  if (!training || p == 0) return x;
-  TB_CHECK(core::is_floating(x.dtype()), "dropout", "expected a floating point input, got ", core::name(x.dtype()));
-  Tensor out = empty(x.sizes(), x.dtype());
-  if (p == 1) {
-    std::fill_n(static_cast<char*>(out.data()), out.numel() * int64_t(out.itemsize()), char(0));
-    return out;
-  }
-  core::Generator& g = gen ? *gen : core::default_generator();
+namespace {
+
+// out (x's dtype, contiguous) = kept ? x * 1 / (1 - p) : 0, and mask = kept when mask is non-null.
+// Element i uses output i % 4 of Philox block base + i / 4: the mask depends on the seed and the
+// element only, never on the thread split. 0 < p < 1.
+void dropout_kernel(const Tensor& x, const Tensor& out, bool* mask, double p, core::Generator& g) {
   const int64_t n = x.numel();
   const uint64_t base = g.reserve(uint64_t((n + 3) / 4));
   const Tensor xc = x.contiguous();
@@ -61,18 +59,55 @@ Tensor dropout(const Tensor& x, double p, bool training, core::Generator* gen) {
     const Op scale = Op(1) / Op(1 - p);
     const T* in = xc.data_ptr<T>();
     T* o = out.data_ptr<T>();
-    // Element i uses output i % 4 of Philox block base + i / 4: the mask depends on the seed and
-    // the element only, never on the thread split.
 #pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t blk = 0; blk < (n + 3) / 4; ++blk) {
       const auto r = g.block(base + uint64_t(blk));
       for (int64_t k = 0; k < 4 && blk * 4 + k < n; ++k) {
         const int64_t i = blk * 4 + k;
-        o[i] = core::Generator::to_unit_float(r[size_t(k)]) < keep ? T(Op(in[i]) * scale) : T(Op(0));
+        const bool kept = core::Generator::to_unit_float(r[size_t(k)]) < keep;
+        o[i] = kept ? T(Op(in[i]) * scale) : T(Op(0));
+        if (mask) mask[i] = kept;
       }
     }
   });
+}
+
+void fill_bytes(const Tensor& t, char v) {
+  std::fill_n(static_cast<char*>(t.data()), t.numel() * int64_t(t.itemsize()), v);
+}
+
+}  // namespace
+
+Tensor dropout(const Tensor& x, double p, bool training, core::Generator* gen) {
+  TB_CHECK(p >= 0 && p <= 1, "dropout", "dropout probability has to be between 0 and 1, but got ", p);
+  if (!training || p == 0) return x;
+  TB_CHECK(core::is_floating(x.dtype()), "dropout", "expected a floating point input, got ", core::name(x.dtype()));
+  Tensor out = empty(x.sizes(), x.dtype());
+  if (p == 1) {
+    fill_bytes(out, 0);
+    return out;
+  }
+  dropout_kernel(x, out, nullptr, p, gen ? *gen : core::default_generator());
   return out;
+}
+
+std::tuple<Tensor, Tensor> native_dropout(const Tensor& x, double p, bool training, core::Generator* gen) {
+  TB_CHECK(p >= 0 && p <= 1, "native_dropout", "dropout probability has to be between 0 and 1, but got ", p);
+  Tensor mask = empty(x.sizes(), DType::Bool);
+  if (!training || p == 0) {  // no draws, as dropout(); the output is x itself
+    fill_bytes(mask, 1);
+    return {x, mask};
+  }
+  TB_CHECK(core::is_floating(x.dtype()), "native_dropout", "expected a floating point input, got ",
+           core::name(x.dtype()));
+  Tensor out = empty(x.sizes(), x.dtype());
+  if (p == 1) {
+    fill_bytes(out, 0);
+    fill_bytes(mask, 0);
+    return {out, mask};
+  }
+  dropout_kernel(x, out, mask.data_ptr<bool>(), p, gen ? *gen : core::default_generator());
+  return {out, mask};
 }
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
@@ -121,24 +156,26 @@ Tensor pad_constant(const Tensor& x, const Shape& pad, double value) {
   return out;
 }
 
-// Reflect/replicate padding of the last one or two dims through per-dim index maps.
-Tensor pad_index(const Tensor& x, const Shape& pad, bool reflect) {
+// Reflect/replicate padding of the last one or two dims goes through per-dim index maps:
+// maps[1][o] is the input column output column o copies, maps[0] the same for rows (one entry, 0,
+// when only the last dim is padded). `shape` becomes the padded shape.
+std::vector<std::vector<int64_t>> pad_maps(const Shape& xs, const Shape& pad, bool reflect, Shape& shape) {
   const char* mode = reflect ? "reflect" : "replicate";
-  const int64_t np = int64_t(pad.size()) / 2;
+  const int64_t np = int64_t(pad.size()) / 2, nd = int64_t(xs.size());
   TB_CHECK(np == 1 || np == 2, "pad", mode, " padding is implemented for the last 1 or 2 dims, got ", pad.size(),
            " pad values");
-  TB_CHECK(x.dim() == np + 1 || x.dim() == np + 2, "pad", mode, " padding of ", np, " dims expects a ", np + 1, "-D or ",
-           np + 2, "-D input, got shape ", core::to_string(x.sizes()));
+  TB_CHECK(nd == np + 1 || nd == np + 2, "pad", mode, " padding of ", np, " dims expects a ", np + 1, "-D or ",
+           np + 2, "-D input, got shape ", core::to_string(xs));
   std::vector<std::vector<int64_t>> maps(2, std::vector<int64_t>{0});
-  Shape shape = x.sizes();
+  shape = xs;
   for (int64_t k = 0; k < np; ++k) {
-    const int64_t d = x.dim() - 1 - k, n = x.size(d), l = pad[size_t(2 * k)], r = pad[size_t(2 * k + 1)];
+    const int64_t d = nd - 1 - k, n = xs[size_t(d)], l = pad[size_t(2 * k)], r = pad[size_t(2 * k + 1)];
     if (reflect)
       TB_CHECK(l < n && r < n && l >= 0 && r >= 0, "pad", "padding size should be less than the corresponding input "
-               "dimension, but got padding (", l, ", ", r, ") at dimension ", d, " of input ", core::to_string(x.sizes()));
+               "dimension, but got padding (", l, ", ", r, ") at dimension ", d, " of input ", core::to_string(xs));
     else
       TB_CHECK(n > 0 && l >= 0 && r >= 0, "pad", "replicate padding expects a non-empty dim and non-negative pads, "
-               "got input ", core::to_string(x.sizes()), " and padding (", l, ", ", r, ")");
+               "got input ", core::to_string(xs), " and padding (", l, ", ", r, ")");
     std::vector<int64_t>& m = maps[size_t(1 - k)];  // maps[1]: last dim, maps[0]: the one before
     m.resize(size_t(n + l + r));
     for (int64_t o = 0; o < n + l + r; ++o) {
@@ -149,6 +186,13 @@ Tensor pad_index(const Tensor& x, const Shape& pad, bool reflect) {
     }
     shape[size_t(d)] = n + l + r;
   }
+  return maps;
+}
+
+Tensor pad_index(const Tensor& x, const Shape& pad, bool reflect) {
+  Shape shape;
+  const auto maps = pad_maps(x.sizes(), pad, reflect, shape);
+  const int64_t np = int64_t(pad.size()) / 2;
   TB_CHECK(x.numel() > 0 || reflect == false, "pad", "reflect padding of an empty input");
   const Tensor xc = x.contiguous();
   Tensor out = empty(shape, x.dtype());
@@ -175,6 +219,35 @@ Tensor pad(const Tensor& x, const Shape& pad, const std::string& mode, double va
   if (mode == "constant") return pad_constant(x, pad, value);
   if (mode == "reflect" || mode == "replicate") return pad_index(x, pad, mode == "reflect");
   throw Error("pad", "unsupported padding mode '" + mode + "' (constant, reflect, replicate)");
+}
+
+Tensor pad_backward(const Tensor& grad_output, const Shape& input_sizes, const Shape& pad, const std::string& mode) {
+  TB_CHECK(mode == "reflect" || mode == "replicate", "pad_backward", "expected mode reflect or replicate, got '", mode,
+           "' (the gradient of constant padding is pad(grad, -pad))");
+  Shape shape;
+  const auto maps = pad_maps(input_sizes, pad, mode == "reflect", shape);
+  TB_CHECK(grad_output.sizes() == shape, "pad_backward", "expected grad_output of shape ", core::to_string(shape),
+           ", got ", core::to_string(grad_output.sizes()));
+  const int64_t np = int64_t(pad.size()) / 2, nd = int64_t(input_sizes.size());
+  const int64_t W = input_sizes[size_t(nd - 1)], H = np == 2 ? input_sizes[size_t(nd - 2)] : 1;
+  const int64_t OH = int64_t(maps[0].size()), OW = int64_t(maps[1].size());
+  const int64_t planes = H * W == 0 ? 0 : core::checked_numel(input_sizes, "pad_backward") / (H * W);
+  const Tensor g = grad_output.contiguous();
+  return core::dispatch_floating(g.dtype(), "pad_backward", [&]<typename T>() {
+    using Op = core::opmath_t<T>;
+    Tensor acc = zeros(input_sizes, core::dtype_of<Op>);  // reduced floats accumulate in float, round once
+    Op* gi = acc.data_ptr<Op>();
+    const T* go = g.data_ptr<T>();
+    // Border elements receive several outputs' gradients; planes are independent.
+#pragma omp parallel for schedule(static) if (planes * OH * OW > 32768)
+    for (int64_t pl = 0; pl < planes; ++pl)
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        Op* row = gi + (pl * H + maps[0][size_t(oh)]) * W;
+        const T* src = go + (pl * OH + oh) * OW;
+        for (int64_t ow = 0; ow < OW; ++ow) row[maps[1][size_t(ow)]] += Op(src[ow]);
+      }
+    return acc.dtype() == g.dtype() ? acc : acc.to(g.dtype());
+  });
 }
 
 }  // namespace tb::ops

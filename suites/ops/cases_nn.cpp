@@ -1,5 +1,5 @@
-// Case table of the nn family: conv2d, max_pool2d, avg_pool2d, embedding, dropout, one_hot, pad,
-// and the conv2d benchmark row. Built by loops over dtypes and variants.
+// Case table of the nn family: conv2d, max_pool2d (and max_pool2d_with_indices), avg_pool2d,
+// embedding, dropout, one_hot, pad, and the conv2d benchmark row. Built by loops over dtypes and variants.
 #include <cmath>
 
 #include "engine/ops/nn.h"
@@ -105,6 +105,15 @@ void add_pool(std::vector<OpCase>& cs) {
       cs.push_back(make("max_pool2d/" + dn(dt) + "/" + v.tag, {{v.x, dt, v.layout}},
                         [v](const std::vector<tb::Tensor>& t) { return one(ops::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); },
                         [v](const std::vector<ref::Tensor>& t) { return one(ref::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); }));
+      cs.push_back(make("max_pool2d_with_indices/" + dn(dt) + "/" + v.tag, {{v.x, dt, v.layout}},
+                        [v](const std::vector<tb::Tensor>& t) {
+                          auto [o, i] = ops::max_pool2d_with_indices(t[0], v.k, v.s, v.p, v.d, v.ceil);
+                          return std::vector<tb::Tensor>{o, i};
+                        },
+                        [v](const std::vector<ref::Tensor>& t) {
+                          auto [o, i] = ref::max_pool2d_with_indices(t[0], v.k, v.s, v.p, v.d, v.ceil);
+                          return std::vector<ref::Tensor>{o, i};
+                        }));
       if (v.d[0] != 1) continue;  // avg_pool2d has no dilation
       for (bool cip : {true, false}) {
         if (!cip && v.p[0] == 0) continue;
@@ -126,6 +135,18 @@ void add_pool(std::vector<OpCase>& cs) {
                     [](const std::vector<ref::Tensor>& t) {
                       return one(ref::avg_pool2d(t[0], {2}, {}, {0}, false, true, std::nullopt));
                     }));
+  // Integer-valued windows: ties must name the first maximum, as LibTorch's indices do.
+  for (DType dt : {kF32, kBF16}) {
+    cs.push_back(make("max_pool2d_with_indices/" + dn(dt) + "/ties", {{{2, 2, 6, 6}, dt, L::Contiguous, V::Index, 3}},
+                      [](const std::vector<tb::Tensor>& t) {
+                        auto [o, i] = ops::max_pool2d_with_indices(t[0], {3}, {1}, {1});
+                        return std::vector<tb::Tensor>{o, i};
+                      },
+                      [](const std::vector<ref::Tensor>& t) {
+                        auto [o, i] = ref::max_pool2d_with_indices(t[0], {3}, {1}, {1}, {1}, false);
+                        return std::vector<ref::Tensor>{o, i};
+                      }));
+  }
   auto mp_err = [&](const char* tag, Input in, Shape k, Shape s, Shape p) {
     cs.push_back(make(std::string("max_pool2d/") + dn(in.dtype) + "/" + tag, {in},
                       [=](const std::vector<tb::Tensor>& t) { return one(ops::max_pool2d(t[0], k, s, p, {1}, false)); },

@@ -2,8 +2,12 @@
 // bfloat16 compute in float32 and round once), and im2col + gemm_batched for float64. Primitives
 // are cached by shape, so steady state creates none. Integer types take the im2col path too. The oneDNN path lets the primitive choose
 // its own blocked layouts (format any) and reorders the plain NCHW tensors in and out.
+// convolution_backward follows the same split: oneDNN's backward-data and backward-weights
+// primitives for float32 (float16/bfloat16 through float32), im2col + gemm and col2im for float64.
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -95,6 +99,49 @@ void conv_dnnl(const Conv& c, const Tensor& out, const Tensor& x, const Tensor& 
   strm.wait();
 }
 
+// cols[(ci, i, j), (oh, ow)] = x[ci, oh * sh - ph + i * dh, ow * sw - pw + j * dw] (0 outside), for
+// one image. xn: (C, H, W) contiguous; cols: (C * kh * kw, OH * OW) contiguous.
+template <typename T>
+void im2col(const Conv& c, const T* xn, T* cols) {
+  const int64_t L = c.OH * c.OW;
+#pragma omp parallel for schedule(static) if (c.C * c.kh * c.kw * L > 32768)
+  for (int64_t row = 0; row < c.C * c.kh * c.kw; ++row) {
+    const int64_t ch = row / (c.kh * c.kw), i = (row / c.kw) % c.kh, j = row % c.kw;
+    const T* plane = xn + ch * c.H * c.W;
+    T* dst = cols + row * L;
+    for (int64_t oh = 0; oh < c.OH; ++oh) {
+      const int64_t h = oh * c.sh - c.ph + i * c.dh;
+      for (int64_t ow = 0; ow < c.OW; ++ow) {
+        const int64_t ww = ow * c.sw - c.pw + j * c.dw;
+        dst[oh * c.OW + ow] = (h >= 0 && h < c.H && ww >= 0 && ww < c.W) ? plane[h * c.W + ww] : T(0);
+      }
+    }
+  }
+}
+
+// The adjoint of im2col: adds each column entry back into the input element it was read from.
+// Threads own channels, so no two write one element. cols as above; xn: (C, H, W), accumulated.
+template <typename T>
+void col2im(const Conv& c, const T* cols, T* xn) {
+  const int64_t L = c.OH * c.OW, KK = c.kh * c.kw;
+#pragma omp parallel for schedule(static) if (c.C * KK * L > 32768)
+  for (int64_t ch = 0; ch < c.C; ++ch) {
+    T* plane = xn + ch * c.H * c.W;
+    for (int64_t r = 0; r < KK; ++r) {
+      const int64_t i = r / c.kw, j = r % c.kw;
+      const T* src = cols + (ch * KK + r) * L;
+      for (int64_t oh = 0; oh < c.OH; ++oh) {
+        const int64_t h = oh * c.sh - c.ph + i * c.dh;
+        if (h < 0 || h >= c.H) continue;
+        for (int64_t ow = 0; ow < c.OW; ++ow) {
+          const int64_t ww = ow * c.sw - c.pw + j * c.dw;
+          if (ww >= 0 && ww < c.W) plane[h * c.W + ww] += src[oh * c.OW + ow];
+        }
+      }
+    }
+  }
+}
+
 // The specification: unfold each image into columns, one gemm per group, then add the bias.
 // x: (N, C, H, W) contiguous, w: (O, C / G, kh, kw), out: (N, O, OH, OW) contiguous.
 template <typename T>
@@ -102,23 +149,8 @@ void conv_im2col(const Conv& c, const Tensor& out, const Tensor& x, const Tensor
   const int64_t Cg = c.C / c.G, Og = c.O / c.G, CKK = Cg * c.kh * c.kw, L = c.OH * c.OW;
   Tensor cols = empty({c.G, CKK, L}, x.dtype());
   const Tensor wg = w.contiguous().view({c.G, Og, CKK});
-  const T* xp = x.data_ptr<T>();
-  T* cp = cols.data_ptr<T>();
   for (int64_t n = 0; n < c.N; ++n) {
-    // cols[g, (ci, i, j), (oh, ow)] = x[n, g * Cg + ci, oh * sh - ph + i * dh, ow * sw - pw + j * dw] (0 outside)
-#pragma omp parallel for schedule(static) if (c.C * c.kh * c.kw * L > 32768)
-    for (int64_t row = 0; row < c.C * c.kh * c.kw; ++row) {
-      const int64_t ch = row / (c.kh * c.kw), i = (row / c.kw) % c.kh, j = row % c.kw;
-      const T* plane = xp + (n * c.C + ch) * c.H * c.W;
-      T* dst = cp + row * L;
-      for (int64_t oh = 0; oh < c.OH; ++oh) {
-        const int64_t h = oh * c.sh - c.ph + i * c.dh;
-        for (int64_t ow = 0; ow < c.OW; ++ow) {
-          const int64_t ww = ow * c.sw - c.pw + j * c.dw;
-          dst[oh * c.OW + ow] = (h >= 0 && h < c.H && ww >= 0 && ww < c.W) ? plane[h * c.W + ww] : T(0);
-        }
-      }
-    }
+    im2col<T>(c, x.data_ptr<T>() + n * c.C * c.H * c.W, cols.data_ptr<T>());
     const Tensor out_n = out.select(0, n).view({c.G, Og, L});
     ops::cpu::gemm_batched(out_n, wg, cols);
   }
@@ -132,20 +164,122 @@ void conv_im2col(const Conv& c, const Tensor& out, const Tensor& x, const Tensor
   }
 }
 
-}  // namespace
+// Per image: grad_weight[g] += grad_out[g] @ cols[g]^T and cols_grad[g] = weight[g]^T @ grad_out[g],
+// folded back by col2im. gy: (N, O, OH, OW) contiguous; gx (N, C, H, W) and gw (O, C / G, kh, kw)
+// zero-filled contiguous, or undefined when not wanted.
+template <typename T>
+void conv_backward_im2col(const Conv& c, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w,
+                          const Tensor& gy) {
+  const int64_t Cg = c.C / c.G, Og = c.O / c.G, CKK = Cg * c.kh * c.kw, L = c.OH * c.OW;
+  Tensor cols = empty({c.G, CKK, L}, x.dtype());
+  const Tensor wt = w.contiguous().view({c.G, Og, CKK}).transpose(1, 2);
+  const Tensor gw3 = gw.defined() ? gw.view({c.G, Og, CKK}) : Tensor();
+  for (int64_t n = 0; n < c.N; ++n) {
+    const Tensor gy_n = gy.select(0, n).view({c.G, Og, L});
+    if (gw.defined()) {
+      im2col<T>(c, x.data_ptr<T>() + n * c.C * c.H * c.W, cols.data_ptr<T>());
+      ops::cpu::gemm_batched(gw3, gy_n, cols.transpose(1, 2), 1, 1);
+    }
+    if (gx.defined()) {
+      ops::cpu::gemm_batched(cols, wt, gy_n);
+      col2im<T>(c, cols.data_ptr<T>(), gx.data_ptr<T>() + n * c.C * c.H * c.W);
+    }
+  }
+}
 
-Tensor conv2d(const Tensor& x_, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
-              const Shape& dilation, int64_t groups) {
-  TB_CHECK(x_.dim() == 3 || x_.dim() == 4, kOp, "expected 3-D (unbatched) or 4-D (batched) input, got shape ",
-           core::to_string(x_.sizes()));
-  TB_CHECK(weight.dim() == 4, kOp, "weight must be 4-D (out_channels, in_channels / groups, kH, kW), got shape ",
-           core::to_string(weight.sizes()));
-  TB_CHECK(x_.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == x_.dtype()), kOp,
-           "input, weight and bias must have the same dtype, got ", core::name(x_.dtype()), ", ",
-           core::name(weight.dtype()), bias.defined() ? std::string(", ") + core::name(bias.dtype()) : "");
-  TB_CHECK(x_.dtype() != DType::Bool, kOp, "not implemented for dtype bool");
-  const bool batched = x_.dim() == 4;
-  const Tensor x4 = batched ? x_ : x_.unsqueeze(0);
+// oneDNN's two backward primitives for one float32 convolution shape. gy: (N, O, OH, OW), x, w
+// contiguous float32; gx, gw: contiguous float32 outputs, or undefined when not wanted.
+void conv_dnnl_backward(const Conv& c, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w,
+                        const Tensor& gy) {
+  using dnnl::convolution_forward, dnnl::convolution_backward_data, dnnl::convolution_backward_weights;
+  using dnnl::engine, dnnl::stream, dnnl::reorder, dnnl::prop_kind, dnnl::algorithm;
+  using memory = dnnl::memory;
+  using tag = memory::format_tag;
+  using dt = memory::data_type;
+  struct Entry {
+    convolution_backward_data data;
+    convolution_backward_weights weights;
+    memory::desc x_user, w_user, y_user;
+    memory::desc d_dx, d_w, d_dy;  // the backward-data primitive's layouts
+    memory::desc w_x, w_dw, w_dy;  // the backward-weights primitive's layouts
+  };
+  static engine eng(engine::kind::cpu, 0);
+  static stream strm(eng);
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, Entry> cache;
+  const std::vector<int64_t> key = {c.N, c.C, c.H, c.W, c.O, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.G};
+  Entry* e;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      Entry f;
+      const dt type = dt::f32;
+      f.x_user = memory::desc({c.N, c.C, c.H, c.W}, type, tag::nchw);
+      f.y_user = memory::desc({c.N, c.O, c.OH, c.OW}, type, tag::nchw);
+      f.w_user = c.G == 1 ? memory::desc({c.O, c.C, c.kh, c.kw}, type, tag::oihw)
+                          : memory::desc({c.G, c.O / c.G, c.C / c.G, c.kh, c.kw}, type, tag::goihw);
+      const memory::desc x_any({c.N, c.C, c.H, c.W}, type, tag::any);
+      const memory::desc y_any({c.N, c.O, c.OH, c.OW}, type, tag::any);
+      const memory::desc w_any(f.w_user.dims(), type, tag::any);
+      const memory::dims strides = {c.sh, c.sw}, dil = {c.dh - 1, c.dw - 1}, pad = {c.ph, c.pw};
+      try {
+        // The forward descriptor is only the hint the backward primitives are chosen against.
+        convolution_forward::primitive_desc hint(
+            convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, x_any, w_any, y_any,
+                                      strides, dil, pad, pad),
+            eng);
+        convolution_backward_data::primitive_desc dpd(
+            convolution_backward_data::desc(algorithm::convolution_direct, x_any, w_any, y_any, strides, dil, pad, pad),
+            eng, hint);
+        convolution_backward_weights::primitive_desc wpd(
+            convolution_backward_weights::desc(algorithm::convolution_direct, x_any, w_any, y_any, strides, dil, pad,
+                                               pad),
+            eng, hint);
+        f.d_dx = dpd.diff_src_desc();
+        f.d_w = dpd.weights_desc();
+        f.d_dy = dpd.diff_dst_desc();
+        f.w_x = wpd.src_desc();
+        f.w_dw = wpd.diff_weights_desc();
+        f.w_dy = wpd.diff_dst_desc();
+        f.data = convolution_backward_data(dpd);
+        f.weights = convolution_backward_weights(wpd);
+      } catch (const dnnl::error& err) {
+        throw Error("convolution_backward", std::string("oneDNN could not create a convolution backward: ") +
+                                                err.what());
+      }
+      it = cache.emplace(key, std::move(f)).first;
+    }
+    e = &it->second;
+  }
+  // A user buffer in the layout the primitive wants: the buffer itself, or a reordered copy.
+  auto in_layout = [&](memory& user, const memory::desc& want) {
+    if (user.get_desc() == want) return user;
+    memory m(want, eng);
+    reorder(user, m).execute(strm, user, m);
+    return m;
+  };
+  memory yu(e->y_user, eng, gy.data());
+  if (gx.defined()) {
+    memory dxu(e->x_user, eng, gx.data()), wu(e->w_user, eng, w.data());
+    memory dy = in_layout(yu, e->d_dy), wp = in_layout(wu, e->d_w);
+    memory dx = e->d_dx == e->x_user ? dxu : memory(e->d_dx, eng);
+    e->data.execute(strm, {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, wp}, {DNNL_ARG_DIFF_SRC, dx}});
+    if (e->d_dx != e->x_user) reorder(dx, dxu).execute(strm, dx, dxu);
+  }
+  if (gw.defined()) {
+    memory xu(e->x_user, eng, x.data()), dwu(e->w_user, eng, gw.data());
+    memory dy = in_layout(yu, e->w_dy), xp = in_layout(xu, e->w_x);
+    memory dw = e->w_dw == e->w_user ? dwu : memory(e->w_dw, eng);
+    e->weights.execute(strm, {{DNNL_ARG_SRC, xp}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, dw}});
+    if (e->w_dw != e->w_user) reorder(dw, dwu).execute(strm, dw, dwu);
+  }
+  strm.wait();
+}
+
+// PyTorch's argument checks; x: (N, C, H, W), weight: (O, C / G, kh, kw), bias: (O) or undefined.
+Conv make_conv(const Tensor& x4, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
+               const Shape& dilation, int64_t groups, const Shape& x_sizes) {
   Conv c{};
   c.N = x4.size(0), c.C = x4.size(1), c.H = x4.size(2), c.W = x4.size(3);
   c.O = weight.size(0), c.kh = weight.size(2), c.kw = weight.size(3);
@@ -160,7 +294,7 @@ Tensor conv2d(const Tensor& x_, const Tensor& weight, const Tensor& bias, const 
   TB_CHECK(c.O % c.G == 0 && c.O >= c.G, kOp, "expected weight's out_channels (", c.O, ") to be divisible by groups (",
            c.G, ")");
   TB_CHECK(weight.size(1) * c.G == c.C, kOp, "given groups=", c.G, ", weight of size ",
-           core::to_string(weight.sizes()), ", expected input ", core::to_string(x_.sizes()), " to have ",
+           core::to_string(weight.sizes()), ", expected input ", core::to_string(x_sizes), " to have ",
            weight.size(1) * c.G, " channels, but got ", c.C, " channels instead");
   TB_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == c.O), kOp, "expected bias of shape [", c.O,
            "], got ", core::to_string(bias.sizes()));
@@ -170,6 +304,28 @@ Tensor conv2d(const Tensor& x_, const Tensor& weight, const Tensor& bias, const 
            c.dw * (c.kw - 1) + 1, ")");
   c.OH = eh / c.sh + 1;
   c.OW = ew / c.sw + 1;
+  return c;
+}
+
+void check_conv_inputs(const Tensor& x_, const Tensor& weight, const Tensor& bias) {
+  TB_CHECK(x_.dim() == 3 || x_.dim() == 4, kOp, "expected 3-D (unbatched) or 4-D (batched) input, got shape ",
+           core::to_string(x_.sizes()));
+  TB_CHECK(weight.dim() == 4, kOp, "weight must be 4-D (out_channels, in_channels / groups, kH, kW), got shape ",
+           core::to_string(weight.sizes()));
+  TB_CHECK(x_.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == x_.dtype()), kOp,
+           "input, weight and bias must have the same dtype, got ", core::name(x_.dtype()), ", ",
+           core::name(weight.dtype()), bias.defined() ? std::string(", ") + core::name(bias.dtype()) : "");
+  TB_CHECK(x_.dtype() != DType::Bool, kOp, "not implemented for dtype bool");
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x_, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
+              const Shape& dilation, int64_t groups) {
+  check_conv_inputs(x_, weight, bias);
+  const bool batched = x_.dim() == 4;
+  const Tensor x4 = batched ? x_ : x_.unsqueeze(0);
+  const Conv c = make_conv(x4, weight, bias, stride, padding, dilation, groups, x_.sizes());
   const DType dt = x_.dtype();
   Tensor out = empty({c.N, c.O, c.OH, c.OW}, dt);
   if (out.numel() > 0) {
@@ -194,6 +350,56 @@ Tensor conv2d(const Tensor& x_, const Tensor& weight, const Tensor& bias, const 
     }
   }
   return batched ? out : out.squeeze(0);
+}
+
+std::tuple<Tensor, Tensor, Tensor> convolution_backward(const Tensor& grad_output, const Tensor& x_,
+                                                        const Tensor& weight, const Shape& stride,
+                                                        const Shape& padding, const Shape& dilation, int64_t groups,
+                                                        std::array<bool, 3> output_mask) {
+  check_conv_inputs(x_, weight, Tensor());
+  const bool batched = x_.dim() == 4;
+  const Tensor x4 = batched ? x_ : x_.unsqueeze(0);
+  const Conv c = make_conv(x4, weight, Tensor(), stride, padding, dilation, groups, x_.sizes());
+  const Tensor gy4 = batched ? grad_output : grad_output.unsqueeze(0);
+  const Shape ys = {c.N, c.O, c.OH, c.OW};
+  TB_CHECK(gy4.sizes() == ys && grad_output.dtype() == x_.dtype(), "convolution_backward",
+           "expected grad_output of shape ", core::to_string(ys), " and dtype ", core::name(x_.dtype()), ", got ",
+           core::name(grad_output.dtype()), core::to_string(grad_output.sizes()));
+  const DType dt = x_.dtype();
+  TB_CHECK(core::is_floating(dt), "convolution_backward", "expected a floating dtype, got ", core::name(dt));
+  Tensor gx = output_mask[0] ? zeros(x4.sizes(), dt) : Tensor();
+  Tensor gw = output_mask[1] ? zeros(weight.sizes(), dt) : Tensor();
+  Tensor gb;
+  const Tensor gy = gy4.contiguous();
+  if (output_mask[2]) {  // sum over (N, OH, OW), accumulated in double
+    gb = empty({c.O}, dt);
+    core::dispatch_floating(dt, "convolution_backward", [&]<typename T>() {
+      const T* gp = gy.data_ptr<T>();
+      T* bp = gb.data_ptr<T>();
+      const int64_t L = c.OH * c.OW;
+#pragma omp parallel for schedule(static) if (c.N * c.O * L > 32768)
+      for (int64_t o = 0; o < c.O; ++o) {
+        double s = 0;
+        for (int64_t n = 0; n < c.N; ++n)
+          for (int64_t l = 0; l < L; ++l) s += double(gp[(n * c.O + o) * L + l]);
+        bp[o] = T(s);
+      }
+    });
+  }
+  if (gy.numel() > 0 && x4.numel() > 0 && weight.numel() > 0 && (gx.defined() || gw.defined())) {
+    if (dt == DType::Float64) {
+      conv_backward_im2col<double>(c, gx, gw, x4.contiguous(), weight, gy);
+    } else {
+      const DType f = DType::Float32;
+      const Tensor gx32 = gx.defined() && dt != f ? empty(gx.sizes(), f) : gx;
+      const Tensor gw32 = gw.defined() && dt != f ? empty(gw.sizes(), f) : gw;
+      conv_dnnl_backward(c, gx32, gw32, x4.to(f).contiguous(), weight.to(f).contiguous(), gy.to(f).contiguous());
+      if (dt != f && gx.defined()) gx.copy_(gx32);
+      if (dt != f && gw.defined()) gw.copy_(gw32);
+    }
+  }
+  if (gx.defined() && !batched) gx = gx.squeeze(0);
+  return {gx, gw, gb};
 }
 
 }  // namespace tb::ops

@@ -1,9 +1,11 @@
 // max_pool2d and avg_pool2d: PyTorch's argument checks and output-size rule (including ceil_mode,
 // whose last window must start inside the input or left padding), then one loop per (n, c) plane,
 // planes split across OpenMP threads. Windows are clipped to the input, so padding never reads
-// memory; max pooling treats padding as -inf, average pooling counts it only when asked.
+// memory; max pooling treats padding as -inf, average pooling counts it only when asked. The
+// backward kernels (max_pool2d_with_indices_backward, avg_pool2d_backward) follow the forwards.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "engine/ops/nn.h"
 
@@ -30,9 +32,11 @@ int64_t out_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil
   return o;
 }
 
-Pool make_pool(const char* op, const Tensor& x, const Shape& kernel, const Shape& stride, const Shape& padding,
+// x: the input's sizes, (N, C, H, W) or (C, H, W).
+Pool make_pool(const char* op, const Shape& x, const Shape& kernel, const Shape& stride, const Shape& padding,
                const Shape& dilation, bool ceil_mode) {
-  TB_CHECK(x.dim() == 3 || x.dim() == 4, op, "expected a 3-D or 4-D input, got shape ", core::to_string(x.sizes()));
+  const int64_t nd = int64_t(x.size());
+  TB_CHECK(nd == 3 || nd == 4, op, "expected a 3-D or 4-D input, got shape ", core::to_string(x));
   Pool p{};
   p.kh = pick(kernel, 0, op, "kernel_size");
   p.kw = pick(kernel, 1, op, "kernel_size");
@@ -48,17 +52,17 @@ Pool make_pool(const char* op, const Tensor& x, const Shape& kernel, const Shape
   TB_CHECK(p.ph >= 0 && p.pw >= 0 && p.ph <= ((p.kh - 1) * p.dh + 1) / 2 && p.pw <= ((p.kw - 1) * p.dw + 1) / 2, op,
            "pad should be at most half of effective kernel size, but got pad=", p.ph, "x", p.pw, " and kernel_size=",
            p.kh, "x", p.kw);
-  p.batched = x.dim() == 4;
-  const int64_t o = p.batched ? 1 : 0;
-  p.N = p.batched ? x.size(0) : 1;
-  p.C = x.size(o);
-  p.H = x.size(o + 1);
-  p.W = x.size(o + 2);
+  p.batched = nd == 4;
+  const size_t o = p.batched ? 1 : 0;
+  p.N = p.batched ? x[0] : 1;
+  p.C = x[o];
+  p.H = x[o + 1];
+  p.W = x[o + 2];
   TB_CHECK(p.C > 0 && p.H > 0 && p.W > 0, op, "expected input with non-zero channel and spatial sizes, got shape ",
-           core::to_string(x.sizes()));
+           core::to_string(x));
   p.OH = out_size(p.H, p.kh, p.ph, p.sh, p.dh, ceil_mode);
   p.OW = out_size(p.W, p.kw, p.pw, p.sw, p.dw, ceil_mode);
-  TB_CHECK(p.OH >= 1 && p.OW >= 1, op, "given input size ", core::to_string(x.sizes()),
+  TB_CHECK(p.OH >= 1 && p.OW >= 1, op, "given input size ", core::to_string(x),
            ", the calculated output size ", p.OH, "x", p.OW, " is too small");
   return p;
 }
@@ -71,7 +75,7 @@ Tensor make_output(const Pool& p, DType dt) {
 
 Tensor max_pool2d(const Tensor& x_, const Shape& kernel, const Shape& stride, const Shape& padding,
                   const Shape& dilation, bool ceil_mode) {
-  const Pool p = make_pool("max_pool2d", x_, kernel, stride, padding, dilation, ceil_mode);
+  const Pool p = make_pool("max_pool2d", x_.sizes(), kernel, stride, padding, dilation, ceil_mode);
   const Tensor x = x_.contiguous();
   Tensor out = make_output(p, x.dtype());
   core::dispatch_floating(x.dtype(), "max_pool2d", [&]<typename T>() {
@@ -109,7 +113,7 @@ Tensor max_pool2d(const Tensor& x_, const Shape& kernel, const Shape& stride, co
 
 Tensor avg_pool2d(const Tensor& x_, const Shape& kernel, const Shape& stride, const Shape& padding, bool ceil_mode,
                   bool count_include_pad, std::optional<int64_t> divisor_override) {
-  const Pool p = make_pool("avg_pool2d", x_, kernel, stride, padding, {1}, ceil_mode);
+  const Pool p = make_pool("avg_pool2d", x_.sizes(), kernel, stride, padding, {1}, ceil_mode);
   TB_CHECK(!divisor_override || *divisor_override != 0, "avg_pool2d", "divisor must be not zero");
   const Tensor x = x_.contiguous();
   Tensor out = make_output(p, x.dtype());
@@ -149,6 +153,133 @@ Tensor avg_pool2d(const Tensor& x_, const Shape& kernel, const Shape& stride, co
     }
   });
   return out;
+}
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x_, const Shape& kernel, const Shape& stride,
+                                                   const Shape& padding, const Shape& dilation, bool ceil_mode) {
+  const Pool p = make_pool("max_pool2d_with_indices", x_.sizes(), kernel, stride, padding, dilation, ceil_mode);
+  const Tensor x = x_.contiguous();
+  Tensor out = make_output(p, x.dtype()), indices = make_output(p, DType::Int64);
+  core::dispatch_floating(x.dtype(), "max_pool2d_with_indices", [&]<typename T>() {
+    using Op = core::opmath_t<T>;
+    const T* in = x.data_ptr<T>();
+    T* o = out.data_ptr<T>();
+    int64_t* ix = indices.data_ptr<int64_t>();
+    // x: (N * C, H, W) contiguous; out, indices: (N * C, OH, OW). PyTorch's loop: no early exit
+    // on NaN, so the last NaN of a window names the index.
+#pragma omp parallel for schedule(static) if (p.N * p.C * p.OH * p.OW > 16384)
+    for (int64_t plane = 0; plane < p.N * p.C; ++plane) {
+      const T* ip = in + plane * p.H * p.W;
+      for (int64_t oh = 0; oh < p.OH; ++oh) {
+        int64_t h0 = oh * p.sh - p.ph;
+        const int64_t h1 = std::min(h0 + (p.kh - 1) * p.dh + 1, p.H);
+        while (h0 < 0) h0 += p.dh;
+        for (int64_t ow = 0; ow < p.OW; ++ow) {
+          int64_t w0 = ow * p.sw - p.pw;
+          const int64_t w1 = std::min(w0 + (p.kw - 1) * p.dw + 1, p.W);
+          while (w0 < 0) w0 += p.dw;
+          int64_t best_i = h0 * p.W + w0;
+          Op best = -std::numeric_limits<Op>::infinity();
+          for (int64_t h = h0; h < h1; h += p.dh)
+            for (int64_t w = w0; w < w1; w += p.dw) {
+              const Op v = Op(ip[h * p.W + w]);
+              if (v > best || std::isnan(v)) {
+                best = v;
+                best_i = h * p.W + w;
+              }
+            }
+          const int64_t k = (plane * p.OH + oh) * p.OW + ow;
+          o[k] = T(best);
+          ix[k] = best_i;
+        }
+      }
+    }
+  });
+  return {out, indices};
+}
+
+namespace {
+
+// Runs body<T, Op>(gin) with gin an (N * C * H * W) zero-filled accumulation buffer of type Op
+// (float for the reduced floats, so a window's many contributions round once), then returns it
+// as a tensor of `sizes` in dtype `dt`.
+template <typename F>
+Tensor accumulate_into(const Shape& sizes, DType dt, const char* op, F&& body) {
+  return core::dispatch_floating(dt, op, [&]<typename T>() {
+    using Op = core::opmath_t<T>;
+    Tensor acc = zeros(sizes, core::dtype_of<Op>);
+    body.template operator()<T, Op>(acc.data_ptr<Op>());
+    return dt == acc.dtype() ? acc : acc.to(dt);
+  });
+}
+
+}  // namespace
+
+Tensor max_pool2d_with_indices_backward(const Tensor& grad_output, const Shape& input_sizes, const Tensor& indices) {
+  constexpr const char* op = "max_pool2d_with_indices_backward";
+  TB_CHECK(input_sizes.size() == 3 || input_sizes.size() == 4, op, "expected a 3-D or 4-D input, got shape ",
+           core::to_string(input_sizes));
+  TB_CHECK(grad_output.sizes() == indices.sizes() && grad_output.dim() == int64_t(input_sizes.size()) &&
+               indices.dtype() == DType::Int64,
+           op, "expected grad_output and int64 indices of one pooled shape, got ",
+           core::to_string(grad_output.sizes()), " and ", core::to_string(indices.sizes()));
+  const int64_t nd = int64_t(input_sizes.size());
+  const int64_t HW = input_sizes[size_t(nd - 2)] * input_sizes[size_t(nd - 1)];
+  const int64_t OHW = grad_output.size(-2) * grad_output.size(-1);
+  const int64_t planes = HW == 0 ? 0 : core::checked_numel(input_sizes, op) / HW;
+  const Tensor g = grad_output.contiguous(), ix = indices.contiguous();
+  return accumulate_into(input_sizes, grad_output.dtype(), op, [&]<typename T, typename Op>(Op* gin) {
+    const T* gp = g.data_ptr<T>();
+    const int64_t* ip = ix.data_ptr<int64_t>();
+    // Planes are independent; within one, windows overlap, so the scatter stays serial.
+#pragma omp parallel for schedule(static) if (planes * OHW > 16384)
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      Op* dst = gin + plane * HW;
+      for (int64_t k = plane * OHW; k < (plane + 1) * OHW; ++k) {
+        const int64_t i = ip[k];
+        if (i >= 0 && i < HW) dst[i] += Op(gp[k]);  // an out-of-plane index cannot come from the forward
+      }
+    }
+  });
+}
+
+Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_sizes, const Shape& kernel,
+                           const Shape& stride, const Shape& padding, bool ceil_mode, bool count_include_pad,
+                           std::optional<int64_t> divisor_override) {
+  constexpr const char* op = "avg_pool2d_backward";
+  const Pool p = make_pool(op, input_sizes, kernel, stride, padding, {1}, ceil_mode);
+  TB_CHECK(!divisor_override || *divisor_override != 0, op, "divisor must be not zero");
+  const Shape expected = p.batched ? Shape{p.N, p.C, p.OH, p.OW} : Shape{p.C, p.OH, p.OW};
+  TB_CHECK(grad_output.sizes() == expected, op, "expected grad_output of shape ", core::to_string(expected), ", got ",
+           core::to_string(grad_output.sizes()));
+  const Tensor g = grad_output.contiguous();
+  return accumulate_into(input_sizes, grad_output.dtype(), op, [&]<typename T, typename Op>(Op* gin) {
+    const T* gp = g.data_ptr<T>();
+#pragma omp parallel for schedule(static) if (p.N * p.C * p.OH * p.OW > 16384)
+    for (int64_t plane = 0; plane < p.N * p.C; ++plane) {
+      Op* dst = gin + plane * p.H * p.W;
+      const T* go = gp + plane * p.OH * p.OW;
+      for (int64_t oh = 0; oh < p.OH; ++oh) {
+        int64_t h0 = oh * p.sh - p.ph, h1 = std::min(h0 + p.kh, p.H + p.ph);
+        const int64_t pool_h = h1 - h0;
+        h0 = std::max<int64_t>(h0, 0);
+        h1 = std::min(h1, p.H);
+        for (int64_t ow = 0; ow < p.OW; ++ow) {
+          int64_t w0 = ow * p.sw - p.pw, w1 = std::min(w0 + p.kw, p.W + p.pw);
+          const int64_t pool_w = w1 - w0;
+          w0 = std::max<int64_t>(w0, 0);
+          w1 = std::min(w1, p.W);
+          if (h1 <= h0 || w1 <= w0) continue;  // a window entirely in padding: its output was a constant 0
+          const int64_t div = divisor_override ? *divisor_override
+                              : count_include_pad ? pool_h * pool_w
+                                                  : (h1 - h0) * (w1 - w0);
+          const Op delta = Op(go[oh * p.OW + ow]) / Op(div);
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) dst[h * p.W + w] += delta;
+        }
+      }
+    }
+  });
 }
 
 }  // namespace tb::ops

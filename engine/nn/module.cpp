@@ -1,0 +1,333 @@
+// Module: registration, traversal, state dicts, modes and hooks. See module.h.
+#include "engine/nn/module.h"
+
+#include <sstream>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/dtype.h"
+#include "engine/tensor/factories.h"
+
+namespace tb::nn {
+
+struct HookStore {
+  int64_t next_id = 0;
+  std::vector<std::pair<int64_t, ForwardPreHook>> pre;
+  std::vector<std::pair<int64_t, ForwardHook>> fwd;
+  std::vector<std::pair<int64_t, BackwardHook>> bwd;
+};
+
+void RemovableHandle::remove() {
+  auto s = store_.lock();
+  if (!s) return;
+  auto drop = [&](auto& v) { std::erase_if(v, [&](const auto& h) { return h.first == id_; }); };
+  drop(s->pre);
+  drop(s->fwd);
+  drop(s->bwd);
+}
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << ']';
+  return os.str();
+}
+
+Module::Module(std::string type_name) : type_name_(std::move(type_name)), hooks_(std::make_shared<HookStore>()) {}
+
+Tensor Module::forward(const Tensor&) {
+  throw core::Error(type_name_ + ".forward", "this module has no single-tensor forward; call its own forward method");
+}
+
+Tensor Module::operator()(const Tensor& x) {
+  return call_with_hooks({x}, [this](const TensorList& in) { return forward(in[0]); });
+}
+
+void Module::check_new_name(const std::string& name, const char* what) const {
+  TB_CHECK(!name.empty(), "register_" + std::string(what), "the name must not be empty");
+  TB_CHECK(name.find('.') == std::string::npos, "register_" + std::string(what), "the name '", name,
+           "' must not contain '.'");
+  TB_CHECK(!params_.contains(name) && !buffers_.contains(name) && !children_.contains(name),
+           "register_" + std::string(what), "attribute '", name, "' already exists in ", type_name_);
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
+  check_new_name(name, "parameter");
+  if (t.defined()) {
+    TB_CHECK(t.is_leaf(), "register_parameter", "parameter '", name, "' must be a leaf tensor (detach it first)");
+    if (requires_grad && core::is_floating(t.dtype())) t.requires_grad_(true);
+  }
+  params_.insert(name, t);
+  return t;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t, bool persistent) {
+  check_new_name(name, "buffer");
+  buffers_.insert(name, Slot{t, persistent});
+  return t;
+}
+
+void Module::add_child(const std::string& name, ModulePtr m) {
+  check_new_name(name, "module");
+  TB_CHECK(m != nullptr, "register_module", "module '", name, "' is null");
+  children_.insert(name, std::move(m));
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  for (auto& [name, c] : children_)
+    for (auto& [sub, m] : c->named_modules()) out.emplace_back(sub.empty() ? name : name + "." + sub, m);
+  return out;
+}
+
+std::vector<std::pair<std::string, const Module*>> Module::named_modules() const {
+  std::vector<std::pair<std::string, const Module*>> out{{"", this}};
+  for (const auto& [name, c] : children_)
+    for (auto& [sub, m] : std::as_const(*c).named_modules()) out.emplace_back(sub.empty() ? name : name + "." + sub, m);
+  return out;
+}
+
+namespace {
+std::string join(const std::string& prefix, const std::string& name) { return prefix.empty() ? name : prefix + "." + name; }
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto mods = recurse ? named_modules() : std::vector<std::pair<std::string, const Module*>>{{"", this}};
+  for (const auto& [prefix, m] : mods)
+    for (const auto& [name, t] : m->params_)
+      if (t.defined()) out.emplace_back(join(prefix, name), t);
+  return out;
+}
+
+TensorList Module::parameters(bool recurse) const {
+  TensorList out;
+  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto mods = recurse ? named_modules() : std::vector<std::pair<std::string, const Module*>>{{"", this}};
+  for (const auto& [prefix, m] : mods)
+    for (const auto& [name, s] : m->buffers_)
+      if (s.t.defined()) out.emplace_back(join(prefix, name), s.t);
+  return out;
+}
+
+TensorList Module::buffers(bool recurse) const {
+  TensorList out;
+  for (auto& [n, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, ModulePtr>> Module::named_children() const {
+  std::vector<std::pair<std::string, ModulePtr>> out;
+  for (const auto& [name, c] : children_) out.emplace_back(name, c);
+  return out;
+}
+
+ModulePtr Module::child(const std::string& name) const {
+  const ModulePtr* c = children_.find(name);
+  return c ? *c : nullptr;
+}
+
+Tensor Module::find_tensor(const std::string& dotted) const {
+  const size_t dot = dotted.find('.');
+  if (dot != std::string::npos) {
+    ModulePtr c = child(dotted.substr(0, dot));
+    return c ? c->find_tensor(dotted.substr(dot + 1)) : Tensor();
+  }
+  if (const Tensor* p = params_.find(dotted)) return *p;
+  if (const Slot* b = buffers_.find(dotted)) return b->t;
+  return Tensor();
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+void Module::collect_state(const std::string& prefix, StateDict& out) const {
+  for (const auto& [name, t] : params_)
+    if (t.defined()) out.insert(join(prefix, name), t);
+  for (const auto& [name, s] : buffers_)
+    if (s.t.defined() && s.persistent) out.insert(join(prefix, name), s.t);
+  for (const auto& [name, c] : children_) c->collect_state(join(prefix, name), out);
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  collect_state("", out);
+  return out;
+}
+
+LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
+  const StateDict own = state_dict();
+  LoadResult r;
+  // Everything is checked before anything is copied, so a failed load leaves the module as it was.
+  for (const auto& [key, t] : own) {
+    const Tensor* src = state.find(key);
+    if (!src) {
+      r.missing_keys.push_back(key);
+      continue;
+    }
+    TB_CHECK(src->defined(), "load_state_dict", "the state dict holds an undefined tensor for '", key, "'");
+    TB_CHECK(src->sizes() == t.sizes(), "load_state_dict",
+             "size mismatch for ", key, ": copying a param with shape ", shape_str(src->sizes()),
+             " from checkpoint, the shape in current model is ", shape_str(t.sizes()), ".");
+  }
+  for (const auto& [key, t] : state)
+    if (!own.contains(key)) r.unexpected_keys.push_back(key);
+  if (strict && (!r.missing_keys.empty() || !r.unexpected_keys.empty())) {
+    std::string msg = "Error(s) in loading state_dict for " + type_name_ + ":";
+    auto list = [](const std::vector<std::string>& keys) {
+      std::string s;
+      for (size_t i = 0; i < keys.size(); ++i) s += (i ? ", \"" : "\"") + keys[i] + "\"";
+      return s;
+    };
+    if (!r.unexpected_keys.empty()) msg += " Unexpected key(s) in state_dict: " + list(r.unexpected_keys) + ".";
+    if (!r.missing_keys.empty()) msg += " Missing key(s) in state_dict: " + list(r.missing_keys) + ".";
+    throw core::Error("load_state_dict", msg);
+  }
+  autograd::NoGradGuard no_grad;
+  for (const auto& [key, t] : own)
+    if (const Tensor* src = state.find(key)) {
+      Tensor dst = t;
+      if (!dst.is_same(*src)) dst.copy_(*src);
+    }
+  return r;
+}
+
+void Module::to(DType dtype) {
+  autograd::NoGradGuard no_grad;
+  auto convert = [&](const Tensor& t) {
+    if (!t.defined() || !core::is_floating(t.dtype()) || t.dtype() == dtype) return;
+    Tensor c = t.to(dtype).contiguous();
+    // Swap the data under the same handle: the parameter stays the same tensor.
+    TensorImpl* impl = t.impl();
+    impl->storage = c.storage();
+    impl->sizes = c.sizes();
+    impl->strides = c.strides();
+    impl->offset = c.storage_offset();
+    impl->dtype = dtype;
+    Tensor g = t.grad();
+    if (g.defined()) t.set_grad(g.to(dtype));
+  };
+  for (auto& [n, t] : named_parameters()) convert(t);
+  for (auto& [n, t] : named_buffers()) convert(t);
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (auto& [n, p] : named_parameters()) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      autograd::NoGradGuard no_grad;
+      Tensor d = g.detach();
+      zero_(d);
+    }
+  }
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  for (auto& [n, c] : children_) c->apply(fn);
+  fn(*this);
+}
+
+RemovableHandle Module::register_forward_pre_hook(ForwardPreHook fn) {
+  const int64_t id = hooks_->next_id++;
+  hooks_->pre.emplace_back(id, std::move(fn));
+  return {hooks_, id};
+}
+
+RemovableHandle Module::register_forward_hook(ForwardHook fn) {
+  const int64_t id = hooks_->next_id++;
+  hooks_->fwd.emplace_back(id, std::move(fn));
+  return {hooks_, id};
+}
+
+RemovableHandle Module::register_full_backward_hook(BackwardHook fn) {
+  const int64_t id = hooks_->next_id++;
+  hooks_->bwd.emplace_back(id, std::move(fn));
+  return {hooks_, id};
+}
+
+namespace {
+
+// Note [Full backward hooks]
+// As PyTorch's BackwardHook: the inputs and the output pass through identity nodes (here
+// as_strided views of themselves); a tensor hook on the output's identity captures grad_output,
+// tensor hooks on the inputs' identities capture grad_input, and when the last input gradient
+// arrives the module's hooks run. A replacement the hooks return is applied to that last input's
+// gradient only (the others have flowed on already); with one differentiable input, as in every
+// layer here, that is PyTorch's behaviour. If no input needs a gradient the hooks run at the
+// output with undefined grad_input, as in PyTorch.
+struct BackwardState {
+  Module* module = nullptr;
+  std::vector<BackwardHook> hooks;
+  TensorList grad_input, grad_output;
+  size_t expected = 0, pending = 0;  // input gradients per backward, and still to come
+  std::optional<TensorList> fire() {
+    pending = expected;  // ready for another backward through a retained graph
+    std::optional<TensorList> replaced;
+    for (const BackwardHook& h : hooks) {
+      std::optional<TensorList> r = h(*module, replaced ? *replaced : grad_input, grad_output);
+      if (r) replaced = std::move(r);
+    }
+    return replaced;
+  }
+};
+
+Tensor identity(const Tensor& t) { return t.as_strided(t.sizes(), t.strides(), t.storage_offset()); }
+
+}  // namespace
+
+Tensor Module::call_with_hooks(const TensorList& inputs_in, const std::function<Tensor(const TensorList&)>& fwd) {
+  if (hooks_->pre.empty() && hooks_->fwd.empty() && hooks_->bwd.empty()) return fwd(inputs_in);
+  // Copies: a hook removed by another hook while they run must not invalidate the loop.
+  const auto pre = hooks_->pre;
+  const auto fwd_hooks = hooks_->fwd;
+  const auto bwd = hooks_->bwd;
+  TensorList inputs = inputs_in;
+  for (const auto& [id, h] : pre)
+    if (std::optional<TensorList> r = h(*this, inputs)) inputs = std::move(*r);
+
+  std::shared_ptr<BackwardState> state;
+  if (!bwd.empty() && autograd::grad_mode_enabled()) {
+    state = std::make_shared<BackwardState>();
+    state->module = this;
+    for (const auto& [id, h] : bwd) state->hooks.push_back(h);
+    state->grad_input.resize(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].defined() || !inputs[i].requires_grad()) continue;
+      inputs[i] = identity(inputs[i]);
+      ++state->expected;
+      ++state->pending;
+      inputs[i].register_hook([state, i](const Tensor& g) -> Tensor {
+        state->grad_input[i] = g;
+        if (--state->pending != 0) return Tensor();
+        std::optional<TensorList> r = state->fire();
+        return r && i < r->size() ? (*r)[i] : Tensor();
+      });
+    }
+  }
+
+  Tensor out = fwd(inputs);
+  for (const auto& [id, h] : fwd_hooks)
+    if (std::optional<Tensor> r = h(*this, inputs, out)) out = std::move(*r);
+
+  if (state && out.defined() && out.requires_grad()) {
+    out = identity(out);
+    out.register_hook([state](const Tensor& g) -> Tensor {
+      state->grad_output = {g};
+      if (state->expected == 0) state->fire();
+      return Tensor();
+    });
+  }
+  return out;
+}
+
+}  // namespace tb::nn

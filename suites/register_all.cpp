@@ -10,6 +10,7 @@
 #include "suites/autograd/semantics.h"
 #include "suites/nn/nn_suite.h"
 #include "suites/ops/op_case.h"
+#include "suites/training/training_bench.h"
 
 namespace tb::suites {
 
@@ -68,6 +69,13 @@ void register_all() {
       "the GPT-style model's logits, loss and gradients",
       [] { return nn_tests(); },
       {},
+  });
+
+  harness::register_suite({
+      "training",
+      "forward + backward steps of the MLP and GPT-style models, engine beside LibTorch, with peak memory",
+      {},
+      [] { return training_benches(); },
   });
 }
 

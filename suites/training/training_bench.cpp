@@ -1,0 +1,168 @@
+// The training suite's benchmarks: one forward + backward step of the reference models, engine
+// beside LibTorch on the same weights, inputs and thread count.
+//   fwd_bwd/mlp: MLP 784-1024-1024-10, batch 256, cross-entropy.
+//   fwd_bwd/gpt: GPT-style model d=256, 4 layers, 8 heads, T=128, batch 16, vocabulary 1024.
+// A step is zero_grad(set_to_none) + forward + loss + backward, as a training loop does it (the
+// optimizer step belongs to the optim benchmarks). Peak memory of one step is measured outside
+// the timed loop: for the engine from its allocator's statistics; for LibTorch, whose CPU
+// allocator keeps none, as the rise of the process's peak RSS over the step. See
+// docs/results.md for how to read the two.
+#include <malloc.h>
+
+#include <fstream>
+#include <string>
+
+#include "engine/autograd/functions.h"
+#include "engine/core/rng.h"
+#include "engine/memory/allocator.h"
+#include "engine/nn/models.h"
+#include "engine/tensor/factories.h"
+#include "reference/autograd.h"
+#include "reference/loss.h"
+#include "reference/models.h"
+#include "suites/training/training_bench.h"
+
+namespace tb::suites {
+
+namespace {
+
+// VmRSS / VmHWM of this process in bytes.
+int64_t proc_status_bytes(const std::string& key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1)) * 1024;
+  return -1;
+}
+
+// Rise of the peak RSS while f runs: LibTorch's live bytes at their peak. glibc's mmap threshold
+// is pinned (128 KiB) so that every large buffer is its own mapping, returned to the OS when
+// freed; the RSS then follows the live bytes, as the engine's allocator statistics do, instead
+// of a heap that kept the previous step's memory. Returns -1 where the kernel cannot reset the
+// peak (VmHWM stays above the current RSS).
+int64_t peak_rss_rise(const std::function<void()>& f) {
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  malloc_trim(0);
+  std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM to the current RSS
+  const int64_t before = proc_status_bytes("VmRSS");
+  if (proc_status_bytes("VmHWM") > before + (1 << 20)) return -1;
+  f();
+  return proc_status_bytes("VmHWM") - before;
+}
+
+// Peak bytes the engine's allocator held above its level before f.
+int64_t engine_peak_rise(const std::function<void()>& f) {
+  memory::CpuCachingAllocator& a = memory::cpu_allocator();
+  a.reset_peak();
+  const int64_t before = a.stats().allocated_bytes;
+  f();
+  return a.stats().peak_allocated_bytes - before;
+}
+
+ref::NamedTensors to_named_ref(const nn::Module& m) {
+  ref::NamedTensors out;
+  for (auto& [name, t] : m.state_dict()) out.push_back({name, ref::to_ref(t)});
+  return out;
+}
+
+struct Side {
+  std::function<void()> engine, reference;
+  // Drop each side's gradients, so a measured step starts from the state a training loop's
+  // step starts from after its optimizer step (no gradient buffers held).
+  std::function<void()> engine_clear, reference_clear;
+};
+
+harness::BenchCase make_step_bench(const std::string& name, const Side& s, double flops, nlohmann::json extra) {
+  s.engine();  // warm-up: caches, oneDNN primitives, first-touch of every buffer
+  s.reference();
+  s.engine_clear();
+  extra["engine_peak_bytes"] = engine_peak_rise(s.engine);
+  s.reference_clear();
+  extra["reference_peak_bytes"] = peak_rss_rise(s.reference);
+  extra["reference_blas"] = ref::info().value("reference_blas", "unknown");
+  extra["engine_blas"] = "oneDNN";
+  harness::BenchCase b;
+  b.name = name;
+  b.engine = s.engine;
+  b.reference = s.reference;
+  b.flops_per_call = flops;
+  b.extra = std::move(extra);
+  return b;
+}
+
+harness::BenchCase mlp_bench() {
+  constexpr int64_t B = 256, In = 784, H = 1024, Out = 10;
+  core::manual_seed(0);
+  auto model = std::make_shared<nn::MLP>(In, H, Out);
+  ref::NnModule rmodel = ref::nn_mlp(In, H, Out);
+  rmodel.load_by_name(to_named_ref(*model));
+  core::Generator gen(1);
+  auto x = std::make_shared<Tensor>(randn({B, In}, DType::Float32, &gen));
+  auto y = std::make_shared<Tensor>(randint(0, Out, {B}, DType::Int64, &gen));
+  auto rx = std::make_shared<ref::Tensor>(ref::to_ref(*x));
+  auto ry = std::make_shared<ref::Tensor>(ref::to_ref(*y));
+  Side s;
+  s.engine = [model, x, y] {
+    model->zero_grad(true);
+    autograd::cross_entropy((*model)(*x), *y).backward();
+  };
+  s.reference = [rmodel, rx, ry] {
+    rmodel.zero_grad();
+    ref::backward(ref::cross_entropy(rmodel.forward(*rx), *ry));
+  };
+  s.engine_clear = [model] { model->zero_grad(true); };
+  s.reference_clear = [rmodel] { rmodel.zero_grad(); };
+  // Forward 2*B*P for the three products; backward 2*B*P for the weight gradients and 2*B*P for
+  // the input gradients of the second and third layers (the data needs none).
+  const double p1 = In * H, p2 = H * H, p3 = H * Out;
+  const double flops = 2.0 * B * (p1 + p2 + p3) * 2 + 2.0 * B * (p2 + p3);
+  return make_step_bench("fwd_bwd/mlp", s, flops,
+                         {{"batch", B}, {"parameters", double(p1 + p2 + p3 + H + H + Out)}});
+}
+
+harness::BenchCase gpt_bench() {
+  nn::GPTConfig c;
+  c.vocab = 1024, c.d_model = 256, c.n_layers = 4, c.n_heads = 8, c.max_seq = 128, c.dropout = 0;
+  constexpr int64_t B = 16;
+  const int64_t T = c.max_seq;
+  core::manual_seed(0);
+  auto model = std::make_shared<nn::GPT>(c);
+  ref::NnModule rmodel = ref::nn_gpt(c.vocab, c.d_model, c.n_layers, c.n_heads, c.max_seq, c.dropout, c.gelu_approximate);
+  rmodel.load_by_name(to_named_ref(*model));
+  core::Generator gen(2);
+  auto idx = std::make_shared<Tensor>(randint(0, c.vocab, {B, T}, DType::Int64, &gen));
+  auto tgt = std::make_shared<Tensor>(randint(0, c.vocab, {B, T}, DType::Int64, &gen));
+  auto ridx = std::make_shared<ref::Tensor>(ref::to_ref(*idx));
+  auto rtgt = std::make_shared<ref::Tensor>(ref::to_ref(*tgt));
+  Side s;
+  s.engine = [model, idx, tgt] {
+    model->zero_grad(true);
+    nn::GPT::loss(model->forward(*idx), *tgt).backward();
+  };
+  s.reference = [rmodel, ridx, rtgt] {
+    rmodel.zero_grad();
+    ref::backward(ref::gpt_loss(rmodel.forward(*ridx), *rtgt));
+  };
+  s.engine_clear = [model] { model->zero_grad(true); };
+  s.reference_clear = [rmodel] { rmodel.zero_grad(); };
+  // Matrix products per layer: qkv (3d^2) + out (d^2) + mlp (8d^2) weights, and the two
+  // attention products (2*T*d per token); plus the head (d*V). Backward does twice the forward.
+  const double d = double(c.d_model), N = double(B * T);
+  const double fwd = 2.0 * N * (12.0 * d * d * double(c.n_layers) + d * double(c.vocab)) +
+                     2.0 * 2.0 * N * double(T) * d * double(c.n_layers);
+  int64_t params = 0;
+  for (const Tensor& p : model->parameters()) params += p.numel();
+  return make_step_bench("fwd_bwd/gpt", s, 3 * fwd,
+                         {{"batch", B}, {"seq_len", T}, {"tokens", B * T}, {"parameters", double(params)}});
+}
+
+}  // namespace
+
+std::vector<harness::BenchCase> training_benches() {
+  std::vector<harness::BenchCase> b;
+  b.push_back(mlp_bench());
+  b.push_back(gpt_bench());
+  return b;
+}
+
+}  // namespace tb::suites

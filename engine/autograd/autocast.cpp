@@ -6,8 +6,10 @@ namespace {
 thread_local bool enabled = false;
 thread_local DType dtype = DType::BFloat16;
 
+// LibTorch casts only eligible tensors: floating and not float64 (double math stays double).
 Tensor cast_floating(const Tensor& t, DType to) {
-  if (!enabled || !t.defined() || !core::is_floating(t.dtype()) || t.dtype() == to) return t;
+  if (!enabled || !t.defined() || !core::is_floating(t.dtype()) || t.dtype() == DType::Float64 || t.dtype() == to)
+    return t;
   return t.to(to);
 }
 }  // namespace

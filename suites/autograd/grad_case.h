@@ -51,6 +51,7 @@ std::vector<GradCase> grad_reduce_cases();
 std::vector<GradCase> grad_linalg_cases();
 std::vector<GradCase> grad_nn_cases();       // conv, pooling, embedding, dropout, pad
 std::vector<GradCase> grad_loss_cases();     // nll, cross_entropy, mse, l1, bce_with_logits
+std::vector<GradCase> grad_autocast_cases(); // under AutocastGuard vs LibTorch's CPU autocast
 std::vector<GradCase> grad_nn_norm_cases();  // softmax, log_softmax, layer/group/batch norm
 std::vector<GradCase> grad_index_cases();    // views, shape and index ops
 std::vector<GradCase> all_grad_cases();

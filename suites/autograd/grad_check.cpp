@@ -218,7 +218,7 @@ harness::Record run_gradcheck(const GradCase& c) {
 std::vector<GradCase> all_grad_cases() {
   std::vector<GradCase> all;
   for (auto family : {grad_elementwise_cases, grad_reduce_cases, grad_linalg_cases, grad_nn_cases,
-                      grad_loss_cases, grad_nn_norm_cases, grad_index_cases}) {
+                      grad_loss_cases, grad_nn_norm_cases, grad_index_cases, grad_autocast_cases}) {
     auto cs = family();
     all.insert(all.end(), std::make_move_iterator(cs.begin()), std::make_move_iterator(cs.end()));
   }

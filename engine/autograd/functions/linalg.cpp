@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/function.h"
 #include "engine/autograd/functions.h"
 #include "engine/ops/elementwise.h"
@@ -31,7 +32,8 @@ Tensor mT(const Tensor& t) { return t.transpose(-1, -2); }
 
 }  // namespace
 
-Tensor mm(const Tensor& a, const Tensor& b) {
+Tensor mm(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = autocast_lower(a_in), b = autocast_lower(b_in);
   Tensor out = kernel([&] { return ops::mm(a, b); });
   record("mm", {a, b}, {out}, {a, b}, [](BackwardContext& ctx, const TensorList& g) {
     return TensorList{ctx.needs_grad(0) ? ops::mm(g[0], ctx.saved(1).t()) : Tensor(),
@@ -40,7 +42,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = autocast_lower(a_in), b = autocast_lower(b_in);
   Tensor out = kernel([&] { return ops::bmm(a, b); });
   record("bmm", {a, b}, {out}, {a, b}, [](BackwardContext& ctx, const TensorList& g) {
     return TensorList{ctx.needs_grad(0) ? ops::bmm(g[0], mT(ctx.saved(1))) : Tensor(),
@@ -62,7 +65,8 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 // (*, M, K) @ (K, N) product is folded into one (rows, K) @ (K, N) gemm. The gradients mirror
 // that: a broadcast batch operand's gradient is summed over the batch, and in the folded case
 // dB is one (K, rows) @ (rows, N) gemm.
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor a = autocast_lower(a_in), b = autocast_lower(b_in);
   Tensor out = kernel([&] { return ops::matmul(a, b); });
   record("matmul", {a, b}, {out}, {a, b}, [](BackwardContext& ctx, const TensorList& grads) {
     const Tensor a = ctx.saved(0), b = ctx.saved(1);
@@ -88,7 +92,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta, double alpha) {
+Tensor addmm(const Tensor& self_in, const Tensor& a_in, const Tensor& b_in, double beta, double alpha) {
+  const Tensor self = autocast_lower(self_in), a = autocast_lower(a_in), b = autocast_lower(b_in);
   Tensor out = kernel([&] { return ops::addmm(self, a, b, beta, alpha); });
   record("addmm", {self, a, b}, {out}, {a, b}, [beta, alpha](BackwardContext& ctx, const TensorList& g) {
     auto scaled = [](const Tensor& t, double s) { return s == 1 ? t : ops::mul(t, Scalar(s)); };
@@ -104,7 +109,8 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta, 
 //   dW = dY^T @ X         (out, rows) @ (rows, in): dY^T is a column-major view, read as is
 //   dB = sum_rows dY
 // Each is one gemm (or one column reduction) into a fresh contiguous buffer.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const Tensor x = autocast_lower(x_in), weight = autocast_lower(weight_in), bias = autocast_lower(bias_in);
   Tensor out = kernel([&] { return ops::linear(x, weight, bias); });
   record("linear", {x, weight, bias}, {out}, {x, weight}, [](BackwardContext& ctx, const TensorList& g) {
     const Tensor x = ctx.saved(0), w = ctx.saved(1);
@@ -266,7 +272,9 @@ Tensor einsum_grad(const EinsumPlan& p, const Tensor& g, const std::vector<Tenso
 
 }  // namespace
 
-Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) {
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_in) {
+  std::vector<Tensor> operands;
+  for (const Tensor& t : operands_in) operands.push_back(autocast_lower(t));
   Tensor out = kernel([&] { return ops::einsum(equation, operands); });
   record("einsum", operands, {out}, operands, [equation, n = operands.size()](BackwardContext& ctx, const TensorList& g) {
     std::vector<Tensor> in;

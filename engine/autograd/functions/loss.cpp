@@ -3,6 +3,7 @@
 // and goes straight from the loss gradient to the logits' gradient); the elementwise losses
 // follow PyTorch's derivatives.yaml entries with elementwise ops. Class-index targets and class
 // weights are not differentiated (as in PyTorch).
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/function.h"
 #include "engine/autograd/functions.h"
 #include "engine/ops/elementwise.h"
@@ -17,8 +18,9 @@ Tensor loss_grad_scale(const Tensor& g, const std::string& reduction, int64_t n)
 }
 }  // namespace
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, const std::string& reduction,
+Tensor nll_loss(const Tensor& input_in, const Tensor& target, const Tensor& weight_in, const std::string& reduction,
                 int64_t ignore_index) {
+  const Tensor input = autocast_fp32(input_in), weight = autocast_fp32(weight_in);
   auto [out, total_weight] = kernel([&] { return ops::nll_loss_forward(input, target, weight, reduction, ignore_index); });
   record("nll_loss", {input}, {out}, {input, target, weight, total_weight},
          [reduction, ignore_index](BackwardContext& ctx, const TensorList& g) {
@@ -29,8 +31,9 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
 }
 
 // Inputs: the logits and, for probability targets, the target (its gradient is cheap to give).
-Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, const std::string& reduction,
-                     int64_t ignore_index, double label_smoothing) {
+Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, const Tensor& weight_in,
+                     const std::string& reduction, int64_t ignore_index, double label_smoothing) {
+  const Tensor input = autocast_fp32(input_in), target = autocast_fp32(target_in), weight = autocast_fp32(weight_in);
   auto [out, log_probs, denominator] = kernel([&] {
     return ops::cross_entropy_forward(input, target, weight, reduction, ignore_index, label_smoothing);
   });
@@ -47,7 +50,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
 }
 
 // d input = 2 (x - t) g (/ n), d target = -d input.
-Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, const std::string& reduction) {
+  const Tensor input = autocast_fp32(input_in), target = autocast_fp32(target_in);
   Tensor out = kernel([&] { return ops::mse_loss(input, target, reduction); });
   record("mse_loss", {input, target}, {out}, {input, target}, [reduction](BackwardContext& ctx, const TensorList& g) {
     const Tensor d = ops::sub(ctx.saved(0), ctx.saved(1));
@@ -58,7 +62,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 }
 
 // d input = sign(x - t) g (/ n): zero where x == t, as abs' gradient.
-Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+Tensor l1_loss(const Tensor& input_in, const Tensor& target_in, const std::string& reduction) {
+  const Tensor input = autocast_fp32(input_in), target = autocast_fp32(target_in);
   Tensor out = kernel([&] { return ops::l1_loss(input, target, reduction); });
   record("l1_loss", {input, target}, {out}, {input, target}, [reduction](BackwardContext& ctx, const TensorList& g) {
     const Tensor s = ops::sign(ops::sub(ctx.saved(0), ctx.saved(1)));
@@ -71,8 +76,10 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& red
 // With lw = 1 + (pw - 1) t (lw = 1 without pos_weight) and l = (1 - t) x + lw softplus(-x):
 //   d x = w (lw sigmoid(x) - pw t) g,  d t = w (-x + (pw - 1) softplus(-x)) g   (/ n for "mean").
 // weight and pos_weight are not differentiable: PyTorch refuses them when they require grad.
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
-                                        const std::string& reduction, const Tensor& pos_weight) {
+Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& target_in, const Tensor& weight_in,
+                                        const std::string& reduction, const Tensor& pos_weight_in) {
+  const Tensor input = autocast_fp32(input_in), target = autocast_fp32(target_in);
+  const Tensor weight = autocast_fp32(weight_in), pos_weight = autocast_fp32(pos_weight_in);
   for (const auto& [t, name] : {std::pair{&weight, "weight"}, std::pair{&pos_weight, "pos_weight"}})
     TB_CHECK(!(grad_mode_enabled() && t->defined() && t->requires_grad()), "binary_cross_entropy_with_logits",
              "The function 'binary_cross_entropy_with_logits' is not differentiable with respect to argument '", name,

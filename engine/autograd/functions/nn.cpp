@@ -2,14 +2,16 @@
 // and pad. Each hands its gradient to one fused ops:: backward kernel (convolution_backward,
 // max_pool2d_with_indices_backward, avg_pool2d_backward, embedding_dense_backward,
 // native_dropout_backward, pad_backward), as PyTorch's derivatives.yaml does.
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/function.h"
 #include "engine/autograd/functions.h"
 #include "engine/ops/nn.h"
 
 namespace tb::autograd {
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
-              const Shape& dilation, int64_t groups) {
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, const Shape& stride,
+              const Shape& padding, const Shape& dilation, int64_t groups) {
+  const Tensor x = autocast_lower(x_in), weight = autocast_lower(weight_in), bias = autocast_lower(bias_in);
   Tensor out = kernel([&] { return ops::conv2d(x, weight, bias, stride, padding, dilation, groups); });
   record("conv2d", {x, weight, bias}, {out}, {x, weight},
          [stride, padding, dilation, groups](BackwardContext& ctx, const TensorList& g) {
@@ -76,7 +78,9 @@ Tensor dropout(const Tensor& x, double p, bool training, core::Generator* gen) {
   return out;
 }
 
-Tensor pad(const Tensor& x, const Shape& pad, const std::string& mode, double value) {
+Tensor pad(const Tensor& x_in, const Shape& pad, const std::string& mode, double value) {
+  // LibTorch's CPU autocast runs reflection and replication padding in float32.
+  const Tensor x = mode == "constant" ? x_in : autocast_fp32(x_in);
   Tensor out = kernel([&] { return ops::pad(x, pad, mode, value); });
   record("pad", {x}, {out}, {}, [sizes = x.sizes(), pad, mode](BackwardContext&, const TensorList& g) {
     if (mode != "constant") return TensorList{ops::pad_backward(g[0], sizes, pad, mode)};

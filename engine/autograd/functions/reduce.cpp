@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/function.h"
 #include "engine/autograd/functions.h"
 #include "engine/ops/elementwise.h"
@@ -135,7 +136,8 @@ Tensor mean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DT
   return out;
 }
 
-Tensor prod(const Tensor& x, std::optional<DType> dtype) {
+Tensor prod(const Tensor& x_in, std::optional<DType> dtype) {
+  const Tensor x = autocast_fp32(x_in);
   Tensor out = kernel([&] { return ops::prod(x, dtype); });
   record("prod", {x}, {out}, {x, out}, [](BackwardContext& ctx, const TensorList& g) {
     const Tensor result = ctx.saved(1);
@@ -148,7 +150,8 @@ Tensor prod(const Tensor& x, std::optional<DType> dtype) {
   return out;
 }
 
-Tensor prod(const Tensor& x, int64_t dim, bool keepdim, std::optional<DType> dtype) {
+Tensor prod(const Tensor& x_in, int64_t dim, bool keepdim, std::optional<DType> dtype) {
+  const Tensor x = autocast_fp32(x_in);
   Tensor out = kernel([&] { return ops::prod(x, dim, keepdim, dtype); });
   record("prod", {x}, {out}, {x, out}, [dim, keepdim](BackwardContext& ctx, const TensorList& g) {
     const Tensor result = ctx.saved(1);

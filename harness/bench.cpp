@@ -102,6 +102,14 @@ Record bench_one(const PlannedBench& p, const BenchOptions& opt) {
 
   std::optional<std::string> err = try_call(b.engine, "engine");
   if (!err) err = try_call(b.reference, "reference");
+  nlohmann::json measured = nlohmann::json::object();
+  if (!err && b.measure) {
+    try {
+      measured = b.measure();
+    } catch (const std::exception& e) {
+      err = std::string("measure: ") + e.what();
+    }
+  }
   if (!err) {
     const std::string base = p.suite + "/" + b.name;
     const std::string eng_name = base + "/engine", ref_name = base + "/reference";
@@ -122,6 +130,7 @@ Record bench_one(const PlannedBench& p, const BenchOptions& opt) {
       err = "Google Benchmark reported no timings";
     if (!err) {
       nlohmann::json m = b.extra.is_object() ? b.extra : nlohmann::json::object();
+      if (measured.is_object()) m.update(measured);
       const double em = median(eng.seconds), rm = median(ref.seconds);
       m["engine_median_s"] = em;
       m["engine_min_s"] = *std::min_element(eng.seconds.begin(), eng.seconds.end());

@@ -38,6 +38,9 @@ struct BenchCase {
   double flops_per_call = 0;          // 0 if not meaningful
   double bytes_per_call = 0;          // bytes read + written, 0 if not meaningful
   nlohmann::json extra = nlohmann::json::object();  // copied into metrics
+  // Optional: run once after the warm-up calls and before timing; its object is merged into
+  // metrics (figures too slow or too stateful for the timed loop, e.g. one step's peak memory).
+  std::function<nlohmann::json()> measure;
 };
 
 struct Suite {

@@ -8,7 +8,9 @@
 #include "reference/tensor.h"
 #include "suites/autograd/grad_case.h"
 #include "suites/autograd/semantics.h"
+#include "suites/checkpoint/checkpoint_suite.h"
 #include "suites/nn/nn_suite.h"
+#include "suites/optim/optim_suite.h"
 #include "suites/ops/op_case.h"
 #include "suites/training/training_bench.h"
 
@@ -69,6 +71,22 @@ void register_all() {
       "the GPT-style model's logits, loss and gradients",
       [] { return nn_tests(); },
       {},
+  });
+
+  harness::register_suite({
+      "optim",
+      "optimizer trajectories against torch::optim; LR schedules, clipping and the GradScaler against LibTorch "
+      "or golden values from the pinned Python torch",
+      [] { return optim_tests(); },
+      {},
+  });
+
+  harness::register_suite({
+      "checkpoint",
+      "safetensors files read back independently, training-state round trips, atomic saves under kill -9, "
+      "the loader against mutated files; save/load throughput beside torch::save",
+      [] { return checkpoint_tests(); },
+      [] { return checkpoint_benches(); },
   });
 
   harness::register_suite({

@@ -36,5 +36,6 @@ std::string test_name(const ::testing::TestParamInfo<tb::harness::TestCase>& inf
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, SuiteTest, ::testing::ValuesIn(suite_tests()), test_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SuiteTest);
 
 }  // namespace

@@ -1,0 +1,2 @@
+// DataLoader, samplers, collate and the Fashion-MNIST reader (engine/data).
+#include <gtest/gtest.h>

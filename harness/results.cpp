@@ -92,7 +92,7 @@ nlohmann::json load_average() {
 }  // namespace
 
 nlohmann::json record_to_json(const Record& r) {
-  return {
+  nlohmann::json j = {
       {"suite", r.suite},
       {"case", r.case_name},
       {"kind", r.kind},
@@ -103,6 +103,17 @@ nlohmann::json record_to_json(const Record& r) {
       {"duration_s", std::isfinite(r.duration_s) && r.duration_s > 0 ? r.duration_s : 0.0},
       {"message", r.message},
   };
+  if (r.series.is_object() && !r.series.empty()) {
+    nlohmann::json series = nlohmann::json::object();
+    for (auto it = r.series.begin(); it != r.series.end(); ++it) {
+      nlohmann::json values = nlohmann::json::array();
+      if (it.value().is_array())
+        for (const auto& v : it.value()) values.push_back(safe_value(v));
+      series[it.key()] = values;
+    }
+    j["series"] = series;
+  }
+  return j;
 }
 
 nlohmann::json make_result(const RunInfo& info, const std::vector<Record>& records) {

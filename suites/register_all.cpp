@@ -17,6 +17,9 @@
 namespace tb::suites {
 
 void register_all() {
+  // Suites that run the project's Python (independent readers, golden generators) find it here;
+  // an explicit TRAINBENCH_VENV in the environment wins.
+  setenv("TRAINBENCH_VENV", TB_DEFAULT_VENV, /*overwrite=*/0);
   // Same thread count on both sides: the harness calls this with --threads.
   harness::register_thread_setter([](int n) { ref::set_threads(n); });
   const nlohmann::json info = ref::info();  // a named copy: items() must not outlive it

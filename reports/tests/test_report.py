@@ -51,6 +51,26 @@ class ReportSmoke(unittest.TestCase):
         self.assertIn("matmul/float32/1024", md)
         self.assertIn("softmax/float32/last_dim", md)  # a failure is listed
 
+    def test_curves(self):
+        data = json.loads(SAMPLE.read_text())
+        rec = dict(data["records"][0])
+        rec.update({"suite": "training", "case": "fashion_mnist/mlp",
+                    "series": {"engine_val_accuracy": [0.8, 0.85, "nan"],
+                               "reference_val_accuracy": [0.79, 0.86, 0.87],
+                               "engine_train_loss": [0.6, 0.4, 0.35]}})
+        data["records"].append(rec)
+        path = self.dir / "curves.json"
+        path.write_text(json.dumps(data))
+        out = self.dir / "r"
+        p = run_report(out, path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertGreater((out / "curves.png").stat().st_size, 1000)
+        self.assertIn("Training curves", (out / "report.html").read_text())
+        # Without series there is no curves plot, and a stale one is removed.
+        p = run_report(out, SAMPLE)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertFalse((out / "curves.png").exists())
+
     def test_peak_overrides(self):
         out = self.dir / "r"
         p = run_report(out, SAMPLE, extra=("--peak-gflops", "1234", "--peak-gbps", "77"))

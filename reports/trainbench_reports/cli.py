@@ -62,9 +62,13 @@ def main(argv=None) -> int:
         ("Correctness per suite",
          plots.correctness([r.rec for r in rows], out / "correctness.png"),
          "No correctness records in the input."),
+        ("Training curves, engine beside LibTorch",
+         plots.curves([r.rec for r in rows], out / "curves.png"),
+         "No records with curves in the input."),
     ]
     # Stale plots from an earlier report into the same folder would contradict this one.
-    for name in ("speedup.png", "throughput_gflops.png", "throughput_gbps.png", "correctness.png"):
+    for name in ("speedup.png", "throughput_gflops.png", "throughput_gbps.png", "correctness.png",
+                 "curves.png"):
         if not any(png and png.name == name for _, png, _ in plot_list):
             (out / name).unlink(missing_ok=True)
 

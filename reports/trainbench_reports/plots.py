@@ -127,3 +127,36 @@ def correctness(records, path: Path):
     ax.set_title("Correctness: cases per suite by status")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     return _save(fig, path)
+
+
+def curves(records, path: Path):
+    """Per-record curves (record["series"]): each engine_X drawn against its reference_X."""
+    with_series = [r for r in records if r.get("series")]
+    if not with_series:
+        return None
+    panels = []  # (record label, quantity, engine values, reference values or None)
+    for r in with_series:
+        series = r["series"]
+        for key, values in series.items():
+            if not key.startswith("engine_"):
+                continue
+            name = key[len("engine_"):]
+            panels.append((f'{r["suite"]}/{r["case"]}', name, values, series.get("reference_" + name)))
+    if not panels:
+        return None
+    cols = min(3, len(panels))
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    for ax, (label, name, eng, ref) in zip(axes.flat, panels):
+        def numeric(vs):
+            return [v if isinstance(v, (int, float)) else float("nan") for v in vs]
+        ax.plot(range(1, len(eng) + 1), numeric(eng), marker="o", label="engine")
+        if ref is not None:
+            ax.plot(range(1, len(ref) + 1), numeric(ref), marker="s", linestyle="--", label="LibTorch")
+        ax.set_title(f"{label}: {name}", fontsize=9)
+        ax.set_xlabel("epoch" if "epoch" in name or "val" in name else "step")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    return _save(fig, path)

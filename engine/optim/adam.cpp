@@ -1,0 +1,175 @@
+// Adam/AdamW's update, following torch/optim/adam.py (_single_tensor_adam, capturable=False)
+// operation by operation, per element in one pass:
+//   step += 1                                        (a float32 0-dim tensor, read back as a number)
+//   g = maximize ? -grad : grad
+//   p = p * (1 - lr * wd)        if decoupled (AdamW)  |  g = g + wd * p   otherwise (if wd != 0)
+//   m = lerp(m, g, 1 - beta1)                        (ATen's two-branch lerp)
+//   v = beta2 * v + (1 - beta2) * g * g
+//   vmax = max(vmax, v), used for v                  (amsgrad)
+//   denom = sqrt(v) / sqrt(1 - beta2^step) + eps
+//   p = p - (lr / (1 - beta1^step)) * m / denom
+// Scalars are computed in double as Python does, then cast to the compute type; each value that
+// PyTorch stores in a tensor is rounded to the parameter's dtype at the same point (a no-op for
+// float32/float64).
+#include "engine/optim/adam.h"
+
+#include <cmath>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/tensor/factories.h"
+
+namespace tb::optim {
+
+namespace {
+
+struct AdamArgs {
+  double lr, beta1, beta2, eps, weight_decay, step;
+  bool amsgrad, maximize, decoupled;
+};
+
+// p, g, m, v, vmax: n elements in one layout; vmax is null without amsgrad.
+// kDecay: 0 none, 1 L2 (Adam), 2 decoupled (AdamW); fixed per call so the loop has no branches
+// and vectorises.
+// no-math-errno: sqrt of a negative never happens here (v >= 0), and errno handling would put
+// a branch in the loop that stops GCC from vectorising it.
+template <typename T, bool kAmsgrad, int kDecay>
+__attribute__((optimize("no-math-errno"))) void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
+                 T* __restrict__ vmax, int64_t begin, int64_t end, const AdamArgs& a) {
+  using C = core::opmath_t<T>;
+  using detail::round_to;
+  const double bias1 = 1 - std::pow(a.beta1, a.step), bias2 = 1 - std::pow(a.beta2, a.step);
+  const C decay = C(1 - a.lr * a.weight_decay), wd = C(a.weight_decay);
+  const C w = C(1 - a.beta1), one_minus_w = C(1) - w, beta2 = C(a.beta2), one_minus_beta2 = C(1 - a.beta2);
+  const C bias2_sqrt = C(std::sqrt(bias2)), eps = C(a.eps), neg_step_size = C(-(a.lr / bias1));
+  const bool small_w = std::abs(w) < C(0.5);
+  const C sign = a.maximize ? C(-1) : C(1);  // exact negation
+  for (int64_t i = begin; i < end; ++i) {
+    C pi = C(p[i]);
+    C gi = sign * C(g[i]);
+    if constexpr (kDecay == 2) pi = round_to<T>(pi * decay);
+    if constexpr (kDecay == 1) gi = round_to<T>(gi + wd * pi);
+    const C mi0 = C(m[i]);
+    const C lerp_small = mi0 + w * (gi - mi0), lerp_large = gi - (gi - mi0) * one_minus_w;
+    const C mi = round_to<T>(small_w ? lerp_small : lerp_large);
+    const C vi = round_to<T>(round_to<T>(C(v[i]) * beta2) + one_minus_beta2 * gi * gi);
+    m[i] = T(mi);
+    v[i] = T(vi);
+    C vv = vi;
+    if constexpr (kAmsgrad) {
+      const C old = C(vmax[i]);
+      vv = ((old > vi) | (old != old)) ? old : vi;  // torch.maximum: NaN in either gives NaN
+      vmax[i] = T(vv);
+    }
+    const C denom = round_to<T>(round_to<T>(round_to<T>(std::sqrt(vv)) / bias2_sqrt) + eps);
+    p[i] = T(pi + neg_step_size * (mi / denom));
+  }
+}
+
+void check_adam_options(const char* op, const ParamGroup& g, double lr, const std::pair<double, double>& betas,
+                        double eps, double weight_decay) {
+  TB_CHECK(lr >= 0, op, "Invalid learning rate: ", lr, " (must be >= 0)");
+  TB_CHECK(eps >= 0, op, "Invalid epsilon value: ", eps, " (must be >= 0)");
+  TB_CHECK(betas.first >= 0 && betas.first < 1, op, "Invalid beta parameter at index 0: ", betas.first,
+           " (must be in [0, 1))");
+  TB_CHECK(betas.second >= 0 && betas.second < 1, op, "Invalid beta parameter at index 1: ", betas.second,
+           " (must be in [0, 1))");
+  TB_CHECK(weight_decay >= 0, op, "Invalid weight_decay value: ", weight_decay, " (must be >= 0)");
+  (void)g;
+}
+
+}  // namespace
+
+nlohmann::json Adam::to_json(const Options& o, bool decoupled) {
+  return {{"lr", o.lr},
+          {"betas", {o.betas.first, o.betas.second}},
+          {"eps", o.eps},
+          {"weight_decay", o.weight_decay},
+          {"amsgrad", o.amsgrad},
+          {"maximize", o.maximize},
+          {"foreach", nullptr},
+          {"capturable", false},
+          {"differentiable", false},
+          {"fused", nullptr},
+          {"decoupled_weight_decay", decoupled}};
+}
+
+Adam::Adam(std::vector<Tensor> params, Options o) : Adam(std::vector<ParamGroup>{ParamGroup{std::move(params), {}}}, o) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, Options defaults) : Adam(FromJson{}, std::move(groups), to_json(defaults, false)) {}
+
+Adam::Adam(FromJson, std::vector<ParamGroup> groups, nlohmann::json defaults) : Optimizer(std::move(groups), std::move(defaults)) {
+  check_options(defaults_);
+  check_all_groups();
+}
+
+void Adam::check_options(const nlohmann::json& o) const {
+  ParamGroup g{{}, o};
+  const char* op = opt_bool(g, "decoupled_weight_decay") ? "AdamW" : "Adam";
+  check_adam_options(op, g, opt_double(g, "lr"), opt_pair(g, "betas"), opt_double(g, "eps"),
+                     opt_double(g, "weight_decay"));
+  opt_bool(g, "amsgrad");
+  opt_bool(g, "maximize");
+}
+
+void Adam::step() {
+  autograd::NoGradGuard no_grad;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const ParamGroup& group = groups_[gi];
+    const auto betas = opt_pair(group, "betas");
+    AdamArgs a{opt_double(group, "lr"), betas.first, betas.second, opt_double(group, "eps"),
+               opt_double(group, "weight_decay"), 0, opt_bool(group, "amsgrad"), opt_bool(group, "maximize"),
+               opt_bool(group, "decoupled_weight_decay")};
+    for (size_t i = 0; i < group.params.size(); ++i) {
+      const Tensor& p = group.params[i];
+      const Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      ParamState& ps = state_of(param_index(gi, i));
+      if (ps.empty()) {  // lazy init, as PyTorch: only parameters that have had a gradient
+        ps["step"] = scalar_tensor(0, DType::Float32);
+        ps["exp_avg"] = zeros_state(p);
+        ps["exp_avg_sq"] = zeros_state(p);
+      }
+      if (a.amsgrad && !ps.count("max_exp_avg_sq")) ps["max_exp_avg_sq"] = zeros_state(p);
+      for (const char* k : {"step", "exp_avg", "exp_avg_sq"})
+        TB_CHECK(ps.count(k) && ps[k].defined(), "Adam.step", "state of parameter ", param_index(gi, i),
+                 " lacks '", k, "'; load a complete Adam state dict");
+      // step_t += 1 in float32, then read back (_get_value) as a double.
+      Tensor& step_t = ps["step"];
+      float* sp = step_t.data_ptr<float>();
+      *sp += 1.0f;
+      step_t.bump_version();
+      a.step = double(*sp);
+      std::vector<Tensor> state{ps["exp_avg"], ps["exp_avg_sq"]};
+      if (a.amsgrad) state.push_back(ps["max_exp_avg_sq"]);
+      FlatUpdate f = flat_update(p, grad, state);
+      core::dispatch_floating(p.dtype(), "Adam.step", [&]<typename T>() {
+        T* pp = static_cast<T*>(f.param.data());
+        const T* gp = static_cast<const T*>(f.grad.data());
+        T* mp = static_cast<T*>(f.state[0].data());
+        T* vp = static_cast<T*>(f.state[1].data());
+        T* vmax = a.amsgrad ? static_cast<T*>(f.state[2].data()) : nullptr;
+        parallel_for(p.numel(), [&](int64_t b, int64_t e) {
+          const int decay = a.weight_decay == 0 ? 0 : a.decoupled ? 2 : 1;
+          auto run = [&]<bool kAms>() {
+            if (decay == 0) adam_kernel<T, kAms, 0>(pp, gp, mp, vp, vmax, b, e, a);
+            else if (decay == 1) adam_kernel<T, kAms, 1>(pp, gp, mp, vp, vmax, b, e, a);
+            else adam_kernel<T, kAms, 2>(pp, gp, mp, vp, vmax, b, e, a);
+          };
+          if (a.amsgrad) run.template operator()<true>();
+          else run.template operator()<false>();
+        });
+      });
+      f.finish();
+    }
+  }
+}
+
+static nlohmann::json adamw_defaults(const AdamW::Options& o) {
+  return Adam::to_json(Adam::Options{o.lr, o.betas, o.eps, o.weight_decay, o.amsgrad, o.maximize}, true);
+}
+
+AdamW::AdamW(std::vector<Tensor> params, Options o) : AdamW(std::vector<ParamGroup>{ParamGroup{std::move(params), {}}}, o) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, Options defaults) : Adam(FromJson{}, std::move(groups), adamw_defaults(defaults)) {}
+
+}  // namespace tb::optim

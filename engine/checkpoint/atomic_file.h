@@ -1,0 +1,51 @@
+// Crash-safe file replacement: write to a temporary file in the target's directory, fsync it,
+// rename it over the target, fsync the directory. A reader (or a process restarted after kill -9
+// or power loss) sees either the old file or the complete new one, never a mix.
+// This file is POSIX plumbing only; it knows nothing of tensors or file formats.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace tb::checkpoint {
+
+// Writes one file atomically. Every write is checked (a full disk is an error naming the file,
+// not a short file); on any error, or if destroyed without commit(), the temporary file is
+// removed and the target is untouched.
+class AtomicWriter {
+ public:
+  explicit AtomicWriter(std::string path);
+  ~AtomicWriter();
+  AtomicWriter(const AtomicWriter&) = delete;
+  AtomicWriter& operator=(const AtomicWriter&) = delete;
+
+  void write(const void* data, size_t n);
+  void write(std::string_view s) { write(s.data(), s.size()); }
+  // fsync the file, rename over the target, fsync the directory.
+  void commit();
+  const std::string& path() const { return path_; }
+
+ private:
+  void abandon() noexcept;
+  std::string path_;
+  std::string tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// The whole content at once.
+void write_file_atomic(const std::string& path, std::string_view content);
+// Reads a whole (small) file; throws core::Error naming the file when it cannot.
+std::string read_small_file(const std::string& path, size_t max_bytes = size_t(1) << 26);
+// fsync a directory, so renames and creations inside it survive a crash.
+void fsync_dir(const std::string& dir);
+// fsync an existing file (used to make a third-party writer's file as durable as ours).
+void fsync_file(const std::string& path);
+// mkdir -p; throws core::Error on failure.
+void make_dirs(const std::string& dir);
+// The directory part of a path ("." when it has none).
+std::string parent_dir(const std::string& path);
+// A description of errno for messages, with a hint for the common cases.
+std::string errno_text(int err);
+
+}  // namespace tb::checkpoint

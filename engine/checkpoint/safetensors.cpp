@@ -1,0 +1,361 @@
+// save_file / load_file for the safetensors layout (see Note [File format] in safetensors.h).
+// The loader is written for hostile input: every number in the header is range-checked before it
+// is used for an allocation or an offset, and data is read only after the whole header is valid.
+#include "engine/checkpoint/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/checkpoint/atomic_file.h"
+#include "engine/core/error.h"
+
+namespace tb::checkpoint {
+
+static_assert(std::endian::native == std::endian::little,
+              "the file format is little-endian; a big-endian host needs byte swapping here");
+
+namespace {
+
+constexpr const char* kMetadataKey = "__metadata__";
+
+struct Entry {
+  std::string name;
+  DType dtype = DType::Float32;
+  Shape shape;
+  uint64_t begin = 0, end = 0;
+  std::optional<uint64_t> checksum;
+};
+
+struct Header {
+  std::vector<Entry> entries;  // sorted by data offset
+  std::map<std::string, std::string> metadata;
+};
+
+[[noreturn]] void fail(const std::string& file, const std::string& what) {
+  throw core::Error("checkpoint.load", "'" + file + "': " + what);
+}
+[[noreturn]] void fail_tensor(const std::string& file, const std::string& tensor, const std::string& what) {
+  fail(file, "tensor '" + tensor + "': " + what);
+}
+
+std::string hex64(uint64_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[size_t(i)] = digits[v & 15];
+  return s;
+}
+
+std::optional<uint64_t> parse_hex64(const std::string& s) {
+  if (s.size() != 16) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    else return std::nullopt;
+    v = (v << 4) | uint64_t(d);
+  }
+  return v;
+}
+
+// A non-negative JSON integer, or nullopt (floats like 1e12, negatives and non-numbers are not).
+std::optional<uint64_t> as_uint(const nlohmann::ordered_json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return uint64_t(v.get<int64_t>());
+  return std::nullopt;
+}
+
+Entry parse_entry(const std::string& file, const std::string& name, const nlohmann::ordered_json& v, uint64_t data_size) {
+  Entry e;
+  e.name = name;
+  if (!v.is_object()) fail_tensor(file, name, "expected an object {dtype, shape, data_offsets}, got " + std::string(v.type_name()));
+  auto field = [&](const char* key) -> const nlohmann::ordered_json& {
+    auto it = v.find(key);
+    if (it == v.end()) fail_tensor(file, name, std::string("missing \"") + key + "\"");
+    return *it;
+  };
+  const nlohmann::ordered_json& dt = field("dtype");
+  if (!dt.is_string()) fail_tensor(file, name, "\"dtype\" must be a string");
+  const auto dtype = dtype_from_format_name(dt.get_ref<const std::string&>());
+  if (!dtype)
+    fail_tensor(file, name, "unsupported dtype \"" + dt.get<std::string>() + "\" (supported: F64 F32 F16 BF16 I64 I32 BOOL)");
+  e.dtype = *dtype;
+
+  const nlohmann::ordered_json& sh = field("shape");
+  if (!sh.is_array()) fail_tensor(file, name, "\"shape\" must be an array of non-negative integers");
+  if (sh.size() > kMaxDims) fail_tensor(file, name, "shape has " + std::to_string(sh.size()) + " dimensions, more than " + std::to_string(kMaxDims));
+  // numel * itemsize must fit in 64 bits before it is compared with anything.
+  uint64_t nbytes = core::itemsize(e.dtype);
+  for (const nlohmann::ordered_json& d : sh) {
+    const auto n = as_uint(d);
+    if (!n || *n > uint64_t(INT64_MAX)) fail_tensor(file, name, "shape " + sh.dump() + " has an entry that is not a non-negative integer");
+    if (__builtin_mul_overflow(nbytes, *n, &nbytes))
+      fail_tensor(file, name, "shape " + sh.dump() + " has a byte size that overflows 64 bits");
+    e.shape.push_back(int64_t(*n));
+  }
+
+  const nlohmann::ordered_json& off = field("data_offsets");
+  std::optional<uint64_t> b, en;
+  if (off.is_array() && off.size() == 2) b = as_uint(off[0]), en = as_uint(off[1]);
+  if (!b || !en) fail_tensor(file, name, "\"data_offsets\" must be [begin, end] with non-negative integers, got " + off.dump());
+  if (*b > *en) fail_tensor(file, name, "data_offsets " + off.dump() + " end before they begin");
+  if (*en > data_size)
+    fail_tensor(file, name, "data_offsets " + off.dump() + " reach past the data section of " + std::to_string(data_size) +
+                                " bytes (the file is truncated or the header is corrupt)");
+  if (*en - *b != nbytes)
+    fail_tensor(file, name, "data_offsets " + off.dump() + " span " + std::to_string(*en - *b) + " bytes but shape " +
+                                sh.dump() + " of " + dt.get<std::string>() + " needs " + std::to_string(nbytes));
+  e.begin = *b;
+  e.end = *en;
+  return e;
+}
+
+// Parses and validates the header; nothing is read from the data section here.
+Header parse_header(const std::string& file, std::string_view text, uint64_t data_size) {
+  if (text.empty() || text.front() != '{') fail(file, "the header does not start with '{': not a safetensors file, or a corrupt one");
+  // nlohmann keeps the last of duplicate keys; a duplicate could hide a tensor, so track keys
+  // per open object and reject repeats.
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  const auto cb = [&](int /*depth*/, nlohmann::ordered_json::parse_event_t ev, nlohmann::ordered_json& parsed) {
+    using E = nlohmann::ordered_json::parse_event_t;
+    if (ev == E::object_start) open_objects.emplace_back();
+    else if (ev == E::object_end && !open_objects.empty()) open_objects.pop_back();
+    else if (ev == E::key && !open_objects.empty() && parsed.is_string() &&
+             !open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  // ordered_json keeps the header's order, which breaks ties between zero-size tensors.
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(text.begin(), text.end(), cb);
+  } catch (const nlohmann::ordered_json::exception& e) {
+    fail(file, std::string("the header is not valid JSON: ") + e.what());
+  }
+  if (!duplicate.empty()) fail(file, "the header has the key '" + duplicate + "' twice");
+  if (!j.is_object()) fail(file, "the header must be a JSON object");
+
+  Header h;
+  std::map<std::string, uint64_t> checksums;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() != kMetadataKey) {
+      h.entries.push_back(parse_entry(file, it.key(), it.value(), data_size));
+      continue;
+    }
+    if (!it.value().is_object()) fail(file, "\"__metadata__\" must be an object of strings");
+    for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+      if (!m.value().is_string()) fail(file, "\"__metadata__\" value of '" + m.key() + "' is not a string");
+      const std::string& val = m.value().get_ref<const std::string&>();
+      if (m.key().rfind(kChecksumPrefix, 0) == 0) {
+        const auto sum = parse_hex64(val);
+        const std::string tensor = m.key().substr(std::strlen(kChecksumPrefix));
+        if (!sum) fail_tensor(file, tensor, "checksum \"" + val + "\" is not 16 hex digits");
+        checksums[tensor] = *sum;
+      } else {
+        h.metadata[m.key()] = val;
+      }
+    }
+  }
+  for (Entry& e : h.entries) {
+    auto c = checksums.find(e.name);
+    if (c != checksums.end()) e.checksum = c->second, checksums.erase(c);
+  }
+  if (!checksums.empty()) fail(file, "a checksum names tensor '" + checksums.begin()->first + "', which the header does not have");
+
+  // The ranges must tile [0, data_size): no overlap, no gap, no trailing bytes.
+  std::stable_sort(h.entries.begin(), h.entries.end(),
+                   [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  uint64_t expected = 0;
+  const Entry* prev = nullptr;
+  for (const Entry& e : h.entries) {
+    if (e.begin < expected)
+      fail_tensor(file, e.name, "bytes [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ") overlap tensor '" +
+                                    (prev ? prev->name : "") + "'");
+    if (e.begin > expected)
+      fail_tensor(file, e.name, "a gap of " + std::to_string(e.begin - expected) + " bytes precedes it in the data section");
+    expected = e.end;
+    prev = &e;
+  }
+  if (expected != data_size)
+    fail(file, "the data section has " + std::to_string(data_size - expected) +
+                   " bytes that no tensor describes (a corrupt header, or trailing garbage)");
+  return h;
+}
+
+// Reads `n` bytes at data-section offset `off` into dst; throws on a short read.
+using ReadAt = std::function<void(uint64_t off, void* dst, size_t n)>;
+
+LoadedFile read_tensors(const std::string& file, const Header& h, const ReadAt& read_at, const LoadOptions& opt) {
+  if (opt.dtype) TB_CHECK(core::is_floating(*opt.dtype), "checkpoint.load", "LoadOptions.dtype must be a floating dtype, got ", core::name(*opt.dtype));
+  LoadedFile out;
+  out.metadata = h.metadata;
+  out.tensors.reserve(h.entries.size());
+  for (const Entry& e : h.entries) {
+    Tensor t = empty(e.shape, e.dtype);  // e.end - e.begin bytes, bounded by the file's size
+    const size_t n = size_t(e.end - e.begin);
+    if (n > 0) read_at(e.begin, t.data(), n);
+    if (e.checksum && opt.verify_checksums) {
+      const uint64_t got = XXH64(t.data(), n, 0);
+      if (got != *e.checksum)
+        fail_tensor(file, e.name, "checksum mismatch (stored " + hex64(*e.checksum) + ", data gives " +
+                                      hex64(got) + "): the file is corrupt; restore it from a good copy");
+    }
+    if (e.dtype == DType::Bool) {
+      // Any byte but 0 or 1 would be an invalid C++ bool.
+      const auto* p = static_cast<const uint8_t*>(t.data());
+      for (size_t i = 0; i < n; ++i)
+        if (p[i] > 1) fail_tensor(file, e.name, "BOOL byte " + std::to_string(i) + " is " + std::to_string(p[i]) + ", not 0 or 1");
+    }
+    if (opt.dtype && core::is_floating(e.dtype)) t = t.to(*opt.dtype);
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
+}  // namespace
+
+
+const char* format_dtype_name(DType t) {
+  switch (t) {
+    case DType::Bool: return "BOOL";
+    case DType::Int32: return "I32";
+    case DType::Int64: return "I64";
+    case DType::BFloat16: return "BF16";
+    case DType::Float16: return "F16";
+    case DType::Float32: return "F32";
+    case DType::Float64: return "F64";
+  }
+  throw core::Error("checkpoint", "invalid dtype");
+}
+
+std::optional<DType> dtype_from_format_name(std::string_view s) {
+  for (DType t : core::kAllDTypes)
+    if (s == format_dtype_name(t)) return t;
+  return std::nullopt;
+}
+
+std::string checksum_hex(const void* data, size_t n) { return hex64(XXH64(data, n, 0)); }
+
+void save_file(const std::string& path, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+  const char* op = "checkpoint.save";
+  std::set<std::string> names;
+  std::vector<Tensor> data;  // contiguous versions, in the caller's order
+  data.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) {
+    TB_CHECK(!name.empty(), op, "'", path, "': a tensor has an empty name");
+    TB_CHECK(name != kMetadataKey, op, "'", path, "': '__metadata__' is reserved and cannot name a tensor");
+    TB_CHECK(names.insert(name).second, op, "'", path, "': two tensors are named '", name, "'");
+    TB_CHECK(t.defined(), op, "'", path, "': tensor '", name, "' is undefined");
+    TB_CHECK(t.device().type == core::DeviceType::CPU, op, "'", path, "': tensor '", name, "' is on ", t.device().str(),
+             "; copy it to the CPU first");
+    data.push_back(t.contiguous());
+  }
+  for (const auto& [k, v] : metadata)
+    TB_CHECK(k.rfind(kChecksumPrefix, 0) != 0, op, "'", path, "': metadata key '", k, "' uses the reserved prefix 'checksum.'");
+
+  // Header: __metadata__ first (as the Python writer does), then tensors in the caller's order.
+  nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : metadata) meta[k] = v;
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  uint64_t offset = 0;
+  std::vector<std::pair<const void*, size_t>> chunks;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = data[i];
+    const size_t n = size_t(t.numel()) * t.itemsize();
+    const void* p = n > 0 ? t.data() : nullptr;
+    meta[std::string(kChecksumPrefix) + tensors[i].first] = checksum_hex(p, n);
+    header[tensors[i].first] = {{"dtype", format_dtype_name(t.dtype())},
+                                {"shape", t.sizes()},
+                                {"data_offsets", {offset, offset + n}}};
+    offset += n;
+    chunks.emplace_back(p, n);
+  }
+  nlohmann::ordered_json full = nlohmann::ordered_json::object();
+  full[kMetadataKey] = std::move(meta);
+  for (auto& [k, v] : header.items()) full[k] = std::move(v);
+  std::string text;
+  try {
+    text = full.dump();
+  } catch (const nlohmann::json::exception& e) {
+    throw core::Error(op, "'" + path + "': a tensor name or metadata entry is not valid UTF-8: " + e.what());
+  }
+  text.append((8 - (8 + text.size()) % 8) % 8, ' ');  // data starts 8-byte aligned
+  const uint64_t n = text.size();
+  char len[8];
+  std::memcpy(len, &n, 8);
+
+  AtomicWriter w(path);
+  w.write(len, 8);
+  w.write(text);
+  for (const auto& [p, bytes] : chunks)
+    if (bytes > 0) w.write(p, bytes);
+  w.commit();
+}
+
+LoadedFile load_bytes(std::string_view bytes, const LoadOptions& options, const std::string& name) {
+  if (bytes.size() < 8) fail(name, "it is " + std::to_string(bytes.size()) + " bytes, too short for the 8-byte header length");
+  uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  if (n > kMaxHeaderBytes) fail(name, "header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes) + " bytes (corrupt file?)");
+  if (n > bytes.size() - 8)
+    fail(name, "header length " + std::to_string(n) + " exceeds the " + std::to_string(bytes.size() - 8) +
+                   " bytes after the length field (the file is truncated)");
+  const uint64_t data_start = 8 + n;
+  const Header h = parse_header(name, bytes.substr(8, size_t(n)), bytes.size() - data_start);
+  return read_tensors(name, h, [&](uint64_t off, void* dst, size_t len) {
+    std::memcpy(dst, bytes.data() + data_start + off, len);
+  }, options);
+}
+
+LoadedFile load_file(const std::string& path, const LoadOptions& options) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, "cannot open: " + errno_text(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) fail(path, "cannot stat: " + errno_text(errno));
+  if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a safetensors file");
+  const uint64_t size = uint64_t(st.st_size);
+  // Reads exactly len bytes at absolute offset pos; a short read means the file shrank under us.
+  auto pread_all = [&](uint64_t pos, void* dst, size_t len) {
+    char* p = static_cast<char*>(dst);
+    while (len > 0) {
+      const ssize_t r = ::pread(fd, p, std::min<size_t>(len, size_t(1) << 30), off_t(pos));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) fail(path, "read failed: " + errno_text(errno));
+      if (r == 0) fail(path, "unexpected end of file (was it truncated while being read?)");
+      p += r;
+      pos += uint64_t(r);
+      len -= size_t(r);
+    }
+  };
+  if (size < 8) fail(path, "it is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
+  uint64_t n;
+  pread_all(0, &n, 8);
+  if (n > kMaxHeaderBytes) fail(path, "header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes) + " bytes (corrupt file?)");
+  if (n > size - 8)
+    fail(path, "header length " + std::to_string(n) + " exceeds the " + std::to_string(size - 8) +
+                   " bytes after the length field (the file is truncated)");
+  std::string text(size_t(n), '\0');
+  if (n > 0) pread_all(8, text.data(), size_t(n));
+  const uint64_t data_start = 8 + n;
+  const Header h = parse_header(path, text, size - data_start);
+  return read_tensors(path, h, [&](uint64_t off, void* dst, size_t len) { pread_all(data_start + off, dst, len); }, options);
+}
+
+}  // namespace tb::checkpoint

@@ -1,0 +1,210 @@
+// save_checkpoint / load_checkpoint: see Note [Checkpoint directory] in training_state.h.
+#include "engine/checkpoint/training_state.h"
+
+#include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28 with _GNU_SOURCE)
+#include <fcntl.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <random>
+#include <vector>
+
+#include "engine/checkpoint/atomic_file.h"
+#include "engine/core/error.h"
+
+namespace tb::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "trainbench.training_state";
+constexpr int kVersion = 1;
+constexpr const char* kStagingTag = ".staging-";
+
+std::string step_name(int64_t step) { return "step-" + std::to_string(step); }
+
+// "step-<digits>" -> step, else -1.
+int64_t parse_step_name(const std::string& s) {
+  if (s.rfind("step-", 0) != 0 || s.size() == 5 || s.size() > 5 + 18) return -1;
+  int64_t v = 0;
+  for (size_t i = 5; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  return v;
+}
+
+std::string new_save_id() {
+  std::random_device rd;
+  const uint64_t v = (uint64_t(rd()) << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+void remove_tree_quietly(const std::string& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+}
+
+// Staging directories and temporary `latest` files left behind by a save that was killed: never
+// named by `latest`, so removing them is safe (one writer per directory).
+void remove_stale_staging(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if ((n.rfind(".step-", 0) == 0 && n.find(kStagingTag) != std::string::npos) || n.rfind(".latest.tmp-", 0) == 0)
+      remove_tree_quietly(e.path().string());
+  }
+}
+
+std::string read_latest_name(const std::string& dir) {
+  std::string s = read_small_file(dir + "/latest", 4096);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  TB_CHECK(parse_step_name(s) >= 0, "checkpoint.load", "'", dir, "/latest' holds '", s,
+           "', not a step directory name like 'step-100'; the file is corrupt: point it at an existing step directory");
+  return s;
+}
+
+// Moves the complete staging directory to `final_dir` in one atomic step.
+void install_step_dir(const std::string& dir, const std::string& staging, const std::string& final_dir, const std::string& name) {
+  if (::rename(staging.c_str(), final_dir.c_str()) == 0) return;
+  const int err = errno;
+  TB_CHECK(err == EEXIST || err == ENOTEMPTY, "checkpoint.save", "cannot move '", staging, "' to '", final_dir, "': ",
+           errno_text(err));
+  // step-<N> exists (the same step saved again): swap the two directories atomically, so a
+  // `latest` naming step-<N> sees the old or the new contents, never a mix or nothing.
+  if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) {
+    remove_tree_quietly(staging);  // now holds the old contents
+    return;
+  }
+  const int xerr = errno;
+  std::string current;
+  try {
+    current = read_latest_name(dir);
+  } catch (const core::Error&) {
+  }
+  TB_CHECK(current != name, "checkpoint.save", "'", final_dir, "' exists, is the latest checkpoint, and this filesystem cannot ",
+           "exchange directories atomically (", errno_text(xerr), "); save under a new step number");
+  remove_tree_quietly(final_dir);
+  TB_CHECK(::rename(staging.c_str(), final_dir.c_str()) == 0, "checkpoint.save", "cannot move '", staging, "' to '",
+           final_dir, "': ", errno_text(errno));
+}
+
+void prune(const std::string& dir, int64_t keep_last, const std::string& latest) {
+  std::vector<std::pair<int64_t, std::string>> steps;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    const int64_t s = parse_step_name(n);
+    if (s >= 0 && e.is_directory(ec)) steps.emplace_back(s, n);
+  }
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; i + size_t(keep_last) < steps.size(); ++i)
+    if (steps[i].second != latest) remove_tree_quietly(dir + "/" + steps[i].second);
+}
+
+NamedTensors load_tensors(const std::string& path, const std::string& save_id, const LoadOptions& options) {
+  LoadedFile f = load_file(path, options);
+  auto it = f.metadata.find("save_id");
+  TB_CHECK(it != f.metadata.end() && it->second == save_id, "checkpoint.load", "'", path,
+           "' does not belong to the same save as state.json (save_id ", it == f.metadata.end() ? "missing" : it->second,
+           " vs ", save_id, "); the step directory was assembled from different saves");
+  return std::move(f.tensors);
+}
+
+}  // namespace
+
+nlohmann::json rng_state(const core::Generator& gen) { return {{"seed", gen.seed()}, {"offset", gen.offset()}}; }
+
+void set_rng_state(core::Generator& gen, const nlohmann::json& state) {
+  TB_CHECK(state.is_object() && state.contains("seed") && state.contains("offset") && state["seed"].is_number_unsigned() &&
+               state["offset"].is_number_unsigned(),
+           "checkpoint.rng", "expected {\"seed\": <uint64>, \"offset\": <uint64>}, got ", state.dump());
+  gen.set_state(state["seed"].get<uint64_t>(), state["offset"].get<uint64_t>());
+}
+
+std::string latest_checkpoint(const std::string& dir) { return dir + "/" + read_latest_name(dir); }
+
+void save_checkpoint(const std::string& dir, const TrainingState& state, int64_t keep_last) {
+  TB_CHECK(state.step >= 0, "checkpoint.save", "step must be >= 0, got ", state.step);
+  TB_CHECK(keep_last >= 0, "checkpoint.save", "keep_last must be >= 0 (0 keeps all), got ", keep_last);
+  make_dirs(dir);
+  remove_stale_staging(dir);
+  const std::string name = step_name(state.step);
+  std::string tmpl = dir + "/." + name + kStagingTag + "XXXXXX";
+  TB_CHECK(::mkdtemp(tmpl.data()) != nullptr, "checkpoint.save", "cannot create a staging directory in '", dir, "': ",
+           errno_text(errno));
+  const std::string staging = tmpl;
+  const std::string save_id = new_save_id();
+  try {
+    const std::map<std::string, std::string> meta = {{"save_id", save_id}, {"step", std::to_string(state.step)}};
+    save_file(staging + "/model.safetensors", state.model, meta);
+    save_file(staging + "/optimizer.safetensors", state.optimizer_tensors, meta);
+    nlohmann::json j = {{"format", kFormat},       {"version", kVersion},          {"save_id", save_id},
+                        {"step", state.step},      {"epoch", state.epoch},         {"optimizer", state.optimizer},
+                        {"scheduler", state.scheduler}, {"scaler", state.scaler}, {"rng", state.rng},
+                        {"config", state.config},  {"extra", state.extra}};
+    std::string text;
+    try {
+      text = j.dump(1);
+    } catch (const nlohmann::json::exception& e) {
+      throw core::Error("checkpoint.save", "the training state's JSON cannot be written (invalid UTF-8?): " + std::string(e.what()));
+    }
+    write_file_atomic(staging + "/state.json", text);
+    install_step_dir(dir, staging, dir + "/" + name, name);
+    fsync_dir(dir);
+  } catch (...) {
+    remove_tree_quietly(staging);
+    throw;
+  }
+  // Only now, with step-<N> complete and durable, does `latest` move.
+  write_file_atomic(dir + "/latest", name + "\n");
+  if (keep_last > 0) prune(dir, keep_last, name);
+}
+
+TrainingState load_checkpoint(const std::string& dir_or_step_dir, const LoadOptions& options) {
+  const char* op = "checkpoint.load";
+  std::error_code ec;
+  TB_CHECK(fs::is_directory(dir_or_step_dir, ec), op, "'", dir_or_step_dir, "' is not a directory (pass the checkpoint root or a step directory)");
+  std::string step_dir = dir_or_step_dir;
+  if (fs::exists(dir_or_step_dir + "/latest", ec)) step_dir = latest_checkpoint(dir_or_step_dir);
+  else
+    TB_CHECK(fs::exists(dir_or_step_dir + "/state.json", ec), op, "'", dir_or_step_dir,
+             "' holds no checkpoint: neither a 'latest' file nor a 'state.json' (no save has completed there)");
+
+  const std::string state_path = step_dir + "/state.json";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_small_file(state_path, size_t(1) << 30));
+  } catch (const nlohmann::json::exception& e) {
+    throw core::Error(op, "'" + state_path + "' is not valid JSON: " + e.what());
+  }
+  auto need = [&](const char* key) -> const nlohmann::json& {
+    TB_CHECK(j.is_object() && j.contains(key), op, "'", state_path, "' lacks \"", key, "\"");
+    return j[key];
+  };
+  TB_CHECK(need("format") == kFormat, op, "'", state_path, "' is not a trainbench training state (format ", need("format").dump(), ")");
+  TB_CHECK(need("version") == kVersion, op, "'", state_path, "' has version ", need("version").dump(), "; this build reads version ", kVersion);
+  TB_CHECK(need("save_id").is_string() && need("step").is_number_integer() && need("epoch").is_number_integer(), op, "'",
+           state_path, "': save_id must be a string, step and epoch integers");
+
+  TrainingState s;
+  const std::string save_id = need("save_id").get<std::string>();
+  s.step = need("step").get<int64_t>();
+  s.epoch = need("epoch").get<int64_t>();
+  s.optimizer = need("optimizer");
+  s.scheduler = need("scheduler");
+  s.scaler = need("scaler");
+  s.rng = need("rng");
+  s.config = need("config");
+  s.extra = need("extra");
+  s.model = load_tensors(step_dir + "/model.safetensors", save_id, options);
+  s.optimizer_tensors = load_tensors(step_dir + "/optimizer.safetensors", save_id, options);
+  return s;
+}
+
+}  // namespace tb::checkpoint

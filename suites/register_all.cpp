@@ -20,6 +20,8 @@ void register_all() {
   // Suites that run the project's Python (independent readers, golden generators) find it here;
   // an explicit TRAINBENCH_VENV in the environment wins.
   setenv("TRAINBENCH_VENV", TB_DEFAULT_VENV, /*overwrite=*/0);
+  // The training suite's resume check continues a run in a fresh process: this one.
+  if (const char* dir = std::getenv("TRAINBENCH_RESUME_CHILD")) std::exit(run_resume_child(dir));
   // Same thread count on both sides: the harness calls this with --threads.
   harness::register_thread_setter([](int n) { ref::set_threads(n); });
   const nlohmann::json info = ref::info();  // a named copy: items() must not outlive it
@@ -94,8 +96,9 @@ void register_all() {
 
   harness::register_suite({
       "training",
-      "forward + backward steps of the MLP and GPT-style models, engine beside LibTorch, with peak memory",
-      {},
+      "end-to-end training: engine vs LibTorch step by step, exact resume, Fashion-MNIST; forward + backward "
+      "steps of the MLP and GPT-style models with peak memory",
+      [] { return training_tests(); },
       [] { return training_benches(); },
   });
 }

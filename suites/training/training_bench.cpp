@@ -1,9 +1,9 @@
-// The training suite's benchmarks: one forward + backward step of the reference models, engine
-// beside LibTorch on the same weights, inputs and thread count.
-//   fwd_bwd/mlp: MLP 784-1024-1024-10, batch 256, cross-entropy.
-//   fwd_bwd/gpt: GPT-style model d=256, 4 layers, 8 heads, T=128, batch 16, vocabulary 1024.
-// A step is zero_grad(set_to_none) + forward + loss + backward, as a training loop does it (the
-// optimizer step belongs to the optim benchmarks). Peak memory of one step is measured outside
+// The training suite's benchmarks: steps of the reference models, engine beside LibTorch on the
+// same weights, inputs and thread count.
+//   fwd_bwd/mlp, train_step/mlp: MLP 784-1024-1024-10, batch 256, cross-entropy.
+//   fwd_bwd/gpt, train_step/gpt: GPT-style model d=256, 4 layers, 8 heads, T=128, batch 16,
+//     vocabulary 1024.
+// fwd_bwd is zero_grad(set_to_none) + forward + loss + backward; train_step adds the AdamW step. Peak memory of one step is measured outside
 // the timed loop: for the engine from its allocator's statistics; for LibTorch, whose CPU
 // allocator keeps none, as the rise of the process's peak RSS over the step. See
 // docs/results.md for how to read the two.
@@ -16,10 +16,12 @@
 #include "engine/core/rng.h"
 #include "engine/memory/allocator.h"
 #include "engine/nn/models.h"
+#include "engine/optim/adam.h"
 #include "engine/tensor/factories.h"
 #include "reference/autograd.h"
 #include "reference/loss.h"
 #include "reference/models.h"
+#include "reference/training.h"
 #include "suites/training/training_bench.h"
 
 namespace tb::suites {
@@ -73,6 +75,18 @@ struct Side {
   std::function<void()> engine_clear, reference_clear;
 };
 
+// AdamW on both sides with PyTorch's defaults and weight decay 0.01 (null when not wanted).
+std::pair<std::shared_ptr<optim::AdamW>, std::shared_ptr<ref::AdamW>> make_adamw(const nn::Module& model,
+                                                                                 const ref::NnModule& rmodel,
+                                                                                 bool wanted) {
+  if (!wanted) return {};
+  optim::AdamW::Options o;
+  o.lr = 1e-3;
+  o.weight_decay = 0.01;
+  return {std::make_shared<optim::AdamW>(model.parameters(), o),
+          std::make_shared<ref::AdamW>(rmodel, o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay)};
+}
+
 harness::BenchCase make_step_bench(const std::string& name, std::function<Side()> build, double flops,
                                    nlohmann::json extra) {
   auto side = std::make_shared<std::shared_ptr<Side>>();
@@ -101,9 +115,10 @@ harness::BenchCase make_step_bench(const std::string& name, std::function<Side()
   return b;
 }
 
-harness::BenchCase mlp_bench() {
+// with_adamw: the full training step (train_step/*), else forward + backward (fwd_bwd/*).
+harness::BenchCase mlp_bench(bool with_adamw) {
   static constexpr int64_t B = 256, In = 784, H = 1024, Out = 10;
-  auto build = [] {
+  auto build = [with_adamw] {
     core::manual_seed(0);
     auto model = std::make_shared<nn::MLP>(In, H, Out);
     ref::NnModule rmodel = ref::nn_mlp(In, H, Out);
@@ -113,14 +128,17 @@ harness::BenchCase mlp_bench() {
     auto y = std::make_shared<Tensor>(randint(0, Out, {B}, DType::Int64, &gen));
     auto rx = std::make_shared<ref::Tensor>(ref::to_ref(*x));
     auto ry = std::make_shared<ref::Tensor>(ref::to_ref(*y));
+    auto [opt, ropt] = make_adamw(*model, rmodel, with_adamw);
     Side s;
-    s.engine = [model, x, y] {
+    s.engine = [model, x, y, opt] {
       model->zero_grad(true);
       autograd::cross_entropy((*model)(*x), *y).backward();
+      if (opt) opt->step();
     };
-    s.reference = [rmodel, rx, ry] {
+    s.reference = [rmodel, rx, ry, ropt] {
       rmodel.zero_grad();
       ref::backward(ref::cross_entropy(rmodel.forward(*rx), *ry));
+      if (ropt) ropt->step();
     };
     s.engine_clear = [model] { model->zero_grad(true); };
     s.reference_clear = [rmodel] { rmodel.zero_grad(); };
@@ -130,16 +148,16 @@ harness::BenchCase mlp_bench() {
   // the input gradients of the second and third layers (the data needs none).
   const double p1 = In * H, p2 = H * H, p3 = H * Out;
   const double flops = 2.0 * B * (p1 + p2 + p3) * 2 + 2.0 * B * (p2 + p3);
-  return make_step_bench("fwd_bwd/mlp", build, flops,
+  return make_step_bench(with_adamw ? "train_step/mlp" : "fwd_bwd/mlp", build, flops,
                          {{"batch", B}, {"parameters", double(p1 + p2 + p3 + H + H + Out)}});
 }
 
-harness::BenchCase gpt_bench() {
+harness::BenchCase gpt_bench(bool with_adamw) {
   nn::GPTConfig c;
   c.vocab = 1024, c.d_model = 256, c.n_layers = 4, c.n_heads = 8, c.max_seq = 128, c.dropout = 0;
   static constexpr int64_t B = 16;
   const int64_t T = c.max_seq;
-  auto build = [c] {
+  auto build = [c, with_adamw] {
     core::manual_seed(0);
     auto model = std::make_shared<nn::GPT>(c);
     ref::NnModule rmodel =
@@ -150,14 +168,17 @@ harness::BenchCase gpt_bench() {
     auto tgt = std::make_shared<Tensor>(randint(0, c.vocab, {B, c.max_seq}, DType::Int64, &gen));
     auto ridx = std::make_shared<ref::Tensor>(ref::to_ref(*idx));
     auto rtgt = std::make_shared<ref::Tensor>(ref::to_ref(*tgt));
+    auto [opt, ropt] = make_adamw(*model, rmodel, with_adamw);
     Side s;
-    s.engine = [model, idx, tgt] {
+    s.engine = [model, idx, tgt, opt] {
       model->zero_grad(true);
       nn::GPT::loss(model->forward(*idx), *tgt).backward();
+      if (opt) opt->step();
     };
-    s.reference = [rmodel, ridx, rtgt] {
+    s.reference = [rmodel, ridx, rtgt, ropt] {
       rmodel.zero_grad();
       ref::backward(ref::gpt_loss(rmodel.forward(*ridx), *rtgt));
+      if (ropt) ropt->step();
     };
     s.engine_clear = [model] { model->zero_grad(true); };
     s.reference_clear = [rmodel] { rmodel.zero_grad(); };
@@ -169,7 +190,7 @@ harness::BenchCase gpt_bench() {
   const double fwd = 2.0 * N * (12.0 * d * d * L + d * V) + 2.0 * 2.0 * N * double(T) * d * L;
   // Embeddings (V*d + T*d), per layer 12d^2 weights + 9d biases and norms, final norm, head.
   const double params = V * d + double(T) * d + L * (12.0 * d * d + 13.0 * d) + 2.0 * d + d * V;
-  return make_step_bench("fwd_bwd/gpt", build, 3 * fwd,
+  return make_step_bench(with_adamw ? "train_step/gpt" : "fwd_bwd/gpt", build, 3 * fwd,
                          {{"batch", B}, {"seq_len", T}, {"tokens", B * T}, {"parameters", params}});
 }
 
@@ -177,8 +198,10 @@ harness::BenchCase gpt_bench() {
 
 std::vector<harness::BenchCase> training_benches() {
   std::vector<harness::BenchCase> b;
-  b.push_back(mlp_bench());
-  b.push_back(gpt_bench());
+  for (bool with_adamw : {false, true}) {
+    b.push_back(mlp_bench(with_adamw));
+    b.push_back(gpt_bench(with_adamw));
+  }
   return b;
 }
 

@@ -1,0 +1,91 @@
+// An idiomatic training loop as a reusable piece: train/eval modes, zero_grad + forward +
+// backward, optional gradient clipping, the optimizer and LR-scheduler steps, validation under
+// no_grad, checkpoints every epoch (and of the best validation result), and exact resume: the
+// model, optimizer, scheduler, the default RNG, the step, the epoch and the position in the
+// epoch's data order come back from a checkpoint, so N steps + save + load + N steps equals 2N
+// steps bit for bit. It knows nothing of a particular model: the caller gives the loss of a batch
+// (and, for validation, what to count in a batch).
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/data/dataloader.h"
+#include "engine/nn/module.h"
+#include "engine/optim/lr_scheduler.h"
+#include "engine/optim/optimizer.h"
+
+namespace tb::train {
+
+struct Options {
+  int64_t epochs = 1;
+  int64_t max_steps = -1;          // stop after this many optimizer steps in total (-1: epochs decide)
+  double clip_grad_norm = 0;       // clip the gradients' global 2-norm to this (0: no clipping)
+  std::string checkpoint_dir;      // empty: no checkpoints; else <dir>/step-N after each epoch, <dir>/best
+  int64_t keep_last = 2;           // step checkpoints kept (0: all)
+  int64_t log_every = 0;           // a progress line every this many steps (0: only per epoch)
+  std::function<void(const std::string&)> log;  // where progress lines go (default: stderr)
+  nlohmann::json config;           // saved with every checkpoint (what the run was)
+};
+
+// What validation counts over a batch (sums, so batches of any size combine exactly).
+struct EvalCounts {
+  double loss_sum = 0;
+  int64_t correct = 0;
+  int64_t count = 0;
+};
+
+struct EpochStats {
+  int64_t epoch = 0;
+  int64_t steps = 0;          // optimizer steps taken in this epoch
+  double train_loss = 0;      // mean of the step losses
+  double val_loss = 0;        // loss_sum / count over the validation set (NaN without one)
+  double val_accuracy = 0;    // correct / count (NaN without one)
+  double seconds = 0;
+};
+
+class Trainer {
+ public:
+  // loss(model, batch): the scalar loss to minimise (the model is in train mode).
+  using LossFn = std::function<Tensor(nn::Module&, const data::Batch&)>;
+  // eval(model, batch): runs under NoGradGuard with the model in eval mode.
+  using EvalFn = std::function<EvalCounts(nn::Module&, const data::Batch&)>;
+
+  Trainer(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimizer> optimizer,
+          std::shared_ptr<optim::LRScheduler> scheduler, LossFn loss, Options options);
+
+  // One optimizer step on one batch; returns the loss.
+  double train_step(const data::Batch& batch);
+  // The rest of the current epoch (all of it, unless resumed mid-epoch or max_steps stops it).
+  EpochStats train_epoch(data::DataLoader& loader);
+  EvalCounts evaluate(data::DataLoader& loader, const EvalFn& eval);
+  // Epochs from the current one to options.epochs: train, validate (if `val`), checkpoint.
+  std::vector<EpochStats> fit(data::DataLoader& train, data::DataLoader* val = nullptr, const EvalFn* eval = nullptr);
+
+  // Writes a checkpoint of everything resume needs into `dir` (checkpoint::save_checkpoint).
+  void save(const std::string& dir) const;
+  // Restores from `dir`'s latest checkpoint; false (and nothing changed) when there is none.
+  bool resume(const std::string& dir);
+
+  int64_t step() const { return step_; }
+  int64_t epoch() const { return epoch_; }
+  int64_t batch_in_epoch() const { return batch_in_epoch_; }
+  bool done() const { return options_.max_steps >= 0 && step_ >= options_.max_steps; }
+  const std::optional<double>& best_val_loss() const { return best_val_loss_; }
+
+ private:
+  void log(const std::string& line) const;
+
+  std::shared_ptr<nn::Module> model_;
+  std::shared_ptr<optim::Optimizer> optimizer_;
+  std::shared_ptr<optim::LRScheduler> scheduler_;
+  LossFn loss_;
+  Options options_;
+  std::vector<Tensor> params_;
+  int64_t step_ = 0, epoch_ = 0, batch_in_epoch_ = 0;
+  std::optional<double> best_val_loss_;
+};
+
+}  // namespace tb::train

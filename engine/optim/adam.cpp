@@ -30,10 +30,10 @@ struct AdamArgs {
 // p, g, m, v, vmax: n elements in one layout; vmax is null without amsgrad.
 // kDecay: 0 none, 1 L2 (Adam), 2 decoupled (AdamW); fixed per call so the loop has no branches
 // and vectorises.
-// no-math-errno: sqrt of a negative never happens here (v >= 0), and errno handling would put
-// a branch in the loop that stops GCC from vectorising it.
+// The engine builds with -fno-math-errno (engine/CMakeLists.txt): errno handling would put a
+// branch on std::sqrt in this loop and stop it vectorising.
 template <typename T, bool kAmsgrad, int kDecay>
-__attribute__((optimize("no-math-errno"))) void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
+void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
                  T* __restrict__ vmax, int64_t begin, int64_t end, const AdamArgs& a) {
   using C = core::opmath_t<T>;
   using detail::round_to;

@@ -398,7 +398,7 @@ harness::TestCase fashion_mnist_mlp() {
     const std::string root = root_env ? root_env : "/usr/share/datasets/fashion-mnist";
     auto train_set = std::make_shared<data::FashionMNIST>(root, true);
     auto test_set = std::make_shared<data::FashionMNIST>(root, false);
-    const int64_t epochs = std::getenv("TRAINBENCH_FASHION_EPOCHS") ? std::atoll(std::getenv("TRAINBENCH_FASHION_EPOCHS")) : 4;
+    const int64_t epochs = std::getenv("TRAINBENCH_FASHION_EPOCHS") ? std::atoll(std::getenv("TRAINBENCH_FASHION_EPOCHS")) : 5;
     data::DataLoader::Options lo;
     lo.batch_size = 256;
     lo.shuffle = true;

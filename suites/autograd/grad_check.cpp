@@ -7,6 +7,7 @@
 #include "engine/tensor/factories.h"
 #include "reference/autograd.h"
 #include "suites/autograd/grad_case.h"
+#include "suites/recorded.h"
 
 namespace tb::suites {
 
@@ -28,27 +29,16 @@ std::vector<size_t> diff_outputs(const std::vector<tb::Tensor>& out) {
   return d;
 }
 
-template <typename F>
-harness::Record guarded_record(const GradCase& c, const std::string& prefix, F&& body) {
-  harness::Record rec;
-  rec.suite = "autograd";
-  rec.case_name = prefix + c.name;
-  rec.metrics["seed"] = double(case_seed(c.name) & 0xFFFFFFFF);
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    body(rec);
-  } catch (const core::Error& e) {
-    rec.status = "fail";
-    rec.message = std::string("engine raised: ") + e.what();
-  } catch (const ref::RefError& e) {
-    rec.status = "error";
-    rec.message = std::string("LibTorch raised: ") + e.what();
-  } catch (const std::exception& e) {
-    rec.status = "error";
-    rec.message = e.what();
-  }
-  rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return rec;
+harness::Record guarded_record(const GradCase& c, const std::string& prefix,
+                               const std::function<void(harness::Record&)>& body) {
+  // The seed recorded is the inputs' (keyed by the case name, not the record's prefixed name).
+  return run_recorded(
+      "autograd", prefix + c.name,
+      [&](harness::Record& rec) {
+        rec.metrics["seed"] = double(case_seed(c.name) & 0xFFFFFFFF);
+        body(rec);
+      },
+      /*with_seed=*/false);
 }
 
 // Compares one tensor pair; an undefined gradient counts as zeros (LibTorch and the engine

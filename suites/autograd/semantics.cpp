@@ -3,7 +3,6 @@
 // with which node named) an error was raised.
 #include "suites/autograd/semantics.h"
 
-#include <chrono>
 #include <cmath>
 
 #include "engine/autograd/engine.h"
@@ -16,6 +15,7 @@
 #include "reference/reduce.h"
 #include "reference/views.h"
 #include "suites/autograd/grad_case.h"
+#include "suites/recorded.h"
 
 namespace tb::suites {
 
@@ -25,13 +25,7 @@ namespace A = tb::autograd;
 namespace R = tb::ref;
 using E = tb::Tensor;
 
-struct Failed : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-void expect(bool ok, const std::string& what) {
-  if (!ok) throw Failed(what);
-}
+void expect(bool ok, const std::string& what) { check(ok, what); }
 
 // Engine and LibTorch tensors holding the same values.
 struct Pair {
@@ -87,29 +81,7 @@ void expect_both_raise(const std::string& e, const std::string& r, const std::st
 }
 
 harness::TestCase semantic(const std::string& name, std::function<void(harness::Record&)> body) {
-  return {"semantics/" + name, [name, body] {
-            harness::Record rec;
-            rec.suite = "autograd";
-            rec.case_name = "semantics/" + name;
-            const auto t0 = std::chrono::steady_clock::now();
-            try {
-              body(rec);
-            } catch (const Failed& f) {
-              rec.status = "fail";
-              rec.message = f.what();
-            } catch (const core::Error& e) {
-              rec.status = "fail";
-              rec.message = std::string("engine raised: ") + e.what();
-            } catch (const R::RefError& e) {
-              rec.status = "error";
-              rec.message = std::string("LibTorch raised: ") + e.what();
-            } catch (const std::exception& e) {
-              rec.status = "error";
-              rec.message = e.what();
-            }
-            rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            return rec;
-          }};
+  return recorded_case("autograd", "semantics/" + name, std::move(body), /*with_seed=*/false);
 }
 
 }  // namespace

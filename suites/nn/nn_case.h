@@ -16,6 +16,7 @@
 #include "harness/suite.h"
 #include "reference/nn_modules.h"
 #include "suites/autograd/grad_case.h"
+#include "suites/recorded.h"
 
 namespace tb::suites {
 
@@ -39,13 +40,7 @@ struct LayerCase {
 
 harness::Record run_layer_case(const LayerCase& c);  // never throws
 
-// A module-semantics case: body throws CheckFailed (via check()) to fail.
-struct CheckFailed : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-inline void check(bool cond, const std::string& what) {
-  if (!cond) throw CheckFailed(what);
-}
+// A module-semantics case: body throws CheckFailed (via check(), suites/recorded.h) to fail.
 harness::TestCase semantic_case(const std::string& name, std::function<void(harness::Record&)> body);
 
 // Compares two tensors (undefined = zeros) under tol; on failure fills rec and returns false.

@@ -12,30 +12,8 @@ namespace tb::suites {
 
 namespace {
 
-template <typename F>
-harness::Record recorded(const std::string& name, F&& body) {
-  harness::Record rec;
-  rec.suite = "nn";
-  rec.case_name = name;
-  rec.metrics["seed"] = double(case_seed(name) & 0xFFFFFFFF);
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    body(rec);
-  } catch (const CheckFailed& e) {
-    rec.status = "fail";
-    rec.message = e.what();
-  } catch (const core::Error& e) {
-    rec.status = "fail";
-    rec.message = std::string("engine raised: ") + e.what();
-  } catch (const ref::RefError& e) {
-    rec.status = "error";
-    rec.message = std::string("LibTorch raised: ") + e.what();
-  } catch (const std::exception& e) {
-    rec.status = "error";
-    rec.message = e.what();
-  }
-  rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return rec;
+harness::Record recorded(const std::string& name, const std::function<void(harness::Record&)>& body) {
+  return run_recorded("nn", name, body);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "reference/autograd.h"
 #include "reference/optim.h"
 #include "suites/ops/op_case.h"
+#include "suites/recorded.h"
 
 namespace tb::suites {
 
@@ -31,38 +32,8 @@ namespace {
 
 using nlohmann::json;
 
-struct CheckFailed : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-void check(bool cond, const std::string& what) {
-  if (!cond) throw CheckFailed(what);
-}
-
 harness::TestCase test_case(const std::string& name, std::function<void(harness::Record&)> body) {
-  return {name, [name, body] {
-            harness::Record rec;
-            rec.suite = "optim";
-            rec.case_name = name;
-            rec.metrics["seed"] = double(case_seed(name) & 0xFFFFFFFF);
-            const auto t0 = std::chrono::steady_clock::now();
-            try {
-              body(rec);
-            } catch (const CheckFailed& e) {
-              rec.status = "fail";
-              rec.message = e.what();
-            } catch (const core::Error& e) {
-              rec.status = "fail";
-              rec.message = std::string("engine raised: ") + e.what();
-            } catch (const ref::RefError& e) {
-              rec.status = "error";
-              rec.message = std::string("LibTorch raised: ") + e.what();
-            } catch (const std::exception& e) {
-              rec.status = "error";
-              rec.message = e.what();
-            }
-            rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            return rec;
-          }};
+  return recorded_case("optim", name, std::move(body), /*with_seed=*/true);
 }
 
 // Compares under tol, records the worst differences, throws CheckFailed on a mismatch.

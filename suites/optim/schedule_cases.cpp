@@ -29,6 +29,7 @@
 #include "engine/tensor/factories.h"
 #include "harness/suite.h"
 #include "suites/ops/op_case.h"
+#include "suites/recorded.h"
 
 namespace tb::suites {
 
@@ -39,34 +40,8 @@ using namespace tb::optim;
 
 constexpr double kLrRtol = 1e-12;
 
-struct CheckFailed : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-void check(bool cond, const std::string& what) {
-  if (!cond) throw CheckFailed(what);
-}
-
 harness::TestCase test_case(const std::string& name, std::function<void(harness::Record&)> body) {
-  return {name, [name, body] {
-            harness::Record rec;
-            rec.suite = "optim";
-            rec.case_name = name;
-            const auto t0 = std::chrono::steady_clock::now();
-            try {
-              body(rec);
-            } catch (const CheckFailed& e) {
-              rec.status = "fail";
-              rec.message = e.what();
-            } catch (const core::Error& e) {
-              rec.status = "fail";
-              rec.message = std::string("engine raised: ") + e.what();
-            } catch (const std::exception& e) {
-              rec.status = "error";
-              rec.message = e.what();
-            }
-            rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            return rec;
-          }};
+  return recorded_case("optim", name, std::move(body), /*with_seed=*/false);
 }
 
 // ---------------------------------------------------------------- golden files

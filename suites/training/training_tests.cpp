@@ -38,6 +38,7 @@
 #include "reference/reduce.h"
 #include "reference/training.h"
 #include "suites/ops/op_case.h"
+#include "suites/recorded.h"
 #include "suites/training/training_bench.h"
 
 extern char** environ;
@@ -49,34 +50,8 @@ namespace {
 namespace A = tb::autograd;
 namespace fs = std::filesystem;
 
-struct Failed : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 harness::TestCase training_case(const std::string& name, std::function<void(harness::Record&)> body) {
-  return {name, [name, body] {
-            harness::Record rec;
-            rec.suite = "training";
-            rec.case_name = name;
-            const auto t0 = std::chrono::steady_clock::now();
-            try {
-              body(rec);
-            } catch (const Failed& f) {
-              rec.status = "fail";
-              rec.message = f.what();
-            } catch (const core::Error& e) {
-              rec.status = "fail";
-              rec.message = std::string("engine raised: ") + e.what();
-            } catch (const ref::RefError& e) {
-              rec.status = "error";
-              rec.message = std::string("LibTorch raised: ") + e.what();
-            } catch (const std::exception& e) {
-              rec.status = "error";
-              rec.message = e.what();
-            }
-            rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            return rec;
-          }};
+  return recorded_case("training", name, std::move(body), /*with_seed=*/false);
 }
 
 ref::NamedTensors named_ref(const nn::Module& m) {
@@ -93,7 +68,7 @@ double worst_param_ratio(const nn::Module& m, const ref::NnModule& r, Tolerance 
     const ref::Tensor* match = nullptr;
     for (const auto& [rn, rt] : rp)
       if (rn == name) match = &rt;
-    if (!match) throw Failed("LibTorch model has no parameter " + name);
+    if (!match) throw CheckFailed("LibTorch model has no parameter " + name);
     Tensor a = t.detach().to(DType::Float64).contiguous(), b = ref::from_ref(*match).to(DType::Float64).contiguous();
     const double* pa = a.data_ptr<double>();
     const double* pb = b.data_ptr<double>();
@@ -197,7 +172,7 @@ void run_equivalence(const Equivalence& q, int64_t steps, DType dt, harness::Rec
     const ref::NamedTensors p1 = r1.named_parameters(), p2 = r2.named_parameters();
     for (size_t i = 0; i < p1.size(); ++i) {
       const Tensor e = q.model->find_tensor(p1[i].first);
-      if (!e.defined()) throw Failed("the engine model has no parameter " + p1[i].first);
+      if (!e.defined()) throw CheckFailed("the engine model has no parameter " + p1[i].first);
       const Tensor a = ref::from_ref(p1[i].second), b = ref::from_ref(p2[i].second);
       const double d_engine = ops::norm(ops::sub(e.detach().to(DType::Float64), a.to(DType::Float64))).item_double();
       const double d_yard = ops::norm(ops::sub(b.to(DType::Float64), a.to(DType::Float64))).item_double();
@@ -364,22 +339,22 @@ harness::TestCase resume_mlp() {
     char* argv[] = {arg0.data(), nullptr};
     pid_t pid = 0;
     if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0)
-      throw Failed("could not start the resuming process " + exe);
+      throw CheckFailed("could not start the resuming process " + exe);
     int status = 0;
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      throw Failed("the resuming process failed (status " + std::to_string(status) + ")");
+      throw CheckFailed("the resuming process failed (status " + std::to_string(status) + ")");
     const checkpoint::LoadedFile got = checkpoint::load_file((dir / "split" / "final.safetensors").string());
-    if (got.tensors.size() != expected.size()) throw Failed("the resumed state has a different set of tensors");
+    if (got.tensors.size() != expected.size()) throw CheckFailed("the resumed state has a different set of tensors");
     int64_t compared = 0;
     for (size_t i = 0; i < expected.size(); ++i) {
       const auto& [name, e] = expected[i];
       const auto& [gname, gt] = got.tensors[i];
-      if (name != gname) throw Failed("tensor " + std::to_string(i) + ": " + gname + " where " + name + " was expected");
+      if (name != gname) throw CheckFailed("tensor " + std::to_string(i) + ": " + gname + " where " + name + " was expected");
       Tensor a = e.detach().contiguous(), b = gt.contiguous();
       if (a.sizes() != b.sizes() || a.dtype() != b.dtype() ||
           std::memcmp(a.data(), b.data(), size_t(a.numel()) * a.itemsize()) != 0)
-        throw Failed(name + " differs between 2N uninterrupted steps and N + resume + N (not bit-exact)");
+        throw CheckFailed(name + " differs between 2N uninterrupted steps and N + resume + N (not bit-exact)");
       compared += a.numel();
     }
     rec.metrics["steps"] = 2 * kResumeSteps;

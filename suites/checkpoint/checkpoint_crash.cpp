@@ -18,6 +18,7 @@
 
 #include "engine/checkpoint/atomic_file.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/iterator.h"
 #include "suites/checkpoint/checkpoint_util.h"
 
 namespace tb::suites::ckpt {
@@ -57,6 +58,9 @@ void kill9_phase(const std::string& root, const checkpoint::TrainingState& a, co
   for (int k = 0; k < kills; ++k) {
     const pid_t pid = ::fork();
     if (pid == 0) {
+      // A forked child has only this thread: an OpenMP team inherited from the parent would wait
+      // forever at its barrier (seen under `trainbench all`), so the child computes single-threaded.
+      tb::set_num_threads(1);
       try {
         for (uint64_t i = uint64_t(k);; ++i) checkpoint::save_checkpoint(root, i % 2 ? b : a, keep);
       } catch (...) {

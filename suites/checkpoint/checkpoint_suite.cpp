@@ -20,6 +20,7 @@
 #include "engine/checkpoint/atomic_file.h"
 #include "engine/nn/linear.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/iterator.h"
 #include "suites/checkpoint/checkpoint_util.h"
 
 namespace tb::suites {
@@ -383,6 +384,9 @@ void errors_case(harness::Record& r) {
   // the old file is untouched and no temporary is left.
   const pid_t pid = ::fork();
   if (pid == 0) {
+    // A forked child has only this thread: an OpenMP team inherited from the parent would wait
+    // forever at its barrier (seen under `trainbench all`), so the child computes single-threaded.
+    tb::set_num_threads(1);
     ::signal(SIGXFSZ, SIG_IGN);
     struct rlimit lim = {65536, 65536};
     ::setrlimit(RLIMIT_FSIZE, &lim);

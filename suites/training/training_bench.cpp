@@ -47,9 +47,15 @@ int64_t peak_rss_rise(const std::function<void()>& f) {
   malloc_trim(0);
   std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM to the current RSS
   const int64_t before = proc_status_bytes("VmRSS");
-  if (proc_status_bytes("VmHWM") > before + (1 << 20)) return -1;
-  f();
-  return proc_status_bytes("VmHWM") - before;
+  const bool resettable = proc_status_bytes("VmHWM") <= before + (1 << 20);
+  if (resettable) f();
+  const int64_t rise = proc_status_bytes("VmHWM") - before;
+  // Give malloc back the thresholds its dynamic mode converges to after a few steps (32 MiB,
+  // trim at twice that): a pinned 128 KiB threshold would make every LibTorch activation an
+  // mmap + page faults + munmap in the timed steps that follow, slowing LibTorch unfairly.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  return resettable ? rise : -1;
 }
 
 // Peak bytes the engine's allocator held above its level before f.

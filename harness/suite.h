@@ -23,8 +23,9 @@ struct Record {
   nlohmann::json tolerances = nlohmann::json::object();  // e.g. {"rtol":1.3e-6,"atol":1e-5}
   double duration_s = 0;
   std::string message;                // why it failed / was skipped
-  // Optional curves: name -> array of numbers, e.g. per-epoch "engine_val_accuracy" beside
-  // "reference_val_accuracy" (the report plots engine_X against reference_X).
+  // Optional curves: name -> array of numbers, e.g. per-epoch "engine_epoch_val_accuracy" beside
+  // "reference_epoch_val_accuracy" (the report plots engine_X against reference_X; names with
+  // "epoch" are per epoch, others per step).
   nlohmann::json series = nlohmann::json::object();
 };
 

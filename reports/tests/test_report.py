@@ -55,9 +55,9 @@ class ReportSmoke(unittest.TestCase):
         data = json.loads(SAMPLE.read_text())
         rec = dict(data["records"][0])
         rec.update({"suite": "training", "case": "fashion_mnist/mlp",
-                    "series": {"engine_val_accuracy": [0.8, 0.85, "nan"],
-                               "reference_val_accuracy": [0.79, 0.86, 0.87],
-                               "engine_train_loss": [0.6, 0.4, 0.35]}})
+                    "series": {"engine_epoch_val_accuracy": [0.8, 0.85, "nan"],
+                               "reference_epoch_val_accuracy": [0.79, 0.86, 0.87],
+                               "engine_loss": [0.6, 0.4, 0.35]}})
         data["records"].append(rec)
         path = self.dir / "curves.json"
         path.write_text(json.dumps(data))

@@ -154,7 +154,7 @@ def curves(records, path: Path):
         if ref is not None:
             ax.plot(range(1, len(ref) + 1), numeric(ref), marker="s", linestyle="--", label="LibTorch")
         ax.set_title(f"{label}: {name}", fontsize=9)
-        ax.set_xlabel("epoch" if "epoch" in name or "val" in name else "step")
+        ax.set_xlabel("epoch" if "epoch" in name else "step")  # per-epoch curves say so in their name
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:

@@ -477,9 +477,9 @@ harness::TestCase fashion_mnist_mlp() {
       e_vacc.push_back(st.val_accuracy);
     }
     const double acc = e_vacc.back().get<double>();
-    rec.series = {{"engine_train_loss", e_train}, {"reference_train_loss", r_train},
-                  {"engine_val_loss", e_vloss},   {"reference_val_loss", r_vloss},
-                  {"engine_val_accuracy", e_vacc}, {"reference_val_accuracy", r_vacc}};
+    rec.series = {{"engine_epoch_train_loss", e_train}, {"reference_epoch_train_loss", r_train},
+                  {"engine_epoch_val_loss", e_vloss},   {"reference_epoch_val_loss", r_vloss},
+                  {"engine_epoch_val_accuracy", e_vacc}, {"reference_epoch_val_accuracy", r_vacc}};
     rec.metrics["test_accuracy"] = acc;
     rec.metrics["reference_test_accuracy"] = r_vacc.back().get<double>();
     rec.metrics["epochs"] = epochs;

@@ -80,26 +80,6 @@ std::string state_diff(const checkpoint::TrainingState& a, const checkpoint::Tra
   return "";
 }
 
-harness::TestCase make_case(const std::string& name, std::function<void(harness::Record&)> body) {
-  return {name, [name, body] {
-            harness::Record r;
-            r.suite = "checkpoint";
-            r.case_name = name;
-            const auto t0 = std::chrono::steady_clock::now();
-            try {
-              body(r);
-            } catch (const Failed& e) {
-              r.status = "fail";
-              r.message = e.what();
-            } catch (const std::exception& e) {
-              r.status = "fail";
-              r.message = std::string("unexpected exception: ") + e.what();
-            }
-            r.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            return r;
-          }};
-}
-
 namespace {
 
 // Every dtype, 0-dim and zero-size tensors, IEEE specials, and non-contiguous layouts.

@@ -1,22 +1,17 @@
-// Helpers shared by the checkpoint suite's files: temporary directories, bit-exact tensor
-// comparison, and the wrapper that turns a test body into a harness Record.
+// Helpers shared by the checkpoint suite's files: temporary directories and bit-exact tensor
+// comparison. Cases run through suites/recorded.h like every suite's.
 #pragma once
-#include <chrono>
 #include <functional>
-#include <stdexcept>
 #include <string>
 
 #include "engine/checkpoint/training_state.h"
 #include "harness/suite.h"
+#include "suites/recorded.h"
 
 namespace tb::suites::ckpt {
 
-struct Failed : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-inline void expect(bool ok, const std::string& what) {
-  if (!ok) throw Failed(what);
-}
+using Failed = CheckFailed;
+inline void expect(bool ok, const std::string& what) { check(ok, what); }
 
 // A fresh directory under $TMPDIR (or /tmp), removed with everything in it on destruction.
 // in_memory: under /dev/shm when it is there (for loops of small files that need no disk).
@@ -41,8 +36,9 @@ std::string bit_diff(const Tensor& a, const Tensor& b);
 std::string named_diff(const checkpoint::NamedTensors& a, const checkpoint::NamedTensors& b);
 std::string state_diff(const checkpoint::TrainingState& a, const checkpoint::TrainingState& b);
 
-// Runs body(record); a Failed or any other exception becomes status "fail" with its message.
-harness::TestCase make_case(const std::string& name, std::function<void(harness::Record&)> body);
+inline harness::TestCase make_case(const std::string& name, std::function<void(harness::Record&)> body) {
+  return recorded_case("checkpoint", name, std::move(body), /*with_seed=*/false);
+}
 
 // The cases defined in checkpoint_crash.cpp.
 void kill9_case(harness::Record& r);

@@ -1,11 +1,11 @@
 // Running an OpCase: input generation, the side-by-side call, the comparison and the record.
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
 
 #include "engine/tensor/factories.h"
 #include "suites/ops/op_case.h"
+#include "suites/recorded.h"
 
 namespace tb::suites {
 
@@ -219,12 +219,7 @@ std::vector<tb::Tensor> make_inputs(const OpCase& c) {
 }
 
 harness::Record run_case(const OpCase& c) {
-  harness::Record rec;
-  rec.suite = "ops";
-  rec.case_name = c.name;
-  rec.metrics["seed"] = double(case_seed(c.name) & 0xFFFFFFFF);
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
+  return run_recorded("ops", c.name, [&](harness::Record& rec) {
     std::vector<tb::Tensor> in = make_inputs(c);
     std::vector<ref::Tensor> rin;
     for (const tb::Tensor& t : in) rin.push_back(ref::to_ref(t));
@@ -246,18 +241,7 @@ harness::Record run_case(const OpCase& c) {
       if (c.check == Check::Stats) check_stats(c, out, rout, rec);
       else check_outputs(c, in, out, rin, rout, rec);
     }
-  } catch (const core::Error& e) {
-    rec.status = "fail";
-    rec.message = std::string("engine raised: ") + e.what();
-  } catch (const ref::RefError& e) {
-    rec.status = "error";
-    rec.message = std::string("LibTorch raised: ") + e.what();
-  } catch (const std::exception& e) {
-    rec.status = "error";
-    rec.message = e.what();
-  }
-  rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return rec;
+  });
 }
 
 harness::BenchCase make_bench(const OpCase& c) {

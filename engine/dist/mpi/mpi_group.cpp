@@ -1,0 +1,222 @@
+#include "engine/dist/mpi/mpi_group.h"
+
+// Only MPI's C API is used: skip OpenMPI's deprecated C++ bindings (they also warn under -Wextra).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace tb::dist::mpi {
+
+// Note [MPI threads]
+// MPI is initialised on the first group with MPI_Init_thread asking for MPI_THREAD_MULTIPLE
+// (Debian's OpenMPI gives it). Calls into MPI come only from a group's worker thread or from a
+// thread waiting on that group's call (Note [Collective worker]), one call at a time per group;
+// groups on different communicators may call at once, which MULTIPLE allows. Where the library
+// gives only MPI_THREAD_SERIALIZED, one process-wide mutex serialises every MPI call (groups then
+// run one after another); below SERIALIZED the backend refuses to start. MPI_Finalize runs at
+// process exit (atexit), and only if this backend initialised MPI; a group destroyed after that
+// does not touch MPI again.
+namespace {
+
+struct Runtime {
+  int provided = 0;
+  bool we_initialized = false;
+  bool serialize = false;
+  std::mutex mu;  // held around MPI calls when serialize
+  MPI_Op bf16_ops[4] = {};  // sum, max, min, product over bfloat16 (MPI_UINT16_T carrying the bits)
+};
+
+std::string mpi_error(int rc) {
+  char buf[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, buf, &len);
+  return std::string(buf, len);
+}
+
+void check(int rc, const char* op, const char* call) {
+  if (rc != MPI_SUCCESS) throw DistError(op, std::string(call) + " failed: " + mpi_error(rc));
+}
+
+// bf16 reductions as torch does them: each step in float, rounded back to bf16 (nearest even).
+template <typename F>
+void bf16_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const core::BFloat16*>(in);
+  auto* b = static_cast<core::BFloat16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = core::BFloat16(F{}(float(a[i]), float(b[i])));
+}
+struct Add { float operator()(float x, float y) const { return x + y; } };
+struct Mul { float operator()(float x, float y) const { return x * y; } };
+// Like torch's max/min on floats: NaN wins.
+struct Max { float operator()(float x, float y) const { return (x != x || x > y) ? x : y; } };
+struct Min { float operator()(float x, float y) const { return (x != x || x < y) ? x : y; } };
+
+void finalize_at_exit() {
+  int done = 0;
+  MPI_Finalized(&done);
+  if (!done) MPI_Finalize();
+}
+
+Runtime& runtime() {
+  static Runtime rt;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &rt.provided), "mpi", "MPI_Init_thread");
+      rt.we_initialized = true;
+      std::atexit(finalize_at_exit);
+    } else {
+      MPI_Query_thread(&rt.provided);
+    }
+    rt.serialize = rt.provided < MPI_THREAD_MULTIPLE;
+    MPI_Op_create(&bf16_op<Add>, 1, &rt.bf16_ops[0]);
+    MPI_Op_create(&bf16_op<Max>, 1, &rt.bf16_ops[1]);
+    MPI_Op_create(&bf16_op<Min>, 1, &rt.bf16_ops[2]);
+    MPI_Op_create(&bf16_op<Mul>, 1, &rt.bf16_ops[3]);
+  });
+  if (rt.provided < MPI_THREAD_SERIALIZED)
+    throw DistError("mpi", "the MPI library gives thread level " + std::to_string(rt.provided) +
+                               "; the mpi backend needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE");
+  return rt;
+}
+
+// Holds the process-wide MPI lock where the library is only SERIALIZED.
+struct Serial {
+  std::optional<std::lock_guard<std::mutex>> lock;
+  explicit Serial(Runtime& rt) {
+    if (rt.serialize) lock.emplace(rt.mu);
+  }
+};
+
+MPI_Datatype datatype(DType t) {
+  switch (t) {
+    case DType::Float32: return MPI_FLOAT;
+    case DType::Float64: return MPI_DOUBLE;
+    case DType::Int64: return MPI_INT64_T;
+    case DType::BFloat16: return MPI_UINT16_T;
+    default: throw DistError("mpi", std::string("no MPI datatype for ") + core::name(t));
+  }
+}
+
+int count(int64_t n, const char* op) {
+  if (n > INT_MAX)
+    throw DistError(op, std::to_string(n) + " elements: MPI counts stop at 2^31 - 1; split the tensor");
+  return int(n);
+}
+
+class MpiGroup final : public ProcessGroup {
+ public:
+  MpiGroup(int rank, int size, Options options) : ProcessGroup(rank, size, std::move(options)), rt_(runtime()) {
+    {
+      Serial s(rt_);
+      check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "mpi", "MPI_Comm_dup");
+      MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+      int flag = 0;
+      void* ub = nullptr;
+      MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag);
+      tag_ub_ = flag ? *static_cast<int*>(ub) : 32767;
+    }
+    start();
+  }
+  ~MpiGroup() override {
+    shutdown();
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+      Serial s(rt_);
+      MPI_Comm_free(&comm_);
+    }
+  }
+  std::string backend() const override { return "mpi"; }
+
+ protected:
+  MPI_Op reduce(ReduceOp op, DType t) const {
+    const int i = op == ReduceOp::Sum ? 0 : op == ReduceOp::Max ? 1 : op == ReduceOp::Min ? 2 : 3;
+    if (op == ReduceOp::Avg) throw DistError("mpi", "avg reaches the backend");  // the base class divides
+    if (t == DType::BFloat16) return rt_.bf16_ops[i];
+    const MPI_Op ops[4] = {MPI_SUM, MPI_MAX, MPI_MIN, MPI_PROD};
+    return ops[i];
+  }
+  void run_all_reduce(Tensor& t, ReduceOp op) override {
+    const int n = count(t.numel(), "all_reduce");
+    Serial s(rt_);
+    check(MPI_Allreduce(MPI_IN_PLACE, t.data(), n, datatype(t.dtype()), reduce(op, t.dtype()), comm_), "all_reduce",
+          "MPI_Allreduce");
+  }
+  void run_broadcast(Tensor& t, int root) override {
+    const int n = count(t.numel(), "broadcast");
+    Serial s(rt_);
+    check(MPI_Bcast(t.data(), n, datatype(t.dtype()), root, comm_), "broadcast", "MPI_Bcast");
+  }
+  void run_all_gather(Tensor& out, const Tensor& in) override {
+    const int n = count(in.numel(), "all_gather");
+    count(out.numel(), "all_gather");
+    const MPI_Datatype dt = datatype(in.dtype());
+    Serial s(rt_);
+    check(MPI_Allgather(in.data(), n, dt, out.data(), n, dt, comm_), "all_gather", "MPI_Allgather");
+  }
+  void run_reduce_scatter(Tensor& out, const Tensor& in, const std::vector<int64_t>& counts, ReduceOp op) override {
+    count(in.numel(), "reduce_scatter");
+    std::vector<int> c(counts.begin(), counts.end());
+    Serial s(rt_);
+    check(MPI_Reduce_scatter(in.data(), out.data(), c.data(), datatype(in.dtype()), reduce(op, in.dtype()), comm_),
+          "reduce_scatter", "MPI_Reduce_scatter");
+  }
+  void run_barrier() override {
+    Serial s(rt_);
+    check(MPI_Barrier(comm_), "barrier", "MPI_Barrier");
+  }
+  void run_send(const Tensor& t, int dst, int tag) override {
+    if (tag > tag_ub_) throw DistError("send", "tag " + std::to_string(tag) + " is above MPI_TAG_UB " + std::to_string(tag_ub_));
+    const int n = count(t.numel(), "send");
+    Serial s(rt_);
+    check(MPI_Send(t.data(), n, datatype(t.dtype()), dst, tag, comm_), "send", "MPI_Send");
+  }
+  void run_recv(Tensor& t, int src, int tag) override {
+    if (tag > tag_ub_) throw DistError("recv", "tag " + std::to_string(tag) + " is above MPI_TAG_UB " + std::to_string(tag_ub_));
+    const int n = count(t.numel(), "recv");
+    MPI_Status st;
+    int got = 0;
+    {
+      Serial s(rt_);
+      check(MPI_Recv(t.data(), n, datatype(t.dtype()), src, tag, comm_, &st), "recv", "MPI_Recv");
+      MPI_Get_count(&st, datatype(t.dtype()), &got);
+    }
+    if (got != n)
+      throw DistError("recv", "received " + std::to_string(got) + " elements from rank " + std::to_string(src) +
+                                  " into a tensor of " + std::to_string(n));
+  }
+
+ private:
+  Runtime& rt_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int tag_ub_ = 32767;
+};
+
+}  // namespace
+
+int thread_level() { return runtime().provided; }
+
+std::shared_ptr<ProcessGroup> make_group(const WorldInfo& world, Options options) {
+  Runtime& rt = runtime();
+  int rank = 0, size = 1;
+  {
+    Serial s(rt);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+  if (rank != world.rank || size != world.size)
+    throw DistError("mpi", "the environment (" + world.source + ") says rank " + std::to_string(world.rank) + " of " +
+                               std::to_string(world.size) + " but MPI_COMM_WORLD has rank " + std::to_string(rank) + " of " +
+                               std::to_string(size) + " (start the ranks with mpirun or srun)");
+  return std::make_shared<MpiGroup>(rank, size, std::move(options));
+}
+
+}  // namespace tb::dist::mpi

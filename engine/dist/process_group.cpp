@@ -1,0 +1,663 @@
+#include "engine/dist/process_group.h"
+
+#include <immintrin.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "engine/dist/flight_recorder.h"
+#include "engine/dist/watchdog.h"
+
+namespace tb::dist {
+
+using Clock = std::chrono::steady_clock;
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Avg: return "avg";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Product: return "product";
+  }
+  return "?";
+}
+
+// Note [Collective worker]
+// Every call is checked on the calling thread, numbered, recorded, and queued; the group runs the
+// queue strictly in issue order, one call at a time, so every rank runs its group's collectives in
+// the same order whatever thread issued them (collectives on different groups may run at once).
+// Who runs a call:
+//   - the group's worker thread, so that a call nobody waits on yet (DDP's bucket all_reduce during
+//     backward) makes progress while the caller computes;
+//   - or the thread that waits on it: Work::wait with the group's timeout, finding its call (and
+//     any before it) queued and nothing running, runs them itself. A handoff to another thread
+//     costs a wake-up (5-20 us) and two threads busy on one core; all_reduce(t)->wait() on 8 bytes
+//     takes ~0.5 us in raw MPI, which only running inline can stay near.
+// Waking the worker costs a futex call and a context switch; done per call, it makes the 8-byte
+// all_reduce 20x slower and, for large messages, the woken worker preempts the rank's MPI
+// polling. So enqueue wakes the worker only when the call looks asynchronous: the previous call
+// is still queued (a burst, like DDP's buckets), or the previous call was not run by its waiter,
+// or the worker has slept for kDeepSleepAfter. Otherwise the worker polls every kPollPeriod and
+// takes a call queued longer than kGrace (so it does not steal a call its caller is about to
+// wait on). A lone call issued after synchronous ones therefore starts within kPollPeriod, or at
+// the next issue or wait, whichever comes first; calls issued back to back start at once.
+// A wait with a timeout shorter than the group's never runs the call itself (it must be able to
+// return when its timeout passes); nor does any wait when the watchdog is off (Options::watchdog),
+// since nothing would then end a call that hangs on the waiting thread.
+namespace {
+constexpr auto kGrace = std::chrono::microseconds(20);
+constexpr auto kPollPeriod = std::chrono::milliseconds(1);
+constexpr auto kDeepSleepAfter = std::chrono::seconds(1);
+constexpr auto kSpin = std::chrono::microseconds(10);  // Work::wait spins this long before blocking
+
+std::string env_or(const char* name, const std::string& fallback = {}) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+// The launcher's id for this job, so that progress boards of different jobs never meet.
+std::string job_id() {
+  std::string id = env_or("OMPI_MCA_ess_base_jobid", env_or("PMIX_NAMESPACE"));
+  if (id.empty() && !env_or("SLURM_JOB_ID").empty()) id = env_or("SLURM_JOB_ID") + "." + env_or("SLURM_STEP_ID", "0");
+  if (id.empty()) id = env_or("TORCHELASTIC_RUN_ID");
+  if (id.empty()) id = "ppid" + std::to_string(::getppid());  // ranks forked by one launcher
+  for (char& c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '_';
+  return id;
+}
+
+bool supported(DType t) {
+  return t == DType::Float32 || t == DType::Float64 || t == DType::BFloat16 || t == DType::Int64;
+}
+
+void check_tensor(const char* op, const char* what, const Tensor& t) {
+  if (!t.defined()) throw DistError(op, std::string(what) + " is an undefined tensor");
+  if (t.device().type != core::DeviceType::CPU)
+    throw DistError(op, std::string(what) + " is on " + t.device().str() + "; this group takes CPU tensors");
+  if (!supported(t.dtype()))
+    throw DistError(op, std::string(what) + " has dtype " + core::name(t.dtype()) +
+                            "; supported: float32, float64, bfloat16, int64");
+  if (!t.is_contiguous())
+    throw DistError(op, std::string(what) + " " + core::to_string(t.sizes()) + " is not contiguous (strides " +
+                            core::to_string(t.strides()) + "); pass t.contiguous()");
+}
+
+void check_same_dtype(const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn) {
+  if (a.dtype() != b.dtype())
+    throw DistError(op, std::string(an) + " is " + core::name(a.dtype()) + " but " + bn + " is " + core::name(b.dtype()));
+}
+
+// t /= n in place, for Avg: floats divide (bf16 through float, rounded back), integers truncate.
+void divide_in_place(Tensor& t, int n) {
+  const int64_t count = t.numel();
+  core::dispatch(t.dtype(), [&]<typename T>() {
+    T* p = static_cast<T*>(t.data());
+    if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, core::Half>) {
+      for (int64_t i = 0; i < count; ++i) p[i] = T(float(p[i]) / float(n));
+    } else if constexpr (std::is_same_v<T, bool>) {
+      throw DistError("all_reduce", "avg of bool");
+    } else {
+      for (int64_t i = 0; i < count; ++i) p[i] = T(p[i] / T(n));
+    }
+  });
+}
+
+[[maybe_unused]] std::string shape_list(const std::vector<core::Shape>& shapes) {
+  std::string s;
+  for (std::size_t i = 0; i < shapes.size() && i < 2; ++i) s += (i ? " -> " : "") + core::to_string(shapes[i]);
+  if (shapes.size() > 2) s += " (+" + std::to_string(shapes.size() - 2) + " more)";
+  return s;
+}
+}  // namespace
+
+// ---- Work ----
+
+// finish and block_until_done pair up like Dekker's flags (both seq_cst): either finish sees the
+// waiter's count, or the waiter sees done_ before it sleeps. The lock around the notify keeps a
+// waiter from missing it between its check and its sleep.
+void Work::finish(std::exception_ptr e) {
+  error_ = std::move(e);
+  done_.store(true, std::memory_order_seq_cst);
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard lock(mu_); }
+    cv_.notify_all();
+  }
+}
+
+bool Work::block_until_done(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  const auto spin_end = Clock::now() + kSpin;
+  while (!done_.load(std::memory_order_acquire) && Clock::now() < spin_end) _mm_pause();
+  if (done_.load(std::memory_order_acquire)) return true;
+  std::unique_lock lock(mu_);
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  const bool ok = cv_.wait_until(lock, deadline, [&] { return done_.load(std::memory_order_seq_cst); });
+  waiters_.fetch_sub(1, std::memory_order_relaxed);
+  return ok;
+}
+
+bool Work::wait_for(std::chrono::milliseconds timeout) {
+  if (!done_.load(std::memory_order_acquire)) {
+    if (group_ && timeout >= default_timeout_ && group_->options_.watchdog) group_->help(this);
+    if (!done_.load(std::memory_order_acquire) && !block_until_done(timeout)) return false;
+  }
+  if (error_) std::rethrow_exception(error_);
+  return true;
+}
+
+void Work::wait(std::chrono::milliseconds timeout) {
+  const auto t = timeout.count() > 0 ? timeout : default_timeout_;
+  // Run it here if we may (Note [Collective worker]); the clock is read only if we must block.
+  if (!done_.load(std::memory_order_acquire) && group_ && t >= default_timeout_ && group_->options_.watchdog)
+    group_->help(this);
+  if (!done_.load(std::memory_order_acquire)) {
+    const auto t0 = Clock::now();
+    if (!block_until_done(t)) {
+      std::ostringstream os;
+      os.precision(3);
+      os << "#" << seq_ << " did not complete within " << std::chrono::duration<double>(Clock::now() - t0).count()
+         << " s (timeout " << std::chrono::duration<double>(t).count()
+         << " s); it stays issued, and the watchdog ends the process if it never completes";
+      throw DistError(*op_, os.str());
+    }
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+// ---- the group ----
+
+// One call, allocated once: the Work handed out is an alias into it (so the caller's handle keeps
+// the task alive, and a call costs one allocation).
+struct ProcessGroup::Task {
+  Work work;
+  OpCode code = OpCode::None;
+  ReduceOp rop = ReduceOp::Sum;
+  int arg = 0, tag = 0;             // root, or peer for send/recv
+  Tensor a, b;                      // the tensor / (out, in), as each op's enqueue says
+  std::vector<Tensor> list;         // all_gather's outputs, reduce_scatter's inputs
+  std::vector<int64_t> counts;      // reduce_scatter's chunk sizes
+  int64_t numel = 0;                // for the progress board
+  uint64_t seq = 0, cseq = 0, packed = 0;
+  int peer = -1;
+  uint64_t enqueued = 0;               // CallClock ticks
+  std::atomic<uint64_t> started{0};    // written by the running thread, read by the watchdog
+};
+
+ProcessGroup::ProcessGroup(int rank, int size, Options options) : rank_(rank), size_(size), options_(std::move(options)) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw DistError("process_group", "rank " + std::to_string(rank) + " of world size " + std::to_string(size));
+  if (const std::string t = env_or("TRAINBENCH_DIST_TIMEOUT"); !t.empty()) {
+    char* end = nullptr;
+    const double s = std::strtod(t.c_str(), &end);
+    if (end == t.c_str() || *end != '\0' || !(s > 0))
+      throw DistError("process_group", "TRAINBENCH_DIST_TIMEOUT='" + t + "' is not a positive number of seconds");
+    options_.timeout = std::chrono::milliseconds(std::max<int64_t>(1, int64_t(s * 1000)));
+  }
+  if (const std::string d = env_or("TRAINBENCH_DIST_DIR"); !d.empty()) options_.run_dir = d;
+  if (options_.timeout.count() <= 0) throw DistError("process_group", "Options::timeout must be positive");
+}
+
+ProcessGroup::~ProcessGroup() {
+  // Backends call shutdown() in their destructor, while the primitives can still run; this is the
+  // safety net for one that did not (the queue must then be empty, or calls die with the backend).
+  shutdown();
+}
+
+void ProcessGroup::start() {
+  if (started_) return;
+  started_ = true;
+  const std::string be = backend();
+  recorder_ = std::make_unique<FlightRecorder>(options_.recorder_capacity, be, rank_, size_);
+  int n;
+  {
+    static std::mutex mu;
+    static std::map<std::string, int> made;  // groups made per backend, the same count on every rank
+    std::lock_guard lock(mu);
+    n = made[be]++;
+  }
+  std::string dir = options_.run_dir;
+  if (dir.empty()) dir = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : std::filesystem::temp_directory_path().string();
+  board_ = std::make_unique<ProgressBoard>(
+      (std::filesystem::path(dir) / ("trainbench_progress_" + job_id() + "_" + be + "_" + std::to_string(n) + ".bin")).string(),
+      rank_, size_);
+  CallClock::calibrate();
+  last_enqueue_ = CallClock::now();
+  worker_ = std::thread([this] { worker_loop(); });
+  if (options_.watchdog) {
+    auto probe = [this]() -> std::optional<InFlight> {
+      std::shared_ptr<Task> t;
+      {
+        std::lock_guard lock(mu_);
+        t = running_ ? running_ : (queue_.empty() ? nullptr : queue_.front());
+      }
+      if (!t) return std::nullopt;
+      InFlight f;
+      f.seq = t->seq;
+      f.collective_seq = t->cseq;
+      f.call = t->packed;
+      f.peer = t->peer;
+      const uint64_t started = t->started.load(std::memory_order_relaxed);
+      f.since = CallClock::to_time(started ? started : t->enqueued);
+      std::ostringstream os;
+      const CallKey k = unpack_call(t->packed);
+      os << op_code_name(k.op) << " #" << (t->cseq ? t->cseq : t->seq);
+      if (k.op == OpCode::Send) os << " to rank " << t->peer;
+      if (k.op == OpCode::Recv) os << " from rank " << t->peer;
+      os << " (";
+      std::string detail, shapes;
+      if (std::optional<CallRecord> r = recorder_->get(t->seq)) detail = r->detail, shapes = shape_list(r->shapes);
+      if (k.op != OpCode::Barrier) os << core::name(k.dtype) << " " << (shapes.empty() ? "?" : shapes) << ", ";
+      if (!detail.empty()) os << detail << ", ";
+      os << backend() << (t->cseq ? "" : ", seq " + std::to_string(t->seq)) << ")";
+      f.what = os.str();
+      return f;
+    };
+    watchdog_ = std::make_unique<Watchdog>(probe, *recorder_, *board_, rank_, size_, options_.timeout, options_.run_dir);
+  }
+}
+
+void ProcessGroup::shutdown() {
+  if (shut_down_ || !started_) return;
+  shut_down_ = true;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  // The worker drains the queue first; a call that hangs meanwhile is the watchdog's.
+  if (worker_.joinable()) worker_.join();
+  watchdog_.reset();
+  if (board_) board_->remove_file();
+}
+
+void ProcessGroup::synchronize() {
+  std::shared_ptr<Task> last;
+  {
+    std::lock_guard lock(mu_);
+    if (!queue_.empty()) last = queue_.back();
+    else if (running_) last = running_;
+  }
+  if (!last) return;
+  // A call's failure belongs to whoever holds its Work; synchronize only waits (and throws on timeout).
+  try {
+    last->work.wait();
+  } catch (...) {
+    if (!last->work.is_completed()) throw;
+  }
+}
+
+WorkPtr ProcessGroup::enqueue(std::shared_ptr<Task> task, const std::string& detail) {
+  Task& t = *task;
+  const char* op = op_code_name(t.code);
+  if (!started_) throw DistError(op, "the group's backend did not start it (ProcessGroup::start)");
+  const bool p2p = t.code == OpCode::Send || t.code == OpCode::Recv;
+  const DType dtype = t.a.defined() ? t.a.dtype() : DType::Float32;
+  t.peer = p2p ? t.arg : -1;
+  t.packed = pack_call(t.code, dtype, t.code == OpCode::AllReduce || t.code == OpCode::ReduceScatter ? int(t.rop) : t.arg,
+                       t.numel);
+  Work& w = t.work;
+  static const std::string kNames[] = {"none", "all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier", "send", "recv"};
+  w.op_ = &kNames[int(t.code)];
+  w.default_timeout_ = options_.timeout;
+  w.group_ = this;
+  bool wake;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) throw DistError(op, "the process group is shutting down");
+    t.seq = w.seq_ = next_seq_++;
+    t.cseq = p2p ? 0 : next_collective_seq_++;
+    t.enqueued = last_enqueue_ = CallClock::now();
+    recorder_->record(t.seq, t.cseq, t.enqueued, [&](RecorderSlot& r) {
+      r.op = op;
+      r.detail = detail;
+      r.dtype = dtype;
+      // inputs then outputs
+      std::size_t n = 0;
+      const auto add = [&](const core::Shape& s) {
+        if (r.shapes.size() <= n) r.shapes.emplace_back();
+        r.shapes[n++] = s;
+      };
+      switch (t.code) {
+        case OpCode::AllGather:
+          add(t.b.sizes());
+          if (t.list.empty()) add(t.a.sizes());
+          for (const Tensor& x : t.list) add(x.sizes());
+          break;
+        case OpCode::ReduceScatter:
+          if (t.list.empty()) add(t.b.sizes());
+          for (const Tensor& x : t.list) add(x.sizes());
+          add(t.a.sizes());
+          break;
+        case OpCode::Barrier: break;
+        default: add(t.a.sizes());
+      }
+      r.shapes.resize(n);
+    });
+    if (!p2p) board_->coll_issued(t.cseq);
+    wake = worker_asleep_ || !queue_.empty() || !last_ran_inline_;
+    queue_.push_back(task);
+  }
+  if (wake) cv_.notify_all();
+  return WorkPtr(std::move(task), &w);
+}
+
+void ProcessGroup::run_task(Task& t) {
+  const auto reduced = [&](ReduceOp op) { return op == ReduceOp::Avg ? ReduceOp::Sum : op; };
+  switch (t.code) {
+    case OpCode::AllReduce:
+      run_all_reduce(t.a, reduced(t.rop));
+      if (t.rop == ReduceOp::Avg) divide_in_place(t.a, size_);
+      break;
+    case OpCode::Broadcast: run_broadcast(t.a, t.arg); break;
+    case OpCode::AllGather:
+      if (t.list.empty()) {
+        run_all_gather(t.a, t.b);
+      } else {
+        Tensor flat = empty({int64_t(size_) * t.b.numel()}, t.b.dtype());
+        run_all_gather(flat, t.b);
+        const std::size_t bytes = std::size_t(t.b.numel()) * t.b.itemsize();
+        const char* src = static_cast<const char*>(flat.data());
+        for (int r = 0; r < size_; ++r)
+          if (bytes) std::memcpy(t.list[r].data(), src + r * bytes, bytes);
+      }
+      break;
+    case OpCode::ReduceScatter:
+      if (t.list.empty()) {
+        run_reduce_scatter(t.a, t.b, t.counts, reduced(t.rop));
+      } else {
+        Tensor flat = empty({t.numel}, t.a.dtype());
+        char* dst = static_cast<char*>(flat.data());
+        for (const Tensor& x : t.list) {
+          const std::size_t bytes = std::size_t(x.numel()) * x.itemsize();
+          if (bytes) std::memcpy(dst, x.data(), bytes);
+          dst += bytes;
+        }
+        run_reduce_scatter(t.a, flat, t.counts, reduced(t.rop));
+      }
+      if (t.rop == ReduceOp::Avg) divide_in_place(t.a, size_);
+      break;
+    case OpCode::Barrier: run_barrier(); break;
+    case OpCode::Send: run_send(t.a, t.arg, t.tag); break;
+    case OpCode::Recv: run_recv(t.a, t.arg, t.tag); break;
+    case OpCode::None: break;
+  }
+}
+
+void ProcessGroup::execute(Task& t) {
+  const bool p2p = t.cseq == 0;
+  const uint64_t started = CallClock::now();
+  t.started.store(started, std::memory_order_relaxed);
+  recorder_->started(t.seq, started);
+  if (p2p) board_->p2p_entered(t.seq, t.packed);
+  else board_->coll_entered(t.cseq, t.packed);
+  std::exception_ptr err;
+  std::string msg;
+  try {
+    run_task(t);
+  } catch (const std::exception& e) {
+    err = std::current_exception();
+    msg = e.what();
+  } catch (...) {
+    err = std::current_exception();
+    msg = "unknown exception";
+  }
+  recorder_->ended(t.seq, CallClock::now(), !err, msg);
+  if (p2p) board_->p2p_completed(t.seq);
+  else board_->coll_completed(t.cseq);
+  // Release the tensors now, not when the last Work handle goes.
+  t.a = Tensor();
+  t.b = Tensor();
+  t.list.clear();
+  t.work.finish(err);
+}
+
+void ProcessGroup::help(Work* w) {
+  std::unique_lock lock(mu_);
+  while (!w->done_.load(std::memory_order_acquire) && !running_ && !queue_.empty()) {
+    running_ = std::move(queue_.front());  // moves, not copies: no reference-count traffic
+    queue_.pop_front();
+    Task& t = *running_;
+    lock.unlock();
+    execute(t);
+    lock.lock();
+    const std::shared_ptr<Task> done = std::move(running_);
+    last_ran_inline_ = true;
+    if (&t.work == w) break;
+  }
+  const bool wake = !queue_.empty() && !running_;
+  lock.unlock();
+  if (wake) cv_.notify_all();
+}
+
+void ProcessGroup::worker_loop() {
+  const uint64_t grace = CallClock::ticks(kGrace), deep_after = CallClock::ticks(kDeepSleepAfter);
+  std::unique_lock lock(mu_);
+  for (;;) {
+    const uint64_t now = CallClock::now();
+    if (!running_ && !queue_.empty()) {
+      const uint64_t ready = queue_.front()->enqueued + grace;
+      if (stopping_ || int64_t(now - ready) >= 0) {
+        running_ = std::move(queue_.front());
+        queue_.pop_front();
+        Task& t = *running_;
+        lock.unlock();
+        execute(t);
+        lock.lock();
+        const std::shared_ptr<Task> done = std::move(running_);
+        last_ran_inline_ = false;
+      } else {
+        cv_.wait_until(lock, CallClock::to_time(ready));
+      }
+      continue;
+    }
+    if (stopping_ && !running_) return;  // queue empty
+    if (!running_ && int64_t(now - last_enqueue_) > int64_t(deep_after)) {
+      worker_asleep_ = true;
+      cv_.wait(lock);
+      worker_asleep_ = false;
+    } else {
+      cv_.wait_for(lock, kPollPeriod);
+    }
+  }
+}
+
+// ---- the collectives: check, record, enqueue ----
+
+WorkPtr ProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
+  check_tensor("all_reduce", "the tensor", t);
+  t.bump_version();
+  auto task = std::make_shared<Task>();
+  task->code = OpCode::AllReduce;
+  task->rop = op;
+  task->a = t;
+  task->numel = t.numel();
+  return enqueue(std::move(task), reduce_op_name(op));
+}
+
+WorkPtr ProcessGroup::broadcast(Tensor& t, int root) {
+  check_tensor("broadcast", "the tensor", t);
+  if (root < 0 || root >= size_)
+    throw DistError("broadcast", "root " + std::to_string(root) + " is not a rank of this group of size " + std::to_string(size_));
+  t.bump_version();
+  auto task = std::make_shared<Task>();
+  task->code = OpCode::Broadcast;
+  task->arg = root;
+  task->a = t;
+  task->numel = t.numel();
+  return enqueue(std::move(task), "root=" + std::to_string(root));
+}
+
+WorkPtr ProcessGroup::all_gather(Tensor& out, const Tensor& in) {
+  check_tensor("all_gather", "the input", in);
+  check_tensor("all_gather", "the output", out);
+  check_same_dtype("all_gather", out, "the output", in, "the input");
+  if (out.numel() != int64_t(size_) * in.numel())
+    throw DistError("all_gather", "the output " + core::to_string(out.sizes()) + " has " + std::to_string(out.numel()) +
+                                      " elements; world size " + std::to_string(size_) + " x input " +
+                                      core::to_string(in.sizes()) + " needs " + std::to_string(int64_t(size_) * in.numel()));
+  if (out.numel() > 0 && in.numel() > 0 && out.shares_storage(in))
+    throw DistError("all_gather", "the output and the input share storage");
+  out.bump_version();
+  auto task = std::make_shared<Task>();
+  task->code = OpCode::AllGather;
+  task->a = out;
+  task->b = in;
+  task->numel = in.numel();
+  return enqueue(std::move(task), "tensor");
+}
+
+WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outs, const Tensor& in) {
+  check_tensor("all_gather", "the input", in);
+  if (int(outs.size()) != size_)
+    throw DistError("all_gather", "got " + std::to_string(outs.size()) + " output tensors for world size " + std::to_string(size_));
+  for (std::size_t r = 0; r < outs.size(); ++r) {
+    const std::string name = "output " + std::to_string(r);
+    check_tensor("all_gather", name.c_str(), outs[r]);
+    check_same_dtype("all_gather", outs[r], name.c_str(), in, "the input");
+    if (outs[r].numel() != in.numel())
+      throw DistError("all_gather", name + " " + core::to_string(outs[r].sizes()) + " has " + std::to_string(outs[r].numel()) +
+                                        " elements, the input " + core::to_string(in.sizes()) + " " + std::to_string(in.numel()));
+  }
+  for (Tensor& o : outs) o.bump_version();
+  auto task = std::make_shared<Task>();
+  task->code = OpCode::AllGather;
+  task->a = outs[0];  // for the dtype
+  task->b = in;
+  task->list = outs;
+  task->numel = in.numel();
+  return enqueue(std::move(task), "list");
+}
+
+WorkPtr ProcessGroup::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
+  check_tensor("reduce_scatter", "the input", in);
+  check_tensor("reduce_scatter", "the output", out);
+  check_same_dtype("reduce_scatter", out, "the output", in, "the input");
+  if (in.numel() != int64_t(size_) * out.numel())
+    throw DistError("reduce_scatter", "the input " + core::to_string(in.sizes()) + " has " + std::to_string(in.numel()) +
+                                          " elements; world size " + std::to_string(size_) + " x output " +
+                                          core::to_string(out.sizes()) + " needs " + std::to_string(int64_t(size_) * out.numel()) +
+                                          " (for chunks of different sizes pass a list of inputs)");
+  if (out.numel() > 0 && out.shares_storage(in))
+    throw DistError("reduce_scatter", "the output and the input share storage");
+  out.bump_version();
+  auto task = std::make_shared<Task>();
+  task->code = OpCode::ReduceScatter;
+  task->rop = op;
+  task->a = out;
+  task->b = in;
+  task->counts.assign(size_, out.numel());
+  task->numel = in.numel();
+  return enqueue(std::move(task), std::string(reduce_op_name(op)) + " tensor");
+}
+
+WorkPtr ProcessGroup::reduce_scatter(Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) {
+  check_tensor("reduce_scatter", "the output", out);
+  if (int(ins.size()) != size_)
+    throw DistError("reduce_scatter", "got " + std::to_string(ins.size()) + " input tensors for world size " + std::to_string(size_));
+  auto task = std::make_shared<Task>();
+  for (std::size_t r = 0; r < ins.size(); ++r) {
+    const std::string name = "input " + std::to_string(r);
+    check_tensor("reduce_scatter", name.c_str(), ins[r]);
+    check_same_dtype("reduce_scatter", out, "the output", ins[r], name.c_str());
+    if (ins[r].numel() > 0 && out.numel() > 0 && out.shares_storage(ins[r]))
+      throw DistError("reduce_scatter", "the output and " + name + " share storage");
+    task->counts.push_back(ins[r].numel());
+    task->numel += ins[r].numel();
+  }
+  if (ins[rank_].numel() != out.numel())
+    throw DistError("reduce_scatter", "input " + std::to_string(rank_) + " (this rank's chunk) " + core::to_string(ins[rank_].sizes()) +
+                                          " has " + std::to_string(ins[rank_].numel()) + " elements but the output " +
+                                          core::to_string(out.sizes()) + " has " + std::to_string(out.numel()));
+  out.bump_version();
+  task->code = OpCode::ReduceScatter;
+  task->rop = op;
+  task->a = out;
+  task->list = ins;
+  return enqueue(std::move(task), std::string(reduce_op_name(op)) + " list");
+}
+
+WorkPtr ProcessGroup::barrier() {
+  auto task = std::make_shared<Task>();
+  task->code = OpCode::Barrier;
+  return enqueue(std::move(task), "");
+}
+
+WorkPtr ProcessGroup::send(const Tensor& t, int dst, int tag) {
+  check_tensor("send", "the tensor", t);
+  if (tag < 0) throw DistError("send", "tag " + std::to_string(tag) + " is negative");
+  if (dst < 0 || dst >= size_ || dst == rank_)
+    throw DistError("send", "destination rank " + std::to_string(dst) + " is not another rank of this group (rank " +
+                                std::to_string(rank_) + " of " + std::to_string(size_) + ")");
+  auto task = std::make_shared<Task>();
+  task->code = OpCode::Send;
+  task->arg = dst;
+  task->tag = tag;
+  task->a = t;
+  task->numel = t.numel();
+  return enqueue(std::move(task), "peer=" + std::to_string(dst) + " tag=" + std::to_string(tag));
+}
+
+WorkPtr ProcessGroup::recv(Tensor& t, int src, int tag) {
+  check_tensor("recv", "the tensor", t);
+  if (tag < 0) throw DistError("recv", "tag " + std::to_string(tag) + " is negative");
+  if (src < 0 || src >= size_ || src == rank_)
+    throw DistError("recv", "source rank " + std::to_string(src) + " is not another rank of this group (rank " +
+                                std::to_string(rank_) + " of " + std::to_string(size_) + ")");
+  t.bump_version();
+  auto task = std::make_shared<Task>();
+  task->code = OpCode::Recv;
+  task->arg = src;
+  task->tag = tag;
+  task->a = t;
+  task->numel = t.numel();
+  return enqueue(std::move(task), "peer=" + std::to_string(src) + " tag=" + std::to_string(tag));
+}
+
+// ---- where this process sits ----
+
+WorldInfo world_from_env() {
+  const auto num = [](const char* var, const std::string& s) {
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(s.c_str(), &end, 10);
+    if (end == s.c_str() || *end != '\0' || errno || v < 0 || v > (1 << 24))
+      throw DistError("world_from_env", std::string(var) + "='" + s + "' is not a rank or size");
+    return int(v);
+  };
+  struct Source {
+    const char *rank, *size, *local;
+  };
+  const Source sources[] = {{"TRAINBENCH_RANK", "TRAINBENCH_WORLD_SIZE", "TRAINBENCH_LOCAL_RANK"},
+                            {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+                            {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+                            {"RANK", "WORLD_SIZE", "LOCAL_RANK"}};
+  for (const Source& s : sources) {
+    const std::string r = env_or(s.rank), n = env_or(s.size);
+    if (r.empty() && n.empty()) continue;
+    if (r.empty() || n.empty())
+      throw DistError("world_from_env", std::string(r.empty() ? s.rank : s.size) + " is not set but " +
+                                            (r.empty() ? s.size : s.rank) + " is");
+    WorldInfo w;
+    w.rank = num(s.rank, r);
+    w.size = num(s.size, n);
+    const std::string l = env_or(s.local);
+    w.local_rank = l.empty() ? 0 : num(s.local, l);
+    w.source = std::string(s.rank) + "/" + s.size;
+    if (w.size < 1 || w.rank >= w.size)
+      throw DistError("world_from_env", w.source + " give rank " + r + " of world size " + n);
+    return w;
+  }
+  WorldInfo w;
+  w.source = "none (a single process)";
+  return w;
+}
+
+}  // namespace tb::dist

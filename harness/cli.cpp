@@ -1,7 +1,10 @@
-// `trainbench` subcommands: list, test, bench, report, all. Output contract: progress lines on
-// stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
+// `trainbench` subcommands: list, test, bench, report, all, launch (and the hidden `rank`).
+// Output contract: progress lines on stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <ctime>
 #include <iomanip>
 #include <iostream>
@@ -9,6 +12,8 @@
 #include <thread>
 
 #include "harness/cli.h"
+#include "harness/distributed.h"
+#include "harness/launcher.h"
 #include "harness/runner.h"
 
 #ifndef TB_VERSION
@@ -31,6 +36,12 @@ struct Options {
   std::string report_out;
   std::vector<std::string> inputs;  // report
   double peak_gflops = 0, peak_gbps = 0;
+  double launch_timeout = 1800;     // distributed suites: seconds per world size
+  std::string hostfile;             // distributed suites / launch: mpirun's hostfile
+  RankOptions rank;                 // the hidden `rank` subcommand
+  int ranks = 2;                    // launch
+  bool dry_run = false;             // launch
+  std::vector<std::string> program; // launch
 };
 
 void add_selection(CLI::App* sub, Options& o) {
@@ -50,6 +61,14 @@ void add_run_options(CLI::App* sub, Options& o, const std::string& name) {
                       std::to_string(cores) + ")")
       ->check(CLI::Range(1, 4096))
       ->type_name("N");
+  sub->add_option("--launch-timeout", o.launch_timeout,
+                  "Distributed suites: seconds one world size may run before its ranks are killed")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->type_name("S");
+  sub->add_option("--hostfile", o.hostfile,
+                  "Distributed suites: mpirun hostfile to spread ranks over hosts (default: this host)")
+      ->type_name("PATH");
 }
 
 void add_bench_options(CLI::App* sub, Options& o) {
@@ -99,14 +118,24 @@ int cmd_list(const Options& o) {
   std::size_t total = 0;
   for (const Suite* s : chosen) {
     Selection one{{s->name}, o.filter, true};
-    const auto tests = collect_tests(one);
-    const auto benches = collect_benches(one);
+    std::vector<std::string> tests, benches;
+    for (const auto& t : collect_tests(one)) tests.push_back(t.test.name);
+    for (const auto& b : collect_benches(one)) benches.push_back(b.bench.name);
+    // A distributed suite's rank cases, per world size (they run inside launched ranks).
+    for (int w : s->world_sizes) {
+      for (const TestCase& t : rank_cases(*s, w, false, o.filter)) tests.push_back(t.name);
+      for (const TestCase& t : rank_cases(*s, w, true, o.filter)) benches.push_back(t.name);
+    }
     std::cout << s->name;
     if (!s->description.empty()) std::cout << " - " << s->description;
-    std::cout << " (" << tests.size() << " tests, " << benches.size() << " benchmarks"
-              << (s->run_by_default ? "" : ", not in the default run") << ")\n";
-    for (const auto& t : tests) std::cout << "  test   " << t.test.name << '\n';
-    for (const auto& b : benches) std::cout << "  bench  " << b.bench.name << '\n';
+    std::cout << " (" << tests.size() << " tests, " << benches.size() << " benchmarks";
+    if (!s->world_sizes.empty()) {
+      std::cout << ", ranks:";
+      for (int w : s->world_sizes) std::cout << ' ' << w;
+    }
+    std::cout << (s->run_by_default ? "" : ", not in the default run") << ")\n";
+    for (const auto& t : tests) std::cout << "  test   " << t << '\n';
+    for (const auto& b : benches) std::cout << "  bench  " << b << '\n';
     total += tests.size() + benches.size();
   }
   if (chosen.empty()) std::cout << "no suites registered\n";
@@ -122,16 +151,38 @@ int cmd_run(const Options& o, const std::string& sub, int argc, char** argv) {
   std::vector<PlannedBench> benches;
   if (do_tests) tests = collect_tests(sel);
   if (do_benches) benches = collect_benches(sel);
-  if (tests.empty() && benches.empty())
-    std::cerr << "trainbench: warning: no cases match the selection\n";
 
   const int threads = apply_threads(o.threads);
-  Progress progress(&std::cerr, tests.size() + benches.size());
+  // Distributed suites: their rank cases run in launched ranks, one launch per world size.
+  DistRunOptions dopt;
+  dopt.filter = o.filter;
+  dopt.tests = do_tests;
+  dopt.benches = do_benches;
+  dopt.threads = threads;
+  dopt.launch_timeout = std::chrono::seconds(static_cast<long>(o.launch_timeout));
+  dopt.hostfile = o.hostfile;
+  dopt.work_dir = (o.json.empty() ? fs::path("results") : fs::path(o.json).parent_path()) / "ranks";
+  std::vector<const Suite*> distributed;
+  std::size_t rank_total = 0;
+  for (const Suite* s : select_suites(sel))
+    if (!s->world_sizes.empty()) {
+      distributed.push_back(s);
+      rank_total += count_rank_cases(*s, dopt);
+    }
+  if (tests.empty() && benches.empty() && rank_total == 0)
+    std::cerr << "trainbench: warning: no cases match the selection\n";
+
+  Progress progress(&std::cerr, tests.size() + benches.size() + rank_total);
   std::vector<Record> records = run_tests(tests, &progress);
   BenchOptions bo{o.repetitions, o.min_time, threads};
   std::vector<Record> brecs = run_benches(benches, bo, &progress);
   records.insert(records.end(), std::make_move_iterator(brecs.begin()),
                  std::make_move_iterator(brecs.end()));
+  for (const Suite* s : distributed) {
+    std::vector<Record> drecs = run_distributed(*s, dopt, &progress);
+    records.insert(records.end(), std::make_move_iterator(drecs.begin()),
+                   std::make_move_iterator(drecs.end()));
+  }
 
   // The tally first: it is the line CI logs are read for, even if the JSON cannot be written.
   const Counts c = count(records);
@@ -156,6 +207,29 @@ int cmd_run(const Options& o, const std::string& sub, int argc, char** argv) {
     }
   }
   return c.ok() && report_ok ? 0 : 1;
+}
+
+// `trainbench launch -n N -- PROGRAM ARGS`: any program on N ranks, with the timeout and the
+// per-rank logs of the suites' launches.
+int cmd_launch(const Options& o) {
+  LaunchSpec spec;
+  spec.ranks = o.ranks;
+  spec.argv = o.program;
+  spec.timeout = std::chrono::seconds(static_cast<long>(o.launch_timeout));
+  spec.hostfile = o.hostfile;
+  const std::time_t t = std::time(nullptr);
+  spec.run_dir = fs::path("results") / "ranks" / ("launch-" + std::to_string(t) + "-" + std::to_string(getpid()));
+  if (o.dry_run) {
+    for (const std::string& a : mpirun_command(spec)) std::cout << a << ' ';
+    std::cout << '\n';
+    return 0;
+  }
+  spec.echo = &std::cout;
+  const LaunchResult res = launch(spec);
+  std::cerr << "launch: " << (res.timed_out ? "timed out" : "finished") << " after " << res.seconds
+            << " s, exit status " << res.exit_code << "; rank logs in " << spec.run_dir.string() << '\n';
+  if (!res.ok()) std::cerr << res.diagnosis() << '\n';
+  return res.timed_out ? 124 : res.exit_code;
 }
 
 int cmd_report(const Options& o) {
@@ -208,6 +282,28 @@ int main(int argc, char** argv) {
   all->add_flag("--no-report", o.no_report, "Write the JSON only");
   add_peak_options(all, o);
 
+  CLI::App* launch = app.add_subcommand(
+      "launch", "Run a program on N local ranks through mpirun, with a timeout and per-rank logs");
+  launch->add_option("-n,--ranks", o.ranks, "Number of ranks")->capture_default_str()->check(CLI::Range(1, 4096));
+  launch->add_option("--timeout", o.launch_timeout, "Seconds before the ranks are killed")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  launch->add_option("--hostfile", o.hostfile, "mpirun hostfile (default: every rank on this host)");
+  launch->add_flag("--dry-run", o.dry_run, "Print the mpirun command instead of running it");
+  launch->add_option("program", o.program, "The program and its arguments (after --)")->required();
+
+  // Started by the harness inside mpirun for distributed suites; not for users (hidden).
+  CLI::App* rank = app.add_subcommand("rank", "");
+  rank->group("");
+  rank->add_option("--suite", o.rank.suite)->required();
+  rank->add_option("--world", o.rank.world)->required();
+  rank->add_option("--threads", o.rank.threads);
+  rank->add_option("--filter", o.rank.filter);
+  rank->add_option("--out", o.rank.out_dir)->required();
+  rank->add_flag("--benches", o.rank.benches);
+  rank->add_option("--progress-start", o.rank.progress_start);
+  rank->add_option("--progress-total", o.rank.progress_total);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -218,6 +314,8 @@ int main(int argc, char** argv) {
   try {
     if (*list) return cmd_list(o);
     if (*report) return cmd_report(o);
+    if (*launch) return cmd_launch(o);
+    if (*rank) return rank_main(o.rank);
     if (*test) return cmd_run(o, "test", argc, argv);
     if (*bench) return cmd_run(o, "bench", argc, argv);
     if (*all) return cmd_run(o, "all", argc, argv);

@@ -34,13 +34,6 @@ std::string known_suites() {
   return out.empty() ? "(none registered)" : out;
 }
 
-std::regex compile_filter(const std::string& filter) {
-  try {
-    return std::regex(filter.empty() ? std::string(".*") : filter, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw UsageError("invalid --filter regex '" + filter + "': " + e.what());
-  }
-}
 
 // A suite whose case list cannot even be built (LibTorch failed to load, a fixture threw) still
 // shows up as one error record instead of aborting the whole run and hiding the other suites.
@@ -55,6 +48,17 @@ TestCase setup_error_case(const std::string& what) {
 }
 
 }  // namespace
+
+namespace detail {
+std::regex compile_filter(const std::string& filter) {
+  try {
+    return std::regex(filter.empty() ? std::string(".*") : filter, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw UsageError("invalid --filter regex '" + filter + "': " + e.what());
+  }
+}
+}  // namespace detail
+using detail::compile_filter;
 
 void register_suite(Suite s) {
   if (s.name.empty()) throw std::invalid_argument("register_suite: a suite needs a name");

@@ -49,14 +49,20 @@ std::vector<PlannedBench> collect_benches(const Selection& sel);
 // Progress can span tests and benchmarks so `all` counts them together. Null stream: silent.
 class Progress {
  public:
-  Progress(std::ostream* out, std::size_t total) : out_(out), total_(total) {}
+  // `done`: cases already counted (a rank process continues its parent's numbering).
+  Progress(std::ostream* out, std::size_t total, std::size_t done = 0)
+      : out_(out), total_(total), done_(done) {}
   void start(const std::string& suite, const std::string& name);
   void finish(const Record& r);
+  // Cases whose lines another process printed (the ranks of a distributed suite).
+  void advance(std::size_t n) { done_ += n; }
+  std::size_t done() const { return done_; }
+  std::size_t total() const { return total_; }
 
  private:
   std::ostream* out_;
   std::size_t total_;
-  std::size_t done_ = 0;
+  std::size_t done_;
 };
 
 // Sets the engine's threads and calls every registered thread setter. n < 1: all cores.

@@ -53,7 +53,30 @@ struct Suite {
   std::function<std::vector<TestCase>()> tests;     // may be empty
   std::function<std::vector<BenchCase>()> benches;  // may be empty
   bool run_by_default = true;         // false: `trainbench all` runs it only when named by --suite
+
+  // Distributed suites (Note [Distributed suites]). For each world size W here the harness
+  // launches W ranks through mpirun (harness/launcher.h) and runs `rank_tests` and `rank_benches`
+  // in every rank, where dist::world_from_env() gives the rank; it merges the ranks' records
+  // into one per case (the worst status wins; a message names the failing ranks). Every rank
+  // must produce the same case names in the same order: cases run collectives in lockstep.
+  // `tests`/`benches` above still run in the parent process (e.g. a case that launches ranks
+  // of its own and expects them to fail). `peer` runs in the parent after the ranks of each
+  // world size, for figures of other programs (PyTorch's Gloo backend under torchrun).
+  std::vector<int> world_sizes;
+  std::function<std::vector<TestCase>(int world)> rank_tests;
+  // Benchmarks that time collectives must agree on iteration counts across ranks, so they time
+  // themselves and return records of kind "benchmark" (Google Benchmark would not).
+  std::function<std::vector<TestCase>(int world)> rank_benches;
+  std::function<std::vector<Record>(int world)> peer;
 };
+
+// Note [Distributed suites]
+// A rank process is `trainbench rank ...` (a hidden subcommand) started by mpirun with
+// TRAINBENCH_DIST_DIR (a fresh folder per launch: rank logs, the watchdog's dumps, progress
+// boards), TRAINBENCH_DIST_TIMEOUT and the thread count in its environment. Cases create their
+// process groups with dist::new_group(backend) (groups are cheap to make per case, and a case
+// that hangs is ended by the watchdog, which the harness reports as a failure of that case's
+// world size with the ranks' last lines), and must leave no collective in flight on return.
 
 // Throws std::invalid_argument on an empty or duplicate name (two suites must not share a name:
 // --suite selects by it and records are keyed by it).

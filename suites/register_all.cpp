@@ -9,6 +9,8 @@
 #include "suites/autograd/grad_case.h"
 #include "suites/autograd/semantics.h"
 #include "suites/checkpoint/checkpoint_suite.h"
+#include "suites/collectives/collectives_suite.h"
+#include "suites/collectives/watchdog_launch.h"
 #include "suites/nn/nn_suite.h"
 #include "suites/optim/optim_suite.h"
 #include "suites/ops/op_case.h"
@@ -22,6 +24,8 @@ void register_all() {
   setenv("TRAINBENCH_VENV", TB_DEFAULT_VENV, /*overwrite=*/0);
   // The training suite's resume check continues a run in a fresh process: this one.
   if (const char* dir = std::getenv("TRAINBENCH_RESUME_CHILD")) std::exit(run_resume_child(dir));
+  // The collectives suite's watchdog check launches ranks of this program that skip a collective.
+  if (const char* spec = std::getenv("TRAINBENCH_WATCHDOG_DEMO")) std::exit(watchdog_demo_from_env(spec));
   // Same thread count on both sides: the harness calls this with --threads.
   harness::register_thread_setter([](int n) { ref::set_threads(n); });
   const nlohmann::json info = ref::info();  // a named copy: items() must not outlive it
@@ -101,6 +105,19 @@ void register_all() {
       [] { return training_tests(); },
       [] { return training_benches(); },
   });
+
+  // Distributed suites: the harness launches their ranks (Note [Distributed suites]).
+  {
+    harness::Suite s;
+    s.name = "collectives";
+    s.description =
+        "every collective of the MPI and Gloo process groups at world sizes 1-4, every dtype and reduction, "
+        "odd and empty sizes, against float64/exact references; the watchdog naming a rank that never arrived";
+    s.tests = [] { return watchdog_tests(); };  // launches its own failing ranks
+    s.world_sizes = {1, 2, 3, 4};
+    s.rank_tests = [](int world) { return collective_rank_tests(world); };
+    harness::register_suite(std::move(s));
+  }
 }
 
 }  // namespace tb::suites

@@ -1,0 +1,262 @@
+// Distributed suites: launch per world size, run cases in the ranks, merge the ranks' records.
+#include "harness/distributed.h"
+
+#include <sys/prctl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "engine/dist/process_group.h"
+#include "harness/launcher.h"
+#include "harness/registry_detail.h"
+
+namespace tb::harness {
+
+namespace fs = std::filesystem;
+
+std::string rank_case_name(const std::string& name, int world) {
+  const std::string w = "w" + std::to_string(world);
+  // Already named by world ("all_reduce/float32/8/w2/engine", "equivalence/mlp/w2")?
+  const std::regex has_w("(^|/)" + w + "(/|$)");
+  return std::regex_search(name, has_w) ? name : name + "/" + w;
+}
+
+std::vector<TestCase> rank_cases(const Suite& s, int world, bool benches, const std::string& filter) {
+  const auto& make = benches ? s.rank_benches : s.rank_tests;
+  std::vector<TestCase> out;
+  if (!make) return out;
+  const std::regex re = detail::compile_filter(filter);
+  for (TestCase& t : make(world)) {
+    t.name = rank_case_name(t.name, world);
+    if (std::regex_search(t.name, re)) out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::size_t count_rank_cases(const Suite& s, const DistRunOptions& o) {
+  std::size_t n = 0;
+  for (int w : s.world_sizes) {
+    if (o.tests) n += rank_cases(s, w, false, o.filter).size();
+    if (o.benches) n += rank_cases(s, w, true, o.filter).size();
+  }
+  return n;
+}
+
+namespace {
+
+Record record_from_json(const nlohmann::json& j) {
+  Record r;
+  r.suite = j.value("suite", "");
+  r.case_name = j.value("case", "");
+  r.kind = j.value("kind", "correctness");
+  r.status = j.value("status", "error");
+  r.rank = j.value("rank", 0);
+  r.metrics = j.value("metrics", nlohmann::json::object());
+  r.tolerances = j.value("tolerances", nlohmann::json::object());
+  r.duration_s = j.value("duration_s", 0.0);
+  r.message = j.value("message", "");
+  r.series = j.value("series", nlohmann::json::object());
+  return r;
+}
+
+fs::path records_file(const fs::path& dir, int rank) {
+  return dir / ("records.rank" + std::to_string(rank) + ".jsonl");
+}
+
+// Each rank's finished records by case name. A line cut short by a kill is ignored.
+std::map<std::string, Record> read_rank_records(const fs::path& dir, int rank) {
+  std::map<std::string, Record> out;
+  std::ifstream in(records_file(dir, rank));
+  for (std::string line; std::getline(in, line);) {
+    try {
+      Record r = record_from_json(nlohmann::json::parse(line));
+      out[r.case_name] = std::move(r);
+    } catch (const std::exception&) {
+    }
+  }
+  return out;
+}
+
+int severity(const std::string& status) {
+  if (status == "error") return 3;
+  if (status == "fail") return 2;
+  if (status == "skip") return 1;
+  return 0;
+}
+
+// One record from every rank's record of one case: rank 0's metrics (ranks agree on collective
+// results; each case checks its own rank), the worst status, the other ranks' complaints.
+Record merge(const std::vector<Record>& per_rank) {
+  Record out = per_rank.front();
+  std::string extra;
+  for (std::size_t r = 1; r < per_rank.size(); ++r) {
+    const Record& x = per_rank[r];
+    if (severity(x.status) > severity(out.status)) out.status = x.status;
+    if (x.status != "pass" && x.status != "skip")
+      extra += "\nrank " + std::to_string(r) + " " + x.status + ": " + x.message;
+    out.duration_s = std::max(out.duration_s, x.duration_s);
+  }
+  if (!extra.empty()) out.message = (out.message.empty() ? "" : "rank 0: " + out.message) + extra;
+  out.rank = 0;
+  out.metrics["world"] = int(per_rank.size());
+  return out;
+}
+
+std::vector<Record> run_world(const Suite& s, int world, bool benches, const DistRunOptions& o,
+                              Progress* progress) {
+  const std::vector<TestCase> cases = rank_cases(s, world, benches, o.filter);
+  if (cases.empty()) return {};
+  static int launch_counter = 0;
+  const fs::path dir = o.work_dir / (s.name + "-" + (benches ? "bench" : "test") + "-w" +
+                                     std::to_string(world) + "-" + std::to_string(getpid()) + "-" +
+                                     std::to_string(++launch_counter));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const int rank_threads = std::max(1, o.threads / world);
+
+  LaunchSpec spec;
+  spec.ranks = world;
+  spec.run_dir = dir;
+  spec.timeout = o.launch_timeout;
+  spec.hostfile = o.hostfile;
+  spec.argv = {self_exe(), "rank", "--suite", s.name, "--world", std::to_string(world),
+               "--threads", std::to_string(rank_threads), "--out", dir.string()};
+  if (!o.filter.empty()) spec.argv.insert(spec.argv.end(), {"--filter", o.filter});
+  if (benches) spec.argv.push_back("--benches");
+  std::size_t start = 0, total = 0;
+  if (progress) {
+    start = progress->done();
+    total = progress->total();
+    spec.argv.insert(spec.argv.end(), {"--progress-start", std::to_string(start), "--progress-total",
+                                       std::to_string(total)});
+  }
+  spec.env["TRAINBENCH_RANK_THREADS"] = std::to_string(rank_threads);
+  // A hang is diagnosed by the ranks' watchdogs well before the launch timeout ends it.
+  if (!std::getenv("TRAINBENCH_DIST_TIMEOUT")) spec.env["TRAINBENCH_DIST_TIMEOUT"] = "300";
+  spec.echo = progress ? &std::cerr : nullptr;
+  spec.echo_rank0_plain = true;
+  const LaunchResult res = launch(spec);
+
+  std::vector<std::map<std::string, Record>> got;
+  for (int r = 0; r < world; ++r) got.push_back(read_rank_records(dir, r));
+  std::vector<Record> out;
+  bool diagnosed = false;
+  for (const TestCase& c : cases) {
+    std::vector<Record> per_rank;
+    std::vector<int> missing;
+    for (int r = 0; r < world; ++r) {
+      auto it = got[std::size_t(r)].find(c.name);
+      if (it == got[std::size_t(r)].end()) missing.push_back(r);
+      else per_rank.push_back(it->second);
+    }
+    Record rec;
+    if (missing.empty()) {
+      rec = merge(per_rank);
+    } else {
+      rec.suite = s.name;
+      rec.case_name = c.name;
+      rec.kind = benches ? "benchmark" : "correctness";
+      rec.status = "error";
+      std::string ranks;
+      for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      if (!diagnosed) {
+        rec.message = "rank(s) " + ranks + " did not finish this case: " + res.diagnosis() +
+                      "\n  rank logs and watchdog dumps: " + dir.string();
+        diagnosed = true;
+      } else {
+        rec.message = "not run: the world of " + std::to_string(world) + " ranks ended earlier";
+      }
+      rec.metrics["world"] = world;
+    }
+    out.push_back(std::move(rec));
+  }
+  if (!res.ok() && !diagnosed) {
+    // Every case finished, yet the job failed (a crash at exit, a finalize that hung).
+    Record rec;
+    rec.suite = s.name;
+    rec.case_name = "(launch)/w" + std::to_string(world);
+    rec.status = "error";
+    rec.message = res.diagnosis() + "\n  rank logs: " + dir.string();
+    out.push_back(std::move(rec));
+  }
+  // Rank 0 printed the progress lines of the finished cases; account for them here.
+  if (progress) progress->advance(cases.size());
+  return out;
+}
+
+}  // namespace
+
+std::vector<Record> run_distributed(const Suite& s, const DistRunOptions& o, Progress* progress) {
+  std::vector<Record> out;
+  for (int w : s.world_sizes) {
+    for (bool benches : {false, true}) {
+      if (benches ? !o.benches : !o.tests) continue;
+      std::vector<Record> recs = run_world(s, w, benches, o, progress);
+      out.insert(out.end(), std::make_move_iterator(recs.begin()), std::make_move_iterator(recs.end()));
+    }
+    if (o.benches && s.peer) {
+      setenv("TRAINBENCH_RANK_THREADS", std::to_string(std::max(1, o.threads / w)).c_str(), 1);
+      try {
+        std::vector<Record> recs = s.peer(w);
+        for (Record& r : recs) {
+          if (r.suite.empty()) r.suite = s.name;
+          if (progress) std::cerr << s.name << ' ' << r.case_name << " ... " << r.status << '\n';
+          out.push_back(std::move(r));
+        }
+      } catch (const std::exception& e) {
+        Record r;
+        r.suite = s.name;
+        r.case_name = "(peer)/w" + std::to_string(w);
+        r.kind = "benchmark";
+        r.status = "error";
+        r.message = e.what();
+        out.push_back(std::move(r));
+      }
+    }
+  }
+  return out;
+}
+
+int rank_main(const RankOptions& o) {
+  // Die with the launcher: a rank orphaned by a killed mpirun must not linger.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const dist::WorldInfo w = dist::world_from_env();
+  {
+    std::ofstream pid(o.out_dir / ("rank" + std::to_string(w.rank) + ".pid"));
+    pid << getpid() << '\n';
+  }
+  if (w.size != o.world) {
+    std::cerr << "trainbench rank: launched as world size " << w.size << " (" << w.source
+              << ") but asked for " << o.world << '\n';
+    return 2;
+  }
+  const Suite* suite = nullptr;
+  for (const Suite& s : suites())
+    if (s.name == o.suite) suite = &s;
+  if (!suite) {
+    std::cerr << "trainbench rank: unknown suite " << o.suite << '\n';
+    return 2;
+  }
+  apply_threads(o.threads);
+  const std::vector<TestCase> cases = rank_cases(*suite, o.world, o.benches, o.filter);
+  Progress progress(w.rank == 0 ? &std::cerr : nullptr, o.progress_total ? o.progress_total : cases.size(),
+                    o.progress_start);
+  std::ofstream out(records_file(o.out_dir, w.rank), std::ios::app);
+  for (const TestCase& c : cases) {
+    std::vector<Record> recs = run_tests({PlannedTest{suite->name, c}}, &progress);
+    Record& r = recs.front();
+    r.rank = w.rank;
+    r.case_name = c.name;  // with the world size (a case's own record may use its bare name)
+    if (o.benches && r.kind == "correctness") r.kind = "benchmark";
+    out << record_to_json(r).dump() << '\n' << std::flush;  // one line per case survives a kill
+  }
+  return 0;
+}
+
+}  // namespace tb::harness

@@ -1,0 +1,50 @@
+// Running distributed suites (Note [Distributed suites] in suite.h): the parent launches the
+// ranks once per world size through the launcher, each rank (`trainbench rank`, hidden) runs
+// the suite's rank cases and appends one JSON line per finished case to a file of its own, and
+// the parent merges the ranks' lines into one record per case. A world that hangs or crashes
+// leaves the cases it finished intact and turns the case in flight into an error record that
+// carries the launcher's diagnosis (every rank's last lines, the watchdog's verdict).
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "harness/runner.h"
+
+namespace tb::harness {
+
+struct DistRunOptions {
+  std::string filter;
+  bool tests = true, benches = false;  // rank_tests / rank_benches (+ peer)
+  int threads = 1;                     // the run's --threads; each rank gets max(1, threads / W)
+  std::chrono::seconds launch_timeout{1800};
+  std::string hostfile;                // empty: every rank on this host
+  std::filesystem::path work_dir;      // a fresh folder per launch is made below it
+};
+
+// A rank case's name with the world size in it: "<name>/w<W>" unless it already has "/w<W>".
+std::string rank_case_name(const std::string& name, int world);
+
+// The rank cases of `s` for `world` (tests or benches) whose name matches `filter`.
+std::vector<TestCase> rank_cases(const Suite& s, int world, bool benches, const std::string& filter);
+
+// How many records run_distributed will produce for progress counting (peer records excluded).
+std::size_t count_rank_cases(const Suite& s, const DistRunOptions& o);
+
+// Launches every world size of `s` and returns the merged records, then the peer's.
+std::vector<Record> run_distributed(const Suite& s, const DistRunOptions& o, Progress* progress);
+
+// The hidden `trainbench rank` subcommand.
+struct RankOptions {
+  std::string suite, filter;
+  int world = 1;
+  bool benches = false;
+  int threads = 1;
+  std::filesystem::path out_dir;
+  std::size_t progress_start = 0, progress_total = 0;
+};
+int rank_main(const RankOptions& o);
+
+}  // namespace tb::harness

@@ -11,6 +11,7 @@
 #include "suites/checkpoint/checkpoint_suite.h"
 #include "suites/collectives/collectives_suite.h"
 #include "suites/collectives/watchdog_launch.h"
+#include "suites/ddp/ddp_suite.h"
 #include "suites/nn/nn_suite.h"
 #include "suites/optim/optim_suite.h"
 #include "suites/ops/op_case.h"
@@ -116,6 +117,17 @@ void register_all() {
     s.tests = [] { return watchdog_tests(); };  // launches its own failing ranks
     s.world_sizes = {1, 2, 3, 4};
     s.rank_tests = [](int world) { return collective_rank_tests(world); };
+    harness::register_suite(std::move(s));
+  }
+  {
+    harness::Suite s;
+    s.name = "ddp";
+    s.description =
+        "DDP on P ranks against one LibTorch process on the concatenated batch, no_sync accumulation, unused "
+        "parameters, Fashion-MNIST on 2 ranks; DDP scaling of the MLP and GPT models beside PyTorch DDP on Gloo";
+    s.world_sizes = {1, 2, 3, 4};
+    s.rank_tests = [](int world) { return ddp_rank_tests(world); };
+    s.rank_benches = [](int world) { return ddp_rank_benches(world); };
     harness::register_suite(std::move(s));
   }
 }

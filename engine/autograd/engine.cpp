@@ -42,6 +42,9 @@ bool has_non_finite(const Tensor& t) {
   return !ops::all(ops::isfinite(t)).item<bool>();
 }
 
+// The callbacks of the backward running on this thread (null outside one); see queue_callback.
+thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+
 struct NodeTask {
   TensorList buffer;  // gradients arriving for the node's outputs
   int64_t deps = 0;
@@ -61,6 +64,14 @@ struct Capture {
 TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool retain_graph,
                         const std::vector<Capture>& captures) {
   NoGradGuard no_grad;
+  std::vector<std::function<void()>> callbacks;
+  struct CallbackScope {  // nested backwards (a hook calling grad()) keep their own list
+    std::vector<std::function<void()>>* saved;
+    explicit CallbackScope(std::vector<std::function<void()>>* mine) : saved(current_callbacks) {
+      current_callbacks = mine;
+    }
+    ~CallbackScope() { current_callbacks = saved; }
+  } callback_scope(&callbacks);
   std::unordered_map<Node*, NodeTask> tasks;
   // Post-order of the graph (children first), iteratively: graphs can be thousands deep.
   std::vector<Node*> post;
@@ -174,6 +185,10 @@ TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool 
       if (--tasks[e.fn.get()].deps == 0) ready.push(e.fn.get());
     }
   }
+  for (size_t i = 0; i < callbacks.size(); ++i) {  // by index: a callback may queue more
+    std::function<void()> cb = std::move(callbacks[i]);
+    cb();
+  }
   return captured;
 }
 
@@ -200,6 +215,11 @@ std::vector<std::pair<Edge, Tensor>> make_roots(const TensorList& tensors, const
 }
 
 }  // namespace
+
+void queue_callback(std::function<void()> cb) {
+  TB_CHECK(current_callbacks != nullptr, "queue_callback", "called outside of a backward pass");
+  current_callbacks->push_back(std::move(cb));
+}
 
 void backward(const TensorList& tensors, const TensorList& grad_tensors, bool retain_graph) {
   run_backward(make_roots(tensors, grad_tensors, "backward"), retain_graph, {});

@@ -4,6 +4,8 @@
 // to the shape and cast to the dtype of the tensor they are for (broadcasting in the forward
 // becomes a sum here).
 #pragma once
+#include <functional>
+
 #include "engine/autograd/node.h"
 
 namespace tb::autograd {
@@ -17,5 +19,11 @@ void backward(const TensorList& tensors, const TensorList& grad_tensors = {}, bo
 // .grad. An input the outputs do not depend on is an error unless allow_unused (then undefined).
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
                 bool retain_graph = false, bool allow_unused = false);
+
+// Runs `cb` once the backward pass running on this thread has walked its whole graph, before
+// backward()/grad() returns (PyTorch's Engine::queue_callback; DDP waits for its gradient
+// all-reduces there). Callable only from inside a backward (a hook); callbacks run in the order
+// queued, may queue more, and an exception from one ends the backward with that exception.
+void queue_callback(std::function<void()> cb);
 
 }  // namespace tb::autograd

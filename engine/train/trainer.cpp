@@ -10,6 +10,7 @@
 #include "engine/checkpoint/training_state.h"
 #include "engine/core/rng.h"
 #include "engine/optim/clip_grad.h"
+#include "engine/tensor/factories.h"
 
 namespace tb::train {
 
@@ -28,9 +29,21 @@ Trainer::Trainer(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optim
       options_(std::move(options)) {
   TB_CHECK(model_ && optimizer_ && loss_, "Trainer", "a model, an optimizer and a loss function are required");
   params_ = model_->parameters();
+  if (options_.ddp)
+    TB_CHECK(options_.ddp->module_ptr() == model_, "Trainer",
+             "Options::ddp must wrap the Trainer's model (DistributedDataParallel(model, group))");
+}
+
+void Trainer::all_reduce_sum(std::vector<double>& values) const {
+  if (!distributed() || values.empty()) return;
+  Tensor t = from_vector(values, {int64_t(values.size())}, DType::Float64);
+  options_.ddp->process_group().all_reduce(t, dist::ReduceOp::Sum)->wait();
+  const double* p = t.data_ptr<double>();
+  for (size_t i = 0; i < values.size(); ++i) values[i] = p[i];
 }
 
 void Trainer::log(const std::string& line) const {
+  if (rank() != 0) return;
   if (options_.log) options_.log(line);
   else std::fprintf(stderr, "%s\n", line.c_str());
 }
@@ -38,7 +51,7 @@ void Trainer::log(const std::string& line) const {
 double Trainer::train_step(const data::Batch& batch) {
   model_->train();
   optimizer_->zero_grad(/*set_to_none=*/true);
-  Tensor loss = loss_(*model_, batch);
+  Tensor loss = options_.ddp ? loss_(*options_.ddp, batch) : loss_(*model_, batch);
   TB_CHECK(loss.numel() == 1, "Trainer", "the loss function returned a tensor of shape ",
            core::to_string(loss.sizes()), "; it must be a scalar");
   const double value = loss.item_double();
@@ -66,7 +79,9 @@ EpochStats Trainer::train_epoch(data::DataLoader& loader) {
       log("epoch " + std::to_string(epoch_) + " step " + std::to_string(step_) + " loss " +
           std::to_string(loss_sum / double(st.steps)));
   }
-  st.train_loss = st.steps ? loss_sum / double(st.steps) : std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> sums{loss_sum, double(st.steps)};
+  all_reduce_sum(sums);  // every rank's step losses (Note [Distributed training])
+  st.train_loss = sums[1] > 0 ? sums[0] / sums[1] : std::numeric_limits<double>::quiet_NaN();
   st.seconds = seconds_since(t0);
   return st;
 }
@@ -83,6 +98,14 @@ EvalCounts Trainer::evaluate(data::DataLoader& loader, const EvalFn& eval) {
     total.count += c.count;
   }
   model_->train();
+  if (distributed()) {
+    // Sharded: the sum of the shards; else rank 0's counts (Note [Distributed training]).
+    const bool sharded = dynamic_cast<const data::DistributedSampler*>(&loader.sampler()) != nullptr;
+    std::vector<double> sums{total.loss_sum, double(total.correct), double(total.count)};
+    if (!sharded && rank() != 0) sums.assign(3, 0.0);
+    all_reduce_sum(sums);  // exact: counts stay far below 2^53
+    total = {sums[0], int64_t(sums[1]), int64_t(sums[2])};
+  }
   return total;
 }
 
@@ -121,6 +144,11 @@ std::vector<EpochStats> Trainer::fit(data::DataLoader& train, data::DataLoader* 
 }
 
 void Trainer::save(const std::string& dir) const {
+  if (rank() == 0) save_state(dir);
+  if (distributed()) options_.ddp->process_group().barrier()->wait();
+}
+
+void Trainer::save_state(const std::string& dir) const {
   checkpoint::TrainingState s;
   for (const auto& [name, t] : model_->state_dict()) s.model.push_back({name, t});
   optim::StateDict o = optimizer_->state_dict();

@@ -4,7 +4,8 @@
 // model, optimizer, scheduler, the default RNG, the step, the epoch and the position in the
 // epoch's data order come back from a checkpoint, so N steps + save + load + N steps equals 2N
 // steps bit for bit. It knows nothing of a particular model: the caller gives the loss of a batch
-// (and, for validation, what to count in a batch).
+// (and, for validation, what to count in a batch). With Options::ddp it trains data-parallel
+// (Note [Distributed training]).
 #pragma once
 #include <functional>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "engine/data/dataloader.h"
+#include "engine/dist/ddp/ddp.h"
 #include "engine/nn/module.h"
 #include "engine/optim/lr_scheduler.h"
 #include "engine/optim/optimizer.h"
@@ -28,7 +30,29 @@ struct Options {
   int64_t log_every = 0;           // a progress line every this many steps (0: only per epoch)
   std::function<void(const std::string&)> log;  // where progress lines go (default: stderr)
   nlohmann::json config;           // saved with every checkpoint (what the run was)
+  // Data-parallel training: the DistributedDataParallel wrapping `model` (the Trainer's model).
+  // The loss function then receives the wrapper, so its forward arms the gradient all-reduce.
+  std::shared_ptr<dist::DistributedDataParallel> ddp;
 };
+
+// Note [Distributed training]
+// With Options::ddp every rank runs the same Trainer in lockstep (same epochs, max_steps and
+// number of batches per epoch: give the training loader a data::DistributedSampler, whose
+// set_epoch the loop calls every epoch).
+//   - Steps: the loss function gets the DDP wrapper; backward averages the gradients across
+//     ranks, so clipping and the optimizer step are identical on every rank.
+//   - Metrics: an epoch's train loss is the mean of every rank's step losses (one all_reduce per
+//     epoch). Validation counts are summed across ranks when the validation loader's sampler is a
+//     DistributedSampler (each rank evaluates its shard; note that without drop_last it pads the
+//     last shard with repeated samples, as PyTorch's does); with any other sampler every rank
+//     evaluates the whole set and rank 0's counts are broadcast. Either way all ranks get the
+//     same figures and take the same best-checkpoint decisions.
+//   - Checkpoints: save() is collective: rank 0 writes (the wrapped module's own state dict, so
+//     files are interchangeable with single-process runs), then every rank waits at a barrier,
+//     so a checkpoint is complete before anyone may read it. resume() reads rank 0's checkpoint
+//     on every rank (the directory must be shared, as on one host), restoring the same model,
+//     optimizer, scheduler, RNG and data position everywhere.
+//   - Progress lines are written by rank 0 only.
 
 // What validation counts over a batch (sums, so batches of any size combine exactly).
 struct EvalCounts {
@@ -65,6 +89,7 @@ class Trainer {
   std::vector<EpochStats> fit(data::DataLoader& train, data::DataLoader* val = nullptr, const EvalFn* eval = nullptr);
 
   // Writes a checkpoint of everything resume needs into `dir` (checkpoint::save_checkpoint).
+  // Collective with Options::ddp: rank 0 writes, then all ranks meet at a barrier.
   void save(const std::string& dir) const;
   // Restores from `dir`'s latest checkpoint; false (and nothing changed) when there is none.
   bool resume(const std::string& dir);
@@ -77,6 +102,11 @@ class Trainer {
 
  private:
   void log(const std::string& line) const;
+  void save_state(const std::string& dir) const;
+  bool distributed() const { return options_.ddp != nullptr; }
+  int rank() const { return distributed() ? options_.ddp->process_group().rank() : 0; }
+  // Sums `values` across ranks (float64; a no-op without ddp).
+  void all_reduce_sum(std::vector<double>& values) const;
 
   std::shared_ptr<nn::Module> model_;
   std::shared_ptr<optim::Optimizer> optimizer_;

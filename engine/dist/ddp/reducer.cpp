@@ -1,0 +1,319 @@
+// The Reducer: buckets, gradient hooks, in-order bucket launches and the end-of-backward
+// finalize. See reducer.h.
+#include "engine/dist/ddp/reducer.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <unordered_set>
+
+#include "engine/autograd/engine.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/variable.h"
+#include "engine/dist/flight_recorder.h"
+#include "engine/memory/allocator.h"
+#include "engine/tensor/factories.h"
+
+namespace tb::dist {
+
+namespace {
+
+constexpr const char* kOp = "DistributedDataParallel";
+
+double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+bool reducible(DType dt) {
+  return dt == DType::Float32 || dt == DType::Float64 || dt == DType::BFloat16;
+}
+
+}  // namespace
+
+double comm_seconds(ProcessGroup& group, uint64_t first_seq, uint64_t last_seq) {
+  double s = 0;
+  for (const CallRecord& c : group.recorder().entries())
+    if (c.state == CallState::Completed && c.seq >= first_seq && c.seq <= last_seq)
+      s += seconds_between(c.started, c.ended);
+  return s;
+}
+
+double hidden_fraction(double comm_wait_s, double comm_busy_s) {
+  if (comm_busy_s <= 0) return 0;
+  return std::clamp(1.0 - comm_wait_s / comm_busy_s, 0.0, 1.0);
+}
+
+// Note [Bucket launch order]
+// Every rank must issue the same collectives in the same order, but gradients may become ready
+// in a different order on different ranks (and a later bucket may fill before an earlier one).
+// So buckets are launched strictly in bucket order: a full bucket waits until every bucket
+// before it has been launched, as PyTorch's reducer does (next_bucket_). Buckets are built in
+// reverse registration order, which is roughly the order backward produces gradients, so in
+// practice each bucket launches as soon as its last gradient arrives.
+Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared_ptr<ProcessGroup> group,
+                 const DDPOptions& options)
+    : group_(std::move(group)), options_(options) {
+  TB_CHECK(group_ != nullptr, kOp, "a process group is required");
+  TB_CHECK(options_.bucket_cap_mb > 0 && options_.first_bucket_cap_mb > 0, kOp,
+           "bucket caps must be positive (bucket_cap_mb ", options_.bucket_cap_mb, ", first_bucket_cap_mb ",
+           options_.first_bucket_cap_mb, ")");
+  for (size_t k = 0; k < params.size(); ++k) {
+    const auto& [name, t] = params[k];
+    if (!t.requires_grad()) continue;
+    TB_CHECK(reducible(t.dtype()), kOp, "parameter '", name, "' has dtype ", core::name(t.dtype()),
+             "; gradients can be all-reduced in float32, float64 or bfloat16");
+    TB_CHECK(t.device().type == core::DeviceType::CPU, kOp, "parameter '", name, "' is on ", t.device().str(),
+             "; this DDP reduces CPU tensors");
+    Param p;
+    p.name = name;
+    p.index = int64_t(k);
+    p.tensor = t;
+    params_.push_back(std::move(p));
+  }
+  TB_CHECK(!params_.empty(), kOp, "the module has no parameter that requires grad");
+
+  // PyTorch's compute_bucket_assignment_by_size: walk the parameters in reverse, one open bucket
+  // per dtype; a bucket closes once it holds at least its cap (the first per dtype: the first
+  // bucket cap). Buckets are ordered by their first (= latest registered) parameter.
+  const auto mib = [](double m) { return int64_t(m * 1024 * 1024); };
+  std::map<DType, Bucket> open;
+  std::map<DType, int64_t> closed_count;
+  std::vector<Bucket> done;
+  for (int64_t i = int64_t(params_.size()) - 1; i >= 0; --i) {
+    const Tensor& t = params_[size_t(i)].tensor;
+    Bucket& b = open[t.dtype()];
+    b.dtype = t.dtype();
+    b.params.push_back(i);
+    b.offsets.push_back(b.numel);
+    b.numel += t.numel();
+    const int64_t cap = closed_count[t.dtype()] == 0 ? mib(options_.first_bucket_cap_mb) : mib(options_.bucket_cap_mb);
+    if (b.numel * int64_t(t.itemsize()) >= cap) {
+      done.push_back(std::move(b));
+      open.erase(t.dtype());
+      ++closed_count[t.dtype()];
+    }
+  }
+  for (auto& [dt, b] : open) done.push_back(std::move(b));
+  std::sort(done.begin(), done.end(), [](const Bucket& a, const Bucket& b) { return a.params[0] > b.params[0]; });
+  buckets_ = std::move(done);
+  memory::TagGuard tag(memory::Tag::Communication);
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    Bucket& b = buckets_[bi];
+    b.flat = zeros({b.numel}, b.dtype);
+    for (size_t s = 0; s < b.params.size(); ++s) {
+      params_[size_t(b.params[s])].bucket = int64_t(bi);
+      params_[size_t(b.params[s])].slot = int64_t(s);
+    }
+  }
+  if (options_.find_unused_parameters) used_map_ = zeros({int64_t(params_.size())}, DType::Int64);
+  reset_iteration();
+}
+
+void Reducer::install_hooks() {
+  std::weak_ptr<Reducer> weak = weak_from_this();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Param& p = params_[i];
+    p.accumulator = autograd::edge_of(p.tensor).fn;
+    TB_CHECK(p.accumulator != nullptr, kOp, "parameter '", p.name, "' has no gradient accumulator");
+    p.accumulator->post_hooks.push_back([weak, i](const autograd::TensorList&, const autograd::TensorList&) {
+      if (auto self = weak.lock()) self->on_grad_ready(int64_t(i));
+    });
+  }
+}
+
+Reducer::~Reducer() {
+  // No collective may outlive its buffers: wait for whatever a failed backward left in flight.
+  for (Bucket& b : buckets_)
+    if (b.work) try {
+        b.work->wait();
+      } catch (...) {
+      }
+  if (used_map_work_) try {
+      used_map_work_->wait();
+    } catch (...) {
+    }
+}
+
+std::vector<std::vector<int64_t>> Reducer::bucket_indices() const {
+  std::vector<std::vector<int64_t>> out;
+  for (const Bucket& b : buckets_) {
+    out.emplace_back();
+    for (int64_t i : b.params) out.back().push_back(params_[size_t(i)].index);
+  }
+  return out;
+}
+
+void Reducer::reset_iteration() {
+  for (Param& p : params_) p.ready = p.unused = false;
+  for (Bucket& b : buckets_) {
+    b.pending = int64_t(b.params.size());
+    b.work.reset();
+  }
+  used_map_work_.reset();
+  next_bucket_ = 0;
+  started_ = false;
+  expect_hooks_ = false;
+}
+
+// Note [Unused parameters]
+// A parameter whose gradient never arrives would leave its bucket unlaunched and, on the ranks
+// that did launch it, the all_reduce waiting forever. With find_unused_parameters the graph is
+// walked from the forward outputs (prepare_for_backward) and unreached parameters are marked
+// ready when the first hook of the backward fires: their slot carries zeros (or the gradient
+// accumulated under no_sync). Which parameters got a gradient on ANY rank is then agreed by an
+// all_reduce of a per-parameter used map after the buckets; a parameter no rank used keeps its
+// .grad untouched (as PyTorch leaves it None), so optimizers skip it exactly as one process would.
+// Without the flag, the callback at the end of backward finds parameters that are not ready,
+// waits for the buckets already launched and raises naming them; the condition depends only on
+// the model's graph, so every rank raises the same error at the same point (a graph that differs
+// between ranks needs find_unused_parameters, and is otherwise caught by the watchdog).
+void Reducer::prepare_for_backward(const TensorList& outputs) {
+  ensure_prior_reduction_finished();  // never drop a launched bucket unwaited
+  reset_iteration();
+  expect_hooks_ = true;
+  if (!options_.find_unused_parameters) return;
+  std::unordered_set<autograd::Node*> seen;
+  std::vector<autograd::Node*> stack;
+  for (const Tensor& o : outputs) {
+    autograd::Edge e = autograd::edge_of(o);
+    if (e.fn && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+  }
+  while (!stack.empty()) {
+    autograd::Node* n = stack.back();
+    stack.pop_back();
+    for (const autograd::Edge& e : n->next_edges)
+      if (e.fn && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+  }
+  for (Param& p : params_) p.unused = !seen.count(p.accumulator.get());
+}
+
+void Reducer::on_grad_ready(int64_t i) {
+  Param& p = params_[size_t(i)];
+  p.used = true;
+  if (!expect_hooks_) return;  // not armed: gradients accumulate locally (no_sync)
+  if (!started_) {
+    started_ = true;
+    std::weak_ptr<Reducer> weak = weak_from_this();
+    autograd::queue_callback([weak] {
+      if (auto self = weak.lock()) self->finalize();
+    });
+    for (size_t u = 0; u < params_.size(); ++u)
+      if (params_[u].unused) mark_ready(int64_t(u));
+  }
+  TB_CHECK(!p.ready, kOp, "parameter '", p.name, "' (index ", p.index, ") received a gradient ",
+           p.unused ? "although it was not reached from the forward outputs passed to prepare_for_backward (a loss term "
+                      "that uses the parameter outside the module's forward?)"
+                    : "twice in one backward (a second backward through the same graph, or a reentrant backward)",
+           "; each parameter may be marked ready only once per synced iteration");
+  mark_ready(i);
+}
+
+Tensor Reducer::slot_view(const Param& p) const {
+  const Bucket& b = buckets_[size_t(p.bucket)];
+  return b.flat.narrow(0, b.offsets[size_t(p.slot)], p.tensor.numel()).view(p.tensor.sizes());
+}
+
+void Reducer::mark_ready(int64_t i) {
+  Param& p = params_[size_t(i)];
+  autograd::NoGradGuard no_grad;
+  Tensor slot = slot_view(p);
+  const Tensor g = p.tensor.grad();
+  if (g.defined()) slot.copy_(g);
+  else zero_(slot);
+  p.ready = true;
+  if (--buckets_[size_t(p.bucket)].pending == 0) launch_ready_buckets();
+}
+
+void Reducer::launch_ready_buckets() {
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+    Bucket& b = buckets_[next_bucket_++];
+    b.work = group_->all_reduce(b.flat, ReduceOp::Avg);
+  }
+}
+
+std::string Reducer::unready_parameters() const {
+  std::ostringstream idx, names;
+  bool first = true;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!params_[i].ready) {
+      idx << (first ? "" : " ") << params_[i].index;
+      names << (first ? "" : ", ") << params_[i].name;
+      first = false;
+    }
+  return "Parameter indices which did not receive grad for rank " + std::to_string(group_->rank()) + ": " +
+         idx.str() + "; parameters which did not receive grad for rank " + std::to_string(group_->rank()) + ": " +
+         names.str();
+}
+
+void Reducer::abort_iteration() {
+  for (Bucket& b : buckets_)
+    if (b.work) b.work->wait();
+  if (used_map_work_) used_map_work_->wait();
+  reset_iteration();
+}
+
+void Reducer::ensure_prior_reduction_finished() {
+  if (!started_) return;
+  const std::string unready = unready_parameters();
+  abort_iteration();
+  throw core::Error(kOp,
+                    "Expected to have finished reduction in the prior iteration before starting a new one. The "
+                    "previous synced backward began reducing gradients but did not finish (it raised, or some "
+                    "parameters received no gradient); pass find_unused_parameters = true if the module has "
+                    "parameters that do not take part in the loss. " +
+                        unready);
+}
+
+void Reducer::finalize() {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (next_bucket_ < buckets_.size()) {
+    // Some parameter received no gradient (Note [Unused parameters]).
+    const std::string unready = unready_parameters();
+    abort_iteration();
+    throw core::Error(
+        kOp,
+        "some parameters received no gradient in this backward, so their buckets cannot be reduced. This error "
+        "indicates that your module has parameters that were not used in producing loss. You can enable "
+        "unused parameter detection by constructing DistributedDataParallel with DDPOptions::find_unused_parameters "
+        "= true, and by making sure all forward outputs participate in calculating the loss (passed to "
+        "prepare_for_backward when you call the module's own forward). " +
+            unready);
+  }
+  if (options_.find_unused_parameters) {
+    int64_t* u = used_map_.data_ptr<int64_t>();
+    for (size_t i = 0; i < params_.size(); ++i) u[i] = params_[i].used ? 1 : 0;
+    used_map_work_ = group_->all_reduce(used_map_, ReduceOp::Max);
+  }
+  for (Bucket& b : buckets_) b.work->wait();
+  if (used_map_work_) used_map_work_->wait();
+  const auto t1 = std::chrono::steady_clock::now();
+
+  autograd::NoGradGuard no_grad;
+  const int64_t* used = options_.find_unused_parameters ? used_map_.data_ptr<int64_t>() : nullptr;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Param& p = params_[i];
+    if (used && used[i] == 0) continue;  // no rank used it: .grad stays as it was
+    Tensor avg = slot_view(p);
+    Tensor g = p.tensor.grad();
+    if (g.defined() && g.sizes() == p.tensor.sizes() && g.dtype() == p.tensor.dtype()) {
+      g.copy_(avg);
+    } else {
+      memory::TagGuard tag(memory::Tag::Gradient);
+      Tensor fresh = empty_like_preserve(p.tensor, p.tensor.dtype());
+      fresh.copy_(avg);
+      p.tensor.set_grad(fresh);
+    }
+  }
+
+  stats_ = DDPStats{};
+  stats_.buckets = int64_t(buckets_.size());
+  for (const Bucket& b : buckets_) stats_.bytes += b.numel * int64_t(core::itemsize(b.dtype));
+  if (used_map_work_) stats_.bytes += used_map_.numel() * 8;
+  stats_.comm_wait_s = seconds_between(t0, t1);
+  stats_.first_seq = buckets_.front().work->seq();
+  stats_.last_seq = used_map_work_ ? used_map_work_->seq() : buckets_.back().work->seq();
+  for (Param& p : params_) p.used = false;
+  reset_iteration();
+}
+
+}  // namespace tb::dist

@@ -1,0 +1,177 @@
+// The ddp suite's benchmarks, run inside every rank: records of kind "benchmark" named
+// ddp/<model>/w<world>/engine, the engine's DDP on its default MPI backend training
+//   mlp: MLP 784-1024-1024-10, global batch 256 (256 / world per rank), cross-entropy;
+//   gpt: the GPT of suites/training's benchmark (vocabulary 1024, d 256, 4 layers, 8 heads,
+//        T 128), global batch 16 sequences;
+// with AdamW (lr 1e-3, weight decay 0.01) and DDP's defaults (25 MiB buckets, the first 1 MiB),
+// as reference/dist/torch_ddp_bench.py does for PyTorch's DDP on Gloo (the torch-gloo peer).
+//
+// Timing (the peer's protocol): 2 warm-up steps, one probe step, then
+// clamp(ceil(target / probe), 3, 50) steps (target: TRAINBENCH_DDP_BENCH_S, default 2 s; the
+// probe is the slowest rank's, so every rank runs the same count), between barriers. Metrics:
+//   step_ms              the slowest rank's mean step; samples_per_s = global batch / step
+//   forward_ms           zero_grad + forward + loss
+//   backward_ms          backward minus comm_wait_ms (gradient computation and bucket copies)
+//   comm_wait_ms         the end of backward blocked on the last all-reduces (DDPStats)
+//   optimizer_ms         AdamW's step
+//                        (these four are per-step means averaged over the ranks; PyTorch's
+//                        backward_ms includes its wait, so compare it with backward + comm_wait)
+//   comm_busy_ms         the all-reduces' run time on the collective worker (flight recorder)
+//   comm_hidden_fraction 1 - comm_wait / comm_busy: the share of communication that overlapped
+//                        backward
+//   bytes_per_step       gradient bytes all-reduced per step by each rank
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "engine/autograd/functions.h"
+#include "engine/core/rng.h"
+#include "engine/dist/ddp/ddp.h"
+#include "engine/dist/flight_recorder.h"
+#include "engine/nn/models.h"
+#include "engine/optim/adam.h"
+#include "engine/tensor/factories.h"
+#include "engine/tensor/iterator.h"
+#include "suites/ddp/ddp_suite.h"
+#include "suites/recorded.h"
+
+namespace tb::suites {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+constexpr int kWarmup = 2, kMinSteps = 3, kMaxSteps = 50;
+
+struct Workload {
+  std::shared_ptr<nn::Module> model;
+  Tensor x, y;
+  std::function<Tensor(nn::Module& ddp, const Tensor& x, const Tensor& y)> loss;
+  int64_t global_batch = 0, per_rank = 0;
+};
+
+Workload make_workload(const std::string& name, int world, int rank) {
+  Workload w;
+  core::manual_seed(0);
+  core::Generator gen(1000 + uint64_t(rank));  // each rank its own data, as DDP's would be
+  if (name == "mlp") {
+    w.global_batch = 256;
+    w.per_rank = w.global_batch / world;
+    w.model = std::make_shared<nn::MLP>(784, 1024, 10);
+    w.x = randn({w.per_rank, 784}, DType::Float32, &gen);
+    w.y = randint(0, 10, {w.per_rank}, DType::Int64, &gen);
+    w.loss = [](nn::Module& m, const Tensor& x, const Tensor& y) { return autograd::cross_entropy(m(x), y); };
+  } else {
+    nn::GPTConfig c;
+    c.vocab = 1024, c.d_model = 256, c.n_layers = 4, c.n_heads = 8, c.max_seq = 128, c.dropout = 0;
+    w.global_batch = 16;
+    w.per_rank = w.global_batch / world;
+    w.model = std::make_shared<nn::GPT>(c);
+    w.x = randint(0, c.vocab, {w.per_rank, c.max_seq}, DType::Int64, &gen);
+    w.y = randint(0, c.vocab, {w.per_rank, c.max_seq}, DType::Int64, &gen);
+    w.loss = [](nn::Module& m, const Tensor& x, const Tensor& y) { return nn::GPT::loss(m.forward(x), y); };
+  }
+  return w;
+}
+
+double reduce_value(dist::ProcessGroup& g, double v, dist::ReduceOp op) {
+  Tensor t = from_vector({v}, {1}, DType::Float64);
+  g.all_reduce(t, op)->wait();
+  return t.data_ptr<double>()[0];
+}
+
+void run_ddp_bench(const std::string& name, harness::Record& rec) {
+  rec.kind = "benchmark";
+  auto g = dist::new_group("mpi");
+  const int world = g->size();
+  Workload w = make_workload(name, world, g->rank());
+  auto ddp = std::make_shared<dist::DistributedDataParallel>(w.model, g);
+  optim::AdamW::Options o;
+  o.lr = 1e-3;
+  o.weight_decay = 0.01;
+  optim::AdamW opt(w.model->parameters(), o);
+
+  struct Phases {
+    double fwd = 0, bwd = 0, wait = 0, opt = 0;
+  } ph;
+  double last_loss = 0;
+  auto step = [&] {
+    const auto t0 = Clock::now();
+    opt.zero_grad(true);
+    Tensor loss = w.loss(*ddp, w.x, w.y);
+    const auto t1 = Clock::now();
+    loss.backward();
+    const auto t2 = Clock::now();
+    opt.step();
+    const auto t3 = Clock::now();
+    const double wait = ddp->last_stats().comm_wait_s;
+    ph.fwd += secs(t0, t1);
+    ph.bwd += secs(t1, t2) - wait;
+    ph.wait += wait;
+    ph.opt += secs(t2, t3);
+    last_loss = loss.item_double();
+  };
+  // The slowest rank's mean step time over n steps.
+  auto timed = [&](int n) {
+    ph = {};
+    g->barrier()->wait();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) step();
+    return reduce_value(*g, secs(t0, Clock::now()) / n, dist::ReduceOp::Max);
+  };
+  for (int i = 0; i < kWarmup; ++i) step();
+  const char* target_env = std::getenv("TRAINBENCH_DDP_BENCH_S");
+  const double target = target_env ? std::atof(target_env) : 2.0;
+  const double probe = timed(1);
+  const int steps = std::clamp(int(std::ceil(target / std::max(probe, 1e-9))), kMinSteps, kMaxSteps);
+  const uint64_t seq_before = g->recorder().entries().back().seq;  // the barrier of timed()
+  const double step_s = timed(steps);
+  // The all-reduces of the timed steps: after the barrier, before the final max-reduction.
+  const uint64_t seq_after = g->recorder().entries().back().seq;
+  const double busy = dist::comm_seconds(*g, seq_before + 2, seq_after - 1) / steps;
+  const double n = double(world) * steps;
+  const double fwd = reduce_value(*g, ph.fwd, dist::ReduceOp::Sum) / n;
+  const double bwd = reduce_value(*g, ph.bwd, dist::ReduceOp::Sum) / n;
+  const double wait = reduce_value(*g, ph.wait, dist::ReduceOp::Sum) / n;
+  const double opt_s = reduce_value(*g, ph.opt, dist::ReduceOp::Sum) / n;
+  const double busy_mean = reduce_value(*g, busy, dist::ReduceOp::Sum) / world;
+  int64_t params = 0;
+  for (const Tensor& p : w.model->parameters()) params += p.numel();
+  const int64_t batch = w.per_rank * world;
+  rec.metrics = {{"samples_per_s", double(batch) / step_s},
+                 {"step_ms", step_s * 1e3},
+                 {"forward_ms", fwd * 1e3},
+                 {"backward_ms", bwd * 1e3},
+                 {"comm_wait_ms", wait * 1e3},
+                 {"optimizer_ms", opt_s * 1e3},
+                 {"comm_busy_ms", busy_mean * 1e3},
+                 {"comm_hidden_fraction", dist::hidden_fraction(wait, busy_mean)},
+                 {"bytes_per_step", double(ddp->last_stats().bytes)},
+                 {"buckets", double(ddp->last_stats().buckets)},
+                 {"batch", double(batch)},
+                 {"per_rank_batch", double(w.per_rank)},
+                 {"parameters", double(params)},
+                 {"steps", steps},
+                 {"world", world},
+                 {"threads", num_threads()}};
+  if (!std::isfinite(last_loss)) {
+    rec.status = "fail";
+    rec.message = "the loss went non-finite (" + std::to_string(last_loss) + ")";
+  }
+  g->synchronize();
+}
+
+}  // namespace
+
+std::vector<harness::TestCase> ddp_rank_benches(int world) {
+  std::vector<harness::TestCase> b;
+  for (const char* model : {"mlp", "gpt"}) {
+    const std::string name = "ddp/" + std::string(model) + "/w" + std::to_string(world) + "/engine";
+    b.push_back(recorded_case("ddp", name, [m = std::string(model)](harness::Record& r) { run_ddp_bench(m, r); },
+                              /*with_seed=*/false));
+  }
+  return b;
+}
+
+}  // namespace tb::suites

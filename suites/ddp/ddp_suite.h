@@ -1,0 +1,18 @@
+// The `ddp` suite: DistributedDataParallel checked against one LibTorch process, run inside every
+// rank of a launched world (harness/suite.h, Note [Distributed suites]). Every rank returns the
+// same case names in the same order; rank 0's records carry the metrics.
+#pragma once
+#include <vector>
+
+#include "harness/suite.h"
+
+namespace tb::suites {
+
+// Correctness cases (ddp_suite.cpp): equivalence with LibTorch on the concatenated batch, no_sync,
+// unused parameters, state broadcast, bucket layout, the DDP Trainer (resume), and at world 2 the
+// Fashion-MNIST run.
+std::vector<harness::TestCase> ddp_rank_tests(int world);
+// Benchmarks (ddp_bench.cpp): records of kind "benchmark" named ddp/<model>/w<world>/engine.
+std::vector<harness::TestCase> ddp_rank_benches(int world);
+
+}  // namespace tb::suites

@@ -57,6 +57,8 @@ constexpr auto kGrace = std::chrono::microseconds(20);
 constexpr auto kPollPeriod = std::chrono::milliseconds(1);
 constexpr auto kDeepSleepAfter = std::chrono::seconds(1);
 constexpr auto kSpin = std::chrono::microseconds(10);  // Work::wait spins this long before blocking
+constexpr auto kPeerPoll = std::chrono::microseconds(20);    // Note [Waiting for the peers]
+constexpr auto kPeerWaitMax = std::chrono::milliseconds(250);
 
 std::string env_or(const char* name, const std::string& fallback = {}) {
   const char* v = std::getenv(name);
@@ -437,6 +439,36 @@ void ProcessGroup::help(Work* w) {
   if (wake) cv_.notify_all();
 }
 
+// Note [Waiting for the peers]
+// A collective the worker starts before the other ranks have issued it (DDP's first bucket, while
+// the peer is still in its backward) would sit in the backend's blocking call, which busy-polls
+// (MPI's shared-memory transport) and takes a core from this rank's own computation and, on a
+// shared host, from the very peer it waits for. So when every rank's progress-board slot is on
+// this host, the worker first sleeps in kPeerPoll steps until every rank has issued the call
+// (its coll_issued on the board), then enters the backend together with them. The wait is
+// bounded (kPeerWaitMax): a rank later than that, or one that never issues the call, leaves the
+// worker in the backend as before, so the watchdog's timeout and diagnosis are unchanged. Ranks
+// on other hosts never join this host's board: then the worker does not wait. Calls run by
+// their waiting thread (help) do not wait either: a synchronous caller has nothing to overlap.
+void ProcessGroup::await_peers(uint64_t cseq) {
+  if (size_ == 1 || !board_ || !board_->enabled()) return;
+  if (!peers_local_) {
+    for (int r = 0; r < size_; ++r) {
+      const ProgressBoard::Slot s = board_->read(r);
+      if (!s.joined || !s.same_host) return;
+    }
+    peers_local_ = true;
+  }
+  const auto deadline = Clock::now() + kPeerWaitMax;
+  for (;;) {
+    bool all = true;
+    for (int r = 0; r < size_ && all; ++r)
+      if (r != rank_ && board_->read(r).coll_issued < cseq) all = false;
+    if (all || Clock::now() >= deadline) return;
+    std::this_thread::sleep_for(kPeerPoll);
+  }
+}
+
 void ProcessGroup::worker_loop() {
   const uint64_t grace = CallClock::ticks(kGrace), deep_after = CallClock::ticks(kDeepSleepAfter);
   std::unique_lock lock(mu_);
@@ -449,6 +481,7 @@ void ProcessGroup::worker_loop() {
         queue_.pop_front();
         Task& t = *running_;
         lock.unlock();
+        if (t.cseq != 0) await_peers(t.cseq);
         execute(t);
         lock.lock();
         const std::shared_ptr<Task> done = std::move(running_);

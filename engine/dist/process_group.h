@@ -146,6 +146,7 @@ class ProcessGroup {
   void run_task(Task& task);            // the primitive(s) of one call
   void help(Work* w);                   // runs queued calls up to w on the waiting thread
   void worker_loop();
+  void await_peers(uint64_t cseq);      // Note [Waiting for the peers]
 
   int rank_, size_;
   Options options_;
@@ -161,6 +162,7 @@ class ProcessGroup {
   bool worker_asleep_ = false;          // blocked without a deadline: enqueue must notify
   bool last_ran_inline_ = false;        // the last call ran on its waiting thread (a synchronous caller)
   bool stopping_ = false, started_ = false, shut_down_ = false;
+  bool peers_local_ = false;            // every rank's board slot is on this host (worker only)
   std::thread worker_;
 };
 

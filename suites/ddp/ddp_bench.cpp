@@ -4,7 +4,9 @@
 //   gpt: the GPT of suites/training's benchmark (vocabulary 1024, d 256, 4 layers, 8 heads,
 //        T 128), global batch 16 sequences;
 // with AdamW (lr 1e-3, weight decay 0.01) and DDP's defaults (25 MiB buckets, the first 1 MiB),
-// as reference/dist/torch_ddp_bench.py does for PyTorch's DDP on Gloo (the torch-gloo peer).
+// as reference/dist/torch_ddp_bench.py does for PyTorch's DDP on Gloo (the torch-gloo peer),
+// except gradient_as_bucket_view (on; TRAINBENCH_DDP_BUCKET_VIEW=0 turns it off) and MPI asked to
+// yield when idle (Note [MPI polling in the DDP bench]).
 //
 // Timing (the peer's protocol): 2 warm-up steps, one probe step, then
 // clamp(ceil(target / probe), 3, 50) steps (target: TRAINBENCH_DDP_BENCH_S, default 2 s; the
@@ -20,9 +22,16 @@
 //   comm_hidden_fraction 1 - comm_wait / comm_busy: the share of communication that overlapped
 //                        backward
 //   bytes_per_step       gradient bytes all-reduced per step by each rank
+//   cpu_ms               CPU time per step of a rank's process, all threads (compute, the
+//                        collective worker, MPI polling); main_thread_cpu_ms: the training
+//                        thread alone (per-step means averaged over the ranks). On a loaded
+//                        machine these are steadier than step_ms.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <string>
 
 #include "engine/autograd/functions.h"
 #include "engine/core/rng.h"
@@ -41,6 +50,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+// CPU seconds used so far by this process (every thread: compute, the collective worker, MPI's
+// polling) or by the calling thread alone. Unlike wall time they barely move when other
+// processes share the cores, so they show what a change costs on a loaded machine.
+double cpu_seconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 constexpr int kWarmup = 2, kMinSteps = 3, kMaxSteps = 50;
 
@@ -81,19 +98,37 @@ double reduce_value(dist::ProcessGroup& g, double v, dist::ReduceOp op) {
   return t.data_ptr<double>()[0];
 }
 
+// Note [MPI polling in the DDP bench]
+// OpenMPI's blocking calls busy-poll unless mpi_yield_when_idle is set, which it sets itself only
+// when a host has more ranks than slots. Two ranks on two cores look fully subscribed, but each
+// rank also runs its group's collective worker (Note [Collective worker]): a bucket's all_reduce
+// started during backward polls on that worker, taking the core from the rank's own backward
+// (and the peer's), until the other rank reaches the same bucket. With other jobs on the cores it
+// polled ~15 ms of CPU per 256-sample step (cpu_ms - main_thread_cpu_ms), against ~3-8 ms with
+// yielding. So the bench asks MPI to yield, as an oversubscribed launch would; a value the user
+// set wins. It takes effect when this bench initialises MPI, as it does in `bench --suite ddp`
+// (the bench's first case); `cpu_ms` shows the polling either way.
+void ask_mpi_to_yield() { setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0); }
+
 void run_ddp_bench(const std::string& name, harness::Record& rec) {
   rec.kind = "benchmark";
+  ask_mpi_to_yield();
   auto g = dist::new_group("mpi");
   const int world = g->size();
   Workload w = make_workload(name, world, g->rank());
-  auto ddp = std::make_shared<dist::DistributedDataParallel>(w.model, g);
+  // .grad as views of the buckets: the averages are not copied back (Note [Gradients as bucket
+  // views]); the optimizer reads them in the buckets. Opt out with TRAINBENCH_DDP_BUCKET_VIEW=0.
+  dist::DDPOptions dopt;
+  const char* view_env = std::getenv("TRAINBENCH_DDP_BUCKET_VIEW");
+  dopt.gradient_as_bucket_view = !(view_env && std::string(view_env) == "0");
+  auto ddp = std::make_shared<dist::DistributedDataParallel>(w.model, g, dopt);
   optim::AdamW::Options o;
   o.lr = 1e-3;
   o.weight_decay = 0.01;
   optim::AdamW opt(w.model->parameters(), o);
 
   struct Phases {
-    double fwd = 0, bwd = 0, wait = 0, opt = 0;
+    double fwd = 0, bwd = 0, wait = 0, opt = 0, cpu = 0, main_cpu = 0;
   } ph;
   double last_loss = 0;
   auto step = [&] {
@@ -117,7 +152,10 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
     ph = {};
     g->barrier()->wait();
     const auto t0 = Clock::now();
+    const double c0 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID), m0 = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
     for (int i = 0; i < n; ++i) step();
+    ph.cpu = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    ph.main_cpu = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - m0;
     return reduce_value(*g, secs(t0, Clock::now()) / n, dist::ReduceOp::Max);
   };
   for (int i = 0; i < kWarmup; ++i) step();
@@ -135,6 +173,8 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
   const double bwd = reduce_value(*g, ph.bwd, dist::ReduceOp::Sum) / n;
   const double wait = reduce_value(*g, ph.wait, dist::ReduceOp::Sum) / n;
   const double opt_s = reduce_value(*g, ph.opt, dist::ReduceOp::Sum) / n;
+  const double cpu = reduce_value(*g, ph.cpu, dist::ReduceOp::Sum) / n;
+  const double main_cpu = reduce_value(*g, ph.main_cpu, dist::ReduceOp::Sum) / n;
   const double busy_mean = reduce_value(*g, busy, dist::ReduceOp::Sum) / world;
   int64_t params = 0;
   for (const Tensor& p : w.model->parameters()) params += p.numel();
@@ -146,6 +186,8 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
                  {"comm_wait_ms", wait * 1e3},
                  {"optimizer_ms", opt_s * 1e3},
                  {"comm_busy_ms", busy_mean * 1e3},
+                 {"cpu_ms", cpu * 1e3},
+                 {"main_thread_cpu_ms", main_cpu * 1e3},
                  {"comm_hidden_fraction", dist::hidden_fraction(wait, busy_mean)},
                  {"bytes_per_step", double(ddp->last_stats().bytes)},
                  {"buckets", double(ddp->last_stats().buckets)},
@@ -154,7 +196,8 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
                  {"parameters", double(params)},
                  {"steps", steps},
                  {"world", world},
-                 {"threads", num_threads()}};
+                 {"threads", num_threads()},
+                 {"gradient_as_bucket_view", dopt.gradient_as_bucket_view ? 1.0 : 0.0}};
   if (!std::isfinite(last_loss)) {
     rec.status = "fail";
     rec.message = "the loss went non-finite (" + std::to_string(last_loss) + ")";

@@ -196,6 +196,7 @@ struct Equivalence {
   std::function<ref::Tensor(const ref::NnModule&, const ref::Tensor&, const ref::Tensor&)> loss_r;
   std::function<std::pair<Tensor, Tensor>(int64_t step, int rank)> batch;  // one rank's batch
   dist::DDPOptions ddp;
+  bool set_to_none = true;  // zero_grad(set_to_none); false zeroes .grad in place
 };
 
 void run_equivalence(const Equivalence& q, harness::Record& rec) {
@@ -215,9 +216,21 @@ void run_equivalence(const Equivalence& q, harness::Record& rec) {
   double worst_loss = 0;
   for (int64_t s = 0; s < q.steps; ++s) {
     auto [x, y] = q.batch(s, rank);
-    opt.engine->zero_grad(true);
+    opt.engine->zero_grad(q.set_to_none);
     Tensor loss = q.loss_e(*ddp, x, y);
     loss.backward();
+    if (q.ddp.gradient_as_bucket_view && rec.status == "pass") {
+      // Every .grad of a bucket is a view of that bucket's one buffer.
+      const std::vector<Tensor> params = model->parameters();
+      for (const std::vector<int64_t>& bucket : ddp->bucket_indices())
+        for (int64_t i : bucket)
+          if (!params[size_t(i)].grad().defined() ||
+              !params[size_t(i)].grad().shares_storage(params[size_t(bucket[0])].grad())) {
+            rec.status = "fail";
+            rec.message = "gradient_as_bucket_view: parameter " + std::to_string(i) +
+                          "'s .grad is not a view of its bucket's buffer after step " + std::to_string(s);
+          }
+    }
     opt.engine->step();
     const double le = global_mean(*g, loss.item_double());
     // LibTorch: one process, the concatenated batch of every rank, the mean loss.
@@ -800,6 +813,16 @@ std::vector<harness::TestCase> ddp_rank_tests(int world) {
   t.push_back(ddp_case("gloo/equivalence/mlp/float64", [](harness::Record& r) {
     run_equivalence(mlp_equivalence("gloo", DType::Float64), r);
   }));
+  // gradient_as_bucket_view, with .grad dropped each step (the fresh gradient is divided into the
+  // slot) and zeroed in place (backward accumulates into the slot itself).
+  for (const bool none : {true, false})
+    t.push_back(ddp_case(std::string("mpi/equivalence/mlp/bucket_view_") + (none ? "set_to_none" : "zeroed"),
+                         [none](harness::Record& r) {
+                           Equivalence q = mlp_equivalence("mpi", none ? DType::Float32 : DType::Float64);
+                           q.ddp.gradient_as_bucket_view = true;
+                           q.set_to_none = none;
+                           run_equivalence(q, r);
+                         }));
   t.push_back(ddp_case("mpi/no_sync/mlp", run_no_sync));
   t.push_back(ddp_case("mpi/unused/find_unused", run_find_unused));
   t.push_back(ddp_case("mpi/unused/error_without_flag", run_unused_error));

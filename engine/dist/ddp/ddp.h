@@ -39,6 +39,12 @@ struct DDPOptions {
   bool find_unused_parameters = false;
   // Broadcast rank 0's buffers (e.g. running statistics) before each synced forward.
   bool broadcast_buffers = true;
+  // PyTorch's gradient_as_bucket_view: after a synced backward each parameter's .grad is a view
+  // into its bucket's buffer instead of a copy of it, which saves copying the averages back and
+  // a gradient's worth of memory. .grad then aliases DDP's buffer: the next synced backward
+  // overwrites it (clone it to keep it), and zero_grad(set_to_none = false) zeroes the bucket in
+  // place. Note [Gradients as bucket views] in reducer.cpp.
+  bool gradient_as_bucket_view = false;
 };
 
 // What one synced backward communicated, for benchmarks (DistributedDataParallel::last_stats).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <sstream>
+#include <type_traits>
 #include <unordered_set>
 
 #include "engine/autograd/engine.h"
@@ -26,6 +27,39 @@ double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::ste
 
 bool reducible(DType dt) {
   return dt == DType::Float32 || dt == DType::Float64 || dt == DType::BFloat16;
+}
+
+// dst = src / world, elementwise, in one pass over memory (Note [Divide before the sum]). dst is
+// a bucket slot (contiguous); src may be dst itself. bfloat16 divides in float and rounds back.
+void divide_into(Tensor& dst, const Tensor& src, int world) {
+  TB_CHECK(src.sizes() == dst.sizes(), kOp, "a gradient of shape ", core::to_string(src.sizes()),
+           " for a parameter of shape ", core::to_string(dst.sizes()));
+  const Tensor* from = &src;
+  if (src.data() != dst.data() && (!src.is_contiguous() || src.dtype() != dst.dtype())) {
+    dst.copy_(src);  // a layout the loop below does not read: copy, then divide in place
+    from = &dst;
+  }
+  if (world == 1 && from->data() == dst.data()) return;
+  const int64_t n = dst.numel();
+  core::dispatch(dst.dtype(), [&]<typename T>() {
+    const T* in = static_cast<const T*>(from->data());
+    T* out = static_cast<T*>(dst.data());
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      const T w = T(world);
+      for (int64_t i = 0; i < n; ++i) out[i] = in[i] / w;
+    } else if constexpr (std::is_same_v<T, core::BFloat16>) {
+      const float w = float(world);
+      for (int64_t i = 0; i < n; ++i) out[i] = T(float(in[i]) / w);
+    } else {
+      throw core::Error(kOp, std::string("cannot average gradients of dtype ") + core::name(dst.dtype()));
+    }
+  });
+}
+
+// Whether `g` is exactly the tensor `slot` (the same memory, sizes and strides).
+bool same_view(const Tensor& g, const Tensor& slot) {
+  return g.shares_storage(slot) && g.storage_offset() == slot.storage_offset() && g.sizes() == slot.sizes() &&
+         g.strides() == slot.strides() && g.dtype() == slot.dtype();
 }
 
 }  // namespace
@@ -106,6 +140,18 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared
     }
   }
   if (options_.find_unused_parameters) used_map_ = zeros({int64_t(params_.size())}, DType::Int64);
+  if (options_.gradient_as_bucket_view) {
+    // As PyTorch's initialize_bucket_views: an existing gradient moves into its slot.
+    autograd::NoGradGuard no_grad;
+    for (Param& p : params_) {
+      if (!p.tensor.is_contiguous()) continue;  // keeps its own .grad (copied back in finalize)
+      const Tensor g = p.tensor.grad();
+      if (!g.defined()) continue;
+      Tensor slot = slot_view(p);
+      slot.copy_(g);
+      p.tensor.set_grad(slot);
+    }
+  }
   reset_iteration();
 }
 
@@ -144,7 +190,10 @@ std::vector<std::vector<int64_t>> Reducer::bucket_indices() const {
 }
 
 void Reducer::reset_iteration() {
-  for (Param& p : params_) p.ready = p.unused = false;
+  for (Param& p : params_) {
+    p.ready = p.unused = false;
+    p.kept_grad = Tensor();
+  }
   for (Bucket& b : buckets_) {
     b.pending = int64_t(b.params.size());
     b.work.reset();
@@ -208,6 +257,22 @@ void Reducer::on_grad_ready(int64_t i) {
   mark_ready(i);
 }
 
+// Note [Divide before the sum]
+// Each rank divides its gradient by the world size while copying it into the bucket, and the
+// buckets are all-reduced with Sum: the average costs no pass of its own (an Avg all-reduce
+// divides the whole bucket again after the sum, and the copy back out of the bucket would be a
+// third pass). PyTorch's reducer does the same (div_factor before the all-reduce). With a world
+// size that is a power of two it is bitwise the same as dividing the sum; otherwise it differs
+// by rounding only, and every rank still receives the same bytes.
+//
+// Note [Gradients as bucket views]
+// With DDPOptions::gradient_as_bucket_view, finalize() leaves each (contiguous) parameter's .grad
+// a view of its bucket slot, so the averages are never copied back. The next backward then
+// either accumulates into that view (zero_grad(set_to_none = false), no_sync) and mark_ready
+// only divides it in place, or finds .grad None (set_to_none) or replaced and divides the fresh
+// gradient into the slot. A slot marked ready for an unused parameter (Note [Unused
+// parameters]) whose .grad is the view itself is about to be overwritten by the all-reduce, so
+// its value is kept aside (kept_grad) and put back if no rank used the parameter.
 Tensor Reducer::slot_view(const Param& p) const {
   const Bucket& b = buckets_[size_t(p.bucket)];
   return b.flat.narrow(0, b.offsets[size_t(p.slot)], p.tensor.numel()).view(p.tensor.sizes());
@@ -218,8 +283,12 @@ void Reducer::mark_ready(int64_t i) {
   autograd::NoGradGuard no_grad;
   Tensor slot = slot_view(p);
   const Tensor g = p.tensor.grad();
-  if (g.defined()) slot.copy_(g);
-  else zero_(slot);
+  if (g.defined()) {
+    if (p.unused && options_.find_unused_parameters && same_view(g, slot)) p.kept_grad = g.clone();
+    divide_into(slot, g, group_->size());  // Note [Divide before the sum]
+  } else {
+    zero_(slot);
+  }
   p.ready = true;
   if (--buckets_[size_t(p.bucket)].pending == 0) launch_ready_buckets();
 }
@@ -227,7 +296,7 @@ void Reducer::mark_ready(int64_t i) {
 void Reducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_++];
-    b.work = group_->all_reduce(b.flat, ReduceOp::Avg);
+    b.work = group_->all_reduce(b.flat, ReduceOp::Sum);  // already divided (Note [Divide before the sum])
   }
 }
 
@@ -292,10 +361,15 @@ void Reducer::finalize() {
   const int64_t* used = options_.find_unused_parameters ? used_map_.data_ptr<int64_t>() : nullptr;
   for (size_t i = 0; i < params_.size(); ++i) {
     Param& p = params_[i];
-    if (used && used[i] == 0) continue;  // no rank used it: .grad stays as it was
     Tensor avg = slot_view(p);
     Tensor g = p.tensor.grad();
-    if (g.defined() && g.sizes() == p.tensor.sizes() && g.dtype() == p.tensor.dtype()) {
+    if (used && used[i] == 0) {  // no rank used it: .grad stays as it was
+      if (p.kept_grad.defined()) avg.copy_(p.kept_grad);  // .grad is the slot itself
+      continue;
+    }
+    if (options_.gradient_as_bucket_view && p.tensor.is_contiguous()) {
+      if (!(g.defined() && same_view(g, avg))) p.tensor.set_grad(avg);  // Note [Gradients as bucket views]
+    } else if (g.defined() && g.sizes() == p.tensor.sizes() && g.dtype() == p.tensor.dtype()) {
       g.copy_(avg);
     } else {
       memory::TagGuard tag(memory::Tag::Gradient);

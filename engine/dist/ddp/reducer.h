@@ -1,10 +1,12 @@
 // The Reducer: DDP's gradient all-reduce, after PyTorch's c10d::Reducer. Parameters are grouped
 // into buckets (reverse registration order, the first bucket capped at first_bucket_cap_mb, the
 // rest at bucket_cap_mb, one dtype per bucket), each with one flat buffer allocated once. A hook
-// on every parameter's AccumulateGrad copies its fresh .grad into its bucket slot; when a bucket's
-// last gradient arrives the bucket's all_reduce (Avg) is launched on the group's worker while
-// backward goes on; a callback at the end of backward waits for all buckets and copies the
-// averages back into .grad. See Note [Bucket launch order] and Note [Unused parameters].
+// on every parameter's AccumulateGrad divides its fresh .grad by the world size into its bucket
+// slot; when a bucket's last gradient arrives the bucket's all_reduce (Sum) is launched on the
+// group's worker while backward goes on; a callback at the end of backward waits for all buckets
+// and copies the averages back into .grad (or, with gradient_as_bucket_view, makes .grad a view of
+// the slot). See Note [Bucket launch order], Note [Unused parameters], Note [Divide before the
+// sum] and Note [Gradients as bucket views].
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -59,6 +61,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     bool ready = false;   // its gradient is in its bucket slot (this backward)
     bool unused = false;  // not reached from the forward outputs (find_unused_parameters)
     bool used = false;    // received a gradient since the last synced backward
+    Tensor kept_grad;     // an unused parameter's .grad that is its own slot (Note [Gradients as bucket views])
   };
 
   void on_grad_ready(int64_t i);

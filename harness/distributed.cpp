@@ -141,6 +141,15 @@ std::vector<Record> run_world(const Suite& s, int world, bool benches, const Dis
   if (!std::getenv("TRAINBENCH_DIST_TIMEOUT")) spec.env["TRAINBENCH_DIST_TIMEOUT"] = "300";
   spec.echo = progress ? &std::cerr : nullptr;
   spec.echo_rank0_plain = true;
+  {
+    // The run header says how ranks were started (mpirun's flags shape the figures).
+    std::vector<std::string> cmd = mpirun_command(spec);
+    cmd.resize(cmd.size() - spec.argv.size());
+    cmd[2] = "<world>";  // "mpirun -n <world> ...": one header for every world size
+    std::string line;
+    for (const std::string& a : cmd) line += (line.empty() ? "" : " ") + a;
+    add_run_info("rank_launcher", line + " <trainbench rank ...>");
+  }
   const LaunchResult res = launch(spec);
 
   std::vector<std::map<std::string, Record>> got;

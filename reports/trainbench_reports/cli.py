@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import DEFAULT_PEAK_GBPS, DEFAULT_PEAK_GFLOPS, html_report, markdown, plots
+from . import DEFAULT_PEAK_GBPS, DEFAULT_PEAK_GFLOPS, dist_plots, html_report, markdown, plots
 from .load import LoadError, load_results
 from .summary import passed_benchmarks, rows_of
 
@@ -29,6 +29,47 @@ def parse_args(argv):
                    help="JSON Schema to validate against (default: docs/result.schema.json)")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
     return p.parse_args(argv)
+
+
+DIST_PNGS = ("comm_busbw.png", "comm_time.png", "ddp_scaling.png", "ddp_step.png",
+             "fashion_mnist.png")
+
+
+def dist_items(rows):
+    """(run label when several files are reported, record) for the distributed plots."""
+    multi = len({id(r.result) for r in rows}) > 1
+    return [(r.result.label if multi else None, r.rec) for r in rows]
+
+
+def distributed_plots(rows, out: Path):
+    """The comm and ddp plots, listed only when the input has records of their kind (a report of
+    single-process suites should not list five empty distributed plots)."""
+    items = dist_items(rows)
+    cases = [r.rec["case"] for r in rows]
+    has_comm = any(dist_plots.COMM_CASE.match(c) for c in cases)
+    has_ddp = any(dist_plots.DDP_CASE.match(c) for c in cases)
+    has_fashion = any(dist_plots.is_fashion(r.rec["case"]) and r.rec["suite"] != "training"
+                      and r.rec.get("series") for r in rows)
+    plots_ = []
+    if has_comm:
+        none = "No passed comm benchmark records."
+        plots_ += [
+            ("Collectives: bus bandwidth vs message size",
+             dist_plots.comm_busbw(items, out / "comm_busbw.png"), none),
+            ("Collectives: time per call vs message size",
+             dist_plots.comm_time(items, out / "comm_time.png"), none)]
+    if has_ddp:
+        none = "No passed DDP benchmark records."
+        plots_ += [
+            ("DDP scaling: samples/s vs ranks", dist_plots.ddp_scaling(items, out / "ddp_scaling.png"),
+             none),
+            ("DDP step split", dist_plots.ddp_step_split(items, out / "ddp_step.png"),
+             "No DDP records with a step split.")]
+    if has_fashion:
+        plots_.append(("Fashion-MNIST: DDP beside one process",
+                       dist_plots.fashion_curves(items, out / "fashion_mnist.png"),
+                       "No single-process Fashion-MNIST curves to compare with."))
+    return plots_
 
 
 def main(argv=None) -> int:
@@ -66,16 +107,23 @@ def main(argv=None) -> int:
          plots.curves([r.rec for r in rows], out / "curves.png"),
          "No records with curves in the input."),
     ]
+    plot_list += distributed_plots(rows, out)
     # Stale plots from an earlier report into the same folder would contradict this one.
     for name in ("speedup.png", "throughput_gflops.png", "throughput_gbps.png", "correctness.png",
-                 "curves.png"):
+                 "curves.png") + DIST_PNGS:
         if not any(png and png.name == name for _, png, _ in plot_list):
             (out / name).unlink(missing_ok=True)
 
     peaks = (f"Peak lines: {args.peak_gflops:g} GFLOP/s fp32 and {args.peak_gbps:g} GB/s memory "
              "bandwidth (override with --peak-gflops / --peak-gbps).")
-    html = html_report.write(out / "report.html", results, rows, plot_list, peaks)
-    md = markdown.write(out / "summary.md", results, rows)
+    items = dist_items(rows)
+    sections = []
+    table = dist_plots.comm_table_html(items)
+    if table:
+        sections.append(("Collectives: the engine's overhead over raw MPI", table))
+    html = html_report.write(out / "report.html", results, rows, plot_list, peaks, sections)
+    md = markdown.write(out / "summary.md", results, rows,
+                        extra=dist_plots.comm_table_md(items) + dist_plots.ddp_table_md(items))
     if not args.quiet:
         print(f"report: {html}")
         print(f"summary: {md}")

@@ -94,7 +94,8 @@ def _records_table(rows: list[Row], multi_run: bool) -> str:
 
 
 def write(path: Path, results, rows: list[Row], plots: list[tuple[str, Path | None, str]],
-          peaks_note: str) -> Path:
+          peaks_note: str, sections: list[tuple[str, str]] = ()) -> Path:
+    """sections: (title, HTML) written after the plots, e.g. the collectives' overhead table."""
     multi_run = len(results) > 1
     t = totals(rows)
     gm = geomean_speedup(rows)
@@ -122,6 +123,8 @@ def write(path: Path, results, rows: list[Row], plots: list[tuple[str, Path | No
         parts.append(f"<h3>{escape(title)}</h3>")
         parts.append(_img(png) if png else f"<p class='note'>{escape(missing)}</p>")
     parts.append(f"<p class='note'>{escape(peaks_note)}</p>")
+    for title, body in sections:
+        parts += [f"<h2>{escape(title)}</h2>", body]
     parts += ["<h2>All records</h2>",
               _records_table(rows, multi_run) if rows else "<p class='note'>No records.</p>",
               "</body></html>"]

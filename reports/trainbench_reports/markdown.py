@@ -12,7 +12,8 @@ def _cell(s: str) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
-def write(path: Path, results, rows: list[Row], max_failures: int = 50) -> Path:
+def write(path: Path, results, rows: list[Row], max_failures: int = 50, extra=()) -> Path:
+    """extra: Markdown lines appended at the end (the collectives and DDP tables)."""
     t = totals(rows)
     lines = ["# trainbench summary", ""]
     for res in results:
@@ -62,5 +63,6 @@ def write(path: Path, results, rows: list[Row], max_failures: int = 50) -> Path:
                          f"{fmt_seconds(m.get('reference_median_s'))} | "
                          f"{number(m['speedup']):.2f}x | {gf} | {gb} |")
         lines.append("")
+    lines += list(extra)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

@@ -163,7 +163,7 @@ std::string venv_python() {
   return root.empty() ? "" : root + "/bin/python";
 }
 
-std::string script_path() { return (fs::path(__FILE__).parent_path() / "read_safetensors.py").string(); }
+std::string script_path() { return (fs::path(TB_SOURCE_DIR) / "suites" / "checkpoint" / "read_safetensors.py").string(); }
 
 std::string quote(const std::string& s) {
   std::string out = "'";

@@ -16,8 +16,8 @@
 //   backward_ms          backward minus comm_wait_ms (gradient computation and bucket copies)
 //   comm_wait_ms         the end of backward blocked on the last all-reduces (DDPStats)
 //   optimizer_ms         AdamW's step
-//                        (these four are per-step means averaged over the ranks; PyTorch's
-//                        backward_ms includes its wait, so compare it with backward + comm_wait)
+//                        (these four are per-step means averaged over the ranks; the PyTorch
+//                        peer reports its wait separately too, from DDP's runtime statistics)
 //   comm_busy_ms         the all-reduces' run time on the collective worker (flight recorder)
 //   comm_hidden_fraction 1 - comm_wait / comm_busy: the share of communication that overlapped
 //                        backward

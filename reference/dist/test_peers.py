@@ -1,0 +1,118 @@
+"""Tests of the PyTorch peers (torch_comm_bench.py, torch_ddp_bench.py, torch_launch.py): they
+start their ranks, print schema-valid records with the suites' case names and self-consistent
+metrics, and never outlive their timeout. Needs the project venv (torch, jsonschema); ~1 min:
+    <venv>/bin/python -m unittest -v test_peers        (from reference/dist)"""
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCHEMA = HERE.parents[1] / "docs" / "result.schema.json"
+sys.path.insert(0, str(HERE))
+import torch_comm_bench  # noqa: E402
+
+
+def run(script, *args, timeout=300):
+    return subprocess.run([sys.executable, str(HERE / script), *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def records(stdout):
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def validate(recs):
+    import jsonschema
+
+    schema = json.loads(SCHEMA.read_text())
+    doc = {"schema": "trainbench.result/1",
+           "run": {"time": "2025-01-15T10:20:30Z", "git_revision": "x", "host": "h",
+                   "build_type": "Release", "compiler": "GNU", "backends": ["cpu"],
+                   "world_size": 1, "command": "test", "threads": 1},
+           "records": recs}
+    jsonschema.Draft202012Validator(schema).validate(doc)
+
+
+def our_processes(marker):
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
+
+
+class CommPeer(unittest.TestCase):
+    def test_shapes_follow_nccl_tests(self):
+        self.assertEqual(torch_comm_bench.elements("all_reduce", 8, 4), (2, 8))
+        self.assertEqual(torch_comm_bench.elements("all_gather", 1024, 4), (64, 1024))
+        self.assertEqual(torch_comm_bench.elements("reduce_scatter", 16, 3), (1, 12))
+        self.assertEqual(torch_comm_bench.elements("all_gather", 8, 4), (1, 16))  # >= 1 per rank
+        self.assertAlmostEqual(torch_comm_bench.bus_factor("all_reduce", 4), 1.5)
+        self.assertAlmostEqual(torch_comm_bench.bus_factor("reduce_scatter", 2), 0.5)
+        self.assertEqual(torch_comm_bench.bus_factor("broadcast", 4), 1.0)
+        self.assertEqual(torch_comm_bench.DEFAULT_SIZES[0], 8)
+        self.assertEqual(torch_comm_bench.DEFAULT_SIZES[-1], 256 << 20)
+
+    def test_two_ranks(self):
+        for launcher in ("torchrun", "spawn"):
+            with self.subTest(launcher=launcher):
+                p = run("torch_comm_bench.py", "--world", 2, "--sizes", "8,4096",
+                        "--target-s", 0.01, "--launcher", launcher, "--timeout", 240)
+                self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+                recs = records(p.stdout)
+                validate(recs)
+                names = [r["case"] for r in recs]
+                self.assertEqual(names, [f"{op}/float32/{b}/w2/torch-gloo"
+                                         for op in torch_comm_bench.OPS for b in (8, 4096)])
+                for r in recs:
+                    m = r["metrics"]
+                    self.assertEqual(r["status"], "pass", r)  # the first call's output was right
+                    self.assertEqual((r["suite"], r["kind"], m["world"]), ("comm", "benchmark", 2))
+                    self.assertGreater(m["time_s"], 0)
+                    self.assertTrue(math.isclose(m["algbw_gbps"], m["bytes"] / m["time_s"] / 1e9,
+                                                 rel_tol=1e-9))
+                    op = r["case"].split("/")[0]
+                    self.assertTrue(math.isclose(
+                        m["busbw_gbps"], m["algbw_gbps"] * torch_comm_bench.bus_factor(op, 2),
+                        rel_tol=1e-9))
+                    self.assertTrue(5 <= m["iterations"] <= 1000 and m["iterations"] % 5 == 0)
+                    self.assertTrue(m["time_min_s"] <= m["time_s"] <= m["time_max_s"])
+
+    def test_timeout_kills_every_rank(self):
+        marker = f"--target-s 77.{os.getpid()}"  # finds this test's processes only
+        t0 = time.monotonic()
+        # 64 MiB all_reduces take tens of ms each: 1000 of them run far past the timeout.
+        p = run("torch_comm_bench.py", "--world", 2, "--sizes", "67108864", "--ops", "all_reduce",
+                "--target-s", marker.split()[1], "--timeout", 8, timeout=120)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("timed out after 8 s", p.stderr)
+        self.assertLess(elapsed, 8 + 30)
+        time.sleep(1)
+        self.assertEqual(our_processes(marker), [])
+
+
+class DdpPeer(unittest.TestCase):
+    def test_mlp_two_ranks(self):
+        p = run("torch_ddp_bench.py", "--world", 2, "--models", "mlp", "--target-s", 0.3)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        recs = records(p.stdout)
+        validate(recs)
+        self.assertEqual([r["case"] for r in recs], ["ddp/mlp/w2/torch-gloo"])
+        m = recs[0]["metrics"]
+        self.assertEqual((m["batch"], m["per_rank_batch"], m["world"]), (256, 128, 2))
+        self.assertEqual(m["parameters"], 784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10)
+        self.assertEqual(m["bytes_per_step"], 4 * m["parameters"])
+        self.assertTrue(math.isclose(m["samples_per_s"], 256 / (m["step_ms"] / 1e3), rel_tol=1e-9))
+        parts = m["forward_ms"] + m["backward_ms"] + m["comm_wait_ms"] + m["optimizer_ms"]
+        # The parts are per-rank means, the step the slowest rank's: close, never far above it.
+        self.assertLess(parts, m["step_ms"] * 1.05)
+        self.assertGreater(parts, m["step_ms"] * 0.5)
+        self.assertTrue(0 <= m["comm_hidden_fraction"] <= 1)
+        self.assertGreater(m["comm_busy_ms"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,366 @@
+"""Plots and tables of the distributed suites: the `comm` collectives sweep (busbw and time vs
+message size, one line per implementation), DDP scaling and the split of a DDP step, and the
+DDP Fashion-MNIST curves beside the single-process ones.
+
+Records are recognised by their case names (docs/results.md, "comm" and "ddp"):
+  <op>/<dtype>/<bytes>/w<world>/<impl>   e.g. all_reduce/float32/1048576/w2/engine
+  ddp/<model>/w<world>/<impl>            e.g. ddp/mlp/w2/torch-gloo
+Each function takes [(run label or None, record)] and returns the written path, or None when
+there is nothing to draw."""
+from __future__ import annotations
+
+import math
+import re
+from collections import OrderedDict
+from html import escape
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
+
+from .load import number  # noqa: E402
+
+COMM_CASE = re.compile(r"^(?P<op>[a-z_]+)/(?P<dtype>[a-z0-9]+)/(?P<bytes>\d+)/w(?P<world>\d+)/(?P<impl>[A-Za-z0-9_.-]+)$")
+DDP_CASE = re.compile(r"^ddp/(?P<model>[^/]+)/w(?P<world>\d+)/(?P<impl>[A-Za-z0-9_.-]+)$")
+OPS_ORDER = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+# Fixed colours so a reader learns them once: the raw MPI floor in black dashes.
+IMPL_STYLE = {
+    "engine": dict(color="#1f77b4", marker="o", linestyle="-"),
+    "engine-gloo": dict(color="#2ca02c", marker="^", linestyle="-"),
+    "mpi": dict(color="black", marker=".", linestyle="--"),
+    "torch-gloo": dict(color="#ff7f0e", marker="s", linestyle="-"),
+}
+IMPL_ORDER = ("engine", "engine-gloo", "mpi", "torch-gloo")
+STEP_PARTS = (("forward_ms", "forward", "#1f77b4"), ("backward_ms", "backward", "#2ca02c"),
+              ("comm_wait_ms", "comm wait", "#d62728"), ("optimizer_ms", "optimizer", "#9467bd"))
+
+
+def _style(impl: str) -> dict:
+    return IMPL_STYLE.get(impl, dict(marker="x", linestyle=":"))
+
+
+def _impl_key(impl: str):
+    return (IMPL_ORDER.index(impl) if impl in IMPL_ORDER else len(IMPL_ORDER), impl)
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            v = n / scale
+            return f"{v:g} {unit}" if v == int(v) else f"{v:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def comm_points(items):
+    """{(op, world): {impl label: [(nominal bytes, record)]}} of passed comm benchmarks."""
+    out: dict = {}
+    for run, r in items:
+        if r.get("kind") != "benchmark" or r.get("status") != "pass":
+            continue
+        m = COMM_CASE.match(r["case"])
+        if not m or number(r["metrics"].get("time_s")) is None:
+            continue
+        impl = m["impl"] if run is None else f"{m['impl']} [{run}]"
+        key = (m["op"], int(m["world"]))
+        out.setdefault(key, {}).setdefault(impl, []).append((int(m["bytes"]), r))
+    for lines in out.values():
+        for pts in lines.values():
+            pts.sort(key=lambda p: p[0])
+    return out
+
+
+def _panel_keys(points):
+    ops = sorted({op for op, _ in points}, key=lambda o: (OPS_ORDER.index(o) if o in OPS_ORDER else 9, o))
+    worlds = sorted({w for _, w in points})
+    return ops, worlds
+
+
+def _comm_plot(items, path: Path, metric: str, ylabel: str, title: str, scale):
+    points = comm_points(items)
+    if not points:
+        return None
+    ops, worlds = _panel_keys(points)
+    fig, axes = plt.subplots(len(worlds), len(ops), figsize=(4.3 * len(ops), 3.4 * len(worlds)),
+                             squeeze=False)
+    drawn = False
+    for i, w in enumerate(worlds):
+        for j, op in enumerate(ops):
+            ax = axes[i][j]
+            lines = points.get((op, w), {})
+            for impl in sorted(lines, key=lambda s: _impl_key(s.split(" [")[0])):
+                xs, ys = [], []
+                for nbytes, r in lines[impl]:
+                    y = number(r["metrics"].get(metric))
+                    if y is not None and y > 0 and math.isfinite(y):
+                        xs.append(nbytes)
+                        ys.append(y * scale)
+                if xs:
+                    ax.plot(xs, ys, label=impl, markersize=4, linewidth=1.4,
+                            **_style(impl.split(" [")[0]))
+                    drawn = True
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.xaxis.set_major_locator(ticker.LogLocator(base=4))
+            ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: fmt_bytes(v)))
+            ax.tick_params(axis="x", labelsize=7, rotation=30)
+            ax.set_title(f"{op}, {w} ranks", fontsize=10)
+            ax.set_xlabel("message size (bytes, per nccl-tests)", fontsize=8)
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.grid(which="both", alpha=0.25)
+            if lines:
+                ax.legend(fontsize=7)
+    if not drawn:
+        plt.close(fig)
+        return None
+    fig.suptitle(title, fontsize=11)
+    return _save(fig, path)
+
+
+def comm_busbw(items, path: Path):
+    """Bus bandwidth vs message size: one panel per op and world size, one line per impl."""
+    return _comm_plot(items, path, "busbw_gbps", "busbw (GB/s, log)",
+                      "Collectives: bus bandwidth vs message size (nccl-tests busbw; higher is better)", 1.0)
+
+
+def comm_time(items, path: Path):
+    """Time per call vs message size: the latency end of the sweep that busbw hides."""
+    return _comm_plot(items, path, "time_s", "time per call (us, log)",
+                      "Collectives: time per call vs message size (lower is better)", 1e6)
+
+
+def comm_overhead_rows(items, op: str = "all_reduce"):
+    """[(world, nominal bytes, {impl: time_s}, engine/mpi ratio or None)] for one op: the issue's
+    targets compare the engine's all_reduce with raw MPI_Allreduce."""
+    rows = []
+    for (o, w), lines in sorted(comm_points(items).items(), key=lambda kv: kv[0][1]):
+        if o != op:
+            continue
+        sizes = sorted({b for pts in lines.values() for b, _ in pts})
+        for b in sizes:
+            times = {impl: number(r["metrics"]["time_s"]) for impl, pts in lines.items()
+                     for nb, r in pts if nb == b}
+            e, m = times.get("engine"), times.get("mpi")
+            rows.append((w, b, times, e / m if e and m else None))
+    return rows
+
+
+def comm_table_html(items) -> str:
+    rows = comm_overhead_rows(items)
+    if not rows:
+        return ""
+    impls = sorted({i for _, _, t, _ in rows for i in t}, key=lambda s: _impl_key(s.split(" [")[0]))
+    head = "".join(f"<th>{escape(i)}</th>" for i in impls)
+    body = []
+    for w, b, times, ratio in rows:
+        cells = "".join(f'<td class="num">{_us(times.get(i))}</td>' for i in impls)
+        rc = f"{ratio:.3g}x" if ratio else "-"
+        body.append(f'<tr><td class="num">{w}</td><td class="num">{escape(fmt_bytes(b))}</td>{cells}'
+                    f'<td class="num">{rc}</td></tr>')
+    return ("<p>all_reduce, float32: time per call (us) of each implementation, and the engine's "
+            "time over raw <code>MPI_Allreduce</code>'s (the targets: within 1.10x from 1 MiB, "
+            "at most 2x at 8 B).</p>"
+            f"<table><tr><th>ranks</th><th>size</th>{head}<th>engine / mpi</th></tr>"
+            + "".join(body) + "</table>")
+
+
+def comm_table_md(items) -> list[str]:
+    rows = comm_overhead_rows(items)
+    if not rows:
+        return []
+    impls = sorted({i for _, _, t, _ in rows for i in t}, key=lambda s: _impl_key(s.split(" [")[0]))
+    lines = ["## Collectives: all_reduce float32, time per call (us)", "",
+             "| ranks | size | " + " | ".join(impls) + " | engine / mpi |",
+             "|---:|---:|" + "---:|" * len(impls) + "---:|"]
+    for w, b, times, ratio in rows:
+        lines.append(f"| {w} | {fmt_bytes(b)} | " + " | ".join(_us(times.get(i)) for i in impls)
+                     + f" | {f'{ratio:.3g}x' if ratio else '-'} |")
+    return lines + [""]
+
+
+def _us(t) -> str:
+    return "-" if t is None else f"{t * 1e6:.4g}"
+
+
+def ddp_points(items):
+    """{model: {impl label: {world: record}}} of passed DDP benchmarks."""
+    out: dict = OrderedDict()
+    for run, r in items:
+        if r.get("kind") != "benchmark" or r.get("status") != "pass":
+            continue
+        m = DDP_CASE.match(r["case"])
+        if not m:
+            continue
+        impl = m["impl"] if run is None else f"{m['impl']} [{run}]"
+        out.setdefault(m["model"], {}).setdefault(impl, {})[int(m["world"])] = r
+    return out
+
+
+def ddp_scaling(items, path: Path):
+    """samples/s vs world size per model, one line per impl, with each impl's ideal (linear from
+    its smallest world) dotted."""
+    points = ddp_points(items)
+    data = []
+    for model, impls in points.items():
+        lines = {}
+        for impl, by_world in impls.items():
+            pts = sorted((w, number(r["metrics"].get("samples_per_s"))) for w, r in by_world.items())
+            pts = [(w, s) for w, s in pts if s is not None and s > 0]
+            if pts:
+                lines[impl] = pts
+        if lines:
+            data.append((model, lines))
+    if not data:
+        return None
+    fig, axes = plt.subplots(1, len(data), figsize=(4.8 * len(data), 3.8), squeeze=False)
+    for ax, (model, lines) in zip(axes[0], data):
+        worlds = sorted({w for pts in lines.values() for w, _ in pts})
+        for impl in sorted(lines, key=lambda s: _impl_key(s.split(" [")[0])):
+            pts = lines[impl]
+            style = _style(impl.split(" [")[0])
+            ax.plot([w for w, _ in pts], [s for _, s in pts], label=impl, **style)
+            w0, s0 = pts[0]
+            if len(pts) > 1:
+                ax.plot(worlds, [s0 * w / w0 for w in worlds], color=style.get("color"),
+                        linestyle=":", linewidth=1, alpha=0.6)
+            for w, s in pts:
+                ax.annotate(f"{s:.3g}", (w, s), xytext=(3, 3), textcoords="offset points", fontsize=7)
+        ax.set_xticks(worlds)
+        ax.set_xlabel("ranks (dotted: linear scaling from the fewest ranks)")
+        ax.set_ylabel("samples/s")
+        ax.set_title(f"DDP {model}: throughput vs ranks", fontsize=10)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def ddp_step_split(items, path: Path):
+    """Stacked bars per (world, impl), one panel per model (steps differ by orders of magnitude
+    between models): forward, backward, comm wait, optimizer and the rest of the step (ms), with
+    the fraction of communication hidden behind backward."""
+    panels = []
+    for model, impls in ddp_points(items).items():
+        bars = []
+        for impl in sorted(impls, key=lambda s: _impl_key(s.split(" [")[0])):
+            for w, r in sorted(impls[impl].items()):
+                m = r["metrics"]
+                parts = [max(0.0, number(m.get(k)) or 0.0) for k, _, _ in STEP_PARTS]
+                step = number(m.get("step_ms"))
+                if step is None or step <= 0 or not any(parts):
+                    continue
+                bars.append((f"w{w} {impl}", parts, step, number(m.get("comm_hidden_fraction"))))
+        if bars:
+            panels.append((model, bars))
+    if not panels:
+        return None
+    heights = [0.42 * len(b) + 1.2 for _, b in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, sum(heights) + 0.6), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, (model, bars) in zip(axes[:, 0], panels):
+        ys = list(range(len(bars)))
+        left = [0.0] * len(bars)
+        for k, (_, label, color) in enumerate(STEP_PARTS):
+            widths = [b[1][k] for b in bars]
+            ax.barh(ys, widths, left=left, color=color, label=label)
+            left = [a + b for a, b in zip(left, widths)]
+        rest = [max(0.0, b[2] - l) for b, l in zip(bars, left)]
+        ax.barh(ys, rest, left=left, color="#c7c7c7", label="other (step - parts)")
+        for y, (label, parts, step, hidden) in zip(ys, bars):
+            note = f"{step:.3g} ms"
+            if hidden is not None:
+                note += f", {hidden * 100:.0f}% comm hidden"
+            ax.annotate(note, (max(step, sum(parts)), y), xytext=(3, 0), textcoords="offset points",
+                        va="center", fontsize=7)
+        ax.set_yticks(ys, [b[0] for b in bars], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(max(b[2], sum(b[1])) for b in bars) * 1.4)
+        ax.set_title(f"DDP {model}: one step, per-rank means (ms)", fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
+    axes[-1, 0].set_xlabel("ms per step")
+    return _save(fig, path)
+
+
+def _numeric(vs):
+    return [v if isinstance(v, (int, float)) and not isinstance(v, bool) else float("nan") for v in vs]
+
+
+def is_fashion(case: str) -> bool:
+    """training's fashion_mnist/mlp, ddp's mpi/fashion_mnist/mlp/w2 and the like."""
+    return re.search(r"(^|/)fashion_mnist/", case) is not None
+
+
+def fashion_curves(items, path: Path):
+    """The Fashion-MNIST curves of every run of it (suite training: one process, engine and
+    LibTorch; suite ddp: the engine on several ranks), one panel per quantity, so DDP's accuracy
+    reads against the single-process run's."""
+    series = OrderedDict()  # quantity -> [(label, values)]
+    sources = 0
+    for run, r in items:
+        if not is_fashion(r["case"]) or not r.get("series"):
+            continue
+        if r["suite"] == "training":
+            who = {"engine_": "engine, 1 process", "reference_": "LibTorch, 1 process"}
+        else:
+            m = re.search(r"/w(\d+)(/|$)", r["case"])
+            ranks = f"{m[1]} ranks" if m else r["suite"]
+            backend = r["case"].split("/fashion_mnist/")[0] if "/fashion_mnist/" in r["case"] else ""
+            how = r["suite"].upper() + (f" on {backend}" if backend else "")
+            who = {"engine_": f"engine {how}, {ranks}", "reference_": f"LibTorch {how}, {ranks}"}
+        found = False
+        for key, values in r["series"].items():
+            for prefix, label in who.items():
+                if key.startswith(prefix) and "epoch" in key:
+                    if run is not None:
+                        label += f" [{run}]"
+                    series.setdefault(key[len(prefix):], []).append((label, values))
+                    found = True
+        sources += found
+    # Only worth a plot of its own when it sets runs side by side (the curves plot has each alone).
+    if not series or sources < 2:
+        return None
+    cols = min(3, len(series))
+    rows = (len(series) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.3 * rows), squeeze=False)
+    for ax, (name, lines) in zip(axes.flat, series.items()):
+        for label, values in lines:
+            style = "--" if label.startswith("LibTorch") else "-"
+            ax.plot(range(1, len(values) + 1), _numeric(values), marker="o", markersize=3,
+                    linestyle=style, label=label)
+        ax.set_title(f"Fashion-MNIST MLP: {name}", fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(series):]:
+        ax.axis("off")
+    return _save(fig, path)
+
+
+def ddp_table_md(items) -> list[str]:
+    points = ddp_points(items)
+    if not points:
+        return []
+    lines = ["## DDP", "", "| model | ranks | impl | samples/s | ms/step | comm wait ms | hidden |",
+             "|---|---:|---|---:|---:|---:|---:|"]
+    for model, impls in points.items():
+        for impl in sorted(impls, key=lambda s: _impl_key(s.split(" [")[0])):
+            for w, r in sorted(impls[impl].items()):
+                m = r["metrics"]
+
+                def f(k, fmt="{:.4g}"):
+                    v = number(m.get(k))
+                    return "-" if v is None else fmt.format(v)
+                lines.append(f"| {model} | {w} | {impl} | {f('samples_per_s')} | {f('step_ms')} | "
+                             f"{f('comm_wait_ms')} | {f('comm_hidden_fraction', '{:.0%}')} |")
+    return lines + [""]

@@ -1,0 +1,331 @@
+// The rank side of the `comm` suite: engine (MPI backend), engine-gloo and raw MPI timings of
+// the four collectives over the sweep. See comm_bench.h and Note [Comm iteration policy].
+#include "suites/comm/comm_bench.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "engine/dist/mpi/mpi_group.h"
+#include "engine/dist/process_group.h"
+#include "engine/tensor/factories.h"
+#include "engine/tensor/iterator.h"
+#include "suites/recorded.h"
+
+namespace tb::suites {
+
+namespace {
+
+constexpr int kWarmup = 2, kMinIters = 3, kMaxIters = 1000, kReps = 5;
+const char* const kOps[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
+const char* const kImpls[] = {"engine", "engine-gloo", "mpi"};
+
+int64_t env_int(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long long x = std::strtoll(v, &end, 10);
+  if (*end || x <= 0) throw std::invalid_argument(std::string(name) + "=" + v + ": expected a positive integer");
+  return x;
+}
+
+double env_double(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (*end || !(x > 0)) throw std::invalid_argument(std::string(name) + "=" + v + ": expected a positive number");
+  return x;
+}
+
+void mpi_check(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) {
+    char buf[MPI_MAX_ERROR_STRING] = {};
+    int len = 0;
+    MPI_Error_string(rc, buf, &len);
+    throw std::runtime_error(std::string(call) + " failed: " + std::string(buf, len));
+  }
+}
+
+// What every case of one rank process shares: the groups, made on first use and kept for the
+// whole sweep (a Gloo rendezvous per case would cost more than the small messages it times).
+// Destroyed with the cases, which the harness does before MPI_Finalize runs at exit.
+struct CommState {
+  int world = 1;
+  std::shared_ptr<dist::ProcessGroup> engine;
+  std::shared_ptr<dist::ProcessGroup> gloo;
+  bool gloo_tried = false;
+  std::string gloo_error;   // why engine-gloo records are skipped
+  MPI_Comm comm = MPI_COMM_NULL;
+
+  ~CommState() {
+    gloo.reset();
+    engine.reset();
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    if (comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm);
+  }
+
+  dist::ProcessGroup& engine_group() {
+    if (!engine) engine = dist::new_group("mpi");
+    return *engine;
+  }
+
+  // Every rank must agree on whether Gloo runs, or the ranks that have it would wait on the
+  // others forever: each rank's outcome is reduced over the engine's MPI group.
+  dist::ProcessGroup* gloo_group() {
+    if (!gloo_tried) {
+      gloo_tried = true;
+      try {
+        gloo = dist::new_group("gloo");
+      } catch (const std::exception& e) {
+        gloo_error = e.what();
+      }
+      Tensor ok = full({1}, gloo ? 1.0 : 0.0, DType::Float64);
+      engine_group().all_reduce(ok, dist::ReduceOp::Min)->wait();
+      if (ok.item_double() < 1) {
+        if (gloo_error.empty()) gloo_error = "another rank could not start its gloo group";
+        gloo.reset();
+      }
+    }
+    return gloo.get();
+  }
+
+  MPI_Comm raw_comm() {
+    if (comm == MPI_COMM_NULL) {
+      dist::mpi::thread_level();  // initialises MPI as the backend does, finalised at exit
+      mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
+    }
+    return comm;
+  }
+};
+
+// One implementation's way to call an op and to agree across ranks.
+struct Runner {
+  std::function<void()> call;                 // one call, issued and completed
+  std::function<void()> barrier;
+  std::function<double(double)> max;          // the largest value over ranks
+};
+
+Runner engine_runner(dist::ProcessGroup& pg, const std::string& op, Tensor& in, Tensor& out) {
+  Runner r;
+  dist::ProcessGroup* g = &pg;
+  if (op == "all_reduce")
+    r.call = [g, &in] { g->all_reduce(in)->wait(); };
+  else if (op == "broadcast")
+    r.call = [g, &in] { g->broadcast(in, 0)->wait(); };
+  else if (op == "all_gather")
+    r.call = [g, &in, &out] { g->all_gather(out, in)->wait(); };
+  else
+    r.call = [g, &in, &out] { g->reduce_scatter(out, in)->wait(); };
+  r.barrier = [g] { g->barrier()->wait(); };
+  r.max = [g](double v) {
+    Tensor t = full({1}, v, DType::Float64);
+    g->all_reduce(t, dist::ReduceOp::Max)->wait();
+    return t.item_double();
+  };
+  return r;
+}
+
+// The same buffers through MPI directly: in place for all_reduce (as the engine and torch are),
+// MPI_Reduce_scatter_block for equal chunks.
+Runner mpi_runner(MPI_Comm comm, const std::string& op, Tensor& in, Tensor& out) {
+  Runner r;
+  float* a = in.data_ptr<float>();
+  float* b = out.defined() ? out.data_ptr<float>() : nullptr;
+  const int n = int(in.numel());
+  const int m = out.defined() ? int(out.numel()) : 0;
+  if (op == "all_reduce")
+    r.call = [=] { mpi_check(MPI_Allreduce(MPI_IN_PLACE, a, n, MPI_FLOAT, MPI_SUM, comm), "MPI_Allreduce"); };
+  else if (op == "broadcast")
+    r.call = [=] { mpi_check(MPI_Bcast(a, n, MPI_FLOAT, 0, comm), "MPI_Bcast"); };
+  else if (op == "all_gather")
+    r.call = [=] { mpi_check(MPI_Allgather(a, n, MPI_FLOAT, b, n, MPI_FLOAT, comm), "MPI_Allgather"); };
+  else
+    r.call = [=] {
+      mpi_check(MPI_Reduce_scatter_block(a, b, m, MPI_FLOAT, MPI_SUM, comm), "MPI_Reduce_scatter_block");
+    };
+  r.barrier = [comm] { mpi_check(MPI_Barrier(comm), "MPI_Barrier"); };
+  r.max = [comm](double v) {
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+    return v;
+  };
+  return r;
+}
+
+// Per-call mean of `n` calls between a barrier and the clock, the largest over ranks.
+double timed(const Runner& r, int n) {
+  r.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) r.call();
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n;
+  return r.max(dt);
+}
+
+struct Timing {
+  double median = 0, min = 0, max = 0;
+  int calls = 0;  // over all repetitions
+};
+
+// kReps repetitions of ceil(iters / kReps) calls; the same values on every rank.
+Timing timed_reps(const Runner& r, int iters) {
+  const int per = (iters + kReps - 1) / kReps;
+  std::vector<double> t;
+  for (int i = 0; i < kReps; ++i) t.push_back(timed(r, per));
+  std::sort(t.begin(), t.end());
+  return {t[kReps / 2], t.front(), t.back(), per * kReps};
+}
+
+// Every rank sends rank+1 (exact in float32), so the first call's output is known everywhere.
+// Returns an empty string when right, else what went wrong.
+std::string check_output(const std::string& op, const Tensor& in, const Tensor& out, int rank, int world) {
+  const float sum = float(world) * float(world + 1) / 2;
+  auto first_bad = [](const float* p, int64_t n, auto want) -> int64_t {
+    for (int64_t i = 0; i < n; ++i)
+      if (p[i] != want(i)) return i;
+    return -1;
+  };
+  int64_t bad = -1;
+  float got = 0, want = 0;
+  if (op == "all_reduce" || op == "broadcast") {
+    want = op == "all_reduce" ? sum : 1.0f;
+    bad = first_bad(in.data_ptr<float>(), in.numel(), [&](int64_t) { return want; });
+    if (bad >= 0) got = in.data_ptr<float>()[bad];
+  } else if (op == "all_gather") {
+    const int64_t chunk = in.numel();
+    bad = first_bad(out.data_ptr<float>(), out.numel(), [&](int64_t i) { return float(i / chunk + 1); });
+    if (bad >= 0) got = out.data_ptr<float>()[bad], want = float(bad / chunk + 1);
+  } else {
+    want = sum;
+    bad = first_bad(out.data_ptr<float>(), out.numel(), [&](int64_t) { return sum; });
+    if (bad >= 0) got = out.data_ptr<float>()[bad];
+  }
+  if (bad < 0) return "";
+  return "rank " + std::to_string(rank) + ": " + op + " output element " + std::to_string(bad) + " is " +
+         std::to_string(got) + ", expected " + std::to_string(want) + " (every rank sent rank+1)";
+}
+
+void run_point(CommState& st, const std::string& op, int64_t nominal, const std::string& impl, double target_s,
+               harness::Record& rec) {
+  rec.kind = "benchmark";
+  const int world = st.world;
+  dist::ProcessGroup* pg = nullptr;
+  if (impl == "engine") pg = &st.engine_group();
+  if (impl == "engine-gloo") {
+    pg = st.gloo_group();
+    if (!pg) {
+      rec.status = "skip";
+      rec.message = "engine-gloo: " + st.gloo_error;
+      return;
+    }
+  }
+  const int rank = pg ? pg->rank() : dist::world_from_env().rank;
+  const CommShape shape = comm_shape(op, nominal, world);
+  // Inputs and outputs as nccl-tests lays them out: all_gather in = chunk, out = world chunks;
+  // reduce_scatter the reverse; all_reduce and broadcast one buffer, in place.
+  Tensor in, out;
+  if (op == "all_gather") {
+    in = full({shape.chunk}, double(rank + 1));
+    out = empty({shape.chunk * world});
+  } else if (op == "reduce_scatter") {
+    in = full({shape.chunk * world}, double(rank + 1));
+    out = empty({shape.chunk});
+  } else {
+    in = full({shape.chunk}, double(rank + 1));
+  }
+  const Runner r = pg ? engine_runner(*pg, op, in, out) : mpi_runner(st.raw_comm(), op, in, out);
+
+  r.call();
+  const std::string wrong = check_output(op, in, out, rank, world);
+  zero_(in);  // later calls on zeros: no overflow, no denormals
+  for (int i = 1; i < kWarmup; ++i) r.call();
+  const double probe = timed(r, 1);
+  const int iters = int(std::clamp(std::ceil(target_s / std::max(probe, 1e-9)), double(kMinIters), double(kMaxIters)));
+  const Timing t = timed_reps(r, iters);
+  // Every rank finished the same calls before the verdict, so a wrong answer cannot desync them.
+  check(wrong.empty(), wrong);
+
+  const double algbw = double(shape.bytes) / t.median / 1e9;
+  rec.metrics["time_s"] = t.median;
+  rec.metrics["time_min_s"] = t.min;
+  rec.metrics["time_max_s"] = t.max;
+  rec.metrics["algbw_gbps"] = algbw;
+  rec.metrics["busbw_gbps"] = algbw * comm_bus_factor(op, world);
+  rec.metrics["bytes"] = double(shape.bytes);
+  rec.metrics["world"] = world;
+  rec.metrics["iterations"] = t.calls;
+  rec.metrics["repetitions"] = kReps;
+  rec.metrics["threads"] = num_threads();
+}
+
+}  // namespace
+
+CommSweep comm_sweep_from_env() {
+  CommSweep s;
+  s.ops.assign(std::begin(kOps), std::end(kOps));
+  int64_t max_bytes = int64_t(256) << 20;
+  s.target_s = 0.2;
+  const char* sweep = std::getenv("TRAINBENCH_COMM_SWEEP");
+  const std::string mode = sweep ? sweep : "";
+  if (mode == "quick") {
+    max_bytes = int64_t(4) << 20;
+    s.target_s = 0.1;
+  } else if (!mode.empty() && mode != "full") {
+    throw std::invalid_argument("TRAINBENCH_COMM_SWEEP=" + mode + ": expected full or quick");
+  }
+  max_bytes = env_int("TRAINBENCH_COMM_MAX_BYTES", max_bytes);
+  s.target_s = env_double("TRAINBENCH_COMM_TARGET_S", s.target_s);
+  // 8 B (one float per rank at world 2), then 16 B * 4^k: 1 KiB, 4 KiB ... 256 MiB land on it.
+  if (max_bytes >= 8) s.sizes.push_back(8);
+  for (int64_t b = 16; b <= max_bytes; b *= 4) s.sizes.push_back(b);
+  return s;
+}
+
+double comm_bus_factor(const std::string& op, int world) {
+  const double p = world;
+  if (op == "all_reduce") return 2 * (p - 1) / p;
+  if (op == "all_gather" || op == "reduce_scatter") return (p - 1) / p;
+  return 1;
+}
+
+CommShape comm_shape(const std::string& op, int64_t nominal_bytes, int world) {
+  if (op == "all_gather" || op == "reduce_scatter") {
+    const int64_t chunk = std::max<int64_t>(1, nominal_bytes / (4 * int64_t(world)));
+    return {chunk, chunk * world * 4};
+  }
+  const int64_t n = std::max<int64_t>(1, nominal_bytes / 4);
+  return {n, n * 4};
+}
+
+std::string comm_case_name(const std::string& op, int64_t nominal_bytes, int world, const std::string& impl) {
+  return op + "/float32/" + std::to_string(nominal_bytes) + "/w" + std::to_string(world) + "/" + impl;
+}
+
+std::vector<harness::TestCase> comm_rank_benches(int world) {
+  const CommSweep sweep = comm_sweep_from_env();
+  auto st = std::make_shared<CommState>();
+  st->world = world;
+  std::vector<harness::TestCase> cases;
+  for (const std::string& op : sweep.ops)
+    for (int64_t bytes : sweep.sizes)
+      for (const char* impl : kImpls) {
+        const std::string name = comm_case_name(op, bytes, world, impl);
+        const double target = sweep.target_s;
+        cases.push_back(recorded_case(
+            "comm", name,
+            [st, op, bytes, impl = std::string(impl), target](harness::Record& r) {
+              run_point(*st, op, bytes, impl, target, r);
+            },
+            /*with_seed=*/false));
+      }
+  return cases;
+}
+
+}  // namespace tb::suites

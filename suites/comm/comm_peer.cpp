@@ -1,0 +1,289 @@
+// The Python peers of the `comm` and `ddp` suites: PyTorch's Gloo backend and PyTorch DDP on
+// Gloo, run by the parent after each world size (Suite::peer). Each script starts its own ranks
+// (torchrun) and prints one JSON record per line; this file runs it under a timeout and turns
+// the lines into Records. See comm_bench.h.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "suites/comm/comm_bench.h"
+
+extern char** environ;
+
+namespace tb::suites {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PeerRun {
+  int exit_code = -1;      // 128 + signal when killed
+  bool timed_out = false;
+  double seconds = 0;
+  std::string out, err;
+};
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+// Note [Peer timeouts] (reference/dist/torch_launch.py has the Python half)
+// The script runs in a process group of its own and dies with us (PR_SET_PDEATHSIG); torchrun
+// and its workers die with the script. Past the timeout the group gets SIGTERM, 5 s later
+// SIGKILL, so a peer that hangs costs at most timeout + 5 s and leaves nothing behind. The
+// script's own --timeout is shorter, so normally it stops its ranks itself and says why.
+PeerRun run_with_timeout(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("peer: pipe failed: ") + std::strerror(errno));
+  std::vector<char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("peer: fork failed: ") + std::strerror(errno));
+  if (pid == 0) {  // only async-signal-safe calls until exec
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    execve(cargv[0], cargv.data(), environ);
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also from here, so the kill below cannot miss a child not yet in its group
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+
+  PeerRun run;
+  const auto deadline = t0 + timeout;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&run.out, &run.err};
+  int open_fds = 2;
+  bool term_sent = false;
+  auto kill_deadline = deadline;
+  while (open_fds > 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!term_sent && now >= deadline) {
+      run.timed_out = true;
+      term_sent = true;
+      kill(-pid, SIGTERM);
+      kill_deadline = now + std::chrono::seconds(5);
+    } else if (term_sent && now >= kill_deadline) {
+      kill(-pid, SIGKILL);
+      break;  // a grandchild may keep the pipes open; stop reading
+    }
+    const auto until = term_sent ? kill_deadline : deadline;
+    const int ms = int(std::max<int64_t>(
+        1, std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()));
+    for (pollfd& f : fds) f.revents = 0;
+    const int n = poll(fds, 2, std::min(ms, 1000));
+    if (n < 0 && errno != EINTR) break;
+    if (n <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[65536];
+      const ssize_t got = read(fds[i].fd, buf, sizeof buf);
+      if (got > 0) {
+        sinks[i]->append(buf, size_t(got));
+      } else if (got == 0 || errno != EINTR) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (pollfd& f : fds)
+    if (f.fd >= 0) close(f.fd);
+  // The script has closed its output: it is exiting. Reap it, killing the group if it lingers.
+  int status = 0;
+  for (int i = 0;; ++i) {
+    const pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid || (w < 0 && errno != EINTR)) break;
+    if (i == 50) kill(-pid, SIGKILL);  // 5 s after the pipes closed
+    usleep(100 * 1000);
+  }
+  kill(-pid, SIGKILL);  // whatever of the group is left (nothing, normally)
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return run;
+}
+
+std::string tail_lines(const std::string& text, size_t n) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::string out;
+  for (size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i) out += lines[i] + "\n";
+  return out;
+}
+
+harness::Record record_from_line(const nlohmann::json& j) {
+  harness::Record r;
+  r.suite = j.value("suite", "");
+  r.case_name = j.value("case", "");
+  r.kind = j.value("kind", "benchmark");
+  r.status = j.value("status", "error");
+  r.rank = j.value("rank", 0);
+  r.metrics = j.value("metrics", nlohmann::json::object());
+  r.tolerances = j.value("tolerances", nlohmann::json::object());
+  r.duration_s = j.value("duration_s", 0.0);
+  r.message = j.value("message", "");
+  return r;
+}
+
+harness::Record missing_record(const std::string& suite, const std::string& name, const std::string& status,
+                               const std::string& message) {
+  harness::Record r;
+  r.suite = suite;
+  r.case_name = name;
+  r.kind = "benchmark";
+  r.status = status;
+  r.message = message;
+  return r;
+}
+
+// Runs `script` with `args`, returns its records plus one record per expected case it did not
+// produce (skip without the project's Python, error with the diagnosis otherwise).
+std::vector<harness::Record> run_peer(const std::string& suite, const std::string& script, int world,
+                                      std::vector<std::string> args, const std::vector<std::string>& expected) {
+  const std::string venv = env_or("TRAINBENCH_VENV", "");
+  const std::string python = venv.empty() ? "" : venv + "/bin/python";
+  std::vector<harness::Record> out;
+  if (script.empty()) {
+    for (const std::string& name : expected)
+      out.push_back(missing_record(suite, name, "error",
+                                   "torch-gloo peer: cannot find its script under reference/dist of the source tree "
+                                   "(Note [Finding the peer scripts]); set TRAINBENCH_SOURCE_DIR"));
+    return out;
+  }
+  if (python.empty() || access(python.c_str(), X_OK) != 0) {
+    const std::string why = "torch-gloo peer: no project Python (TRAINBENCH_VENV=" + venv +
+                            "; run ci/bootstrap), PyTorch's figures not measured";
+    for (const std::string& name : expected) out.push_back(missing_record(suite, name, "skip", why));
+    return out;
+  }
+  const std::string threads = env_or("TRAINBENCH_RANK_THREADS", "1");
+  const long timeout_s = std::strtol(env_or("TRAINBENCH_PEER_TIMEOUT", "1800").c_str(), nullptr, 10);
+  const long script_timeout = std::max(10L, timeout_s - 15);  // the script stops first, with a reason
+  std::vector<std::string> argv = {python,    script,         "--world", std::to_string(world), "--threads",
+                                   threads,   "--timeout", std::to_string(script_timeout)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const PeerRun run = run_with_timeout(argv, std::chrono::seconds(std::max(20L, timeout_s)));
+
+  std::set<std::string> seen;
+  std::istringstream lines(run.out);
+  std::string stray;  // stdout lines that are not records (shown in a diagnosis)
+  for (std::string line; std::getline(lines, line);) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("case")) {
+      harness::Record r = record_from_line(j);
+      if (r.suite.empty()) r.suite = suite;
+      seen.insert(r.case_name);
+      out.push_back(std::move(r));
+    } else if (!line.empty()) {
+      stray += line + "\n";
+    }
+  }
+  const bool ok = run.exit_code == 0 && !run.timed_out;
+  std::string diagnosis;
+  if (!ok) {
+    std::ostringstream d;
+    d << fs::path(script).filename().string() << " --world " << world << " ";
+    if (run.timed_out)
+      d << "timed out after " << timeout_s << " s (TRAINBENCH_PEER_TIMEOUT); its process group was killed";
+    else
+      d << "exited with status " << run.exit_code << " after " << run.seconds << " s";
+    d << "; last lines:\n" << tail_lines(stray + run.err, 25);
+    diagnosis = d.str();
+  }
+  bool first = true;
+  for (const std::string& name : expected) {
+    if (seen.count(name)) continue;
+    std::string msg = ok ? "the peer finished without producing this case" : diagnosis;
+    if (!first && !ok) msg = "not measured: the torch-gloo peer failed (see the first missing case of w" +
+                             std::to_string(world) + ")";
+    out.push_back(missing_record(suite, name, "error", msg));
+    first = false;
+  }
+  if (!ok && first) std::cerr << "trainbench: warning: " << diagnosis;  // every case there, yet it failed
+  return out;
+}
+
+// Note [Finding the peer scripts]
+// The scripts live in the source tree (reference/dist). __FILE__ is not enough to find it: with
+// ccache's base_dir (CCACHE_BASEDIR, as ci/ and the README build) it is relative to the build
+// folder. So: TRAINBENCH_SOURCE_DIR, then TB_SOURCE_DIR if the build defines it, then an
+// absolute __FILE__, then every folder above the running program and above the current one
+// (build folders sit inside the tree).
+std::string script_path(const std::string& name) {
+  const fs::path rel = fs::path("reference") / "dist" / name;
+  std::vector<fs::path> roots;
+  if (const char* d = std::getenv("TRAINBENCH_SOURCE_DIR"); d && *d) roots.emplace_back(d);
+#ifdef TB_SOURCE_DIR
+  roots.emplace_back(TB_SOURCE_DIR);
+#endif
+  if (const fs::path f(__FILE__); f.is_absolute()) roots.push_back(f.parent_path().parent_path().parent_path());
+  std::error_code ec;
+  for (fs::path start : {fs::read_symlink("/proc/self/exe", ec).parent_path(), fs::current_path(ec)})
+    for (fs::path p = start; !p.empty(); p = p.parent_path()) {
+      roots.push_back(p);
+      if (p == p.root_path()) break;
+    }
+  for (const fs::path& root : roots)
+    if (fs::is_regular_file(root / rel, ec)) return (root / rel).lexically_normal().string();
+  return "";
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+}  // namespace
+
+std::vector<harness::Record> comm_peer(int world) {
+  const CommSweep sweep = comm_sweep_from_env();
+  std::vector<std::string> sizes, expected;
+  for (int64_t b : sweep.sizes) sizes.push_back(std::to_string(b));
+  for (const std::string& op : sweep.ops)
+    for (int64_t b : sweep.sizes) expected.push_back(comm_case_name(op, b, world, "torch-gloo"));
+  std::ostringstream target;
+  target << sweep.target_s;
+  return run_peer("comm", script_path("torch_comm_bench.py"), world,
+                  {"--sizes", join(sizes), "--ops", join(sweep.ops), "--target-s", target.str()}, expected);
+}
+
+std::vector<harness::Record> ddp_peer(int world) {
+  // TRAINBENCH_DDP_MODELS (default mlp,gpt) and TRAINBENCH_DDP_BENCH_S (seconds of timed steps
+  // per model, default 2, as for the engine's ddp benchmarks) choose what the PyTorch side measures.
+  const std::string models = env_or("TRAINBENCH_DDP_MODELS", "mlp,gpt");
+  std::vector<std::string> expected;
+  std::istringstream in(models);
+  for (std::string m; std::getline(in, m, ',');)
+    if (!m.empty()) expected.push_back("ddp/" + m + "/w" + std::to_string(world) + "/torch-gloo");
+  return run_peer("ddp", script_path("torch_ddp_bench.py"), world,
+                  {"--models", models, "--target-s", env_or("TRAINBENCH_DDP_BENCH_S", "2")}, expected);
+}
+
+}  // namespace tb::suites

@@ -109,6 +109,9 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta = 1, double alpha = 1);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+// relu(linear(x, weight, bias)) in one node: one product with the bias and relu in its epilogue,
+// and a backward that masks the gradient and sums the bias gradient in one pass.
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 Tensor outer(const Tensor& a, const Tensor& b);
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 

@@ -1,6 +1,12 @@
 // Sequential, ModuleList, ModuleDict. See container.h.
 #include "engine/nn/container.h"
 
+#include <typeinfo>
+
+#include "engine/autograd/functions.h"
+#include "engine/nn/activation.h"
+#include "engine/nn/linear.h"
+
 namespace tb::nn {
 
 Sequential::Sequential(std::initializer_list<ModulePtr> modules) : Module("Sequential") {
@@ -12,9 +18,25 @@ void Sequential::push_back(ModulePtr m) {
   items_.push_back(std::move(m));
 }
 
+// Note [Sequential fuses Linear + ReLU]
+// A Linear followed by a ReLU (exactly those classes, neither hooked) runs as one
+// autograd::linear_relu: the bias and the relu happen in the product's epilogue and the backward
+// masks the gradient in the pass that sums the bias gradient, so the MLP's activations cost no
+// passes of their own. The values are the unfused pair's: the relu commutes with the product's
+// one rounding. Subclasses (which may override forward) and hooked modules run one by one.
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (const ModulePtr& m : items_) y = (*m)(y);
+  for (size_t i = 0; i < items_.size(); ++i) {
+    const ModulePtr& m = items_[i];
+    if (i + 1 < items_.size() && typeid(*m) == typeid(Linear) && typeid(*items_[i + 1]) == typeid(ReLU) &&
+        !m->has_hooks() && !items_[i + 1]->has_hooks()) {
+      const auto& lin = static_cast<const Linear&>(*m);
+      y = autograd::linear_relu(y, lin.weight, lin.bias);
+      ++i;
+      continue;
+    }
+    y = (*m)(y);
+  }
   return y;
 }
 

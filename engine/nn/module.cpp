@@ -39,6 +39,10 @@ Tensor Module::forward(const Tensor&) {
   throw core::Error(type_name_ + ".forward", "this module has no single-tensor forward; call its own forward method");
 }
 
+bool Module::has_hooks() const {
+  return hooks_ && (!hooks_->pre.empty() || !hooks_->fwd.empty() || !hooks_->bwd.empty());
+}
+
 Tensor Module::operator()(const Tensor& x) {
   return call_with_hooks({x}, [this](const TensorList& in) { return forward(in[0]); });
 }

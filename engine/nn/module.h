@@ -162,6 +162,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // The module must outlive the backward passes through graphs it recorded while hooked.
   // See Note [Full backward hooks] in module.cpp.
   RemovableHandle register_full_backward_hook(BackwardHook fn);
+  // Whether any hook is registered: a container may fuse two children's forwards into one op
+  // (Sequential: Linear + ReLU) only when neither has a hook that would observe the step between.
+  bool has_hooks() const;
 
  protected:
   // Runs `fwd` on `inputs` with every hook around it: for modules whose forward takes several

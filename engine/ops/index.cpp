@@ -289,8 +289,26 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, double value) {
            core::name(mask.dtype()));
   const Shape b = core::broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill");
   Tensor r = empty(b, self.dtype());
-  r.copy_(self.expand(b));
-  masked_fill_kernel(r, mask.expand(b), value);
+  // One pass, r = mask ? value : self, instead of a copy and then the fill: attention's causal
+  // mask (and its backward) runs this over every score. The select is branch-free so the dense
+  // inner run vectorises.
+  StridedLoop loop({r, self.expand(b), mask.expand(b)});
+  core::dispatch(self.dtype(), [&]<typename T>() {
+    const T v = cast_value<T>(value);
+    loop.for_each([v](char** p, const int64_t* st, int64_t n) {
+      if (st[0] == int64_t(sizeof(T)) && st[1] == int64_t(sizeof(T)) && st[2] == 1) {
+        T* __restrict__ o = reinterpret_cast<T*>(p[0]);
+        const T* __restrict__ x = reinterpret_cast<const T*>(p[1]);
+        const bool* __restrict__ m = reinterpret_cast<const bool*>(p[2]);
+        for (int64_t i = 0; i < n; ++i) o[i] = m[i] ? v : x[i];
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const bool m = *reinterpret_cast<const bool*>(p[2] + i * st[2]);
+        *reinterpret_cast<T*>(p[0] + i * st[0]) = m ? v : *reinterpret_cast<const T*>(p[1] + i * st[1]);
+      }
+    });
+  });
   return r;
 }
 

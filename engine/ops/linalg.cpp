@@ -3,10 +3,13 @@
 // cpu/linalg_einsum.cpp.
 #include "engine/ops/linalg.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/ops/cpu/linalg_gemm.h"
 #include "engine/ops/cpu/loops.h"
+#include "engine/tensor/factories.h"
+#include "engine/tensor/iterator.h"
 
 namespace tb::ops {
 
@@ -106,6 +109,22 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
       return bmm_fresh(a3, b2.unsqueeze(0)).view(out_shape);
     }
   }
+  // Two batch dims that do not merge into one stride (attention's heads): read in place by a
+  // 4-D product rather than copied by as_batched (Note [Two batch dims] in cpu/linalg_gemm.cpp).
+  if (batch.size() == 2 && (a.dtype() == DType::Float32 || a.dtype() == DType::BFloat16)) {
+    const Tensor a4 = a2.expand({batch[0], batch[1], M, K}), b4 = b2.expand({batch[0], batch[1], K, N});
+    const Shape flat_a = {batch[0] * batch[1], M, K}, flat_b = {batch[0] * batch[1], K, N};
+    const bool a_merges = compute_view_strides(a4.sizes(), a4.strides(), flat_a).has_value();
+    const bool b_merges = compute_view_strides(b4.sizes(), b4.strides(), flat_b).has_value();
+    auto no_zero_batch_stride = [](const Tensor& t) {
+      return (t.size(0) == 1 || t.stride(0) != 0) && (t.size(1) == 1 || t.stride(1) != 0);
+    };
+    if ((!a_merges || !b_merges) && no_zero_batch_stride(a4) && no_zero_batch_stride(b4)) {
+      Tensor out = empty({batch[0], batch[1], M, N}, a.dtype());
+      cpu::gemm_batched(out, a4, b4);
+      return out.view(out_shape);
+    }
+  }
   return bmm_fresh(as_batched(a2, batch), as_batched(b2, batch)).view(out_shape);
 }
 
@@ -125,37 +144,163 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta, 
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  TB_CHECK(x.dim() >= 1, "linear", "input must be at least 1-D, got a 0-D tensor");
-  check_dim("linear", weight, 2, "weight");
-  check_same_dtype("linear", x, weight);
+namespace {
+
+// linear and linear_relu. Like PyTorch, a 2-D input is one fused addmm: the bias joins the float32
+// accumulator and the sum is rounded once. Other ranks round the product to the dtype first and
+// then add the bias, visible in float16/bfloat16 only: float32 (oneDNN accumulates in float32 and
+// stores float32) and float64 / integer products round nothing in between, so they take the
+// fused epilogue at every rank. The relu commutes with that one rounding (monotone, 0 exact).
+Tensor linear_impl(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu) {
+  TB_CHECK(x.dim() >= 1, op, "input must be at least 1-D, got a 0-D tensor");
+  check_dim(op, weight, 2, "weight");
+  check_same_dtype(op, x, weight);
   const int64_t in = weight.size(1), outf = weight.size(0);
-  TB_CHECK(x.size(-1) == in, "linear", "mat1 and mat2 shapes cannot be multiplied: input ", core::to_string(x.sizes()),
+  TB_CHECK(x.size(-1) == in, op, "mat1 and mat2 shapes cannot be multiplied: input ", core::to_string(x.sizes()),
            ", weight ", core::to_string(weight.sizes()));
+  if (bias.defined()) {
+    check_same_dtype(op, x, bias);
+    TB_CHECK(bias.dim() <= 1 && (bias.numel() == outf || bias.numel() == 1), op, "bias of shape ",
+             core::to_string(bias.sizes()), " does not match ", outf, " output features");
+  }
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
   const Tensor x2 = x.reshape({rows, in});
   Tensor out = empty({rows, outf}, x.dtype());
-  if (bias.defined()) {
-    check_same_dtype("linear", x, bias);
-    TB_CHECK(bias.dim() <= 1 && (bias.numel() == outf || bias.numel() == 1), "linear", "bias of shape ",
-             core::to_string(bias.sizes()), " does not match ", outf, " output features");
-  }
-  // Like PyTorch: a 2-D input is one fused addmm; other ranks round the product to the dtype
-  // first and then add the bias (visible in float16/bfloat16).
-  const bool fused = bias.defined() && x.dim() == 2;
-  if (fused) out.copy_(bias);
-  cpu::gemm_batched(out.unsqueeze(0), x2.unsqueeze(0), weight.t().unsqueeze(0), 1, fused ? 1 : 0);
+  const bool low_precision = x.dtype() == DType::BFloat16 || x.dtype() == DType::Float16;
+  const bool fused = bias.defined() && (x.dim() == 2 || !low_precision);
+  cpu::GemmEpilogue ep;
+  ep.relu = relu && (fused || !bias.defined());
+  if (fused) ep.bias = bias.reshape({bias.numel()}).expand({outf}).contiguous();
+  cpu::gemm_batched(out.unsqueeze(0), x2.unsqueeze(0), weight.t().unsqueeze(0), 1, 0, ep);
   if (bias.defined() && !fused) {
     StridedLoop loop({out, out, bias.expand({rows, outf})});
     core::dispatch(out.dtype(), [&]<typename T>() {
       using Op = core::opmath_t<T>;
-      cpu::cpu_kernel<T, T, T>(loop, [](Op y, Op b) -> Op { return y + b; });
+      if (relu) {
+        cpu::cpu_kernel<T, T, T>(loop, [](Op y, Op b) -> Op {
+          const Op v = y + b;
+          return v < Op(0) ? Op(0) : v;
+        });
+      } else {
+        cpu::cpu_kernel<T, T, T>(loop, [](Op y, Op b) -> Op { return y + b; });
+      }
     });
   }
   Shape shape(x.sizes().begin(), x.sizes().end() - 1);
   shape.push_back(outf);
   return out.view(shape);
+}
+
+// One thread's columns [c0, c1) of linear_grad_prep, over all rows; c0 a multiple of 32 (the
+// mask's word size). mask: `words` int32 words a row.
+template <typename T, bool kMask>
+void grad_prep_columns(const T* g, const uint32_t* mask, int64_t words, T* gi, T* bias_grad, int64_t rows, int64_t n,
+                       int64_t c0, int64_t c1) {
+  using Op = core::opmath_t<T>;
+  constexpr int64_t kBlock = 64;  // rows per partial sum
+  constexpr int64_t kCols = 256;  // columns per chunk: partial + total stay in L1
+  Op part[kCols], total[kCols];
+  for (int64_t j0 = c0; j0 < c1; j0 += kCols) {
+    const int64_t nj = std::min(kCols, c1 - j0);
+    for (int64_t j = 0; j < nj; ++j) total[j] = Op(0);
+    for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+      for (int64_t j = 0; j < nj; ++j) part[j] = Op(0);
+      const int64_t r1 = std::min(rows, r0 + kBlock);
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* gr = g + r * n + j0;
+        T* gir = gi + r * n + j0;
+        const uint32_t* mr = kMask ? mask + r * words + j0 / 32 : nullptr;
+        for (int64_t j = 0; j < nj; ++j) {
+          Op v = Op(gr[j]);
+          if constexpr (kMask) {
+            v = (mr[j >> 5] >> (j & 31)) & 1u ? v : Op(0);  // threshold_backward(grad, output, 0)
+            gir[j] = T(v);
+          }
+          part[j] += v;
+        }
+      }
+      for (int64_t j = 0; j < nj; ++j) total[j] += part[j];
+    }
+    if (bias_grad)
+      for (int64_t j = 0; j < nj; ++j) bias_grad[j0 + j] = T(total[j]);
+  }
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_impl("linear", x, weight, bias, false);
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_impl("linear_relu", x, weight, bias, true);
+}
+
+Tensor relu_mask(const Tensor& output) {
+  const char* op = "relu_mask";
+  check_dim(op, output, 2, "output");
+  TB_CHECK(core::is_floating(output.dtype()), op, "expected a floating output, got ", core::name(output.dtype()));
+  const int64_t rows = output.size(0), n = output.size(1), words = (n + 31) / 32;
+  Tensor mask = empty({rows, words}, DType::Int32);
+  if (rows * words == 0) return mask;
+  const Tensor y = output.contiguous();
+  core::dispatch_floating(y.dtype(), op, [&]<typename T>() {
+    using Op = core::opmath_t<T>;
+    const T* yp = y.data_ptr<T>();
+    uint32_t* mp = reinterpret_cast<uint32_t*>(mask.data_ptr<int32_t>());
+#pragma omp parallel for schedule(static) if (rows * n > kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* yr = yp + r * n;
+      for (int64_t w = 0; w < words; ++w) {
+        const int64_t j0 = w * 32, nj = std::min<int64_t>(32, n - j0);
+        uint32_t bits = 0;
+        for (int64_t j = 0; j < nj; ++j) bits |= uint32_t(!(Op(yr[j0 + j]) <= Op(0))) << j;
+        mp[r * words + w] = bits;
+      }
+    }
+  });
+  return mask;
+}
+
+LinearGradPrep linear_grad_prep(const Tensor& grad, const Tensor& mask, bool want_bias_grad, bool in_place) {
+  const char* op = "linear_grad_prep";
+  check_dim(op, grad, 2, "grad");
+  TB_CHECK(core::is_floating(grad.dtype()), op, "expected a floating grad, got ", core::name(grad.dtype()));
+  const bool masked = mask.defined();
+  const int64_t rows = grad.size(0), n = grad.size(1), words = (n + 31) / 32;
+  if (masked) {
+    TB_CHECK(mask.dtype() == DType::Int32 && mask.dim() == 2 && mask.size(0) == rows && mask.size(1) == words, op,
+             "mask ", core::to_string(mask.sizes()), " ", core::name(mask.dtype()), " is not the relu_mask of a ",
+             core::to_string(grad.sizes()), " output");
+  }
+  LinearGradPrep r;
+  if (!masked && !want_bias_grad) {
+    r.grad_in = grad;
+    return r;
+  }
+  const Tensor g = grad.contiguous(), m = masked ? mask.contiguous() : Tensor();
+  r.grad_in = !masked ? grad : in_place && grad.is_contiguous() ? grad : empty({rows, n}, g.dtype());
+  if (want_bias_grad) r.bias_grad = rows == 0 ? zeros({n}, g.dtype()) : empty({n}, g.dtype());
+  if (rows * n == 0) return r;
+  core::dispatch_floating(g.dtype(), op, [&]<typename T>() {
+    const T* gp = g.data_ptr<T>();
+    const uint32_t* mp = masked ? reinterpret_cast<const uint32_t*>(m.data_ptr<int32_t>()) : nullptr;
+    T* gip = masked ? r.grad_in.data_ptr<T>() : nullptr;
+    T* bp = want_bias_grad ? r.bias_grad.data_ptr<T>() : nullptr;
+    // Split the columns between the threads in multiples of 32 (whole mask words, and whole
+    // cache lines of float32), so each thread writes disjoint columns of grad_in and bias_grad.
+    const int64_t threads = rows * n > kParallelGrain ? std::max(1, num_threads()) : 1;
+    const int64_t per = (((n + threads - 1) / threads) + 31) / 32 * 32;
+#pragma omp parallel for schedule(static) num_threads(int(threads)) if (threads > 1)
+    for (int64_t t = 0; t < threads; ++t) {
+      const int64_t c0 = std::min(n, t * per), c1 = std::min(n, c0 + per);
+      if (c0 >= c1) continue;
+      if (masked) grad_prep_columns<T, true>(gp, mp, words, gip, bp, rows, n, c0, c1);
+      else grad_prep_columns<T, false>(gp, mp, words, gip, bp, rows, n, c0, c1);
+    }
+  });
+  return r;
 }
 
 Tensor outer(const Tensor& a, const Tensor& b) {

@@ -1,6 +1,6 @@
 // Gradient cases of the linear-algebra ops (engine/autograd/functions/linalg.cpp): mm, bmm,
 // matmul in each of PyTorch's 1-D/2-D/N-D broadcasting forms, dot, addmm (beta/alpha, beta = 0),
-// linear (2-D, N-D, 1-D, with and without bias), outer, and einsum (contractions, diagonals,
+// linear (2-D, N-D, 1-D, with and without bias), linear_relu, outer, and einsum (contractions, diagonals,
 // traces, broadcasting "...", implicit outputs, labels summed in one operand, three operands).
 // Float32 and float64, contiguous and transposed/strided/expanded operands, views before the op.
 #include "engine/autograd/functions.h"
@@ -142,9 +142,37 @@ std::vector<GradCase> grad_linalg_cases() {
     row("linear/" + d + "/input_only", {{{4, 3}, dt}, {{5, 3}, dt}},
         [](const In& x) { return one(A::linear(x[0], x[1])); }, [](const RIn& x) { return one(R::linear(x[0], x[1])); })
         .wrt = {0};
+    // linear_relu (one node: epilogue relu, backward masks the gradient and sums the bias
+    // gradient in one pass) against LibTorch's relu(linear(...)).
+    auto lr = [](const In& x) { return one(A::linear_relu(x[0], x[1], x.size() > 2 ? x[2] : tb::Tensor())); };
+    auto rlr = [](const RIn& x) { return one(R::relu(R::linear(x[0], x[1], x.size() > 2 ? x[2] : ref::Tensor()))); };
+    row("linear_relu/" + d + "/2d", {{{6, 3}, dt, Layout::Transposed}, {{5, 3}, dt}, {{5}, dt, Layout::Strided}}, lr, rlr);
+    row("linear_relu/" + d + "/3d", {{{2, 3, 4}, dt, Layout::Transposed}, {{5, 4}, dt}, {{5}, dt}}, lr, rlr);
+    row("linear_relu/" + d + "/no_bias", {{{4, 3}, dt}, {{5, 3}, dt, Layout::Transposed}}, lr, rlr);
+    row("linear_relu/" + d + "/1d", {{{4}, dt}, {{3, 4}, dt}, {{3}, dt}}, lr, rlr);
+    row("linear_relu/" + d + "/bias_numel1", {{{4, 3}, dt}, {{5, 3}, dt}, {{1}, dt}}, lr, rlr);
+    row("linear_relu/" + d + "/empty_rows", {{{0, 3}, dt}, {{5, 3}, dt}, {{5}, dt}}, lr, rlr);
+    row("linear_relu/" + d + "/frozen_weight", {{{4, 3}, dt}, {{5, 3}, dt}, {{5}, dt}}, lr, rlr).wrt = {0, 2};
+    // Two layers: the second node's input gradient reaches the first alone (a fresh buffer nobody
+    // else holds), so the first masks it in place. 70 rows x 500 columns: the bias-gradient sum
+    // runs in several 64-row blocks and 256-column chunks, the columns split between threads
+    // (70 * 500 is above kParallelGrain), and the last mask word is partial (500 = 15 * 32 + 20).
+    row("linear_relu/" + d + "/two_layers", {{{70, 6}, dt}, {{500, 6}, dt}, {{500}, dt}, {{4, 500}, dt}, {{4}, dt}},
+        [](const In& x) { return one(A::linear_relu(A::linear_relu(x[0], x[1], x[2]), x[3], x[4])); },
+        [](const RIn& x) { return one(R::relu(R::linear(R::relu(R::linear(x[0], x[1], x[2])), x[3], x[4]))); });
     // 0-dim results and views before the op.
     row("dot/" + d + "/single", {{{1}, dt}, {{1}, dt}}, [](const In& x) { return one(A::dot(x[0], x[1])); },
         [](const RIn& x) { return one(R::dot(x[0], x[1])); });
+    // Attention's heads (two batch dims that do not merge: a 4-D product reads them in place).
+    row("matmul/" + d + "/4d_heads_view", {{{2, 5, 3, 4}, dt}, {{2, 6, 3, 4}, dt}, {{2, 6, 3, 4}, dt}},
+        [](const In& x) {
+          const tb::Tensor s = A::matmul(x[0].transpose(1, 2), x[1].transpose(1, 2).transpose(-2, -1));
+          return one(A::matmul(s, x[2].transpose(1, 2)));
+        },
+        [](const RIn& x) {
+          const ref::Tensor s = R::matmul(R::transpose(x[0], 1, 2), R::transpose(R::transpose(x[1], 1, 2), -2, -1));
+          return one(R::matmul(s, R::transpose(x[2], 1, 2)));
+        });
     row("bmm/" + d + "/view_permute", {{{3, 2, 4}, dt}, {{2, 3, 4}, dt}},
         [](const In& x) { return one(A::bmm(x[0].permute({1, 0, 2}), x[1].transpose(1, 2))); },
         [](const RIn& x) { return one(R::bmm(R::permute(x[0], {1, 0, 2}), R::transpose(x[1], 1, 2))); });

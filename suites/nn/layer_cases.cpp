@@ -156,6 +156,21 @@ void activation_rows(std::vector<LayerCase>& v, DType dt) {
 }
 
 void sequential_rows(std::vector<LayerCase>& v, DType dt) {
+  // Linear + ReLU pairs run fused (Note [Sequential fuses Linear + ReLU]); the trailing Linear
+  // and the lone ReLU after a Tanh do not.
+  v.push_back(row(nm("sequential", dt, "linear_relu_fused"), dt,
+                  [=] {
+                    return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+                        std::make_shared<nn::Linear>(6, 8, true, dt), std::make_shared<nn::ReLU>(),
+                        std::make_shared<nn::Linear>(8, 8, false, dt), std::make_shared<nn::ReLU>(),
+                        std::make_shared<nn::Tanh>(), std::make_shared<nn::ReLU>(),
+                        std::make_shared<nn::Linear>(8, 3, true, dt)});
+                  },
+                  [] {
+                    return ref::nn_sequential({ref::nn_linear(6, 8), ref::nn_relu(), ref::nn_linear(8, 8, false),
+                                               ref::nn_relu(), ref::nn_tanh(), ref::nn_relu(), ref::nn_linear(8, 3)});
+                  },
+                  {{{5, 6}, dt, Layout::Transposed}}));
   v.push_back(row(nm("sequential", dt, "linear_gelu_linear"), dt,
                   [=] {
                     return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{

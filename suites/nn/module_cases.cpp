@@ -209,6 +209,27 @@ void mode_cases(std::vector<harness::TestCase>& v) {
 }
 
 void hook_cases(std::vector<harness::TestCase>& v) {
+  // Sequential fuses Linear + ReLU only while neither is hooked: a hook on the ReLU must see the
+  // Linear's output and its replacement must reach the next layer.
+  v.push_back(semantic_case("module/hooks/sequential_linear_relu_unfused_when_hooked", [](harness::Record&) {
+    auto lin = std::make_shared<nn::Linear>(3, 4);
+    auto relu = std::make_shared<nn::ReLU>();
+    nn::Sequential seq({lin, relu});
+    const tb::Tensor x = randn({5, 3});
+    const tb::Tensor fused = seq(x);
+    check(same_values(fused, ops::relu(lin->forward(x))), "fused Linear + ReLU differs from the two modules");
+    int calls = 0;
+    auto h = relu->register_forward_hook([&](nn::Module&, const nn::TensorList& in, const tb::Tensor& out) {
+      ++calls;
+      check(same_values(in[0], lin->forward(x)), "the ReLU's hook must see the Linear's output");
+      return std::optional<tb::Tensor>(ops::mul(out, 2));
+    });
+    check(same_values(seq(x), ops::mul(fused, 2)), "the hook's replacement output was not used");
+    check(calls == 1, "the ReLU's forward hook did not run once");
+    h.remove();
+    check(same_values(seq(x), fused), "after removing the hook the output changed");
+    check(calls == 1, "a removed hook ran");
+  }));
   v.push_back(semantic_case("module/hooks/forward_pre_and_forward", [](harness::Record&) {
     nn::Linear lin(3, 2);
     const tb::Tensor x = randn({4, 3});

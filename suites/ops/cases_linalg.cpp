@@ -1,9 +1,11 @@
-// Case table of the linalg family: mm, mm_out, bmm, matmul, dot, addmm, linear, outer, einsum,
+// Case table of the linalg family: mm, mm_out, bmm, matmul, dot, addmm, linear, linear_relu, outer, einsum,
 // and the matmul/bmm benchmark rows. Built by loops over dtypes and layouts.
 #include <cmath>
 
 #include "engine/ops/linalg.h"
+#include "reference/elementwise.h"
 #include "reference/linalg.h"
+#include "reference/views.h"
 #include "suites/ops/op_case.h"
 
 namespace tb::suites {
@@ -125,6 +127,19 @@ void add_matmul(std::vector<OpCase>& cs) {
         {"1x1", {{1, 1}, dt}, {{1}, dt}},
     };
     for (const Shp& s : shapes) cs.push_back(binary("matmul/" + dn(dt) + "/" + s.tag, s.a, s.b, e, r));
+    // Attention's heads: (N, L, H, d).transpose(1, 2), whose two batch dims do not merge into one
+    // stride (float32/bfloat16 read them in place through a 4-D product, the others copy), times
+    // k's heads transposed again (a column-major inner matrix), and times a contiguous operand.
+    cs.push_back(binary(
+        "matmul/" + dn(dt) + "/4d_heads_view", {{2, 5, 3, 4}, dt}, {{2, 6, 3, 4}, dt},
+        [](auto& a, auto& b) { return ops::matmul(a.transpose(1, 2), b.transpose(1, 2).transpose(-2, -1)); },
+        [](auto& a, auto& b) {
+          return ref::matmul(ref::transpose(a, 1, 2), ref::transpose(ref::transpose(b, 1, 2), -2, -1));
+        }));
+    cs.push_back(binary(
+        "matmul/" + dn(dt) + "/4d_heads_view_rhs", {{2, 3, 5, 6}, dt}, {{2, 6, 3, 4}, dt},
+        [](auto& a, auto& b) { return ops::matmul(a, b.transpose(1, 2)); },
+        [](auto& a, auto& b) { return ref::matmul(a, ref::transpose(b, 1, 2)); }));
   }
   // A long float32 reduction (K = 512): see long_dot_tol.
   OpCase lk = binary("matmul/float32/long_k", {{6, 512}, kF32}, {{512, 5}, kF32, L::Transposed}, e, r);
@@ -200,8 +215,35 @@ void add_linear(std::vector<OpCase>& cs) {
         return one(ref::linear(in[0], in[1], in.size() > 2 ? in[2] : ref::Tensor()));
       };
       cs.push_back(c);
+      // linear_relu: the bias and relu in the product's epilogue; LibTorch has no such op, so
+      // the reference is relu(linear(...)). empty_in gives relu(bias).
+      OpCase r = c;
+      r.name = "linear_relu/" + dn(dt) + "/" + s.tag;
+      r.engine = [](const std::vector<tb::Tensor>& in) {
+        return one(ops::linear_relu(in[0], in[1], in.size() > 2 ? in[2] : tb::Tensor()));
+      };
+      r.reference = [](const std::vector<ref::Tensor>& in) {
+        return one(ref::relu(ref::linear(in[0], in[1], in.size() > 2 ? in[2] : ref::Tensor())));
+      };
+      cs.push_back(r);
     }
+    // The layer sizes of the benchmark MLP's hidden layer (K = 1024: long dot products).
+    OpCase big;
+    big.name = "linear_relu/" + dn(dt) + "/mlp_hidden";
+    big.inputs = {{{64, 1024}, dt}, {{256, 1024}, dt}, {{256}, dt}};
+    big.engine = [](const std::vector<tb::Tensor>& in) { return one(ops::linear_relu(in[0], in[1], in[2])); };
+    big.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::relu(ref::linear(in[0], in[1], in[2]))); };
+    big.tol = long_dot_tol(dt, 1024);
+    if (dt == kF16) big.tol = Tolerance{1e-3, 4 * 1024 * 4.9e-4};  // float16 result rounding of a K = 1024 sum
+    cs.push_back(big);
   }
+  OpCase err_relu;
+  err_relu.name = "linear_relu/float32/error_in_features";
+  err_relu.inputs = {{{4, 3}, kF32}, {{5, 4}, kF32}};
+  err_relu.engine = [](const std::vector<tb::Tensor>& in) { return one(ops::linear_relu(in[0], in[1])); };
+  err_relu.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::relu(ref::linear(in[0], in[1]))); };
+  err_relu.check = Check::Error;
+  cs.push_back(err_relu);
   OpCase err;
   err.name = "linear/float32/error_in_features";
   err.inputs = {{{4, 3}, kF32}, {{5, 4}, kF32}};

@@ -7,6 +7,7 @@
 
 #include "engine/autograd/autocast.h"
 #include "engine/autograd/function.h"
+#include "engine/autograd/grad_mode.h"
 #include "engine/autograd/functions.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/linalg.h"
@@ -104,23 +105,53 @@ Tensor addmm(const Tensor& self_in, const Tensor& a_in, const Tensor& b_in, doub
   return out;
 }
 
-// The hot op of the MLP/GPT benchmarks. Over the flattened rows of x:
-//   dX = dY @ W           (rows, out) @ (out, in)
-//   dW = dY^T @ X         (out, rows) @ (rows, in): dY^T is a column-major view, read as is
-//   dB = sum_rows dY
-// Each is one gemm (or one column reduction) into a fresh contiguous buffer.
+// The hot ops of the MLP/GPT benchmarks. Over the flattened rows of x, with gz the gradient of
+// the product (for linear_relu: g where the output is > 0, relu's backward from its output):
+//   dX = gz @ W           (rows, out) @ (out, in)
+//   dW = gz^T @ X         (out, rows) @ (rows, in): gz^T is a column-major view, read as is
+//   dB = sum_rows gz      summed in the same pass that masks gz (ops::linear_grad_prep)
+// Each product is one gemm into a fresh contiguous buffer.
+namespace {
+
+// grad: the node's incoming gradient. When the engine's gradient list is its only holder (no hook
+// or retain_grad kept it: Function nodes receive their gradients by move), relu's mask is applied
+// in place, so the backward holds one gradient-sized buffer less at its peak.
+// mask: linear_relu's packed relu mask (ops::relu_mask), undefined for linear.
+TensorList linear_backward(BackwardContext& ctx, const Tensor& grad, const Tensor& mask) {
+  const Tensor x = ctx.saved(0), w = ctx.saved(1);
+  const int64_t in = w.size(1), outf = w.size(0), rows = x.numel() / std::max<int64_t>(in, 1);
+  const bool alone = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1;
+  const Tensor g2 = grad.reshape({rows, outf});
+  const ops::LinearGradPrep p = ops::linear_grad_prep(g2, mask, ctx.needs_grad(2), alone);
+  Tensor dx, dw;
+  if (ctx.needs_grad(0)) dx = ops::mm(p.grad_in, w).view(x.sizes());
+  if (ctx.needs_grad(1)) dw = ops::mm(p.grad_in.t(), x.reshape({rows, in}));
+  return TensorList{dx, dw, p.bias_grad};
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   const Tensor x = autocast_lower(x_in), weight = autocast_lower(weight_in), bias = autocast_lower(bias_in);
   Tensor out = kernel([&] { return ops::linear(x, weight, bias); });
   record("linear", {x, weight, bias}, {out}, {x, weight}, [](BackwardContext& ctx, const TensorList& g) {
-    const Tensor x = ctx.saved(0), w = ctx.saved(1);
-    const int64_t in = w.size(1), outf = w.size(0), rows = x.numel() / std::max<int64_t>(in, 1);
-    const Tensor g2 = g[0].reshape({rows, outf});
-    Tensor dx, dw, db;
-    if (ctx.needs_grad(0)) dx = ops::mm(g2, w).view(x.sizes());
-    if (ctx.needs_grad(1)) dw = ops::mm(g2.t(), x.reshape({rows, in}));
-    if (ctx.needs_grad(2)) db = ops::sum(g2, {0});
-    return TensorList{dx, dw, db};
+    return linear_backward(ctx, g[0], Tensor());
+  });
+  return out;
+}
+
+// Saves the relu mask packed to bits rather than the output: the output's last user is then the
+// next layer (which saves it as its input), so the backward of this layer -- where the weight
+// gradient is allocated -- does not hold it, and the step's peak stays that of linear + relu.
+Tensor linear_relu(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const Tensor x = autocast_lower(x_in), weight = autocast_lower(weight_in), bias = autocast_lower(bias_in);
+  Tensor out = kernel([&] { return ops::linear_relu(x, weight, bias); });
+  if (!grad_mode_enabled() || !any_requires_grad({x, weight, bias})) return out;
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < out.dim(); ++d) rows *= out.size(d);
+  const Tensor mask = kernel([&] { return ops::relu_mask(out.reshape({rows, out.size(-1)})); });
+  record("linear_relu", {x, weight, bias}, {out}, {x, weight, mask}, [](BackwardContext& ctx, const TensorList& g) {
+    return linear_backward(ctx, g[0], ctx.saved(2));
   });
   return out;
 }

@@ -6,6 +6,7 @@
 #include <bit>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -32,6 +33,13 @@ Mat describe(const Tensor& t) {
   return m;
 }
 
+// One matrix's (rows, cols) strides normalised as describe() does, batch ignored.
+Mat describe_inner(Mat m) {
+  if (m.cols == 1) m.sc = 1;
+  if (m.rows == 1) m.sr = m.sc == 1 ? std::max<int64_t>(m.cols, 1) : 1;
+  return m;
+}
+
 // oneDNN's plain layouts: one of the two matrix dims dense, the other a leading dimension, and
 // batches that do not overlap. Anything else (sliced columns, overlapping views) gets copied.
 bool dnnl_compatible(const Mat& m) {
@@ -48,9 +56,9 @@ struct DnnlState {
   std::mutex mu;
   struct Entry {
     dnnl::matmul prim;
-    dnnl::memory::desc a, b, c;
+    dnnl::memory::desc a, b, c, bias;
   };
-  std::map<std::vector<int64_t>, Entry> cache;  // key: dtype, dims, strides, alpha, beta
+  std::map<std::vector<int64_t>, Entry> cache;  // key: dtype, dims, strides, alpha, beta, epilogue
 };
 
 DnnlState& dnnl_state() {
@@ -62,8 +70,11 @@ dnnl::memory::desc md(const Mat& m, dnnl::memory::data_type dt) {
   return dnnl::memory::desc({m.batch, m.rows, m.cols}, dt, {m.sb, m.sr, m.sc});
 }
 
-// out (B, M, N) contiguous; a, b dnnl-compatible after describe().
-void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
+// out (B, M, N) contiguous; a, b dnnl-compatible after describe(). The epilogue's bias is oneDNN's
+// bias argument (a (1, 1, N) broadcast row) and its relu an eltwise post-op, both applied to the
+// float32 accumulator before the single rounding to out's dtype.
+void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
+                 const GemmEpilogue& ep) {
   using dt = dnnl::memory::data_type;
   const dt type = a.dtype() == DType::BFloat16 ? dt::bf16 : dt::f32;
   const Mat ma = describe(a), mb = describe(b);
@@ -71,7 +82,8 @@ void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alp
   const Mat mc{B, M, N, M * N, N, 1};
   std::vector<int64_t> key = {int64_t(type), ma.batch, ma.rows, ma.cols, ma.sb, ma.sr, ma.sc,
                               mb.batch, mb.rows, mb.cols, mb.sb, mb.sr, mb.sc, B, M, N,
-                              std::bit_cast<int64_t>(alpha), std::bit_cast<int64_t>(beta)};
+                              std::bit_cast<int64_t>(alpha), std::bit_cast<int64_t>(beta),
+                              int64_t(ep.bias.defined()), int64_t(ep.relu)};
   DnnlState& st = dnnl_state();
   DnnlState::Entry* e;
   {
@@ -82,15 +94,16 @@ void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alp
       fresh.a = md(ma, type);
       fresh.b = md(mb, type);
       fresh.c = md(mc, type);
+      if (ep.bias.defined()) fresh.bias = dnnl::memory::desc({1, 1, N}, type, {N, N, 1});
       dnnl::primitive_attr attr;
       if (alpha != 1) attr.set_output_scales(0, {float(alpha)});
-      if (beta != 0) {
-        dnnl::post_ops po;
-        po.append_sum(float(beta));
-        attr.set_post_ops(po);
-      }
+      dnnl::post_ops po;
+      if (beta != 0) po.append_sum(float(beta));
+      if (ep.relu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      if (po.len() > 0) attr.set_post_ops(po);
       try {
-        dnnl::matmul::desc d(fresh.a, fresh.b, fresh.c);
+        dnnl::matmul::desc d = ep.bias.defined() ? dnnl::matmul::desc(fresh.a, fresh.b, fresh.bias, fresh.c)
+                                                 : dnnl::matmul::desc(fresh.a, fresh.b, fresh.c);
         fresh.prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, st.eng));
       } catch (const dnnl::error& err) {
         throw Error("matmul", std::string("oneDNN could not create a matmul for a ") + core::to_string(a.sizes()) +
@@ -101,8 +114,70 @@ void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alp
     e = &it->second;  // std::map nodes are stable; entries are never erased
   }
   dnnl::memory mem_a(e->a, st.eng, a.data()), mem_b(e->b, st.eng, b.data()), mem_c(e->c, st.eng, out.data());
+  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, mem_a}, {DNNL_ARG_WEIGHTS, mem_b}, {DNNL_ARG_DST, mem_c}};
+  if (ep.bias.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e->bias, st.eng, ep.bias.data()));
+  e->prim.execute(st.strm, args);
+  st.strm.wait();
+}
+
+// Note [Two batch dims]
+// A (B1, B2, M, K) operand whose two batch dims cannot merge into one stride -- the heads of
+// attention, q.view(N, L, H, hd).transpose(1, 2), with strides (L*E, hd, E, 1) -- goes to oneDNN
+// as a 4-D memory descriptor with its own strides instead of being copied contiguous first.
+// oneDNN reads any such strided layout (its gemm-based matmul; for attention's T x d_head
+// products that measured faster than the copy plus the batched kernel). Size-1 dims get the
+// stride a dense layout would give them; dst is always contiguous.
+dnnl::memory::desc md4(const Tensor& t, dnnl::memory::data_type dt) {
+  dnnl::memory::dims dims(t.sizes().begin(), t.sizes().end()), strides(t.strides().begin(), t.strides().end());
+  int64_t inner = 1;
+  for (int d = 3; d >= 0; --d) {
+    if (dims[size_t(d)] == 1) strides[size_t(d)] = inner;
+    inner = std::max<int64_t>(inner, strides[size_t(d)] * dims[size_t(d)]);
+  }
+  return dnnl::memory::desc(dims, dt, strides);
+}
+
+// out (B1, B2, M, N) contiguous; a (B1, B2, M, K), b (B1, B2, K, N) with equal batch dims and
+// plain inner matrices. Returns false where oneDNN declines the layout (the caller copies).
+bool dnnl_matmul4(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
+  using dt = dnnl::memory::data_type;
+  const dt type = a.dtype() == DType::BFloat16 ? dt::bf16 : dt::f32;
+  std::vector<int64_t> key = {-4, int64_t(type), std::bit_cast<int64_t>(alpha), std::bit_cast<int64_t>(beta)};
+  for (const Tensor* t : {&out, &a, &b}) {
+    key.insert(key.end(), t->sizes().begin(), t->sizes().end());
+    key.insert(key.end(), t->strides().begin(), t->strides().end());
+  }
+  DnnlState& st = dnnl_state();
+  DnnlState::Entry* e;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    auto it = st.cache.find(key);
+    if (it == st.cache.end()) {
+      DnnlState::Entry fresh;
+      fresh.a = md4(a, type);
+      fresh.b = md4(b, type);
+      fresh.c = md4(out, type);
+      dnnl::primitive_attr attr;
+      if (alpha != 1) attr.set_output_scales(0, {float(alpha)});
+      if (beta != 0) {
+        dnnl::post_ops po;
+        po.append_sum(float(beta));
+        attr.set_post_ops(po);
+      }
+      try {
+        fresh.prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(fresh.a, fresh.b, fresh.c), attr, st.eng));
+      } catch (const dnnl::error&) {
+        fresh.prim = dnnl::matmul();  // declined: remembered, so the next call copies at once
+      }
+      it = st.cache.emplace(std::move(key), std::move(fresh)).first;
+    }
+    e = &it->second;
+  }
+  if (!e->prim) return false;
+  dnnl::memory mem_a(e->a, st.eng, a.data()), mem_b(e->b, st.eng, b.data()), mem_c(e->c, st.eng, out.data());
   e->prim.execute(st.strm, {{DNNL_ARG_SRC, mem_a}, {DNNL_ARG_WEIGHTS, mem_b}, {DNNL_ARG_DST, mem_c}});
   st.strm.wait();
+  return true;
 }
 
 // The specification-grade fallback: c[bt] = alpha * a[bt] @ b[bt] + beta * c[bt], accumulating in T
@@ -160,26 +235,77 @@ void scale_out(const Tensor& out, double beta) {
   });
 }
 
+// The epilogue as a pass over out (B, M, N), contiguous: for the dtypes oneDNN does not multiply,
+// and for K == 0. Computes in the dtype's opmath type; relu keeps NaN (as ops::relu).
+void apply_epilogue(const Tensor& out, const GemmEpilogue& ep) {
+  if (ep.empty()) return;
+  const int64_t N = out.size(2), rows = out.numel() / std::max<int64_t>(N, 1);
+  core::dispatch(out.dtype(), [&]<typename T>() {
+    if constexpr (!std::is_same_v<T, bool>) {
+      using Op = core::opmath_t<T>;
+      T* p = out.data_ptr<T>();
+      const T* bias = ep.bias.defined() ? ep.bias.data_ptr<T>() : nullptr;
+      const bool relu = ep.relu;
+#pragma omp parallel for schedule(static) if (rows * N > 65536)
+      for (int64_t r = 0; r < rows; ++r) {
+        T* row = p + r * N;
+        for (int64_t j = 0; j < N; ++j) {
+          Op v = Op(row[j]);
+          if (bias) v = v + Op(bias[j]);
+          if (relu && v < Op(0)) v = Op(0);
+          row[j] = T(v);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
-void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
+void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
+                  const GemmEpilogue& ep) {
+  if (out.dim() == 4) {
+    // See Note [Two batch dims].
+    TB_CHECK(a.dim() == 4 && b.dim() == 4 && out.is_contiguous() && ep.empty() && a.size(0) == out.size(0) &&
+                 b.size(0) == out.size(0) && a.size(1) == out.size(1) && b.size(1) == out.size(1),
+             "gemm_batched", "internal: 4-D operands need equal batch dims, a contiguous output and no epilogue");
+    const int64_t B1 = out.size(0), B2 = out.size(1), M = out.size(2), N = out.size(3), K = a.size(3);
+    const DType dt = out.dtype();
+    auto plain = [](const Tensor& t) {
+      const Mat m{1, t.size(2), t.size(3), 0, t.stride(2), t.stride(3)};
+      return dnnl_compatible(describe_inner(m));
+    };
+    if ((dt == DType::Float32 || dt == DType::BFloat16) && B1 * B2 * M * N > 0 && K > 0 && plain(a) && plain(b) &&
+        dnnl_matmul4(out, a, b, alpha, beta))
+      return;
+    return gemm_batched(out.view({B1 * B2, M, N}), a.reshape({B1 * B2, M, K}), b.reshape({B1 * B2, K, N}), alpha,
+                        beta);
+  }
   TB_CHECK(out.dim() == 3 && a.dim() == 3 && b.dim() == 3 && out.is_contiguous(), "gemm_batched",
            "internal: expects 3-D operands and a contiguous output");
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
+  TB_CHECK(ep.empty() || (alpha == 1 && beta == 0), "gemm_batched", "internal: an epilogue needs alpha 1, beta 0");
+  TB_CHECK(!ep.bias.defined() || (ep.bias.dim() == 1 && ep.bias.size(0) == N && ep.bias.is_contiguous() &&
+                                  ep.bias.dtype() == out.dtype()),
+           "gemm_batched", "internal: the epilogue's bias must be (N) contiguous in out's dtype");
   if (B * M * N == 0) return;
-  if (K == 0) return scale_out(out, beta);
+  if (K == 0) {
+    scale_out(out, beta);
+    return apply_epilogue(out, ep);
+  }
   const DType dt = out.dtype();
   if (dt == DType::Float32 || dt == DType::BFloat16) {
     Tensor a2 = dnnl_compatible(describe(a)) ? a : a.contiguous();
     Tensor b2 = dnnl_compatible(describe(b)) ? b : b.contiguous();
     // oneDNN broadcasts a batch of 1 only against a real batch: materialise one side if both broadcast.
     if (B > 1 && describe(a2).batch == 1 && describe(b2).batch == 1) a2 = a2.contiguous();
-    return dnnl_matmul(out, a2, b2, alpha, beta);
+    return dnnl_matmul(out, a2, b2, alpha, beta, ep);
   }
   if (dt == DType::Float16) {
     // No float16 matmul in oneDNN on this ISA: compute in float32 and round once on store.
     Tensor acc = beta != 0 ? out.to(DType::Float32).contiguous() : empty(out.sizes(), DType::Float32);
-    gemm_batched(acc, a.to(DType::Float32), b.to(DType::Float32), alpha, beta);
+    GemmEpilogue ep32{ep.bias.defined() ? ep.bias.to(DType::Float32) : Tensor(), ep.relu};
+    gemm_batched(acc, a.to(DType::Float32), b.to(DType::Float32), alpha, beta, ep32);
     Tensor o = out;  // a handle to the same storage
     o.copy_(acc);
     return;
@@ -193,6 +319,7 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
                    M, N, K, T(alpha), T(beta));
     }
   });
+  apply_epilogue(out, ep);
 }
 
 }  // namespace tb::ops::cpu

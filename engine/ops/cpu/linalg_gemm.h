@@ -8,11 +8,25 @@
 
 namespace tb::ops::cpu {
 
-// out = alpha * (a @ b) + beta * out, per batch.
+// What the product kernel applies to each output element before storing it, so that a linear
+// layer's bias and activation cost no pass of their own: out = relu(a @ b + bias). float32 and
+// bfloat16 run it as oneDNN's bias argument and eltwise post-op (the bias added to the float32
+// accumulator, rounded once, like PyTorch's addmm); other dtypes add and clamp in the product
+// loop's own dtype. Requires alpha == 1 and beta == 0.
+struct GemmEpilogue {
+  Tensor bias;        // (N) contiguous, out's dtype, or undefined
+  bool relu = false;
+  bool empty() const { return !bias.defined() && !relu; }
+};
+
+// out = alpha * (a @ b) + beta * out, per batch, then the epilogue.
+// Also 4-D: out (B1, B2, M, N) contiguous, a (B1, B2, M, K) and b (B1, B2, K, N) with any
+// strides (no epilogue): two batch dims that cannot merge into one stride, read in place.
 //   out: (B, M, N), contiguous, same dtype as a and b; read only when beta != 0.
 //   a:   (B, M, K), any strides (batch stride 0 = broadcast).
 //   b:   (B, K, N), any strides.
 // beta == 0 ignores out's old contents (NaN included), as BLAS and PyTorch do.
-void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double alpha = 1, double beta = 0);
+void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double alpha = 1, double beta = 0,
+                  const GemmEpilogue& epilogue = {});
 
 }  // namespace tb::ops::cpu

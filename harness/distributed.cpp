@@ -50,21 +50,6 @@ std::size_t count_rank_cases(const Suite& s, const DistRunOptions& o) {
 
 namespace {
 
-Record record_from_json(const nlohmann::json& j) {
-  Record r;
-  r.suite = j.value("suite", "");
-  r.case_name = j.value("case", "");
-  r.kind = j.value("kind", "correctness");
-  r.status = j.value("status", "error");
-  r.rank = j.value("rank", 0);
-  r.metrics = j.value("metrics", nlohmann::json::object());
-  r.tolerances = j.value("tolerances", nlohmann::json::object());
-  r.duration_s = j.value("duration_s", 0.0);
-  r.message = j.value("message", "");
-  r.series = j.value("series", nlohmann::json::object());
-  return r;
-}
-
 fs::path records_file(const fs::path& dir, int rank) {
   return dir / ("records.rank" + std::to_string(rank) + ".jsonl");
 }

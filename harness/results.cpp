@@ -116,6 +116,21 @@ nlohmann::json record_to_json(const Record& r) {
   return j;
 }
 
+Record record_from_json(const nlohmann::json& j, const std::string& default_kind) {
+  Record r;
+  r.suite = j.value("suite", "");
+  r.case_name = j.value("case", "");
+  r.kind = j.value("kind", default_kind);
+  r.status = j.value("status", "error");
+  r.rank = j.value("rank", 0);
+  r.metrics = j.value("metrics", nlohmann::json::object());
+  r.tolerances = j.value("tolerances", nlohmann::json::object());
+  r.duration_s = j.value("duration_s", 0.0);
+  r.message = j.value("message", "");
+  r.series = j.value("series", nlohmann::json::object());
+  return r;
+}
+
 nlohmann::json make_result(const RunInfo& info, const std::vector<Record>& records) {
   // Suites' extras first, so the harness's own facts win on a clash.
   nlohmann::json run = detail::extra_run_info();

@@ -95,6 +95,9 @@ Counts count(const std::vector<Record>& records);
 // a non-finite number becomes "nan"/"inf"/"-inf" (JSON has no such numbers), anything else its
 // JSON text.
 nlohmann::json record_to_json(const Record& r);
+// The inverse, for records other processes wrote (ranks, PyTorch peers); a missing field takes
+// Record's default, a missing status "error", a missing kind `default_kind`.
+Record record_from_json(const nlohmann::json& j, const std::string& default_kind = "correctness");
 
 struct RunInfo {
   std::string command;  // argv joined with spaces

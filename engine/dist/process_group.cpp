@@ -693,4 +693,19 @@ WorldInfo world_from_env() {
   return w;
 }
 
+std::string launch_id_from_env(const char* override_var) {
+  auto nonempty = [](const char* name) -> const char* {
+    const char* v = std::getenv(name);
+    return v && *v ? v : nullptr;
+  };
+  for (const char* name : {override_var, "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"})
+    if (const char* v = nonempty(name)) return v;
+  if (const char* job = nonempty("SLURM_JOB_ID")) {
+    const char* step = nonempty("SLURM_STEP_ID");
+    return std::string("slurm-") + job + "." + (step ? step : "");
+  }
+  if (const char* run = nonempty("TORCHELASTIC_RUN_ID"); run && std::strcmp(run, "none") != 0) return run;
+  return "local";
+}
+
 }  // namespace tb::dist

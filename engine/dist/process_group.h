@@ -175,6 +175,11 @@ struct WorldInfo {
 };
 WorldInfo world_from_env();
 
+// An id that differs between launches and is equal on all ranks of one launch, for rendezvous
+// keys (gloo's store, nccl's unique-id file): `override_var` if set, else the launcher's job id
+// (PMIx/OpenMPI, Slurm job.step, torchrun's run id), else "local".
+std::string launch_id_from_env(const char* override_var);
+
 // A group on the named backend ("mpi", "gloo", "nccl") for the whole job (world_from_env).
 // Throws DistError naming the backend when it is not built in or cannot start (e.g. nccl
 // without a GPU: the message says so, and tests skip on it).

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/runner.h"
 #include "suites/comm/comm_bench.h"
 
 extern char** environ;
@@ -137,20 +138,6 @@ std::string tail_lines(const std::string& text, size_t n) {
   return out;
 }
 
-harness::Record record_from_line(const nlohmann::json& j) {
-  harness::Record r;
-  r.suite = j.value("suite", "");
-  r.case_name = j.value("case", "");
-  r.kind = j.value("kind", "benchmark");
-  r.status = j.value("status", "error");
-  r.rank = j.value("rank", 0);
-  r.metrics = j.value("metrics", nlohmann::json::object());
-  r.tolerances = j.value("tolerances", nlohmann::json::object());
-  r.duration_s = j.value("duration_s", 0.0);
-  r.message = j.value("message", "");
-  return r;
-}
-
 harness::Record missing_record(const std::string& suite, const std::string& name, const std::string& status,
                                const std::string& message) {
   harness::Record r;
@@ -196,7 +183,7 @@ std::vector<harness::Record> run_peer(const std::string& suite, const std::strin
   for (std::string line; std::getline(lines, line);) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("case")) {
-      harness::Record r = record_from_line(j);
+      harness::Record r = harness::record_from_json(j, "benchmark");
       if (r.suite.empty()) r.suite = suite;
       seen.insert(r.case_name);
       out.push_back(std::move(r));

@@ -54,6 +54,7 @@
 #include "suites/ddp/ddp_suite.h"
 #include "suites/ops/tolerance.h"
 #include "suites/recorded.h"
+#include "suites/training/compare.h"
 
 namespace tb::suites {
 
@@ -112,29 +113,6 @@ double global_mean(ProcessGroup& g, double v) {
   Tensor t = from_vector({v}, {1}, DType::Float64);
   g.all_reduce(t, dist::ReduceOp::Avg)->wait();
   return t.data_ptr<double>()[0];
-}
-
-// The largest |engine - LibTorch| / (atol + rtol |LibTorch|) over every parameter (<= 1 passes).
-double worst_param_ratio(const nn::Module& m, const ref::NamedTensors& rp, Tolerance tol, std::string* where) {
-  double worst = 0;
-  for (const auto& [name, t] : m.named_parameters()) {
-    const ref::Tensor* match = nullptr;
-    for (const auto& [rn, rt] : rp)
-      if (rn == name) match = &rt;
-    if (!match) throw CheckFailed("LibTorch model has no parameter " + name);
-    Tensor a = t.detach().to(DType::Float64).contiguous(), b = ref::from_ref(*match).to(DType::Float64).contiguous();
-    const double* pa = a.data_ptr<double>();
-    const double* pb = b.data_ptr<double>();
-    for (int64_t i = 0; i < a.numel(); ++i) {
-      const double ratio = std::fabs(pa[i] - pb[i]) / (tol.atol + tol.rtol * std::fabs(pb[i]));
-      if (ratio > worst) {
-        worst = ratio;
-        *where = name + "[" + std::to_string(i) + "]: engine " + std::to_string(pa[i]) + " vs LibTorch " +
-                 std::to_string(pb[i]);
-      }
-    }
-  }
-  return worst;
 }
 
 std::vector<ref::Tensor> ref_params(const ref::NnModule& r) {

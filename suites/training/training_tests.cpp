@@ -39,6 +39,7 @@
 #include "reference/training.h"
 #include "suites/ops/op_case.h"
 #include "suites/recorded.h"
+#include "suites/training/compare.h"
 #include "suites/training/training_bench.h"
 
 extern char** environ;
@@ -58,30 +59,6 @@ ref::NamedTensors named_ref(const nn::Module& m) {
   ref::NamedTensors out;
   for (auto& [name, t] : m.state_dict()) out.push_back({name, ref::to_ref(t)});
   return out;
-}
-
-// The largest |engine - LibTorch| / (atol + rtol |LibTorch|) over every parameter (<= 1 passes).
-double worst_param_ratio(const nn::Module& m, const ref::NnModule& r, Tolerance tol, std::string* where) {
-  double worst = 0;
-  const ref::NamedTensors rp = r.named_parameters();
-  for (const auto& [name, t] : m.named_parameters()) {
-    const ref::Tensor* match = nullptr;
-    for (const auto& [rn, rt] : rp)
-      if (rn == name) match = &rt;
-    if (!match) throw CheckFailed("LibTorch model has no parameter " + name);
-    Tensor a = t.detach().to(DType::Float64).contiguous(), b = ref::from_ref(*match).to(DType::Float64).contiguous();
-    const double* pa = a.data_ptr<double>();
-    const double* pb = b.data_ptr<double>();
-    for (int64_t i = 0; i < a.numel(); ++i) {
-      const double ratio = std::fabs(pa[i] - pb[i]) / (tol.atol + tol.rtol * std::fabs(pb[i]));
-      if (ratio > worst) {
-        worst = ratio;
-        *where = name + "[" + std::to_string(i) + "]: engine " + std::to_string(pa[i]) + " vs LibTorch " +
-                 std::to_string(pb[i]);
-      }
-    }
-  }
-  return worst;
 }
 
 // Both sides train `steps` AdamW steps (warmup + cosine, clip 1.0) on the same batches.
@@ -167,7 +144,7 @@ void run_equivalence(const Equivalence& q, int64_t steps, DType dt, harness::Rec
   double worst_param = 0;
   std::string where;
   if (f64) {
-    worst_param = worst_param_ratio(*q.model, r1, param_tol, &where);
+    worst_param = worst_param_ratio(*q.model, r1.named_parameters(), param_tol, &where);
   } else {
     const ref::NamedTensors p1 = r1.named_parameters(), p2 = r2.named_parameters();
     for (size_t i = 0; i < p1.size(); ++i) {
@@ -523,6 +500,28 @@ std::vector<harness::TestCase> training_tests() {
   t.push_back(resume_mlp());
   t.push_back(fashion_mnist_mlp());
   return t;
+}
+
+double worst_param_ratio(const nn::Module& m, const ref::NamedTensors& rp, Tolerance tol, std::string* where) {
+  double worst = 0;
+  for (const auto& [name, t] : m.named_parameters()) {
+    const ref::Tensor* match = nullptr;
+    for (const auto& [rn, rt] : rp)
+      if (rn == name) match = &rt;
+    if (!match) throw CheckFailed("LibTorch model has no parameter " + name);
+    Tensor a = t.detach().to(DType::Float64).contiguous(), b = ref::from_ref(*match).to(DType::Float64).contiguous();
+    const double* pa = a.data_ptr<double>();
+    const double* pb = b.data_ptr<double>();
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const double ratio = std::fabs(pa[i] - pb[i]) / (tol.atol + tol.rtol * std::fabs(pb[i]));
+      if (ratio > worst) {
+        worst = ratio;
+        *where = name + "[" + std::to_string(i) + "]: engine " + std::to_string(pa[i]) + " vs LibTorch " +
+                 std::to_string(pb[i]);
+      }
+    }
+  }
+  return worst;
 }
 
 }  // namespace tb::suites

@@ -59,22 +59,6 @@ std::string store_dir(const Options& o) {
   return dir;
 }
 
-// Differs between launches, equal on all ranks of one launch (Note [Gloo rendezvous]).
-std::string launch_id() {
-  auto nonempty = [](const char* name) -> const char* {
-    const char* v = std::getenv(name);
-    return v && *v ? v : nullptr;
-  };
-  for (const char* name : {"TRAINBENCH_GLOO_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"})
-    if (const char* v = nonempty(name)) return v;
-  if (const char* job = nonempty("SLURM_JOB_ID")) {
-    const char* step = nonempty("SLURM_STEP_ID");
-    return std::string("slurm-") + job + "." + (step ? step : "");
-  }
-  if (const char* run = nonempty("TORCHELASTIC_RUN_ID"); run && std::strcmp(run, "none") != 0) return run;
-  return "local";
-}
-
 // True unless the launcher reports ranks on other hosts.
 bool all_ranks_local(int size) {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE"})
@@ -204,7 +188,7 @@ class GlooGroup final : public ProcessGroup {
     // One count per process: every rank creates its groups in the same order, so the n-th
     // group has the same prefix everywhere.
     static std::atomic<uint64_t> groups_created{0};
-    const std::string prefix = "tb/" + launch_id() + "/" + std::to_string(groups_created++);
+    const std::string prefix = "tb/" + launch_id_from_env("TRAINBENCH_GLOO_RUN_ID") + "/" + std::to_string(groups_created++);
     const auto attr = transport_attr(size());
     ::gloo::rendezvous::FileStore file_store(dir);
     try {

@@ -35,21 +35,6 @@ std::string run_dir(const Options& o) {
   return dir;
 }
 
-// Differs between launches, equal on all ranks of one launch (Note [NCCL bootstrap]).
-std::string launch_id() {
-  auto nonempty = [](const char* name) -> const char* {
-    const char* v = std::getenv(name);
-    return v && *v ? v : nullptr;
-  };
-  for (const char* name : {"TRAINBENCH_NCCL_RUN_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"})
-    if (const char* v = nonempty(name)) return v;
-  if (const char* job = nonempty("SLURM_JOB_ID")) {
-    const char* step = nonempty("SLURM_STEP_ID");
-    return std::string("slurm-") + job + "." + (step ? step : "");
-  }
-  if (const char* run = nonempty("TORCHELASTIC_RUN_ID"); run && std::strcmp(run, "none") != 0) return run;
-  return "local";
-}
 
 void check_cuda(const std::string& op, cudaError_t e) {
   if (e != cudaSuccess) throw DistError("nccl " + op, std::string("CUDA error: ") + cudaGetErrorString(e));
@@ -148,7 +133,7 @@ class NcclGroup final : public ProcessGroup {
       check_cuda("init", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
       static std::atomic<uint64_t> groups_created{0};
       const std::string path =
-          run_dir(options()) + "/nccl-" + launch_id() + "-" + std::to_string(groups_created++) + ".id";
+          run_dir(options()) + "/nccl-" + launch_id_from_env("TRAINBENCH_NCCL_RUN_ID") + "-" + std::to_string(groups_created++) + ".id";
       ncclUniqueId id = exchange_id(rank(), size(), path, timeout_);
       // Non-blocking: init returns at once and we poll with a deadline, so a rank that never
       // joins is an error after the timeout instead of a hang.

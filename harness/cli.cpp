@@ -283,7 +283,8 @@ int main(int argc, char** argv) {
   add_peak_options(all, o);
 
   CLI::App* launch = app.add_subcommand(
-      "launch", "Run a program on N local ranks through mpirun, with a timeout and per-rank logs");
+      "launch",
+      "Run a program on N ranks through mpirun (this host unless --hostfile), with a timeout and per-rank logs");
   launch->add_option("-n,--ranks", o.ranks, "Number of ranks")->capture_default_str()->check(CLI::Range(1, 4096));
   launch->add_option("--timeout", o.launch_timeout, "Seconds before the ranks are killed")
       ->capture_default_str()

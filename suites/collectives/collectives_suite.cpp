@@ -539,7 +539,7 @@ void add_misc(std::vector<harness::TestCase>& out, const BackendPtr& be) {
 
 std::vector<harness::TestCase> collective_rank_tests(int world) {
   std::vector<harness::TestCase> out;
-  for (const char* name : {"mpi", "gloo"}) {
+  for (const char* name : {"mpi", "gloo", "nccl"}) {
     auto be = std::make_shared<Backend>();
     be->name = name;
     add_all_reduce(out, be);

@@ -12,8 +12,8 @@ namespace tb::suites {
 
 // The cases every rank runs, the same names in the same order on every rank:
 // <backend>/<op>/<variant>/<dtype>/n<numel>, e.g. mpi/all_reduce/sum/float32/n1000003.
-// backend: mpi, gloo (gloo's cases skip with new_group's message where it is not built or cannot
-// start).
+// backend: mpi, gloo, nccl (gloo's and nccl's cases skip with new_group's message where they are
+// not built or cannot start: nccl without a GPU says "nccl: no GPU ...").
 std::vector<harness::TestCase> collective_rank_tests(int world);
 
 // For the watchdog test: run in every rank of an mpirun job, on `backend` ("mpi", "gloo"). Every rank runs all_reduces #1, #2,

@@ -70,6 +70,37 @@ dnnl::memory::desc md(const Mat& m, dnnl::memory::data_type dt) {
   return dnnl::memory::desc({m.batch, m.rows, m.cols}, dt, {m.sb, m.sr, m.sc});
 }
 
+// alpha as an output scale, beta as a sum post-op, then the epilogue's ReLU.
+dnnl::primitive_attr gemm_attr(double alpha, double beta, bool relu) {
+  dnnl::primitive_attr attr;
+  if (alpha != 1) attr.set_output_scales(0, {float(alpha)});
+  dnnl::post_ops po;
+  if (beta != 0) po.append_sum(float(beta));
+  if (relu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  if (po.len() > 0) attr.set_post_ops(po);
+  return attr;
+}
+
+// The cached entry for `key`, built by `build` on first use (under the lock; entries are never
+// erased and std::map nodes are stable, so the pointer outlives the lock).
+template <typename Build>
+DnnlState::Entry& cached_entry(std::vector<int64_t> key, Build&& build) {
+  DnnlState& st = dnnl_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  auto it = st.cache.find(key);
+  if (it == st.cache.end()) it = st.cache.emplace(std::move(key), build()).first;
+  return it->second;
+}
+
+void execute(const DnnlState::Entry& e, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
+  DnnlState& st = dnnl_state();
+  dnnl::memory mem_a(e.a, st.eng, a.data()), mem_b(e.b, st.eng, b.data()), mem_c(e.c, st.eng, out.data());
+  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, mem_a}, {DNNL_ARG_WEIGHTS, mem_b}, {DNNL_ARG_DST, mem_c}};
+  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, st.eng, bias.data()));
+  e.prim.execute(st.strm, args);
+  st.strm.wait();
+}
+
 // out (B, M, N) contiguous; a, b dnnl-compatible after describe(). The epilogue's bias is oneDNN's
 // bias argument (a (1, 1, N) broadcast row) and its relu an eltwise post-op, both applied to the
 // float32 accumulator before the single rounding to out's dtype.
@@ -84,40 +115,23 @@ void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alp
                               mb.batch, mb.rows, mb.cols, mb.sb, mb.sr, mb.sc, B, M, N,
                               std::bit_cast<int64_t>(alpha), std::bit_cast<int64_t>(beta),
                               int64_t(ep.bias.defined()), int64_t(ep.relu)};
-  DnnlState& st = dnnl_state();
-  DnnlState::Entry* e;
-  {
-    std::lock_guard<std::mutex> lock(st.mu);
-    auto it = st.cache.find(key);
-    if (it == st.cache.end()) {
-      DnnlState::Entry fresh;
-      fresh.a = md(ma, type);
-      fresh.b = md(mb, type);
-      fresh.c = md(mc, type);
-      if (ep.bias.defined()) fresh.bias = dnnl::memory::desc({1, 1, N}, type, {N, N, 1});
-      dnnl::primitive_attr attr;
-      if (alpha != 1) attr.set_output_scales(0, {float(alpha)});
-      dnnl::post_ops po;
-      if (beta != 0) po.append_sum(float(beta));
-      if (ep.relu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-      if (po.len() > 0) attr.set_post_ops(po);
-      try {
-        dnnl::matmul::desc d = ep.bias.defined() ? dnnl::matmul::desc(fresh.a, fresh.b, fresh.bias, fresh.c)
-                                                 : dnnl::matmul::desc(fresh.a, fresh.b, fresh.c);
-        fresh.prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, st.eng));
-      } catch (const dnnl::error& err) {
-        throw Error("matmul", std::string("oneDNN could not create a matmul for a ") + core::to_string(a.sizes()) +
-                                  " @ " + core::to_string(b.sizes()) + " product: " + err.what());
-      }
-      it = st.cache.emplace(std::move(key), std::move(fresh)).first;
+  const DnnlState::Entry& e = cached_entry(std::move(key), [&] {
+    DnnlState::Entry fresh;
+    fresh.a = md(ma, type);
+    fresh.b = md(mb, type);
+    fresh.c = md(mc, type);
+    if (ep.bias.defined()) fresh.bias = dnnl::memory::desc({1, 1, N}, type, {N, N, 1});
+    try {
+      dnnl::matmul::desc d = ep.bias.defined() ? dnnl::matmul::desc(fresh.a, fresh.b, fresh.bias, fresh.c)
+                                               : dnnl::matmul::desc(fresh.a, fresh.b, fresh.c);
+      fresh.prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, gemm_attr(alpha, beta, ep.relu), dnnl_state().eng));
+    } catch (const dnnl::error& err) {
+      throw Error("matmul", std::string("oneDNN could not create a matmul for a ") + core::to_string(a.sizes()) +
+                                " @ " + core::to_string(b.sizes()) + " product: " + err.what());
     }
-    e = &it->second;  // std::map nodes are stable; entries are never erased
-  }
-  dnnl::memory mem_a(e->a, st.eng, a.data()), mem_b(e->b, st.eng, b.data()), mem_c(e->c, st.eng, out.data());
-  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, mem_a}, {DNNL_ARG_WEIGHTS, mem_b}, {DNNL_ARG_DST, mem_c}};
-  if (ep.bias.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e->bias, st.eng, ep.bias.data()));
-  e->prim.execute(st.strm, args);
-  st.strm.wait();
+    return fresh;
+  });
+  execute(e, out, a, b, ep.bias);
 }
 
 // Note [Two batch dims]
@@ -147,36 +161,21 @@ bool dnnl_matmul4(const Tensor& out, const Tensor& a, const Tensor& b, double al
     key.insert(key.end(), t->sizes().begin(), t->sizes().end());
     key.insert(key.end(), t->strides().begin(), t->strides().end());
   }
-  DnnlState& st = dnnl_state();
-  DnnlState::Entry* e;
-  {
-    std::lock_guard<std::mutex> lock(st.mu);
-    auto it = st.cache.find(key);
-    if (it == st.cache.end()) {
-      DnnlState::Entry fresh;
-      fresh.a = md4(a, type);
-      fresh.b = md4(b, type);
-      fresh.c = md4(out, type);
-      dnnl::primitive_attr attr;
-      if (alpha != 1) attr.set_output_scales(0, {float(alpha)});
-      if (beta != 0) {
-        dnnl::post_ops po;
-        po.append_sum(float(beta));
-        attr.set_post_ops(po);
-      }
-      try {
-        fresh.prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(fresh.a, fresh.b, fresh.c), attr, st.eng));
-      } catch (const dnnl::error&) {
-        fresh.prim = dnnl::matmul();  // declined: remembered, so the next call copies at once
-      }
-      it = st.cache.emplace(std::move(key), std::move(fresh)).first;
+  const DnnlState::Entry& e = cached_entry(std::move(key), [&] {
+    DnnlState::Entry fresh;
+    fresh.a = md4(a, type);
+    fresh.b = md4(b, type);
+    fresh.c = md4(out, type);
+    try {
+      fresh.prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(fresh.a, fresh.b, fresh.c),
+                                                             gemm_attr(alpha, beta, false), dnnl_state().eng));
+    } catch (const dnnl::error&) {
+      fresh.prim = dnnl::matmul();  // declined: remembered, so the next call copies at once
     }
-    e = &it->second;
-  }
-  if (!e->prim) return false;
-  dnnl::memory mem_a(e->a, st.eng, a.data()), mem_b(e->b, st.eng, b.data()), mem_c(e->c, st.eng, out.data());
-  e->prim.execute(st.strm, {{DNNL_ARG_SRC, mem_a}, {DNNL_ARG_WEIGHTS, mem_b}, {DNNL_ARG_DST, mem_c}});
-  st.strm.wait();
+    return fresh;
+  });
+  if (!e.prim) return false;
+  execute(e, out, a, b, Tensor());
   return true;
 }
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cctype>
 #include <numeric>
+#include <optional>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/variable.h"
@@ -166,6 +167,21 @@ ViewBuffer make_view_buffer(const Geometry& base, const Geometry& view, DType dt
   return vb;
 }
 
+// Dims of size > 1 ordered by stride, largest first, when they tile a contiguous block (a
+// permutation of a contiguous layout, its dims possibly split or merged); else nothing.
+std::optional<Shape> storage_order(const Shape& sizes, const Shape& strides) {
+  Shape dims;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] > 1) dims.push_back(int64_t(d));
+  std::sort(dims.begin(), dims.end(), [&](int64_t a, int64_t b) { return strides[size_t(a)] > strides[size_t(b)]; });
+  int64_t expected = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    if (strides[size_t(dims[i])] != expected) return std::nullopt;
+    expected *= sizes[size_t(dims[i])];
+  }
+  return dims;
+}
+
 }  // namespace
 
 Tensor view_of_base_grad(const Tensor& g, const Geometry& base, const Geometry& view) {
@@ -184,6 +200,17 @@ TensorList ViewNode::apply(TensorList&& grads) {
   // A view covering every element of its base (reshape, transpose, permute, squeeze, ...) needs
   // no zero fill.
   const bool covers = numel_of(view_.sizes) == numel_of(base_.sizes) && non_overlapping(view_.sizes, view_.strides);
+  // A permuted, split or merged view of a row-major contiguous base: the base's gradient is the view's
+  // gradient read in storage order (a permute, then a reshape that copies only when it must), as
+  // PyTorch's transpose/permute/view backward formulas are; no buffer, and no copy for a transpose.
+  const std::optional<Shape> base_order = storage_order(base_.sizes, base_.strides);
+  if (covers && view_.offset == base_.offset && base_order && std::is_sorted(base_order->begin(), base_order->end())) {
+    if (std::optional<Shape> order = storage_order(view_.sizes, view_.strides)) {
+      for (size_t d = 0; d < view_.sizes.size(); ++d)
+        if (view_.sizes[d] <= 1) order->push_back(int64_t(d));
+      return {g.permute(*order).reshape(base_.sizes)};
+    }
+  }
   ViewBuffer vb = make_view_buffer(base_, view_, g.dtype(), !covers, name());
   if (!vb.summed.empty()) g = ops::sum(g, vb.summed, /*keepdim=*/true);
   if (covers) vb.region.copy_(g);

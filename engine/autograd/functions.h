@@ -93,6 +93,7 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
 // ---- normalisation (functions/nn_norm.cpp) ----
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+Tensor softmax_causal(const Tensor& x);  // see ops::softmax_causal
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
 // x: (N, C, ...); running stats are buffers (updated in place when training, never differentiated);

@@ -90,8 +90,6 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
              op, "attn_mask must be (", L, ", ", S, ") or (", N * H, ", ", L, ", ", S, "), got ",
              shape_str(attn_mask.sizes()));
     scores = apply_mask(scores, attn_mask.dim() == 3 ? attn_mask.reshape({N, H, L, S}) : attn_mask);
-  } else if (is_causal) {
-    scores = apply_mask(scores, causal_mask(L, S));
   }
   if (key_padding_mask.defined()) {
     const Tensor kpm = unbatched ? key_padding_mask.reshape({1, S}) : key_padding_mask;
@@ -99,7 +97,9 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
              "), got ", shape_str(key_padding_mask.sizes()));
     scores = apply_mask(scores, kpm.reshape({N, 1, 1, S}));
   }
-  Tensor attn = softmax(scores, -1);
+  // The causal mask (when no attn_mask replaces it) is applied by the softmax itself: no masked
+  // copy of the scores forward, none of their gradient backward.
+  Tensor attn = is_causal && !attn_mask.defined() ? softmax_causal(scores) : softmax(scores, -1);
   if (options.dropout > 0 && is_training()) attn = dropout(attn, options.dropout, true, dropout_gen);
   Tensor out = matmul(attn, v).transpose(1, 2).reshape({N, L, E});  // (N, L, E)
   out = linear(out, out_proj->weight, out_proj->bias);

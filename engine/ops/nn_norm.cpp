@@ -108,6 +108,27 @@ void softmax_kernel(const T* x, T* y, int64_t O, int64_t R, int64_t I) {
   }
 }
 
+// x, y: contiguous (O, L, S); row (o, i) keeps its first min(i + 1, S) entries, zero after them.
+template <typename T>
+void softmax_causal_kernel(const T* x, T* y, int64_t O, int64_t L, int64_t S) {
+  using A = core::opmath_t<T>;
+  const bool par = num_threads() > 1 && O * L * S >= kParallelGrain;
+#pragma omp parallel num_threads(par ? num_threads() : 1)
+  {
+    std::vector<A> buf(static_cast<size_t>(S));
+#pragma omp for schedule(static)
+    for (int64_t row = 0; row < O * L; ++row) {
+      const T* xr = x + row * S;
+      T* yr = y + row * S;
+      const int64_t n = std::min(row % L + 1, S);
+      const A m = cpu::reduce_run<false, A>(xr, n, A(0), MaxA<A>{});
+      const A inv = A(1) / exp_sum<A>(xr, n, m, buf.data());
+      for (int64_t j = 0; j < n; ++j) yr[j] = static_cast<T>(buf[size_t(j)] * inv);
+      std::fill(yr + n, yr + S, T(0));
+    }
+  }
+}
+
 template <bool kLog>
 Tensor softmax_impl(const Tensor& x, int64_t dim, std::optional<DType> dtype, const char* op) {
   const Tensor xin = (dtype ? x.to(*dtype) : x).contiguous();
@@ -119,6 +140,20 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, std::optional<DType> dtype, co
   Tensor y = empty(xin.sizes(), xin.dtype());
   core::dispatch_floating(xin.dtype(), op, [&]<typename T>() {
     softmax_kernel<kLog>(xin.data_ptr<T>(), y.data_ptr<T>(), O, R, I);
+  });
+  return y;
+}
+
+Tensor softmax_causal_impl(const Tensor& x) {
+  const char* op = "softmax_causal";
+  TB_CHECK(x.dim() >= 2, op, "expected a (..., L, S) input of at least 2 dims, got ", core::to_string(x.sizes()));
+  TB_CHECK(core::is_floating(x.dtype()), op, "not implemented for '", core::name(x.dtype()), "'");
+  const Tensor xin = x.contiguous();
+  const int64_t L = xin.size(-2), S = xin.size(-1);
+  Tensor y = empty(xin.sizes(), xin.dtype());
+  if (xin.numel() == 0) return y;
+  core::dispatch_floating(xin.dtype(), op, [&]<typename T>() {
+    softmax_causal_kernel(xin.data_ptr<T>(), y.data_ptr<T>(), xin.numel() / (L * S), L, S);
   });
   return y;
 }
@@ -141,6 +176,7 @@ Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   return softmax_impl<true>(x, dim, dtype, "log_softmax");
 }
+Tensor softmax_causal(const Tensor& x) { return softmax_causal_impl(x); }
 
 // ---- layer_norm: per row of N = prod(normalized_shape) elements, mean and biased variance ----
 std::tuple<Tensor, Tensor, Tensor> layer_norm_with_stats(const Tensor& x, const Shape& normalized_shape,

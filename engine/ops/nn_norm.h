@@ -16,6 +16,11 @@ namespace tb::ops {
 
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+// Softmax along the last dim of x (..., L, S) with row i seeing columns j <= i only (the causal
+// mask of attention, aligned top-left as triu(ones(L, S), 1)): equal to
+// softmax(x.masked_fill(triu(ones(L, S), 1), -inf), -1) without the masked copy; masked entries
+// are exactly 0, so softmax_backward_data is its backward too.
+Tensor softmax_causal(const Tensor& x);
 // grad, output: the same shape, any strides; output is softmax's (log_softmax's) result. Returns
 // d(input) in output's dtype: y * (g - sum(g * y)) and g - exp(y) * sum(g) along dim.
 Tensor softmax_backward_data(const Tensor& grad, const Tensor& output, int64_t dim);

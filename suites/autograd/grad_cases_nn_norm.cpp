@@ -3,7 +3,10 @@
 // and without affine parameters, batch_norm in training (running stats updated in place and
 // returned as extra outputs, which need no gradient) and evaluation mode; rows that take views
 // first and rows that chain two ops.
+#include <limits>
+
 #include "engine/autograd/functions.h"
+#include "reference/index.h"
 #include "reference/nn_norm.h"
 #include "reference/views.h"
 #include "suites/autograd/grad_case.h"
@@ -44,6 +47,19 @@ void softmax_rows(std::vector<GradCase>& v, DType dt) {
                                [dim](const In& x) { return one(A::log_softmax(x[0], dim)); },
                                [dim](const RIn& x) { return one(R::log_softmax(x[0], dim)); }));
   }
+  // softmax_causal against LibTorch's softmax of the scores masked with -inf above the diagonal:
+  // masked entries get zero gradient.
+  auto ref_causal = [](const ref::Tensor& x) {
+    const Shape sz = x.sizes();
+    const ref::Tensor mask = R::triu(R::ones({sz[sz.size() - 2], sz.back()}, DType::Bool), 1);
+    return R::softmax(R::masked_fill(x, mask, -std::numeric_limits<double>::infinity()), -1);
+  };
+  for (const SoftRow& r : std::vector<SoftRow>{{"square", {2, 4, 4}, Layout::Contiguous, -1},
+                                               {"wide", {3, 5}, Layout::Transposed, -1},
+                                               {"tall", {5, 3}, Layout::Contiguous, -1}})
+    v.push_back(make_grad_case("softmax_causal/" + d + "/" + r.name, {{r.shape, dt, r.layout}},
+                               [](const In& x) { return one(A::softmax_causal(x[0])); },
+                               [ref_causal](const RIn& x) { return one(ref_causal(x[0])); }));
   // A view first: the first slice, transposed, along its (now) leading dim.
   v.push_back(make_grad_case("softmax/" + d + "/view", {{{2, 3, 4}, dt}},
                              [](const In& x) { return one(A::softmax(x[0].select(0, 0).transpose(0, 1), 0)); },

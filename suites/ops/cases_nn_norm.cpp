@@ -3,8 +3,13 @@
 // batch_norm in training (running stats returned as extra outputs, so their in-place update is
 // checked) and evaluation mode; Check::Error rows where LibTorch raises; bench rows on
 // (4096, 1024) rows.
+#include <limits>
+
 #include "engine/ops/nn_norm.h"
+#include "reference/elementwise.h"
+#include "reference/index.h"
 #include "reference/nn_norm.h"
+#include "reference/views.h"
 #include "suites/ops/op_case.h"
 
 namespace tb::suites {
@@ -33,6 +38,21 @@ const std::vector<SoftVariant> kSoftVariants = {
     {"scalar", {}, Layout::Contiguous, 0},          {"single", {1}, Layout::Contiguous, 0},
     {"transposed", {6, 9}, Layout::Transposed, -1}, {"strided", {5, 8}, Layout::Strided, 1},
     {"expanded", {3, 6}, Layout::Expanded, 0},
+};
+
+// softmax_causal's reference: LibTorch's softmax of the scores with j > i filled with -inf (the
+// mask is triu of ones shaped like the scores, so LibTorch raises where there is no (L, S)).
+ref::Tensor ref_softmax_causal(const ref::Tensor& x) {
+  const ref::Tensor mask = ref::ne(ref::triu(ref::ones_like(x), 1), 0);
+  return ref::softmax(ref::masked_fill(x, mask, -std::numeric_limits<double>::infinity()), -1);
+}
+
+// (batch, heads, L, S) scores: square, fewer queries than keys, more queries than keys (rows past
+// S see every key), a transposed view, empty.
+const std::vector<SoftVariant> kCausalVariants = {
+    {"square", {2, 3, 5, 5}, Layout::Contiguous, -1}, {"wide", {3, 4, 7}, Layout::Contiguous, -1},
+    {"tall", {7, 4}, Layout::Contiguous, -1},         {"transposed", {2, 6, 6}, Layout::Transposed, -1},
+    {"long_row", {2, 40, 300}, Layout::Contiguous, -1}, {"zero_size", {0, 3, 3}, Layout::Contiguous, -1},
 };
 
 }  // namespace
@@ -65,6 +85,13 @@ std::vector<OpCase> nn_norm_cases() {
                   [](const EV& x) { return one(ops::log_softmax(x[0], 1)); },
                   [](const RV& x) { return one(ref::log_softmax(x[0], 1)); }, Check::Error});
   }
+  for (DT d : kFloats)
+    for (const SoftVariant& v : kCausalVariants)
+      cs.push_back({nm("softmax_causal", d, v.name), {Input{v.shape, d, v.layout}},
+                    [](const EV& x) { return one(ops::softmax_causal(x[0])); },
+                    [](const RV& x) { return one(ref_softmax_causal(x[0])); }});
+  cs.push_back({"softmax_causal/float32/error_1d", {Input{{5}}}, [](const EV& x) { return one(ops::softmax_causal(x[0])); },
+                [](const RV& x) { return one(ref_softmax_causal(x[0])); }, Check::Error});
   cs.push_back({"softmax/float32/error_dim", {Input{{4, 7}}}, [](const EV& x) { return one(ops::softmax(x[0], 2)); },
                 [](const RV& x) { return one(ref::softmax(x[0], 2)); }, Check::Error});
 

@@ -15,6 +15,15 @@ Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   return out;
 }
 
+// Masked entries are exactly 0 in the output, so softmax's backward gives them zero gradient.
+Tensor softmax_causal(const Tensor& x) {
+  Tensor out = kernel([&] { return ops::softmax_causal(x); });
+  record("softmax_causal", {x}, {out}, {out}, [](BackwardContext& ctx, const TensorList& g) {
+    return TensorList{ops::softmax_backward_data(g[0], ctx.saved(0), -1)};
+  });
+  return out;
+}
+
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   Tensor out = kernel([&] { return ops::log_softmax(x, dim, dtype); });
   record("log_softmax", {x}, {out}, {out}, [dim](BackwardContext& ctx, const TensorList& g) {

@@ -28,6 +28,7 @@ void init_google_benchmark() {
 
 struct Samples {
   std::vector<double> seconds;  // real time per iteration, one per repetition
+  int64_t iterations = 0;       // iterations of the first repetition (Google Benchmark's choice)
   std::optional<std::string> error;
 };
 
@@ -41,8 +42,10 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
       if (r.run_type != Run::RT_Iteration) continue;
       Samples& s = by_name_[r.run_name.function_name];
       if (r.error_occurred) s.error = r.error_message;
-      else if (r.iterations > 0)
+      else if (r.iterations > 0) {
         s.seconds.push_back(r.real_accumulated_time / static_cast<double>(r.iterations));
+        if (!s.iterations) s.iterations = r.iterations;
+      }
     }
   }
   const Samples& get(const std::string& name) { return by_name_[name]; }
@@ -72,9 +75,11 @@ std::optional<std::string> try_call(const std::function<void()>& fn, const char*
   }
 }
 
+// iterations: 0 lets Google Benchmark grow the count until --min-time is reached (the first
+// repetition); later repetitions reuse that count instead of searching again.
 void register_side(const std::string& name, const std::function<void()>* fn,
-                   const BenchOptions& opt) {
-  benchmark::RegisterBenchmark(name.c_str(),
+                   const BenchOptions& opt, int64_t iterations) {
+  benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name.c_str(),
                                [fn](benchmark::State& st) {
                                  for (auto _ : st) {
                                    try {
@@ -88,9 +93,10 @@ void register_side(const std::string& name, const std::function<void()>* fn,
                                    }
                                  }
                                })
-      ->Repetitions(std::max(1, opt.repetitions))
-      ->MinTime(opt.min_time_s > 0 ? opt.min_time_s : 0.01)
+      ->Repetitions(1)
       ->UseRealTime();
+  if (iterations > 0) b->Iterations(iterations);
+  else b->MinTime(opt.min_time_s > 0 ? opt.min_time_s : 0.01);
 }
 
 Record bench_one(const PlannedBench& p, const BenchOptions& opt) {
@@ -113,15 +119,28 @@ Record bench_one(const PlannedBench& p, const BenchOptions& opt) {
   if (!err) {
     const std::string base = p.suite + "/" + b.name;
     const std::string eng_name = base + "/engine", ref_name = base + "/reference";
-    register_side(eng_name, &b.engine, opt);
-    register_side(ref_name, &b.reference, opt);
+    // The sides take turns, one repetition each, in the order engine, LibTorch, LibTorch, engine,
+    // ...: a burst of load from another process on this shared machine then falls on both sides
+    // instead of on all of one side's repetitions, and neither side always runs first.
     CollectingReporter rep;
-    try {
-      benchmark::RunSpecifiedBenchmarks(&rep);
-    } catch (const std::exception& e) {
-      err = std::string("benchmark run: exception: ") + e.what();
+    for (int round = 0; round < std::max(1, opt.repetitions) && !err; ++round) {
+      const bool engine_first = round % 2 == 0;
+      const int64_t eng_iters = rep.get(eng_name).iterations, ref_iters = rep.get(ref_name).iterations;
+      if (engine_first) {
+        register_side(eng_name, &b.engine, opt, eng_iters);
+        register_side(ref_name, &b.reference, opt, ref_iters);
+      } else {
+        register_side(ref_name, &b.reference, opt, ref_iters);
+        register_side(eng_name, &b.engine, opt, eng_iters);
+      }
+      try {
+        benchmark::RunSpecifiedBenchmarks(&rep);
+      } catch (const std::exception& e) {
+        err = std::string("benchmark run: exception: ") + e.what();
+      }
+      benchmark::ClearRegisteredBenchmarks();
+      if (rep.get(eng_name).error || rep.get(ref_name).error) break;
     }
-    benchmark::ClearRegisteredBenchmarks();
     const Samples& eng = rep.get(eng_name);
     const Samples& ref = rep.get(ref_name);
     if (!err && eng.error) err = "engine: " + *eng.error;

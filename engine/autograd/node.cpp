@@ -120,7 +120,8 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
 // the base's geometry. This is exact for any view of a non-overlapping base: dims of stride 0
 // (expand) are summed first, so every buffer element receives at most one add. A view of an
 // overlapping base (a view of an expanded tensor) has no storage-to-index inverse and is
-// refused when its backward runs.
+// refused when its backward runs. A view that tiles its row-major base (a transpose, permute or
+// reshape) skips the buffer: the view's gradient read in storage order is the base's gradient.
 
 namespace {
 

@@ -98,7 +98,10 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
   if (!old.defined()) {
     // Steal the incoming buffer when nobody else can see it and it has the leaf's layout; else
     // copy it into a fresh buffer laid out like the leaf (PyTorch's gradient layout contract).
-    const bool alone = g.impl_ptr().use_count() <= 2 && g.storage().use_count() == 1;
+    // The engine keeps one more reference for the post hooks' `received` list (DDP's reducer
+    // hooks every parameter): as PyTorch's 1 + !post_hooks().empty(), that one does not count.
+    const long expected = 2 + (post_hooks.empty() ? 0 : 1);
+    const bool alone = g.impl_ptr().use_count() <= expected && g.storage().use_count() == 1;
     if (alone && g.strides() == variable_.strides() && g.storage_offset() == 0) {
       variable_.set_grad(g.detach());
     } else {

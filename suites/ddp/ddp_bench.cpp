@@ -18,9 +18,12 @@
 //   optimizer_ms         AdamW's step
 //                        (these four are per-step means averaged over the ranks; the PyTorch
 //                        peer reports its wait separately too, from DDP's runtime statistics)
-//   comm_busy_ms         the all-reduces' run time on the collective worker (flight recorder)
+//   comm_busy_ms         the all-reduces' run time (flight recorder), on the collective worker
+//                        or, when issued at the end of backward, on the training thread
 //   comm_hidden_fraction 1 - comm_wait / comm_busy: the share of communication that overlapped
 //                        backward
+//   comm_overlapped      1 when the buckets were issued during backward, 0 when at its end
+//                        (DDPOptions::overlap: Note [Overlap needs a spare core])
 //   bytes_per_step       gradient bytes all-reduced per step by each rank
 //   cpu_ms               CPU time per step of a rank's process, all threads (compute, the
 //                        collective worker, MPI polling); main_thread_cpu_ms: the training
@@ -189,6 +192,7 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
                  {"cpu_ms", cpu * 1e3},
                  {"main_thread_cpu_ms", main_cpu * 1e3},
                  {"comm_hidden_fraction", dist::hidden_fraction(wait, busy_mean)},
+                 {"comm_overlapped", ddp->last_stats().overlapped ? 1.0 : 0.0},
                  {"bytes_per_step", double(ddp->last_stats().bytes)},
                  {"buckets", double(ddp->last_stats().buckets)},
                  {"batch", double(batch)},

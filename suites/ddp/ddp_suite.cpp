@@ -4,8 +4,10 @@
 //     (DDP must broadcast rank 0's) against ONE LibTorch process (computed by every rank itself)
 //     trained on the concatenated P*B batch with the mean loss: the global loss at every step and
 //     every parameter at the end, and all ranks' parameters bitwise identical. Small bucket caps,
-//     so several buckets are reduced while backward runs. b = mpi, and gloo for the float64 MLP
-//     (skipped when the gloo backend cannot start).
+//     so several buckets are reduced while backward runs (DDPOptions::Overlap::Always), except
+//     the MLP: float32 issues all its buckets at the end of backward (Overlap::AtEnd), float64
+//     lets Overlap::Auto choose (AtEnd on a host whose cores the ranks fill). b = mpi, and gloo
+//     for the float64 MLP (skipped when the gloo backend cannot start).
 //   mpi/no_sync/mlp: k micro-batches, k-1 of them under no_sync (which must issue no collective),
 //     equal one LibTorch step on the concatenated k*P*B batch.
 //   mpi/unused/find_unused: a parameter no rank uses and one only even ranks use, with
@@ -257,6 +259,7 @@ dist::DDPOptions small_buckets() {
   dist::DDPOptions o;
   o.first_bucket_cap_mb = 0.004;
   o.bucket_cap_mb = 0.05;
+  o.overlap = dist::DDPOptions::Overlap::Always;
   return o;
 }
 
@@ -280,6 +283,7 @@ Equivalence mlp_equivalence(const std::string& backend, DType dt) {
     return std::pair{randn({B, In}, dt, &gen), randint(0, Out, {B}, DType::Int64, &gen)};
   };
   q.ddp = small_buckets();
+  q.ddp.overlap = dt == DType::Float32 ? dist::DDPOptions::Overlap::AtEnd : dist::DDPOptions::Overlap::Auto;
   return q;
 }
 

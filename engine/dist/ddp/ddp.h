@@ -2,8 +2,8 @@
 // torch.nn.parallel.DistributedDataParallel. Every rank holds a full replica of the module; at
 // construction rank 0's parameters and buffers are broadcast to all; in each backward the
 // gradients are averaged across ranks by the Reducer (reducer.h) in buckets that are all-reduced
-// while backward is still running, so after backward every rank holds the same averaged .grad and
-// identical optimizer steps keep the replicas bit for bit equal.
+// while backward is still running (DDPOptions::overlap can move them to its end), so after backward every rank holds the same averaged .grad and identical
+// optimizer steps keep the replicas bit for bit equal.
 //
 // Use (a module with a single-tensor forward):
 //   auto ddp = std::make_shared<dist::DistributedDataParallel>(model, group);
@@ -45,6 +45,15 @@ struct DDPOptions {
   // overwrites it (clone it to keep it), and zero_grad(set_to_none = false) zeroes the bucket in
   // place. Note [Gradients as bucket views] in reducer.cpp.
   bool gradient_as_bucket_view = false;
+  // When a full bucket's all-reduce is issued (Note [Overlap needs a spare core] in reducer.cpp).
+  // Always (the default, PyTorch's way): as soon as the bucket fills, so it runs on the group's
+  // worker while backward goes on. AtEnd: all buckets when backward has finished, in the same
+  // order, run by the thread that called backward. Auto: Always when this host has a core for
+  // each local rank's collective worker beside its compute threads (or the ranks per host are
+  // unknown, the world is 1 or the backend is nccl), AtEnd otherwise -- for CPU ranks that fill
+  // every core, where overlap only time-slices. The averaged gradients are the same bytes either way.
+  enum class Overlap { Auto, Always, AtEnd };
+  Overlap overlap = Overlap::Always;
 };
 
 // What one synced backward communicated, for benchmarks (DistributedDataParallel::last_stats).
@@ -52,6 +61,7 @@ struct DDPStats {
   int64_t buckets = 0;       // gradient all-reduces launched
   int64_t bytes = 0;         // bytes all-reduced: the buckets (+ the used-parameter map)
   double comm_wait_s = 0;    // time the end of backward blocked waiting for them
+  bool overlapped = false;   // issued during backward (DDPOptions::overlap), not at its end
   // The group sequence numbers of those collectives (Work::seq), for comm_seconds().
   uint64_t first_seq = 0, last_seq = 0;
 };

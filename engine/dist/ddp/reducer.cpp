@@ -2,9 +2,14 @@
 // finalize. See reducer.h.
 #include "engine/dist/ddp/reducer.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <map>
 #include <sstream>
+#include <thread>
 #include <type_traits>
 #include <unordered_set>
 
@@ -14,6 +19,7 @@
 #include "engine/dist/flight_recorder.h"
 #include "engine/memory/allocator.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/iterator.h"
 
 namespace tb::dist {
 
@@ -54,6 +60,28 @@ void divide_into(Tensor& dst, const Tensor& src, int world) {
       throw core::Error(kOp, std::string("cannot average gradients of dtype ") + core::name(dst.dtype()));
     }
   });
+}
+
+// The ranks of this job on this host, from the launcher's environment (OpenMPI, MPICH/Hydra,
+// torchrun); 0 when none says.
+int local_ranks_from_env() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE"}) {
+    const char* v = std::getenv(var);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(v, &end, 10);
+    if (end != v && *end == '\0' && errno == 0 && n > 0 && n < (1 << 20)) return int(n);
+  }
+  return 0;
+}
+
+// The cores this process may run on (its affinity mask: a rank bound to one core sees one).
+int cores_available() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 // Whether `g` is exactly the tensor `slot` (the same memory, sizes and strides).
@@ -140,6 +168,8 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared
     }
   }
   if (options_.find_unused_parameters) used_map_ = zeros({int64_t(params_.size())}, DType::Int64);
+  local_ranks_ = local_ranks_from_env();
+  cores_ = cores_available();
   if (options_.gradient_as_bucket_view) {
     // As PyTorch's initialize_bucket_views: an existing gradient moves into its slot.
     autograd::NoGradGuard no_grad;
@@ -220,6 +250,14 @@ void Reducer::prepare_for_backward(const TensorList& outputs) {
   ensure_prior_reduction_finished();  // never drop a launched bucket unwaited
   reset_iteration();
   expect_hooks_ = true;
+  switch (options_.overlap) {  // Note [Overlap needs a spare core]
+    case DDPOptions::Overlap::Always: overlap_ = true; break;
+    case DDPOptions::Overlap::AtEnd: overlap_ = false; break;
+    case DDPOptions::Overlap::Auto:
+      overlap_ = local_ranks_ == 0 || group_->size() == 1 || group_->backend() == "nccl" ||
+                 int64_t(local_ranks_) * (num_threads() + 1) <= cores_;
+      break;
+  }
   if (!options_.find_unused_parameters) return;
   std::unordered_set<autograd::Node*> seen;
   std::vector<autograd::Node*> stack;
@@ -290,9 +328,28 @@ void Reducer::mark_ready(int64_t i) {
     zero_(slot);
   }
   p.ready = true;
-  if (--buckets_[size_t(p.bucket)].pending == 0) launch_ready_buckets();
+  if (--buckets_[size_t(p.bucket)].pending == 0 && overlap_) launch_ready_buckets();
 }
 
+// Note [Overlap needs a spare core]
+// Issuing a bucket's all-reduce as soon as it fills lets it run on the group's worker while
+// backward goes on, which hides it when the worker has a core to itself (or when the transfer is a
+// NIC's or a GPU's work). Between ranks on one host a CPU backend's all-reduce is CPU work itself
+// (MPI's shared-memory copies and sums, Gloo's loopback TCP): where every core already runs a
+// rank's compute threads, the worker only takes turns with backward on the same core, so the copies
+// cost as much as before and on top come the context switches, MPI's yield-polling for a peer whose
+// worker is descheduled and the worker's polling for its peers (Note [Waiting for the peers]). On
+// the 2-core VM (`bench --suite ddp --threads 2`: 2 ranks of 1 thread, MLP 784-1024-1024-10, 7.45
+// MB of gradients in 2 buckets) issuing at the end of backward (measured together with
+// AccumulateGrad no longer copying hooked gradients, node.cpp) took backward from 9.3-10.1 to
+// 8.5-8.7 ms and the collectives' run time from 3.6-4.1 to 1.05-1.2 ms per step, and the step from
+// 17.1-19.1 to 16.7-17.5 ms (3 alternating runs each, the VM shared with other jobs). So
+// DDPOptions::Overlap::Auto issues buckets during backward only when local ranks x (intra-op
+// threads + 1 worker) <= the cores this process may use; otherwise (and with AtEnd) finalize()
+// issues them all, in bucket order, and waits on the last one, which runs them back to back on the
+// training thread (Note [Collective worker]). The collectives, their order and their bytes are the
+// same either way, so the results are too. Unknown ranks per host (no launcher variable), a world
+// of 1 and the nccl backend keep PyTorch's overlap. The default stays PyTorch's (Always).
 void Reducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_++];
@@ -335,6 +392,7 @@ void Reducer::ensure_prior_reduction_finished() {
 
 void Reducer::finalize() {
   const auto t0 = std::chrono::steady_clock::now();
+  launch_ready_buckets();  // all of them unless overlapped (Note [Overlap needs a spare core])
   if (next_bucket_ < buckets_.size()) {
     // Some parameter received no gradient (Note [Unused parameters]).
     const std::string unready = unready_parameters();
@@ -353,8 +411,10 @@ void Reducer::finalize() {
     for (size_t i = 0; i < params_.size(); ++i) u[i] = params_[i].used ? 1 : 0;
     used_map_work_ = group_->all_reduce(used_map_, ReduceOp::Max);
   }
-  for (Bucket& b : buckets_) b.work->wait();
+  // The last call first: a wait runs the calls still queued up to its own on this thread, so
+  // buckets issued here go back to back without a handoff to the worker (Note [Collective worker]).
   if (used_map_work_) used_map_work_->wait();
+  for (auto b = buckets_.rbegin(); b != buckets_.rend(); ++b) b->work->wait();
   const auto t1 = std::chrono::steady_clock::now();
 
   autograd::NoGradGuard no_grad;
@@ -384,6 +444,7 @@ void Reducer::finalize() {
   for (const Bucket& b : buckets_) stats_.bytes += b.numel * int64_t(core::itemsize(b.dtype));
   if (used_map_work_) stats_.bytes += used_map_.numel() * 8;
   stats_.comm_wait_s = seconds_between(t0, t1);
+  stats_.overlapped = overlap_;
   stats_.first_seq = buckets_.front().work->seq();
   stats_.last_seq = used_map_work_ ? used_map_work_->seq() : buckets_.back().work->seq();
   for (Param& p : params_) p.used = false;

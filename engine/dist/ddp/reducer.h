@@ -3,10 +3,11 @@
 // rest at bucket_cap_mb, one dtype per bucket), each with one flat buffer allocated once. A hook
 // on every parameter's AccumulateGrad divides its fresh .grad by the world size into its bucket
 // slot; when a bucket's last gradient arrives the bucket's all_reduce (Sum) is launched on the
-// group's worker while backward goes on; a callback at the end of backward waits for all buckets
-// and copies the averages back into .grad (or, with gradient_as_bucket_view, makes .grad a view of
+// group's worker while backward goes on (where the host has no core to spare for the worker: at
+// the end of backward instead); a callback at the end of backward waits for all buckets and
+// copies the averages back into .grad (or, with gradient_as_bucket_view, makes .grad a view of
 // the slot). See Note [Bucket launch order], Note [Unused parameters], Note [Divide before the
-// sum] and Note [Gradients as bucket views].
+// sum], Note [Gradients as bucket views] and Note [Overlap needs a spare core].
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -80,6 +81,8 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   DDPOptions options_;
   bool expect_hooks_ = false;     // prepare_for_backward armed the next backward
   bool started_ = false;          // a hook of the armed backward fired (the reduction began)
+  bool overlap_ = true;           // issue buckets during backward (Note [Overlap needs a spare core])
+  int local_ranks_ = 0, cores_ = 0;  // ranks on this host (0: unknown), cores this process may use
   size_t next_bucket_ = 0;        // buckets [0, next_bucket_) are launched
   Tensor used_map_;               // int64 per parameter: used anywhere (find_unused_parameters)
   WorkPtr used_map_work_;

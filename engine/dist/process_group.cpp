@@ -47,7 +47,7 @@ const char* reduce_op_name(ReduceOp op) {
 // is still queued (a burst, like DDP's buckets), or the previous call was not run by its waiter,
 // or the worker has slept for kDeepSleepAfter. Otherwise the worker polls every kPollPeriod and
 // takes a call queued longer than kGrace (so it does not steal a call its caller is about to
-// wait on). A lone call issued after synchronous ones therefore starts within kPollPeriod, or at
+// wait on); while a waiter runs a call inline it does not poll but parks until that call ends. A lone call issued after synchronous ones therefore starts within kPollPeriod, or at
 // the next issue or wait, whichever comes first; calls issued back to back start at once.
 // A wait with a timeout shorter than the group's never runs the call itself (it must be able to
 // return when its timeout passes); nor does any wait when the watchdog is off (Options::watchdog),
@@ -434,7 +434,7 @@ void ProcessGroup::help(Work* w) {
     last_ran_inline_ = true;
     if (&t.work == w) break;
   }
-  const bool wake = !queue_.empty() && !running_;
+  const bool wake = (!queue_.empty() || worker_parked_) && !running_;
   lock.unlock();
   if (wake) cv_.notify_all();
 }
@@ -496,6 +496,13 @@ void ProcessGroup::worker_loop() {
       worker_asleep_ = true;
       cv_.wait(lock);
       worker_asleep_ = false;
+    } else if (running_) {
+      // A waiter is running a call inline (help): nothing can start before it ends, and polling
+      // meanwhile would preempt it every kPollPeriod -- with more ranks than cores (4 on 2), each
+      // wake-up stalls the collective for every rank. help() notifies when it is done.
+      worker_parked_ = true;
+      cv_.wait(lock, [&] { return !running_ || stopping_; });
+      worker_parked_ = false;
     } else {
       cv_.wait_for(lock, kPollPeriod);
     }

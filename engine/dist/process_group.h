@@ -160,6 +160,7 @@ class ProcessGroup {
   uint64_t next_seq_ = 1, next_collective_seq_ = 1;
   uint64_t last_enqueue_ = 0;           // CallClock ticks (flight_recorder.h)
   bool worker_asleep_ = false;          // blocked without a deadline: enqueue must notify
+  bool worker_parked_ = false;          // blocked until the call a waiter runs ends: help notifies
   bool last_ran_inline_ = false;        // the last call ran on its waiting thread (a synchronous caller)
   bool stopping_ = false, started_ = false, shut_down_ = false;
   bool peers_local_ = false;            // every rank's board slot is on this host (worker only)

@@ -339,7 +339,8 @@ Tensor conv2d(const Tensor& x_, const Tensor& weight, const Tensor& bias, const 
       conv_im2col<int64_t>(c, out, x4.contiguous(), weight, bias);
     } else if (dt == DType::Int32) {
       conv_im2col<int32_t>(c, out, x4.contiguous(), weight, bias);
-    } else if (dt == DType::BFloat16 && (!bias.defined() || bias.dtype() == dt) && weight.dtype() == dt) {
+    } else if (dt == DType::BFloat16 && cpu::dnnl_has_bf16() && (!bias.defined() || bias.dtype() == dt) &&
+               weight.dtype() == dt) {
       conv_dnnl(c, out, x4.contiguous(), weight.contiguous(), bias.defined() ? bias.contiguous() : Tensor());
     } else {
       const DType f = DType::Float32;

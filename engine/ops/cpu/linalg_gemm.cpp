@@ -261,6 +261,20 @@ void apply_epilogue(const Tensor& out, const GemmEpilogue& ep) {
 
 }  // namespace
 
+bool dnnl_has_bf16() {
+  static const bool ok = [] {
+    using dt = dnnl::memory::data_type;
+    const dnnl::memory::desc m({1, 2, 2}, dt::bf16, {4, 2, 1});
+    try {
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(m, m, m), dnnl_state().eng);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
 void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
                   const GemmEpilogue& ep) {
   if (out.dim() == 4) {
@@ -274,7 +288,8 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
       const Mat m{1, t.size(2), t.size(3), 0, t.stride(2), t.stride(3)};
       return dnnl_compatible(describe_inner(m));
     };
-    if ((dt == DType::Float32 || dt == DType::BFloat16) && B1 * B2 * M * N > 0 && K > 0 && plain(a) && plain(b) &&
+    if ((dt == DType::Float32 || (dt == DType::BFloat16 && dnnl_has_bf16())) && B1 * B2 * M * N > 0 && K > 0 &&
+        plain(a) && plain(b) &&
         dnnl_matmul4(out, a, b, alpha, beta))
       return;
     return gemm_batched(out.view({B1 * B2, M, N}), a.reshape({B1 * B2, M, K}), b.reshape({B1 * B2, K, N}), alpha,
@@ -293,15 +308,16 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
     return apply_epilogue(out, ep);
   }
   const DType dt = out.dtype();
-  if (dt == DType::Float32 || dt == DType::BFloat16) {
+  if (dt == DType::Float32 || (dt == DType::BFloat16 && dnnl_has_bf16())) {
     Tensor a2 = dnnl_compatible(describe(a)) ? a : a.contiguous();
     Tensor b2 = dnnl_compatible(describe(b)) ? b : b.contiguous();
     // oneDNN broadcasts a batch of 1 only against a real batch: materialise one side if both broadcast.
     if (B > 1 && describe(a2).batch == 1 && describe(b2).batch == 1) a2 = a2.contiguous();
     return dnnl_matmul(out, a2, b2, alpha, beta, ep);
   }
-  if (dt == DType::Float16) {
-    // No float16 matmul in oneDNN on this ISA: compute in float32 and round once on store.
+  if (dt == DType::Float16 || dt == DType::BFloat16) {
+    // No float16 (or, below AVX-512, bfloat16) matmul in oneDNN here: compute in float32 and round
+    // once on store.
     Tensor acc = beta != 0 ? out.to(DType::Float32).contiguous() : empty(out.sizes(), DType::Float32);
     GemmEpilogue ep32{ep.bias.defined() ? ep.bias.to(DType::Float32) : Tensor(), ep.relu};
     gemm_batched(acc, a.to(DType::Float32), b.to(DType::Float32), alpha, beta, ep32);

@@ -1,6 +1,7 @@
 // The one batched matrix-product kernel every linalg op (mm, bmm, matmul, addmm, linear, einsum)
 // and conv fallback ends in. float32 and bfloat16 run on oneDNN's matmul primitive (cached per
-// shape/strides/scales); float16 computes in float32 on oneDNN and rounds once; float64 and the
+// shape/strides/scales); float16, and bfloat16 on a CPU where oneDNN has no bfloat16 kernels
+// (below AVX-512), compute in float32 on oneDNN and round once; float64 and the
 // integer types use a blocked OpenMP loop (oneDNN has neither). This file knows no broadcasting
 // or PyTorch argument rules: linalg.cpp resolves those first.
 #pragma once
@@ -28,5 +29,11 @@ struct GemmEpilogue {
 // beta == 0 ignores out's old contents (NaN included), as BLAS and PyTorch do.
 void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double alpha = 1, double beta = 0,
                   const GemmEpilogue& epilogue = {});
+
+// Whether oneDNN runs bfloat16 products and convolutions on this CPU (it needs AVX-512; on an
+// AVX2-only CPU it declines them). Where it does not, bfloat16 computes in float32 and rounds once,
+// which is what oneDNN's own bfloat16 kernels do (float32 accumulation, one rounding on store).
+// Asked once, by creating a small bfloat16 matmul.
+bool dnnl_has_bf16();
 
 }  // namespace tb::ops::cpu

@@ -6,7 +6,8 @@
 // with AdamW (lr 1e-3, weight decay 0.01) and DDP's defaults (25 MiB buckets, the first 1 MiB),
 // as reference/dist/torch_ddp_bench.py does for PyTorch's DDP on Gloo (the torch-gloo peer),
 // except gradient_as_bucket_view (on; TRAINBENCH_DDP_BUCKET_VIEW=0 turns it off) and MPI asked to
-// yield when idle (Note [MPI polling in the DDP bench]).
+// yield when idle (Note [MPI polling in the DDP bench]). TRAINBENCH_DDP_OVERLAP picks
+// DDPOptions::overlap (always, the default; at_end; auto).
 //
 // Timing (the peer's protocol): 2 warm-up steps, one probe step, then
 // clamp(ceil(target / probe), 3, 50) steps (target: TRAINBENCH_DDP_BENCH_S, default 2 s; the
@@ -113,6 +114,17 @@ double reduce_value(dist::ProcessGroup& g, double v, dist::ReduceOp op) {
 // (the bench's first case); `cpu_ms` shows the polling either way.
 void ask_mpi_to_yield() { setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0); }
 
+// TRAINBENCH_DDP_OVERLAP = always (default, PyTorch's) | at_end | auto: DDPOptions::overlap, to
+// compare when buckets are issued on a given host (Note [Overlap needs a spare core]).
+dist::DDPOptions::Overlap overlap_from_env() {
+  const char* v = std::getenv("TRAINBENCH_DDP_OVERLAP");
+  const std::string s = v ? v : "always";
+  if (s == "always") return dist::DDPOptions::Overlap::Always;
+  if (s == "at_end") return dist::DDPOptions::Overlap::AtEnd;
+  if (s == "auto") return dist::DDPOptions::Overlap::Auto;
+  throw core::Error("ddp bench", "TRAINBENCH_DDP_OVERLAP is '" + s + "'; expected always, at_end or auto");
+}
+
 void run_ddp_bench(const std::string& name, harness::Record& rec) {
   rec.kind = "benchmark";
   ask_mpi_to_yield();
@@ -124,6 +136,7 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
   dist::DDPOptions dopt;
   const char* view_env = std::getenv("TRAINBENCH_DDP_BUCKET_VIEW");
   dopt.gradient_as_bucket_view = !(view_env && std::string(view_env) == "0");
+  dopt.overlap = overlap_from_env();
   auto ddp = std::make_shared<dist::DistributedDataParallel>(w.model, g, dopt);
   optim::AdamW::Options o;
   o.lr = 1e-3;

@@ -65,11 +65,17 @@ void add_mm(std::vector<OpCase>& cs) {
       {"strided", {5, 6}, {6, 4}, L::Strided, L::Strided},
       {"expanded", {5, 6}, {6, 4}, L::Expanded, L::Contiguous},
       {"row_vector", {1, 8}, {8, 3}, L::Transposed, L::Transposed},
+      // Leading dimensions of 256 (a transposed, then b): below AVX-512 the float32 product reads
+      // them from padded copies (Note [Padded leading dimensions] in cpu/linalg_gemm.cpp).
+      {"ld256_a", {256, 300}, {300, 64}, L::Transposed, L::Contiguous},
+      {"ld256_b", {72, 300}, {300, 256}, L::Contiguous, L::Contiguous},
   };
   for (DType dt : kProductDTypes)
-    for (const Shp& s : shapes)
+    for (const Shp& s : shapes) {
       cs.push_back(binary("mm/" + dn(dt) + "/" + s.tag, {s.a, dt, s.la}, {s.b, dt, s.lb},
                           [](auto& a, auto& b) { return ops::mm(a, b); }, [](auto& a, auto& b) { return ref::mm(a, b); }));
+      cs.back().tol = long_dot_tol(dt, s.a[1]);  // the ld256 rows sum 300 products
+    }
   for (DType dt : {kF32, kF64}) {
     OpCase c;
     c.name = "mm_out/" + dn(dt) + "/3x4x5";

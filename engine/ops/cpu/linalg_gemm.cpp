@@ -259,6 +259,39 @@ void apply_epilogue(const Tensor& out, const GemmEpilogue& ep) {
   });
 }
 
+// Note [Padded leading dimensions]
+// Below AVX-512 (this project's Zen 3 hosts) oneDNN 2.6's float32 gemm loses half its speed when
+// an operand's leading dimension is a multiple of 256 elements (1 KB), as in a linear layer's
+// weight gradient gz^T @ X with 1024 features: measured at one thread, M 1024 K 2048 N 256 with A
+// column-major ran at 36-38 GFLOP/s with lda 1024 and at 80-85 with lda 1040; M 256 K 2048 N 1024
+// at 42 with ldb 1024 and at 82-85 with ldb 1040 (2 threads: 72 -> 153-172). Both operands' ld
+// trip it (cache-set conflicts when its kernels pack them). So there a large operand with such a
+// leading dimension is copied into a buffer whose rows are 16 elements longer, which costs one
+// pass over it against a product that reads it 2 x (other dimension) times. AVX-512 hosts
+// measured near peak without it, so they keep reading in place.
+bool pads_leading_dims() {
+  static const bool pad = dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core;
+  return pad;
+}
+
+// t: (1, R, C) float32, plain (describe). A copy with the leading dimension padded by 16 when
+// it is a multiple of 256, t is laid out as `want_row_major` says (a column-major a, as in
+// gz^T @ X, and a row-major b, as in gz @ W, were measured; a transposed weight read by the
+// forward was not helped) and the copy is worth it (other: the product's dimension that t is not
+// part of, N for a and M for b); else t itself.
+Tensor padded(const Tensor& t, int64_t other, bool want_row_major) {
+  const Mat m = describe(t);
+  if (m.batch != 1 || other < 64 || m.rows * m.cols < (int64_t(1) << 16)) return t;
+  const bool row_major = m.sc == 1 && m.rows > 1;
+  const int64_t ld = row_major ? m.sr : m.sc;
+  if (row_major != want_row_major || ld % 256 != 0) return t;
+  const Tensor mat = row_major ? t.select(0, 0) : t.select(0, 0).t();  // rows contiguous
+  Tensor buf = empty({mat.size(0), mat.size(1) + 16}, t.dtype());
+  Tensor body = buf.narrow(1, 0, mat.size(1));
+  body.copy_(mat);
+  return (row_major ? body : body.t()).unsqueeze(0);
+}
+
 }  // namespace
 
 bool dnnl_has_bf16() {
@@ -313,6 +346,10 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
     Tensor b2 = dnnl_compatible(describe(b)) ? b : b.contiguous();
     // oneDNN broadcasts a batch of 1 only against a real batch: materialise one side if both broadcast.
     if (B > 1 && describe(a2).batch == 1 && describe(b2).batch == 1) a2 = a2.contiguous();
+    if (dt == DType::Float32 && pads_leading_dims()) {  // Note [Padded leading dimensions]
+      a2 = padded(a2, N, /*want_row_major=*/false);
+      b2 = padded(b2, M, /*want_row_major=*/true);
+    }
     return dnnl_matmul(out, a2, b2, alpha, beta, ep);
   }
   if (dt == DType::Float16 || dt == DType::BFloat16) {

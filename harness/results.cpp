@@ -80,6 +80,22 @@ std::string cpu_model() {
   return "unknown";
 }
 
+// The widest x86 vector ISA the CPU reports: avx512 (avx512f), avx2, else the architecture.
+// These VMs report the model only as "AMD EPYC"; the ISA is what separates the machine kinds
+// whose figures differ (Zen 4 with AVX-512, Zen 3 with AVX2).
+std::string cpu_isa() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    const std::string flags = line + " ";
+    if (flags.find(" avx512f ") != std::string::npos) return "avx512";
+    if (flags.find(" avx2 ") != std::string::npos) return "avx2";
+    return "x86-64";
+  }
+  return "unknown";
+}
+
 // Benchmarks on a busy machine (a parallel build, another run) are noise; the load average lets
 // a reader of the result see that.
 nlohmann::json load_average() {
@@ -139,6 +155,7 @@ nlohmann::json make_result(const RunInfo& info, const std::vector<Record>& recor
   run["trainbench_version"] = TB_VERSION;
   run["host"] = host_name();
   run["cpu"] = cpu_model();
+  run["cpu_isa"] = cpu_isa();
   run["logical_cores"] = std::max(1u, std::thread::hardware_concurrency());
   if (nlohmann::json la = load_average(); !la.is_null()) run["load_average"] = la;
   run["build_type"] = TB_BUILD_TYPE;

@@ -84,7 +84,7 @@ void add_bench_options(CLI::App* sub, Options& o) {
 
 void add_peak_options(CLI::App* sub, Options& o) {
   sub->add_option("--peak-gflops", o.peak_gflops,
-                  "Machine peak GFLOP/s drawn on the throughput plot (report default: 234)")
+                  "Machine peak GFLOP/s drawn on the throughput plot (report default: 234, or 175 for AVX2 results)")
       ->type_name("X")
       ->check(CLI::PositiveNumber);
   sub->add_option("--peak-gbps", o.peak_gbps,

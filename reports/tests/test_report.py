@@ -77,6 +77,17 @@ class ReportSmoke(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("1234 GFLOP/s", (out / "report.html").read_text())
 
+    def test_peak_default_follows_cpu_isa(self):
+        doc = json.loads(SAMPLE.read_text())
+        for isa, peak in (("avx2", "175 GFLOP/s"), ("avx512", "234 GFLOP/s")):
+            doc["run"]["cpu_isa"] = isa
+            f = self.dir / f"{isa}.json"
+            f.write_text(json.dumps(doc))
+            out = self.dir / f"r_{isa}"
+            p = run_report(out, f)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(peak, (out / "report.html").read_text())
+
     def test_two_inputs(self):
         out = self.dir / "r"
         p = run_report(out, SAMPLE, SAMPLE)

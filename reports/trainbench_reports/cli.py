@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import DEFAULT_PEAK_GBPS, DEFAULT_PEAK_GFLOPS, dist_plots, html_report, markdown, plots
+from . import (DEFAULT_PEAK_GBPS, DEFAULT_PEAK_GFLOPS, DEFAULT_PEAK_GFLOPS_AVX2, default_peak_gflops,
+               dist_plots, html_report, markdown, plots)
 from .load import LoadError, load_results
 from .summary import passed_benchmarks, rows_of
 
@@ -19,9 +20,10 @@ def parse_args(argv):
     p.add_argument("inputs", nargs="*", metavar="JSON", help="result files (docs/results.md)")
     p.add_argument("--out", default="report", metavar="DIR",
                    help="output folder, created if needed (default: ./report)")
-    p.add_argument("--peak-gflops", type=float, default=DEFAULT_PEAK_GFLOPS,
-                   help="machine peak fp32 GFLOP/s drawn on the plot "
-                        f"(default {DEFAULT_PEAK_GFLOPS:g}: measured on the 2-core CI machine)")
+    p.add_argument("--peak-gflops", type=float, default=None,
+                   help="machine peak fp32 GFLOP/s drawn on the plot (default: measured on the "
+                        f"2-core CI machines, {DEFAULT_PEAK_GFLOPS:g} with AVX-512, or "
+                        f"{DEFAULT_PEAK_GFLOPS_AVX2:g} when every input's run header says cpu_isa avx2)")
     p.add_argument("--peak-gbps", type=float, default=DEFAULT_PEAK_GBPS,
                    help="machine memory bandwidth in GB/s drawn on the plot "
                         f"(default {DEFAULT_PEAK_GBPS:g}: measured with 2 threads)")
@@ -83,6 +85,8 @@ def main(argv=None) -> int:
         print("trainbench_reports: warning: no input files; writing an empty report",
               file=sys.stderr)
 
+    if args.peak_gflops is None:
+        args.peak_gflops = default_peak_gflops(results)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = rows_of(results)

@@ -43,7 +43,7 @@ std::size_t count_rank_cases(const Suite& s, const DistRunOptions& o) {
   std::size_t n = 0;
   for (int w : s.world_sizes) {
     if (o.tests) n += rank_cases(s, w, false, o.filter).size();
-    if (o.benches) n += rank_cases(s, w, true, o.filter).size();
+    if (o.benches) n += rank_cases(s, w, true, o.filter).size() * std::size_t(s.peer ? std::max(1, s.bench_rounds) : 1);
   }
   return n;
 }
@@ -184,35 +184,93 @@ std::vector<Record> run_world(const Suite& s, int world, bool benches, const Dis
   return out;
 }
 
+std::vector<Record> run_peer(const Suite& s, int w, const DistRunOptions& o, Progress* progress) {
+  setenv("TRAINBENCH_RANK_THREADS", std::to_string(std::max(1, o.threads / w)).c_str(), 1);
+  std::vector<Record> out;
+  try {
+    out = s.peer(w);
+    for (Record& r : out) {
+      if (r.suite.empty()) r.suite = s.name;
+      if (progress) std::cerr << s.name << ' ' << r.case_name << " ... " << r.status << '\n';
+    }
+  } catch (const std::exception& e) {
+    Record r;
+    r.suite = s.name;
+    r.case_name = "(peer)/w" + std::to_string(w);
+    r.kind = "benchmark";
+    r.status = "error";
+    r.message = e.what();
+    out = {std::move(r)};
+  }
+  return out;
+}
+
 }  // namespace
+
+// Note [Benchmark rounds]
+// A peer (PyTorch on Gloo) runs as its own job after the ranks, tens of seconds later; on a
+// shared machine the load can change in between, and one such pair of runs gave ratios 1.64x to
+// 1.99x for the same build. With Suite::bench_rounds = R the pair runs R times, alternating its
+// order (ranks, peer, peer, ranks, ...), and each case keeps the mean of its numeric metrics over
+// the rounds that passed (a string metric, status and message come from the worst round), with
+// `rounds` = the rounds averaged. Ratios of those means compare both sides over the same span.
+std::vector<Record> average_rounds(const std::vector<std::vector<Record>>& rounds) {
+  std::vector<Record> out;
+  std::map<std::string, std::size_t> index;
+  std::map<std::string, std::map<std::string, std::pair<double, int>>> sums;
+  for (const std::vector<Record>& round : rounds)
+    for (const Record& r : round) {
+      auto [it, fresh] = index.emplace(r.case_name, out.size());
+      if (fresh) out.push_back(r);
+      Record& acc = out[it->second];
+      if (!fresh && severity(r.status) > severity(acc.status)) {
+        acc.status = r.status;
+        acc.message = r.message;
+      }
+      if (r.status != "pass") continue;
+      for (const auto& [k, v] : r.metrics.items())
+        if (v.is_number()) {
+          auto& [sum, n] = sums[r.case_name][k];
+          sum += v.get<double>();
+          ++n;
+        }
+    }
+  for (Record& r : out) {
+    int rounds_used = 0;
+    for (const auto& [k, sn] : sums[r.case_name]) {
+      r.metrics[k] = sn.first / sn.second;
+      rounds_used = std::max(rounds_used, sn.second);
+    }
+    if (rounds.size() > 1) r.metrics["rounds"] = rounds_used;
+  }
+  return out;
+}
 
 std::vector<Record> run_distributed(const Suite& s, const DistRunOptions& o, Progress* progress) {
   std::vector<Record> out;
+  auto append = [&out](std::vector<Record> recs) {
+    out.insert(out.end(), std::make_move_iterator(recs.begin()), std::make_move_iterator(recs.end()));
+  };
   for (int w : s.world_sizes) {
-    for (bool benches : {false, true}) {
-      if (benches ? !o.benches : !o.tests) continue;
-      std::vector<Record> recs = run_world(s, w, benches, o, progress);
-      out.insert(out.end(), std::make_move_iterator(recs.begin()), std::make_move_iterator(recs.end()));
+    if (o.tests) append(run_world(s, w, false, o, progress));
+    if (!o.benches) continue;
+    if (!s.peer) {
+      append(run_world(s, w, true, o, progress));
+      continue;
     }
-    if (o.benches && s.peer) {
-      setenv("TRAINBENCH_RANK_THREADS", std::to_string(std::max(1, o.threads / w)).c_str(), 1);
-      try {
-        std::vector<Record> recs = s.peer(w);
-        for (Record& r : recs) {
-          if (r.suite.empty()) r.suite = s.name;
-          if (progress) std::cerr << s.name << ' ' << r.case_name << " ... " << r.status << '\n';
-          out.push_back(std::move(r));
-        }
-      } catch (const std::exception& e) {
-        Record r;
-        r.suite = s.name;
-        r.case_name = "(peer)/w" + std::to_string(w);
-        r.kind = "benchmark";
-        r.status = "error";
-        r.message = e.what();
-        out.push_back(std::move(r));
+    const int rounds = std::max(1, s.bench_rounds);
+    std::vector<std::vector<Record>> ranks, peers;
+    for (int r = 0; r < rounds; ++r) {  // Note [Benchmark rounds]: ranks, peer, peer, ranks, ...
+      if (r % 2 == 0) {
+        ranks.push_back(run_world(s, w, true, o, progress));
+        peers.push_back(run_peer(s, w, o, progress));
+      } else {
+        peers.push_back(run_peer(s, w, o, progress));
+        ranks.push_back(run_world(s, w, true, o, progress));
       }
     }
+    append(rounds == 1 ? std::move(ranks.front()) : average_rounds(ranks));
+    append(rounds == 1 ? std::move(peers.front()) : average_rounds(peers));
   }
   return out;
 }

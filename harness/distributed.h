@@ -30,8 +30,15 @@ std::string rank_case_name(const std::string& name, int world);
 // The rank cases of `s` for `world` (tests or benches) whose name matches `filter`.
 std::vector<TestCase> rank_cases(const Suite& s, int world, bool benches, const std::string& filter);
 
-// How many records run_distributed will produce for progress counting (peer records excluded).
+// How many records run_distributed will produce for progress counting (peer records excluded;
+// benchmarks counted once per round, Suite::bench_rounds).
 std::size_t count_rank_cases(const Suite& s, const DistRunOptions& o);
+
+// One record per case from several rounds of the same cases (Note [Benchmark rounds]): numeric
+// metrics are the means over the rounds where the case passed, status and message come from the
+// worst round, other fields from the first; with more than one round, metric `rounds` says how
+// many were averaged.
+std::vector<Record> average_rounds(const std::vector<std::vector<Record>>& rounds);
 
 // Launches every world size of `s` and returns the merged records, then the peer's.
 std::vector<Record> run_distributed(const Suite& s, const DistRunOptions& o, Progress* progress);

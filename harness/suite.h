@@ -68,6 +68,11 @@ struct Suite {
   // themselves and return records of kind "benchmark" (Google Benchmark would not).
   std::function<std::vector<TestCase>(int world)> rank_benches;
   std::function<std::vector<Record>(int world)> peer;
+  // Benchmarks with a peer: rounds of (the ranks' benchmarks, the peer) per world size, the order
+  // alternating (ranks then peer, peer then ranks, ...) so that a change in the machine's load
+  // falls on both sides; each case's numeric metrics are the mean over its passing rounds
+  // (metric `rounds` says how many). Note [Benchmark rounds] in harness/distributed.cpp.
+  int bench_rounds = 1;
 };
 
 // Note [Distributed suites]

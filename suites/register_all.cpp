@@ -133,6 +133,7 @@ void register_all() {
       return world == 3 ? std::vector<harness::TestCase>{} : ddp_rank_benches(world);
     };
     s.peer = [](int world) { return world == 3 ? std::vector<harness::Record>{} : ddp_peer(world); };
+    s.bench_rounds = 2;  // engine, PyTorch, PyTorch, engine (Note [Benchmark rounds])
     harness::register_suite(std::move(s));
   }
   {

@@ -13,6 +13,7 @@
 
 #include "engine/tensor/iterator.h"
 #include "harness/cli.h"
+#include "harness/distributed.h"
 #include "harness/runner.h"
 
 namespace th = tb::harness;
@@ -268,4 +269,36 @@ TEST(Cli, ExitCodes) {
   EXPECT_TRUE(fs::exists(json));
   EXPECT_EQ(run({"trainbench", "test", "--suite", "fake", "--json", json}), 1);  // fail + error
   fs::remove_all(dir);
+}
+
+// Note [Benchmark rounds]: numeric metrics are averaged over the passing rounds, the worst status
+// and its message win, strings and other fields come from the first round.
+TEST(Distributed, AverageRoundsMeansPassingRounds) {
+  auto rec = [](const std::string& name, const std::string& status, double sps) {
+    tb::harness::Record r;
+    r.suite = "ddp";
+    r.case_name = name;
+    r.kind = "benchmark";
+    r.status = status;
+    r.message = status == "pass" ? "" : "rank 1 died";
+    r.metrics = {{"samples_per_s", sps}, {"world", 2}, {"backend", "mpi"}};
+    return r;
+  };
+  const std::vector<std::vector<tb::harness::Record>> rounds = {
+      {rec("a", "pass", 100), rec("b", "pass", 10)},
+      {rec("a", "pass", 300), rec("b", "error", 0)}};
+  const auto out = tb::harness::average_rounds(rounds);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].case_name, "a");
+  EXPECT_EQ(out[0].status, "pass");
+  EXPECT_DOUBLE_EQ(out[0].metrics["samples_per_s"].get<double>(), 200);
+  EXPECT_EQ(out[0].metrics["rounds"].get<int>(), 2);
+  EXPECT_EQ(out[0].metrics["backend"], "mpi");
+  EXPECT_EQ(out[1].status, "error");
+  EXPECT_EQ(out[1].message, "rank 1 died");
+  EXPECT_DOUBLE_EQ(out[1].metrics["samples_per_s"].get<double>(), 10);  // the failed round is left out
+  EXPECT_EQ(out[1].metrics["rounds"].get<int>(), 1);
+  // One round: records pass through, no `rounds` metric.
+  const auto single = tb::harness::average_rounds({rounds[0]});
+  EXPECT_FALSE(single[0].metrics.contains("rounds"));
 }

@@ -212,8 +212,8 @@ std::vector<Record> run_peer(const Suite& s, int w, const DistRunOptions& o, Pro
 // shared machine the load can change in between, and one such pair of runs gave ratios 1.64x to
 // 1.99x for the same build. With Suite::bench_rounds = R the pair runs R times, alternating its
 // order (ranks, peer, peer, ranks, ...), and each case keeps the mean of its numeric metrics over
-// the rounds that passed (a string metric, status and message come from the worst round), with
-// `rounds` = the rounds averaged. Ratios of those means compare both sides over the same span.
+// the rounds that passed (status and message come from the worst round, string metrics from the
+// first), with `rounds` = the rounds averaged. Ratios of those means compare both sides over the same span.
 std::vector<Record> average_rounds(const std::vector<std::vector<Record>>& rounds) {
   std::vector<Record> out;
   std::map<std::string, std::size_t> index;

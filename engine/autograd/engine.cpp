@@ -72,6 +72,11 @@ TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool 
     }
     ~CallbackScope() { current_callbacks = saved; }
   } callback_scope(&callbacks);
+  struct AccumulateScope {  // Note [Gradient buffers]: lent only when leaves accumulate
+    bool saved;
+    explicit AccumulateScope(bool on) : saved(detail::leaves_accumulate) { detail::leaves_accumulate = on; }
+    ~AccumulateScope() { detail::leaves_accumulate = saved; }
+  } accumulate_scope(captures.empty());
   std::unordered_map<Node*, NodeTask> tasks;
   // Post-order of the graph (children first), iteratively: graphs can be thousands deep.
   std::vector<Node*> post;

@@ -95,6 +95,10 @@ class BackwardContext {
   Tensor saved(size_t i) const { return saved_.at(i).unpack(node_); }
   // Whether input i needs a gradient (skip work for inputs that do not).
   bool needs_grad(size_t i) const { return i < node_.next_edges.size() && node_.next_edges[i].valid(); }
+  // A buffer to write input i's gradient into instead of allocating one, when that input is a
+  // leaf whose accumulator was offered one (Note [Gradient buffers]); undefined otherwise. The
+  // formula must then return that buffer, holding the whole gradient, as input i's gradient.
+  Tensor grad_buffer(size_t i) const;
   const Node& node() const { return node_; }
 
  private:
@@ -123,9 +127,24 @@ class AccumulateGrad final : public Node {
   TensorList apply(TensorList&& grads) override;
   const Tensor& variable() const { return variable_; }
 
+  // Note [Gradient buffers]: offers `buffer` (the leaf's shape, dtype and strides) as the memory
+  // of the leaf's next gradient; undefined withdraws the offer. Lent at most once
+  // (take_grad_buffer) and adopted as .grad when it comes back as the whole gradient.
+  void offer_grad_buffer(Tensor buffer);
+  // The offered buffer, if a backward() (not grad()) is running, .grad is undefined and the leaf
+  // has no tensor hooks; else undefined. Withdraws the offer either way.
+  Tensor take_grad_buffer();
+
  private:
   Tensor variable_;
+  Tensor offered_, lent_;
 };
+
+namespace detail {
+// True while the engine runs a backward() that accumulates into leaves (false in grad(), whose
+// results are returned to the caller): only then are gradient buffers lent.
+extern thread_local bool leaves_accumulate;
+}  // namespace detail
 
 // The backward of any view (view, reshape, transpose, permute, expand, narrow, slice, select,
 // squeeze, unsqueeze, as_strided, split, ...): the view's gradient is laid back over a buffer with

@@ -9,9 +9,11 @@
 #include "engine/autograd/functions.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
+#include "engine/autograd/variable.h"
 #include "engine/tensor/factories.h"
 #include "reference/autograd.h"
 #include "reference/elementwise.h"
+#include "reference/linalg.h"
 #include "reference/reduce.h"
 #include "reference/views.h"
 #include "suites/autograd/grad_case.h"
@@ -247,6 +249,72 @@ std::vector<harness::TestCase> semantics_tests() {
     A::sum(z.e).backward();
     R::backward(R::sum(z.r));
     expect_close(z.e.grad(), R::grad_of(z.r), "grad after remove_hook");
+  }));
+
+  // Note [Gradient buffers]: a buffer offered to a leaf's accumulator receives linear's weight
+  // gradient and becomes .grad -- but only where nobody could see it before (not under grad(),
+  // not past tensor hooks, not when .grad holds a gradient, once per offer) -- and every
+  // gradient equals LibTorch's either way.
+  t.push_back(semantic("gradient_buffers", [](harness::Record&) {
+    Pair x = leaf({0.5, -1, 2, 1.5, 0.25, -3}, {2, 3});
+    Pair w = leaf({1, -2, 0.5, 3, 0.75, -1, 2, 1, -0.5, 0.125, 4, -2}, {4, 3});
+    Pair b = leaf({0.1, -0.2, 0.3, 0.4});
+    // Held, as DDP's reducer holds it: a leaf keeps its accumulator only weakly.
+    const std::shared_ptr<A::Node> held = A::edge_of(w.e).fn;
+    auto* acc = dynamic_cast<A::AccumulateGrad*>(held.get());
+    expect(acc != nullptr, "a leaf that requires grad has an AccumulateGrad");
+    auto fresh_buffer = [&] { return full(w.e.sizes(), 7.0, DType::Float64); };
+    // The loss uses w twice on the second pass (tied weights): the two gradients must add up.
+    auto loss_e = [&](bool twice) {
+      E y = A::linear(x.e, w.e, b.e);
+      if (twice) y = A::add(y, A::linear(x.e, w.e));
+      return A::sum(A::mul(y, y));
+    };
+    R::Tensor ry = R::linear(x.r, w.r, b.r);
+    R::Tensor rloss = R::sum(R::mul(ry, ry));
+    R::Tensor ry2 = R::add(R::linear(x.r, w.r, b.r), R::linear(x.r, w.r));
+    R::Tensor rloss2 = R::sum(R::mul(ry2, ry2));
+    std::vector<R::Tensor> want = R::grad({rloss}, {w.r}, {R::Tensor()}, true, false);
+    std::vector<R::Tensor> want2 = R::grad({rloss2}, {w.r}, {R::Tensor()}, true, false);
+
+    E buf = fresh_buffer();
+    acc->offer_grad_buffer(buf);
+    loss_e(false).backward();
+    expect_close(w.e.grad(), want[0], "weight gradient written into the offered buffer");
+    expect(w.e.grad().shares_storage(buf), "the offered buffer did not become .grad");
+
+    w.e.set_grad(E());  // a tied weight: the second producer must not reuse the lent buffer
+    buf = fresh_buffer();
+    acc->offer_grad_buffer(buf);
+    loss_e(true).backward();
+    expect_close(w.e.grad(), want2[0], "tied weight's gradient (two producers, one buffer)");
+
+    w.e.set_grad(E());  // grad() returns its results: they must not alias the buffer
+    buf = fresh_buffer();
+    acc->offer_grad_buffer(buf);
+    std::vector<E> got = A::grad({loss_e(false)}, {w.e});
+    expect_close(got[0], want[0], "grad() with a buffer offered");
+    expect(!got[0].shares_storage(buf) && ops::all(ops::eq(buf, 7.0)).item<bool>(), "grad() wrote into the buffer");
+    acc->offer_grad_buffer(E());
+
+    E before = ops::mul(R::from_ref(want[0]), 1.0);  // .grad defined: the new gradient adds to it
+    w.e.set_grad(before.clone());
+    buf = fresh_buffer();
+    acc->offer_grad_buffer(buf);
+    loss_e(false).backward();
+    expect_close(w.e.grad(), R::mul(want[0], 2.0), "gradient accumulated into an existing .grad");
+    expect(!w.e.grad().shares_storage(buf) && ops::all(ops::eq(buf, 7.0)).item<bool>(),
+           "the buffer was used although .grad was defined");
+
+    w.e.set_grad(E());  // a tensor hook sees the gradient first: no buffer
+    const int64_t h = w.e.register_hook([](const E& g) { return g; });
+    buf = fresh_buffer();
+    acc->offer_grad_buffer(buf);
+    loss_e(false).backward();
+    w.e.remove_hook(h);
+    acc->offer_grad_buffer(E());
+    expect_close(w.e.grad(), want[0], "weight gradient with a tensor hook");
+    expect(!w.e.grad().shares_storage(buf), "the buffer was lent past a tensor hook");
   }));
 
   t.push_back(semantic("grad_function", [](harness::Record&) {

@@ -125,7 +125,11 @@ TensorList linear_backward(BackwardContext& ctx, const Tensor& grad, const Tenso
   const ops::LinearGradPrep p = ops::linear_grad_prep(g2, mask, ctx.needs_grad(2), alone);
   Tensor dx, dw;
   if (ctx.needs_grad(0)) dx = ops::mm(p.grad_in, w).view(x.sizes());
-  if (ctx.needs_grad(1)) dw = ops::mm(p.grad_in.t(), x.reshape({rows, in}));
+  if (ctx.needs_grad(1)) {
+    dw = ctx.grad_buffer(1);  // Note [Gradient buffers]: e.g. DDP's bucket slot
+    if (dw.defined()) ops::mm_out(dw, p.grad_in.t(), x.reshape({rows, in}));
+    else dw = ops::mm(p.grad_in.t(), x.reshape({rows, in}));
+  }
   return TensorList{dx, dw, p.bias_grad};
 }
 

@@ -52,7 +52,12 @@ void divide_into(Tensor& dst, const Tensor& src, int world) {
     T* out = static_cast<T*>(dst.data());
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       const T w = T(world);
-      for (int64_t i = 0; i < n; ++i) out[i] = in[i] / w;
+      if ((world & (world - 1)) == 0) {  // a power of two: x * (1/w) is x / w exactly, and cheaper
+        const T r = T(1) / w;
+        for (int64_t i = 0; i < n; ++i) out[i] = in[i] * r;
+      } else {
+        for (int64_t i = 0; i < n; ++i) out[i] = in[i] / w;
+      }
     } else if constexpr (std::is_same_v<T, core::BFloat16>) {
       const float w = float(world);
       for (int64_t i = 0; i < n; ++i) out[i] = T(float(in[i]) / w);
@@ -219,7 +224,14 @@ std::vector<std::vector<int64_t>> Reducer::bucket_indices() const {
   return out;
 }
 
+void Reducer::offer_slots(bool on) {
+  for (Param& p : params_)
+    if (auto* acc = dynamic_cast<autograd::AccumulateGrad*>(p.accumulator.get()))
+      acc->offer_grad_buffer(on && p.tensor.is_contiguous() ? slot_view(p) : Tensor());
+}
+
 void Reducer::reset_iteration() {
+  offer_slots(false);
   for (Param& p : params_) {
     p.ready = p.unused = false;
     p.kept_grad = Tensor();
@@ -250,6 +262,9 @@ void Reducer::prepare_for_backward(const TensorList& outputs) {
   ensure_prior_reduction_finished();  // never drop a launched bucket unwaited
   reset_iteration();
   expect_hooks_ = true;
+  // A parameter whose .grad will be its slot may have its gradient computed straight into it
+  // (Note [Gradient buffers]): mark_ready then only divides it in place.
+  if (options_.gradient_as_bucket_view) offer_slots(true);
   switch (options_.overlap) {  // Note [Overlap needs a spare core]
     case DDPOptions::Overlap::Always: overlap_ = true; break;
     case DDPOptions::Overlap::AtEnd: overlap_ = false; break;
@@ -308,9 +323,13 @@ void Reducer::on_grad_ready(int64_t i) {
 // a view of its bucket slot, so the averages are never copied back. The next backward then
 // either accumulates into that view (zero_grad(set_to_none = false), no_sync) and mark_ready
 // only divides it in place, or finds .grad None (set_to_none) or replaced and divides the fresh
-// gradient into the slot. A slot marked ready for an unused parameter (Note [Unused
-// parameters]) whose .grad is the view itself is about to be overwritten by the all-reduce, so
-// its value is kept aside (kept_grad) and put back if no rank used the parameter.
+// gradient into the slot. With .grad None, a backward formula that can (linear's weight
+// gradient) computes the gradient straight into the slot, which prepare_for_backward offers to
+// every parameter's accumulator (Note [Gradient buffers] in engine/autograd/node.cpp), and the
+// division is again in place: the copy into the bucket disappears. A slot marked ready for an
+// unused parameter (Note [Unused parameters]) whose .grad is the view itself is about to be
+// overwritten by the all-reduce, so its value is kept aside (kept_grad) and put back if no rank
+// used the parameter.
 Tensor Reducer::slot_view(const Param& p) const {
   const Bucket& b = buckets_[size_t(p.bucket)];
   return b.flat.narrow(0, b.offsets[size_t(p.slot)], p.tensor.numel()).view(p.tensor.sizes());

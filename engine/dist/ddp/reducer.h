@@ -35,7 +35,10 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   // `outputs` to find the parameters it does not reach.
   void prepare_for_backward(const TensorList& outputs);
   // The next backward accumulates locally (no_sync, no grad mode, eval-only forward).
-  void disarm() { expect_hooks_ = false; }
+  void disarm() {
+    expect_hooks_ = false;
+    offer_slots(false);
+  }
   // Before a forward: a synced backward that started reducing but never finished (it raised, or
   // parameters got no gradient) is an error here; in-flight collectives are waited for first.
   void ensure_prior_reduction_finished();
@@ -72,6 +75,9 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   // Waits for every launched collective and resets the iteration (after an error).
   void abort_iteration();
   void reset_iteration();
+  // Offers each contiguous parameter's bucket slot to its gradient accumulator (or withdraws
+  // the offers): Note [Gradients as bucket views].
+  void offer_slots(bool on);
   Tensor slot_view(const Param& p) const;
   std::string unready_parameters() const;
 

@@ -96,13 +96,15 @@ class CommPeer(unittest.TestCase):
 
 class DdpPeer(unittest.TestCase):
     def test_mlp_two_ranks(self):
-        p = run("torch_ddp_bench.py", "--world", 2, "--models", "mlp", "--target-s", 0.3)
+        p = run("torch_ddp_bench.py", "--world", 2, "--models", "mlp", "--target-s", 0.3,
+                "--gradient-as-bucket-view")  # as the harness passes it by default
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         recs = records(p.stdout)
         validate(recs)
         self.assertEqual([r["case"] for r in recs], ["ddp/mlp/w2/torch-gloo"])
         m = recs[0]["metrics"]
         self.assertEqual((m["batch"], m["per_rank_batch"], m["world"]), (256, 128, 2))
+        self.assertEqual(m["gradient_as_bucket_view"], 1.0)
         self.assertEqual(m["parameters"], 784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10)
         self.assertEqual(m["bytes_per_step"], 4 * m["parameters"])
         self.assertTrue(math.isclose(m["samples_per_s"], 256 / (m["step_ms"] / 1e3), rel_tol=1e-9))

@@ -12,7 +12,8 @@ across ranks (global // world per rank):
   gpt: the GPT of engine/nn/models.h (vocabulary 1024, d 256, 4 pre-norm blocks of 8 heads,
        T 128, tanh GELU, no dropout, bias-free head), global batch 16 sequences.
 Both train with AdamW(lr 1e-3, weight decay 0.01) under DistributedDataParallel with its
-defaults (25 MiB buckets, the first 1 MiB; broadcast_buffers). Each step: zero_grad, forward +
+defaults (25 MiB buckets, the first 1 MiB; broadcast_buffers), gradient_as_bucket_view as
+--gradient-as-bucket-view says (the harness passes it when the engine's side uses it). Each step: zero_grad, forward +
 loss, backward (DDP's all-reduces overlap it and backward returns once they are done), step.
 
 Timing: 2 warm-up steps, one probe step, then clamp(ceil(target_s / probe), 3, 50) steps agreed
@@ -27,7 +28,7 @@ by all ranks, between barriers. One JSON record per model on stdout, case
   comm_hidden_fraction   the share of comm_busy_ms that overlapped backward compute
                    (= 1 - comm_wait / comm_busy, as the engine's suites/ddp/ddp_bench.cpp)
   bytes_per_step   gradient bytes each rank all-reduces per step (parameters x 4)
-  batch, per_rank_batch, parameters, steps, world, threads
+  batch, per_rank_batch, parameters, steps, world, threads, gradient_as_bucket_view (1/0)
 """
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ def run_worker(args) -> int:
         start = time.perf_counter()
         per_rank = GLOBAL_BATCH[name] // world
         model, x, y, loss_fn = build(name, per_rank, rank)
-        ddp = DDP(model)
+        ddp = DDP(model, gradient_as_bucket_view=args.gradient_as_bucket_view)
         opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3, weight_decay=0.01)
         # Note [DDP's own comm timing]: with sample rate 1 DDP's reducer timestamps every
         # iteration (backward compute end, first all-reduce start, last all-reduce end); the next
@@ -189,7 +190,8 @@ def run_worker(args) -> int:
                    "comm_busy_ms": (sums[4] / samples if samples else 0.0) * 1e3,
                    "bytes_per_step": params * 4, "batch": batch, "per_rank_batch": per_rank,
                    "parameters": params, "steps": steps, "world": world,
-                   "threads": args.threads}
+                   "threads": args.threads,
+                   "gradient_as_bucket_view": 1.0 if args.gradient_as_bucket_view else 0.0}
         rec = {
             "suite": "ddp", "case": f"ddp/{name}/w{world}/torch-gloo", "kind": "benchmark",
             "status": "pass" if ok else "fail", "rank": 0,
@@ -214,12 +216,16 @@ def main(argv=None) -> int:
                    help="seconds of timed steps per model (default 2)")
     p.add_argument("--collective-timeout", type=float, default=300.0,
                    help="Gloo's timeout for one collective, seconds (default 300)")
+    p.add_argument("--gradient-as-bucket-view", action="store_true",
+                   help="DDP(gradient_as_bucket_view=True), as the engine's side runs by default")
     args = p.parse_args(argv)
     if args.worker:
         args.threads = args.threads or torch_launch.rank_threads()
         return run_worker(args)
     forwarded = ["--models", args.models, "--target-s", str(args.target_s),
                  "--collective-timeout", str(args.collective_timeout)]
+    if args.gradient_as_bucket_view:
+        forwarded.append("--gradient-as-bucket-view")
     return torch_launch.main_launcher(os.path.abspath(__file__), args, forwarded)
 
 

@@ -25,6 +25,7 @@
 
 #include "harness/runner.h"
 #include "suites/comm/comm_bench.h"
+#include "suites/ddp/ddp_suite.h"
 
 extern char** environ;
 
@@ -269,8 +270,9 @@ std::vector<harness::Record> ddp_peer(int world) {
   std::istringstream in(models);
   for (std::string m; std::getline(in, m, ',');)
     if (!m.empty()) expected.push_back("ddp/" + m + "/w" + std::to_string(world) + "/torch-gloo");
-  return run_peer("ddp", script_path("torch_ddp_bench.py"), world,
-                  {"--models", models, "--target-s", env_or("TRAINBENCH_DDP_BENCH_S", "2")}, expected);
+  std::vector<std::string> args = {"--models", models, "--target-s", env_or("TRAINBENCH_DDP_BENCH_S", "2")};
+  if (ddp_bench_bucket_view()) args.push_back("--gradient-as-bucket-view");  // as the engine's side
+  return run_peer("ddp", script_path("torch_ddp_bench.py"), world, args, expected);
 }
 
 }  // namespace tb::suites

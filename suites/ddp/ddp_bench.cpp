@@ -4,9 +4,10 @@
 //   gpt: the GPT of suites/training's benchmark (vocabulary 1024, d 256, 4 layers, 8 heads,
 //        T 128), global batch 16 sequences;
 // with AdamW (lr 1e-3, weight decay 0.01) and DDP's defaults (25 MiB buckets, the first 1 MiB),
-// as reference/dist/torch_ddp_bench.py does for PyTorch's DDP on Gloo (the torch-gloo peer),
-// except gradient_as_bucket_view (on; TRAINBENCH_DDP_BUCKET_VIEW=0 turns it off) and MPI asked to
-// yield when idle (Note [MPI polling in the DDP bench]). TRAINBENCH_DDP_OVERLAP picks
+// and gradient_as_bucket_view (on; TRAINBENCH_DDP_BUCKET_VIEW=0 turns it off), as
+// reference/dist/torch_ddp_bench.py does for PyTorch's DDP on Gloo (the torch-gloo peer, given
+// the same gradient_as_bucket_view), with MPI asked to yield when idle (Note [MPI polling in
+// the DDP bench]). TRAINBENCH_DDP_OVERLAP picks
 // DDPOptions::overlap (always, the default; at_end; auto).
 //
 // Timing (the peer's protocol): 2 warm-up steps, one probe step, then
@@ -132,10 +133,9 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
   const int world = g->size();
   Workload w = make_workload(name, world, g->rank());
   // .grad as views of the buckets: the averages are not copied back (Note [Gradients as bucket
-  // views]); the optimizer reads them in the buckets. Opt out with TRAINBENCH_DDP_BUCKET_VIEW=0.
+  // views]); the optimizer reads them in the buckets.
   dist::DDPOptions dopt;
-  const char* view_env = std::getenv("TRAINBENCH_DDP_BUCKET_VIEW");
-  dopt.gradient_as_bucket_view = !(view_env && std::string(view_env) == "0");
+  dopt.gradient_as_bucket_view = ddp_bench_bucket_view();
   dopt.overlap = overlap_from_env();
   auto ddp = std::make_shared<dist::DistributedDataParallel>(w.model, g, dopt);
   optim::AdamW::Options o;
@@ -223,6 +223,11 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
 }
 
 }  // namespace
+
+bool ddp_bench_bucket_view() {
+  const char* v = std::getenv("TRAINBENCH_DDP_BUCKET_VIEW");
+  return !(v && std::string(v) == "0");
+}
 
 std::vector<harness::TestCase> ddp_rank_benches(int world) {
   std::vector<harness::TestCase> b;

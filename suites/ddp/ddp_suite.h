@@ -14,5 +14,8 @@ namespace tb::suites {
 std::vector<harness::TestCase> ddp_rank_tests(int world);
 // Benchmarks (ddp_bench.cpp): records of kind "benchmark" named ddp/<model>/w<world>/engine.
 std::vector<harness::TestCase> ddp_rank_benches(int world);
+// Whether the ddp benchmarks run DDP with gradient_as_bucket_view, on both sides (the engine's
+// ranks and the PyTorch peer): on unless TRAINBENCH_DDP_BUCKET_VIEW=0.
+bool ddp_bench_bucket_view();
 
 }  // namespace tb::suites

@@ -264,15 +264,16 @@ std::vector<harness::TestCase> semantics_tests() {
     auto* acc = dynamic_cast<A::AccumulateGrad*>(held.get());
     expect(acc != nullptr, "a leaf that requires grad has an AccumulateGrad");
     auto fresh_buffer = [&] { return full(w.e.sizes(), 7.0, DType::Float64); };
-    // The loss uses w twice on the second pass (tied weights): the two gradients must add up.
+    // The loss uses w twice on the second pass (tied weights, on different inputs so that the
+    // two gradients differ): they must add up.
     auto loss_e = [&](bool twice) {
       E y = A::linear(x.e, w.e, b.e);
-      if (twice) y = A::add(y, A::linear(x.e, w.e));
+      if (twice) y = A::add(y, A::linear(A::mul(x.e, 2.0), w.e));
       return A::sum(A::mul(y, y));
     };
     R::Tensor ry = R::linear(x.r, w.r, b.r);
     R::Tensor rloss = R::sum(R::mul(ry, ry));
-    R::Tensor ry2 = R::add(R::linear(x.r, w.r, b.r), R::linear(x.r, w.r));
+    R::Tensor ry2 = R::add(R::linear(x.r, w.r, b.r), R::linear(R::mul(x.r, 2.0), w.r));
     R::Tensor rloss2 = R::sum(R::mul(ry2, ry2));
     std::vector<R::Tensor> want = R::grad({rloss}, {w.r}, {R::Tensor()}, true, false);
     std::vector<R::Tensor> want2 = R::grad({rloss2}, {w.r}, {R::Tensor()}, true, false);
@@ -297,8 +298,7 @@ std::vector<harness::TestCase> semantics_tests() {
     expect(!got[0].shares_storage(buf) && ops::all(ops::eq(buf, 7.0)).item<bool>(), "grad() wrote into the buffer");
     acc->offer_grad_buffer(E());
 
-    E before = ops::mul(R::from_ref(want[0]), 1.0);  // .grad defined: the new gradient adds to it
-    w.e.set_grad(before.clone());
+    w.e.set_grad(R::from_ref(want[0]).clone());  // .grad defined: the new gradient adds to it
     buf = fresh_buffer();
     acc->offer_grad_buffer(buf);
     loss_e(false).backward();

@@ -203,6 +203,7 @@ void Reducer::install_hooks() {
 }
 
 Reducer::~Reducer() {
+  offer_slots(false);  // the bare module's later backwards allocate their own gradients
   // No collective may outlive its buffers: wait for whatever a failed backward left in flight.
   for (Bucket& b : buckets_)
     if (b.work) try {

@@ -7,8 +7,8 @@
 // and gradient_as_bucket_view (on; TRAINBENCH_DDP_BUCKET_VIEW=0 turns it off), as
 // reference/dist/torch_ddp_bench.py does for PyTorch's DDP on Gloo (the torch-gloo peer, given
 // the same gradient_as_bucket_view), with MPI asked to yield when idle (Note [MPI polling in
-// the DDP bench]). TRAINBENCH_DDP_OVERLAP picks
-// DDPOptions::overlap (always, the default; at_end; auto).
+// the DDP bench]). TRAINBENCH_DDP_OVERLAP picks DDPOptions::overlap (always, the default;
+// at_end; auto).
 //
 // Timing (the peer's protocol): 2 warm-up steps, one probe step, then
 // clamp(ceil(target / probe), 3, 50) steps (target: TRAINBENCH_DDP_BENCH_S, default 2 s; the

@@ -187,8 +187,9 @@ std::vector<Record> run_world(const Suite& s, int world, bool benches, const Dis
 std::vector<Record> run_peer(const Suite& s, int w, const DistRunOptions& o, Progress* progress) {
   setenv("TRAINBENCH_RANK_THREADS", std::to_string(std::max(1, o.threads / w)).c_str(), 1);
   std::vector<Record> out;
+  const std::regex re = detail::compile_filter(o.filter);
   try {
-    out = s.peer(w);
+    out = s.peer(w, [&re](const std::string& name) { return std::regex_search(name, re); });
     for (Record& r : out) {
       if (r.suite.empty()) r.suite = s.name;
       if (progress) std::cerr << s.name << ' ' << r.case_name << " ... " << r.status << '\n';

@@ -47,6 +47,9 @@ struct BenchCase {
   std::function<nlohmann::json()> measure;
 };
 
+// Whether the run's --filter selects a case name.
+using CaseFilter = std::function<bool(const std::string& case_name)>;
+
 struct Suite {
   std::string name;                   // "ops"
   std::string description;
@@ -67,7 +70,10 @@ struct Suite {
   // Benchmarks that time collectives must agree on iteration counts across ranks, so they time
   // themselves and return records of kind "benchmark" (Google Benchmark would not).
   std::function<std::vector<TestCase>(int world)> rank_benches;
-  std::function<std::vector<Record>(int world)> peer;
+  // `wanted` tells the peer which of its case names the run's --filter selects: it measures only
+  // those, and the harness does not start it when a world has none (the names are the peer's own,
+  // e.g. ddp/mlp/w2/torch-gloo, so a filter on the engine's cases alone runs no peer).
+  std::function<std::vector<Record>(int world, const CaseFilter& wanted)> peer;
   // Benchmarks with a peer: rounds of (the ranks' benchmarks, the peer) per world size, the order
   // alternating (ranks then peer, peer then ranks, ...) so that a change in the machine's load
   // falls on both sides; each case's numeric metrics are the mean over its passing rounds

@@ -132,7 +132,9 @@ void register_all() {
     s.rank_benches = [](int world) {
       return world == 3 ? std::vector<harness::TestCase>{} : ddp_rank_benches(world);
     };
-    s.peer = [](int world) { return world == 3 ? std::vector<harness::Record>{} : ddp_peer(world); };
+    s.peer = [](int world, const harness::CaseFilter& wanted) {
+      return world == 3 ? std::vector<harness::Record>{} : ddp_peer(world, wanted);
+    };
     s.bench_rounds = 2;  // engine, PyTorch, PyTorch, engine (Note [Benchmark rounds])
     harness::register_suite(std::move(s));
   }
@@ -144,7 +146,7 @@ void register_all() {
         "the raw MPI call and PyTorch's Gloo backend, world sizes 2 and 4";
     s.world_sizes = {2, 4};
     s.rank_benches = [](int world) { return comm_rank_benches(world); };
-    s.peer = [](int world) { return comm_peer(world); };
+    s.peer = [](int world, const harness::CaseFilter& wanted) { return comm_peer(world, wanted); };
     harness::register_suite(std::move(s));
   }
 }

@@ -250,27 +250,54 @@ std::string join(const std::vector<std::string>& v) {
 
 }  // namespace
 
-std::vector<harness::Record> comm_peer(int world) {
-  const CommSweep sweep = comm_sweep_from_env();
-  std::vector<std::string> sizes, expected;
-  for (int64_t b : sweep.sizes) sizes.push_back(std::to_string(b));
-  for (const std::string& op : sweep.ops)
-    for (int64_t b : sweep.sizes) expected.push_back(comm_case_name(op, b, world, "torch-gloo"));
-  std::ostringstream target;
-  target << sweep.target_s;
-  return run_peer("comm", script_path("torch_comm_bench.py"), world,
-                  {"--sizes", join(sizes), "--ops", join(sweep.ops), "--target-s", target.str()}, expected);
+namespace {
+
+// The records of `recs` that `wanted` selects (the comm peer sweeps the cross product of its ops
+// and sizes, which may hold cases the filter left out).
+std::vector<harness::Record> keep_wanted(std::vector<harness::Record> recs, const harness::CaseFilter& wanted) {
+  std::erase_if(recs, [&](const harness::Record& r) { return !wanted(r.case_name); });
+  return recs;
 }
 
-std::vector<harness::Record> ddp_peer(int world) {
+}  // namespace
+
+std::vector<harness::Record> comm_peer(int world, const harness::CaseFilter& wanted) {
+  const CommSweep sweep = comm_sweep_from_env();
+  std::vector<std::string> expected;
+  std::set<std::string> ops;
+  std::set<int64_t> sizes;
+  for (const std::string& op : sweep.ops)
+    for (int64_t b : sweep.sizes)
+      if (std::string name = comm_case_name(op, b, world, "torch-gloo"); wanted(name)) {
+        expected.push_back(std::move(name));
+        ops.insert(op);
+        sizes.insert(b);
+      }
+  if (expected.empty()) return {};
+  std::vector<std::string> op_args, size_args;
+  for (const std::string& op : sweep.ops)  // the sweep's order
+    if (ops.count(op)) op_args.push_back(op);
+  for (int64_t b : sizes) size_args.push_back(std::to_string(b));
+  std::ostringstream target;
+  target << sweep.target_s;
+  return keep_wanted(run_peer("comm", script_path("torch_comm_bench.py"), world,
+                              {"--sizes", join(size_args), "--ops", join(op_args), "--target-s", target.str()},
+                              expected),
+                     wanted);
+}
+
+std::vector<harness::Record> ddp_peer(int world, const harness::CaseFilter& wanted) {
   // TRAINBENCH_DDP_MODELS (default mlp,gpt) and TRAINBENCH_DDP_BENCH_S (seconds of timed steps
   // per model, default 2, as for the engine's ddp benchmarks) choose what the PyTorch side measures.
-  const std::string models = env_or("TRAINBENCH_DDP_MODELS", "mlp,gpt");
-  std::vector<std::string> expected;
-  std::istringstream in(models);
+  std::vector<std::string> expected, models;
+  std::istringstream in(env_or("TRAINBENCH_DDP_MODELS", "mlp,gpt"));
   for (std::string m; std::getline(in, m, ',');)
-    if (!m.empty()) expected.push_back("ddp/" + m + "/w" + std::to_string(world) + "/torch-gloo");
-  std::vector<std::string> args = {"--models", models, "--target-s", env_or("TRAINBENCH_DDP_BENCH_S", "2")};
+    if (std::string name = "ddp/" + m + "/w" + std::to_string(world) + "/torch-gloo"; !m.empty() && wanted(name)) {
+      expected.push_back(std::move(name));
+      models.push_back(m);
+    }
+  if (expected.empty()) return {};
+  std::vector<std::string> args = {"--models", join(models), "--target-s", env_or("TRAINBENCH_DDP_BENCH_S", "2")};
   if (ddp_bench_bucket_view()) args.push_back("--gradient-as-bucket-view");  // as the engine's side
   return run_peer("ddp", script_path("torch_ddp_bench.py"), world, args, expected);
 }

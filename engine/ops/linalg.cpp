@@ -60,8 +60,10 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 Tensor& mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
   if (out.defined() && a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0) && a.dtype() == b.dtype() &&
       out.dtype() == a.dtype() && out.dim() == 2 && out.size(0) == a.size(0) && out.size(1) == b.size(1) &&
-      out.is_contiguous() && !out.impl()->autograd_meta && !out.shares_storage(a) && !out.shares_storage(b)) {
-    cpu::gemm_batched(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0));  // straight into out
+      out.is_contiguous() && !out.shares_storage(a) && !out.shares_storage(b)) {
+    // Straight into out. (Autograd metadata on out does not matter: like the copy below, this is
+    // a write below autograd, and a view made with grad mode on -- DDP's bucket slots -- has some.)
+    cpu::gemm_batched(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0));
     out.bump_version();
     return out;
   }

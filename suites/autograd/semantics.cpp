@@ -10,6 +10,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/variable.h"
+#include "engine/memory/allocator.h"
 #include "engine/tensor/factories.h"
 #include "reference/autograd.h"
 #include "reference/elementwise.h"
@@ -283,6 +284,26 @@ std::vector<harness::TestCase> semantics_tests() {
     loss_e(false).backward();
     expect_close(w.e.grad(), want[0], "weight gradient written into the offered buffer");
     expect(w.e.grad().shares_storage(buf), "the offered buffer did not become .grad");
+
+    // As DDP offers it: a view of a flat bucket, made with grad mode on. The product must still go
+    // straight into it -- the backward allocates one block fewer than without an offer -- and
+    // not be computed apart and copied in.
+    auto allocs_of_backward = [&](const E& offer) {
+      w.e.set_grad(E());
+      E loss = loss_e(false);
+      acc->offer_grad_buffer(offer);
+      const int64_t before = memory::cpu_allocator().stats().num_allocs;
+      loss.backward();
+      return memory::cpu_allocator().stats().num_allocs - before;
+    };
+    const E flat = zeros({w.e.numel() + 5}, DType::Float64);
+    const E slot = flat.narrow(0, 5, w.e.numel()).view(w.e.sizes());
+    const int64_t plain_allocs = allocs_of_backward(E()), lent_allocs = allocs_of_backward(slot);
+    expect_close(w.e.grad(), want[0], "weight gradient written into a bucket view");
+    expect(w.e.grad().shares_storage(flat), "the bucket view did not become .grad");
+    expect(lent_allocs == plain_allocs - 1, "the backward allocated " + std::to_string(lent_allocs) +
+                                                " blocks with a bucket view offered, " + std::to_string(plain_allocs) +
+                                                " without: the weight gradient was not written in place");
 
     w.e.set_grad(E());  // a tied weight: the second producer must not reuse the lent buffer
     buf = fresh_buffer();

@@ -105,6 +105,7 @@ class DdpPeer(unittest.TestCase):
         m = recs[0]["metrics"]
         self.assertEqual((m["batch"], m["per_rank_batch"], m["world"]), (256, 128, 2))
         self.assertEqual(m["gradient_as_bucket_view"], 1.0)
+        self.assertEqual(m["adamw"], "fused")  # the default, like-for-like with the engine's
         self.assertEqual(m["parameters"], 784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10)
         self.assertEqual(m["bytes_per_step"], 4 * m["parameters"])
         self.assertTrue(math.isclose(m["samples_per_s"], 256 / (m["step_ms"] / 1e3), rel_tol=1e-9))

@@ -4,6 +4,7 @@ DDP benchmarks (suites/ddp, records `ddp/<model>/w<world>/engine`).
 
     <venv>/bin/python reference/dist/torch_ddp_bench.py --world 2 [--models mlp,gpt]
         [--target-s 2] [--threads N] [--launcher torchrun|spawn] [--timeout S]
+        [--gradient-as-bucket-view] [--adamw fused|foreach|for-loop]
 
 Models and batches are those of suites/training/training_bench.cpp, the global batch split
 across ranks (global // world per rank):
@@ -13,8 +14,12 @@ across ranks (global // world per rank):
        T 128, tanh GELU, no dropout, bias-free head), global batch 16 sequences.
 Both train with AdamW(lr 1e-3, weight decay 0.01) under DistributedDataParallel with its
 defaults (25 MiB buckets, the first 1 MiB; broadcast_buffers), gradient_as_bucket_view as
---gradient-as-bucket-view says (the harness passes it when the engine's side uses it). Each step: zero_grad, forward +
-loss, backward (DDP's all-reduces overlap it and backward returns once they are done), step.
+--gradient-as-bucket-view says (the harness passes it when the engine's side uses it). AdamW
+runs as --adamw says: `fused` (default; AdamW(fused=True), one kernel per parameter, as the
+engine's AdamW is one pass per parameter), `foreach`, or `for-loop` (PyTorch's own default for
+CPU tensors, several ops per parameter: about 5x slower on the MLP). Each step: zero_grad,
+forward + loss, backward (DDP's all-reduces overlap it and backward returns once they are
+done), step.
 
 Timing: 2 warm-up steps, one probe step, then clamp(ceil(target_s / probe), 3, 50) steps agreed
 by all ranks, between barriers. One JSON record per model on stdout, case
@@ -28,7 +33,8 @@ by all ranks, between barriers. One JSON record per model on stdout, case
   comm_hidden_fraction   the share of comm_busy_ms that overlapped backward compute
                    (= 1 - comm_wait / comm_busy, as the engine's suites/ddp/ddp_bench.cpp)
   bytes_per_step   gradient bytes each rank all-reduces per step (parameters x 4)
-  batch, per_rank_batch, parameters, steps, world, threads, gradient_as_bucket_view (1/0)
+  batch, per_rank_batch, parameters, steps, world, threads, gradient_as_bucket_view (1/0),
+  adamw (fused, foreach or for-loop)
 """
 from __future__ import annotations
 
@@ -45,6 +51,8 @@ import torch_launch  # noqa: E402
 MODELS = ("mlp", "gpt")
 GLOBAL_BATCH = {"mlp": 256, "gpt": 16}
 WARMUP, MIN_STEPS, MAX_STEPS = 2, 3, 50
+# torch.optim.AdamW's implementations on CPU tensors (`for-loop` is what it picks by default there).
+ADAMW_IMPLS = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}
 
 
 def build(name: str, per_rank: int, rank: int):
@@ -128,7 +136,7 @@ def run_worker(args) -> int:
         per_rank = GLOBAL_BATCH[name] // world
         model, x, y, loss_fn = build(name, per_rank, rank)
         ddp = DDP(model, gradient_as_bucket_view=args.gradient_as_bucket_view)
-        opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3, weight_decay=0.01)
+        opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3, weight_decay=0.01, **ADAMW_IMPLS[args.adamw])
         # Note [DDP's own comm timing]: with sample rate 1 DDP's reducer timestamps every
         # iteration (backward compute end, first all-reduce start, last all-reduce end); the next
         # forward publishes them, so step k reads step k-1's. Reading them costs ~0.1 ms.
@@ -191,7 +199,8 @@ def run_worker(args) -> int:
                    "bytes_per_step": params * 4, "batch": batch, "per_rank_batch": per_rank,
                    "parameters": params, "steps": steps, "world": world,
                    "threads": args.threads,
-                   "gradient_as_bucket_view": 1.0 if args.gradient_as_bucket_view else 0.0}
+                   "gradient_as_bucket_view": 1.0 if args.gradient_as_bucket_view else 0.0,
+                   "adamw": args.adamw}
         rec = {
             "suite": "ddp", "case": f"ddp/{name}/w{world}/torch-gloo", "kind": "benchmark",
             "status": "pass" if ok else "fail", "rank": 0,
@@ -218,6 +227,9 @@ def main(argv=None) -> int:
                    help="Gloo's timeout for one collective, seconds (default 300)")
     p.add_argument("--gradient-as-bucket-view", action="store_true",
                    help="DDP(gradient_as_bucket_view=True), as the engine's side runs by default")
+    p.add_argument("--adamw", choices=list(ADAMW_IMPLS), default="fused",
+                   help="AdamW's implementation (default fused, like the engine's one pass per "
+                        "parameter; for-loop is PyTorch's default for CPU tensors)")
     args = p.parse_args(argv)
     if args.worker:
         args.threads = args.threads or torch_launch.rank_threads()
@@ -226,6 +238,7 @@ def main(argv=None) -> int:
                  "--collective-timeout", str(args.collective_timeout)]
     if args.gradient_as_bucket_view:
         forwarded.append("--gradient-as-bucket-view")
+    forwarded += ["--adamw", args.adamw]
     return torch_launch.main_launcher(os.path.abspath(__file__), args, forwarded)
 
 

@@ -299,6 +299,7 @@ std::vector<harness::Record> ddp_peer(int world, const harness::CaseFilter& want
   if (expected.empty()) return {};
   std::vector<std::string> args = {"--models", join(models), "--target-s", env_or("TRAINBENCH_DDP_BENCH_S", "2")};
   if (ddp_bench_bucket_view()) args.push_back("--gradient-as-bucket-view");  // as the engine's side
+  args.insert(args.end(), {"--adamw", ddp_bench_torch_adamw()});
   return run_peer("ddp", script_path("torch_ddp_bench.py"), world, args, expected);
 }
 

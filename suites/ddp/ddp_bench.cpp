@@ -6,9 +6,11 @@
 // with AdamW (lr 1e-3, weight decay 0.01) and DDP's defaults (25 MiB buckets, the first 1 MiB),
 // and gradient_as_bucket_view (on; TRAINBENCH_DDP_BUCKET_VIEW=0 turns it off), as
 // reference/dist/torch_ddp_bench.py does for PyTorch's DDP on Gloo (the torch-gloo peer, given
-// the same gradient_as_bucket_view), with MPI asked to yield when idle (Note [MPI polling in
-// the DDP bench]). TRAINBENCH_DDP_OVERLAP picks DDPOptions::overlap (always, the default;
-// at_end; auto).
+// the same gradient_as_bucket_view, and AdamW(fused=True) unless TRAINBENCH_DDP_TORCH_ADAMW
+// names another of PyTorch's implementations: the engine's AdamW is one fused pass per
+// parameter, PyTorch's default on CPU is several ops per parameter), with MPI asked to yield
+// when idle (Note [MPI polling in the DDP bench]). TRAINBENCH_DDP_OVERLAP picks
+// DDPOptions::overlap (always, the default; at_end; auto).
 //
 // Timing (the peer's protocol): 2 warm-up steps, one probe step, then
 // clamp(ceil(target / probe), 3, 50) steps (target: TRAINBENCH_DDP_BENCH_S, default 2 s; the
@@ -214,7 +216,8 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
                  {"steps", steps},
                  {"world", world},
                  {"threads", num_threads()},
-                 {"gradient_as_bucket_view", dopt.gradient_as_bucket_view ? 1.0 : 0.0}};
+                 {"gradient_as_bucket_view", dopt.gradient_as_bucket_view ? 1.0 : 0.0},
+                 {"adamw", "fused"}};  // one pass per parameter (optim/adam.cpp), as the peer's default
   if (!std::isfinite(last_loss)) {
     rec.status = "fail";
     rec.message = "the loss went non-finite (" + std::to_string(last_loss) + ")";
@@ -227,6 +230,11 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
 bool ddp_bench_bucket_view() {
   const char* v = std::getenv("TRAINBENCH_DDP_BUCKET_VIEW");
   return !(v && std::string(v) == "0");
+}
+
+std::string ddp_bench_torch_adamw() {
+  const char* v = std::getenv("TRAINBENCH_DDP_TORCH_ADAMW");
+  return v && *v ? v : "fused";
 }
 
 std::vector<harness::TestCase> ddp_rank_benches(int world) {

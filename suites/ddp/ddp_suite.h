@@ -2,6 +2,7 @@
 // rank of a launched world (harness/suite.h, Note [Distributed suites]). Every rank returns the
 // same case names in the same order; rank 0's records carry the metrics.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "harness/suite.h"
@@ -17,5 +18,9 @@ std::vector<harness::TestCase> ddp_rank_benches(int world);
 // Whether the ddp benchmarks run DDP with gradient_as_bucket_view, on both sides (the engine's
 // ranks and the PyTorch peer): on unless TRAINBENCH_DDP_BUCKET_VIEW=0.
 bool ddp_bench_bucket_view();
+// The PyTorch peer's AdamW implementation (torch_ddp_bench.py --adamw): TRAINBENCH_DDP_TORCH_ADAMW,
+// default `fused` (like the engine's: one pass per parameter); `foreach` or `for-loop` (PyTorch's
+// own default on CPU) to measure against those.
+std::string ddp_bench_torch_adamw();
 
 }  // namespace tb::suites

@@ -248,10 +248,6 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-}  // namespace
-
-namespace {
-
 // The records of `recs` that `wanted` selects (the comm peer sweeps the cross product of its ops
 // and sizes, which may hold cases the filter left out).
 std::vector<harness::Record> keep_wanted(std::vector<harness::Record> recs, const harness::CaseFilter& wanted) {

@@ -3,12 +3,14 @@
 //   fwd_bwd/mlp, train_step/mlp: MLP 784-1024-1024-10, batch 256, cross-entropy.
 //   fwd_bwd/gpt, train_step/gpt: GPT-style model d=256, 4 layers, 8 heads, T=128, batch 16,
 //     vocabulary 1024.
-// fwd_bwd is zero_grad(set_to_none) + forward + loss + backward; train_step adds the AdamW step. Peak memory of one step is measured outside
-// the timed loop: for the engine from its allocator's statistics; for LibTorch, whose CPU
+// fwd_bwd is zero_grad(set_to_none) + forward + loss + backward; train_step adds the AdamW step
+// (LibTorch's: its fused kernel, see reference_adamw_fused). Peak memory of one step is measured
+// outside the timed loop: for the engine from its allocator's statistics; for LibTorch, whose CPU
 // allocator keeps none, as the rise of the process's peak RSS over the step. See
 // docs/results.md for how to read the two.
 #include <malloc.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -81,6 +83,14 @@ struct Side {
   std::function<void()> engine_clear, reference_clear;
 };
 
+// LibTorch's AdamW in the train_step benchmarks: its fused kernel (one pass per parameter, as the
+// engine's AdamW), unless TRAINBENCH_TRAINING_REF_ADAMW=standard asks for torch::optim::AdamW
+// (about ten tensor ops per parameter). The record's metric reference_adamw names it.
+bool reference_adamw_fused() {
+  const char* v = std::getenv("TRAINBENCH_TRAINING_REF_ADAMW");
+  return !(v && std::string(v) == "standard");
+}
+
 // AdamW on both sides with PyTorch's defaults and weight decay 0.01 (null when not wanted).
 std::pair<std::shared_ptr<optim::AdamW>, std::shared_ptr<ref::AdamW>> make_adamw(const nn::Module& model,
                                                                                  const ref::NnModule& rmodel,
@@ -89,8 +99,9 @@ std::pair<std::shared_ptr<optim::AdamW>, std::shared_ptr<ref::AdamW>> make_adamw
   optim::AdamW::Options o;
   o.lr = 1e-3;
   o.weight_decay = 0.01;
+  const auto kind = reference_adamw_fused() ? ref::AdamW::Kind::Fused : ref::AdamW::Kind::Standard;
   return {std::make_shared<optim::AdamW>(model.parameters(), o),
-          std::make_shared<ref::AdamW>(rmodel, o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay)};
+          std::make_shared<ref::AdamW>(rmodel, o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay, kind)};
 }
 
 harness::BenchCase make_step_bench(const std::string& name, std::function<Side()> build, double flops,
@@ -102,6 +113,7 @@ harness::BenchCase make_step_bench(const std::string& name, std::function<Side()
   };
   extra["reference_blas"] = ref::info().value("reference_blas", "unknown");
   extra["engine_blas"] = "oneDNN";
+  if (name.rfind("train_step/", 0) == 0) extra["reference_adamw"] = reference_adamw_fused() ? "fused" : "standard";
   harness::BenchCase b;
   b.name = name;
   b.engine = [get] { get().engine(); };

@@ -84,7 +84,8 @@ struct Equivalence {
 // yardstick so far) and every parameter tensor's L2 distance at the end.
 constexpr double kYardsticks = 10;
 
-void run_equivalence(const Equivalence& q, int64_t steps, DType dt, harness::Record& rec) {
+void run_equivalence(const Equivalence& q, int64_t steps, DType dt, harness::Record& rec,
+                     ref::AdamW::Kind ref_kind = ref::AdamW::Kind::Standard) {
   const bool f64 = dt == DType::Float64;
   const Tolerance loss_tol = f64 ? Tolerance{1e-10, 1e-12} : Tolerance{1e-6, 0};
   const Tolerance param_tol = f64 ? Tolerance{1e-8, 1e-10} : Tolerance{1e-6, 0};
@@ -101,8 +102,8 @@ void run_equivalence(const Equivalence& q, int64_t steps, DType dt, harness::Rec
   }
   auto opt = std::make_shared<optim::AdamW>(q.model->parameters(), o);
   optim::LambdaLR sched(*opt, optim::warmup_cosine(steps / 5, steps, 0.1));
-  ref::AdamW o1(r1, o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay);
-  ref::AdamW o2(r2, o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay);
+  ref::AdamW o1(r1, o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay, ref_kind);
+  ref::AdamW o2(r2, o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay, ref_kind);
   auto ref_step = [&](ref::NnModule& r, ref::AdamW& ro, double lr, const Tensor& x, const Tensor& y) {
     ro.set_lr(lr);
     ro.zero_grad();
@@ -200,6 +201,33 @@ harness::TestCase equivalence_mlp(DType dt) {
       return std::pair{randn({B, 784}, dt, &g), randint(0, 10, {B}, DType::Int64, &g)};
     };
     run_equivalence(q, steps, dt, rec);
+  });
+}
+
+// The training benchmarks time LibTorch's fused AdamW kernel (ref::AdamW::Kind::Fused): it must
+// train as the engine does, as torch::optim::AdamW does above (a small MLP, 10 steps, float64,
+// with the schedule and clipping of the other runs).
+harness::TestCase fused_reference_adamw() {
+  return training_case("reference/fused_adamw", [](harness::Record& rec) {
+    constexpr int64_t steps = 10, B = 16;
+    core::manual_seed(11);
+    Equivalence q;
+    auto model = std::make_shared<nn::MLP>(32, 64, 10, DType::Float64);
+    q.model = model;
+    q.make_ref = [] {
+      ref::NnModule r = ref::nn_mlp(32, 64, 10);
+      r.to(DType::Float64);
+      return r;
+    };
+    q.loss_e = [model](const Tensor& x, const Tensor& y) { return A::cross_entropy((*model)(x), y); };
+    q.loss_r = [](const ref::NnModule& r, const ref::Tensor& x, const ref::Tensor& y) {
+      return ref::cross_entropy(r.forward(x), y);
+    };
+    q.batch = [](int64_t s) {
+      core::Generator g(2000 + uint64_t(s));
+      return std::pair{randn({B, 32}, DType::Float64, &g), randint(0, 10, {B}, DType::Int64, &g)};
+    };
+    run_equivalence(q, steps, DType::Float64, rec, ref::AdamW::Kind::Fused);
   });
 }
 
@@ -497,6 +525,7 @@ std::vector<harness::TestCase> training_tests() {
     t.push_back(equivalence_mlp(dt));
     t.push_back(equivalence_gpt(dt));
   }
+  t.push_back(fused_reference_adamw());
   t.push_back(resume_mlp());
   t.push_back(fashion_mnist_mlp());
   return t;

@@ -30,10 +30,9 @@ template <typename A> struct MaxA {
   A init() const { return -INFINITY; }
   template <typename T> A step(A a, T v, A) const { return A(load(v)) > a ? A(load(v)) : a; }
   A merge(A a, A b) const { return b > a ? b : a; }
-  // Float rows take reduce_run's vector leaf (cpu::VectorFloatOp).
-  cpu::vfloat vinit() const { return cpu::vfloat{} - INFINITY; }
-  cpu::vfloat vstep(cpu::vfloat a, cpu::vfloat v) const { return v > a ? v : a; }
-  cpu::vfloat vmerge(cpu::vfloat a, cpu::vfloat b) const { return vstep(a, b); }
+  // Float rows take reduce_run's vector leaf (cpu::HalfVectorOp).
+  cpu::vhalf hstep(cpu::vhalf a, cpu::vhalf v) const { return v > a ? v : a; }
+  cpu::vhalf hmerge(cpu::vhalf a, cpu::vhalf b) const { return hstep(a, b); }
 };
 // sum of exp(x - c) over a run; e (optional) receives the exponentials.
 template <typename A, typename T>

@@ -125,11 +125,10 @@ template <typename Acc, bool kMax> struct ExtremeOp {
   }
   template <typename T> Acc step(Acc a, T v, Acc) const { return merge(a, Acc(load(v))); }
   Acc finish(Acc a, Acc, int64_t) const { return a; }
-  cpu::vfloat vinit() const { return cpu::vfloat{} + float(init()); }
-  cpu::vfloat vstep(cpu::vfloat a, cpu::vfloat v) const {
-    return (kMax ? v > a : v < a) | (v != v) ? v : a;  // NaN propagates, lane by lane
+  cpu::vhalf hstep(cpu::vhalf a, cpu::vhalf v) const {  // cpu::HalfVectorOp
+    return ((kMax ? v > a : v < a) | (v != v)) ? v : a;  // NaN propagates, lane by lane
   }
-  cpu::vfloat vmerge(cpu::vfloat a, cpu::vfloat b) const { return vstep(a, b); }
+  cpu::vhalf hmerge(cpu::vhalf a, cpu::vhalf b) const { return hstep(a, b); }  // this class's hstep
 };
 template <bool kAll> struct LogicalOp {
   bool init() const { return kAll; }
@@ -157,10 +156,10 @@ template <typename Acc> struct PNormOp {
 };
 template <typename Acc, bool kMax> struct AbsExtremeOp : ExtremeOp<Acc, kMax> {
   template <typename T> Acc step(Acc a, T v, Acc) const { return this->merge(a, std::abs(Acc(load(v)))); }
-  cpu::vfloat vstep(cpu::vfloat a, cpu::vfloat v) const {
-    using vbits = int32_t __attribute__((vector_size(64)));
+  cpu::vhalf hstep(cpu::vhalf a, cpu::vhalf v) const {
+    using vbits = int32_t __attribute__((vector_size(32)));
     const vbits mag = std::bit_cast<vbits>(v) & 0x7FFFFFFF;  // |v|, NaN stays NaN
-    return ExtremeOp<Acc, kMax>::vstep(a, std::bit_cast<cpu::vfloat>(mag));
+    return ExtremeOp<Acc, kMax>::hstep(a, std::bit_cast<cpu::vhalf>(mag));
   }
 };
 // Second pass of var: sum of squared deviations from the center (the mean).

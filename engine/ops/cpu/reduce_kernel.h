@@ -95,20 +95,26 @@ inline vhalf load8(const core::BFloat16* p) {
   return std::bit_cast<vhalf>(__builtin_convertvector(h, vu32) << 16);
 }
 
-template <typename T, typename Op>
-float half_vector_leaf(const T* p, int64_t n, const Op& op) {
-  const vhalf init = vhalf{} + float(op.init());
-  vhalf a0 = init, a1 = init, a2 = init, a3 = init;
+// Four accumulators of V's lanes over p[0, n), folded by step and combined by merge, then the
+// lanes in order and the tail by op.step.
+template <typename V, typename T, typename Op, typename Step, typename Merge>
+float lanes_leaf(const T* p, int64_t n, const Op& op, V init, Step step, Merge merge) {
+  constexpr int64_t L = sizeof(V) / sizeof(float);
+  auto load = [](const T* q) {
+    if constexpr (L == 16) return load16(q);
+    else return load8(q);
+  };
+  V a0 = init, a1 = init, a2 = init, a3 = init;
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = op.hstep(a0, load8(p + i));
-    a1 = op.hstep(a1, load8(p + i + 8));
-    a2 = op.hstep(a2, load8(p + i + 16));
-    a3 = op.hstep(a3, load8(p + i + 24));
+  for (; i + 4 * L <= n; i += 4 * L) {
+    a0 = step(a0, load(p + i));
+    a1 = step(a1, load(p + i + L));
+    a2 = step(a2, load(p + i + 2 * L));
+    a3 = step(a3, load(p + i + 3 * L));
   }
-  const vhalf v = op.hmerge(op.hmerge(a0, a1), op.hmerge(a2, a3));
+  const V v = merge(merge(a0, a1), merge(a2, a3));
   float r = op.init();
-  for (int k = 0; k < 8; ++k) r = op.merge(r, v[k]);
+  for (int64_t k = 0; k < L; ++k) r = op.merge(r, v[k]);
   for (; i < n; ++i) r = op.step(r, p[i], 0.0f);
   return r;
 }
@@ -116,21 +122,11 @@ float half_vector_leaf(const T* p, int64_t n, const Op& op) {
 template <typename T, typename Op>
 float vector_leaf(const T* p, int64_t n, const Op& op) {
   if constexpr (HalfVectorOp<Op>) {
-    return half_vector_leaf(p, n, op);
+    return lanes_leaf(p, n, op, vhalf{} + float(op.init()), [&](vhalf a, vhalf v) { return op.hstep(a, v); },
+                      [&](vhalf a, vhalf b) { return op.hmerge(a, b); });
   } else {
-    vfloat a0 = op.vinit(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-      a0 = op.vstep(a0, load16(p + i));
-      a1 = op.vstep(a1, load16(p + i + 16));
-      a2 = op.vstep(a2, load16(p + i + 32));
-      a3 = op.vstep(a3, load16(p + i + 48));
-    }
-    const vfloat v = op.vmerge(op.vmerge(a0, a1), op.vmerge(a2, a3));
-    float r = op.init();
-    for (int k = 0; k < 16; ++k) r = op.merge(r, v[k]);
-    for (; i < n; ++i) r = op.step(r, p[i], 0.0f);
-    return r;
+    return lanes_leaf(p, n, op, op.vinit(), [&](vfloat a, vfloat v) { return op.vstep(a, v); },
+                      [&](vfloat a, vfloat b) { return op.vmerge(a, b); });
   }
 }
 

@@ -42,10 +42,10 @@ template <typename T> inline bool is_nan(T v) {
   else return false;
 }
 
-
-// Float lanes for ops that can run on whole vectors (sum, max, min over float32 and bfloat16): 4 independent
-// 16-lane accumulators keep the adders busy, and a leaf of kVecBlock elements amortises the
-// horizontal merge. Each lane sums kVecBlock / 64 values before the pairwise tree takes over.
+// Float lanes for ops that can run on whole vectors over float32 and bfloat16 (sum; max and min
+// below): 4 independent 16-lane accumulators keep the adders busy, and a leaf of kVecBlock
+// elements amortises the horizontal merge. Each lane sums kVecBlock / 64 values before the
+// pairwise tree takes over.
 using vfloat = float __attribute__((vector_size(64)));
 inline constexpr int64_t kVecBlock = 2048;
 template <typename Op>

@@ -1,15 +1,21 @@
 """reports_smoke: runs `python -m trainbench_reports` on sample.json (and on edge cases) and checks
 the files it writes. Run from this folder with PYTHONPATH=<repo>/reports:
     python -m unittest -v test_report"""
+import contextlib
+import io
 import json
 import os
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 from pathlib import Path
+from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
+os.environ.setdefault("MPLBACKEND", "Agg")
 SAMPLE = HERE / "sample.json"
 PNGS = ("speedup.png", "throughput_gflops.png", "throughput_gbps.png", "correctness.png")
 
@@ -145,6 +151,15 @@ class ReportSmoke(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("no such file", p.stderr)
 
+    def test_bad_peak_is_a_usage_error(self):
+        from trainbench_reports.cli import main
+        for value in ("0", "-1", "nan", "inf", "x"):
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as ex:
+                main(["--out", str(self.dir / "r"), "--peak-gflops", value, str(SAMPLE)])
+            self.assertEqual(ex.exception.code, 2, value)
+            self.assertIn("--peak-gflops: must be a positive number", err.getvalue())
+
     def test_validate_script(self):
         ok = subprocess.run([sys.executable, str(HERE / "validate.py"), str(SAMPLE)],
                             capture_output=True, text=True)
@@ -157,6 +172,186 @@ class ReportSmoke(unittest.TestCase):
                              capture_output=True, text=True)
         self.assertEqual(bad.returncode, 1)
         self.assertIn("metrics/bad", bad.stderr)
+
+
+
+def run_in_process(out, *inputs):
+    """main() as `python -m trainbench_reports` runs it, without a process per case: an exception
+    escaping it is what would have been a traceback."""
+    from trainbench_reports.cli import main
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["--out", str(out), *map(str, inputs)])
+    return SimpleNamespace(returncode=code, stderr=err.getvalue())
+
+
+class BadInputs(unittest.TestCase):
+    """Every way an input file or --out can be bad ends in one line on stderr naming the file and
+    the problem, exit status 2, and no traceback (cli.py's docstring lists the cases). In process;
+    test_end_to_end checks the same through `python -m`."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = Path(self.tmp.name)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def file(self, name, content: bytes) -> Path:
+        f = self.dir / name
+        f.write_bytes(content)
+        return f
+
+    def assertOneLineError(self, p, *needles):
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertTrue(lines[0].startswith("trainbench_reports: error: "), p.stderr)
+        for n in needles:
+            self.assertIn(n, lines[0])
+
+    def input_error(self, path, *needles):
+        out = self.dir / "r"
+        p = run_in_process(out, path)
+        self.assertOneLineError(p, str(path), *needles)
+        self.assertFalse((out / "report.html").exists())  # nothing half-made
+
+    def test_not_utf8(self):
+        good = SAMPLE.read_bytes()
+        at = good.index(b"matmul")
+        self.input_error(self.file("latin1.json", good[:at] + b"\xe9" + good[at:]),
+                         "not UTF-8", f"offset {at}")
+        self.input_error(self.file("utf16.json", SAMPLE.read_text().encode("utf-16")), "not UTF-8")
+
+    def test_not_json(self):
+        self.input_error(self.file("junk.json", b"{not json"), "not JSON", "line 1 column 2")
+        self.input_error(self.file("trailing.json", SAMPLE.read_bytes() + b"]"), "not JSON")
+        self.input_error(self.file("nan.json", b'{"schema": NaN}'), "not JSON", "NaN")
+        self.input_error(self.file("bigint.json", b"[" + b"9" * 5000 + b"]"), "not JSON")
+
+    def test_empty_and_blank(self):
+        self.input_error(self.file("empty.json", b""), "empty file")
+        self.input_error(self.file("blank.json", b" \n\t\n"), "empty file")
+
+    def test_nested_too_deeply(self):
+        self.input_error(self.file("deep.json", b"[" * 200000 + b"]" * 200000), "nested too deeply")
+        doc = json.loads(SAMPLE.read_text())
+        doc["run"]["extra"] = json.loads("[" * 900 + "]" * 900)
+        p = run_in_process(self.dir / "r", self.file("deep_run.json", json.dumps(doc).encode()))
+        if p.returncode != 0:  # either reported, or nested deep enough to be refused cleanly
+            self.assertOneLineError(p, "deep_run.json")
+
+    def test_wrong_top_level(self):
+        self.input_error(self.file("array.json", b"[1, 2]"), "top level is an array")
+        self.input_error(self.file("number.json", b"42"), "top level is a number")
+        self.input_error(self.file("null.json", b"null"), "top level is null")
+
+    def test_other_schema_version(self):
+        doc = json.loads(SAMPLE.read_text())
+        doc["schema"] = "trainbench.result/2"
+        self.input_error(self.file("v2.json", json.dumps(doc).encode()), "trainbench.result/2",
+                         "trainbench.result/1")
+
+    def test_missing_fields(self):
+        doc = json.loads(SAMPLE.read_text())
+        del doc["records"][0]["status"]
+        del doc["run"]["time"]
+        self.input_error(self.file("missing.json", json.dumps(doc).encode()),
+                         "not a valid trainbench result", "'status' is a required property",
+                         "'time' is a required property")
+        self.input_error(self.file("bare.json", b"{}"), "'records' is a required property")
+
+    def test_huge_field_is_clipped(self):
+        doc = json.loads(SAMPLE.read_text())
+        doc["records"][0]["status"] = "x" * 100000
+        f = self.file("huge.json", json.dumps(doc).encode())
+        p = run_in_process(self.dir / "r", f)
+        self.assertOneLineError(p, "records/0/status")
+        self.assertLess(len(p.stderr), 1000)
+
+    def test_directory_missing_and_unreadable(self):
+        self.input_error(self.dir, "is a directory")
+        self.input_error(self.dir / "nope.json", "no such file")
+        f = self.file("secret.json", SAMPLE.read_bytes())
+        f.chmod(0)
+        if os.access(f, os.R_OK):
+            self.skipTest("running as root: a file without read permission is still readable")
+        self.input_error(f, "cannot read", "ermission denied")
+
+    def test_end_to_end(self):
+        bad = self.file("latin1.json", b'{"schema": "caf\xe9"}')
+        p = run_report(self.dir / "r", bad)
+        self.assertOneLineError(p, str(bad), "not UTF-8")
+        out = self.file("out", b"keep me")
+        p = run_report(out, SAMPLE)
+        self.assertOneLineError(p, "--out", str(out), "not a folder")
+
+    def test_out_is_an_existing_file(self):
+        out = self.file("out", b"keep me")
+        p = run_in_process(out, SAMPLE)
+        self.assertOneLineError(p, "--out", str(out), "not a folder")
+        self.assertEqual(out.read_bytes(), b"keep me")
+        p = run_in_process(out / "sub", SAMPLE)
+        self.assertOneLineError(p, "--out", "cannot create the folder")
+
+    def test_out_not_writable(self):
+        out = self.dir / "ro"
+        out.mkdir()
+        out.chmod(0o555)
+        if os.access(out, os.W_OK):
+            self.skipTest("running as root: a read-only folder is still writable")
+        p = run_in_process(out, SAMPLE)
+        self.assertOneLineError(p, "--out", str(out), "not writable")
+
+    def test_report_file_that_is_a_directory(self):
+        out = self.dir / "r"
+        (out / "summary.md").mkdir(parents=True)
+        p = run_in_process(out, SAMPLE)
+        self.assertOneLineError(p, "summary.md", "is a directory")
+
+
+class OutputFiles(unittest.TestCase):
+    """The report's files follow the harness's rules (Note [Output files]): regular files are
+    replaced atomically, symlinks written through, devices and FIFOs written in place."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = Path(self.tmp.name)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_symlinked_report_writes_through(self):
+        out = self.dir / "r"
+        out.mkdir()
+        target = self.dir / "elsewhere.html"
+        target.write_text("old")
+        target.chmod(0o640)
+        (out / "report.html").symlink_to(target)
+        p = run_report(out, SAMPLE)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue((out / "report.html").is_symlink())
+        self.assertIn("trainbench report", target.read_text())
+        self.assertEqual(target.stat().st_mode & 0o777, 0o640)
+        self.assertEqual(sorted(x.name for x in self.dir.iterdir()), ["elsewhere.html", "r"])
+
+    def test_devices_and_fifos_in_place(self):
+        from trainbench_reports.output import OutputError, write_output
+        write_output("/dev/null", b"x" * 100)
+        self.assertTrue(stat.S_ISCHR(os.stat("/dev/null").st_mode))
+        fifo = self.dir / "fifo"
+        os.mkfifo(fifo)
+        got = []
+        reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+        reader.start()
+        write_output(fifo, b"through the fifo")
+        reader.join(30)
+        self.assertEqual(got, [b"through the fifo"])
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+        with self.assertRaisesRegex(OutputError, "is a directory"):
+            write_output(self.dir, b"x")
+        self.assertEqual([x.name for x in self.dir.iterdir()], ["fifo"])  # no temporary left
 
 
 if __name__ == "__main__":

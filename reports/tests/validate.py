@@ -25,7 +25,7 @@ def main() -> int:
     for f in args.files:
         try:
             doc = json.loads(f.read_text())
-        except (OSError, json.JSONDecodeError) as e:
+        except (OSError, ValueError, RecursionError) as e:  # unreadable, not UTF-8, not JSON, too deep
             print(f"{f}: cannot read JSON: {e}", file=sys.stderr)
             ok = False
             continue

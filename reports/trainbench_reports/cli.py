@@ -1,16 +1,32 @@
 """Command line: python -m trainbench_reports [--out DIR] [--peak-gflops X] [--peak-gbps Y] JSON...
 
-Exit status: 0 report written, 2 an input is missing or not a valid trainbench result."""
+Exit status: 0 report written; 2 a bad command line, input or --out (one line on stderr naming the
+file and the problem: missing, a directory, unreadable, empty, not UTF-8, not JSON, another
+schema, not a valid result, --out a file or not writable); 3 this interpreter cannot run the
+report (see __main__.py); 1 a bug in the report generator (with its traceback)."""
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from pathlib import Path
 
 from . import (DEFAULT_PEAK_GBPS, DEFAULT_PEAK_GFLOPS, DEFAULT_PEAK_GFLOPS_AVX2, default_peak_gflops,
                dist_plots, html_report, markdown, plots)
 from .load import LoadError, load_results
+from .output import OutputError
 from .summary import passed_benchmarks, rows_of
+
+
+def _peak(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number (got {text!r})")
+    return v
 
 
 def parse_args(argv):
@@ -20,11 +36,11 @@ def parse_args(argv):
     p.add_argument("inputs", nargs="*", metavar="JSON", help="result files (docs/results.md)")
     p.add_argument("--out", default="report", metavar="DIR",
                    help="output folder, created if needed (default: ./report)")
-    p.add_argument("--peak-gflops", type=float, default=None,
+    p.add_argument("--peak-gflops", type=_peak, default=None,
                    help="machine peak fp32 GFLOP/s drawn on the plot (default: measured on the "
                         f"2-core CI machines, {DEFAULT_PEAK_GFLOPS:g} with AVX-512, or "
                         f"{DEFAULT_PEAK_GFLOPS_AVX2:g} when every input's run header says cpu_isa avx2)")
-    p.add_argument("--peak-gbps", type=float, default=DEFAULT_PEAK_GBPS,
+    p.add_argument("--peak-gbps", type=_peak, default=DEFAULT_PEAK_GBPS,
                    help="machine memory bandwidth in GB/s drawn on the plot "
                         f"(default {DEFAULT_PEAK_GBPS:g}: measured with 2 threads)")
     p.add_argument("--schema", type=Path, default=None,
@@ -77,18 +93,38 @@ def distributed_plots(rows, out: Path):
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        results = load_results(args.inputs, args.schema)
-    except LoadError as e:
+        return _report(args)
+    except (LoadError, OutputError) as e:
         print(f"trainbench_reports: error: {e}", file=sys.stderr)
         return 2
+    except Exception:
+        print("trainbench_reports: internal error (a bug in the report generator; please report it "
+              "with the input files):", file=sys.stderr)
+        raise
+
+
+def _out_dir(out: Path) -> Path:
+    """--out as a writable folder, created if needed, checked before the plots take their time."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out}: exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"--out {out}: cannot create the folder: {e.strerror or e}")
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise OutputError(f"--out {out}: the folder is not writable")
+    return out
+
+
+def _report(args) -> int:
+    results = load_results(args.inputs, args.schema)
     if not args.inputs:
         print("trainbench_reports: warning: no input files; writing an empty report",
               file=sys.stderr)
 
     if args.peak_gflops is None:
         args.peak_gflops = default_peak_gflops(results)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _out_dir(Path(args.out))
     rows = rows_of(results)
     benches = [(r.label, r.rec) for r in passed_benchmarks(rows)]
     measured = [(r.label, r.rec) for r in rows
@@ -116,7 +152,10 @@ def main(argv=None) -> int:
     for name in ("speedup.png", "throughput_gflops.png", "throughput_gbps.png", "correctness.png",
                  "curves.png") + DIST_PNGS:
         if not any(png and png.name == name for _, png, _ in plot_list):
-            (out / name).unlink(missing_ok=True)
+            try:
+                (out / name).unlink(missing_ok=True)
+            except OSError as e:
+                raise OutputError(f"{out / name}: cannot remove the stale plot: {e.strerror or e}")
 
     peaks = (f"Peak lines: {args.peak_gflops:g} GFLOP/s fp32 and {args.peak_gbps:g} GB/s memory "
              "bandwidth (override with --peak-gflops / --peak-gbps).")

@@ -9,6 +9,7 @@ Each function takes [(run label or None, record)] and returns the written path, 
 there is nothing to draw."""
 from __future__ import annotations
 
+import io
 import math
 import re
 from collections import OrderedDict
@@ -22,6 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 from .load import number  # noqa: E402
+from .output import write_output  # noqa: E402
 
 COMM_CASE = re.compile(r"^(?P<op>[a-z_]+)/(?P<dtype>[a-z0-9]+)/(?P<bytes>\d+)/w(?P<world>\d+)/(?P<impl>[A-Za-z0-9_.-]+)$")
 DDP_CASE = re.compile(r"^ddp/(?P<model>[^/]+)/w(?P<world>\d+)/(?P<impl>[A-Za-z0-9_.-]+)$")
@@ -48,9 +50,10 @@ def _impl_key(impl: str):
 
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
-    return path
+    return write_output(path, png.getvalue())
 
 
 def fmt_bytes(n: float) -> str:

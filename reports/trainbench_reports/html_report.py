@@ -7,6 +7,7 @@ import datetime as dt
 from html import escape
 from pathlib import Path
 
+from .output import write_output
 from .summary import (STATUSES, Row, counts_by_suite, fmt_seconds, geomean_speedup, key_metrics,
                       totals)
 
@@ -128,5 +129,4 @@ def write(path: Path, results, rows: list[Row], plots: list[tuple[str, Path | No
     parts += ["<h2>All records</h2>",
               _records_table(rows, multi_run) if rows else "<p class='note'>No records.</p>",
               "</body></html>"]
-    path.write_text("\n".join(parts), encoding="utf-8")
-    return path
+    return write_output(path, "\n".join(parts).encode("utf-8"))

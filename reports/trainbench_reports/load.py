@@ -33,9 +33,22 @@ def default_schema_path() -> Path:
 def load_schema(path: Path | None = None) -> dict:
     path = Path(path) if path else default_schema_path()
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise LoadError(f"schema file not found: {path} (pass --schema or set TRAINBENCH_SCHEMA)")
+    except (OSError, ValueError) as e:
+        raise LoadError(f"schema file {path} is unreadable: {_brief(e)}")
+
+
+def _brief(e: BaseException) -> str:
+    """An exception as one short line: the OS reason without errno noise, no newlines."""
+    text = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+    return _clip(text)
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _where(error) -> str:
@@ -44,17 +57,58 @@ def _where(error) -> str:
 
 
 def validate(doc, schema: dict, name: str) -> None:
-    """Raises LoadError listing the first few schema violations of `doc`."""
+    """Raises LoadError naming the first schema violation of `doc` (and how many more there are)."""
     import jsonschema
 
-    if isinstance(doc, dict) and "schema" in doc and doc["schema"] != SCHEMA_ID:
-        raise LoadError(f"{name}: schema is {doc['schema']!r}, this report reads {SCHEMA_ID!r}")
+    if not isinstance(doc, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+            type(doc), "a number")
+        raise LoadError(f"{name}: not a trainbench result: the top level is {kind}, not an object "
+                        "with schema, run and records")
+    if "schema" in doc and doc["schema"] != SCHEMA_ID:
+        raise LoadError(f"{name}: schema is {_clip(repr(doc['schema']), 60)}, this report reads "
+                        f"{SCHEMA_ID!r}")
     validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    try:
+        errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    except RecursionError:
+        raise LoadError(f"{name}: not a trainbench result: its JSON is nested too deeply")
     if errors:
-        lines = [f"  at {_where(e)}: {e.message}" for e in errors[:10]]
-        more = f"\n  ... and {len(errors) - 10} more" if len(errors) > 10 else ""
-        raise LoadError(f"{name}: not a valid trainbench result:\n" + "\n".join(lines) + more)
+        shown = "; ".join(f"at {_where(e)}: {_clip(e.message, 120)}" for e in errors[:3])
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise LoadError(f"{name}: not a valid trainbench result: {shown}{more}")
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_json(p: Path):
+    """The JSON document in file `p`; every way the file can be bad is a one-line LoadError."""
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise LoadError(f"{p}: no such file")
+    except IsADirectoryError:
+        raise LoadError(f"{p}: is a directory, not a result file")
+    except OSError as e:
+        raise LoadError(f"{p}: cannot read: {_brief(e)}")
+    if not data.strip():
+        raise LoadError(f"{p}: empty file, not a trainbench result")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise LoadError(f"{p}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
+                        "result files are UTF-8 JSON")
+    try:
+        # NaN and Infinity are Python's extensions, not JSON: the harness writes "nan" strings.
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as e:
+        raise LoadError(f"{p}: not JSON: {e.msg} at line {e.lineno} column {e.colno}")
+    except RecursionError:
+        raise LoadError(f"{p}: not a trainbench result: its JSON is nested too deeply")
+    except ValueError as e:  # NaN, an integer too long to convert
+        raise LoadError(f"{p}: not JSON: {_brief(e)}")
 
 
 def load_results(paths, schema_path: Path | None = None) -> list[Result]:
@@ -62,12 +116,7 @@ def load_results(paths, schema_path: Path | None = None) -> list[Result]:
     results = []
     labels = set()
     for p in map(Path, paths):
-        try:
-            doc = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise LoadError(f"{p}: no such file")
-        except json.JSONDecodeError as e:
-            raise LoadError(f"{p}: not JSON: {e}")
+        doc = read_json(p)
         validate(doc, schema, str(p))
         label = p.stem
         n = 2

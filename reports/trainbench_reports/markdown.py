@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .load import number
+from .output import write_output
 from .summary import (STATUSES, Row, counts_by_suite, fmt_seconds, fmt_value, geomean_speedup,
                       passed_benchmarks, totals)
 
@@ -64,5 +65,4 @@ def write(path: Path, results, rows: list[Row], max_failures: int = 50, extra=()
                          f"{number(m['speedup']):.2f}x | {gf} | {gb} |")
         lines.append("")
     lines += list(extra)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return write_output(path, ("\n".join(lines) + "\n").encode("utf-8"))

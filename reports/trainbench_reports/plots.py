@@ -2,6 +2,7 @@
 Each function returns the written path, or None when the inputs hold nothing to plot."""
 from __future__ import annotations
 
+import io
 import math
 from collections import Counter, OrderedDict
 from pathlib import Path
@@ -13,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 from .load import number  # noqa: E402
+from .output import write_output  # noqa: E402
 
 ENGINE_COLOR = "#1f77b4"
 TORCH_COLOR = "#ff7f0e"
@@ -34,9 +36,10 @@ def _plain_log_ticks(ax) -> None:
 
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
-    return path
+    return write_output(path, png.getvalue())
 
 
 def speedup(items, path: Path):

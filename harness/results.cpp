@@ -1,17 +1,15 @@
-// The result JSON: records as JSON, the run header, and the atomic write (docs/results.md).
+// The result JSON: records as JSON, the run header, and writing it (docs/results.md).
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <stdexcept>
 #include <thread>
 
+#include "harness/output_file.h"
 #include "harness/registry_detail.h"
 #include "harness/runner.h"
 
@@ -171,31 +169,9 @@ nlohmann::json make_result(const RunInfo& info, const std::vector<Record>& recor
 }
 
 void write_result(const std::filesystem::path& path, const nlohmann::json& result) {
-  namespace fs = std::filesystem;
-  if (path.has_parent_path()) fs::create_directories(path.parent_path());
-  // Same folder as the target so rename() stays on one filesystem and is atomic: a reader (or a
-  // crash) never sees a half-written result.
-  fs::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
   // A message quoting raw bytes (a corrupt tensor name, a C string from a library) must not cost
   // the whole result: invalid UTF-8 is replaced by U+FFFD rather than thrown on.
-  const std::string text =
-      result.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() &&
-                  std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  const int err = errno;
-  if (std::fclose(f) != 0 || !ok) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int rerr = errno;
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot rename " + tmp.string() + " to " + path.string() + ": " +
-                             std::strerror(rerr));
-  }
+  write_output_file(path, result.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace tb::harness

@@ -108,7 +108,8 @@ struct RunInfo {
 // facts (time, git revision, host, build type, compiler, ...) and everything add_run_info added.
 nlohmann::json make_result(const RunInfo& info, const std::vector<Record>& records);
 
-// Writes atomically (temporary file in the same folder, then rename), creating the folder.
+// Writes the JSON by the rules of Note [Output files] (harness/output_file.h): a regular file
+// atomically (temporary in the same folder, then rename), a device or FIFO in place.
 void write_result(const std::filesystem::path& path, const nlohmann::json& result);
 
 }  // namespace tb::harness

@@ -1,6 +1,7 @@
 // The `trainbench` command line (CLI11) and the launcher of the Python report generator.
 #pragma once
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,21 @@ std::filesystem::path default_report_dir(const std::vector<std::filesystem::path
 // configured by CMake, else python3 from PATH.
 std::string report_python();
 
+// Why run_report failed. `exit_code`: the generator's (2 a bad input or --out, 3 this Python
+// lacks a dependency; see reports/trainbench_reports/cli.py), 127 when no interpreter could be
+// started. `reported`: the generator already printed the one-line reason on stderr, so the
+// caller adds nothing; otherwise what() is the message to print.
+struct ReportError : std::runtime_error {
+  ReportError(const std::string& what, int exit_code, bool reported)
+      : std::runtime_error(what), exit_code(exit_code), reported(reported) {}
+  int exit_code;
+  bool reported;
+};
+
 // Runs `<python> -m trainbench_reports --out DIR JSON...` with PYTHONPATH=<source>/reports and
-// waits. Returns the path of report.html; throws std::runtime_error when the report fails.
+// waits. Returns the path of report.html; throws ReportError when the report fails. Only when
+// the interpreter cannot be started or cannot import the package and its dependencies does the
+// message suggest TRAINBENCH_PYTHON.
 std::filesystem::path run_report(const ReportRequest& req);
 
 }  // namespace tb::harness

@@ -2,9 +2,12 @@
 // Output contract: progress lines on stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
 #include <CLI/CLI.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <iomanip>
 #include <iostream>
@@ -14,6 +17,7 @@
 #include "harness/cli.h"
 #include "harness/distributed.h"
 #include "harness/launcher.h"
+#include "harness/output_file.h"
 #include "harness/runner.h"
 
 #ifndef TB_VERSION
@@ -35,6 +39,7 @@ struct Options {
   bool no_report = false;
   std::string report_out;
   std::vector<std::string> inputs;  // report
+  bool allow_empty = false;         // test / bench / all: a selection without cases is not an error
   double peak_gflops = 0, peak_gbps = 0;
   double launch_timeout = 1800;     // distributed suites: seconds per world size
   std::string hostfile;             // distributed suites / launch: mpirun's hostfile
@@ -43,6 +48,34 @@ struct Options {
   bool dry_run = false;             // launch
   std::vector<std::string> program; // launch
 };
+
+std::string number_text(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// A range check that reads "--timeout: must be between 1 and 86400 seconds (got 0)" where CLI11's
+// own prints the type's limits (a 309-digit bound for PositiveNumber), and that refuses nan and
+// inf, which a plain range check lets through. `integer`: whole numbers only.
+CLI::Validator between(double lo, double hi, const std::string& unit, bool integer = false) {
+  const std::string range = number_text(lo) + " and " + number_text(hi) + (unit.empty() ? "" : " " + unit);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        std::size_t used = 0;
+        double v = NAN;
+        try {
+          v = integer ? static_cast<double>(std::stoll(text, &used)) : std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size() || !std::isfinite(v) || v < lo || v > hi)
+          return std::string("must be ") + (integer ? "a whole number " : "") + "between " + range +
+                 " (got '" + text + "')";
+        return {};
+      },
+      "[" + number_text(lo) + "-" + number_text(hi) + "]");
+}
 
 void add_selection(CLI::App* sub, Options& o) {
   sub->add_option("--suite", o.suites, "Suite to run (repeatable); default: the default suites")
@@ -59,26 +92,28 @@ void add_run_options(CLI::App* sub, Options& o, const std::string& name) {
   sub->add_option("--threads", o.threads,
                   "Threads for the engine and LibTorch; default: all cores (" +
                       std::to_string(cores) + ")")
-      ->check(CLI::Range(1, 4096))
+      ->check(between(1, 4096, "threads", true))
       ->type_name("N");
   sub->add_option("--launch-timeout", o.launch_timeout,
                   "Distributed suites: seconds one world size may run before its ranks are killed")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(between(1, 86400, "seconds"))
       ->type_name("S");
   sub->add_option("--hostfile", o.hostfile,
                   "Distributed suites: mpirun hostfile to spread ranks over hosts (default: this host)")
       ->type_name("PATH");
+  sub->add_flag("--allow-empty", o.allow_empty,
+                "Succeed when --suite/--filter select no case (default: an error, so a typo cannot pass)");
 }
 
 void add_bench_options(CLI::App* sub, Options& o) {
   sub->add_option("--repetitions", o.repetitions, "Timed repetitions per side")
       ->type_name("N")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+      ->check(between(1, 1000, "repetitions", true));
   sub->add_option("--min-time", o.min_time, "Minimum seconds per repetition")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(between(0.001, 3600, "seconds"))
       ->type_name("S");
 }
 
@@ -86,11 +121,11 @@ void add_peak_options(CLI::App* sub, Options& o) {
   sub->add_option("--peak-gflops", o.peak_gflops,
                   "Machine peak GFLOP/s drawn on the throughput plot (report default: 234, or 175 for AVX2 results)")
       ->type_name("X")
-      ->check(CLI::PositiveNumber);
+      ->check(between(0.001, 1e9, "GFLOP/s"));
   sub->add_option("--peak-gbps", o.peak_gbps,
                   "Machine memory bandwidth GB/s drawn on the plot (report default: 50)")
       ->type_name("X")
-      ->check(CLI::PositiveNumber);
+      ->check(between(0.001, 1e9, "GB/s"));
 }
 
 std::string join_argv(int argc, char** argv) {
@@ -110,43 +145,119 @@ fs::path default_json(const std::string& sub) {
 
 Selection selection(const Options& o) { return Selection{o.suites, o.filter, false}; }
 
+// Without --suite: one line per suite (its kind and case counts); with --suite: those suites'
+// cases. --filter narrows both.
 int cmd_list(const Options& o) {
   Selection sel = selection(o);
   sel.include_non_default = true;  // list shows everything there is
   const std::vector<const Suite*> chosen = select_suites(sel);
-  // Collected per suite so the listing keeps registration order within each suite.
-  std::size_t total = 0;
-  for (const Suite* s : chosen) {
-    Selection one{{s->name}, o.filter, true};
+  if (chosen.empty()) {
+    std::cout << "no suites registered\n";
+    return 0;
+  }
+  struct Listed {
+    const Suite* suite;
     std::vector<std::string> tests, benches;
-    for (const auto& t : collect_tests(one)) tests.push_back(t.test.name);
-    for (const auto& b : collect_benches(one)) benches.push_back(b.bench.name);
+  };
+  std::vector<Listed> listed;
+  std::size_t total = 0, name_width = 5;
+  for (const Suite* s : chosen) {
+    // Collected per suite so the listing keeps registration order within each suite.
+    Listed l{s, {}, {}};
+    Selection one{{s->name}, o.filter, true};
+    for (const auto& t : collect_tests(one)) l.tests.push_back(t.test.name);
+    for (const auto& b : collect_benches(one)) l.benches.push_back(b.bench.name);
     // A distributed suite's rank cases, per world size (they run inside launched ranks).
     for (int w : s->world_sizes) {
-      for (const TestCase& t : rank_cases(*s, w, false, o.filter)) tests.push_back(t.name);
-      for (const TestCase& t : rank_cases(*s, w, true, o.filter)) benches.push_back(t.name);
+      for (const TestCase& t : rank_cases(*s, w, false, o.filter)) l.tests.push_back(t.name);
+      for (const TestCase& t : rank_cases(*s, w, true, o.filter)) l.benches.push_back(t.name);
     }
+    total += l.tests.size() + l.benches.size();
+    name_width = std::max(name_width, s->name.size());
+    listed.push_back(std::move(l));
+  }
+
+  if (o.suites.empty()) {
+    auto kind = [](const Suite& s) {
+      if (s.world_sizes.empty()) return std::string("in-process");
+      std::string k = "ranks";
+      for (int w : s.world_sizes) k += " " + std::to_string(w);
+      return k;
+    };
+    std::size_t kind_width = 10;
+    for (const Listed& l : listed) kind_width = std::max(kind_width, kind(*l.suite).size());
+    std::cout << std::left << std::setw(int(name_width)) << "suite" << "  " << std::setw(int(kind_width))
+              << "kind" << std::right << std::setw(8) << "tests" << std::setw(12) << "benchmarks"
+              << "  default  description\n";
+    for (const Listed& l : listed)
+      std::cout << std::left << std::setw(int(name_width)) << l.suite->name << "  "
+                << std::setw(int(kind_width)) << kind(*l.suite) << std::right << std::setw(8)
+                << l.tests.size() << std::setw(12) << l.benches.size() << "  "
+                << (l.suite->run_by_default ? "yes      " : "no       ") << l.suite->description << '\n';
+    std::cerr << total << " cases" << (o.filter.empty() ? "" : " matching --filter '" + o.filter + "'")
+              << " in " << listed.size() << " suites; `trainbench list --suite NAME` lists a suite's cases\n";
+    return 0;
+  }
+
+  for (const Listed& l : listed) {
+    const Suite* s = l.suite;
     std::cout << s->name;
     if (!s->description.empty()) std::cout << " - " << s->description;
-    std::cout << " (" << tests.size() << " tests, " << benches.size() << " benchmarks";
+    std::cout << " (" << l.tests.size() << " tests, " << l.benches.size() << " benchmarks";
     if (!s->world_sizes.empty()) {
       std::cout << ", ranks:";
       for (int w : s->world_sizes) std::cout << ' ' << w;
     }
     std::cout << (s->run_by_default ? "" : ", not in the default run") << ")\n";
-    for (const auto& t : tests) std::cout << "  test   " << t << '\n';
-    for (const auto& b : benches) std::cout << "  bench  " << b << '\n';
-    total += tests.size() + benches.size();
+    for (const auto& t : l.tests) std::cout << "  test   " << t << '\n';
+    for (const auto& b : l.benches) std::cout << "  bench  " << b << '\n';
   }
-  if (chosen.empty()) std::cout << "no suites registered\n";
-  std::cerr << total << " cases in " << chosen.size() << " suites\n";
+  std::cerr << total << " cases in " << listed.size() << " suites\n";
   return 0;
+}
+
+// A selection that runs nothing is almost always a typo (`--filter layer/GELU`, a suite without
+// benchmarks): in CI it would pass silently. Each suite named by --suite must select at least one
+// case, and so must the whole run; --allow-empty accepts an empty selection.
+void check_selection_not_empty(const Options& o, const std::string& sub,
+                               const std::vector<std::pair<std::string, std::size_t>>& per_suite) {
+  const char* what = sub == "test" ? "test cases" : sub == "bench" ? "benchmarks" : "cases";
+  const std::string filter = o.filter.empty() ? "" : " match --filter '" + o.filter + "'";
+  std::vector<std::string> empty;
+  std::size_t total = 0;
+  for (const auto& [name, n] : per_suite) {
+    total += n;
+    if (n == 0 && !o.suites.empty()) empty.push_back(name);
+  }
+  if (total > 0 && empty.empty()) return;
+  std::string where;
+  if (empty.empty()) {
+    where = "the default suites";
+  } else {
+    where = (empty.size() == 1 ? "suite " : "suites ");
+    for (std::size_t i = 0; i < empty.size(); ++i) where += (i ? ", '" : "'") + empty[i] + "'";
+  }
+  const std::string msg = std::string("no ") + what + " in " + where +
+                          (filter.empty() ? "" : filter) + "; `trainbench list" +
+                          (empty.size() == 1 ? " --suite " + empty[0] : std::string()) +
+                          (o.filter.empty() ? "" : " --filter '" + o.filter + "'") +
+                          "` shows what there is";
+  if (!o.allow_empty) throw UsageError(msg + " (--allow-empty accepts an empty selection)");
+  std::cerr << "trainbench: warning: " << msg << '\n';
 }
 
 // test / bench / all share this: run, write the JSON, summarise, maybe report.
 int cmd_run(const Options& o, const std::string& sub, int argc, char** argv) {
   const bool do_tests = sub != "bench", do_benches = sub != "test";
   const Selection sel = selection(o);
+  // A --json the run could not write (a directory, a read-only folder) fails now, not after the
+  // cases have run.
+  const fs::path json = o.json.empty() ? default_json(sub) : fs::path(o.json);
+  try {
+    check_output_path(json);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(std::string("--json ") + e.what());
+  }
   std::vector<PlannedTest> tests;
   std::vector<PlannedBench> benches;
   if (do_tests) tests = collect_tests(sel);
@@ -161,16 +272,26 @@ int cmd_run(const Options& o, const std::string& sub, int argc, char** argv) {
   dopt.threads = threads;
   dopt.launch_timeout = std::chrono::seconds(static_cast<long>(o.launch_timeout));
   dopt.hostfile = o.hostfile;
-  dopt.work_dir = (o.json.empty() ? fs::path("results") : fs::path(o.json).parent_path()) / "ranks";
+  // Rank logs go beside the JSON, unless it is a device or FIFO (`--json /dev/null` must not
+  // create /dev/ranks).
+  const bool beside_json = !o.json.empty() && is_plain_output_path(o.json);
+  dopt.work_dir = (beside_json ? fs::path(o.json).parent_path() : fs::path("results")) / "ranks";
   std::vector<const Suite*> distributed;
   std::size_t rank_total = 0;
-  for (const Suite* s : select_suites(sel))
+  std::vector<std::pair<std::string, std::size_t>> per_suite;
+  for (const Suite* s : select_suites(sel)) {
+    std::size_t n = 0;
+    for (const PlannedTest& t : tests) n += t.suite == s->name;
+    for (const PlannedBench& b : benches) n += b.suite == s->name;
     if (!s->world_sizes.empty()) {
       distributed.push_back(s);
-      rank_total += count_rank_cases(*s, dopt);
+      const std::size_t ranked = count_rank_cases(*s, dopt);
+      rank_total += ranked;
+      n += ranked;
     }
-  if (tests.empty() && benches.empty() && rank_total == 0)
-    std::cerr << "trainbench: warning: no cases match the selection\n";
+    per_suite.emplace_back(s->name, n);
+  }
+  check_selection_not_empty(o, sub, per_suite);
 
   Progress progress(&std::cerr, tests.size() + benches.size() + rank_total);
   std::vector<Record> records = run_tests(tests, &progress);
@@ -191,7 +312,6 @@ int cmd_run(const Options& o, const std::string& sub, int argc, char** argv) {
   if (c.errors)
     std::cout << "(" << c.errors << " of the failures are errors: a case threw or could not run)\n";
 
-  const fs::path json = o.json.empty() ? default_json(sub) : fs::path(o.json);
   write_result(json, make_result(RunInfo{join_argv(argc, argv), threads}, records));
   std::cout << "results: " << json.string() << std::endl;
 
@@ -201,12 +321,56 @@ int cmd_run(const Options& o, const std::string& sub, int argc, char** argv) {
       ReportRequest req{{json}, o.report_out, o.peak_gflops, o.peak_gbps};
       const fs::path html = run_report(req);
       std::cout << "report: " << html.string() << std::endl;
-    } catch (const std::exception& e) {
-      std::cerr << "trainbench: " << e.what() << '\n';
+    } catch (const ReportError& e) {
+      if (!e.reported) std::cerr << "trainbench: " << e.what() << '\n';
       report_ok = false;
     }
   }
   return c.ok() && report_ok ? 0 : 1;
+}
+
+// Whether execvp would run `prog` on this host, as a shell decides it: 0 yes, 127 not found (no
+// such file, or not on PATH), 126 found but not runnable (a folder, no execute permission).
+int find_program(const std::string& prog, std::string& why) {
+  auto check = [&why](const fs::path& p) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) return 127;
+    if (S_ISDIR(st.st_mode)) {
+      why = "is a directory: " + p.string();
+      return 126;
+    }
+    if (::access(p.c_str(), X_OK) != 0) {
+      why = "not executable: " + p.string();
+      return 126;
+    }
+    return 0;
+  };
+  if (prog.empty()) {
+    why = "not found: (empty program name)";
+    return 127;
+  }
+  if (prog.find('/') != std::string::npos) {
+    const int rc = check(prog);
+    if (rc == 127) why = "not found: " + prog;
+    return rc;
+  }
+  const char* env = std::getenv("PATH");
+  const std::string path = env ? env : "/usr/local/bin:/usr/bin:/bin";
+  int best = 127;
+  std::string found_why;
+  for (std::size_t at = 0; at <= path.size();) {
+    const std::size_t colon = std::min(path.find(':', at), path.size());
+    const std::string dir = path.substr(at, colon - at);
+    at = colon + 1;
+    const int rc = check(fs::path(dir.empty() ? "." : dir) / prog);
+    if (rc == 0) return 0;
+    if (rc == 126 && best == 127) {
+      best = 126;  // execvp reports EACCES only if nothing later on PATH runs
+      found_why = why;
+    }
+  }
+  why = best == 126 ? found_why : "not found: " + prog + " (not a path, and not on PATH)";
+  return best;
 }
 
 // `trainbench launch -n N -- PROGRAM ARGS`: any program on N ranks, with the timeout and the
@@ -224,8 +388,29 @@ int cmd_launch(const Options& o) {
     std::cout << '\n';
     return 0;
   }
+  // A program that cannot start is the shell's 127 / 126, not mpirun's 131-134, which read as
+  // signals. With a hostfile the program is looked up on the other hosts, so only mpirun knows.
+  std::string why;
+  if (spec.hostfile.empty()) {
+    if (const int rc = find_program(spec.argv.front(), why)) {
+      std::cerr << "trainbench: launch: " << why << '\n';
+      return rc;
+    }
+  }
   spec.echo = &std::cout;
   const LaunchResult res = launch(spec);
+  if (!res.ok() && !res.timed_out) {
+    if (res.launcher_output.find("unable to find the specified executable") != std::string::npos) {
+      std::cerr << "trainbench: launch: not found: " << spec.argv.front() << " (on a host of "
+                << spec.hostfile << ")\n";
+      return 127;
+    }
+    if (res.launcher_output.find("could not access") != std::string::npos) {
+      std::cerr << "trainbench: launch: cannot execute " << spec.argv.front() << " (on a host of "
+                << spec.hostfile << ")\n";
+      return 126;
+    }
+  }
   std::cerr << "launch: " << (res.timed_out ? "timed out" : "finished") << " after " << res.seconds
             << " s, exit status " << res.exit_code << "; rank logs in " << spec.run_dir.string() << '\n';
   if (!res.ok()) std::cerr << res.diagnosis() << '\n';
@@ -242,9 +427,9 @@ int cmd_report(const Options& o) {
     const fs::path html = run_report(req);
     std::cout << "report: " << html.string() << std::endl;
     return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "trainbench: " << e.what() << '\n';
-    return 1;
+  } catch (const ReportError& e) {
+    if (!e.reported) std::cerr << "trainbench: " << e.what() << '\n';
+    return e.exit_code == 2 ? 2 : 1;  // 2: a bad input or --out, as for a bad command line
   }
 }
 
@@ -257,8 +442,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   Options o;
 
-  CLI::App* list = app.add_subcommand("list", "List suites and their cases");
+  CLI::App* list = app.add_subcommand(
+      "list", "List the suites (kind, case counts), or the cases of the suites named by --suite");
   add_selection(list, o);
+  list->get_option("--suite")->description("Suite whose cases to list (repeatable); default: the table of suites");
 
   CLI::App* test = app.add_subcommand("test", "Run correctness cases, write result JSON");
   add_run_options(test, o, "test");
@@ -285,13 +472,21 @@ int main(int argc, char** argv) {
   CLI::App* launch = app.add_subcommand(
       "launch",
       "Run a program on N ranks through mpirun (this host unless --hostfile), with a timeout and per-rank logs");
-  launch->add_option("-n,--ranks", o.ranks, "Number of ranks")->capture_default_str()->check(CLI::Range(1, 4096));
+  launch->add_option("-n,--ranks", o.ranks, "Number of ranks")
+      ->capture_default_str()
+      ->check(between(1, 4096, "ranks", true))
+      ->type_name("N");
   launch->add_option("--timeout", o.launch_timeout, "Seconds before the ranks are killed")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  launch->add_option("--hostfile", o.hostfile, "mpirun hostfile (default: every rank on this host)");
+      ->check(between(1, 86400, "seconds"))
+      ->type_name("S");
+  launch->add_option("--hostfile", o.hostfile, "mpirun hostfile (default: every rank on this host)")
+      ->type_name("PATH");
   launch->add_flag("--dry-run", o.dry_run, "Print the mpirun command instead of running it");
-  launch->add_option("program", o.program, "The program and its arguments (after --)")->required();
+  launch->add_option("program", o.program,
+                     "The program and its arguments (after --); exit 127 if it is not found, 126 if it cannot run")
+      ->required()
+      ->type_name("PROGRAM");
 
   // Started by the harness inside mpirun for distributed suites; not for users (hidden).
   CLI::App* rank = app.add_subcommand("rank", "");
@@ -304,6 +499,26 @@ int main(int argc, char** argv) {
   rank->add_flag("--benches", o.rank.benches);
   rank->add_option("--progress-start", o.rank.progress_start);
   rank->add_option("--progress-total", o.rank.progress_total);
+
+  // CLI11 reads an unknown first word as a stray positional and says "A subcommand is required".
+  std::vector<std::string> names;  // the visible ones, for the message
+  bool known = false;
+  const std::string word = argc < 2 ? "" : argv[1];
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    known = known || sub->get_name() == word;
+    if (!sub->get_group().empty()) names.push_back(sub->get_name());
+  }
+  if (word.empty() || word[0] != '-') {
+    if (!known) {
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      std::cerr << "trainbench: "
+                << (word.empty() ? std::string("a subcommand is required")
+                                 : "unknown subcommand '" + word + "'")
+                << "; valid subcommands: " << list << " (trainbench --help)\n";
+      return 2;
+    }
+  }
 
   try {
     app.parse(argc, argv);

@@ -2,14 +2,20 @@
 // benchmark) run through the runners, the result JSON and the CLI's exit codes.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <numeric>
+#include <optional>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
-#include <unistd.h>
 
 #include "engine/tensor/iterator.h"
 #include "harness/cli.h"
@@ -268,6 +274,297 @@ TEST(Cli, ExitCodes) {
   EXPECT_EQ(run({"trainbench", "test", "--filter", "pass$", "--json", json, "--threads", "1"}), 0);
   EXPECT_TRUE(fs::exists(json));
   EXPECT_EQ(run({"trainbench", "test", "--suite", "fake", "--json", json}), 1);  // fail + error
+  fs::remove_all(dir);
+}
+
+namespace {
+
+int run_cli(std::vector<std::string> args) {
+  args.insert(args.begin(), "trainbench");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return th::main(static_cast<int>(argv.size()), argv.data());
+}
+
+// What `fn` wrote to file descriptor `fd` (1 or 2), through C++ streams, stdio or a child process.
+template <class Fn>
+std::string capture_fd(int fd, Fn&& fn) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  char name[] = "/tmp/tb_harness_capture_XXXXXX";
+  const int tmp = ::mkstemp(name);
+  const int saved = ::dup(fd);
+  ::dup2(tmp, fd);
+  fn();
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  ::dup2(saved, fd);
+  ::close(saved);
+  ::close(tmp);
+  std::ifstream in(name);
+  std::stringstream text;
+  text << in.rdbuf();
+  ::unlink(name);
+  return text.str();
+}
+
+struct CliRun {
+  int code;
+  std::string out, err;
+};
+CliRun cli(std::vector<std::string> args) {
+  CliRun r{};
+  r.err = capture_fd(2, [&] { r.out = capture_fd(1, [&] { r.code = run_cli(args); }); });
+  return r;
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+fs::path write_script(const fs::path& path, const std::string& body, fs::perms perms = fs::perms::owner_all) {
+  std::ofstream(path) << "#!/bin/sh\n" << body << '\n';
+  fs::permissions(path, perms);
+  return path;
+}
+
+}  // namespace
+
+TEST(Cli, UnknownSubcommandNamesItAndListsTheValidOnes) {
+  for (const char* word : {"frobnicate", "tset", "lists"}) {
+    const CliRun r = cli({word});
+    EXPECT_EQ(r.code, 2) << word;
+    EXPECT_NE(r.err.find(std::string("unknown subcommand '") + word + "'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("list, test, bench, report, all, launch"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("rank"), std::string::npos) << r.err;  // the hidden one stays hidden
+    EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos) << r.err;
+  }
+  const CliRun none = cli({});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("a subcommand is required; valid subcommands: list"), std::string::npos)
+      << none.err;
+}
+
+// Every numeric option of every subcommand, found from --help (options shown with a type of N,
+// S, X or one of CLI11's number types), refuses out-of-range and non-finite values with a short range message: none may fall
+// back to CLI11's type limits (a 309-digit bound) or let nan through.
+TEST(Cli, EveryNumericOptionHasARangeMessage) {
+  std::size_t checked = 0;
+  for (const char* sub : {"list", "test", "bench", "report", "all", "launch"}) {
+    const CliRun help = cli({sub, "--help"});
+    ASSERT_EQ(help.code, 0) << sub;
+    std::istringstream lines(help.out);
+    for (std::string line; std::getline(lines, line);) {
+      std::smatch m;
+      static const std::regex numeric(R"(^\s+(?:-\w,)?(--[\w-]+) (N|S|X|INT|UINT|FLOAT|NUMBER)\b)");
+      if (!std::regex_search(line, m, numeric)) continue;
+      for (const char* bad : {"0", "-5", "nan", "inf", "1e400", "1e12", "abc"}) {
+        std::vector<std::string> args = {sub, m[1], bad};
+        if (std::string(sub) == "report") args.push_back("x.json");
+        if (std::string(sub) == "launch") args.insert(args.end(), {"--", "true"});
+        const CliRun r = cli(args);
+        EXPECT_EQ(r.code, 2) << sub << ' ' << m[1] << ' ' << bad << ": " << r.err;
+        const bool ranged = r.err.find("must be ") != std::string::npos &&
+                            r.err.find("between ") != std::string::npos;
+        EXPECT_TRUE(ranged) << sub << ' ' << m[1] << ' ' << bad << ": " << r.err;
+        EXPECT_LT(r.err.size(), 300u) << r.err;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 16u);  // threads, timeouts, repetitions, min-time, peaks, ranks
+  const CliRun t = cli({"launch", "--timeout", "0", "--", "true"});
+  EXPECT_NE(t.err.find("--timeout: must be between 1 and 86400 seconds (got '0')"), std::string::npos)
+      << t.err;
+}
+
+TEST(Cli, LaunchOfAMissingOrNonExecutableProgramIsAShellsExitCode) {
+  const fs::path dir = temp_dir();
+  CliRun r = cli({"launch", "-n", "2", "--", (dir / "no_such_program").string()});
+  EXPECT_EQ(r.code, 127);
+  EXPECT_NE(r.err.find("not found: " + (dir / "no_such_program").string()), std::string::npos) << r.err;
+  r = cli({"launch", "--", "tb-no-such-program-on-path"});
+  EXPECT_EQ(r.code, 127);
+  EXPECT_NE(r.err.find("not found: tb-no-such-program-on-path"), std::string::npos) << r.err;
+  const fs::path plain = write_script(dir / "not_executable", "exit 0", fs::perms::owner_read | fs::perms::owner_write);
+  if (::access(plain.c_str(), X_OK) != 0) {  // root may execute anything with an x bit; this has none
+    r = cli({"launch", "--", plain.string()});
+    EXPECT_EQ(r.code, 126);
+    EXPECT_NE(r.err.find("not executable: " + plain.string()), std::string::npos) << r.err;
+  }
+  r = cli({"launch", "--", dir.string()});
+  EXPECT_EQ(r.code, 126);
+  EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(Cli, EmptySelectionFailsUnlessAllowed) {
+  const fs::path dir = temp_dir();
+  const std::string json = (dir / "empty.json").string();
+  CliRun r = cli({"test", "--suite", "fake", "--filter", "layer/GELU", "--json", json});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no test cases in suite 'fake' match --filter 'layer/GELU'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--allow-empty"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(json));
+  // A suite named next to one that matches still counts (a typo in one of several --suite).
+  r = cli({"test", "--suite", "fake", "--suite", "hidden", "--filter", "pass", "--json", json});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("suite 'hidden'"), std::string::npos) << r.err;
+  r = cli({"bench", "--suite", "hidden", "--json", json});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no benchmarks in suite 'hidden'"), std::string::npos) << r.err;
+  r = cli({"test", "--filter", "^nothing$", "--json", json});  // the default suites
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("the default suites match --filter '^nothing$'"), std::string::npos) << r.err;
+
+  r = cli({"test", "--suite", "fake", "--filter", "layer/GELU", "--allow-empty", "--json", json});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: no test cases"), std::string::npos) << r.err;
+  std::ifstream in(json);
+  EXPECT_EQ(nlohmann::json::parse(in)["records"].size(), 0u);
+  fs::remove_all(dir);
+}
+
+TEST(Cli, ListShowsSuitesThenTheCasesOfNamedOnes) {
+  CliRun r = cli({"list"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("suite"), std::string::npos);
+  for (const char* row : {"fake", "hidden", "broken"})
+    EXPECT_NE(r.out.find(std::string("\n") + row + " "), std::string::npos) << row << '\n' << r.out;
+  EXPECT_EQ(r.out.find("add/float32/pass"), std::string::npos) << r.out;  // no cases
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(r.out, m, std::regex(R"(\nfake +in-process +4 +3  yes )"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, m, std::regex(R"(\nhidden +in-process +0 +0  no )"))) << r.out;
+
+  r = cli({"list", "--filter", "float32"});
+  EXPECT_TRUE(std::regex_search(r.out, m, std::regex(R"(\nfake +in-process +3 +3 )"))) << r.out;
+
+  r = cli({"list", "--suite", "fake", "--filter", "^add/"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("  test   add/float32/pass\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("mul/float64/skip"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("hidden"), std::string::npos) << r.out;
+}
+
+TEST(Cli, JsonThatIsADirectoryFailsBeforeTheRun) {
+  const fs::path dir = temp_dir();
+  const CliRun r = cli({"test", "--suite", "fake", "--json", dir.string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--json " + dir.string() + ": is a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("add/float32/pass"), std::string::npos) << r.err;  // no case ran
+  const CliRun null = cli({"test", "--suite", "fake", "--filter", "pass$", "--json", "/dev/null"});
+  EXPECT_EQ(null.code, 0) << null.err;
+  struct stat st {};
+  ASSERT_EQ(::lstat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  fs::remove_all(dir);
+}
+
+// The TRAINBENCH_PYTHON hint belongs only to an interpreter that cannot start or cannot import
+// the report's dependencies; a bad input is the generator's one line, nothing added.
+TEST(Report, PythonHintOnlyWhenTheInterpreterCannotRunTheReport) {
+  const fs::path dir = temp_dir();
+  const fs::path input = dir / "in.json";
+  std::ofstream(input) << "{}";
+  const std::string hint = "TRAINBENCH_PYTHON";
+  auto report_error = [&](const std::string& python) -> std::optional<th::ReportError> {
+    ScopedEnv env("TRAINBENCH_PYTHON", python);
+    try {
+      capture_fd(2, [&] { th::run_report({{input}, dir / "r"}); });
+    } catch (const th::ReportError& e) {
+      return e;
+    }
+    return std::nullopt;
+  };
+  // Cannot start: missing, not executable, a directory.
+  for (const std::string& python :
+       {(dir / "no_python").string(), write_script(dir / "noexec", "exit 0", fs::perms::owner_read).string(),
+        dir.string()}) {
+    if (python.find("noexec") != std::string::npos && ::access(python.c_str(), X_OK) == 0) continue;
+    const auto e = report_error(python);
+    ASSERT_TRUE(e) << python;
+    EXPECT_EQ(e->exit_code, 127) << python;
+    EXPECT_FALSE(e->reported);
+    EXPECT_NE(std::string(e->what()).find("cannot start the Python interpreter '" + python + "'"),
+              std::string::npos) << e->what();
+    EXPECT_NE(std::string(e->what()).find(hint), std::string::npos) << e->what();
+  }
+  // Started, but the package says it cannot import a dependency (its exit status 3).
+  auto e = report_error(write_script(dir / "py3", "echo 'cannot import matplotlib' >&2; exit 3").string());
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->exit_code, 3);
+  EXPECT_NE(std::string(e->what()).find(hint), std::string::npos) << e->what();
+  // Bad input (2): already said by the generator.
+  e = report_error(write_script(dir / "py2", "echo 'in.json: not UTF-8' >&2; exit 2").string());
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->exit_code, 2);
+  EXPECT_TRUE(e->reported);
+  // Any other failure, including an interpreter that ran and exited 127: no hint.
+  for (int code : {1, 127, 139}) {
+    e = report_error(write_script(dir / "pyx", "exit " + std::to_string(code)).string());
+    ASSERT_TRUE(e) << code;
+    EXPECT_EQ(e->exit_code, code);
+    EXPECT_EQ(std::string(e->what()).find(hint), std::string::npos) << e->what();
+  }
+  // Exit 0 without a report: not a Python at all.
+  e = report_error(write_script(dir / "true", "exit 0").string());
+  ASSERT_TRUE(e);
+  EXPECT_NE(std::string(e->what()).find(hint), std::string::npos) << e->what();
+
+  // `trainbench report` adds nothing to the generator's line and exits 2.
+  {
+    ScopedEnv env("TRAINBENCH_PYTHON", (dir / "py2").string());
+    const CliRun r = cli({"report", input.string()});
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "in.json: not UTF-8\n");
+  }
+  fs::remove_all(dir);
+}
+
+// The same with the real interpreter and package: a bad input is one line and exit 2; a
+// dependency that cannot be imported is exit 3 and the hint.
+TEST(Report, RealGeneratorBadInputAndMissingDependency) {
+  const std::string python = TB_TEST_PYTHON;
+  if (python.empty() || !fs::exists(python)) GTEST_SKIP() << "no venv python";
+  const fs::path dir = temp_dir();
+  const fs::path input = dir / "latin1.json";
+  std::ofstream(input, std::ios::binary) << "{\"schema\": \"caf\xe9\"}";
+  ScopedEnv env("TRAINBENCH_PYTHON", python);
+  CliRun r = cli({"report", "--out", (dir / "r").string(), input.string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "trainbench_reports: error: " + input.string() +
+                       ": not UTF-8 text (byte 0xe9 at offset 15); result files are UTF-8 JSON\n");
+  const std::string sample = std::string(TB_SOURCE_DIR) + "/reports/tests/sample.json";
+  r = cli({"report", "--out", input.string(), sample});  // --out an existing file
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("exists and is not a folder"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Traceback"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("TRAINBENCH_PYTHON"), std::string::npos) << r.err;
+
+  // A matplotlib that fails to import, first on PYTHONPATH after the package.
+  fs::create_directories(dir / "shadow" / "matplotlib");
+  std::ofstream(dir / "shadow" / "matplotlib" / "__init__.py") << "raise ImportError('broken matplotlib')\n";
+  ScopedEnv path("PYTHONPATH", (dir / "shadow").string());
+  r = cli({"report", "--out", (dir / "r").string(), input.string()});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cannot import"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("TRAINBENCH_PYTHON"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Traceback"), std::string::npos) << r.err;
   fs::remove_all(dir);
 }
 

@@ -311,6 +311,39 @@ class BadInputs(unittest.TestCase):
         self.assertOneLineError(p, "summary.md", "is a directory")
 
 
+class OddButValidValues(unittest.TestCase):
+    """A result the schema accepts is reported, whatever its numbers: zero, negative, tiny, huge,
+    and the strings the harness writes for non-finite values. A crash here is the report's bug."""
+
+    def test_every_metric_and_series_value(self):
+        from test_dist_report import comm_records, ddp_records
+        base = json.loads(SAMPLE.read_text())
+        base["records"] += comm_records(worlds=(2,), sizes=(8, 1024)) + ddp_records()
+        odd = [0, -1, 1e-320, 1e308, -1e308, 10 ** 400, "nan", "inf", "-inf", "label", ""]
+        # Mixed (each metric a different odd value, twice with a shift), then all one value for
+        # the extremes where every speedup or throughput is unusable at once.
+        docs = []
+        for shift in (0, 5):
+            doc = json.loads(json.dumps(base))
+            for i, rec in enumerate(doc["records"]):
+                rec["metrics"] = {k: odd[(i + j + shift) % len(odd)]
+                                  for j, k in enumerate(rec["metrics"])}
+                rec["series"] = {"engine_loss": odd, "reference_loss": odd[::-1]}
+            docs.append((f"mixed+{shift}", doc))
+        for value in (0, 1e299):  # every speedup unusable; every figure as large as allowed
+            doc = json.loads(json.dumps(base))
+            for rec in doc["records"]:
+                rec["metrics"] = {k: value for k in rec["metrics"]}
+            docs.append((repr(value), doc))
+        for value, doc in docs:
+            with tempfile.TemporaryDirectory() as tmp:
+                f = Path(tmp) / "odd.json"
+                f.write_text(json.dumps(doc))
+                p = run_in_process(Path(tmp) / "r", f)
+                self.assertEqual(p.returncode, 0, f"{value!r}: {p.stderr}")
+                self.assertTrue((Path(tmp) / "r" / "report.html").is_file(), value)
+
+
 class OutputFiles(unittest.TestCase):
     """The report's files follow the harness's rules (Note [Output files]): regular files are
     replaced atomically, symlinks written through, devices and FIFOs written in place."""

@@ -104,9 +104,10 @@ def _comm_plot(items, path: Path, metric: str, ylabel: str, title: str, scale):
                 xs, ys = [], []
                 for nbytes, r in lines[impl]:
                     y = number(r["metrics"].get(metric))
-                    if y is not None and y > 0 and math.isfinite(y):
+                    y = None if y is None else y * scale
+                    if y is not None and 0 < y < 1e300 and nbytes > 0:  # drawable on log-log
                         xs.append(nbytes)
-                        ys.append(y * scale)
+                        ys.append(y)
                 if xs:
                     ax.plot(xs, ys, label=impl, markersize=4, linewidth=1.4,
                             **_style(impl.split(" [")[0]))
@@ -295,7 +296,7 @@ def ddp_step_split(items, path: Path):
 
 
 def _numeric(vs):
-    return [v if isinstance(v, (int, float)) and not isinstance(v, bool) else float("nan") for v in vs]
+    return [math.nan if v is None else v for v in map(number, vs)]
 
 
 def is_fashion(case: str) -> bool:

@@ -3,6 +3,7 @@ which run they came from."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,8 +129,17 @@ def load_results(paths, schema_path: Path | None = None) -> list[Result]:
     return results
 
 
+# No measurement comes near it, and a plot's sums and paddings of larger values overflow to inf.
+MAX_METRIC = 1e300
+
+
 def number(value):
-    """A metric as float, or None for strings such as "nan" or labels."""
+    """A metric as a float, or None for strings ("nan", labels) and for numbers a plot cannot
+    handle: non-finite or beyond +-MAX_METRIC (e.g. a JSON integer of hundreds of digits)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        v = float(value)
+    except OverflowError:
+        return None
+    return v if abs(v) <= MAX_METRIC else None

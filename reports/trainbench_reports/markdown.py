@@ -50,7 +50,8 @@ def write(path: Path, results, rows: list[Row], max_failures: int = 50, extra=()
     if benches:
         gm = geomean_speedup(rows)
         lines += ["## Benchmarks", "",
-                  f"Geometric-mean speedup vs LibTorch: **{gm:.2f}x** (>1: engine faster)", "",
+                  (f"Geometric-mean speedup vs LibTorch: **{gm:.2f}x** (>1: engine faster)" if gm
+                   else "No positive speedup to average."), "",
                   "| case | engine | LibTorch | speedup | GFLOP/s engine / LibTorch | "
                   "GB/s engine / LibTorch |",
                   "|---|---:|---:|---:|---:|---:|"]

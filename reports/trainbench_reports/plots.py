@@ -34,6 +34,15 @@ def _plain_log_ticks(ax) -> None:
     ax.tick_params(axis="x", which="minor", labelsize=7)
 
 
+def _log_limits(lo: float, hi: float, pad: float):
+    """Axis limits around [lo, hi] on a log scale, kept finite, positive and increasing however
+    far out the values are (1e308 times the padding is inf; a subnormal one over it is 0)."""
+    clamp = lambda e: min(max(e, -300.0), 300.0)  # noqa: E731
+    lo_e = clamp(math.log10(lo) - math.log10(pad))
+    hi_e = max(clamp(math.log10(hi) + math.log10(pad)), lo_e + 1)
+    return 10.0 ** lo_e, 10.0 ** hi_e
+
+
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     png = io.BytesIO()
@@ -59,7 +68,7 @@ def speedup(items, path: Path):
     ax.set_yticks(list(y), labels, fontsize=8)
     ax.invert_yaxis()
     lo, hi = min(values + [1.0]), max(values + [1.0])
-    ax.set_xlim(lo / 1.6, hi * 1.6)
+    ax.set_xlim(*_log_limits(lo, hi, 1.6))
     for yi, v in zip(y, values):
         ax.annotate(f"{v:.2f}x", (v, yi), xytext=(3, 0), textcoords="offset points",
                     va="center", fontsize=7)
@@ -92,7 +101,7 @@ def throughput(items, path: Path, engine_key: str, torch_key: str, peak: float, 
                label=f"peak {peak:g} {unit} ({peak_note})")
     positive = [v for d in data for v in d[1:] if v > 0]
     ax.set_xscale("log")
-    ax.set_xlim(min(positive + [peak]) / 2, max(positive + [peak]) * 2)
+    ax.set_xlim(*_log_limits(min(positive + [peak]), max(positive + [peak]), 2))
     ax.set_yticks(ys, [d[0] for d in data], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel(f"{unit} (log scale)")
@@ -152,7 +161,7 @@ def curves(records, path: Path):
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
     for ax, (label, name, eng, ref) in zip(axes.flat, panels):
         def numeric(vs):
-            return [v if isinstance(v, (int, float)) else float("nan") for v in vs]
+            return [math.nan if v is None else v for v in map(number, vs)]
         ax.plot(range(1, len(eng) + 1), numeric(eng), marker="o", label="engine")
         if ref is not None:
             ax.plot(range(1, len(ref) + 1), numeric(ref), marker="s", linestyle="--", label="LibTorch")

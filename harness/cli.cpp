@@ -445,7 +445,8 @@ int main(int argc, char** argv) {
   CLI::App* list = app.add_subcommand(
       "list", "List the suites (kind, case counts), or the cases of the suites named by --suite");
   add_selection(list, o);
-  list->get_option("--suite")->description("Suite whose cases to list (repeatable); default: the table of suites");
+  list->get_option("--suite")->description(
+      "Suite whose cases to list (repeatable); default: the table of suites");
 
   CLI::App* test = app.add_subcommand("test", "Run correctness cases, write result JSON");
   add_run_options(test, o, "test");
@@ -483,8 +484,9 @@ int main(int argc, char** argv) {
   launch->add_option("--hostfile", o.hostfile, "mpirun hostfile (default: every rank on this host)")
       ->type_name("PATH");
   launch->add_flag("--dry-run", o.dry_run, "Print the mpirun command instead of running it");
-  launch->add_option("program", o.program,
-                     "The program and its arguments (after --); exit 127 if it is not found, 126 if it cannot run")
+  launch->add_option(
+          "program", o.program,
+          "The program and its arguments (after --); exit 127 if it is not found, 126 if it cannot run")
       ->required()
       ->type_name("PROGRAM");
 

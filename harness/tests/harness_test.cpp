@@ -361,8 +361,8 @@ TEST(Cli, UnknownSubcommandNamesItAndListsTheValidOnes) {
 }
 
 // Every numeric option of every subcommand, found from --help (options shown with a type of N,
-// S, X or one of CLI11's number types), refuses out-of-range and non-finite values with a short range message: none may fall
-// back to CLI11's type limits (a 309-digit bound) or let nan through.
+// S, X or one of CLI11's number types), refuses out-of-range and non-finite values with a short
+// range message: none may fall back to CLI11's type limits (a 309-digit bound) or let nan through.
 TEST(Cli, EveryNumericOptionHasARangeMessage) {
   std::size_t checked = 0;
   for (const char* sub : {"list", "test", "bench", "report", "all", "launch"}) {
@@ -401,7 +401,8 @@ TEST(Cli, LaunchOfAMissingOrNonExecutableProgramIsAShellsExitCode) {
   r = cli({"launch", "--", "tb-no-such-program-on-path"});
   EXPECT_EQ(r.code, 127);
   EXPECT_NE(r.err.find("not found: tb-no-such-program-on-path"), std::string::npos) << r.err;
-  const fs::path plain = write_script(dir / "not_executable", "exit 0", fs::perms::owner_read | fs::perms::owner_write);
+  const fs::path plain =
+      write_script(dir / "not_executable", "exit 0", fs::perms::owner_read | fs::perms::owner_write);
   if (::access(plain.c_str(), X_OK) != 0) {  // root may execute anything with an x bit; this has none
     r = cli({"launch", "--", plain.string()});
     EXPECT_EQ(r.code, 126);
@@ -418,7 +419,8 @@ TEST(Cli, EmptySelectionFailsUnlessAllowed) {
   const std::string json = (dir / "empty.json").string();
   CliRun r = cli({"test", "--suite", "fake", "--filter", "layer/GELU", "--json", json});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("no test cases in suite 'fake' match --filter 'layer/GELU'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no test cases in suite 'fake' match --filter 'layer/GELU'"), std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("--allow-empty"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(json));
   // A suite named next to one that matches still counts (a typo in one of several --suite).

@@ -311,6 +311,47 @@ class BadInputs(unittest.TestCase):
         self.assertOneLineError(p, "summary.md", "is a directory")
 
 
+class MutatedInputs(unittest.TestCase):
+    """The loader on seeded random mutations of sample.json (bytes flipped, inserted, deleted,
+    spans duplicated or cut): each either loads or raises LoadError, never anything else (which
+    would reach the user as a traceback). TRAINBENCH_FUZZ_ITERS sets the count (default 1500)."""
+
+    def test_loader_never_raises_anything_but_load_error(self):
+        import random
+        from trainbench_reports.load import LoadError, load_results
+        seed = int(os.environ.get("TRAINBENCH_SEED", "1234"))
+        iters = int(os.environ.get("TRAINBENCH_FUZZ_ITERS", "1500"))
+        rng = random.Random(seed)
+        good = SAMPLE.read_bytes()
+        tokens = [b"{", b"}", b"[", b"]", b'"', b",", b":", b"\\", b"\xff", b"\xc3", b"NaN",
+                  b"-", b"1e999", b"null", b"true", b"9" * 400, b"[" * 3000]
+        with tempfile.TemporaryDirectory() as tmp:
+            f = Path(tmp) / "m.json"
+            for i in range(iters):
+                data = bytearray(good)
+                for _ in range(rng.randint(1, 4)):
+                    at = rng.randrange(len(data) + 1)
+                    op = rng.randrange(5)
+                    if op == 0 and data:
+                        data[min(at, len(data) - 1)] = rng.randrange(256)
+                    elif op == 1:
+                        data[at:at] = rng.choice(tokens)
+                    elif op == 2:
+                        del data[at:at + rng.randint(1, 64)]
+                    elif op == 3:
+                        end = min(len(data), at + rng.randint(1, 200))
+                        data[at:at] = data[at:end]
+                    else:
+                        data = data[:at]
+                f.write_bytes(bytes(data))
+                try:
+                    load_results([f])
+                except LoadError as e:
+                    self.assertNotIn("\n", str(e), f"seed {seed} iteration {i}")
+                except Exception as e:  # noqa: BLE001 - the point of the test
+                    self.fail(f"seed {seed} iteration {i}: {type(e).__name__}: {e}")
+
+
 class OddButValidValues(unittest.TestCase):
     """A result the schema accepts is reported, whatever its numbers: zero, negative, tiny, huge,
     and the strings the harness writes for non-finite values. A crash here is the report's bug."""

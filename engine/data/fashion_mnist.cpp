@@ -55,10 +55,13 @@ Idx read_idx(const std::string& path, uint32_t rank) {
            "-D unsigned bytes: magic number 0x", std::hex, be32(idx.bytes.data()), ", expected 0x", magic, std::dec,
            "; the file is corrupt or not Fashion-MNIST");
   uint64_t count = 1;
+  bool overflow = false;
   for (uint32_t d = 0; d < rank; ++d) {
     idx.dims.push_back(be32(idx.bytes.data() + 4 + 4 * d));
-    count *= idx.dims.back();
+    overflow |= __builtin_mul_overflow(count, uint64_t(idx.dims.back()), &count);
   }
+  // A wrapped product could equal the data's size and pass the checks below.
+  TB_CHECK(!overflow, "FashionMNIST", path, " is corrupt: its dimensions' product overflows 64 bits");
   idx.data_offset = header;
   const uint64_t have = idx.bytes.size() - header;
   TB_CHECK(have >= count, "FashionMNIST", path, " is truncated: its header promises ", count, " bytes of data but ",
@@ -87,6 +90,9 @@ std::vector<uint8_t> FashionMNIST::read_file(const std::string& path) {
       raw.read(reinterpret_cast<char*>(tail), 4);
       if (raw.good() && head[0] == 0x1f && head[1] == 0x8b)
         hint = size_t(tail[0]) | size_t(tail[1]) << 8 | size_t(tail[2]) << 16 | size_t(tail[3]) << 24;
+      // Deflate expands at most ~1032:1, so a larger ISIZE is a lie (a corrupt or hostile file
+      // would otherwise make an 18-byte file allocate a gigabyte up front).
+      hint = std::min<size_t>(hint, size_t(size) * 1032);
     }
   }
   gzFile f = gzopen(path.c_str(), "rb");  // reads a plain file transparently too

@@ -123,37 +123,49 @@ Entry parse_entry(const std::string& file, const std::string& name, const nlohma
   return e;
 }
 
-// Parses and validates the header; nothing is read from the data section here.
-// O(n log n) in the number of tensors: std::map-backed JSON, not ordered_json (whose key lookup
-// is a linear scan, so parsing n keys took n^2 / 2 string comparisons).
+// nlohmann's DOM builder, which also rejects duplicate keys (nlohmann keeps the last one, and a
+// duplicate could hide a tensor) and records the top level's keys in file order (which breaks
+// ties between zero-size tensors). Not parse() with a callback: after every object that one
+// scans the enclosing object for discarded values, quadratic in the number of tensors.
+class HeaderSax : public nlohmann::detail::json_sax_dom_parser<nlohmann::json> {
+ public:
+  using Base = nlohmann::detail::json_sax_dom_parser<nlohmann::json>;
+  explicit HeaderSax(nlohmann::json& root) : Base(root) {}
+  bool start_object(std::size_t n) {
+    open_objects_.emplace_back();
+    return Base::start_object(n);
+  }
+  bool key(std::string& k) {
+    // Keys belong to the innermost open container, which is then an object.
+    if (!open_objects_.back().insert(k).second && duplicate.empty()) duplicate = k;
+    if (open_objects_.size() == 1) top_keys.push_back(k);
+    return Base::key(k);
+  }
+  bool end_object() {
+    open_objects_.pop_back();
+    return Base::end_object();
+  }
+  std::vector<std::string> top_keys;
+  std::string duplicate;
+
+ private:
+  std::vector<std::set<std::string>> open_objects_;
+};
+
+// Parses and validates the header; nothing is read from the data section here. O(n log n) in
+// the number of tensors (std::map-backed JSON: ordered_json looks keys up linearly).
 Header parse_header(const std::string& file, std::string_view text, uint64_t data_size) {
   if (text.empty() || text.front() != '{') fail(file, "the header does not start with '{': not a safetensors file, or a corrupt one");
   check_json_depth(text, "checkpoint.load", file);
-  // nlohmann keeps the last of duplicate keys; a duplicate could hide a tensor, so track keys
-  // per open object and reject repeats. The top level's keys are also kept in file order,
-  // which breaks ties between zero-size tensors.
-  std::vector<std::set<std::string>> open_objects;
-  std::vector<std::string> top_keys;
-  std::string duplicate;
-  const auto cb = [&](int /*depth*/, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (ev == E::object_start) {
-      open_objects.emplace_back();
-    } else if (ev == E::object_end && !open_objects.empty()) {
-      open_objects.pop_back();
-    } else if (ev == E::key && !open_objects.empty() && parsed.is_string()) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
-      if (open_objects.size() == 1) top_keys.push_back(key);
-    }
-    return true;
-  };
   nlohmann::json j;
+  HeaderSax sax(j);
   try {
-    j = nlohmann::json::parse(text.begin(), text.end(), cb);
+    nlohmann::json::sax_parse(text.begin(), text.end(), &sax);
   } catch (const nlohmann::json::exception& e) {
     fail(file, std::string("the header is not valid JSON: ") + e.what());
   }
+  const std::vector<std::string>& top_keys = sax.top_keys;
+  const std::string& duplicate = sax.duplicate;
   if (!duplicate.empty()) fail(file, "the header has the key '" + text_excerpt(duplicate) + "' twice");
   if (!j.is_object()) fail(file, "the header must be a JSON object");
 

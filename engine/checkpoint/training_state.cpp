@@ -4,6 +4,7 @@
 #include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28 with _GNU_SOURCE)
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -136,10 +137,15 @@ void save_checkpoint(const std::string& dir, const TrainingState& state, int64_t
   make_dirs(dir);
   remove_stale_staging(dir);
   const std::string name = step_name(state.step);
-  std::string tmpl = dir + "/." + name + kStagingTag + "XXXXXX";
-  TB_CHECK(::mkdtemp(tmpl.data()) != nullptr, "checkpoint.save", "cannot create a staging directory in '", dir, "': ",
-           errno_text(errno));
-  const std::string staging = tmpl;
+  // mkdir, not mkdtemp: 0755 less the umask like every directory a program creates (mkdtemp's
+  // 0700 made step directories private while their files are 0644).
+  std::string staging;
+  for (int attempt = 0;; ++attempt) {
+    staging = dir + "/." + name + kStagingTag + new_save_id();
+    if (::mkdir(staging.c_str(), 0755) == 0) break;
+    TB_CHECK(errno == EEXIST && attempt < 100, "checkpoint.save", "cannot create a staging directory in '", dir, "': ",
+             errno_text(errno));
+  }
   const std::string save_id = new_save_id();
   try {
     const std::map<std::string, std::string> meta = {{"save_id", save_id}, {"step", std::to_string(state.step)}};

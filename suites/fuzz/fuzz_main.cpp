@@ -34,8 +34,9 @@ extern "C" size_t tb_fuzz_accepted __attribute__((weak));
 // Provided by the sanitizer runtimes when linked; called when a sanitizer ends the process.
 extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
 
-// UB must end the run like a crash, whatever the compile flags and UBSAN_OPTIONS say.
-extern "C" const char* __ubsan_default_options() { return "halt_on_error=1:print_stacktrace=1"; }
+// UB must end the run like a crash (abort: the SIGABRT handler saves the input), whatever the
+// compile flags say.
+extern "C" const char* __ubsan_default_options() { return "halt_on_error=1:abort_on_error=1:print_stacktrace=1"; }
 
 namespace {
 

@@ -73,7 +73,7 @@ Idx read_idx(const std::string& path, uint32_t rank) {
 
 }  // namespace
 
-std::vector<uint8_t> FashionMNIST::read_file(const std::string& path) {
+std::vector<uint8_t> FashionMNIST::read_file(const std::string& path, size_t max_bytes) {
   // A gzip file ends with its uncompressed size mod 2^32 (ISIZE): a hint that spares the
   // output buffer repeated growth (47 MB for the training images). Only a hint: the loop below
   // grows the buffer whatever the file says.
@@ -98,11 +98,19 @@ std::vector<uint8_t> FashionMNIST::read_file(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");  // reads a plain file transparently too
   TB_CHECK(f != nullptr, "FashionMNIST", "cannot open ", path, " (", std::strerror(errno), ")");
   gzbuffer(f, 1 << 18);
-  std::vector<uint8_t> out(std::clamp<size_t>(hint + 1, size_t(1) << 16, size_t(1) << 30));
+  // One byte past max_bytes is room enough to tell that a file is too large.
+  std::vector<uint8_t> out(std::min(std::clamp<size_t>(hint + 1, size_t(1) << 16, size_t(1) << 30), max_bytes + 1));
   size_t used = 0;
   std::string error;
   while (true) {
-    if (used == out.size()) out.resize(out.size() * 2);
+    if (used == out.size()) {
+      if (used > max_bytes) {
+        gzclose(f);
+        throw core::Error("FashionMNIST", path + " decompresses to more than " + std::to_string(max_bytes) +
+                                              " bytes: not a Fashion-MNIST file (a corrupt or hostile one)");
+      }
+      out.resize(std::min(out.size() * 2, max_bytes + 1));
+    }
     const unsigned want = unsigned(std::min<size_t>(out.size() - used, size_t(1) << 30));
     const int got = gzread(f, out.data() + used, want);
     if (got < 0) {

@@ -5,8 +5,9 @@
 // saves the input to a file and names it with the command that replays it. See README.md here.
 //
 //   fuzz_<name> [--seed N] [--iterations N] [--seconds S] [--timeout S] [--max-len BYTES]
-//               [--artifacts DIR] [FILE...]
-// FILE arguments replay those inputs only (a reproducer). Defaults come from TB_FUZZ_SEED,
+//               [--artifacts DIR] [--write-seeds DIR] [FILE...]
+// FILE arguments replay those inputs only (a reproducer); --write-seeds writes the seed inputs
+// as files (a corpus for the libFuzzer build) and exits. Defaults come from TB_FUZZ_SEED,
 // TB_FUZZ_ITERATIONS, TB_FUZZ_SECONDS, TB_FUZZ_ARTIFACTS; the CLI wins.
 #include <fcntl.h>
 #include <signal.h>
@@ -296,6 +297,7 @@ int main(int argc, char** argv) {
   const char* art = std::getenv("TB_FUZZ_ARTIFACTS");
   std::string artifacts = art && *art ? art : ".";
   std::vector<std::string> files;
+  std::string seeds_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> uint64_t {
@@ -317,9 +319,10 @@ int main(int argc, char** argv) {
     else if (a == "--timeout") timeout = value();
     else if (a == "--max-len") max_len = value();
     else if (a == "--artifacts" && i + 1 < argc) artifacts = argv[++i];
+    else if (a == "--write-seeds" && i + 1 < argc) seeds_dir = argv[++i];
     else if (a == "--help" || a == "-h") {
       std::printf("usage: %s [--seed N] [--iterations N] [--seconds S] [--timeout S] [--max-len BYTES] "
-                  "[--artifacts DIR] [FILE...]\n(FILEs: replay those inputs only)\n", argv[0]);
+                  "[--artifacts DIR] [--write-seeds DIR] [FILE...]\n(FILEs: replay those inputs only)\n", argv[0]);
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "fuzz: unknown option %s (see --help)\n", a.c_str());
@@ -338,6 +341,22 @@ int main(int argc, char** argv) {
   if (!__sanitizer_set_death_callback)
     for (int sig : {SIGSEGV, SIGBUS}) ::signal(sig, on_fatal_signal);
 
+  if (!seeds_dir.empty()) {
+    // A seed corpus for libFuzzer (the libfuzzer preset's targets do not run tb_fuzz_seeds).
+    std::vector<std::string> seeds;
+    if (tb_fuzz_seeds) tb_fuzz_seeds(seeds);
+    for (size_t k = 0; k < seeds.size(); ++k) {
+      const std::string path = seeds_dir + "/seed-" + std::to_string(k);
+      std::ofstream out(path, std::ios::binary);
+      out.write(seeds[k].data(), std::streamsize(seeds[k].size()));
+      if (!out) {
+        std::fprintf(stderr, "fuzz: cannot write %s\n", path.c_str());
+        return 2;
+      }
+    }
+    std::printf("fuzz: %s: %zu seeds written to %s\n", target.c_str(), seeds.size(), seeds_dir.c_str());
+    return 0;
+  }
   if (!files.empty()) {
     for (const std::string& f : files) {
       std::snprintf(g_artifact_prefix, sizeof g_artifact_prefix, "%s.again-", f.c_str());

@@ -1,13 +1,17 @@
-// Atomic file replacement with POSIX calls (mkstemp, write, fsync, rename). See atomic_file.h.
+// Atomic file replacement with POSIX calls (open O_EXCL, write, fsync, rename). See atomic_file.h.
 #include "engine/checkpoint/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -29,19 +33,75 @@ std::string parent_dir(const std::string& path) {
   return path.substr(0, slash);
 }
 
+namespace {
+
+// 8 hex digits naming this host (FNV-1a of its name): a pid is only meaningful on its own host,
+// and a directory may be shared (NFS) between hosts.
+const std::string& host_tag() {
+  static const std::string tag = [] {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    uint32_t h = 2166136261u;
+    for (const char* p = name; *p; ++p) h = (h ^ uint8_t(*p)) * 16777619u;
+    char buf[9];
+    std::snprintf(buf, sizeof buf, "%08x", h);
+    return std::string(buf);
+  }();
+  return tag;
+}
+
+std::string random_suffix() {
+  static thread_local std::mt19937_64 gen{std::random_device{}()};
+  static const char* chars = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string s(8, 'x');
+  for (char& c : s) c = chars[gen() % 36];
+  return s;
+}
+
+// Temporaries of `target_base` whose writer died (killed mid-save): named
+// .<base>.tmp-<pid>-<host>-<random>, removed when <host> is this host and no process <pid> exists.
+// Anything else (another host's, a live writer's, other naming) is left alone.
+void remove_dead_writers_temporaries(const std::string& dir, const std::string& target_base) {
+  const std::string prefix = "." + target_base + ".tmp-";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n.size() <= prefix.size() || n.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = n.substr(prefix.size());  // <pid>-<host>-<random>
+    const size_t dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0 || dash > 10) continue;
+    if (rest.compare(dash + 1, host_tag().size() + 1, host_tag() + "-") != 0) continue;
+    long pid = 0;
+    bool digits = true;
+    for (size_t i = 0; i < dash; ++i) {
+      digits &= rest[i] >= '0' && rest[i] <= '9';
+      pid = pid * 10 + (rest[i] - '0');
+    }
+    if (!digits || pid <= 0 || pid == long(::getpid())) continue;
+    if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) ::unlinkat(::dirfd(d), n.c_str(), 0);
+  }
+  ::closedir(d);
+}
+
+}  // namespace
+
 AtomicWriter::AtomicWriter(std::string path) : path_(std::move(path)) {
   TB_CHECK(!path_.empty() && path_.back() != '/', "checkpoint.write", "'", path_, "' is not a file path");
   const size_t slash = path_.find_last_of('/');
   const std::string base = slash == std::string::npos ? path_ : path_.substr(slash + 1);
-  // Same directory as the target: rename() is atomic only within one filesystem.
-  tmp_ = parent_dir(path_) + "/." + base + ".tmp-XXXXXX";
-  std::vector<char> buf(tmp_.begin(), tmp_.end());
-  buf.push_back('\0');
-  fd_ = ::mkstemp(buf.data());
-  TB_CHECK(fd_ >= 0, "checkpoint.write", "cannot create a temporary file in '", parent_dir(path_), "' for '", path_,
-           "': ", errno_text(errno));
-  tmp_.assign(buf.data());
-  ::fchmod(fd_, 0644);  // mkstemp makes 0600; a checkpoint is an ordinary file
+  const std::string dir = parent_dir(path_);
+  remove_dead_writers_temporaries(dir, base);
+  // Same directory as the target: rename() is atomic only within one filesystem. The writer's
+  // pid and host in the name let a later save prove the temporary stale if this one is killed.
+  const std::string stem = dir + "/." + base + ".tmp-" + std::to_string(::getpid()) + "-" + host_tag() + "-";
+  for (int attempt = 0; fd_ < 0; ++attempt) {
+    tmp_ = stem + random_suffix();
+    // 0644 less the umask, like any file a program creates (directories get 0755 less the umask).
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    TB_CHECK(fd_ >= 0 || (errno == EEXIST && attempt < 100), "checkpoint.write", "cannot create a temporary file in '",
+             dir, "' for '", path_, "': ", errno_text(errno));
+  }
 }
 
 AtomicWriter::~AtomicWriter() {

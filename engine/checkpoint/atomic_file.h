@@ -11,7 +11,9 @@ namespace tb::checkpoint {
 
 // Writes one file atomically. Every write is checked (a full disk is an error naming the file,
 // not a short file); on any error, or if destroyed without commit(), the temporary file is
-// removed and the target is untouched.
+// removed and the target is untouched. The temporary, .<name>.tmp-<pid>-<host>-<random>, is
+// created 0644 less the umask; the constructor first removes the temporaries of the same target
+// left by writers on this host whose process no longer exists (a save killed mid-way).
 class AtomicWriter {
  public:
   explicit AtomicWriter(std::string path);

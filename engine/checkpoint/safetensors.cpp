@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/checkpoint/atomic_file.h"
+#include "engine/checkpoint/untrusted_json.h"
 #include "engine/core/error.h"
 
 namespace tb::checkpoint {
@@ -46,7 +47,7 @@ struct Header {
   throw core::Error("checkpoint.load", "'" + file + "': " + what);
 }
 [[noreturn]] void fail_tensor(const std::string& file, const std::string& tensor, const std::string& what) {
-  fail(file, "tensor '" + tensor + "': " + what);
+  fail(file, "tensor '" + text_excerpt(tensor, 200) + "': " + what);
 }
 
 std::string hex64(uint64_t v) {
@@ -71,98 +72,121 @@ std::optional<uint64_t> parse_hex64(const std::string& s) {
 }
 
 // A non-negative JSON integer, or nullopt (floats like 1e12, negatives and non-numbers are not).
-std::optional<uint64_t> as_uint(const nlohmann::ordered_json& v) {
+std::optional<uint64_t> as_uint(const nlohmann::json& v) {
   if (v.is_number_unsigned()) return v.get<uint64_t>();
   if (v.is_number_integer() && v.get<int64_t>() >= 0) return uint64_t(v.get<int64_t>());
   return std::nullopt;
 }
 
-Entry parse_entry(const std::string& file, const std::string& name, const nlohmann::ordered_json& v, uint64_t data_size) {
+Entry parse_entry(const std::string& file, const std::string& name, const nlohmann::json& v, uint64_t data_size) {
   Entry e;
   e.name = name;
   if (!v.is_object()) fail_tensor(file, name, "expected an object {dtype, shape, data_offsets}, got " + std::string(v.type_name()));
-  auto field = [&](const char* key) -> const nlohmann::ordered_json& {
+  auto field = [&](const char* key) -> const nlohmann::json& {
     auto it = v.find(key);
     if (it == v.end()) fail_tensor(file, name, std::string("missing \"") + key + "\"");
     return *it;
   };
-  const nlohmann::ordered_json& dt = field("dtype");
-  if (!dt.is_string()) fail_tensor(file, name, "\"dtype\" must be a string");
+  const nlohmann::json& dt = field("dtype");
+  if (!dt.is_string()) fail_tensor(file, name, "\"dtype\" must be a string, got " + json_excerpt(dt));
   const auto dtype = dtype_from_format_name(dt.get_ref<const std::string&>());
   if (!dtype)
-    fail_tensor(file, name, "unsupported dtype \"" + dt.get<std::string>() + "\" (supported: F64 F32 F16 BF16 I64 I32 BOOL)");
+    fail_tensor(file, name, "unsupported dtype " + json_excerpt(dt) + " (supported: F64 F32 F16 BF16 I64 I32 BOOL)");
   e.dtype = *dtype;
 
-  const nlohmann::ordered_json& sh = field("shape");
+  const nlohmann::json& sh = field("shape");
   if (!sh.is_array()) fail_tensor(file, name, "\"shape\" must be an array of non-negative integers");
   if (sh.size() > kMaxDims) fail_tensor(file, name, "shape has " + std::to_string(sh.size()) + " dimensions, more than " + std::to_string(kMaxDims));
   // numel * itemsize must fit in 64 bits before it is compared with anything.
   uint64_t nbytes = core::itemsize(e.dtype);
-  for (const nlohmann::ordered_json& d : sh) {
+  for (const nlohmann::json& d : sh) {
     const auto n = as_uint(d);
-    if (!n || *n > uint64_t(INT64_MAX)) fail_tensor(file, name, "shape " + sh.dump() + " has an entry that is not a non-negative integer");
+    if (!n || *n > uint64_t(INT64_MAX)) fail_tensor(file, name, "shape " + json_excerpt(sh) + " has an entry that is not a non-negative integer");
     if (__builtin_mul_overflow(nbytes, *n, &nbytes))
-      fail_tensor(file, name, "shape " + sh.dump() + " has a byte size that overflows 64 bits");
+      fail_tensor(file, name, "shape " + json_excerpt(sh) + " has a byte size that overflows 64 bits");
     e.shape.push_back(int64_t(*n));
   }
 
-  const nlohmann::ordered_json& off = field("data_offsets");
+  const nlohmann::json& off = field("data_offsets");
   std::optional<uint64_t> b, en;
   if (off.is_array() && off.size() == 2) b = as_uint(off[0]), en = as_uint(off[1]);
-  if (!b || !en) fail_tensor(file, name, "\"data_offsets\" must be [begin, end] with non-negative integers, got " + off.dump());
-  if (*b > *en) fail_tensor(file, name, "data_offsets " + off.dump() + " end before they begin");
+  if (!b || !en) fail_tensor(file, name, "\"data_offsets\" must be [begin, end] with non-negative integers, got " + json_excerpt(off));
+  if (*b > *en) fail_tensor(file, name, "data_offsets " + json_excerpt(off) + " end before they begin");
   if (*en > data_size)
-    fail_tensor(file, name, "data_offsets " + off.dump() + " reach past the data section of " + std::to_string(data_size) +
+    fail_tensor(file, name, "data_offsets " + json_excerpt(off) + " reach past the data section of " + std::to_string(data_size) +
                                 " bytes (the file is truncated or the header is corrupt)");
   if (*en - *b != nbytes)
-    fail_tensor(file, name, "data_offsets " + off.dump() + " span " + std::to_string(*en - *b) + " bytes but shape " +
-                                sh.dump() + " of " + dt.get<std::string>() + " needs " + std::to_string(nbytes));
+    fail_tensor(file, name, "data_offsets " + json_excerpt(off) + " span " + std::to_string(*en - *b) + " bytes but shape " +
+                                json_excerpt(sh) + " of " + format_dtype_name(e.dtype) + " needs " + std::to_string(nbytes));
   e.begin = *b;
   e.end = *en;
   return e;
 }
 
-// Parses and validates the header; nothing is read from the data section here.
+// nlohmann's DOM builder, which also rejects duplicate keys (nlohmann keeps the last one, and a
+// duplicate could hide a tensor) and records the top level's keys in file order (which breaks
+// ties between zero-size tensors). Not parse() with a callback: after every object that one
+// scans the enclosing object for discarded values, quadratic in the number of tensors.
+class HeaderSax : public nlohmann::detail::json_sax_dom_parser<nlohmann::json> {
+ public:
+  using Base = nlohmann::detail::json_sax_dom_parser<nlohmann::json>;
+  explicit HeaderSax(nlohmann::json& root) : Base(root) {}
+  bool start_object(std::size_t n) {
+    open_objects_.emplace_back();
+    return Base::start_object(n);
+  }
+  bool key(std::string& k) {
+    // Keys belong to the innermost open container, which is then an object.
+    if (!open_objects_.back().insert(k).second && duplicate.empty()) duplicate = k;
+    if (open_objects_.size() == 1) top_keys.push_back(k);
+    return Base::key(k);
+  }
+  bool end_object() {
+    open_objects_.pop_back();
+    return Base::end_object();
+  }
+  std::vector<std::string> top_keys;
+  std::string duplicate;
+
+ private:
+  std::vector<std::set<std::string>> open_objects_;
+};
+
+// Parses and validates the header; nothing is read from the data section here. O(n log n) in
+// the number of tensors (std::map-backed JSON: ordered_json looks keys up linearly).
 Header parse_header(const std::string& file, std::string_view text, uint64_t data_size) {
   if (text.empty() || text.front() != '{') fail(file, "the header does not start with '{': not a safetensors file, or a corrupt one");
-  // nlohmann keeps the last of duplicate keys; a duplicate could hide a tensor, so track keys
-  // per open object and reject repeats.
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  const auto cb = [&](int /*depth*/, nlohmann::ordered_json::parse_event_t ev, nlohmann::ordered_json& parsed) {
-    using E = nlohmann::ordered_json::parse_event_t;
-    if (ev == E::object_start) open_objects.emplace_back();
-    else if (ev == E::object_end && !open_objects.empty()) open_objects.pop_back();
-    else if (ev == E::key && !open_objects.empty() && parsed.is_string() &&
-             !open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty())
-      duplicate = parsed.get<std::string>();
-    return true;
-  };
-  // ordered_json keeps the header's order, which breaks ties between zero-size tensors.
-  nlohmann::ordered_json j;
+  check_json_depth(text, "checkpoint.load", file);
+  nlohmann::json j;
+  HeaderSax sax(j);
   try {
-    j = nlohmann::ordered_json::parse(text.begin(), text.end(), cb);
-  } catch (const nlohmann::ordered_json::exception& e) {
+    nlohmann::json::sax_parse(text.begin(), text.end(), &sax);
+  } catch (const nlohmann::json::exception& e) {
     fail(file, std::string("the header is not valid JSON: ") + e.what());
   }
-  if (!duplicate.empty()) fail(file, "the header has the key '" + duplicate + "' twice");
+  const std::vector<std::string>& top_keys = sax.top_keys;
+  const std::string& duplicate = sax.duplicate;
+  if (!duplicate.empty()) fail(file, "the header has the key '" + text_excerpt(duplicate) + "' twice");
   if (!j.is_object()) fail(file, "the header must be a JSON object");
 
   Header h;
   std::map<std::string, uint64_t> checksums;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() != kMetadataKey) {
-      h.entries.push_back(parse_entry(file, it.key(), it.value(), data_size));
+  h.entries.reserve(top_keys.size());
+  for (const std::string& key : top_keys) {
+    const nlohmann::json& value = j.find(key).value();
+    if (key != kMetadataKey) {
+      h.entries.push_back(parse_entry(file, key, value, data_size));
       continue;
     }
-    if (!it.value().is_object()) fail(file, "\"__metadata__\" must be an object of strings");
-    for (auto m = it.value().begin(); m != it.value().end(); ++m) {
-      if (!m.value().is_string()) fail(file, "\"__metadata__\" value of '" + m.key() + "' is not a string");
+    if (!value.is_object()) fail(file, "\"__metadata__\" must be an object of strings, got " + json_excerpt(value));
+    for (auto m = value.begin(); m != value.end(); ++m) {
+      if (!m.value().is_string())
+        fail(file, "\"__metadata__\" value of '" + text_excerpt(m.key()) + "' is not a string: " + json_excerpt(m.value()));
       const std::string& val = m.value().get_ref<const std::string&>();
       if (m.key().rfind(kChecksumPrefix, 0) == 0) {
         const auto sum = parse_hex64(val);
         const std::string tensor = m.key().substr(std::strlen(kChecksumPrefix));
-        if (!sum) fail_tensor(file, tensor, "checksum \"" + val + "\" is not 16 hex digits");
+        if (!sum) fail_tensor(file, tensor, "checksum \"" + text_excerpt(val) + "\" is not 16 hex digits");
         checksums[tensor] = *sum;
       } else {
         h.metadata[m.key()] = val;
@@ -173,7 +197,7 @@ Header parse_header(const std::string& file, std::string_view text, uint64_t dat
     auto c = checksums.find(e.name);
     if (c != checksums.end()) e.checksum = c->second, checksums.erase(c);
   }
-  if (!checksums.empty()) fail(file, "a checksum names tensor '" + checksums.begin()->first + "', which the header does not have");
+  if (!checksums.empty()) fail(file, "a checksum names tensor '" + text_excerpt(checksums.begin()->first) + "', which the header does not have");
 
   // The ranges must tile [0, data_size): no overlap, no gap, no trailing bytes.
   std::stable_sort(h.entries.begin(), h.entries.end(),
@@ -267,31 +291,31 @@ void save_file(const std::string& path, const NamedTensors& tensors, const std::
     TB_CHECK(k.rfind(kChecksumPrefix, 0) != 0, op, "'", path, "': metadata key '", k, "' uses the reserved prefix 'checksum.'");
 
   // Header: __metadata__ first (as the Python writer does), then tensors in the caller's order.
-  nlohmann::ordered_json meta = nlohmann::ordered_json::object();
-  for (const auto& [k, v] : metadata) meta[k] = v;
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  // Written piece by piece: linear in the number of tensors (an ordered_json object would
+  // search its keys on every insertion), and the keys are already known to be unique.
+  std::string meta_text, tensor_text;
   uint64_t offset = 0;
   std::vector<std::pair<const void*, size_t>> chunks;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = data[i];
-    const size_t n = size_t(t.numel()) * t.itemsize();
-    const void* p = n > 0 ? t.data() : nullptr;
-    meta[std::string(kChecksumPrefix) + tensors[i].first] = checksum_hex(p, n);
-    header[tensors[i].first] = {{"dtype", format_dtype_name(t.dtype())},
-                                {"shape", t.sizes()},
-                                {"data_offsets", {offset, offset + n}}};
-    offset += n;
-    chunks.emplace_back(p, n);
-  }
-  nlohmann::ordered_json full = nlohmann::ordered_json::object();
-  full[kMetadataKey] = std::move(meta);
-  for (auto& [k, v] : header.items()) full[k] = std::move(v);
   std::string text;
   try {
-    text = full.dump();
+    auto quoted = [](const std::string& s) { return nlohmann::json(s).dump(); };
+    for (const auto& [k, v] : metadata) meta_text += quoted(k) + ":" + quoted(v) + ",";
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = data[i];
+      const size_t n = size_t(t.numel()) * t.itemsize();
+      const void* p = n > 0 ? t.data() : nullptr;
+      const std::string name = quoted(tensors[i].first);
+      meta_text += quoted(std::string(kChecksumPrefix) + tensors[i].first) + ":\"" + checksum_hex(p, n) + "\",";
+      const nlohmann::ordered_json entry = {{"dtype", format_dtype_name(t.dtype())}, {"shape", t.sizes()}, {"data_offsets", {offset, offset + n}}};
+      tensor_text += "," + name + ":" + entry.dump();
+      offset += n;
+      chunks.emplace_back(p, n);
+    }
   } catch (const nlohmann::json::exception& e) {
     throw core::Error(op, "'" + path + "': a tensor name or metadata entry is not valid UTF-8: " + e.what());
   }
+  if (!meta_text.empty()) meta_text.pop_back();  // the last ','
+  text = "{\"" + std::string(kMetadataKey) + "\":{" + meta_text + "}" + tensor_text + "}";
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');  // data starts 8-byte aligned
   const uint64_t n = text.size();
   char len[8];

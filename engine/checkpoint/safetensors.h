@@ -19,8 +19,9 @@
 // Checksums: for every tensor we write "checksum.<name>": 16 lowercase hex digits of
 // XXH64(tensor bytes, seed 0) into __metadata__, so any reader still understands the file and
 // ours verifies it. Other writers' files without checksums load too (nothing to verify).
-// Limits enforced by the loader: header length <= 100,000,000 bytes (as safetensors), at most
-// 64 dimensions, sizes whose byte count overflows 64 bits are rejected.
+// Limits enforced by the loader: header length <= 100,000,000 bytes (as safetensors), JSON nested
+// at most 128 levels (kMaxJsonDepth, untrusted_json.h), at most 64 dimensions, sizes whose byte
+// count overflows 64 bits are rejected.
 #pragma once
 #include <cstdint>
 #include <map>

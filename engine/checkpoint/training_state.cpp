@@ -4,6 +4,7 @@
 #include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28 with _GNU_SOURCE)
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "engine/checkpoint/atomic_file.h"
+#include "engine/checkpoint/untrusted_json.h"
 #include "engine/core/error.h"
 
 namespace tb::checkpoint {
@@ -123,7 +125,7 @@ nlohmann::json rng_state(const core::Generator& gen) { return {{"seed", gen.seed
 void set_rng_state(core::Generator& gen, const nlohmann::json& state) {
   TB_CHECK(state.is_object() && state.contains("seed") && state.contains("offset") && state["seed"].is_number_unsigned() &&
                state["offset"].is_number_unsigned(),
-           "checkpoint.rng", "expected {\"seed\": <uint64>, \"offset\": <uint64>}, got ", state.dump());
+           "checkpoint.rng", "expected {\"seed\": <uint64>, \"offset\": <uint64>}, got ", json_excerpt(state));
   gen.set_state(state["seed"].get<uint64_t>(), state["offset"].get<uint64_t>());
 }
 
@@ -135,10 +137,15 @@ void save_checkpoint(const std::string& dir, const TrainingState& state, int64_t
   make_dirs(dir);
   remove_stale_staging(dir);
   const std::string name = step_name(state.step);
-  std::string tmpl = dir + "/." + name + kStagingTag + "XXXXXX";
-  TB_CHECK(::mkdtemp(tmpl.data()) != nullptr, "checkpoint.save", "cannot create a staging directory in '", dir, "': ",
-           errno_text(errno));
-  const std::string staging = tmpl;
+  // mkdir, not mkdtemp: 0755 less the umask like every directory a program creates (mkdtemp's
+  // 0700 made step directories private while their files are 0644).
+  std::string staging;
+  for (int attempt = 0;; ++attempt) {
+    staging = dir + "/." + name + kStagingTag + new_save_id();
+    if (::mkdir(staging.c_str(), 0755) == 0) break;
+    TB_CHECK(errno == EEXIST && attempt < 100, "checkpoint.save", "cannot create a staging directory in '", dir, "': ",
+             errno_text(errno));
+  }
   const std::string save_id = new_save_id();
   try {
     const std::map<std::string, std::string> meta = {{"save_id", save_id}, {"step", std::to_string(state.step)}};
@@ -154,6 +161,9 @@ void save_checkpoint(const std::string& dir, const TrainingState& state, int64_t
     } catch (const nlohmann::json::exception& e) {
       throw core::Error("checkpoint.save", "the training state's JSON cannot be written (invalid UTF-8?): " + std::string(e.what()));
     }
+    // The loader refuses deeper JSON: never write a checkpoint that cannot be loaded.
+    TB_CHECK(json_depth(text) <= kMaxJsonDepth, "checkpoint.save", "the training state's JSON (optimizer, scheduler, ",
+             "scaler, rng, config or extra) nests deeper than ", kMaxJsonDepth - 1, " levels; flatten it");
     write_file_atomic(staging + "/state.json", text);
     install_step_dir(dir, staging, dir + "/" + name, name);
     fsync_dir(dir);
@@ -177,20 +187,20 @@ TrainingState load_checkpoint(const std::string& dir_or_step_dir, const LoadOpti
              "' holds no checkpoint: neither a 'latest' file nor a 'state.json' (no save has completed there)");
 
   const std::string state_path = step_dir + "/state.json";
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_small_file(state_path, size_t(1) << 30));
-  } catch (const nlohmann::json::exception& e) {
-    throw core::Error(op, "'" + state_path + "' is not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = parse_untrusted_json(read_small_file(state_path, size_t(1) << 30), op, state_path);
   auto need = [&](const char* key) -> const nlohmann::json& {
     TB_CHECK(j.is_object() && j.contains(key), op, "'", state_path, "' lacks \"", key, "\"");
-    return j[key];
+    return j.at(key);
   };
-  TB_CHECK(need("format") == kFormat, op, "'", state_path, "' is not a trainbench training state (format ", need("format").dump(), ")");
-  TB_CHECK(need("version") == kVersion, op, "'", state_path, "' has version ", need("version").dump(), "; this build reads version ", kVersion);
-  TB_CHECK(need("save_id").is_string() && need("step").is_number_integer() && need("epoch").is_number_integer(), op, "'",
-           state_path, "': save_id must be a string, step and epoch integers");
+  TB_CHECK(need("format") == kFormat, op, "'", state_path, "' is not a trainbench training state (format ", json_excerpt(need("format")), ")");
+  TB_CHECK(need("version") == kVersion, op, "'", state_path, "' has version ", json_excerpt(need("version")), "; this build reads version ", kVersion);
+  // An unsigned value past INT64_MAX would wrap to a negative step.
+  auto int64_field = [&](const char* key) {
+    const nlohmann::json& v = need(key);
+    return v.is_number_integer() && (!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t(INT64_MAX));
+  };
+  TB_CHECK(need("save_id").is_string() && int64_field("step") && int64_field("epoch"), op, "'", state_path,
+           "': save_id must be a string, step and epoch 64-bit integers");
 
   TrainingState s;
   const std::string save_id = need("save_id").get<std::string>();

@@ -55,10 +55,13 @@ Idx read_idx(const std::string& path, uint32_t rank) {
            "-D unsigned bytes: magic number 0x", std::hex, be32(idx.bytes.data()), ", expected 0x", magic, std::dec,
            "; the file is corrupt or not Fashion-MNIST");
   uint64_t count = 1;
+  bool overflow = false;
   for (uint32_t d = 0; d < rank; ++d) {
     idx.dims.push_back(be32(idx.bytes.data() + 4 + 4 * d));
-    count *= idx.dims.back();
+    overflow |= __builtin_mul_overflow(count, uint64_t(idx.dims.back()), &count);
   }
+  // A wrapped product could equal the data's size and pass the checks below.
+  TB_CHECK(!overflow, "FashionMNIST", path, " is corrupt: its dimensions' product overflows 64 bits");
   idx.data_offset = header;
   const uint64_t have = idx.bytes.size() - header;
   TB_CHECK(have >= count, "FashionMNIST", path, " is truncated: its header promises ", count, " bytes of data but ",
@@ -70,7 +73,7 @@ Idx read_idx(const std::string& path, uint32_t rank) {
 
 }  // namespace
 
-std::vector<uint8_t> FashionMNIST::read_file(const std::string& path) {
+std::vector<uint8_t> FashionMNIST::read_file(const std::string& path, size_t max_bytes) {
   // A gzip file ends with its uncompressed size mod 2^32 (ISIZE): a hint that spares the
   // output buffer repeated growth (47 MB for the training images). Only a hint: the loop below
   // grows the buffer whatever the file says.
@@ -87,16 +90,27 @@ std::vector<uint8_t> FashionMNIST::read_file(const std::string& path) {
       raw.read(reinterpret_cast<char*>(tail), 4);
       if (raw.good() && head[0] == 0x1f && head[1] == 0x8b)
         hint = size_t(tail[0]) | size_t(tail[1]) << 8 | size_t(tail[2]) << 16 | size_t(tail[3]) << 24;
+      // Deflate expands at most ~1032:1, so a larger ISIZE is a lie (a corrupt or hostile file
+      // would otherwise make an 18-byte file allocate a gigabyte up front).
+      hint = std::min<size_t>(hint, size_t(size) * 1032);
     }
   }
   gzFile f = gzopen(path.c_str(), "rb");  // reads a plain file transparently too
   TB_CHECK(f != nullptr, "FashionMNIST", "cannot open ", path, " (", std::strerror(errno), ")");
   gzbuffer(f, 1 << 18);
-  std::vector<uint8_t> out(std::clamp<size_t>(hint + 1, size_t(1) << 16, size_t(1) << 30));
+  // One byte past max_bytes is room enough to tell that a file is too large.
+  std::vector<uint8_t> out(std::min(std::clamp<size_t>(hint + 1, size_t(1) << 16, size_t(1) << 30), max_bytes + 1));
   size_t used = 0;
   std::string error;
   while (true) {
-    if (used == out.size()) out.resize(out.size() * 2);
+    if (used == out.size()) {
+      if (used > max_bytes) {
+        gzclose(f);
+        throw core::Error("FashionMNIST", path + " decompresses to more than " + std::to_string(max_bytes) +
+                                              " bytes: not a Fashion-MNIST file (a corrupt or hostile one)");
+      }
+      out.resize(std::min(out.size() * 2, max_bytes + 1));
+    }
     const unsigned want = unsigned(std::min<size_t>(out.size() - used, size_t(1) << 30));
     const int got = gzread(f, out.data() + used, want);
     if (got < 0) {

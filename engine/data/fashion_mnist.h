@@ -37,8 +37,10 @@ class FashionMNIST : public Dataset {
   bool normalized() const { return normalize_; }
 
   // The decompressed bytes of a gzip (or plain) file; errors name the file. Used by the reader,
-  // public for tools and tests that want the raw IDX bytes.
-  static std::vector<uint8_t> read_file(const std::string& path);
+  // public for tools and tests that want the raw IDX bytes. More than max_bytes decompressed is
+  // an error (a 1 MB gzip file can expand to 1 GB; the real training images are 47 MB).
+  static constexpr size_t kMaxFileBytes = size_t(1) << 30;
+  static std::vector<uint8_t> read_file(const std::string& path, size_t max_bytes = kMaxFileBytes);
 
  private:
   Tensor images_;

@@ -450,6 +450,10 @@ std::vector<harness::TestCase> checkpoint_tests() {
       make_case("training_state/roundtrip/keep_last_resave_rng", ckpt::training_state_case),
       make_case("training_state/crash/kill9_during_save", ckpt::kill9_case),
       make_case("safetensors/fuzz/mutated_files", ckpt::fuzz_case),
+      make_case("safetensors/hostile/deep_json_and_long_messages", ckpt::deep_json_case),
+      make_case("safetensors/scaling/header_linear_in_tensors", ckpt::header_scaling_case),
+      make_case("atomic/crash/killed_save_temporaries_cleaned", ckpt::killed_save_temporaries_case),
+      make_case("training_state/permissions/umask_modes", ckpt::permissions_case),
   };
 }
 

@@ -43,5 +43,10 @@ inline harness::TestCase make_case(const std::string& name, std::function<void(h
 // The cases defined in checkpoint_crash.cpp.
 void kill9_case(harness::Record& r);
 void fuzz_case(harness::Record& r);
+// The cases defined in checkpoint_limits.cpp.
+void deep_json_case(harness::Record& r);
+void header_scaling_case(harness::Record& r);
+void killed_save_temporaries_case(harness::Record& r);
+void permissions_case(harness::Record& r);
 
 }  // namespace tb::suites::ckpt

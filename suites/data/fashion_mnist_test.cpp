@@ -283,6 +283,19 @@ TEST_F(FashionMNISTErrors, CorruptCompressedData) {
   expect_contains(load_error(), {"corrupt", "t10k-images-idx3-ubyte.gz"});
 }
 
+// The decompressed size is bounded (a gzip bomb would otherwise exhaust memory): exactly the
+// limit loads, one byte more is refused naming the file and the limit.
+TEST_F(FashionMNISTErrors, DecompressedSizeIsBounded) {
+  const std::vector<uint8_t> zeros(size_t(1) << 20, 0);
+  write_gz("bomb.gz", zeros);
+  const std::string path = (dir_ / "bomb.gz").string();
+  EXPECT_EQ(FashionMNIST::read_file(path, zeros.size()), zeros);
+  expect_contains(error_of([&] { FashionMNIST::read_file(path, zeros.size() - 1); }),
+                  {path, "more than 1048575 bytes"});
+  expect_contains(error_of([&] { FashionMNIST::read_file(path, 1000); }), {path, "more than 1000 bytes"});
+  write_raw("plain", zeros);  // the same bound for an uncompressed file
+  expect_contains(error_of([&] { FashionMNIST::read_file((dir_ / "plain").string(), 4096); }), {"more than 4096 bytes"});
+}
 
 }  // namespace
 }  // namespace tb::data

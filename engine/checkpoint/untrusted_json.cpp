@@ -1,0 +1,60 @@
+// Depth-bounded JSON for untrusted input; see untrusted_json.h.
+#include "engine/checkpoint/untrusted_json.h"
+
+#include "engine/core/error.h"
+
+namespace tb::checkpoint {
+
+size_t json_depth(std::string_view text, size_t stop_above) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > deepest && (deepest = depth) > stop_above) return deepest;
+    } else if (c == ']' || c == '}') {
+      // An unmatched close is a syntax error: a parser stops there, so nothing deeper is built.
+      if (depth == 0) return deepest;
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+void check_json_depth(std::string_view text, const std::string& op, const std::string& source) {
+  if (json_depth(text) > kMaxJsonDepth)
+    throw core::Error(op, "'" + source + "': JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                              " levels of arrays and objects, the limit for files read from disk; the file is "
+                              "corrupt or hostile");
+}
+
+nlohmann::json parse_untrusted_json(std::string_view text, const std::string& op, const std::string& source) {
+  check_json_depth(text, op, source);
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    throw core::Error(op, "'" + source + "' is not valid JSON: " + e.what());
+  }
+}
+
+std::string json_excerpt(const nlohmann::json& v, size_t max_chars) {
+  if ((v.is_array() || v.is_object()) && v.size() > max_chars / 2)
+    return std::string(v.is_array() ? "an array" : "an object") + " of " + std::to_string(v.size()) + " elements";
+  return text_excerpt(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), max_chars);
+}
+
+std::string text_excerpt(std::string_view s, size_t max_chars) {
+  if (s.size() <= max_chars) return std::string(s);
+  size_t cut = max_chars;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8 characters
+  return std::string(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
+}
+
+}  // namespace tb::checkpoint

@@ -1,0 +1,35 @@
+// Reading JSON that comes from a file or another process, which may be hostile: nesting is
+// bounded before any tree is built (nlohmann's copy, dump and comparison recurse once per level,
+// so a 150,000-deep array overflows the stack), and values quoted in error messages are cut
+// short. Every JSON parse of untrusted bytes in the engine goes through here.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace tb::checkpoint {
+
+// Arrays and objects nested deeper than this are refused. Python's safetensors (serde_json)
+// stops at 128 too; a safetensors header needs 3 levels, a state.json a handful.
+inline constexpr size_t kMaxJsonDepth = 128;
+
+// The deepest nesting of arrays and objects in `text`, counting brackets outside strings as a
+// JSON lexer does; stops scanning once `stop_above` is exceeded. Linear, no recursion. For
+// malformed text it is an upper bound of what a parser builds before it fails.
+size_t json_depth(std::string_view text, size_t stop_above = kMaxJsonDepth);
+
+// Throws core::Error(op, "<source>: ...") when `text` nests deeper than kMaxJsonDepth.
+void check_json_depth(std::string_view text, const std::string& op, const std::string& source);
+
+// check_json_depth, then nlohmann's parse; a syntax error is a core::Error naming `source`.
+nlohmann::json parse_untrusted_json(std::string_view text, const std::string& op, const std::string& source);
+
+// A value for an error message: its JSON cut to about max_chars (invalid UTF-8 replaced), or
+// for large arrays and objects only their kind and size.
+std::string json_excerpt(const nlohmann::json& v, size_t max_chars = 80);
+// A string from the input for an error message, cut to about max_chars whole UTF-8 characters.
+std::string text_excerpt(std::string_view s, size_t max_chars = 80);
+
+}  // namespace tb::checkpoint

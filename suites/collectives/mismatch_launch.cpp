@@ -12,6 +12,7 @@
 //   - dead_rank/<backend>/<how>/<check>/w3: rank 1 ends before all_reduce #3 (std::exit(0) with
 //     its group alive, or SIGKILL); the survivors must name rank 1 and all_reduce #3, write their
 //     flight recorder dumps and end long before the timeout.
+// In both, no rank may outlive the job (each leaves its pid in the run dir).
 // The expected texts are written out here by hand from the fingerprint format (watchdog.h), not
 // produced by the engine's own formatting code.
 #include "suites/collectives/watchdog_launch.h"
@@ -30,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/dist/process_group.h"
+#include "engine/dist/watchdog.h"
 #include "engine/tensor/factories.h"
 #include "harness/launcher.h"
 #include "suites/recorded.h"
@@ -161,6 +163,27 @@ std::string expected_diagnosis(const MismatchCase& c, std::size_t i, int W) {
 const char* const kCorruption[] = {"corruption", "Segmentation fault", "malloc(", "free():", "double free",
                                    "Aborted", "terminate called", "core dumped", "signal 11", "signal 6"};
 
+// Each demo rank leaves its pid in the run dir, so the check can tell that none outlived the job.
+void write_pid(int rank) {
+  const char* dir = std::getenv("TRAINBENCH_DIST_DIR");
+  std::ofstream(std::string(dir ? dir : ".") + "/demo_rank" + std::to_string(rank) + ".pid") << ::getpid() << "\n";
+}
+
+// No rank of the launch is still running (an orphan left behind by mpirun).
+void check_no_orphans(const fs::path& run_dir, int world) {
+  for (int r = 0; r < world; ++r) {
+    std::ifstream in(run_dir / ("demo_rank" + std::to_string(r) + ".pid"));
+    long pid = 0;
+    if (!(in >> pid)) continue;  // killed before it wrote it
+    bool gone = false;
+    for (int i = 0; i < 50 && !gone; ++i) {  // mpirun may still be reaping
+      gone = !dist::process_alive(pid);
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    check(gone, "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") is still running after the job ended");
+  }
+}
+
 fs::path fresh_dir(const std::string& tag) {
   const fs::path d = fs::temp_directory_path() / ("tb_" + tag + "_" + std::to_string(getpid()));
   fs::remove_all(d);
@@ -174,6 +197,7 @@ int mismatch_demo_main(const std::string& backend) {
   opt.timeout = std::chrono::seconds(60);
   std::shared_ptr<ProcessGroup> pg = dist::new_group(backend, opt);
   const int W = pg->size(), R = pg->rank();
+  write_pid(R);
   const std::vector<MismatchCase> cs = mismatch_cases(W);
   int bad = 0;
   // Results go to a file of this rank's: mpirun --tag-output garbles stdout that a read of its
@@ -240,6 +264,7 @@ int dead_rank_demo_main(const std::string& backend, const std::string& how, int 
   opt.timeout = std::chrono::seconds(60);  // TRAINBENCH_DIST_TIMEOUT overrides
   std::shared_ptr<ProcessGroup> pg = dist::new_group(backend, opt);
   const int R = pg->rank();
+  write_pid(R);
   for (int i = 1; i <= seq + 2; ++i) {
     if (R == victim && i == seq) {
       std::fprintf(stderr, "trainbench: dead-rank demo: rank %d ends (%s) before all_reduce #%d\n", R, how.c_str(), seq);
@@ -322,6 +347,7 @@ std::vector<harness::TestCase> mismatch_tests() {
         check(line.find(want) != std::string::npos,
               "rank 1's error for " + c.name + " is\n  " + line + "\nexpected it to say\n  " + want);
       }
+      check_no_orphans(spec.run_dir, l.world);
       rec.metrics["cases_per_rank"] = double(cs.size());
       fs::remove_all(spec.run_dir);
     }, /*with_seed=*/false));
@@ -364,6 +390,7 @@ std::vector<harness::TestCase> dead_rank_tests() {
       check(res.exit_code != 0, "the job exited 0 although rank 1 ended: " + all);
       // Well below the collective timeout: the survivors noticed the death, not a hang.
       check(res.seconds < kTimeout, "the launch took " + std::to_string(res.seconds) + " s: " + all);
+      check_no_orphans(spec.run_dir, kWorld);
       const std::string who = "rank " + std::to_string(kVictim) + " (pid ";
       const std::string coll = "all_reduce #" + std::to_string(kSeq) + " ";
       for (int r = 0; r < kWorld; ++r) {

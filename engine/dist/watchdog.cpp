@@ -286,7 +286,7 @@ void ProgressBoard::remove_file() {
 // while it waits for the peers' fingerprints. Then the rank writes its dump and ends like a hang,
 // naming the dead rank, its pid, its last collective and the collective it never reached. mpirun
 // answers a dead rank by sending SIGTERM to the others, possibly before a watchdog's next
-// period: a SIGTERM handler (installed with the first watchdog) wakes the watchdog threads through
+// period: a SIGTERM handler (installed while any watchdog lives) wakes the watchdog threads through
 // a pipe, and if any rank of any group is gone they diagnose; otherwise the previous disposition
 // is restored and the signal raised again. Ranks on other hosts are not judged (no pid to check):
 // their death still ends in the timeout's diagnosis or the backend's error.
@@ -311,30 +311,44 @@ std::vector<Watchdog*>& watchdogs() {
   return *v;
 }
 
-void install_sigterm_handler() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
-    struct sigaction sa {};
-    sa.sa_handler = on_sigterm;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    ::sigaction(SIGTERM, &sa, &g_old_term);
-  });
+bool g_installed = false;  // our handler is SIGTERM's disposition (under watchdogs_mu)
+
+// Installed while at least one watchdog lives (a process whose groups are all gone must die of
+// SIGTERM as before: nobody would read the pipe).
+void install_locked() {
+  if (g_installed) return;
+  if (g_signal_pipe[0] < 0 && ::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
+  struct sigaction sa {};
+  sa.sa_handler = on_sigterm;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (::sigaction(SIGTERM, &sa, &g_old_term) == 0) g_installed = true;
+}
+
+// Restores the old disposition; true if a SIGTERM caught meanwhile is still to be delivered.
+bool uninstall_locked() {
+  if (!g_installed) return false;
+  ::sigaction(SIGTERM, &g_old_term, nullptr);
+  g_installed = false;
+  char b;
+  bool pending = false;
+  while (::read(g_signal_pipe[0], &b, 1) == 1) pending = true;
+  return pending;
 }
 
 // On the watchdog thread that read the SIGTERM byte: a dead rank in any group ends the process
 // with its diagnosis; otherwise the signal does what it did before we caught it.
 void handle_sigterm() {
-  if (!g_exiting.load()) {  // a rank that is exiting itself is the one the others name
+  {
     std::lock_guard lock(watchdogs_mu());
-    for (Watchdog* w : watchdogs())
-      if (std::optional<std::string> line = w->dead_peer(w->probe(), /*any=*/true)) {
-        const std::optional<InFlight> f = w->probe();
-        w->fire_line(*line + " (the launcher is ending this rank)", f ? &*f : nullptr);
-      }
+    if (!g_exiting.load())  // a rank that is exiting itself is the one the others name
+      for (Watchdog* w : watchdogs())
+        if (std::optional<std::string> line = w->dead_peer(w->probe(), /*any=*/true)) {
+          const std::optional<InFlight> f = w->probe();
+          w->fire_line(*line + " (the launcher is ending this rank)", f ? &*f : nullptr);
+        }
+    uninstall_locked();
   }
-  ::sigaction(SIGTERM, &g_old_term, nullptr);
   ::raise(SIGTERM);
 }
 
@@ -346,9 +360,9 @@ Watchdog::Watchdog(std::function<std::optional<InFlight>()> probe, const FlightR
     : probe_(std::move(probe)), recorder_(recorder), board_(board), rank_(rank), size_(size), timeout_(timeout),
       run_dir_(std::move(run_dir)) {
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
-  install_sigterm_handler();
   {
     std::lock_guard lock(watchdogs_mu());
+    install_locked();
     watchdogs().push_back(this);
   }
   thread_ = std::thread([this] { loop(); });
@@ -363,6 +377,12 @@ Watchdog::~Watchdog() {
   [[maybe_unused]] const ssize_t n = ::write(stop_fd_, &one, sizeof(one));
   thread_.join();
   ::close(stop_fd_);
+  bool pending;
+  {
+    std::lock_guard lock(watchdogs_mu());
+    pending = watchdogs().empty() && uninstall_locked();
+  }
+  if (pending) ::raise(SIGTERM);  // caught while the last watchdog went away
 }
 
 void Watchdog::loop() {

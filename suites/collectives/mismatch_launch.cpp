@@ -279,6 +279,55 @@ int dead_rank_demo_main(const std::string& backend, const std::string& how, int 
   return 5;
 }
 
+int sigterm_demo_main(const std::string& backend, const std::string& phase) {
+  std::shared_ptr<ProcessGroup> pg = dist::new_group(backend);
+  Tensor t = full({4}, 1.0);
+  pg->all_reduce(t)->wait();
+  if (phase == "gone") pg.reset();
+  write_pid(0);
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  std::fprintf(stderr, "sigterm demo: still alive after 60 s\n");
+  return 6;
+}
+
+// A SIGTERM (the launcher's timeout, a user's kill) must still end a rank whose group is alive and
+// has no dead peer, and one whose groups are all gone (the watchdog's handler is then uninstalled).
+std::vector<harness::TestCase> sigterm_tests() {
+  std::vector<harness::TestCase> out;
+  for (const std::string phase : {"alive", "gone"}) {
+    out.push_back(recorded_case("collectives", "sigterm/mpi/group_" + phase + "/w1", [phase](harness::Record& rec) {
+      harness::LaunchSpec spec;
+      spec.ranks = 1;
+      spec.run_dir = fresh_dir("sigterm_" + phase);
+      spec.timeout = std::chrono::seconds(120);
+      spec.env["TRAINBENCH_WATCHDOG_DEMO"] = "sigterm:mpi:" + phase;
+      spec.argv = {harness::self_exe(), "list"};
+      harness::LaunchResult res;
+      std::thread runner([&] { res = harness::launch(spec); });
+      long pid = 0;
+      for (int i = 0; i < 600 && pid == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::ifstream in(spec.run_dir / "demo_rank0.pid");
+        in >> pid;
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      if (pid > 0) ::kill(pid_t(pid), SIGTERM);
+      runner.join();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      rec.metrics["seconds_after_sigterm"] = s;
+      const std::string all = res.diagnosis(20);
+      check(pid > 0, "the rank never wrote its pid: " + all);
+      check(!res.timed_out && s < 30, "the rank outlived SIGTERM by " + std::to_string(s) + " s: " + all);
+      check(res.exit_code != 0, "the job exited 0: " + all);
+      check(all.find("still alive") == std::string::npos && all.find("watchdog:") == std::string::npos,
+            "unexpected output: " + all);
+      check_no_orphans(spec.run_dir, 1);
+      fs::remove_all(spec.run_dir);
+    }, /*with_seed=*/false));
+  }
+  return out;
+}
+
 std::vector<harness::TestCase> mismatch_tests() {
   std::vector<harness::TestCase> out;
   struct Launch {

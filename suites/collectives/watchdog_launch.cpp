@@ -33,6 +33,12 @@ int watchdog_demo_from_env(const char* spec) {
     std::getline(is, backend);
     return mismatch_demo_main(backend);
   }
+  if (backend == "sigterm") {
+    std::string phase;
+    std::getline(is, backend, ':');
+    std::getline(is, phase);
+    return sigterm_demo_main(backend, phase);
+  }
   if (backend == "dead") {
     std::string how;
     std::getline(is, backend, ':');
@@ -111,6 +117,7 @@ std::vector<harness::TestCase> watchdog_tests() {
   }
   for (harness::TestCase& t : mismatch_tests()) out.push_back(std::move(t));
   for (harness::TestCase& t : dead_rank_tests()) out.push_back(std::move(t));
+  for (harness::TestCase& t : sigterm_tests()) out.push_back(std::move(t));
   return out;
 }
 

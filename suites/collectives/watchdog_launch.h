@@ -13,11 +13,14 @@ std::vector<harness::TestCase> watchdog_tests();  // also the mismatch and dead-
 // The mismatch and dead-rank checks (mismatch_launch.cpp, Note [Mismatch and dead-rank checks]).
 std::vector<harness::TestCase> mismatch_tests();
 std::vector<harness::TestCase> dead_rank_tests();
+std::vector<harness::TestCase> sigterm_tests();
+int sigterm_demo_main(const std::string& backend, const std::string& phase);
 int mismatch_demo_main(const std::string& backend);
 int dead_rank_demo_main(const std::string& backend, const std::string& how, int victim, int seq);
 
 // A rank of such a launch: called from register_all when TRAINBENCH_WATCHDOG_DEMO is set
-// ("<backend>:<skip_rank>:<seq>", "mismatch:<backend>" or "dead:<backend>:exit|kill:<rank>:<seq>");
+// ("<backend>:<skip_rank>:<seq>", "mismatch:<backend>", "dead:<backend>:exit|kill:<rank>:<seq>" or
+// "sigterm:<backend>:alive|gone");
 // returns the process's exit status.
 int watchdog_demo_from_env(const char* spec);
 

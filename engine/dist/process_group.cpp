@@ -189,6 +189,7 @@ struct ProcessGroup::Task {
   int64_t numel = 0;                // for the progress board
   uint64_t seq = 0, cseq = 0, packed = 0;
   int peer = -1;
+  bool mismatch = false;               // check_call refused it (no backend failure to explain)
   uint64_t enqueued = 0;               // CallClock ticks
   std::atomic<uint64_t> started{0};    // written by the running thread, read by the watchdog
 };
@@ -204,6 +205,12 @@ ProcessGroup::ProcessGroup(int rank, int size, Options options) : rank_(rank), s
     options_.timeout = std::chrono::milliseconds(std::max<int64_t>(1, int64_t(s * 1000)));
   }
   if (const std::string d = env_or("TRAINBENCH_DIST_DIR"); !d.empty()) options_.run_dir = d;
+  if (const std::string c = env_or("TRAINBENCH_DIST_CHECK"); !c.empty()) {
+    if (c == "auto") options_.check = Options::Check::Auto;
+    else if (c == "exchange") options_.check = Options::Check::Exchange;
+    else if (c == "off") options_.check = Options::Check::Off;
+    else throw DistError("process_group", "TRAINBENCH_DIST_CHECK='" + c + "' is not one of auto, exchange, off");
+  }
   if (options_.timeout.count() <= 0) throw DistError("process_group", "Options::timeout must be positive");
 }
 
@@ -232,6 +239,7 @@ void ProcessGroup::start() {
       rank_, size_);
   CallClock::calibrate();
   last_enqueue_ = CallClock::now();
+  agree_on_check();
   worker_ = std::thread([this] { worker_loop(); });
   if (options_.watchdog) {
     auto probe = [this]() -> std::optional<InFlight> {
@@ -241,29 +249,56 @@ void ProcessGroup::start() {
         t = running_ ? running_ : (queue_.empty() ? nullptr : queue_.front());
       }
       if (!t) return std::nullopt;
-      InFlight f;
-      f.seq = t->seq;
-      f.collective_seq = t->cseq;
-      f.call = t->packed;
-      f.peer = t->peer;
-      const uint64_t started = t->started.load(std::memory_order_relaxed);
-      f.since = CallClock::to_time(started ? started : t->enqueued);
-      std::ostringstream os;
-      const CallKey k = unpack_call(t->packed);
-      os << op_code_name(k.op) << " #" << (t->cseq ? t->cseq : t->seq);
-      if (k.op == OpCode::Send) os << " to rank " << t->peer;
-      if (k.op == OpCode::Recv) os << " from rank " << t->peer;
-      os << " (";
-      std::string detail, shapes;
-      if (std::optional<CallRecord> r = recorder_->get(t->seq)) detail = r->detail, shapes = shape_list(r->shapes);
-      if (k.op != OpCode::Barrier) os << core::name(k.dtype) << " " << (shapes.empty() ? "?" : shapes) << ", ";
-      if (!detail.empty()) os << detail << ", ";
-      os << backend() << (t->cseq ? "" : ", seq " + std::to_string(t->seq)) << ")";
-      f.what = os.str();
-      return f;
+      return in_flight(*t);
     };
     watchdog_ = std::make_unique<Watchdog>(probe, *recorder_, *board_, rank_, size_, options_.timeout, options_.run_dir);
   }
+}
+
+InFlight ProcessGroup::in_flight(const Task& t) const {
+  InFlight f;
+  f.seq = t.seq;
+  f.collective_seq = t.cseq;
+  f.call = t.packed;
+  f.peer = t.peer;
+  const uint64_t started = t.started.load(std::memory_order_relaxed);
+  f.since = CallClock::to_time(started ? started : t.enqueued);
+  std::ostringstream os;
+  const CallKey k = unpack_call(t.packed);
+  os << op_code_name(k.op) << " #" << (t.cseq ? t.cseq : t.seq);
+  if (k.op == OpCode::Send) os << " to rank " << t.peer;
+  if (k.op == OpCode::Recv) os << " from rank " << t.peer;
+  os << " (";
+  std::string detail, shapes;
+  if (std::optional<CallRecord> r = recorder_->get(t.seq)) detail = r->detail, shapes = shape_list(r->shapes);
+  if (k.op != OpCode::Barrier) os << core::name(k.dtype) << " " << (shapes.empty() ? "?" : shapes) << ", ";
+  if (!detail.empty()) os << detail << ", ";
+  os << backend() << (t.cseq ? "" : ", seq " + std::to_string(t.seq)) << ")";
+  f.what = os.str();
+  return f;
+}
+
+// Every rank must choose the same way of checking (one of them is a collective on the backend):
+// each proposes the most it can do -- the board only when every rank's slot is on this host,
+// which the barrier makes sure every rank has written -- and the minimum wins.
+void ProcessGroup::agree_on_check() {
+  int mode = options_.check == Options::Check::Off        ? kCheckOff
+             : options_.check == Options::Check::Exchange ? kCheckExchange
+                                                          : kCheckBoard;
+  if (size_ > 1) {
+    run_barrier();
+    if (mode == kCheckBoard)
+      for (int r = 0; r < size_; ++r) {
+        const ProgressBoard::Slot s = board_->read(r);
+        if (!board_->enabled() || !s.joined || !s.same_host) mode = kCheckExchange;
+      }
+    Tensor v = empty({2}, DType::Int64);
+    v.data_ptr<int64_t>()[0] = mode;
+    v.data_ptr<int64_t>()[1] = -mode;
+    run_all_reduce(v, ReduceOp::Min);
+    mode = int(v.data_ptr<int64_t>()[0]);
+  }
+  check_mode_ = CheckMode(mode);
 }
 
 void ProcessGroup::shutdown() {
@@ -277,7 +312,10 @@ void ProcessGroup::shutdown() {
   // The worker drains the queue first; a call that hangs meanwhile is the watchdog's.
   if (worker_.joinable()) worker_.join();
   watchdog_.reset();
-  if (board_) board_->remove_file();
+  if (board_) {
+    board_->set_state(ProgressBoard::State::Left);
+    board_->remove_file();
+  }
 }
 
 void ProcessGroup::synchronize() {
@@ -393,6 +431,97 @@ void ProcessGroup::run_task(Task& t) {
   }
 }
 
+// Note [Checking the calls]
+// Ranks that disagree about a collective -- another op, dtype, element count, reduction or root
+// (Note [Call fingerprints] in watchdog.h) -- would hand the backend buffers of different sizes:
+// MPI then writes past the smaller one (heap corruption), Gloo aborts from its transport thread.
+// So before a collective enters the backend every rank compares its fingerprint with everyone's:
+//   - board (every rank on this host): post the fingerprint on the progress board, wait until
+//     every rank has posted collective n (spinning briefly, then yielding, then sleeping), and
+//     compare. Nothing goes over the wire: a few atomic stores and loads, and the wait is the one
+//     the collective would have spent waiting for the last rank anyway. The board keeps two
+//     fingerprints per rank, enough because a rank can only post n + 2 after every rank posted
+//     n + 1, i.e. finished comparing n. While waiting, a rank that is gone ends this one with the
+//     diagnosis (Note [Dead ranks] in watchdog.cpp); one that never posts is the watchdog's.
+//   - exchange (ranks on other hosts): one all-reduce (min) of six int64 on the backend, the
+//     three fingerprint words and their negations, gives every rank the minimum and maximum of
+//     each word; they differ exactly when some rank differs. Only then does an all-gather of the
+//     fingerprints say who had what. It costs one small collective per call (a latency, not
+//     bandwidth), cheaper than the all-gather every time and, unlike a hash, never fooled.
+// Every rank sees the same fingerprints, so every rank throws the same DistError and skips the
+// call: the group stays in step, and the caller may catch it and go on.
+void ProcessGroup::check_call(Task& t) {
+  Fingerprint mine;
+  mine.call = t.packed & 0xFFFFFFFFull;  // op, dtype, reduction or root; the count in full below
+  mine.numel = t.numel;
+  if (t.code == OpCode::ReduceScatter) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the chunk sizes
+    for (int64_t c : t.counts) h = (h ^ uint64_t(c)) * 1099511628211ull;
+    mine.aux = h >> 2;  // 62 bits: negating it cannot overflow
+  }
+  std::vector<Fingerprint> fps(std::size_t(size_), mine);
+  const char* op = op_code_name(t.code);
+  if (check_mode_ == kCheckExchange) {
+    Tensor v = empty({6}, DType::Int64);
+    int64_t* p = v.data_ptr<int64_t>();
+    p[0] = int64_t(mine.call), p[1] = mine.numel, p[2] = int64_t(mine.aux);
+    for (int i = 0; i < 3; ++i) p[3 + i] = -p[i];
+    run_all_reduce(v, ReduceOp::Min);
+    if (p[0] == -p[3] && p[1] == -p[4] && p[2] == -p[5]) return;
+    Tensor in = empty({3}, DType::Int64), all = empty({3 * int64_t(size_)}, DType::Int64);
+    int64_t* q = in.data_ptr<int64_t>();
+    q[0] = int64_t(mine.call), q[1] = mine.numel, q[2] = int64_t(mine.aux);
+    run_all_gather(all, in);
+    const int64_t* a = all.data_ptr<int64_t>();
+    for (int r = 0; r < size_; ++r) fps[std::size_t(r)] = {uint64_t(a[3 * r]), a[3 * r + 1], uint64_t(a[3 * r + 2])};
+    t.mismatch = true;
+    throw DistError(op, mismatch_diagnosis(t.cseq, fps));
+  }
+  const uint64_t n = t.cseq;
+  board_->post_fingerprint(n, mine);
+  std::vector<char> have(std::size_t(size_), 0);
+  have[std::size_t(rank_)] = 1;
+  int missing = size_ - 1;
+  const auto t0 = Clock::now();
+  auto next_look = t0 + std::chrono::milliseconds(10);
+  for (uint32_t round = 0;; ++round) {
+    for (int q = 0; q < size_; ++q) {
+      if (have[std::size_t(q)]) continue;
+      const int got = board_->fingerprint(q, n, fps[std::size_t(q)]);
+      if (got == 0) continue;
+      if (got < 0) fps[std::size_t(q)] = mine;  // cannot happen (see above); never blame on no evidence
+      have[std::size_t(q)] = 1;
+      --missing;
+    }
+    if (missing == 0) break;
+    if (round < 64) {
+      _mm_pause();
+      continue;
+    }
+    if (round < 2048) std::this_thread::yield();
+    else std::this_thread::sleep_for(kPeerPoll);
+    if ((round & 63) == 0 && Clock::now() >= next_look) {
+      next_look = Clock::now() + std::chrono::milliseconds(10);
+      if (watchdog_) {
+        if (std::optional<std::string> line = watchdog_->dead_peer(in_flight(t))) {
+          const InFlight f = in_flight(t);
+          watchdog_->fire_line(*line, &f);
+        }
+      } else if (Clock::now() - t0 > options_.timeout) {
+        std::string who;
+        for (int q = 0; q < size_; ++q)
+          if (!have[std::size_t(q)]) who += (who.empty() ? "" : ", ") + std::to_string(q);
+        throw DistError(op, "#" + std::to_string(n) + ": rank(s) " + who + " did not issue it within the timeout");
+      }
+    }
+  }
+  for (int q = 0; q < size_; ++q)
+    if (!(fps[std::size_t(q)] == mine)) {
+      t.mismatch = true;
+      throw DistError(op, mismatch_diagnosis(n, fps));
+    }
+}
+
 void ProcessGroup::execute(Task& t) {
   const bool p2p = t.cseq == 0;
   const uint64_t started = CallClock::now();
@@ -403,6 +532,7 @@ void ProcessGroup::execute(Task& t) {
   std::exception_ptr err;
   std::string msg;
   try {
+    if (!p2p && size_ > 1 && check_mode_ != kCheckOff) check_call(t);
     run_task(t);
   } catch (const std::exception& e) {
     err = std::current_exception();
@@ -410,6 +540,19 @@ void ProcessGroup::execute(Task& t) {
   } catch (...) {
     err = std::current_exception();
     msg = "unknown exception";
+  }
+  // A backend that fails because a peer died says so in its own words ("Connection closed by
+  // peer"); the board says which rank, and the process ends like a hang (Note [Dead ranks]). The
+  // peer's pid may take a moment to read as gone after its sockets close.
+  if (err && !t.mismatch && watchdog_ && board_->enabled() && size_ > 1) {
+    const auto until = Clock::now() + std::chrono::milliseconds(250);
+    do {
+      if (std::optional<std::string> line = watchdog_->dead_peer(in_flight(t))) {
+        const InFlight f = in_flight(t);
+        watchdog_->fire_line(*line + "; the backend said: " + msg, &f);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } while (Clock::now() < until);
   }
   recorder_->ended(t.seq, CallClock::now(), !err, msg);
   if (p2p) board_->p2p_completed(t.seq);

@@ -40,6 +40,7 @@ class FlightRecorder;
 class ProgressBoard;
 class Watchdog;
 class ProcessGroup;
+struct InFlight;
 
 // One issued call. Completed by the group's worker thread; waited on by anyone.
 class Work {
@@ -83,6 +84,15 @@ struct Options {
   // other's diagnoses (the launcher sets TRAINBENCH_DIST_DIR; empty: the current directory).
   std::string run_dir;
   bool watchdog = true;                  // false only in tests of the watchdog's pieces
+  // Note [Checking the calls] (process_group.cpp): before a collective enters the backend, the
+  // ranks compare its op, dtype, element count, reduction and root. Auto: through the progress
+  // board when every rank is on this host, else through a small all-reduce on the backend;
+  // Exchange: always the all-reduce; Off: no check (a mismatch is then undefined behaviour in
+  // the backend: heap corruption on MPI, an abort on Gloo). TRAINBENCH_DIST_CHECK=auto|exchange|off
+  // overrides it. The ranks agree on the mode when the group starts: off if any rank says off,
+  // else the exchange if any rank needs it.
+  enum class Check { Auto, Exchange, Off };
+  Check check = Check::Auto;
 };
 
 class ProcessGroup {
@@ -98,8 +108,10 @@ class ProcessGroup {
   FlightRecorder& recorder() { return *recorder_; }
 
   // Dtypes: float32, float64, bfloat16, int64 (anything else: DistError). Tensors must be
-  // contiguous CPU tensors; every rank must pass the same shapes (mismatches are the backend's
-  // to detect where it can; the watchdog catches the rest). Outputs are written in place.
+  // contiguous CPU tensors; every rank must pass the same op, dtype, element count, reduction and
+  // root: a collective whose ranks disagree throws DistError on every rank, naming the ranks,
+  // the collective's number and each side's arguments, and nothing enters the backend (Note
+  // [Checking the calls]). Outputs are written in place.
   WorkPtr all_reduce(Tensor& t, ReduceOp op = ReduceOp::Sum);
   WorkPtr broadcast(Tensor& t, int root);
   // `out` has size() * in.numel() elements: rank r's `in` lands at [r*n, (r+1)*n).
@@ -147,6 +159,9 @@ class ProcessGroup {
   void help(Work* w);                   // runs queued calls up to w on the waiting thread
   void worker_loop();
   void await_peers(uint64_t cseq);      // Note [Waiting for the peers]
+  void check_call(Task& task);          // Note [Checking the calls]; throws DistError on a mismatch
+  InFlight in_flight(const Task& task) const;  // the watchdog's description of a call
+  void agree_on_check();                // start(): every rank picks the same CheckMode
 
   int rank_, size_;
   Options options_;
@@ -164,6 +179,8 @@ class ProcessGroup {
   bool last_ran_inline_ = false;        // the last call ran on its waiting thread (a synchronous caller)
   bool stopping_ = false, started_ = false, shut_down_ = false;
   bool peers_local_ = false;            // every rank's board slot is on this host (worker only)
+  enum CheckMode { kCheckOff, kCheckExchange, kCheckBoard };
+  CheckMode check_mode_ = kCheckOff;    // agreed by every rank in start()
   std::thread worker_;
 };
 

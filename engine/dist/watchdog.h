@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/core/dtype.h"
 
@@ -36,6 +37,30 @@ struct CallKey {
 };
 CallKey unpack_call(uint64_t packed);
 
+// Note [Call fingerprints]
+// What every rank must agree on before a collective enters the backend: the op, dtype and
+// reduction or root (`call`, pack_call with a zero count), the element count in full (`numel`:
+// all_reduce and broadcast the tensor's, all_gather the input's, reduce_scatter the whole
+// input's) and, for reduce_scatter, a hash of the chunk sizes (`aux`, 62 bits; 0 otherwise).
+// A backend given different counts on different ranks writes past buffers (MPI) or aborts in its
+// transport thread (Gloo), so ProcessGroup compares the fingerprints first (Note [Checking the
+// calls] in process_group.cpp).
+struct Fingerprint {
+  uint64_t call = 0;
+  int64_t numel = 0;
+  uint64_t aux = 0;
+  bool operator==(const Fingerprint&) const = default;
+};
+// "all_reduce (float32, 4096 elements, sum)", "broadcast (int64, 7 elements, root 1)", "barrier".
+std::string describe_call(const Fingerprint& f);
+// The error text when rank fingerprints differ for collective #cseq (fps[r]: rank r's), grouping
+// ranks that agree: "collective #5 differs between ranks: rank 0: all_reduce (float32, 4096
+// elements, sum); rank 1: all_reduce (float32, 4093 elements, sum); ...".
+std::string mismatch_diagnosis(uint64_t cseq, const std::vector<Fingerprint>& fps);
+
+// True unless `pid` is gone or a zombie (a process that ended but is not reaped yet).
+bool process_alive(int64_t pid);
+
 // Note [Progress board]
 // Ranks cannot tell each other anything through a backend that is stuck, so each group keeps a
 // small shared file, <dir>/progress_<job>_<backend>_<n>.bin (n: the process's count of groups made
@@ -48,13 +73,18 @@ CallKey unpack_call(uint64_t packed);
 // the group's issue order (Work::seq) can differ between ranks while collectives still line up.
 // A rank on another host (slot written from another hostname, or never written because the run
 // dir is not shared) is reported as "progress unknown".
+// Each slot also holds the rank's state (Active; Left: it destroyed the group; Exiting: its
+// process is ending -- exit() or a return from main -- with the group still alive, set by an
+// atexit hook; Failed: its watchdog is ending it after a diagnosis of its own) and the fingerprints of its last two collectives (Note [Call fingerprints]).
 class ProgressBoard {
  public:
+  enum class State : uint64_t { Active = 0, Left = 1, Exiting = 2, Failed = 3 /* its watchdog ended it */ };
   struct Slot {  // a plain copy of a rank's slot
     bool joined = false;          // the rank created the group (magic written)
     bool same_host = false;
     std::string host;
     int64_t pid = 0;
+    State state = State::Active;
     uint64_t coll_issued = 0, coll_entered = 0, coll_completed = 0, coll_entered_call = 0;
     uint64_t p2p_entered = 0, p2p_completed = 0, p2p_entered_call = 0;  // group seq of the last send/recv
   };
@@ -72,6 +102,14 @@ class ProgressBoard {
   void coll_completed(uint64_t cseq);
   void p2p_entered(uint64_t seq, uint64_t call);
   void p2p_completed(uint64_t seq);
+  void set_state(State s) const;  // writes this rank's slot (shared memory, not this object)
+  static void set_state_all(State s);  // every live board of this process
+  // Publishes this rank's fingerprint of collective `cseq` (a ring of two per rank: a rank can be
+  // at most one collective ahead of a rank still comparing, since it compares too).
+  void post_fingerprint(uint64_t cseq, const Fingerprint& f);
+  // Rank `rank`'s fingerprint of `cseq`: 1 and `out` set, 0 when it has not posted it yet, -1
+  // when it has already overwritten it.
+  int fingerprint(int rank, uint64_t cseq, Fingerprint& out) const;
   Slot read(int rank) const;
   void remove_file();  // at group destruction (the mapping stays valid for this process)
 
@@ -102,6 +140,15 @@ class Watchdog {
 
   // The one-line diagnosis for `f` (what fire() prints, without the dump path); public for tests.
   std::string diagnose(const InFlight& f, double elapsed_s) const;
+  // Note [Dead ranks]: the diagnosis when a rank on this host that `f` (or, with `any`, any call)
+  // needs has ended (its pid gone or a zombie, or its atexit hook ran) or destroyed the group
+  // before reaching it; nullopt when none has.
+  std::optional<std::string> dead_peer(const std::optional<InFlight>& f, bool any = false) const;
+  // Writes the dump, prints "trainbench: watchdog: <line>; dump: <path>" and ends the process
+  // with kWatchdogExitCode (used for hangs, dead peers and backend failures caused by them).
+  [[noreturn]] void fire_line(const std::string& line, const InFlight* f);
+  // For the SIGTERM check (Note [Dead ranks]): this group's oldest unfinished call.
+  std::optional<InFlight> probe() const { return probe_(); }
 
  private:
   std::function<std::optional<InFlight>()> probe_;
@@ -110,9 +157,7 @@ class Watchdog {
   int rank_, size_;
   std::chrono::milliseconds timeout_;
   std::string run_dir_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  int stop_fd_ = -1;  // eventfd: the destructor's wake-up
   std::thread thread_;
   void loop();
   [[noreturn]] void fire(const InFlight& f, double elapsed_s);

@@ -29,6 +29,24 @@ int watchdog_demo_from_env(const char* spec) {
   int skip_rank = 1, seq = 4;
   std::istringstream is(spec);
   std::getline(is, backend, ':');
+  if (backend == "mismatch") {
+    std::getline(is, backend);
+    return mismatch_demo_main(backend);
+  }
+  if (backend == "sigterm") {
+    std::string phase;
+    std::getline(is, backend, ':');
+    std::getline(is, phase);
+    return sigterm_demo_main(backend, phase);
+  }
+  if (backend == "dead") {
+    std::string how;
+    std::getline(is, backend, ':');
+    std::getline(is, how, ':');
+    char colon;
+    is >> skip_rank >> colon >> seq;
+    return dead_rank_demo_main(backend, how, skip_rank, seq);
+  }
   char colon;
   is >> skip_rank >> colon >> seq;
   return watchdog_demo_main(backend, skip_rank, seq);
@@ -97,6 +115,9 @@ std::vector<harness::TestCase> watchdog_tests() {
       }, /*with_seed=*/false));
     }
   }
+  for (harness::TestCase& t : mismatch_tests()) out.push_back(std::move(t));
+  for (harness::TestCase& t : dead_rank_tests()) out.push_back(std::move(t));
+  for (harness::TestCase& t : sigterm_tests()) out.push_back(std::move(t));
   return out;
 }
 

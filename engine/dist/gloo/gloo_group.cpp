@@ -4,6 +4,8 @@
 // Rendezvous, stale files and the transport are described in gloo_group.h (Note [Gloo rendezvous]).
 #include "engine/dist/gloo/gloo_group.h"
 
+#include "engine/dist/watchdog.h"
+
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -169,6 +171,7 @@ void with_type(DType t, F&& f) {
 // far from the small slot numbers its class-style algorithms count up from (the rendezvous uses
 // some), so a user's tags can never meet a collective's messages.
 constexpr uint8_t kP2PSlotPrefix = 0x7e;
+constexpr uint8_t kP2PHeaderPrefix = 0x7d;  // Note [Gloo send/recv header]
 
 // Note [Gloo timeouts]
 // Gloo's own timeout is the backstop; the watchdog (process_group.h) is the diagnosis. When
@@ -304,19 +307,49 @@ class GlooGroup final : public ProcessGroup {
     guarded("barrier", [&] { barrier_now(); });
   }
 
+  // Note [Gloo send/recv header]
+  // A recv posted with another size than the message that arrives makes Gloo's transport thread
+  // throw, which aborts the process. So every send is preceded by a 16-byte header (dtype, element
+  // count) on a slot of its own; the receiver reads it first and posts the data recv only when it
+  // matches. Otherwise it drains the message into a scratch buffer of the sender's size (so the
+  // pair holds nothing stale) and throws a DistError naming both sides; the sender completes.
   void run_send(const Tensor& t, int dst, int tag) override {
     guarded("send", [&] {
+      int64_t header[2] = {int64_t(t.dtype()), t.numel()};
+      auto head = ctx_->createUnboundBuffer(header, sizeof(header));
+      head->send(dst, ::gloo::Slot::build(kP2PHeaderPrefix, uint32_t(tag)));
       auto buf = ctx_->createUnboundBuffer(t.numel() ? t.data() : nullptr, size_t(t.numel()) * t.itemsize());
       buf->send(dst, ::gloo::Slot::build(kP2PSlotPrefix, uint32_t(tag)));
-      if (!buf->waitSend(timeout_)) throw DistError("gloo send", "aborted");
+      if (!head->waitSend(timeout_) || !buf->waitSend(timeout_)) throw DistError("gloo send", "aborted");
     });
   }
 
   void run_recv(Tensor& t, int src, int tag) override {
     guarded("recv", [&] {
-      auto buf = ctx_->createUnboundBuffer(t.numel() ? t.data() : nullptr, size_t(t.numel()) * t.itemsize());
-      buf->recv(src, ::gloo::Slot::build(kP2PSlotPrefix, uint32_t(tag)));
-      if (!buf->waitRecv(timeout_)) throw DistError("gloo recv", "aborted");
+      int64_t header[2] = {0, 0};
+      auto head = ctx_->createUnboundBuffer(header, sizeof(header));
+      head->recv(src, ::gloo::Slot::build(kP2PHeaderPrefix, uint32_t(tag)));
+      if (!head->waitRecv(timeout_)) throw DistError("gloo recv", "aborted");
+      const auto slot = ::gloo::Slot::build(kP2PSlotPrefix, uint32_t(tag));
+      if (header[0] == int64_t(t.dtype()) && header[1] == t.numel()) {
+        auto buf = ctx_->createUnboundBuffer(t.numel() ? t.data() : nullptr, size_t(t.numel()) * t.itemsize());
+        buf->recv(src, slot);
+        if (!buf->waitRecv(timeout_)) throw DistError("gloo recv", "aborted");
+        return;
+      }
+      const bool known = header[0] >= 0 && header[0] <= int64_t(DType::Float64) && header[1] >= 0 && header[1] < (int64_t(1) << 40);
+      const std::string theirs = known ? describe_call({pack_call(OpCode::Send, DType(header[0]), rank(), 0), header[1], 0})
+                                       : "an unreadable header";
+      if (known) {
+        std::vector<char> scratch(size_t(header[1]) * core::itemsize(DType(header[0])));
+        auto buf = ctx_->createUnboundBuffer(scratch.empty() ? nullptr : scratch.data(), scratch.size());
+        buf->recv(src, slot);
+        buf->waitRecv(timeout_);
+      }
+      throw DistError("recv", "rank " + std::to_string(rank()) + "'s " +
+                                  describe_call({pack_call(OpCode::Recv, t.dtype(), src, 0), t.numel(), 0}) + " tag " +
+                                  std::to_string(tag) + " does not match rank " + std::to_string(src) + "'s " + theirs +
+                                  "; nothing was written: send and recv must agree on dtype and element count");
     });
   }
 

@@ -5,11 +5,15 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "engine/dist/watchdog.h"
 
 namespace tb::dist::mpi {
 
@@ -118,6 +122,8 @@ class MpiGroup final : public ProcessGroup {
       Serial s(rt_);
       check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "mpi", "MPI_Comm_dup");
       MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+      check(MPI_Comm_dup(MPI_COMM_WORLD, &head_comm_), "mpi", "MPI_Comm_dup");
+      MPI_Comm_set_errhandler(head_comm_, MPI_ERRORS_RETURN);
       int flag = 0;
       void* ub = nullptr;
       MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag);
@@ -132,6 +138,7 @@ class MpiGroup final : public ProcessGroup {
     if (!finalized) {
       Serial s(rt_);
       MPI_Comm_free(&comm_);
+      MPI_Comm_free(&head_comm_);
     }
   }
   std::string backend() const override { return "mpi"; }
@@ -173,19 +180,46 @@ class MpiGroup final : public ProcessGroup {
     Serial s(rt_);
     check(MPI_Barrier(comm_), "barrier", "MPI_Barrier");
   }
+  // Note [MPI send/recv header]
+  // A recv whose dtype or count differs from the message is an error in MPI only when the bytes
+  // do not fit (a float64 message read as twice as many float32 passes silently). So each send is
+  // preceded by a 16-byte header (dtype, element count) on a communicator of its own (user tags
+  // stay whole; MPI keeps each communicator's messages in order), and the receiver compares it
+  // before posting the data recv; on a mismatch it drains the message and throws naming both
+  // sides. The header is eager: a few hundred nanoseconds per send.
   void run_send(const Tensor& t, int dst, int tag) override {
     if (tag > tag_ub_) throw DistError("send", "tag " + std::to_string(tag) + " is above MPI_TAG_UB " + std::to_string(tag_ub_));
     const int n = count(t.numel(), "send");
+    const int64_t header[2] = {int64_t(t.dtype()), t.numel()};
     Serial s(rt_);
+    check(MPI_Send(header, 2, MPI_INT64_T, dst, tag, head_comm_), "send", "MPI_Send");
     check(MPI_Send(t.data(), n, datatype(t.dtype()), dst, tag, comm_), "send", "MPI_Send");
   }
   void run_recv(Tensor& t, int src, int tag) override {
     if (tag > tag_ub_) throw DistError("recv", "tag " + std::to_string(tag) + " is above MPI_TAG_UB " + std::to_string(tag_ub_));
     const int n = count(t.numel(), "recv");
+    int64_t header[2] = {0, 0};
     MPI_Status st;
     int got = 0;
     {
       Serial s(rt_);
+      check(MPI_Recv(header, 2, MPI_INT64_T, src, tag, head_comm_, MPI_STATUS_IGNORE), "recv", "MPI_Recv");
+      if (header[0] != int64_t(t.dtype()) || header[1] != t.numel()) {
+        // Drain the data message by its byte count, then report.
+        MPI_Status probe;
+        check(MPI_Probe(src, tag, comm_, &probe), "recv", "MPI_Probe");
+        int bytes = 0;
+        MPI_Get_count(&probe, MPI_BYTE, &bytes);
+        std::vector<char> scratch(size_t(std::max(bytes, 1)));
+        MPI_Recv(scratch.data(), bytes, MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE);
+        const bool known = header[0] >= 0 && header[0] <= int64_t(DType::Float64) && header[1] >= 0;
+        const std::string theirs =
+            known ? describe_call({pack_call(OpCode::Send, DType(header[0]), rank(), 0), header[1], 0}) : "an unreadable header";
+        throw DistError("recv", "rank " + std::to_string(rank()) + "'s " +
+                                    describe_call({pack_call(OpCode::Recv, t.dtype(), src, 0), t.numel(), 0}) + " tag " +
+                                    std::to_string(tag) + " does not match rank " + std::to_string(src) + "'s " + theirs +
+                                    "; nothing was written: send and recv must agree on dtype and element count");
+      }
       check(MPI_Recv(t.data(), n, datatype(t.dtype()), src, tag, comm_, &st), "recv", "MPI_Recv");
       MPI_Get_count(&st, datatype(t.dtype()), &got);
     }
@@ -197,6 +231,7 @@ class MpiGroup final : public ProcessGroup {
  private:
   Runtime& rt_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm head_comm_ = MPI_COMM_NULL;  // send/recv headers (Note [MPI send/recv header])
   int tag_ub_ = 32767;
 };
 

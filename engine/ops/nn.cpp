@@ -166,6 +166,10 @@ std::vector<std::vector<int64_t>> pad_maps(const Shape& xs, const Shape& pad, bo
            " pad values");
   TB_CHECK(nd == np + 1 || nd == np + 2, "pad", mode, " padding of ", np, " dims expects a ", np + 1, "-D or ",
            np + 2, "-D input, got shape ", core::to_string(xs));
+  // PyTorch's rule for both modes: the batch dim may be 0, every other dim must not.
+  for (int64_t d = nd == np + 2 ? 1 : 0; d < nd; ++d)
+    TB_CHECK(xs[size_t(d)] > 0, "pad", "Expected ", np + 1, "D or ", np + 2, "D (batch mode) tensor with possibly 0 "
+             "batch size and other non-zero dimensions for input, but got: ", core::to_string(xs));
   std::vector<std::vector<int64_t>> maps(2, std::vector<int64_t>{0});
   shape = xs;
   for (int64_t k = 0; k < np; ++k) {
@@ -193,7 +197,6 @@ Tensor pad_index(const Tensor& x, const Shape& pad, bool reflect) {
   Shape shape;
   const auto maps = pad_maps(x.sizes(), pad, reflect, shape);
   const int64_t np = int64_t(pad.size()) / 2;
-  TB_CHECK(x.numel() > 0 || reflect == false, "pad", "reflect padding of an empty input");
   const Tensor xc = x.contiguous();
   Tensor out = empty(shape, x.dtype());
   const int64_t OH = int64_t(maps[0].size()), OW = int64_t(maps[1].size());

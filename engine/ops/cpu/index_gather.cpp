@@ -240,20 +240,28 @@ Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value, c
   scatter_kernel(self, dim, index, nullptr, value, parse_reduce(reduce), "scatter");
   return self;
 }
+// The out-of-place scatter and index_add write into a fresh row-major copy, as PyTorch's structured
+// kernels allocate their output (clone() would keep a permuted layout).
+static Tensor contiguous_clone(const Tensor& self) {
+  Tensor r = empty(self.sizes(), self.dtype());
+  r.copy_(self);
+  return r;
+}
+
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor r = self.clone();
+  Tensor r = contiguous_clone(self);
   return scatter_(r, dim, index, src);
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value) {
-  Tensor r = self.clone();
+  Tensor r = contiguous_clone(self);
   return scatter_(r, dim, index, value);
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
-  Tensor r = self.clone();
+  Tensor r = contiguous_clone(self);
   return scatter_(r, dim, index, src, reduce);
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value, const std::string& reduce) {
-  Tensor r = self.clone();
+  Tensor r = contiguous_clone(self);
   return scatter_(r, dim, index, value, reduce);
 }
 Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -261,7 +269,7 @@ Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tenso
   return self;
 }
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor r = self.clone();
+  Tensor r = contiguous_clone(self);
   return scatter_add_(r, dim, index, src);
 }
 
@@ -330,7 +338,7 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
 }
 
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
-  Tensor r = self.clone();
+  Tensor r = contiguous_clone(self);
   return index_add_(r, dim, index, source, alpha);
 }
 

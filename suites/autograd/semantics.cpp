@@ -231,6 +231,22 @@ std::vector<harness::TestCase> semantics_tests() {
     expect_close(x.e.detach(), R::detach(x.r), "value after a no_grad in-place update");
   }));
 
+  // A strided slice made a leaf (requires_grad_ on the view): an in-place op on a view of it
+  // would change the leaf behind autograd's back. PyTorch refuses it; so must the engine.
+  t.push_back(semantic("inplace_on_view_of_strided_leaf", [](harness::Record&) {
+    E b = from_vector({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4}, DType::Float64);
+    R::Tensor rb = R::to_ref(b);
+    E x = b.slice(1, 0, 4, 2);
+    R::Tensor rx = R::slice(rb, 1, 0, 4, 2);
+    x.requires_grad_();
+    R::requires_grad_(rx);
+    E v = x.narrow(0, 0, 1);
+    R::Tensor rv = R::narrow(rx, 0, 0, 1);
+    expect_both_raise(engine_error([&] { A::mul_(v, 2.0); }), ref_error([&] { R::mul_inplace(rv, 2.0); }),
+                      "a view of a leaf Variable that requires grad is being used in an in-place operation");
+    expect_close(x.detach(), R::detach(rx), "the leaf after the refused in-place op");
+  }));
+
   t.push_back(semantic("tensor_hooks", [](harness::Record&) {
     Pair x = leaf({1, -2, 3});
     E y = A::mul(x.e, x.e);

@@ -269,6 +269,10 @@ void add_pad(std::vector<OpCase>& cs) {
         {"reflect_1d", {{2, 3, 6}, dt, L::Strided}, {2, 3}, "reflect", 0},
         {"replicate_2d", {{1, 2, 5, 6}, dt}, {2, 1, 1, 3}, "replicate", 0},
         {"replicate_1d", {{3, 4}, dt}, {3, 1}, "replicate", 0},
+        // An empty batch is padded to an empty result, as in PyTorch.
+        {"reflect_1d_empty_batch", {{0, 3, 4}, dt}, {1, 2}, "reflect", 0},
+        {"reflect_2d_empty_batch", {{0, 2, 3, 4}, dt, L::Transposed}, {1, 1, 2, 0}, "reflect", 0},
+        {"replicate_1d_empty_batch", {{0, 3, 4}, dt}, {2, 1}, "replicate", 0},
     };
     for (const Var& v : vars) {
       cs.push_back(make("pad/" + dn(dt) + "/" + v.tag, {v.x},
@@ -281,6 +285,10 @@ void add_pad(std::vector<OpCase>& cs) {
       {"error_odd_length", {{2, 3}, kF32}, {1}, "constant", 0},
       {"error_too_long", {{3}, kF32}, {1, 1, 1, 1}, "constant", 0},
       {"error_negative_size", {{3}, kF32}, {-2, -2}, "constant", 0},
+      // Only the batch dim may be empty.
+      {"error_reflect_empty_channels", {{2, 0, 4}, kF32}, {1, 1}, "reflect", 0},
+      {"error_reflect_empty_width", {{2, 3, 0}, kF32}, {0, 0}, "reflect", 0},
+      {"error_replicate_empty_unbatched", {{0, 4}, kF32}, {1, 1}, "replicate", 0},
   };
   for (const Var& v : errs) {
     cs.push_back(make(std::string("pad/float32/") + v.tag, {v.x},

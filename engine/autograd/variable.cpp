@@ -106,6 +106,13 @@ void check_inplace(const Tensor& self) {
   TB_CHECK(!(m->requires_grad && !m->grad_fn), "inplace",
            "a leaf Variable that requires grad is being used in an in-place operation. Wrap the update in "
            "autograd::NoGradGuard (as optimizers do) or clone the tensor first.");
+  if (m->is_view && m->multi_output_view && requires_grad(self)) {
+    const std::shared_ptr<Node> fn = m->grad_fn;
+    TB_CHECK(false, "inplace", "Output ", m->output_nr, " of ", fn ? fn->name() : std::string("a view"),
+             " is a view and is being modified inplace. This view is the output of a function that returns "
+             "multiple views (split, chunk). Such functions do not allow the output views to be modified inplace. "
+             "You should replace the inplace operation by an out-of-place one.");
+  }
   if (m->is_view) {
     // PyTorch's rule: a view that requires grad (through any tensor between it and its root, e.g.
     // a strided slice made a leaf with requires_grad_) of a root without history, or any view of
@@ -147,6 +154,7 @@ void on_view_replayed(const Tensor& base, Tensor& view, const ViewReplay& replay
   m.is_view = true;
   m.base = bm && bm->is_view ? bm->base : base;
   m.attr_version = view.version();
+  m.multi_output_view = bm && bm->multi_output_view;
   if (!requires_grad(base)) return;
   m.output_nr = 0;
   if (overlapping(base) && replay) {

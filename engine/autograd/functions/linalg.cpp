@@ -160,9 +160,15 @@ Tensor linear_relu(const Tensor& x_in, const Tensor& weight_in, const Tensor& bi
   Tensor out = kernel([&] { return ops::linear_relu(x, weight, bias); });
   if (!grad_mode_enabled() || !any_requires_grad({x, weight, bias})) return out;
   const Tensor mask = kernel([&] { return ops::relu_mask(out.reshape({leading_rows(out), out.size(-1)})); });
-  record("linear_relu", {x, weight, bias}, {out}, {x, weight, mask}, [](BackwardContext& ctx, const TensorList& g) {
-    return linear_backward(ctx, g[0], ctx.saved(2));
-  });
+  // relu(linear) saves relu's output, so an in-place write to it fails the backward; the witness
+  // (an empty tensor sharing out's version counter) keeps that check without holding out.
+  Tensor witness = empty({0}, out.dtype());
+  witness.impl()->version = out.impl()->version;
+  record("linear_relu", {x, weight, bias}, {out}, {x, weight, mask, witness},
+         [](BackwardContext& ctx, const TensorList& g) {
+           (void)ctx.saved(3);  // raises if the output was modified in place
+           return linear_backward(ctx, g[0], ctx.saved(2));
+         });
   return out;
 }
 

@@ -24,6 +24,7 @@ bool same_layout(const Tensor& a, const Tensor& b) {
 }
 
 bool has_internal_overlap(const Tensor& t) {
+  if (t.numel() == 0) return false;  // nothing to write twice: PyTorch counts empty tensors as dense
   for (int64_t d = 0; d < t.dim(); ++d)
     if (t.size(d) > 1 && t.stride(d) == 0) return true;
   return false;

@@ -130,6 +130,9 @@ std::tuple<Tensor, Tensor> nll_loss_forward(const Tensor& input, const Tensor& t
       per[size_t(e)] = -w[size_t(c)] * xp[(n * l.C + c) * l.S + s];
       tw += w[size_t(c)];
     }
+  // PyTorch sums an unbatched input's one term into a zero, so its loss of a 0 input is +0, not -0.
+  if (input.dim() == 1)
+    for (double& v : per) v += 0.0;
   return {finish(per, red, tw, l.loss_shape, input.dtype()), full({}, red == Reduction::None ? 0.0 : tw, input.dtype())};
 }
 

@@ -143,6 +143,14 @@ Tensor pad_constant(const Tensor& x, const Shape& pad, double value) {
     TB_CHECK(shape[size_t(d)] >= 0, "pad", "the input size ", x.size(d), ", plus negative padding ", pad[size_t(2 * k)],
              " and ", pad[size_t(2 * k + 1)], " resulted in a negative output size");
   }
+  // PyTorch narrows the input by each negative pad (left, then right): a pad that would take more
+  // than the dim holds is an error even when the output size comes out non-negative.
+  for (int64_t k = 0; k < np; ++k) {
+    const int64_t d = nd - 1 - k, l = pad[size_t(2 * k)], r = pad[size_t(2 * k + 1)];
+    const int64_t after_left = x.size(d) + std::min<int64_t>(l, 0);
+    TB_CHECK(after_left >= 0 && after_left + std::min<int64_t>(r, 0) >= 0, "pad", "narrow(): length must be "
+             "non-negative: padding (", l, ", ", r, ") removes more than the ", x.size(d), " elements of dim ", d);
+  }
   Tensor out = full(shape, value, x.dtype());
   Tensor dst = out, src = x;
   for (int64_t k = 0; k < np; ++k) {

@@ -29,6 +29,7 @@ Tensor checked_index(const Tensor& index, int64_t size, const char* op) {
 // In-place writes into a broadcast view (stride 0 over a dim of size > 1) would race and keep
 // only one of several results; PyTorch refuses them too.
 void check_no_internal_overlap(const Tensor& t, const char* op) {
+  if (t.numel() == 0) return;  // an empty tensor has no element to write twice (PyTorch agrees)
   for (int64_t d = 0; d < t.dim(); ++d)
     TB_CHECK(t.stride(d) != 0 || t.size(d) <= 1, op, "unsupported operation: more than one element of the written-to "
              "tensor refers to a single memory location. Please clone() the tensor before performing the operation.");
@@ -290,6 +291,11 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
     TB_CHECK(k == d || src.size(k) == s1.size(k), op, "source tensor shape must match self tensor shape, excluding the "
              "specified dimension. Got self.shape = ", core::to_string(self.sizes()), " source.shape = ",
              core::to_string(source.sizes()));
+  // PyTorch's CPU kernel returns before reading the index when self (of 2+ dims) is empty.
+  if (self.dim() > 1 && (index.numel() == 0 || self.numel() == 0)) {
+    self.bump_version();
+    return self;
+  }
   const Tensor idx = checked_index(index, s1.size(d), op);
   check_no_internal_overlap(self, op);
   if (core::is_reduced_float(self.dtype()) && alpha == 1 && self.dim() > 1) {

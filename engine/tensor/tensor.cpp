@@ -401,15 +401,55 @@ Tensor Tensor::as_strided(const Shape& sz, const Shape& st, std::optional<int64_
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : contiguous_copy(*this); }
 
+namespace {
+// PyTorch's memory_format=preserve for clone() and to(): a dense t keeps its strides
+// (empty_like_preserve); any other t gets a dense layout in the order of its strides
+// (infer_dense_strides: an insertion sort where stride-0 dims abstain and equal strides put the
+// smaller dim inner), so a sliced, transposed tensor clones transposed, as in PyTorch.
+Tensor empty_preserving_order(const Tensor& t, DType dtype) {
+  if (t.is_contiguous() || is_non_overlapping_and_dense(t)) return empty_like_preserve(t, dtype);
+  const size_t nd = size_t(t.dim());
+  const Shape& sz = t.sizes();
+  const Shape& st = t.strides();
+  std::vector<size_t> perm(nd);  // dims innermost first, starting from row-major
+  for (size_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
+  auto should_swap = [&](size_t a, size_t b) {
+    if (st[a] == 0 || st[b] == 0) return 0;
+    if (st[a] != st[b]) return st[a] < st[b] ? -1 : 1;
+    return sz[a] > sz[b] ? 1 : 0;
+  };
+  for (size_t i = 1; i < nd; ++i) {
+    size_t d1 = i;
+    for (size_t d0 = i; d0-- > 0;) {
+      const int cmp = should_swap(perm[d0], perm[d1]);
+      if (cmp > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (cmp < 0) {
+        break;
+      }
+    }
+  }
+  Shape strides(nd);
+  int64_t next = 1;
+  for (size_t d : perm) {
+    strides[d] = next;
+    next *= sz[d];
+  }
+  const Tensor flat = empty({t.numel()}, dtype);
+  return make_tensor(flat.storage(), sz, strides, 0, dtype, "clone");
+}
+}  // namespace
+
 Tensor Tensor::clone() const {
-  Tensor out = empty_like_preserve(*this, dtype());
+  Tensor out = empty_preserving_order(*this, dtype());
   out.copy_(*this);
   return out;
 }
 
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
-  Tensor out = empty_like_preserve(*this, t);
+  Tensor out = empty_preserving_order(*this, t);
   out.copy_(*this);
   return out;
 }

@@ -161,8 +161,7 @@ std::vector<GradCase> grad_linalg_cases() {
     row("linear_relu/" + d + "/empty_rows", {{{0, 3}, dt}, {{5, 3}, dt}, {{5}, dt}}, lr, rlr);
     // Zero in-features: the output is the bias (or zeros), and every gradient is defined.
     for (const Shape& xs : {Shape{4, 0}, Shape{2, 3, 0}, Shape{0}}) {
-      std::string n = "/empty_in_";  // (appended, not "..." + to_string: GCC 12's bogus -Wrestrict)
-      n += std::to_string(xs.size()) + "d";
+      const std::string n = "/empty_in_" + std::to_string(xs.size()) + "d";
       row("linear/" + d + n, {{xs, dt}, {{5, 0}, dt}, {{5}, dt}},
           [](const In& x) { return one(A::linear(x[0], x[1], x[2])); },
           [](const RIn& x) { return one(R::linear(x[0], x[1], x[2])); });

@@ -556,16 +556,20 @@ bool mk_softmax(const Shape& s, DType, Rng& g, Op& op) {
 bool mk_norm(const Shape& s, DType dt, Rng& g, Op& op) {
   const int64_t nd = nd_of(s);
   const bool affine = g.pct(50);
+  // float32 near-constant groups: LibTorch's own float32 backward cancels terms of size rstd^3
+  // (rstd = 1/sqrt(eps) = 316 at the default eps), an error no tolerance can tell from a fault;
+  // a larger eps keeps float32 rows comparable. float64 rows keep the default.
+  const double eps = dt == DType::Float32 ? 1e-3 : 1e-5;
   if (g.pct(50) || nd < 2) {
     const int64_t k = nd == 0 ? 0 : 1 + g.below(std::min<int64_t>(nd, 2));
     const Shape ns(s.end() - k, s.end());
     Extra w = extra(ns, dt, g), b = extra(ns, dt, g);
-    op.text = str("y = A::layer_norm(y, ", list(ns), affine ? ", " + w.text + ", " + b.text : "", ");");
-    op.engine = [ns, w, b, affine](const ETensor& y) {
-      return affine ? A::layer_norm(y, ns, w.e, b.e) : A::layer_norm(y, ns);
+    op.text = str("y = A::layer_norm(y, ", list(ns), ", ", affine ? w.text : "{}", ", ", affine ? b.text : "{}", ", ", eps, ");");
+    op.engine = [ns, w, b, affine, eps](const ETensor& y) {
+      return A::layer_norm(y, ns, affine ? w.e : ETensor(), affine ? b.e : ETensor(), eps);
     };
-    op.ref = [ns, w, b, affine](const RTensor& y) {
-      return affine ? R::layer_norm(y, ns, w.r, b.r) : R::layer_norm(y, ns);
+    op.ref = [ns, w, b, affine, eps](const RTensor& y) {
+      return R::layer_norm(y, ns, affine ? w.r : RTensor(), affine ? b.r : RTensor(), eps);
     };
     return true;
   }
@@ -577,18 +581,16 @@ bool mk_norm(const Shape& s, DType dt, Rng& g, Op& op) {
   Extra w = extra({C}, dt, g), b = extra({C}, dt, g);
   // A constant group now and then: PyTorch normalises it to exactly 0.
   const bool constant = g.pct(30);
-  op.text = str(constant ? "y = A::mul(y, 0.0); " : "", "y = A::group_norm(y, ", G,
-                affine ? ", " + w.text + ", " + b.text : "", ");");
-  op.engine = [G, w, b, affine, constant](const ETensor& y0) {
+  op.engine = [G, w, b, affine, constant, eps](const ETensor& y0) {
     const ETensor y = constant ? A::add(A::mul(y0, 0.0), 0.3) : y0;
-    return affine ? A::group_norm(y, G, w.e, b.e) : A::group_norm(y, G);
+    return A::group_norm(y, G, affine ? w.e : ETensor(), affine ? b.e : ETensor(), eps);
   };
-  op.ref = [G, w, b, affine, constant](const RTensor& y0) {
+  op.ref = [G, w, b, affine, constant, eps](const RTensor& y0) {
     const RTensor y = constant ? R::add(R::mul(y0, 0.0), 0.3) : y0;
-    return affine ? R::group_norm(y, G, w.r, b.r) : R::group_norm(y, G);
+    return R::group_norm(y, G, affine ? w.r : RTensor(), affine ? b.r : RTensor(), eps);
   };
-  if (constant) op.text = str("y = A::add(A::mul(y, 0.0), 0.3); y = A::group_norm(y, ", G,
-                              affine ? ", " + w.text + ", " + b.text : "", ");");
+  op.text = str(constant ? "y = A::add(A::mul(y, 0.0), 0.3); " : "", "y = A::group_norm(y, ", G, ", ",
+                affine ? w.text : "{}", ", ", affine ? b.text : "{}", ", ", eps, ");");
   return true;
 }
 
@@ -911,6 +913,13 @@ std::vector<Shape> view_probes(const Shape& s) {
   return probes;
 }
 
+// LibTorch failures that are LibTorch's defects, not behaviour to match: nll_loss2d's backward
+// demands a contiguous input (pytorch/pytorch "grad_input must be contiguous" for a permuted
+// (N, C, H, W) input; the forward accepts it). A composition that meets one is not compared.
+bool libtorch_defect(const std::string& what) {
+  return what.find("grad_input must be contiguous") != std::string::npos;
+}
+
 Outcome run_program(const Program& p) {
   Outcome o;
   auto fail = [&](std::string kind, std::string detail) {
@@ -954,6 +963,7 @@ Outcome run_program(const Program& p) {
       o.errored = true;
       return o;
     }
+    if (!rerr.empty() && libtorch_defect(rerr)) return o;
     if (!eerr.empty())
       return fail("error", str("the engine raised where LibTorch returned ", shape_text(nr.sizes()), ": ", eerr));
     if (!rerr.empty())
@@ -1010,6 +1020,7 @@ Outcome run_program(const Program& p) {
     o.errored = true;
     return o;
   }
+  if (!rerr.empty() && libtorch_defect(rerr)) return o;
   if (!eerr.empty()) return fail("error", "the engine's backward raised where LibTorch's did not: " + eerr);
   if (!rerr.empty()) return fail("error", "LibTorch's backward raised where the engine's did not: " + rerr.substr(0, 300));
   ETensor g = x.grad();
@@ -1133,7 +1144,9 @@ harness::Record run_batch(int batch) {
         CrashReport crash_report_guard;
         int64_t ran = 0, errored = 0, failed = 0;
         std::vector<std::string> failures;
-        Rng seeds(base * 0x9E3779B97F4A7C15ull + uint64_t(batch) * 0xD1B54A32D192ED03ull + 1);
+        // The base seed hashed first: splitmix steps by its own constant, so base * that constant
+        // would make the stream of seed k the stream of seed 0 shifted by k.
+        Rng seeds(Rng(base).next() ^ (uint64_t(batch) + 1) * 0xD1B54A32D192ED03ull);
         for (int64_t i = 0; i < n; ++i) {
           if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > limit) break;
           const uint64_t seed = one ? only : seeds.next();

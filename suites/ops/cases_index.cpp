@@ -235,6 +235,10 @@ void index_gather_cases(std::vector<OpCase>& v) {
     add(v, "index_add/" + d + "/dim0", {in({5, 4}, t), idx({6}, 5), in({6, 4}, t, Layout::Transposed)},
         [](const TV& x) { return one(E::index_add(x[0], 0, x[1], x[2])); },
         [](const RV& x) { return one(R::index_add(x[0], 0, x[1], x[2])); });
+    // An empty self of 2+ dims is returned before the index is read (PyTorch's CPU kernel).
+    add(v, "index_add/" + d + "/empty_self_any_index", {in({0, 3}, t), in({2, 3}, t)},
+        [](const TV& x) { return one(E::index_add(x[0], 0, ivec({0, 7}, {2}), x[1])); },
+        [](const RV& x) { return one(R::index_add(x[0], 0, rvec({0, 7}, {2}), x[1])); });
     // Out of place on a transposed self: a fresh row-major result, as PyTorch's (strides compared).
     add(v, "index_add/" + d + "/transposed_self_layout", {in({5, 4}, t, Layout::Transposed), idx({3}, 5), in({3, 4}, t)},
         [](const TV& x) { return one(E::index_add(x[0], 0, x[1], x[2])); },

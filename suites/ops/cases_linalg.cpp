@@ -162,7 +162,7 @@ void add_matmul(std::vector<OpCase>& cs) {
         [](auto& a, auto& b) { return ops::matmul(a.slice(1, 0, 6, 2), b); },
         [](auto& a, auto& b) { return ref::matmul(ref::slice(a, 1, 0, 6, 2), b); }));
     cs.push_back(binary(
-        "matmul/" + dn(dt) + "/4d_permuted_batch", {{3, 2, 4, 5}, dt}, {{3, 2, 5, 4}, dt},
+        "matmul/" + dn(dt) + "/4d_permuted_batch", {{3, 2, 4, 5}, dt}, {{3, 2, 4, 5}, dt},
         [](auto& a, auto& b) { return ops::matmul(a.transpose(0, 1), b.transpose(0, 1).transpose(2, 3)); },
         [](auto& a, auto& b) { return ref::matmul(ref::transpose(a, 0, 1), ref::transpose(ref::transpose(b, 0, 1), 2, 3)); }));
   }

@@ -285,6 +285,9 @@ void add_pad(std::vector<OpCase>& cs) {
       {"error_odd_length", {{2, 3}, kF32}, {1}, "constant", 0},
       {"error_too_long", {{3}, kF32}, {1, 1, 1, 1}, "constant", 0},
       {"error_negative_size", {{3}, kF32}, {-2, -2}, "constant", 0},
+      // A negative pad may not take more than the dim holds, even when the output size is >= 0.
+      {"error_negative_narrow_empty", {{0}, kF32}, {-1, 2}, "constant", 0},
+      {"error_negative_narrow_right", {{2, 1}, kF32}, {1, -2}, "constant", 0},
       // Only the batch dim may be empty.
       {"error_reflect_empty_channels", {{2, 0, 4}, kF32}, {1, 1}, "reflect", 0},
       {"error_reflect_empty_width", {{2, 3, 0}, kF32}, {0, 0}, "reflect", 0},

@@ -251,6 +251,8 @@ ViewNode::ViewNode(Geometry base, Geometry view, DType dtype)
 
 TensorList ViewNode::apply(TensorList&& grads) {
   Tensor g = grads.at(0);
+  // An empty view (or base) carries no gradient, whatever the base's geometry.
+  if (numel_of(view_.sizes) == 0 || numel_of(base_.sizes) == 0) return {zeros(base_.sizes, g.dtype())};
   // A view covering every element of its base (reshape, transpose, permute, squeeze, ...) needs
   // no zero fill.
   const bool covers = numel_of(view_.sizes) == numel_of(base_.sizes) && non_overlapping(view_.sizes, view_.strides);
@@ -281,6 +283,11 @@ CopySlices::CopySlices(const Edge& base_edge, Geometry base, Geometry view, DTyp
 
 TensorList CopySlices::apply(TensorList&& grads) {
   const Tensor& g = grads.at(0);
+  if (numel_of(view_.sizes) == 0) {  // the op wrote nothing: the base's gradient passes through
+    TensorList out{g};
+    out.resize(next_edges.size());
+    return out;
+  }
   ViewBuffer vb = make_view_buffer(base_, view_, g.dtype(), false, name());
   TB_CHECK(vb.summed.empty(), name(), "an in-place op on an expanded view has no gradient");
   vb.base.copy_(g);

@@ -222,6 +222,17 @@ std::vector<GradCase> grad_reduce_cases() {
             [dl, keep](const In& x) { return one(A::norm(x[0], 2, dl, keep)); },
             [dl, keep](const RIn& x) { return one(R::norm(x[0], 2, dl, keep)); });
       }
+    // Constant slices: the mean is exact, so std is exactly 0 and its gradient 0 (sum / n missed by
+    // an ulp, leaving std ~1e-17 and a gradient of O(1)). Not gradchecked: std is not smooth at 0.
+    for (const double c : {0.1, -7.3}) {
+      const std::string n = c > 0 ? "/constant_slices_pos" : "/constant_slices_neg";
+      no_gradcheck(row("std/" + d + n, {{{5, 4}, dt, Layout::Contiguous, Values::Zeros}},
+                       [c](const In& x) { return one(A::std(A::add(x[0], c), {0}, 1, false)); },
+                       [c](const RIn& x) { return one(R::std(R::add(x[0], c), {0}, 1, false)); }));
+      no_gradcheck(row("var/" + d + n, {{{3, 7}, dt, Layout::Transposed, Values::Zeros}},
+                       [c](const In& x) { return one(A::var(A::add(x[0], c), {1}, 0, true)); },
+                       [c](const RIn& x) { return one(R::var(R::add(x[0], c), {1}, 0, true)); }));
+    }
     row("norm/" + d + "/single", {{{1}, dt, Layout::Contiguous, Values::NonZero}},
         [](const In& x) { return one(A::norm(x[0], 3)); }, [](const RIn& x) { return one(R::norm(x[0], 3)); });
     row("logsumexp/" + d + "/single", {{{1, 1}, dt}}, [](const In& x) { return one(A::logsumexp(x[0], {1})); },

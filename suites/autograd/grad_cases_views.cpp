@@ -5,6 +5,7 @@
 // views, and in-place ops on views of non-leaf tensors (CopySlices). Part of grad_index_cases().
 #include "engine/autograd/functions.h"
 #include "engine/tensor/factories.h"
+#include "reference/autograd.h"
 #include "reference/elementwise.h"
 #include "reference/index.h"
 #include "reference/reduce.h"
@@ -214,6 +215,20 @@ void expanded_leaf_rows(Table& t, DType dt, const std::string& d) {
           [](const ref::Tensor& x) { return R::flatten(x, 1, 1); });
   t.unary("split" + p, ex, [](const tb::Tensor& x) { return A::split(x, 2, 0)[1]; },
           [](const ref::Tensor& x) { return R::split(x, 2, 0)[1]; });
+  // An in-place op on an empty view of an expanded tensor writes nothing: the gradient passes.
+  t.unary("mul_" + p + "_empty_inplace_view", Input{{1, 4}, dt, C, Values::Normal, 0},
+          [](const tb::Tensor& x) {
+            tb::Tensor y = A::mul(x, 1.5).expand({3, 4});
+            tb::Tensor v = y.narrow(0, 0, 0);
+            A::mul_(v, 2.0);
+            return y;
+          },
+          [](const ref::Tensor& x) {
+            ref::Tensor y = R::expand(R::mul(x, 1.5), {3, 4});
+            ref::Tensor v = R::narrow(y, 0, 0, 0);
+            R::mul_inplace(v, 2.0);
+            return y;
+          });
   t.unary("view_chain" + p, ex, [](const tb::Tensor& x) { return x.t().narrow(0, 1, 2).unsqueeze(0).flatten(); },
           [](const ref::Tensor& x) { return R::flatten(R::unsqueeze(R::narrow(R::t(x), 0, 1, 2), 0), 0, -1); });
 }

@@ -283,8 +283,12 @@ CopySlices::CopySlices(const Edge& base_edge, Geometry base, Geometry view, DTyp
 
 TensorList CopySlices::apply(TensorList&& grads) {
   const Tensor& g = grads.at(0);
-  if (numel_of(view_.sizes) == 0) {  // the op wrote nothing: the base's gradient passes through
+  if (numel_of(view_.sizes) == 0) {
+    // The op wrote nothing: the base's gradient passes through. Its backward still runs (on an
+    // empty gradient) for its saved-tensor checks and its other inputs' gradients.
+    TensorList inner = fn_->apply({zeros(view_.sizes, g.dtype())});
     TensorList out{g};
+    for (size_t i = 1; i < inner.size(); ++i) out.push_back(inner[i]);
     out.resize(next_edges.size());
     return out;
   }

@@ -151,6 +151,15 @@ Tensor pad_constant(const Tensor& x, const Shape& pad, double value) {
     TB_CHECK(after_left >= 0 && after_left + std::min<int64_t>(r, 0) >= 0, "pad", "narrow(): length must be "
              "non-negative: padding (", l, ", ", r, ") removes more than the ", x.size(d), " elements of dim ", d);
   }
+  // Only cropping: PyTorch returns a clone of the narrowed input, which keeps its stride order.
+  if (std::all_of(pad.begin(), pad.end(), [](int64_t v) { return v <= 0; })) {
+    Tensor src = x;
+    for (int64_t k = 0; k < np; ++k) {
+      const int64_t d = nd - 1 - k;
+      src = src.narrow(d, -pad[size_t(2 * k)], shape[size_t(d)]);
+    }
+    return src.clone();
+  }
   Tensor out = full(shape, value, x.dtype());
   Tensor dst = out, src = x;
   for (int64_t k = 0; k < np; ++k) {

@@ -280,6 +280,16 @@ void add_pad(std::vector<OpCase>& cs) {
                         [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }));
     }
   }
+  // Cropping only (every pad <= 0): a clone of the narrowed input, stride order kept (strides
+  // compared).
+  for (const Shape& pads : {Shape{0, -1}, Shape{-1, 0, 0, -1}, Shape{0, 0}}) {
+    std::string tag = "crop_only_transposed";
+    for (int64_t p : pads) tag += "_" + std::to_string(-p);
+    cs.push_back(make("pad/float32/" + tag, {{{3, 4, 5}, kF32, L::Transposed}},
+                      [pads](const std::vector<tb::Tensor>& t) { return one(ops::pad(t[0], pads, "constant", 0)); },
+                      [pads](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], pads, "constant", 0)); },
+                      Check::View));
+  }
   const Var errs[] = {
       {"error_reflect_too_big", {{1, 2, 3, 3}, kF32}, {3, 0, 0, 0}, "reflect", 0},
       {"error_odd_length", {{2, 3}, kF32}, {1}, "constant", 0},

@@ -22,9 +22,13 @@ void set_reduction(Options& o, const std::string& r) {
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, const std::string& reduction,
                 int64_t ignore_index) {
   return guarded("nll_loss", [&] {
-    auto o = F::NLLLossFuncOptions().weight(opt(weight)).ignore_index(ignore_index);
-    set_reduction(o, reduction);
-    return wrap(F::nll_loss(T(input), T(target), o));
+    // torch.nn.functional.nll_loss's own path (nll_loss_nd), which takes an unbatched (C) input
+    // with a 0-dim target; the C++ functional's at::nll_loss wants a batch dim.
+    const int64_t red = reduction == "mean" ? at::Reduction::Mean
+                        : reduction == "sum"  ? at::Reduction::Sum
+                        : reduction == "none" ? at::Reduction::None
+                                              : throw RefError(reduction + " is not a valid value for reduction");
+    return wrap(torch::nll_loss_nd(T(input), T(target), opt(weight), red, ignore_index));
   });
 }
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, const std::string& reduction,

@@ -14,6 +14,7 @@
 #include "suites/comm/comm_bench.h"
 #include "suites/ddp/ddp_suite.h"
 #include "suites/nn/nn_suite.h"
+#include "suites/opfuzz/opfuzz.h"
 #include "suites/optim/optim_suite.h"
 #include "suites/ops/op_case.h"
 #include "suites/training/training_bench.h"
@@ -73,6 +74,15 @@ void register_all() {
         for (harness::TestCase& t : semantics_tests()) tests.push_back(std::move(t));
         return tests;
       },
+      {},
+  });
+
+  harness::register_suite({
+      "opfuzz",
+      "differential fuzzing: seeded random compositions of 3-8 ops over odd layouts (size 0/1, 0-dim, "
+      "transposed, strided, expanded) against LibTorch on the same bytes: values, the input's gradient, error "
+      "parity and view-ability; failures shrunk to a C++ reproducer (TRAINBENCH_OPFUZZ_BUDGET, TRAINBENCH_SEED)",
+      [] { return opfuzz_tests(); },
       {},
   });
 

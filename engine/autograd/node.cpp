@@ -145,7 +145,11 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     // hooks every parameter): as PyTorch's 1 + !post_hooks().empty(), that one does not count.
     const long expected = 2 + (post_hooks.empty() ? 0 : 1);
     const bool alone = g.impl_ptr().use_count() <= expected && g.storage().use_count() == 1;
-    if (alone && g.strides() == variable_.strides() && g.storage_offset() == 0) {
+    // PyTorch's layout contract: the leaf's strides when it is dense, else row-major (an expanded
+    // leaf must never adopt an expanded gradient).
+    const bool layout_ok = is_non_overlapping_and_dense(variable_) ? g.strides() == variable_.strides()
+                                                                    : g.is_contiguous();
+    if (alone && layout_ok && g.storage_offset() == 0) {
       variable_.set_grad(g.detach());
     } else {
       Tensor fresh = empty_like_preserve(variable_, variable_.dtype());
@@ -165,7 +169,10 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
 // view's gradient is added into the buffer at the view's geometry, and the buffer read back with
 // the base's geometry. This is exact for any view of a non-overlapping base: dims of stride 0
 // (expand) are summed first, so every buffer element receives at most one add. A view of an
-// overlapping base (a view of an expanded tensor) has no storage-to-index inverse and is
+// overlapping base (a view of an expanded tensor) has no storage-to-index inverse: there the view
+// op is replayed on a dense proxy of the base's shape (ViewReplay, tensor.h) and the node works
+// in that proxy's geometry, so the gradient lands in the base's index space as PyTorch's per-op
+// formulas put it. Only as_strided (storage-addressed, no replay) of an overlapping base is
 // refused when its backward runs. A view that tiles its row-major base (a transpose, permute or
 // reshape) skips the buffer: the view's gradient read in storage order is the base's gradient.
 
@@ -244,6 +251,8 @@ ViewNode::ViewNode(Geometry base, Geometry view, DType dtype)
 
 TensorList ViewNode::apply(TensorList&& grads) {
   Tensor g = grads.at(0);
+  // An empty view (or base) carries no gradient, whatever the base's geometry.
+  if (numel_of(view_.sizes) == 0 || numel_of(base_.sizes) == 0) return {zeros(base_.sizes, g.dtype())};
   // A view covering every element of its base (reshape, transpose, permute, squeeze, ...) needs
   // no zero fill.
   const bool covers = numel_of(view_.sizes) == numel_of(base_.sizes) && non_overlapping(view_.sizes, view_.strides);
@@ -274,6 +283,15 @@ CopySlices::CopySlices(const Edge& base_edge, Geometry base, Geometry view, DTyp
 
 TensorList CopySlices::apply(TensorList&& grads) {
   const Tensor& g = grads.at(0);
+  if (numel_of(view_.sizes) == 0) {
+    // The op wrote nothing: the base's gradient passes through. Its backward still runs (on an
+    // empty gradient) for its saved-tensor checks and its other inputs' gradients.
+    TensorList inner = fn_->apply({zeros(view_.sizes, g.dtype())});
+    TensorList out{g};
+    for (size_t i = 1; i < inner.size(); ++i) out.push_back(inner[i]);
+    out.resize(next_edges.size());
+    return out;
+  }
   ViewBuffer vb = make_view_buffer(base_, view_, g.dtype(), false, name());
   TB_CHECK(vb.summed.empty(), name(), "an in-place op on an expanded view has no gradient");
   vb.base.copy_(g);

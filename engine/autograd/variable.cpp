@@ -7,6 +7,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/view_replay.h"
 
 namespace tb::autograd {
 
@@ -105,9 +106,20 @@ void check_inplace(const Tensor& self) {
   TB_CHECK(!(m->requires_grad && !m->grad_fn), "inplace",
            "a leaf Variable that requires grad is being used in an in-place operation. Wrap the update in "
            "autograd::NoGradGuard (as optimizers do) or clone the tensor first.");
+  if (m->is_view && m->multi_output_view && requires_grad(self)) {
+    const std::shared_ptr<Node> fn = m->grad_fn;
+    TB_CHECK(false, "inplace", "Output ", m->output_nr, " of ", fn ? fn->name() : std::string("a view"),
+             " is a view and is being modified inplace. This view is the output of a function that returns "
+             "multiple views (split, chunk). Such functions do not allow the output views to be modified inplace. "
+             "You should replace the inplace operation by an out-of-place one.");
+  }
   if (m->is_view) {
+    // PyTorch's rule: a view that requires grad (through any tensor between it and its root, e.g.
+    // a strided slice made a leaf with requires_grad_) of a root without history, or any view of
+    // a leaf root that requires grad.
     const AutogradMeta* bm = meta_of(m->base);
-    TB_CHECK(!(bm && bm->requires_grad && !bm->grad_fn), "inplace",
+    const bool root_is_leaf = !bm || !bm->grad_fn;
+    TB_CHECK(!(root_is_leaf && (requires_grad(self) || (bm && bm->requires_grad))), "inplace",
              "a view of a leaf Variable that requires grad is being used in an in-place operation.");
   }
 }
@@ -135,21 +147,38 @@ namespace {
 
 // ---- the hooks tensor/ calls ----
 
-void on_view(const Tensor& base, Tensor& view) {
+void on_view_replayed(const Tensor& base, Tensor& view, const ViewReplay& replay) {
   if (!grad_mode_enabled()) return;
   const AutogradMeta* bm = meta_of(base);
   AutogradMeta& m = ensure_meta(view);
   m.is_view = true;
   m.base = bm && bm->is_view ? bm->base : base;
   m.attr_version = view.version();
-  if (requires_grad(base)) {
-    // A view of an expanded view has no inverse through its immediate base; the root base (never
-    // expanded unless it is itself an expanded leaf) maps it exactly. See Note [View backward].
-    const bool via_root = overlapping(base) && !overlapping(m.base) && !m.base.is_same(base);
-    m.grad_fn = make_view_node(via_root ? m.base : base, view);
-    m.output_nr = 0;
+  m.multi_output_view = bm && bm->multi_output_view;
+  if (!requires_grad(base)) return;
+  m.output_nr = 0;
+  if (overlapping(base) && replay) {
+    // A view of an expanded tensor: the same view of a dense proxy of the base's shape gives its
+    // place in the base's index space, where the backward is exact and the gradient goes to the
+    // base itself (a leaf that requires grad, or its expand). See Note [View backward].
+    Geometry proxy{base.sizes(), core::contiguous_strides(base.sizes()), 0};
+    Tensor pv;
+    {
+      NoGradGuard no_grad;  // the proxy and its view stay out of the graph
+      pv = replay(make_view(base, proxy.sizes, proxy.strides, 0));
+    }
+    auto node = std::make_shared<ViewNode>(std::move(proxy), geometry(pv), view.dtype());
+    node->next_edges.push_back(edge_of(base));
+    m.grad_fn = node;
+    return;
   }
+  // as_strided addresses storage: a view of an expanded view maps exactly through the root base
+  // (when that is what requires grad). See Note [View backward].
+  const bool via_root = overlapping(base) && !overlapping(m.base) && !m.base.is_same(base) && requires_grad(m.base);
+  m.grad_fn = make_view_node(via_root ? m.base : base, view);
 }
+
+void on_view(const Tensor& base, Tensor& view) { on_view_replayed(base, view, {}); }
 
 void hook_check_inplace(const Tensor& dst) { check_inplace(dst); }
 
@@ -180,6 +209,7 @@ const bool installed = [] {
   AutogradHooks& h = autograd_hooks();
   h.check_inplace = hook_check_inplace;
   h.on_view = on_view;
+  on_replayed_view_hook() = on_view_replayed;
   h.on_copy = on_copy;
   h.on_fill = on_fill;
   return true;

@@ -24,6 +24,9 @@ struct AutogradMeta {
   // same base changes the version; the view's history is then remade from the base's current
   // history (as PyTorch does), so it never bypasses that write.
   uint64_t attr_version = 0;
+  // A piece of split/chunk, or a view of one: no in-place ops while it requires grad (PyTorch's
+  // CreationMeta::MULTI_OUTPUT_NODE).
+  bool multi_output_view = false;
 };
 
 AutogradMeta* meta_of(const Tensor& t);      // null when the tensor has none

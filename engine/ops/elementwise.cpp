@@ -4,6 +4,7 @@
 // cpu/elementwise_binary.cpp; comparisons, logical ops, clamp and where in cpu/elementwise_compare.cpp.
 #include "engine/ops/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -23,17 +24,88 @@ bool same_layout(const Tensor& a, const Tensor& b) {
 }
 
 bool has_internal_overlap(const Tensor& t) {
+  if (t.numel() == 0) return false;  // nothing to write twice: PyTorch counts empty tensors as dense
   for (int64_t d = 0; d < t.dim(); ++d)
     if (t.size(d) > 1 && t.stride(d) == 0) return true;
   return false;
 }
 }  // namespace
 
+Tensor empty_like_inputs(const Shape& shape, DType dtype, std::initializer_list<Tensor> inputs) {
+  const size_t nd = shape.size();
+  if (nd <= 1) return empty(shape, dtype);
+  // TensorIterator's fast path: inputs of one dense layout give the output exactly that layout.
+  const Tensor* first = nullptr;
+  bool same = true;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    if (!first) first = &t;
+    same &= t.sizes() == shape && t.strides() == first->strides();
+  }
+  if (!first) return empty(shape, dtype);
+  if (same && first->is_contiguous()) return empty(shape, dtype);
+  if (same && is_non_overlapping_and_dense(*first)) return empty_like_preserve(*first, dtype);
+  // reorder_dimensions: perm lists the dims innermost first, starting from row-major; an
+  // insertion sort where the first input that orders a pair decides (stride 0 abstains; equal
+  // strides put the smaller dim inner).
+  auto should_swap = [&](size_t a, size_t b) {  // a currently inner of b
+    for (const Tensor& t : inputs) {
+      if (!t.defined()) continue;
+      const int64_t sa = t.strides()[a], sb = t.strides()[b];
+      if (sa == 0 || sb == 0) continue;
+      if (sa != sb) return sa < sb ? -1 : 1;
+      if (shape[a] > shape[b]) return 1;
+    }
+    return 0;
+  };
+  std::vector<size_t> perm(nd);
+  for (size_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
+  for (size_t i = 1; i < nd; ++i) {
+    size_t d1 = i;
+    for (size_t d0 = i; d0-- > 0;) {
+      const int cmp = should_swap(perm[d0], perm[d1]);
+      if (cmp > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (cmp < 0) {
+        break;
+      }
+    }
+  }
+  bool row_major = true;
+  for (size_t i = 0; i < nd; ++i) row_major &= perm[i] == nd - 1 - i;
+  if (row_major) return empty(shape, dtype);
+  Shape strides(nd);
+  int64_t next = 1;
+  for (size_t d : perm) {
+    strides[d] = next;
+    next *= shape[d];
+  }
+  const Tensor storage = empty({core::checked_numel(shape, "empty_like_inputs")}, dtype);
+  return make_tensor(storage.storage(), shape, strides, 0, dtype, "empty_like_inputs");
+}
+
+std::vector<Tensor> in_storage_order(std::initializer_list<Tensor> operands) {
+  std::vector<Tensor> out(operands);
+  const Tensor& lead = out.front();
+  if (lead.is_contiguous() || lead.dim() <= 1) return out;
+  std::vector<int64_t> dims(size_t(lead.dim()));
+  for (size_t d = 0; d < dims.size(); ++d) dims[d] = int64_t(d);
+  std::stable_sort(dims.begin(), dims.end(), [&](int64_t a, int64_t b) { return lead.stride(a) > lead.stride(b); });
+  for (Tensor& t : out) {
+    Shape sz, st;
+    for (int64_t d : dims) sz.push_back(t.size(d)), st.push_back(t.stride(d));
+    t = make_tensor(t.storage(), sz, st, t.storage_offset(), t.dtype(), "in_storage_order");
+  }
+  return out;
+}
+
+
 Dest::Dest(Tensor* out, bool inplace, const Shape& shape, DType rdt, const char* op,
            std::initializer_list<Tensor> inputs)
     : out_(out) {
   if (!out) {
-    target_ = empty(shape, rdt);
+    target_ = empty_like_inputs(shape, rdt, inputs);
     return;
   }
   TB_CHECK(out->defined(), op, "undefined out= tensor");

@@ -91,9 +91,9 @@ double value_of(const Tensor& value, const char* op) {
 
 // self: (..., R, C) contiguous; zeroes what tril (lower) or triu keeps out.
 void zero_triangle(Tensor& r, int64_t k, bool lower) {
+  if (r.numel() == 0) return;  // before dividing by C, which may then be 0
   const int64_t R = r.size(-2), C = r.size(-1);
-  const int64_t rows = R == 0 ? 0 : r.numel() / C;
-  if (r.numel() == 0) return;
+  const int64_t rows = r.numel() / C;
   core::dispatch(r.dtype(), [&]<typename T>() {
     T* p = r.data_ptr<T>();
 #pragma omp parallel for schedule(static) if (r.numel() > kParallelGrain)

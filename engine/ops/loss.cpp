@@ -115,8 +115,6 @@ std::tuple<Tensor, Tensor> nll_loss_forward(const Tensor& input, const Tensor& t
                                             const std::string& reduction, int64_t ignore_index) {
   const char* op = "nll_loss";
   const Reduction red = parse_reduction(reduction, op);
-  // LibTorch's nll_loss wants a batch dim (cross_entropy accepts an unbatched (C) input).
-  TB_CHECK(input.dim() >= 2, op, "Expected 2 or more dimensions (got ", input.dim(), ")");
   const ClassLayout l = class_layout(input, target, false, op);
   const std::vector<double> w = class_weights(weight, l.C, op);
   const Tensor t = checked_targets(target, l.C, ignore_index, op);
@@ -132,6 +130,9 @@ std::tuple<Tensor, Tensor> nll_loss_forward(const Tensor& input, const Tensor& t
       per[size_t(e)] = -w[size_t(c)] * xp[(n * l.C + c) * l.S + s];
       tw += w[size_t(c)];
     }
+  // PyTorch sums an unbatched input's one term into a zero, so its loss of a 0 input is +0, not -0.
+  if (input.dim() == 1)
+    for (double& v : per) v += 0.0;
   return {finish(per, red, tw, l.loss_shape, input.dtype()), full({}, red == Reduction::None ? 0.0 : tw, input.dtype())};
 }
 
@@ -324,8 +325,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   TB_CHECK(target.sizes() == input.sizes(), op, "Target size (", core::to_string(target.sizes()),
            ") must be the same as input size (", core::to_string(input.sizes()), ")");
   const Tensor sp = softplus(neg(input));  // -log(sigmoid(x)), stable for large |x|
-  // (1 - t) x + (1 + (pw - 1) t) softplus(-x)
-  Tensor loss = sub(input, mul(target, input));
+  // (1 - t) x + (1 + (pw - 1) t) softplus(-x), PyTorch's grouping: at x = +inf, t = 0 it is inf
+  // (x - t x would be inf - 0 * inf = NaN).
+  Tensor loss = mul(neg(sub(target, 1)), input);
   const Tensor lw = pos_weight.defined() ? add(mul(sub(pos_weight, 1), target), 1) : Tensor();
   loss = add(loss, lw.defined() ? mul(lw, sp) : sp);
   if (weight.defined()) loss = mul(loss, weight);

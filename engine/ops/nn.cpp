@@ -143,6 +143,23 @@ Tensor pad_constant(const Tensor& x, const Shape& pad, double value) {
     TB_CHECK(shape[size_t(d)] >= 0, "pad", "the input size ", x.size(d), ", plus negative padding ", pad[size_t(2 * k)],
              " and ", pad[size_t(2 * k + 1)], " resulted in a negative output size");
   }
+  // PyTorch narrows the input by each negative pad (left, then right): a pad that would take more
+  // than the dim holds is an error even when the output size comes out non-negative.
+  for (int64_t k = 0; k < np; ++k) {
+    const int64_t d = nd - 1 - k, l = pad[size_t(2 * k)], r = pad[size_t(2 * k + 1)];
+    const int64_t after_left = x.size(d) + std::min<int64_t>(l, 0);
+    TB_CHECK(after_left >= 0 && after_left + std::min<int64_t>(r, 0) >= 0, "pad", "narrow(): length must be "
+             "non-negative: padding (", l, ", ", r, ") removes more than the ", x.size(d), " elements of dim ", d);
+  }
+  // Only cropping: PyTorch returns a clone of the narrowed input, which keeps its stride order.
+  if (std::all_of(pad.begin(), pad.end(), [](int64_t v) { return v <= 0; })) {
+    Tensor src = x;
+    for (int64_t k = 0; k < np; ++k) {
+      const int64_t d = nd - 1 - k;
+      src = src.narrow(d, -pad[size_t(2 * k)], shape[size_t(d)]);
+    }
+    return src.clone();
+  }
   Tensor out = full(shape, value, x.dtype());
   Tensor dst = out, src = x;
   for (int64_t k = 0; k < np; ++k) {
@@ -166,6 +183,10 @@ std::vector<std::vector<int64_t>> pad_maps(const Shape& xs, const Shape& pad, bo
            " pad values");
   TB_CHECK(nd == np + 1 || nd == np + 2, "pad", mode, " padding of ", np, " dims expects a ", np + 1, "-D or ",
            np + 2, "-D input, got shape ", core::to_string(xs));
+  // PyTorch's rule for both modes: the batch dim may be 0, every other dim must not.
+  for (int64_t d = nd == np + 2 ? 1 : 0; d < nd; ++d)
+    TB_CHECK(xs[size_t(d)] > 0, "pad", "Expected ", np + 1, "D or ", np + 2, "D (batch mode) tensor with possibly 0 "
+             "batch size and other non-zero dimensions for input, but got: ", core::to_string(xs));
   std::vector<std::vector<int64_t>> maps(2, std::vector<int64_t>{0});
   shape = xs;
   for (int64_t k = 0; k < np; ++k) {
@@ -193,7 +214,6 @@ Tensor pad_index(const Tensor& x, const Shape& pad, bool reflect) {
   Shape shape;
   const auto maps = pad_maps(x.sizes(), pad, reflect, shape);
   const int64_t np = int64_t(pad.size()) / 2;
-  TB_CHECK(x.numel() > 0 || reflect == false, "pad", "reflect padding of an empty input");
   const Tensor xc = x.contiguous();
   Tensor out = empty(shape, x.dtype());
   const int64_t OH = int64_t(maps[0].size()), OW = int64_t(maps[1].size());

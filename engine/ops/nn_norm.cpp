@@ -20,6 +20,16 @@ template <typename A> struct SumA {
   template <typename T> A step(A a, T v, A) const { return a + A(load(v)); }
   A merge(A a, A b) const { return a + b; }
 };
+// Sum of deviations from a shift c: the mean is c + sum(x - c) / n with c one of the elements, so
+// a constant row has its mean exactly (and variance exactly 0), as PyTorch's Welford mean does;
+// sum(x) / n would leave a rounding error that rstd (up to 1/sqrt(eps)) magnifies.
+template <typename A> struct DevA : SumA<A> {
+  template <typename T> A step(A a, T v, A c) const { return a + (A(load(v)) - c); }
+};
+template <typename A> A shifted_mean(const auto* x, int64_t n) {
+  const A c = A(load(x[0]));
+  return c + cpu::reduce_run<true, A>(x, n, c, DevA<A>{}) / A(n);
+}
 template <typename A> struct SqDevA : SumA<A> {
   template <typename T> A step(A a, T v, A c) const {
     const A d = A(load(v)) - c;
@@ -214,7 +224,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_with_stats(const Tensor& x, const 
     for (int64_t m = 0; m < M; ++m) {
       const T* xr = xp + m * N;
       T* yr = yp + m * N;
-      const A mean = cpu::reduce_run<false, A>(xr, N, A(0), SumA<A>{}) / A(N);
+      const A mean = shifted_mean<A>(xr, N);
       const A var = cpu::reduce_run<true, A>(xr, N, mean, SqDevA<A>{}) / A(N);
       const A rstd = A(1) / std::sqrt(var + A(eps));
       mp[m] = mean;
@@ -273,16 +283,18 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_with_stats(const Tensor& x, int64_
     for (int64_t ng = 0; ng < N * G; ++ng) {
       const T* xr = xp + ng * L;  // a group's channels are adjacent in (N, C, S)
       T* yr = yp + ng * L;
-      const A mean = L ? cpu::reduce_run<false, A>(xr, L, A(0), SumA<A>{}) / A(L) : A(NAN);
+      const A mean = L ? shifted_mean<A>(xr, L) : A(NAN);
       const A var = L ? cpu::reduce_run<true, A>(xr, L, mean, SqDevA<A>{}) / A(L) : A(NAN);
       const A rstd = A(1) / std::sqrt(var + A(eps));
       mp[ng] = mean;
       rp[ng] = rstd;
       for (int64_t d = 0; d < D; ++d) {
         const int64_t c = (ng % G) * D + d;
+        // (x - mean) * alpha + b, not x * alpha + (b - mean * alpha): the folded form cancels two
+        // large products, an error of ulp(x * rstd) where the centred form gives exactly b.
         const A alpha = rstd * (wp ? wp[c] : A(1));
-        const A beta = (bp ? bp[c] : A(0)) - mean * alpha;
-        for (int64_t s = 0; s < S; ++s) yr[d * S + s] = static_cast<T>(A(load(xr[d * S + s])) * alpha + beta);
+        const A beta = bp ? bp[c] : A(0);
+        for (int64_t s = 0; s < S; ++s) yr[d * S + s] = static_cast<T>((A(load(xr[d * S + s])) - mean) * alpha + beta);
       }
     }
   });
@@ -336,11 +348,10 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_with_stats(const Tensor& x, const 
     for (int64_t nc = 0; nc < N * C; ++nc) {
       const int64_t c = nc % C;
       const double invstd = 1.0 / std::sqrt(var[size_t(c)] + eps);
-      const A alpha = A(invstd * w[size_t(c)]);
-      const A beta = A(b[size_t(c)] - mean[size_t(c)] * invstd * w[size_t(c)]);
+      const A alpha = A(invstd * w[size_t(c)]), mu = A(mean[size_t(c)]), beta = A(b[size_t(c)]);
       const T* xr = xp + nc * S;
       T* yr = yp + nc * S;
-      for (int64_t i = 0; i < S; ++i) yr[i] = static_cast<T>(A(load(xr[i])) * alpha + beta);
+      for (int64_t i = 0; i < S; ++i) yr[i] = static_cast<T>((A(load(xr[i])) - mu) * alpha + beta);  // centred, as group_norm
     }
     for (int64_t c = 0; c < C; ++c) {
       save_mean.data_ptr<double>()[c] = mean[size_t(c)];

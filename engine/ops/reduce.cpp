@@ -162,6 +162,13 @@ template <typename Acc, bool kMax> struct AbsExtremeOp : ExtremeOp<Acc, kMax> {
     return ExtremeOp<Acc, kMax>::hstep(a, std::bit_cast<cpu::vhalf>(mag));
   }
 };
+// First pass of var: the mean as c + sum(x - c) / n, c the slice's first element. Exact for a
+// constant slice, whose variance is then exactly 0 as LibTorch's Welford mean gives (sum / n can
+// miss by an ulp, leaving a variance of ~1e-33 and a std gradient of O(1) instead of 0).
+struct ShiftedMeanOp : SumOp<double> {
+  template <typename T> double step(double a, T v, double c) const { return a + (double(load(v)) - c); }
+  double finish(double a, double c, int64_t n) const { return c + a / double(n); }
+};
 // Second pass of var: sum of squared deviations from the center (the mean).
 struct SqDevOp : SumOp<double> {
   double correction;
@@ -332,7 +339,17 @@ Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim
   check_floating(x, "var", "std and var only support floating point and complex dtypes");
   Plan p = make_plan(x, dim_mask(x, dims, "var"), keepdim);
   Tensor res = core::dispatch_floating(x.dtype(), "var", [&]<typename T>() {
-    Tensor mu = run<false, double, T>(p, MeanOp<double>{});
+    Tensor mu;
+    if (p.R == 0) {
+      mu = run<false, double, T>(p, MeanOp<double>{});
+    } else {
+      Tensor first = empty(p.out_shape, DType::Float64);  // x[o, 0, i] of the (O, R, I) view
+      const T* xp = p.x.data_ptr<T>();
+      double* fp = first.data_ptr<double>();
+      for (int64_t o = 0; o < p.O; ++o)
+        for (int64_t i = 0; i < p.I; ++i) fp[o * p.I + i] = double(load(xp[o * p.R * p.I + i]));
+      mu = run<true, double, T>(p, ShiftedMeanOp{}, first);
+    }
     return run<true, double, T>(p, SqDevOp{{}, correction}, mu);
   });
   return cast(res, x.dtype());

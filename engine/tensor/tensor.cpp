@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/tensor/view_replay.h"
+
 namespace tb {
 
 using core::to_string;
@@ -17,8 +19,15 @@ Tensor contiguous_copy(const Tensor& t) {
 }
 }  // namespace
 
-int64_t Tensor::size(int64_t d) const { return impl_->sizes[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
+// wrap_dim accepts dim 0 / -1 of a 0-dim tensor (as a dim list may name it); its size may not.
+int64_t Tensor::size(int64_t d) const {
+  TB_CHECK(dim() > 0, "size", "dimension specified as ", d, " but tensor has no dimensions");
+  return impl_->sizes[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  TB_CHECK(dim() > 0, "stride", "dimension specified as ", d, " but tensor has no dimensions");
+  return impl_->strides[wrap_dim(d, dim(), "stride")];
+}
 
 int64_t Tensor::numel() const {
   int64_t n = 1;
@@ -107,7 +116,9 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, const Shape& sizes, const S
   return Tensor(std::move(impl));
 }
 
-Tensor make_view(const Tensor& t, const Shape& sizes, const Shape& strides, int64_t offset) {
+namespace {
+// make_view without the autograd hook.
+Tensor alias_with(const Tensor& t, const Shape& sizes, const Shape& strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = t.storage();
   impl->sizes = sizes;
@@ -116,10 +127,44 @@ Tensor make_view(const Tensor& t, const Shape& sizes, const Shape& strides, int6
   impl->dtype = t.dtype();
   impl->version = t.impl()->version;
   impl->inference = t.impl()->inference;
-  Tensor v(std::move(impl));
+  return Tensor(std::move(impl));
+}
+}  // namespace
+
+Tensor make_view(const Tensor& t, const Shape& sizes, const Shape& strides, int64_t offset) {
+  Tensor v = alias_with(t, sizes, strides, offset);
   if (autograd_hooks().on_view) autograd_hooks().on_view(t, v);
   return v;
 }
+
+OnReplayedView& on_replayed_view_hook() {
+  static OnReplayedView hook = nullptr;
+  return hook;
+}
+
+namespace {
+// A view op's replay, built only for a self-overlapping base (the rare case that needs it), so
+// ordinary views pay nothing for it. See view_replay.h.
+template <typename F>
+ViewReplay replay_if_overlapping(const Tensor& base, F&& f) {
+  for (int64_t d = 0; d < base.dim(); ++d)
+    if (base.strides()[size_t(d)] == 0 && base.sizes()[size_t(d)] > 1) return ViewReplay(std::forward<F>(f));
+  return {};
+}
+
+// make_view that hands autograd the op's replay when there is one.
+Tensor make_view(const Tensor& t, const Shape& sizes, const Shape& strides, int64_t offset, const ViewReplay& replay) {
+  if (!replay || !on_replayed_view_hook()) return tb::make_view(t, sizes, strides, offset);
+  Tensor v = alias_with(t, sizes, strides, offset);
+  on_replayed_view_hook()(t, v, replay);
+  return v;
+}
+// A view with the base's own geometry (transpose(d, d), squeeze of a non-1 dim, ...).
+Tensor same_view(const Tensor& t) {
+  return make_view(t, t.sizes(), t.strides(), t.storage_offset(),
+                   replay_if_overlapping(t, [](const Tensor& p) { return p; }));
+}
+}  // namespace
 
 AutogradHooks& autograd_hooks() {
   static AutogradHooks hooks;
@@ -177,24 +222,27 @@ Tensor Tensor::view(const Shape& shape) const {
            " is not compatible with input tensor's size ", to_string(impl_->sizes), " and stride ",
            to_string(impl_->strides),
            " (at least one dimension spans across two contiguous subspaces); use .reshape(...) instead");
-  return make_view(*this, sizes, *strides, impl_->offset);
+  return make_view(*this, sizes, *strides, impl_->offset,
+                   replay_if_overlapping(*this, [sizes](const Tensor& p) { return p.view(sizes); }));
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
   Shape sizes = core::infer_size(shape, numel(), "reshape");
   if (auto strides = compute_view_strides(impl_->sizes, impl_->strides, sizes))
-    return make_view(*this, sizes, *strides, impl_->offset);
+    return make_view(*this, sizes, *strides, impl_->offset,
+                     replay_if_overlapping(*this, [sizes](const Tensor& p) { return p.view(sizes); }));
   return contiguous_copy(*this).view(sizes);
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   d0 = wrap_dim(d0, dim(), "transpose");
   d1 = wrap_dim(d1, dim(), "transpose");
-  if (dim() == 0) return make_view(*this, sizes(), strides(), storage_offset());
+  if (dim() == 0) return same_view(*this);
   Shape sz = sizes(), st = strides();
   std::swap(sz[d0], sz[d1]);
   std::swap(st[d0], st[d1]);
-  return make_view(*this, sz, st, storage_offset());
+  return make_view(*this, sz, st, storage_offset(),
+                   replay_if_overlapping(*this, [d0, d1](const Tensor& p) { return p.transpose(d0, d1); }));
 }
 
 Tensor Tensor::t() const {
@@ -214,7 +262,8 @@ Tensor Tensor::permute(const Shape& dims) const {
     sz[i] = sizes()[d];
     st[i] = strides()[d];
   }
-  return make_view(*this, sz, st, storage_offset());
+  return make_view(*this, sz, st, storage_offset(),
+                   replay_if_overlapping(*this, [dims](const Tensor& p) { return p.permute(dims); }));
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
@@ -240,7 +289,8 @@ Tensor Tensor::expand(const Shape& shape) const {
       st[i] = 0;
     }
   }
-  return make_view(*this, sz, st, storage_offset());
+  return make_view(*this, sz, st, storage_offset(),
+                   replay_if_overlapping(*this, [sz](const Tensor& p) { return p.expand(sz); }));
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -265,7 +315,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   const int64_t off = storage_offset() + index * st[d];
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
-  return make_view(*this, sz, st, off);
+  return make_view(*this, sz, st, off,
+                   replay_if_overlapping(*this, [d, index](const Tensor& p) { return p.select(d, index); }));
 }
 
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt, int64_t step) const {
@@ -282,23 +333,27 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<
   const int64_t off = storage_offset() + start * st[d];
   sz[d] = (end - start + step - 1) / step;
   st[d] *= step;
-  return make_view(*this, sz, st, off);
+  return make_view(*this, sz, st, off, replay_if_overlapping(*this, [d, start, end, step](const Tensor& p) {
+                     return p.slice(d, start, end, step);
+                   }));
 }
 
 Tensor Tensor::squeeze() const {
   Shape sz, st;
   for (int64_t d = 0; d < dim(); ++d)
     if (sizes()[d] != 1) sz.push_back(sizes()[d]), st.push_back(strides()[d]);
-  return make_view(*this, sz, st, storage_offset());
+  return make_view(*this, sz, st, storage_offset(),
+                   replay_if_overlapping(*this, [](const Tensor& p) { return p.squeeze(); }));
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
   d = wrap_dim(d, dim(), "squeeze");
-  if (dim() == 0 || sizes()[d] != 1) return make_view(*this, sizes(), strides(), storage_offset());
+  if (dim() == 0 || sizes()[d] != 1) return same_view(*this);
   Shape sz = sizes(), st = strides();
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
-  return make_view(*this, sz, st, storage_offset());
+  return make_view(*this, sz, st, storage_offset(),
+                   replay_if_overlapping(*this, [d](const Tensor& p) { return p.squeeze(d); }));
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -307,7 +362,8 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   const int64_t s = d >= dim() ? 1 : sz[d] * st[d];
   sz.insert(sz.begin() + d, 1);
   st.insert(st.begin() + d, s);
-  return make_view(*this, sz, st, storage_offset());
+  return make_view(*this, sz, st, storage_offset(),
+                   replay_if_overlapping(*this, [d](const Tensor& p) { return p.unsqueeze(d); }));
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
@@ -315,7 +371,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   start_dim = wrap_dim(start_dim, dim(), "flatten");
   end_dim = wrap_dim(end_dim, dim(), "flatten");
   TB_CHECK(start_dim <= end_dim, "flatten", "start_dim (", start_dim, ") cannot come after end_dim (", end_dim, ")");
-  if (start_dim == end_dim) return make_view(*this, sizes(), strides(), storage_offset());
+  if (start_dim == end_dim) return same_view(*this);
   Shape sz(sizes().begin(), sizes().begin() + start_dim);
   int64_t m = 1;
   for (int64_t d = start_dim; d <= end_dim; ++d) m *= sizes()[d];
@@ -345,15 +401,55 @@ Tensor Tensor::as_strided(const Shape& sz, const Shape& st, std::optional<int64_
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : contiguous_copy(*this); }
 
+namespace {
+// PyTorch's memory_format=preserve for clone() and to(): a dense t keeps its strides
+// (empty_like_preserve); any other t gets a dense layout in the order of its strides
+// (infer_dense_strides: an insertion sort where stride-0 dims abstain and equal strides put the
+// smaller dim inner), so a sliced, transposed tensor clones transposed, as in PyTorch.
+Tensor empty_preserving_order(const Tensor& t, DType dtype) {
+  if (t.is_contiguous() || is_non_overlapping_and_dense(t)) return empty_like_preserve(t, dtype);
+  const size_t nd = size_t(t.dim());
+  const Shape& sz = t.sizes();
+  const Shape& st = t.strides();
+  std::vector<size_t> perm(nd);  // dims innermost first, starting from row-major
+  for (size_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
+  auto should_swap = [&](size_t a, size_t b) {
+    if (st[a] == 0 || st[b] == 0) return 0;
+    if (st[a] != st[b]) return st[a] < st[b] ? -1 : 1;
+    return sz[a] > sz[b] ? 1 : 0;
+  };
+  for (size_t i = 1; i < nd; ++i) {
+    size_t d1 = i;
+    for (size_t d0 = i; d0-- > 0;) {
+      const int cmp = should_swap(perm[d0], perm[d1]);
+      if (cmp > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (cmp < 0) {
+        break;
+      }
+    }
+  }
+  Shape strides(nd);
+  int64_t next = 1;
+  for (size_t d : perm) {
+    strides[d] = next;
+    next *= sz[d];
+  }
+  const Tensor flat = empty({t.numel()}, dtype);
+  return make_tensor(flat.storage(), sz, strides, 0, dtype, "clone");
+}
+}  // namespace
+
 Tensor Tensor::clone() const {
-  Tensor out = empty_like_preserve(*this, dtype());
+  Tensor out = empty_preserving_order(*this, dtype());
   out.copy_(*this);
   return out;
 }
 
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
-  Tensor out = empty_like_preserve(*this, t);
+  Tensor out = empty_preserving_order(*this, t);
   out.copy_(*this);
   return out;
 }

@@ -106,7 +106,14 @@ std::vector<GradCase> grad_linalg_cases() {
                                                      {"3d_4d_broadcast", {1, 2, 3}, {2, 2, 3, 2}},
                                                      {"4d_2d", {2, 2, 3, 4}, {4, 2}},
                                                      {"empty_batch", {0, 3, 4}, {4, 2}},
-                                                     {"empty_k", {3, 0}, {0, 2}}}) {
+                                                     {"empty_k", {3, 0}, {0, 2}},
+                                                     // Zero-size inner dim on the folded paths (the
+                                                     // backward once lost the rows: reshape [0, N]).
+                                                     {"3d_2d_empty_k", {2, 3, 0}, {0, 2}},
+                                                     {"4d_2d_empty_k", {2, 1, 3, 0}, {0, 4}},
+                                                     {"3d_3d_empty_k", {2, 3, 0}, {2, 0, 2}},
+                                                     {"1d_2d_empty_k", {0}, {0, 3}},
+                                                     {"3d_empty_n", {2, 3, 4}, {4, 0}}}) {
       row("matmul/" + d + "/" + m.name, {{m.a, dt, Layout::Transposed}, {m.b, dt}},
           [](const In& x) { return one(A::matmul(x[0], x[1])); }, [](const RIn& x) { return one(R::matmul(x[0], x[1])); });
     }
@@ -152,6 +159,20 @@ std::vector<GradCase> grad_linalg_cases() {
     row("linear_relu/" + d + "/1d", {{{4}, dt}, {{3, 4}, dt}, {{3}, dt}}, lr, rlr);
     row("linear_relu/" + d + "/bias_numel1", {{{4, 3}, dt}, {{5, 3}, dt}, {{1}, dt}}, lr, rlr);
     row("linear_relu/" + d + "/empty_rows", {{{0, 3}, dt}, {{5, 3}, dt}, {{5}, dt}}, lr, rlr);
+    // Zero in-features: the output is the bias (or zeros), and every gradient is defined.
+    for (const Shape& xs : {Shape{4, 0}, Shape{2, 3, 0}, Shape{0}}) {
+      const std::string n = "/empty_in_" + std::to_string(xs.size()) + "d";
+      row("linear/" + d + n, {{xs, dt}, {{5, 0}, dt}, {{5}, dt}},
+          [](const In& x) { return one(A::linear(x[0], x[1], x[2])); },
+          [](const RIn& x) { return one(R::linear(x[0], x[1], x[2])); });
+      row("linear_relu/" + d + n, {{xs, dt}, {{5, 0}, dt}, {{5}, dt}}, lr, rlr);
+    }
+    // NaN inputs: relu keeps NaN (oneDNN's relu post-op turned it into 0); sqrt makes NaN of the
+    // negative entries. No gradcheck: NaN is no point to take differences at.
+    row("linear_relu/" + d + "/nan", {{{4, 3}, dt}, {{5, 3}, dt}, {{5}, dt}},
+        [](const In& x) { return one(A::linear_relu(A::sqrt(x[0]), x[1], x[2])); },
+        [](const RIn& x) { return one(R::relu(R::linear(R::sqrt(x[0]), x[1], x[2]))); })
+        .gradcheck = false;
     row("linear_relu/" + d + "/frozen_weight", {{{4, 3}, dt}, {{5, 3}, dt}, {{5}, dt}}, lr, rlr).wrt = {0, 2};
     // Two layers: the second node's input gradient reaches the first alone (a fresh buffer nobody
     // else holds), so the first masks it in place. 70 rows x 500 columns: the bias-gradient sum

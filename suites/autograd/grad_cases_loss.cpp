@@ -3,7 +3,11 @@
 // targets, weight, pos_weight), float32 and float64, plain and awkward layouts, views first and
 // chains. Class-index targets are int64 inputs; floating targets and weights that PyTorch does
 // not differentiate by default are left out of .wrt.
+#include <cmath>
+
 #include "engine/autograd/functions.h"
+#include "engine/tensor/factories.h"
+#include "reference/elementwise.h"
 #include "reference/loss.h"
 #include "reference/nn_norm.h"
 #include "reference/views.h"
@@ -51,8 +55,7 @@ void nll_rows(std::vector<GradCase>& v, DType dt) {
   for (const ClassShape& s : kClassShapes)
     for (const ClassOpts& o : opts)
       for (const char* red : kReductions) {
-        if (s.input.size() == 1) continue;  // LibTorch's nll_loss wants a batch dim
-        const int64_t C = s.input[1];
+        const int64_t C = s.input.size() == 1 ? s.input[0] : s.input[1];  // unbatched (C): a 0-dim target
         std::vector<Input> in = {{s.input, dt, s.layout}, {s.target, DType::Int64, Layout::Contiguous, Values::Index, C}};
         const int wi = o.weight ? 2 : -1;
         if (o.weight) in.push_back({{C}, dt, Layout::Contiguous, Values::Positive});
@@ -187,6 +190,26 @@ void elementwise_loss_rows(std::vector<GradCase>& v, DType dt) {
       c.wrt = {0};
       v.push_back(std::move(c));
     }
+  // Infinite logits against targets 0, 1/2 and 1: PyTorch's grouping (1 - t) x + softplus(-x) gives
+  // inf at (+inf, 0) and NaN at (+inf, 1) and (-inf, t); the gradient stays sigmoid(x) - t.
+  for (const bool pw : {false, true}) {
+    GradCase c = make_grad_case(
+        "binary_cross_entropy_with_logits/" + d + (pw ? "/infinite_logits_pos_weight" : "/infinite_logits"),
+        {{{2, 3}, dt}, {{3}, dt, Layout::Contiguous, Values::Positive}},
+        [dt, pw](const In& x) {
+          const tb::Tensor shift = tb::from_vector({INFINITY, INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY}, {2, 3}, dt);
+          const tb::Tensor t = tb::from_vector({0, 0.5, 1, 0, 0.5, 1}, {2, 3}, dt);
+          return one(A::binary_cross_entropy_with_logits(A::add(x[0], shift), t, {}, "none", pw ? x[1] : tb::Tensor()));
+        },
+        [dt, pw](const RIn& x) {
+          const ref::Tensor shift = ref::to_ref(tb::from_vector({INFINITY, INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY}, {2, 3}, dt));
+          const ref::Tensor t = ref::to_ref(tb::from_vector({0, 0.5, 1, 0, 0.5, 1}, {2, 3}, dt));
+          return one(R::binary_cross_entropy_with_logits(R::add(x[0], shift), t, {}, "none", pw ? x[1] : ref::Tensor()));
+        });
+    c.wrt = {0};
+    c.gradcheck = false;  // infinite inputs
+    v.push_back(std::move(c));
+  }
   // The target's gradient too (weight and pos_weight are not differentiable in LibTorch).
   GradCase all = make_grad_case(
       "binary_cross_entropy_with_logits/" + d + "/target_grad",

@@ -199,6 +199,40 @@ std::vector<GradCase> grad_reduce_cases() {
         [](const RIn& x) { auto [a, b] = R::max(x[0], 0); return RIn{a, b}; });
     row("cumsum/" + d + "/scalar", {s0}, [](const In& x) { return one(A::cumsum(x[0], 0)); },
         [](const RIn& x) { return one(R::cumsum(x[0], 0)); });
+    // Every reduction that takes a dim list, on a 0-dim input naming dim 0 or -1 (the backward
+    // once read sizes[0] of the empty shape).
+    for (const int64_t dim : {int64_t(0), int64_t(-1)})
+      for (const bool keep : {false, true}) {
+        const std::string v = std::string("/scalar_dims") + (dim < 0 ? "_neg" : "") + (keep ? "_keepdim" : "");
+        const std::vector<int64_t> dl{dim};
+        row("sum/" + d + v, {s0}, [dl, keep](const In& x) { return one(A::sum(x[0], dl, keep)); },
+            [dl, keep](const RIn& x) { return one(R::sum(x[0], dl, keep)); });
+        const std::string w = "/" + d + v;
+        row("mean" + w, {s0}, [dl, keep](const In& x) { return one(A::mean(x[0], dl, keep)); },
+            [dl, keep](const RIn& x) { return one(R::mean(x[0], dl, keep)); });
+        row("var" + w, {s0}, [dl, keep](const In& x) { return one(A::var(x[0], dl, 0, keep)); },
+            [dl, keep](const RIn& x) { return one(R::var(x[0], dl, 0, keep)); });
+        row("std" + w, {s0}, [dl, keep](const In& x) { return one(A::std(x[0], dl, 0, keep)); },
+            [dl, keep](const RIn& x) { return one(R::std(x[0], dl, 0, keep)); });
+        row("amax" + w, {s0}, [dl, keep](const In& x) { return one(A::amax(x[0], dl, keep)); },
+            [dl, keep](const RIn& x) { return one(R::amax(x[0], dl, keep)); });
+        row("logsumexp" + w, {s0}, [dl, keep](const In& x) { return one(A::logsumexp(x[0], dl, keep)); },
+            [dl, keep](const RIn& x) { return one(R::logsumexp(x[0], dl, keep)); });
+        row("norm" + w, {{{}, dt, Layout::Contiguous, Values::NonZero}},
+            [dl, keep](const In& x) { return one(A::norm(x[0], 2, dl, keep)); },
+            [dl, keep](const RIn& x) { return one(R::norm(x[0], 2, dl, keep)); });
+      }
+    // Constant slices: the mean is exact, so std is exactly 0 and its gradient 0 (sum / n missed by
+    // an ulp, leaving std ~1e-17 and a gradient of O(1)). Not gradchecked: std is not smooth at 0.
+    for (const double c : {0.1, -7.3}) {
+      const std::string n = c > 0 ? "/constant_slices_pos" : "/constant_slices_neg";
+      no_gradcheck(row("std/" + d + n, {{{5, 4}, dt, Layout::Contiguous, Values::Zeros}},
+                       [c](const In& x) { return one(A::std(A::add(x[0], c), {0}, 1, false)); },
+                       [c](const RIn& x) { return one(R::std(R::add(x[0], c), {0}, 1, false)); }));
+      no_gradcheck(row("var/" + d + n, {{{3, 7}, dt, Layout::Transposed, Values::Zeros}},
+                       [c](const In& x) { return one(A::var(A::add(x[0], c), {1}, 0, true)); },
+                       [c](const RIn& x) { return one(R::var(R::add(x[0], c), {1}, 0, true)); }));
+    }
     row("norm/" + d + "/single", {{{1}, dt, Layout::Contiguous, Values::NonZero}},
         [](const In& x) { return one(A::norm(x[0], 3)); }, [](const RIn& x) { return one(R::norm(x[0], 3)); });
     row("logsumexp/" + d + "/single", {{{1, 1}, dt}}, [](const In& x) { return one(A::logsumexp(x[0], {1})); },

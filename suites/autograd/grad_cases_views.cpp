@@ -5,7 +5,9 @@
 // views, and in-place ops on views of non-leaf tensors (CopySlices). Part of grad_index_cases().
 #include "engine/autograd/functions.h"
 #include "engine/tensor/factories.h"
+#include "reference/autograd.h"
 #include "reference/elementwise.h"
+#include "reference/index.h"
 #include "reference/reduce.h"
 #include "reference/views.h"
 #include "suites/autograd/grad_case.h"
@@ -177,6 +179,60 @@ void copy_rows(Table& t, DType dt, const std::string& d) {
         });
 }
 
+// Every view op on a leaf that is itself expanded (dim 0 broadcast, stride 0): the gradient
+// lands in the leaf's index space, as PyTorch's per-op formulas put it (it was lost, partial, or
+// refused as "a view of an overlapping tensor").
+void expanded_leaf_rows(Table& t, DType dt, const std::string& d) {
+  const Input ex{{3, 4}, dt, Ex, Values::Normal, 0};
+  const Input ex3{{3, 1, 4}, dt, Ex, Values::Normal, 0};
+  const std::string p = "/" + d + "/expanded_leaf";
+  t.unary("transpose" + p, ex, [](const tb::Tensor& x) { return x.transpose(0, 1); },
+          [](const ref::Tensor& x) { return R::transpose(x, 0, 1); });
+  t.unary("t" + p, ex, [](const tb::Tensor& x) { return x.t(); }, [](const ref::Tensor& x) { return R::t(x); });
+  t.unary("permute" + p, ex3, [](const tb::Tensor& x) { return x.permute({2, 0, 1}); },
+          [](const ref::Tensor& x) { return R::permute(x, {2, 0, 1}); });
+  t.unary("reshape" + p, ex, [](const tb::Tensor& x) { return x.reshape({3, 2, 2}); },
+          [](const ref::Tensor& x) { return R::reshape(x, {3, 2, 2}); });
+  t.unary("view" + p, ex, [](const tb::Tensor& x) { return x.view({3, 2, 2}); },
+          [](const ref::Tensor& x) { return R::view(x, {3, 2, 2}); });
+  t.unary("expand" + p, ex, [](const tb::Tensor& x) { return x.expand({2, 3, 4}); },
+          [](const ref::Tensor& x) { return R::expand(x, {2, 3, 4}); });
+  t.unary("narrow" + p, ex, [](const tb::Tensor& x) { return x.narrow(0, 1, 2); },
+          [](const ref::Tensor& x) { return R::narrow(x, 0, 1, 2); });
+  t.unary("select" + p, ex, [](const tb::Tensor& x) { return x.select(1, 2); },
+          [](const ref::Tensor& x) { return R::select(x, 1, 2); });
+  t.unary("slice" + p, ex, [](const tb::Tensor& x) { return x.slice(0, 1, 3, 1).slice(1, 0, 4, 2); },
+          [](const ref::Tensor& x) { return R::slice(R::slice(x, 0, 1, 3, 1), 1, 0, 4, 2); });
+  t.unary("squeeze" + p, ex3, [](const tb::Tensor& x) { return x.squeeze(1); },
+          [](const ref::Tensor& x) { return R::squeeze(x, 1); });
+  t.unary("squeeze" + p + "_all", ex3, [](const tb::Tensor& x) { return x.squeeze(); },
+          [](const ref::Tensor& x) { return R::squeeze(x); });
+  t.unary("unsqueeze" + p, ex, [](const tb::Tensor& x) { return x.unsqueeze(1); },
+          [](const ref::Tensor& x) { return R::unsqueeze(x, 1); });
+  t.unary("flatten" + p, ex3, [](const tb::Tensor& x) { return x.flatten(0, 1); },
+          [](const ref::Tensor& x) { return R::flatten(x, 0, 1); });
+  t.unary("flatten" + p + "_same_dim", ex, [](const tb::Tensor& x) { return x.flatten(1, 1); },
+          [](const ref::Tensor& x) { return R::flatten(x, 1, 1); });
+  t.unary("split" + p, ex, [](const tb::Tensor& x) { return A::split(x, 2, 0)[1]; },
+          [](const ref::Tensor& x) { return R::split(x, 2, 0)[1]; });
+  // An in-place op on an empty view of an expanded tensor writes nothing: the gradient passes.
+  t.unary("mul_" + p + "_empty_inplace_view", Input{{1, 4}, dt, C, Values::Normal, 0},
+          [](const tb::Tensor& x) {
+            tb::Tensor y = A::mul(x, 1.5).expand({3, 4});
+            tb::Tensor v = y.narrow(0, 0, 0);
+            A::mul_(v, 2.0);
+            return y;
+          },
+          [](const ref::Tensor& x) {
+            ref::Tensor y = R::expand(R::mul(x, 1.5), {3, 4});
+            ref::Tensor v = R::narrow(y, 0, 0, 0);
+            R::mul_inplace(v, 2.0);
+            return y;
+          });
+  t.unary("view_chain" + p, ex, [](const tb::Tensor& x) { return x.t().narrow(0, 1, 2).unsqueeze(0).flatten(); },
+          [](const ref::Tensor& x) { return R::flatten(R::unsqueeze(R::narrow(R::t(x), 0, 1, 2), 0), 0, -1); });
+}
+
 void chain_rows(Table& t, DType dt, const std::string& d) {
   auto in = [dt](Shape s, Layout l = C) { return Input{std::move(s), dt, l, Values::Normal, 0}; };
   t.add("view_chain/" + d + "/reshape_narrow_expand", {in({2, 3, 4}, St)},
@@ -308,6 +364,7 @@ std::vector<GradCase> grad_view_cases() {
     view_rows(t, dt, d);
     copy_rows(t, dt, d);
     chain_rows(t, dt, d);
+    expanded_leaf_rows(t, dt, d);
   }
   // The gradient of a cast is cast back to the input's dtype.
   t.unary("to/float32/to_float64", {{3, 4}, DType::Float32, Tr}, [](const tb::Tensor& x) { return x.to(DType::Float64); },

@@ -14,6 +14,7 @@
 #include "engine/tensor/factories.h"
 #include "reference/autograd.h"
 #include "reference/elementwise.h"
+#include "reference/index.h"
 #include "reference/linalg.h"
 #include "reference/reduce.h"
 #include "reference/views.h"
@@ -229,6 +230,51 @@ std::vector<harness::TestCase> semantics_tests() {
     }
     R::with_no_grad([&] { R::add_inplace(x.r, R::to_ref(ones({2}, DType::Float64))); });
     expect_close(x.e.detach(), R::detach(x.r), "value after a no_grad in-place update");
+  }));
+
+  // A strided slice made a leaf (requires_grad_ on the view): an in-place op on a view of it
+  // would change the leaf behind autograd's back. PyTorch refuses it; so must the engine.
+  t.push_back(semantic("inplace_on_view_of_strided_leaf", [](harness::Record&) {
+    E b = from_vector({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4}, DType::Float64);
+    R::Tensor rb = R::to_ref(b);
+    E x = b.slice(1, 0, 4, 2);
+    R::Tensor rx = R::slice(rb, 1, 0, 4, 2);
+    x.requires_grad_();
+    R::requires_grad_(rx);
+    E v = x.narrow(0, 0, 1);
+    R::Tensor rv = R::narrow(rx, 0, 0, 1);
+    expect_both_raise(engine_error([&] { A::mul_(v, 2.0); }), ref_error([&] { R::mul_inplace(rv, 2.0); }),
+                      "a view of a leaf Variable that requires grad is being used in an in-place operation");
+    expect_close(x.detach(), R::detach(rx), "the leaf after the refused in-place op");
+  }));
+
+  // The pieces of split/chunk (and views of them) may not be modified in place while they require
+  // grad (PyTorch's multi-output views).
+  t.push_back(semantic("inplace_on_split_piece", [](harness::Record&) {
+    Pair x = leaf({1, 2, 3, 4, 5, 6});
+    E y = A::mul(x.e, 2.0);
+    R::Tensor ry = R::mul(x.r, 2.0);
+    E piece = A::split(y, 4, 0)[1];
+    R::Tensor rpiece = R::split(ry, 4, 0)[1];
+    expect_both_raise(engine_error([&] { A::mul_(piece, 2.0); }), ref_error([&] { R::mul_inplace(rpiece, 2.0); }),
+                      "output of a function that returns multiple views");
+    E v = A::chunk(y, 2, 0)[0].narrow(0, 0, 2);
+    R::Tensor rv = R::narrow(R::chunk(ry, 2, 0)[0], 0, 0, 2);
+    expect_both_raise(engine_error([&] { A::mul_(v, 2.0); }), ref_error([&] { R::mul_inplace(rv, 2.0); }),
+                      "output of a function that returns multiple views");
+  }));
+
+  // The fused linear_relu saves a mask, not its output; it must still refuse a backward after its
+  // output was modified in place, as relu(linear) does.
+  t.push_back(semantic("inplace_on_linear_relu_output", [](harness::Record&) {
+    Pair x = leaf({1, -2, 3, 0.5, -1, 2}, {2, 3});
+    E w = from_vector({0.5, -1, 2, 1, 1, -0.5}, {2, 3}, DType::Float64);
+    E y = A::linear_relu(x.e, w);
+    R::Tensor ry = R::relu(R::linear(x.r, R::to_ref(w)));
+    A::mul_(y, 2.0);
+    R::mul_inplace(ry, 2.0);
+    expect_both_raise(engine_error([&] { A::sum(y).backward(); }), ref_error([&] { R::backward(R::sum(ry)); }),
+                      "modified by an inplace operation");
   }));
 
   t.push_back(semantic("tensor_hooks", [](harness::Record&) {

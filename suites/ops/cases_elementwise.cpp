@@ -7,6 +7,8 @@
 
 #include "suites/ops/cases_elementwise.h"
 
+#include "reference/views.h"
+
 namespace tb::suites {
 
 namespace {
@@ -197,6 +199,35 @@ void special_unary_rows(std::vector<OpCase>& v) {
     add_nan("sigmoid", O::sigmoid, R::sigmoid);
     add_nan("logical_not", O::logical_not, R::logical_not);
   }
+  // Output layout (TensorIterator's rule): results follow the inputs' dense stride order, so
+  // sizes, strides and offset are compared (Check::View) -- a later .view() then works on both
+  // sides or on neither.
+  for (DType d : {DType::Float32, DType::Int64}) {
+    const std::string t = dn(d);
+    add_row(v, "neg/" + t + "/layout_transposed", {{{3, 4, 5}, d, Tr}}, [](const In& in) { return one(O::neg(in[0])); },
+            [](const RIn& in) { return one(R::neg(in[0])); }, Check::View);
+    add_row(v, "abs/" + t + "/layout_permuted", {{{3, 4, 5}, d}},
+            [](const In& in) { return one(O::abs(in[0].permute({2, 0, 1}))); },
+            [](const RIn& in) { return one(R::abs(R::permute(in[0], {2, 0, 1}))); }, Check::View);
+    add_row(v, "add/" + t + "/layout_permuted_broadcast", {{{3, 4, 5}, d}, {{4}, d}},
+            [](const In& in) { return one(O::add(in[0].permute({2, 0, 1}), in[1])); },
+            [](const RIn& in) { return one(R::add(R::permute(in[0], {2, 0, 1}), in[1])); }, Check::View);
+    add_row(v, "mul/" + t + "/layout_contiguous_first", {{{4, 5}, d}, {{4, 5}, d, Tr}},
+            [](const In& in) { return one(O::mul(in[0], in[1])); }, [](const RIn& in) { return one(R::mul(in[0], in[1])); },
+            Check::View);
+    add_row(v, "mul/" + t + "/layout_transposed_first", {{{4, 5}, d, Tr}, {{4, 5}, d}},
+            [](const In& in) { return one(O::mul(in[0], in[1])); }, [](const RIn& in) { return one(R::mul(in[0], in[1])); },
+            Check::View);
+    add_row(v, "maximum/" + t + "/layout_strided_transposed", {{{4, 6}, d, St}},
+            [](const In& in) { return one(O::maximum(in[0].t(), in[0].t())); },
+            [](const RIn& in) { return one(R::maximum(R::t(in[0]), R::t(in[0]))); }, Check::View);
+    add_row(v, "where/" + t + "/layout_transposed", {{{3, 4}, DType::Bool, Tr, Values::Bool}, {{3, 4}, d, Tr}, {{4}, d}},
+            [](const In& in) { return one(O::where(in[0], in[1], in[2])); },
+            [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::View);
+  }
+  add_row(v, "exp/float64/layout_permuted_int_input", {{{2, 3, 4}, DType::Int32}},
+          [](const In& in) { return one(O::exp(in[0].permute({1, 2, 0}))); },
+          [](const RIn& in) { return one(R::exp(R::permute(in[0], {1, 2, 0}))); }, Check::View);
   add_row(v, "gelu/float32/bad_mode", {{{5, 7}}}, [](const In& in) { return one(O::gelu(in[0], "erf")); },
           [](const RIn& in) { return one(R::gelu(in[0], "erf")); }, Check::Error);
 }

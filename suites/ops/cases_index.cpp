@@ -182,6 +182,14 @@ void triangle_cases(std::vector<OpCase>& v) {
       [](const TV& x) { return one(E::triu(x[0], -1)); }, [](const RV& x) { return one(R::triu(x[0], -1)); });
   add(v, "tril/float32/zero_size", {in({0, 3}, F32)},
       [](const TV& x) { return one(E::tril(x[0])); }, [](const RV& x) { return one(R::tril(x[0])); });
+  // A size-0 dim anywhere (the kernel once divided by the last dim).
+  for (const Shape& s : {Shape{3, 0}, Shape{2, 4, 0}, Shape{0, 3, 0}, Shape{2, 0, 3}}) {
+    const std::string n = "/zero_size_" + std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s.back());
+    add(v, "tril" + ("/float32" + n), {in(s, F32)}, [](const TV& x) { return one(E::tril(x[0], 1)); },
+        [](const RV& x) { return one(R::tril(x[0], 1)); });
+    add(v, "triu" + ("/float64" + n), {in(s, F64, Layout::Transposed)}, [](const TV& x) { return one(E::triu(x[0], -1)); },
+        [](const RV& x) { return one(R::triu(x[0], -1)); });
+  }
   add(v, "triu/float32/big_diagonal", {in({3, 3}, F32)},
       [](const TV& x) { return one(E::triu(x[0], 7)); }, [](const RV& x) { return one(R::triu(x[0], 7)); });
   add(v, "tril/float32/inplace_transposed", {in({4, 3}, F32, Layout::Transposed)},
@@ -227,6 +235,20 @@ void index_gather_cases(std::vector<OpCase>& v) {
     add(v, "index_add/" + d + "/dim0", {in({5, 4}, t), idx({6}, 5), in({6, 4}, t, Layout::Transposed)},
         [](const TV& x) { return one(E::index_add(x[0], 0, x[1], x[2])); },
         [](const RV& x) { return one(R::index_add(x[0], 0, x[1], x[2])); });
+    // An empty self of 2+ dims is returned before the index is read (PyTorch's CPU kernel).
+    add(v, "index_add/" + d + "/empty_self_any_index", {in({0, 3}, t), in({2, 3}, t)},
+        [](const TV& x) { return one(E::index_add(x[0], 0, ivec({0, 7}, {2}), x[1])); },
+        [](const RV& x) { return one(R::index_add(x[0], 0, rvec({0, 7}, {2}), x[1])); });
+    // Out of place on a transposed self: a fresh row-major result, as PyTorch's (strides compared).
+    add(v, "index_add/" + d + "/transposed_self_layout", {in({5, 4}, t, Layout::Transposed), idx({3}, 5), in({3, 4}, t)},
+        [](const TV& x) { return one(E::index_add(x[0], 0, x[1], x[2])); },
+        [](const RV& x) { return one(R::index_add(x[0], 0, x[1], x[2])); }, Check::View);
+    add(v, "scatter_add/" + d + "/transposed_self_layout", {in({4, 5}, t, Layout::Transposed), idx({2, 5}, 4), in({2, 5}, t)},
+        [](const TV& x) { return one(E::scatter_add(x[0], 0, x[1], x[2])); },
+        [](const RV& x) { return one(R::scatter_add(x[0], 0, x[1], x[2])); }, Check::View);
+    add(v, "scatter/" + d + "/transposed_self_layout", {in({4, 5}, t, Layout::Transposed)},
+        [](const TV& x) { return one(E::scatter(x[0], 1, perm_index({2, 4}, 1, 5), 1.5)); },
+        [](const RV& x) { return one(R::scatter(x[0], 1, ref::to_ref(perm_index({2, 4}, 1, 5)), 1.5)); }, Check::View);
   }
   for (DType t : kNumeric) {
     const std::string d = nm(t);

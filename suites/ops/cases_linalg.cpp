@@ -146,6 +146,25 @@ void add_matmul(std::vector<OpCase>& cs) {
         "matmul/" + dn(dt) + "/4d_heads_view_rhs", {{2, 3, 5, 6}, dt}, {{2, 6, 3, 4}, dt},
         [](auto& a, auto& b) { return ops::matmul(a, b.transpose(1, 2)); },
         [](auto& a, auto& b) { return ref::matmul(a, ref::transpose(b, 1, 2)); }));
+    // 4-D operands whose batch strides oneDNN cannot describe (stride 0 of an expand, a step in a
+    // batch dim, batch dims out of order): a plain copy, never "could not construct a memory
+    // descriptor using strides".
+    cs.push_back(binary(
+        "matmul/" + dn(dt) + "/4d_expanded_batch", {{1, 3, 4, 5}, dt}, {{2, 3, 5, 2}, dt},
+        [](auto& a, auto& b) { return ops::matmul(a.expand({2, 3, 4, 5}), b); },
+        [](auto& a, auto& b) { return ref::matmul(ref::expand(a, {2, 3, 4, 5}), b); }));
+    cs.push_back(binary(
+        "matmul/" + dn(dt) + "/4d_both_expanded", {{2, 1, 4, 5}, dt}, {{1, 3, 5, 2}, dt, L::Transposed},
+        [](auto& a, auto& b) { return ops::matmul(a.expand({2, 3, 4, 5}), b.expand({2, 3, 5, 2})); },
+        [](auto& a, auto& b) { return ref::matmul(ref::expand(a, {2, 3, 4, 5}), ref::expand(b, {2, 3, 5, 2})); }));
+    cs.push_back(binary(
+        "matmul/" + dn(dt) + "/4d_stepped_batch", {{2, 6, 4, 5}, dt}, {{2, 3, 5, 2}, dt, L::Transposed},
+        [](auto& a, auto& b) { return ops::matmul(a.slice(1, 0, 6, 2), b); },
+        [](auto& a, auto& b) { return ref::matmul(ref::slice(a, 1, 0, 6, 2), b); }));
+    cs.push_back(binary(
+        "matmul/" + dn(dt) + "/4d_permuted_batch", {{3, 2, 4, 5}, dt}, {{3, 2, 4, 5}, dt},
+        [](auto& a, auto& b) { return ops::matmul(a.transpose(0, 1), b.transpose(0, 1).transpose(2, 3)); },
+        [](auto& a, auto& b) { return ref::matmul(ref::transpose(a, 0, 1), ref::transpose(ref::transpose(b, 0, 1), 2, 3)); }));
   }
   // A long float32 reduction (K = 512): see long_dot_tol.
   OpCase lk = binary("matmul/float32/long_k", {{6, 512}, kF32}, {{512, 5}, kF32, L::Transposed}, e, r);

@@ -269,6 +269,10 @@ void add_pad(std::vector<OpCase>& cs) {
         {"reflect_1d", {{2, 3, 6}, dt, L::Strided}, {2, 3}, "reflect", 0},
         {"replicate_2d", {{1, 2, 5, 6}, dt}, {2, 1, 1, 3}, "replicate", 0},
         {"replicate_1d", {{3, 4}, dt}, {3, 1}, "replicate", 0},
+        // An empty batch is padded to an empty result, as in PyTorch.
+        {"reflect_1d_empty_batch", {{0, 3, 4}, dt}, {1, 2}, "reflect", 0},
+        {"reflect_2d_empty_batch", {{0, 2, 3, 4}, dt, L::Transposed}, {1, 1, 2, 0}, "reflect", 0},
+        {"replicate_1d_empty_batch", {{0, 3, 4}, dt}, {2, 1}, "replicate", 0},
     };
     for (const Var& v : vars) {
       cs.push_back(make("pad/" + dn(dt) + "/" + v.tag, {v.x},
@@ -276,11 +280,28 @@ void add_pad(std::vector<OpCase>& cs) {
                         [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }));
     }
   }
+  // Cropping only (every pad <= 0): a clone of the narrowed input, stride order kept (strides
+  // compared).
+  for (const Shape& pads : {Shape{0, -1}, Shape{-1, 0, 0, -1}, Shape{0, 0}}) {
+    std::string tag = "crop_only_transposed";
+    for (int64_t p : pads) tag += "_" + std::to_string(-p);
+    cs.push_back(make("pad/float32/" + tag, {{{3, 4, 5}, kF32, L::Transposed}},
+                      [pads](const std::vector<tb::Tensor>& t) { return one(ops::pad(t[0], pads, "constant", 0)); },
+                      [pads](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], pads, "constant", 0)); },
+                      Check::View));
+  }
   const Var errs[] = {
       {"error_reflect_too_big", {{1, 2, 3, 3}, kF32}, {3, 0, 0, 0}, "reflect", 0},
       {"error_odd_length", {{2, 3}, kF32}, {1}, "constant", 0},
       {"error_too_long", {{3}, kF32}, {1, 1, 1, 1}, "constant", 0},
       {"error_negative_size", {{3}, kF32}, {-2, -2}, "constant", 0},
+      // A negative pad may not take more than the dim holds, even when the output size is >= 0.
+      {"error_negative_narrow_empty", {{0}, kF32}, {-1, 2}, "constant", 0},
+      {"error_negative_narrow_right", {{2, 1}, kF32}, {1, -2}, "constant", 0},
+      // Only the batch dim may be empty.
+      {"error_reflect_empty_channels", {{2, 0, 4}, kF32}, {1, 1}, "reflect", 0},
+      {"error_reflect_empty_width", {{2, 3, 0}, kF32}, {0, 0}, "reflect", 0},
+      {"error_replicate_empty_unbatched", {{0, 4}, kF32}, {1, 1}, "replicate", 0},
   };
   for (const Var& v : errs) {
     cs.push_back(make(std::string("pad/float32/") + v.tag, {v.x},

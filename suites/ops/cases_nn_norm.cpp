@@ -130,6 +130,18 @@ std::vector<OpCase> nn_norm_cases() {
 
   // ---- group_norm: x (N, C, *), weight and bias (C) ----
   for (DT d : kFloats) {
+    // Constant groups (and rows) normalise to exactly 0 (PyTorch centres x - mean); the folded
+    // x * a + b left ulp(x * rstd) ~ 1e-3 behind. With weight and bias PyTorch folds them itself
+    // (an error of ulp(x * rstd * w)), so the affine row uses a value whose products are exact.
+    cs.push_back({nm("group_norm", d, "constant_groups"), {Input{{2, 6, 5}, d}},
+                  [](const EV& x) { return one(ops::group_norm(ops::add(ops::mul(x[0], 0.0), 37.3), 3)); },
+                  [](const RV& x) { return one(ref::group_norm(ref::add(ref::mul(x[0], 0.0), 37.3), 3)); }});
+    cs.push_back({nm("group_norm", d, "constant_groups_affine"), {Input{{2, 6, 5}, d}, Input{{6}, d}, Input{{6}, d}},
+                  [](const EV& x) { return one(ops::group_norm(ops::add(ops::mul(x[0], 0.0), 0.5), 3, x[1], x[2])); },
+                  [](const RV& x) { return one(ref::group_norm(ref::add(ref::mul(x[0], 0.0), 0.5), 3, x[1], x[2])); }});
+    cs.push_back({nm("layer_norm", d, "constant_rows"), {Input{{4, 7}, d}, Input{{7}, d}, Input{{7}, d}},
+                  [](const EV& x) { return one(ops::layer_norm(ops::add(ops::mul(x[0], 0.0), -21.7), {7}, x[1], x[2])); },
+                  [](const RV& x) { return one(ref::layer_norm(ref::add(ref::mul(x[0], 0.0), -21.7), {7}, x[1], x[2])); }});
     cs.push_back({nm("group_norm", d, "affine"), {Input{{2, 6, 5}, d}, Input{{6}, d}, Input{{6}, d}},
                   [](const EV& x) { return one(ops::group_norm(x[0], 3, x[1], x[2])); },
                   [](const RV& x) { return one(ref::group_norm(x[0], 3, x[1], x[2])); }});

@@ -65,12 +65,23 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 // The pieces are narrow() views of self: the view hooks give each its own ViewBackward node, so
-// any subset of the pieces may be used (or modified in place) later.
+// any subset of the pieces may be used later. As in PyTorch (CreationMeta::MULTI_OUTPUT_NODE),
+// they may not be modified in place while they require grad, nor may views of them.
+namespace {
+std::vector<Tensor> mark_multi_output(std::vector<Tensor> pieces) {
+  if (grad_mode_enabled())
+    for (Tensor& p : pieces) ensure_meta(p).multi_output_view = true;
+  return pieces;
+}
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim) {
-  return ops::split(self, split_size, dim);
+  return mark_multi_output(ops::split(self, split_size, dim));
 }
 
-std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim) { return ops::chunk(self, chunks, dim); }
+std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim) {
+  return mark_multi_output(ops::chunk(self, chunks, dim));
+}
 
 Tensor repeat(const Tensor& self, const Shape& repeats) {
   Tensor out = kernel([&] { return ops::repeat(self, repeats); });

@@ -18,6 +18,14 @@ namespace tb::autograd {
 
 namespace {
 
+// The product of all but the last dim: the rows of a folded (rows, K) operand. Not numel / K,
+// which loses the rows when K is 0.
+int64_t leading_rows(const Tensor& t) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
+  return rows;
+}
+
 // t summed down to `sizes` (leading dims, and dims where sizes has 1), then viewed as `sizes`.
 Tensor sum_to(const Tensor& t, const Shape& sizes) {
   if (t.sizes() == sizes) return t;
@@ -81,7 +89,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     if (ctx.needs_grad(0)) da = sum_to(ops::matmul(g2, mT(b2)), a2.sizes()).view(a.sizes());
     if (ctx.needs_grad(1)) {
       if (b2.dim() == 2 && a2.dim() > 2) {
-        const int64_t K = a2.size(-1), N = g2.size(-1), rows = a2.numel() / std::max<int64_t>(K, 1);
+        const int64_t K = a2.size(-1), N = g2.size(-1), rows = leading_rows(a2);
         const Tensor af = a2.reshape({rows, K}), gf = g2.reshape({rows, N});
         db = ops::mm(af.t(), gf).view(b.sizes());
       } else {
@@ -119,7 +127,7 @@ namespace {
 // mask: linear_relu's packed relu mask (ops::relu_mask), undefined for linear.
 TensorList linear_backward(BackwardContext& ctx, const Tensor& grad, const Tensor& mask) {
   const Tensor x = ctx.saved(0), w = ctx.saved(1);
-  const int64_t in = w.size(1), outf = w.size(0), rows = x.numel() / std::max<int64_t>(in, 1);
+  const int64_t in = w.size(1), outf = w.size(0), rows = leading_rows(x);
   const bool alone = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1;
   const Tensor g2 = grad.reshape({rows, outf});
   const ops::LinearGradPrep p = ops::linear_grad_prep(g2, mask, ctx.needs_grad(2), alone);
@@ -151,12 +159,16 @@ Tensor linear_relu(const Tensor& x_in, const Tensor& weight_in, const Tensor& bi
   const Tensor x = autocast_lower(x_in), weight = autocast_lower(weight_in), bias = autocast_lower(bias_in);
   Tensor out = kernel([&] { return ops::linear_relu(x, weight, bias); });
   if (!grad_mode_enabled() || !any_requires_grad({x, weight, bias})) return out;
-  int64_t rows = 1;
-  for (int64_t d = 0; d + 1 < out.dim(); ++d) rows *= out.size(d);
-  const Tensor mask = kernel([&] { return ops::relu_mask(out.reshape({rows, out.size(-1)})); });
-  record("linear_relu", {x, weight, bias}, {out}, {x, weight, mask}, [](BackwardContext& ctx, const TensorList& g) {
-    return linear_backward(ctx, g[0], ctx.saved(2));
-  });
+  const Tensor mask = kernel([&] { return ops::relu_mask(out.reshape({leading_rows(out), out.size(-1)})); });
+  // relu(linear) saves relu's output, so an in-place write to it fails the backward; the witness
+  // (an empty tensor sharing out's version counter) keeps that check without holding out.
+  Tensor witness = empty({0}, out.dtype());
+  witness.impl()->version = out.impl()->version;
+  record("linear_relu", {x, weight, bias}, {out}, {x, weight, mask, witness},
+         [](BackwardContext& ctx, const TensorList& g) {
+           (void)ctx.saved(3);  // raises if the output was modified in place
+           return linear_backward(ctx, g[0], ctx.saved(2));
+         });
   return out;
 }
 

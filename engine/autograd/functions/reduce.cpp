@@ -31,10 +31,11 @@ Tensor unsqueeze_reduced(const Tensor& g, const Shape& sizes, const DimList& dim
   return g.reshape(kept);
 }
 
-// How many elements each output element reduces (`dims` empty: all).
+// How many elements each output element reduces (`dims` empty: all). A 0-dim input reduces its
+// one element whatever dims name it (dim 0 or -1 are valid for it, as in PyTorch).
 int64_t reduced_count(const Shape& sizes, const DimList& dims) {
   int64_t n = 1;
-  if (dims.empty()) {
+  if (dims.empty() || sizes.empty()) {
     for (int64_t s : sizes) n *= s;
   } else {
     for (int64_t d : dims) n *= sizes[size_t(core::wrap_dim(d, int64_t(sizes.size()), "reduce"))];

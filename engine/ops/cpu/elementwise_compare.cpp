@@ -119,7 +119,7 @@ Tensor clamp_t(const char* op, const Tensor& x, const std::optional<Tensor>& lo,
   const Shape shape = core::broadcast_shapes(core::broadcast_shapes(x.sizes(), pl->sizes(), op), ph->sizes(), op);
   Tensor xc = x.to(rt).expand(shape), lc = pl->to(rt).expand(shape), hc = ph->to(rt).expand(shape);
   ew::Dest d(out, inplace, shape, rt, op, {xc, lc, hc});
-  StridedLoop loop({d.target(), xc, lc, hc});
+  StridedLoop loop(ew::in_storage_order({d.target(), xc, lc, hc}));
   core::dispatch(rt, [&]<typename T>() {
     using M = opmath_t<T>;
     cpu::cpu_kernel<T, T, T, T>(loop, [](M v, M l, M h) -> M { return ew::min_nan(ew::max_nan(v, l), h); });
@@ -141,7 +141,7 @@ Tensor where_tt(const char* op, const Tensor& cond, const Tensor& a, const Tenso
   const Shape shape = core::broadcast_shapes(cond.sizes(), core::broadcast_shapes(a.sizes(), b.sizes(), op), op);
   Tensor cc = cond.expand(shape), ac = a.to(rt).expand(shape), bc = b.to(rt).expand(shape);
   ew::Dest d(out, false, shape, rt, op, {cc, ac, bc});
-  StridedLoop loop({d.target(), cc, ac, bc});
+  StridedLoop loop(ew::in_storage_order({d.target(), cc, ac, bc}));
   core::dispatch(rt, [&]<typename T>() {
     cpu::cpu_kernel<T, bool, T, T>(loop, [](bool k, T x, T y) -> T { return k ? x : y; });
   });
@@ -234,7 +234,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
   const Shape shape = core::broadcast_shapes(cond.sizes(), a.sizes(), op);
   Tensor cc = cond.expand(shape), ac = a.to(rt).expand(shape);
   ew::Dest d(nullptr, false, shape, rt, op, {cc, ac});
-  StridedLoop loop({d.target(), cc, ac});
+  StridedLoop loop(ew::in_storage_order({d.target(), cc, ac}));
   core::dispatch(rt, [&]<typename T>() {
     const T c = T(ew::scalar_to<opmath_t<T>>(b));
     cpu::cpu_kernel<T, bool, T>(loop, [c](bool k, T x) -> T { return k ? x : c; });

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "engine/ops/cpu/loops.h"
 #include "engine/ops/cpu/vec_math.h"
@@ -19,7 +20,18 @@ namespace tb::ops::ew {
 
 using core::opmath_t;
 
-// Where an op writes a result of (shape, rdt). Without out: a fresh tensor. With out (out= or
+// A fresh result of `shape` laid out as PyTorch's TensorIterator lays out an elementwise op's
+// output: in the order of the inputs' strides (broadcast, stride-0 dims not counting; ties go to
+// the next input), row-major when they give no other order. `inputs` are already broadcast to
+// `shape`. So exp(x.permute(...)) keeps x's layout, and a later .view works as in PyTorch.
+Tensor empty_like_inputs(const Shape& shape, DType dtype, std::initializer_list<Tensor> inputs);
+// Same-shaped operands viewed with their dims reordered so that operand 0's run outermost-first
+// in its storage order (plain aliases, no autograd views): a StridedLoop over them walks operand
+// 0 -- a result laid out like a permuted input -- in memory order, and coalesces its dims.
+std::vector<Tensor> in_storage_order(std::initializer_list<Tensor> operands);
+
+// Where an op writes a result of (shape, rdt). Without out: a fresh tensor laid out by
+// empty_like_inputs. Without out: a fresh tensor. With out (out= or
 // in place, where *out is self): out itself when its dtype is rdt and it does not partially
 // overlap an input, else a temporary that result() casts into out. In place, the broadcast shape
 // must be self's shape, as in PyTorch.
@@ -97,7 +109,7 @@ Tensor unary(const char* op, const Tensor& x, DType cdt, DType rdt, Tensor* out,
   TB_CHECK(x.defined(), op, "undefined input tensor");
   Tensor xc = x.to(cdt);
   Dest d(out, inplace, x.sizes(), rdt, op, {xc});
-  StridedLoop loop({d.target(), xc});
+  StridedLoop loop(in_storage_order({d.target(), xc}));
   kernel(loop);
   return d.result();
 }
@@ -110,7 +122,7 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, DType cdt, DType
   const Shape shape = core::broadcast_shapes(a.sizes(), b.sizes(), op);
   Tensor ac = a.to(cdt).expand(shape), bc = b.to(cdt).expand(shape);
   Dest d(out, inplace, shape, rdt, op, {ac, bc});
-  StridedLoop loop({d.target(), ac, bc});
+  StridedLoop loop(in_storage_order({d.target(), ac, bc}));
   kernel(loop);
   return d.result();
 }

@@ -29,6 +29,7 @@ Tensor checked_index(const Tensor& index, int64_t size, const char* op) {
 // In-place writes into a broadcast view (stride 0 over a dim of size > 1) would race and keep
 // only one of several results; PyTorch refuses them too.
 void check_no_internal_overlap(const Tensor& t, const char* op) {
+  if (t.numel() == 0) return;  // an empty tensor has no element to write twice (PyTorch agrees)
   for (int64_t d = 0; d < t.dim(); ++d)
     TB_CHECK(t.stride(d) != 0 || t.size(d) <= 1, op, "unsupported operation: more than one element of the written-to "
              "tensor refers to a single memory location. Please clone() the tensor before performing the operation.");
@@ -240,20 +241,28 @@ Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value, c
   scatter_kernel(self, dim, index, nullptr, value, parse_reduce(reduce), "scatter");
   return self;
 }
+// The out-of-place scatter and index_add write into a fresh row-major copy, as PyTorch's structured
+// kernels allocate their output (clone() would keep a permuted layout).
+static Tensor contiguous_clone(const Tensor& self) {
+  Tensor r = empty(self.sizes(), self.dtype());
+  r.copy_(self);
+  return r;
+}
+
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor r = self.clone();
+  Tensor r = contiguous_clone(self);
   return scatter_(r, dim, index, src);
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value) {
-  Tensor r = self.clone();
+  Tensor r = contiguous_clone(self);
   return scatter_(r, dim, index, value);
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
-  Tensor r = self.clone();
+  Tensor r = contiguous_clone(self);
   return scatter_(r, dim, index, src, reduce);
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value, const std::string& reduce) {
-  Tensor r = self.clone();
+  Tensor r = contiguous_clone(self);
   return scatter_(r, dim, index, value, reduce);
 }
 Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -261,7 +270,7 @@ Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tenso
   return self;
 }
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor r = self.clone();
+  Tensor r = contiguous_clone(self);
   return scatter_add_(r, dim, index, src);
 }
 
@@ -282,6 +291,11 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
     TB_CHECK(k == d || src.size(k) == s1.size(k), op, "source tensor shape must match self tensor shape, excluding the "
              "specified dimension. Got self.shape = ", core::to_string(self.sizes()), " source.shape = ",
              core::to_string(source.sizes()));
+  // PyTorch's CPU kernel returns before reading the index when self (of 2+ dims) is empty.
+  if (self.dim() > 1 && (index.numel() == 0 || self.numel() == 0)) {
+    self.bump_version();
+    return self;
+  }
   const Tensor idx = checked_index(index, s1.size(d), op);
   check_no_internal_overlap(self, op);
   if (core::is_reduced_float(self.dtype()) && alpha == 1 && self.dim() > 1) {
@@ -330,7 +344,7 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
 }
 
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
-  Tensor r = self.clone();
+  Tensor r = contiguous_clone(self);
   return index_add_(r, dim, index, source, alpha);
 }
 

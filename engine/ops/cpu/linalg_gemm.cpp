@@ -70,13 +70,12 @@ dnnl::memory::desc md(const Mat& m, dnnl::memory::data_type dt) {
   return dnnl::memory::desc({m.batch, m.rows, m.cols}, dt, {m.sb, m.sr, m.sc});
 }
 
-// alpha as an output scale, beta as a sum post-op, then the epilogue's ReLU.
-dnnl::primitive_attr gemm_attr(double alpha, double beta, bool relu) {
+// alpha as an output scale, beta as a sum post-op.
+dnnl::primitive_attr gemm_attr(double alpha, double beta) {
   dnnl::primitive_attr attr;
   if (alpha != 1) attr.set_output_scales(0, {float(alpha)});
   dnnl::post_ops po;
   if (beta != 0) po.append_sum(float(beta));
-  if (relu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
   if (po.len() > 0) attr.set_post_ops(po);
   return attr;
 }
@@ -101,9 +100,22 @@ void execute(const DnnlState::Entry& e, const Tensor& out, const Tensor& a, cons
   st.strm.wait();
 }
 
+// relu over out, contiguous, keeping NaN (as ops::relu). Not oneDNN's eltwise_relu post-op: with
+// alpha 0 it is max(x, 0), which turns NaN into 0.
+void relu_keep_nan(const Tensor& out) {
+  core::dispatch_floating(out.dtype(), "linear_relu", [&]<typename T>() {
+    using Op = core::opmath_t<T>;
+    T* p = out.data_ptr<T>();
+    const int64_t n = out.numel();
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i)
+      if (Op(p[i]) < Op(0)) p[i] = T(0);
+  });
+}
+
 // out (B, M, N) contiguous; a, b dnnl-compatible after describe(). The epilogue's bias is oneDNN's
-// bias argument (a (1, 1, N) broadcast row) and its relu an eltwise post-op, both applied to the
-// float32 accumulator before the single rounding to out's dtype.
+// bias argument (a (1, 1, N) broadcast row) applied to the float32 accumulator before the single
+// rounding to out's dtype; its relu follows as a pass that keeps NaN (it commutes with the rounding).
 void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
                  const GemmEpilogue& ep) {
   using dt = dnnl::memory::data_type;
@@ -117,14 +129,14 @@ void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alp
                               int64_t(ep.bias.defined()), int64_t(ep.relu)};
   const DnnlState::Entry& e = cached_entry(std::move(key), [&] {
     DnnlState::Entry fresh;
-    fresh.a = md(ma, type);
-    fresh.b = md(mb, type);
-    fresh.c = md(mc, type);
-    if (ep.bias.defined()) fresh.bias = dnnl::memory::desc({1, 1, N}, type, {N, N, 1});
     try {
+      fresh.a = md(ma, type);
+      fresh.b = md(mb, type);
+      fresh.c = md(mc, type);
+      if (ep.bias.defined()) fresh.bias = dnnl::memory::desc({1, 1, N}, type, {N, N, 1});
       dnnl::matmul::desc d = ep.bias.defined() ? dnnl::matmul::desc(fresh.a, fresh.b, fresh.bias, fresh.c)
                                                : dnnl::matmul::desc(fresh.a, fresh.b, fresh.c);
-      fresh.prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, gemm_attr(alpha, beta, ep.relu), dnnl_state().eng));
+      fresh.prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, gemm_attr(alpha, beta), dnnl_state().eng));
     } catch (const dnnl::error& err) {
       throw Error("matmul", std::string("oneDNN could not create a matmul for a ") + core::to_string(a.sizes()) +
                                 " @ " + core::to_string(b.sizes()) + " product: " + err.what());
@@ -132,6 +144,7 @@ void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alp
     return fresh;
   });
   execute(e, out, a, b, ep.bias);
+  if (ep.relu) relu_keep_nan(out);
 }
 
 // Note [Two batch dims]
@@ -163,12 +176,12 @@ bool dnnl_matmul4(const Tensor& out, const Tensor& a, const Tensor& b, double al
   }
   const DnnlState::Entry& e = cached_entry(std::move(key), [&] {
     DnnlState::Entry fresh;
-    fresh.a = md4(a, type);
-    fresh.b = md4(b, type);
-    fresh.c = md4(out, type);
-    try {
+    try {  // oneDNN refuses some strides already in the memory descriptor (e.g. stride-0 batch dims)
+      fresh.a = md4(a, type);
+      fresh.b = md4(b, type);
+      fresh.c = md4(out, type);
       fresh.prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(fresh.a, fresh.b, fresh.c),
-                                                             gemm_attr(alpha, beta, false), dnnl_state().eng));
+                                                             gemm_attr(alpha, beta), dnnl_state().eng));
     } catch (const dnnl::error&) {
       fresh.prim = dnnl::matmul();  // declined: remembered, so the next call copies at once
     }

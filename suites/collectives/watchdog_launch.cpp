@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/env.h"
 #include "harness/launcher.h"
 #include "suites/collectives/collectives_suite.h"
 #include "suites/recorded.h"
@@ -25,13 +26,14 @@ namespace tb::suites {
 namespace fs = std::filesystem;
 
 int watchdog_demo_from_env(const char* spec) {
-  std::string backend;
-  int skip_rank = 1, seq = 4;
-  std::istringstream is(spec);
-  std::getline(is, backend, ':');
-  char colon;
-  is >> skip_rank >> colon >> seq;
-  return watchdog_demo_main(backend, skip_rank, seq);
+  // BACKEND:SKIP_RANK:SEQ, written by watchdog_tests below.
+  const std::string s = spec;
+  const size_t a = s.find(':'), b = a == std::string::npos ? a : s.find(':', a + 1);
+  if (b == std::string::npos)
+    throw core::Error("TRAINBENCH_WATCHDOG_DEMO", "'" + s + "' is not BACKEND:SKIP_RANK:SEQ (e.g. mpi:1:4)");
+  const int skip_rank = int(core::parse_int64("TRAINBENCH_WATCHDOG_DEMO", s.substr(a + 1, b - a - 1), 0, 1 << 20));
+  const int seq = int(core::parse_int64("TRAINBENCH_WATCHDOG_DEMO", s.substr(b + 1), 0, INT32_MAX));
+  return watchdog_demo_main(s.substr(0, a), skip_rank, seq);
 }
 
 std::vector<harness::TestCase> watchdog_tests() {

@@ -44,23 +44,20 @@ bool Tensor::is_contiguous() const {
 }
 
 int64_t reach(const Shape& sizes, const Shape& strides, int64_t offset) {
-  int64_t hi = offset;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 0) return 0;
-    hi += (sizes[d] - 1) * strides[d];
-  }
-  return hi + 1;
+  return core::checked_storage_nbytes(sizes, strides, offset, 1, "reach");
 }
 
 Tensor empty(const Shape& sizes, DType dtype) {
   const int64_t n = core::checked_numel(sizes, "empty");
   int64_t nbytes = 0;
   TB_CHECK(!__builtin_mul_overflow(n, int64_t(core::itemsize(dtype)), &nbytes), "empty",
-           "size ", to_string(sizes), " in bytes overflows");
+           "storage size calculation overflowed: size ", to_string(sizes), " of ", core::name(dtype),
+           " needs more than 2^63 bytes");
+  Shape strides = core::contiguous_strides(sizes, "empty");  // before allocating: it can throw
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(size_t(nbytes), memory::cpu_allocator());
   impl->sizes = sizes;
-  impl->strides = core::contiguous_strides(sizes);
+  impl->strides = std::move(strides);
   impl->dtype = dtype;
   impl->inference = inference_mode_flag();
   return Tensor(std::move(impl));
@@ -95,7 +92,7 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, const Shape& sizes, const S
   TB_CHECK(offset >= 0, op, "negative storage offset ", offset);
   for (int64_t s : strides) TB_CHECK(s >= 0, op, "negative strides are not supported: ", to_string(strides));
   const int64_t avail = int64_t(storage->nbytes() / core::itemsize(dtype));
-  TB_CHECK(reach(sizes, strides, offset) <= avail, op, "size ", to_string(sizes), " with strides ",
+  TB_CHECK(core::checked_storage_nbytes(sizes, strides, offset, 1, op) <= avail, op, "size ", to_string(sizes), " with strides ",
            to_string(strides), " and offset ", offset, " reaches past a storage of ", avail, " elements");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
@@ -144,7 +141,7 @@ std::optional<Shape> compute_view_strides(const Shape& old_sizes, const Shape& o
   for (int64_t s : old_sizes) numel *= s;
   if (numel == 0) {
     if (old_sizes == new_sizes) return old_strides;
-    return core::contiguous_strides(new_sizes);
+    return core::contiguous_strides(new_sizes, "view");
   }
   int64_t view_d = int64_t(new_sizes.size()) - 1;
   int64_t chunk_base_stride = old_strides.back();

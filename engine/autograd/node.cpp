@@ -8,6 +8,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/variable.h"
+#include "engine/memory/allocator.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
 #include "engine/tensor/factories.h"
@@ -145,9 +146,13 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     // hooks every parameter): as PyTorch's 1 + !post_hooks().empty(), that one does not count.
     const long expected = 2 + (post_hooks.empty() ? 0 : 1);
     const bool alone = g.impl_ptr().use_count() <= expected && g.storage().use_count() == 1;
+    // Either way the buffer is .grad's alone from now on: count it as gradient memory (it may
+    // have been allocated under another tag, e.g. by a create_graph backward). Note [Memory tags]
     if (alone && g.strides() == variable_.strides() && g.storage_offset() == 0) {
+      if (g.storage()) g.storage()->set_tag(memory::Tag::Gradient);
       variable_.set_grad(g.detach());
     } else {
+      memory::TagGuard tag(memory::Tag::Gradient);
       Tensor fresh = empty_like_preserve(variable_, variable_.dtype());
       fresh.copy_(g);
       variable_.set_grad(fresh);

@@ -11,12 +11,14 @@ std::string to_string(const Shape& s) {
 }
 
 int64_t checked_numel(const Shape& s, const char* op) {
-  int64_t n = 1;
   for (int64_t d : s) TB_CHECK(d >= 0, op, "negative dimension in size ", to_string(s));
-  // Left to right as PyTorch, so [2^62, 2^62, 0] overflows on the way although its numel is 0.
-  for (int64_t d : s)
-    TB_CHECK(!__builtin_mul_overflow(n, d, &n), op, "number of elements overflows int64 for size ", to_string(s));
-  return n;
+  // As c10::safe_compute_numel: a running product in uint64 that must never overflow, then fit
+  // int64. So [2^62, 2^62, 0] is an error although its numel is 0, while [2^61, 5, 0] is not.
+  uint64_t n = 1;
+  bool overflow = false;
+  for (int64_t d : s) overflow |= __builtin_mul_overflow(n, uint64_t(d), &n);
+  TB_CHECK(!overflow && n <= uint64_t(INT64_MAX), op, "number of elements overflows int64 for size ", to_string(s));
+  return int64_t(n);
 }
 
 Shape contiguous_strides(const Shape& sizes, const char* op) {

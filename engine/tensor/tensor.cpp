@@ -21,9 +21,11 @@ int64_t Tensor::size(int64_t d) const { return impl_->sizes[wrap_dim(d, dim(), "
 int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
 
 int64_t Tensor::numel() const {
-  int64_t n = 1;
-  for (int64_t s : impl_->sizes) n *= s;
-  return n;
+  // Unsigned: with a 0 among sizes such as [2^63 - 1, 2, 0] the partial products may wrap (no UB)
+  // and the result is still 0; without one the product fits int64 (checked_numel at creation).
+  uint64_t n = 1;
+  for (int64_t s : impl_->sizes) n *= uint64_t(s);
+  return int64_t(n);
 }
 
 void* Tensor::data() const {
@@ -137,8 +139,8 @@ std::optional<Shape> compute_view_strides(const Shape& old_sizes, const Shape& o
     std::fill(new_strides.begin(), new_strides.end(), 1);
     return new_strides;
   }
-  int64_t numel = 1;
-  for (int64_t s : old_sizes) numel *= s;
+  uint64_t numel = 1;  // unsigned as in Tensor::numel: a 0 with huge neighbours must not overflow
+  for (int64_t s : old_sizes) numel *= uint64_t(s);
   if (numel == 0) {
     if (old_sizes == new_sizes) return old_strides;
     return core::contiguous_strides(new_sizes, "view");
@@ -314,9 +316,9 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   TB_CHECK(start_dim <= end_dim, "flatten", "start_dim (", start_dim, ") cannot come after end_dim (", end_dim, ")");
   if (start_dim == end_dim) return make_view(*this, sizes(), strides(), storage_offset());
   Shape sz(sizes().begin(), sizes().begin() + start_dim);
-  int64_t m = 1;
-  for (int64_t d = start_dim; d <= end_dim; ++d) m *= sizes()[d];
-  sz.push_back(m);
+  uint64_t m = 1;  // unsigned as in Tensor::numel
+  for (int64_t d = start_dim; d <= end_dim; ++d) m *= uint64_t(sizes()[d]);
+  sz.push_back(int64_t(m));
   sz.insert(sz.end(), sizes().begin() + end_dim + 1, sizes().end());
   return reshape(sz);
 }

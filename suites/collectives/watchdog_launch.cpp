@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/env.h"
+#include "engine/core/error.h"
 #include "harness/launcher.h"
 #include "suites/collectives/collectives_suite.h"
 #include "suites/recorded.h"

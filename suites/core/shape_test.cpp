@@ -65,6 +65,21 @@ TEST(Shape, StorageReachOverflowIsAnError) {
   EXPECT_THROW(from_blob(buf, {2}, {P62}, DType::Float64), core::Error);
 }
 
+// Found by fuzz_env under UBSan: numel, flatten, view and the strided loop multiplied sizes in
+// int64 and overflowed on [2^63 - 1, 2, 0], whose numel is 0. (Release builds computed 0 anyway;
+// this test catches the class under the sanitizer preset.)
+TEST(Shape, HugeSizesBesideAZeroAreSafe) {
+  Tensor t = empty({0}).as_strided({INT64_MAX, 2, 0}, {1, 1, 1});
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_EQ(t.flatten(0, -1).sizes(), Shape({0}));
+  EXPECT_EQ(t.contiguous().numel(), 0);
+  EXPECT_EQ(t.clone().strides(), Shape({2, 1, 1}));
+  EXPECT_EQ(t.view({0}).sizes(), Shape({0}));
+  EXPECT_EQ(t.reshape({0, 5}).sizes(), Shape({0, 5}));
+  Tensor z = zeros({INT64_MAX, 0});
+  EXPECT_EQ(z.numel(), 0);
+}
+
 // Random dims from hostile ranges: every outcome is a tensor whose metadata is consistent, or a
 // core::Error; never a crash, and never an allocation past a small cap.
 TEST(Shape, RandomHugeDimsNeverMisbehave) {

@@ -140,4 +140,5 @@ extern "C" void tb_fuzz_seeds(std::vector<std::string>& out) {
   shape(129, {4, 4, 4, 1});
   shape(129, {2, INT64_MAX, 1});
   shape(131, {0, 5, P62, P62, INT64_MAX});
+  shape(129, {INT64_MAX, 2, 0, 1, 1, 1});  // numel of [2^63-1, 2, 0] once overflowed (UBSan)
 }

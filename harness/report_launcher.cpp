@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/core/env.h"
 #include "harness/cli.h"
 
 // Both set by harness/CMakeLists.txt.
@@ -31,7 +32,7 @@ fs::path default_report_dir(const std::vector<fs::path>& inputs) {
 }
 
 std::string report_python() {
-  if (const char* env = std::getenv("TRAINBENCH_PYTHON"); env && *env) return env;
+  if (const auto env = core::env_string("TRAINBENCH_PYTHON")) return *env;
   const std::string venv = TB_VENV;
   if (!venv.empty() && fs::exists(fs::path(venv) / "bin" / "python"))
     return (fs::path(venv) / "bin" / "python").string();

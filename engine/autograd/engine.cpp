@@ -6,6 +6,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/variable.h"
+#include "engine/memory/allocator.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
 #include "engine/tensor/factories.h"
@@ -64,6 +65,7 @@ struct Capture {
 TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool retain_graph,
                         const std::vector<Capture>& captures) {
   NoGradGuard no_grad;
+  memory::TagGuard tag(memory::Tag::Gradient, /*keep_outer=*/true);  // Note [Memory tags]
   std::vector<std::function<void()>> callbacks;
   struct CallbackScope {  // nested backwards (a hook calling grad()) keep their own list
     std::vector<std::function<void()>>* saved;

@@ -17,13 +17,17 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/variable.h"
+#include "engine/memory/allocator.h"
 
 namespace tb::autograd {
 
 // Runs a forward kernel with grad mode off, so the views and copies it makes inside join no
 // graph. View ops must not use it: their results are views tracked by the tensor hooks.
+// What it allocates while grad mode is on is counted as activation memory (Note [Memory tags]).
 template <typename F>
 auto kernel(F&& f) {
+  memory::TagGuard tag(grad_mode_enabled() ? memory::Tag::Activation : memory::TagGuard::current(),
+                       /*keep_outer=*/true);
   NoGradGuard no_grad;
   return std::forward<F>(f)();
 }

@@ -8,6 +8,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/variable.h"
+#include "engine/memory/allocator.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
 #include "engine/tensor/factories.h"
@@ -149,9 +150,13 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     // leaf must never adopt an expanded gradient).
     const bool layout_ok = is_non_overlapping_and_dense(variable_) ? g.strides() == variable_.strides()
                                                                     : g.is_contiguous();
+    // Either way the buffer is .grad's alone from now on: count it as gradient memory (it may
+    // have been allocated under another tag, e.g. by a create_graph backward). Note [Memory tags]
     if (alone && layout_ok && g.storage_offset() == 0) {
+      if (g.storage()) g.storage()->set_tag(memory::Tag::Gradient);
       variable_.set_grad(g.detach());
     } else {
+      memory::TagGuard tag(memory::Tag::Gradient);
       Tensor fresh = empty_like_preserve(variable_, variable_.dtype());
       fresh.copy_(g);
       variable_.set_grad(fresh);

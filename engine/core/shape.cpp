@@ -11,22 +11,50 @@ std::string to_string(const Shape& s) {
 }
 
 int64_t checked_numel(const Shape& s, const char* op) {
-  int64_t n = 1;
-  for (int64_t d : s) {
-    TB_CHECK(d >= 0, op, "negative dimension in size ", to_string(s));
-    TB_CHECK(!__builtin_mul_overflow(n, d, &n), op, "number of elements overflows int64 for size ", to_string(s));
-  }
-  return n;
+  for (int64_t d : s) TB_CHECK(d >= 0, op, "negative dimension in size ", to_string(s));
+  // As c10::safe_compute_numel: a running product in uint64 that must never overflow, then fit
+  // int64. So [2^62, 2^62, 0] is an error although its numel is 0, while [2^61, 5, 0] is not.
+  uint64_t n = 1;
+  bool overflow = false;
+  for (int64_t d : s) overflow |= __builtin_mul_overflow(n, uint64_t(d), &n);
+  TB_CHECK(!overflow && n <= uint64_t(INT64_MAX), op, "number of elements overflows int64 for size ", to_string(s));
+  return int64_t(n);
 }
 
-Shape contiguous_strides(const Shape& sizes) {
+Shape contiguous_strides(const Shape& sizes, const char* op) {
   Shape st(sizes.size());
   int64_t acc = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= std::max<int64_t>(sizes[i], 1);
+    // As PyTorch: every stride must be representable even when numel is 0 (a zero dim counts
+    // as 1 here), so [0, 2^62, 2^62] is refused while [0, 2^61, 3] is a valid empty tensor.
+    if (i > 0)
+      TB_CHECK(!__builtin_mul_overflow(acc, std::max<int64_t>(sizes[i], 1), &acc), op,
+               "stride calculation overflowed for size ", to_string(sizes));
   }
   return st;
+}
+
+int64_t checked_storage_nbytes(const Shape& sizes, const Shape& strides, int64_t offset, int64_t itemsize,
+                               const char* op) {
+  TB_CHECK(sizes.size() == strides.size(), op, "sizes ", to_string(sizes), " and strides ", to_string(strides),
+           " differ in length");
+  int64_t elems = 0;
+  for (int64_t d : sizes)
+    if (d == 0) return 0;
+  int64_t hi = offset;
+  bool overflow = false;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    int64_t span = 0;
+    overflow |= __builtin_mul_overflow(sizes[d] - 1, strides[d], &span);
+    overflow |= __builtin_add_overflow(hi, span, &hi);
+  }
+  overflow |= __builtin_add_overflow(hi, int64_t(1), &elems);
+  int64_t nbytes = 0;
+  overflow |= __builtin_mul_overflow(elems, itemsize, &nbytes);
+  TB_CHECK(!overflow, op, "storage size calculation overflowed with sizes=", to_string(sizes), " and strides=",
+           to_string(strides), (offset ? " and offset " + std::to_string(offset) : std::string()));
+  return nbytes;
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {

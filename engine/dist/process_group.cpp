@@ -1,4 +1,5 @@
 #include "engine/dist/process_group.h"
+#include "engine/core/env.h"
 
 #include <immintrin.h>
 #include <unistd.h>
@@ -61,8 +62,7 @@ constexpr auto kPeerPoll = std::chrono::microseconds(20);    // Note [Waiting fo
 constexpr auto kPeerWaitMax = std::chrono::milliseconds(250);
 
 std::string env_or(const char* name, const std::string& fallback = {}) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
+  return core::env_string(name).value_or(fallback);
 }
 
 // The launcher's id for this job, so that progress boards of different jobs never meet.
@@ -198,18 +198,13 @@ ProcessGroup::ProcessGroup(int rank, int size, Options options) : rank_(rank), s
   if (size < 1 || rank < 0 || rank >= size)
     throw DistError("process_group", "rank " + std::to_string(rank) + " of world size " + std::to_string(size));
   if (const std::string t = env_or("TRAINBENCH_DIST_TIMEOUT"); !t.empty()) {
-    char* end = nullptr;
-    const double s = std::strtod(t.c_str(), &end);
-    if (end == t.c_str() || *end != '\0' || !(s > 0))
-      throw DistError("process_group", "TRAINBENCH_DIST_TIMEOUT='" + t + "' is not a positive number of seconds");
+    const double s = core::parse_double("TRAINBENCH_DIST_TIMEOUT", t, 1e-3, 1e9);  // seconds
     options_.timeout = std::chrono::milliseconds(std::max<int64_t>(1, int64_t(s * 1000)));
   }
   if (const std::string d = env_or("TRAINBENCH_DIST_DIR"); !d.empty()) options_.run_dir = d;
   if (const std::string c = env_or("TRAINBENCH_DIST_CHECK"); !c.empty()) {
-    if (c == "auto") options_.check = Options::Check::Auto;
-    else if (c == "exchange") options_.check = Options::Check::Exchange;
-    else if (c == "off") options_.check = Options::Check::Off;
-    else throw DistError("process_group", "TRAINBENCH_DIST_CHECK='" + c + "' is not one of auto, exchange, off");
+    const std::string v = core::parse_choice("TRAINBENCH_DIST_CHECK", c, {"auto", "exchange", "off"});
+    options_.check = v == "auto" ? Options::Check::Auto : v == "exchange" ? Options::Check::Exchange : Options::Check::Off;
   }
   if (options_.timeout.count() <= 0) throw DistError("process_group", "Options::timeout must be positive");
 }
@@ -807,14 +802,7 @@ WorkPtr ProcessGroup::recv(Tensor& t, int src, int tag) {
 // ---- where this process sits ----
 
 WorldInfo world_from_env() {
-  const auto num = [](const char* var, const std::string& s) {
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(s.c_str(), &end, 10);
-    if (end == s.c_str() || *end != '\0' || errno || v < 0 || v > (1 << 24))
-      throw DistError("world_from_env", std::string(var) + "='" + s + "' is not a rank or size");
-    return int(v);
-  };
+  const auto num = [](const char* var, const std::string& s) { return int(core::parse_int64(var, s, 0, 1 << 24)); };
   struct Source {
     const char *rank, *size, *local;
   };

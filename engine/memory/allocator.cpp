@@ -4,12 +4,28 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "engine/core/env.h"
+
 #include <sys/mman.h>
 
 namespace tb::memory {
 
 namespace {
 thread_local Tag g_tag = Tag::Other;
+
+// Note [Memory tags]
+// Each live block is counted under one tag, so the sum over tags is always allocated_bytes.
+// The tag comes from the allocating thread's TagGuard, or is moved later by retag (under the
+// same lock, so bytes move between tags exactly). Who sets what:
+//   parameter        nn::Module::register_parameter and Module::to retag the parameter's storage
+//   gradient         autograd's backward runs under a gradient guard; AccumulateGrad retags a
+//                    buffer it adopts as .grad (and allocates fresh .grad under the guard)
+//   optimizer_state  each optimizer's step() and load_state_dict() run under the guard
+//   activation       a differentiable op's forward kernel (autograd::kernel) and a Module's
+//                    forward, while grad mode is on: the outputs and anything saved for backward
+//   communication    DDP's buckets
+//   other            everything else (inputs, no-grad work, buffers such as running stats)
+// An enclosing guard with a tag other than `other` wins over these defaults (keep_outer).
 
 // Size classes: small requests round to powers of two (min 64 B); larger ones to 4 KiB pages
 // beyond 4 KiB, so a repeated shape always hits the same bucket.
@@ -46,7 +62,9 @@ const char* tag_name(Tag t) {
   return "invalid";
 }
 
-TagGuard::TagGuard(Tag t) : prev_(g_tag) { g_tag = t; }
+TagGuard::TagGuard(Tag t, bool keep_outer) : prev_(g_tag) {
+  if (!keep_outer || g_tag == Tag::Other) g_tag = t;
+}
 TagGuard::~TagGuard() { g_tag = prev_; }
 Tag TagGuard::current() { return g_tag; }
 
@@ -54,23 +72,9 @@ void DataDeleter::operator()(void* p) const {
   if (p && owner) owner->release(p);
 }
 
-int64_t parse_bytes(const std::string& s) {
-  size_t pos = 0;
-  long double v = 0;
-  try {
-    v = std::stold(s, &pos);
-  } catch (...) {
-    throw core::Error("parse_bytes", "cannot parse '" + s + "' as a byte count (examples: 1048576, 512M, 2G)");
-  }
-  std::string suffix = s.substr(pos);
-  long double mult = 1;
-  if (suffix == "K" || suffix == "KiB" || suffix == "k") mult = 1024.0L;
-  else if (suffix == "M" || suffix == "MiB") mult = 1024.0L * 1024;
-  else if (suffix == "G" || suffix == "GiB") mult = 1024.0L * 1024 * 1024;
-  else if (!suffix.empty() && suffix != "B")
-    throw core::Error("parse_bytes", "unknown suffix '" + suffix + "' in '" + s + "' (use K, M or G)");
-  TB_CHECK(v >= 0, "parse_bytes", "negative byte count '", s, "'");
-  return int64_t(v * mult);
+size_t block_size(size_t nbytes) {
+  TB_CHECK(nbytes <= kMaxAllocation, "block_size", nbytes, " bytes is larger than any block (", kMaxAllocation, ")");
+  return nbytes == 0 ? 0 : round_size(nbytes);
 }
 
 std::string format_bytes(int64_t n) {
@@ -84,7 +88,7 @@ std::string format_bytes(int64_t n) {
 }
 
 CpuCachingAllocator::CpuCachingAllocator() {
-  if (const char* env = std::getenv("TRAINBENCH_MEMORY_LIMIT"); env && *env) limit_ = parse_bytes(env);
+  limit_ = core::env_bytes("TRAINBENCH_MEMORY_LIMIT", 0);
 }
 
 CpuCachingAllocator::~CpuCachingAllocator() {
@@ -94,6 +98,11 @@ CpuCachingAllocator::~CpuCachingAllocator() {
 
 DataPtr CpuCachingAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return DataPtr(nullptr, DataDeleter{this});
+  if (nbytes > kMaxAllocation)
+    throw OutOfMemoryError("out of memory: tried to allocate " + std::to_string(nbytes) +
+                               " bytes, more than any allocation can hold (2^63 - 2 MiB); the size was "
+                               "computed wrongly or the tensor is far too large",
+                           nbytes);
   const size_t size = round_size(nbytes);
   const Tag tag = g_tag;
   std::lock_guard<std::mutex> lock(mu_);
@@ -103,8 +112,9 @@ DataPtr CpuCachingAllocator::allocate(size_t nbytes) {
     it->second.pop_back();
     ++stats_.num_cache_hits;
   } else {
-    if (limit_ > 0 && stats_.reserved_bytes + int64_t(size) > limit_) free_cached_locked();
-    if (limit_ > 0 && stats_.reserved_bytes + int64_t(size) > limit_) {
+    // size <= kMaxAllocation and reserved <= limit's scale, so neither side can overflow.
+    if (limit_ > 0 && int64_t(size) > limit_ - stats_.reserved_bytes) free_cached_locked();
+    if (limit_ > 0 && int64_t(size) > limit_ - stats_.reserved_bytes) {
       std::ostringstream os;
       os << "out of memory: tried to allocate " << format_bytes(int64_t(nbytes)) << " (tag "
          << tag_name(tag) << ") with " << format_bytes(stats_.allocated_bytes)
@@ -119,10 +129,10 @@ DataPtr CpuCachingAllocator::allocate(size_t nbytes) {
       for (size_t i = 0; i < std::min<size_t>(5, blocks.size()); ++i)
         os << " " << format_bytes(int64_t(blocks[i].size)) << " (" << tag_name(blocks[i].tag) << ")";
       os << ". Reduce the batch size or raise the limit.";
-      throw OutOfMemoryError(os.str(), int64_t(nbytes));
+      throw OutOfMemoryError(os.str(), nbytes);
     }
     p = system_alloc(size);
-    if (!p) throw OutOfMemoryError("out of memory: the system refused " + format_bytes(int64_t(size)), int64_t(nbytes));
+    if (!p) throw OutOfMemoryError("out of memory: the system refused " + format_bytes(int64_t(size)), nbytes);
     stats_.reserved_bytes += int64_t(size);
     ++stats_.num_system_allocs;
   }
@@ -143,6 +153,17 @@ void CpuCachingAllocator::release(void* p) {
   stats_.allocated_by_tag[int(it->second.tag)] -= int64_t(it->second.size);
   free_[it->second.size].push_back(p);
   live_.erase(it);
+}
+
+void CpuCachingAllocator::retag(void* p, Tag tag) {
+  if (!p) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(p);
+  if (it == live_.end() || it->second.tag == tag) return;
+  const int64_t size = int64_t(it->second.size);
+  stats_.allocated_by_tag[int(it->second.tag)] -= size;
+  stats_.allocated_by_tag[int(tag)] += size;
+  it->second.tag = tag;
 }
 
 void CpuCachingAllocator::free_cached_locked() {
@@ -172,6 +193,7 @@ void CpuCachingAllocator::empty_cache() {
 }
 
 void CpuCachingAllocator::set_limit(int64_t bytes) {
+  TB_CHECK(bytes >= 0, "set_limit", "the memory limit must be >= 0 bytes (0 = no cap), got ", bytes);
   std::lock_guard<std::mutex> lock(mu_);
   limit_ = bytes;
 }

@@ -1,8 +1,10 @@
 // Allocator interface and the CPU caching allocator: freed blocks are kept by size and reused,
 // so steady-state training allocates no fresh pages. Every block is counted under the tag that
-// was current when it was allocated (TagGuard), and an optional cap (TRAINBENCH_MEMORY_LIMIT,
-// bytes or with a K/M/G suffix) turns an over-budget request into an OutOfMemoryError that
+// was current when it was allocated (TagGuard) or was given later (retag: a tensor made as
+// `other` and then registered as a parameter), and an optional cap (TRAINBENCH_MEMORY_LIMIT,
+// bytes or with a K/M/G/T suffix) turns an over-budget request into an OutOfMemoryError that
 // says what was asked, what is held, by which tags, and the largest live blocks.
+// See Note [Memory tags] in allocator.cpp for who sets which tag.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -21,10 +23,12 @@ enum class Tag : uint8_t { Other, Parameter, Gradient, OptimizerState, Activatio
 inline constexpr int kNumTags = 6;
 const char* tag_name(Tag t);
 
-// Scopes a tag: allocations made on this thread while the guard lives carry it.
+// Scopes a tag: allocations made on this thread while the guard lives carry it. With
+// keep_outer, a tag already set by an enclosing scope (anything but Other) stays: an optimizer
+// step that calls a differentiable op keeps its optimizer_state tag.
 class TagGuard {
  public:
-  explicit TagGuard(Tag t);
+  explicit TagGuard(Tag t, bool keep_outer = false);
   ~TagGuard();
   TagGuard(const TagGuard&) = delete;
   TagGuard& operator=(const TagGuard&) = delete;
@@ -47,12 +51,12 @@ struct Stats {
 
 class OutOfMemoryError : public core::Error {
  public:
-  OutOfMemoryError(std::string detail, int64_t requested)
+  OutOfMemoryError(std::string detail, uint64_t requested)
       : core::Error("allocate", std::move(detail)), requested_(requested) {}
-  int64_t requested() const { return requested_; }
+  uint64_t requested() const { return requested_; }
 
  private:
-  int64_t requested_;
+  uint64_t requested_;
 };
 
 // A block of memory and the means to return it.
@@ -67,6 +71,8 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   virtual DataPtr allocate(size_t nbytes) = 0;  // the one method; 64-byte aligned
+  // Counts the live block at `p` under `tag` from now on (a no-op for allocators without tags).
+  virtual void retag(void* /*p*/, Tag /*tag*/) {}
  protected:
   friend struct DataDeleter;
   virtual void release(void* p) = 0;
@@ -77,10 +83,11 @@ class CpuCachingAllocator final : public Allocator {
   CpuCachingAllocator();
   ~CpuCachingAllocator() override;
   DataPtr allocate(size_t nbytes) override;
+  void retag(void* p, Tag tag) override;
   Stats stats() const;
   void reset_peak();
   void empty_cache();                 // return cached free blocks to the system
-  void set_limit(int64_t bytes);      // 0 = no cap
+  void set_limit(int64_t bytes);      // 0 = no cap; negative is an error
   int64_t limit() const;
 
  private:
@@ -95,8 +102,11 @@ class CpuCachingAllocator final : public Allocator {
 };
 
 CpuCachingAllocator& cpu_allocator();
-// Parses "123", "512K", "64M", "2G" (powers of 1024); throws on anything else.
-int64_t parse_bytes(const std::string& s);
+// Requests above this (2^63 - 2 MiB) are refused with an OutOfMemoryError before any arithmetic
+// on them: a block's rounded size must stay representable as int64 (stats, the cap).
+inline constexpr size_t kMaxAllocation = size_t(INT64_MAX) & ~((size_t(2) << 20) - 1);
+// The bytes a request of `nbytes` occupies (its size class); stats count these.
+size_t block_size(size_t nbytes);
 std::string format_bytes(int64_t n);
 
 }  // namespace tb::memory

@@ -48,7 +48,7 @@ Tensor GPT::forward(const Tensor& idx) {
   TB_CHECK(idx.dim() == 2, "GPT", "expected token ids (B, T), got ", shape_str(idx.sizes()));
   const int64_t T = idx.size(1);
   TB_CHECK(T <= config.max_seq, "GPT", "sequence length ", T, " exceeds max_seq ", config.max_seq);
-  Tensor x = autograd::add((*tok_emb)(idx), (*pos_emb)(arange(double(T))));  // (B, T, d)
+  Tensor x = autograd::add((*tok_emb)(idx), (*pos_emb)(arange(T)));  // (B, T, d)
   x = (*drop)(x);
   for (const ModulePtr& b : *blocks) x = (*b)(x);
   return (*head)((*ln_f)(x));

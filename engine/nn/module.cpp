@@ -5,6 +5,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/dtype.h"
+#include "engine/memory/allocator.h"
 #include "engine/tensor/factories.h"
 
 namespace tb::nn {
@@ -60,6 +61,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor t, bool requir
   if (t.defined()) {
     TB_CHECK(t.is_leaf(), "register_parameter", "parameter '", name, "' must be a leaf tensor (detach it first)");
     if (requires_grad && core::is_floating(t.dtype())) t.requires_grad_(true);
+    if (t.storage()) t.storage()->set_tag(memory::Tag::Parameter);  // Note [Memory tags]
   }
   params_.insert(name, t);
   return t;
@@ -205,9 +207,10 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
 
 void Module::to(DType dtype) {
   autograd::NoGradGuard no_grad;
-  auto convert = [&](const Tensor& t) {
+  auto convert = [&](const Tensor& t, memory::Tag tag) {
     if (!t.defined() || !core::is_floating(t.dtype()) || t.dtype() == dtype) return;
     Tensor c = t.to(dtype).contiguous();
+    c.storage()->set_tag(tag);
     // Swap the data under the same handle: the parameter stays the same tensor.
     TensorImpl* impl = t.impl();
     impl->storage = c.storage();
@@ -218,8 +221,8 @@ void Module::to(DType dtype) {
     Tensor g = t.grad();
     if (g.defined()) t.set_grad(g.to(dtype));
   };
-  for (auto& [n, t] : named_parameters()) convert(t);
-  for (auto& [n, t] : named_buffers()) convert(t);
+  for (auto& [n, t] : named_parameters()) convert(t, memory::Tag::Parameter);
+  for (auto& [n, t] : named_buffers()) convert(t, memory::Tag::Other);
 }
 
 void Module::zero_grad(bool set_to_none) {
@@ -290,6 +293,9 @@ Tensor identity(const Tensor& t) { return t.as_strided(t.sizes(), t.strides(), t
 }  // namespace
 
 Tensor Module::call_with_hooks(const TensorList& inputs_in, const std::function<Tensor(const TensorList&)>& fwd) {
+  // A forward that records a graph allocates activations (Note [Memory tags]).
+  memory::TagGuard tag(autograd::grad_mode_enabled() ? memory::Tag::Activation : memory::TagGuard::current(),
+                       /*keep_outer=*/true);
   if (hooks_->pre.empty() && hooks_->fwd.empty() && hooks_->bwd.empty()) return fwd(inputs_in);
   // Copies: a hook removed by another hook while they run must not invalidate the loop.
   const auto pre = hooks_->pre;

@@ -16,6 +16,7 @@
 #include <cmath>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/memory/allocator.h"
 #include "engine/tensor/factories.h"
 
 namespace tb::optim {
@@ -112,6 +113,7 @@ void Adam::check_options(const nlohmann::json& o) const {
 }
 
 void Adam::step() {
+  memory::TagGuard tag(memory::Tag::OptimizerState);  // the lazily created state (Note [Memory tags])
   autograd::NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const ParamGroup& group = groups_[gi];

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/memory/allocator.h"
 #include "engine/tensor/factories.h"
 
 namespace tb::optim {
@@ -149,6 +150,7 @@ StateDict Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const StateDict& sd) {
+  memory::TagGuard tag(memory::Tag::OptimizerState);  // the copied state (Note [Memory tags])
   const char* op = "Optimizer.load_state_dict";
   TB_CHECK(sd.json.is_object() && sd.json.contains("state") && sd.json.contains("param_groups"), op,
            "a state dict needs the keys 'state' and 'param_groups' (got ", sd.json.is_object() ? "an object without them" : "no object", ")");

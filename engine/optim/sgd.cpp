@@ -9,6 +9,7 @@
 #include "engine/optim/sgd.h"
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/memory/allocator.h"
 
 namespace tb::optim {
 
@@ -78,6 +79,7 @@ void SGD::check_options(const nlohmann::json& o) const {
 }
 
 void SGD::step() {
+  memory::TagGuard tag(memory::Tag::OptimizerState);  // the momentum buffers (Note [Memory tags])
   autograd::NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const ParamGroup& group = groups_[gi];

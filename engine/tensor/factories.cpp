@@ -1,25 +1,66 @@
 #include "engine/tensor/factories.h"
 
 #include <cmath>
+#include <limits>
+#include <sstream>
 
 #include "engine/tensor/iterator.h"
 
 namespace tb {
 
 namespace {
-// Writes `value` everywhere; no version bump (a fresh tensor has had no in-place write yet).
-void fill_values(Tensor& t, double value) {
-  core::dispatch(t.dtype(), [&]<typename T>() {
-    const T v = std::is_same_v<T, bool> ? T(value != 0) : T(static_cast<core::opmath_t<T>>(value));
-    StridedLoop({t}).for_each([v](char** p, const int64_t* st, int64_t n) {
-      if (st[0] == sizeof(T)) {
-        T* d = reinterpret_cast<T*>(p[0]);
-        for (int64_t i = 0; i < n; ++i) d[i] = v;
-      } else {
-        for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * st[0]) = v;
-      }
-    });
+// `value` as a T, refusing what T cannot hold (torch's "value cannot be converted to type ...
+// without overflow"): an out-of-range float -> int conversion is undefined behaviour in C++.
+template <typename T>
+T checked_value(const core::Scalar& value, DType dtype, const char* op) {
+  using Op = core::opmath_t<T>;
+  auto refuse = [&] {
+    std::ostringstream os;
+    os.precision(17);
+    os << "value ";
+    if (value.is_float()) os << value.d;
+    else os << value.i;
+    throw core::Error(op, os.str() + " cannot be converted to type " + core::name(dtype) + " without overflow");
+  };
+  if constexpr (std::is_same_v<T, bool>) {
+    return value.is_float() ? value.d != 0 : value.i != 0;
+  } else if constexpr (std::is_integral_v<T>) {
+    using L = std::numeric_limits<T>;
+    if (!value.is_float()) {
+      const int64_t v = value.i;
+      bool ok;
+      // As c10::overflows: a negative integer may wrap into an unsigned type if its magnitude fits.
+      if constexpr (std::is_unsigned_v<T>) ok = v >= 0 ? uint64_t(v) <= uint64_t(L::max()) : -uint64_t(v) <= uint64_t(L::max());
+      else ok = v >= int64_t(L::min()) && v <= int64_t(L::max());
+      if (!ok) refuse();
+      return T(v);
+    }
+    // Truncation toward zero, as torch; both bounds are exact in double.
+    const double t = std::trunc(value.d);
+    if (!(t >= double(L::min()) && t < std::ldexp(1.0, L::digits))) refuse();
+    return T(t);
+  } else {
+    // A finite value beyond T's range becomes inf (IEEE, no UB). torch refuses it in full and
+    // fill_, but ops build results with these factories (a float16 loss sum of 70000 is inf).
+    return value.is_float() ? T(Op(value.d)) : T(Op(value.i));
+  }
+}
+
+// Writes `v` everywhere; no version bump (a fresh tensor has had no in-place write yet).
+template <typename T>
+void fill_with(Tensor& t, T v) {
+  StridedLoop({t}).for_each([v](char** p, const int64_t* st, int64_t n) {
+    if (st[0] == sizeof(T)) {
+      T* d = reinterpret_cast<T*>(p[0]);
+      for (int64_t i = 0; i < n; ++i) d[i] = v;
+    } else {
+      for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * st[0]) = v;
+    }
   });
+}
+
+void fill_values(Tensor& t, const core::Scalar& value, const char* op) {
+  core::dispatch(t.dtype(), [&]<typename T>() { fill_with<T>(t, checked_value<T>(value, t.dtype(), op)); });
 }
 }  // namespace
 
@@ -27,22 +68,30 @@ Tensor& fill_(Tensor& t, double value) {
   // See Note [Autograd hooks]: a filled tensor's old history no longer matters.
   const bool tracked = t.impl()->autograd_meta && autograd_hooks().on_fill;
   if (tracked && autograd_hooks().check_inplace) autograd_hooks().check_inplace(t);
-  t.bump_version();
-  fill_values(t, value);
+  const core::Scalar v = value;
+  core::dispatch(t.dtype(), [&]<typename T>() {
+    const T x = checked_value<T>(v, t.dtype(), "fill_");  // before the version bump: nothing changed
+    t.bump_version();
+    fill_with<T>(t, x);
+  });
   if (tracked) autograd_hooks().on_fill(t);
   return t;
 }
 
 Tensor& zero_(Tensor& t) { return fill_(t, 0); }
 
-Tensor full(const Shape& sizes, double value, DType dtype) {
-  Tensor t = empty(sizes, dtype);
-  fill_values(t, value);
+Tensor full(const Shape& sizes, core::Scalar value, std::optional<DType> dtype) {
+  Tensor t = empty(sizes, dtype.value_or(value.dtype()));
+  fill_values(t, value, "full");
   return t;
 }
 Tensor zeros(const Shape& sizes, DType dtype) { return full(sizes, 0, dtype); }
 Tensor ones(const Shape& sizes, DType dtype) { return full(sizes, 1, dtype); }
-Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+Tensor scalar_tensor(double value, DType dtype) {
+  Tensor t = empty({}, dtype);
+  fill_values(t, value, "scalar_tensor");
+  return t;
+}
 
 Tensor eye(int64_t n, std::optional<int64_t> m_opt, DType dtype) {
   const int64_t m = m_opt.value_or(n);
@@ -55,20 +104,64 @@ Tensor eye(int64_t n, std::optional<int64_t> m_opt, DType dtype) {
   return t;
 }
 
-Tensor arange(double start, double end, double step, DType dtype) {
-  TB_CHECK(step != 0, "arange", "step must be nonzero");
-  TB_CHECK(std::isfinite(start) && std::isfinite(end), "arange", "unsupported range: ", start, " -> ", end);
-  TB_CHECK((step > 0 && end >= start) || (step < 0 && end <= start), "arange",
-           "upper bound and larger bound inconsistent with step sign");
-  const int64_t n = int64_t(std::ceil((end - start) / step));
+Tensor arange(core::Scalar start, core::Scalar end, core::Scalar step, std::optional<DType> dtype_opt) {
+  const DType dtype = dtype_opt.value_or(start.is_float() || end.is_float() || step.is_float() ? DType::Float32
+                                                                                                : DType::Int64);
+  TB_CHECK(dtype != DType::Bool, "arange", "not implemented for 'Bool'");
+  const double ds = start.d, de = end.d, dstep = step.d;
+  // As torch, the bounds are checked on the arguments as given, before any truncation.
+  TB_CHECK(dstep != 0, "arange", "step must be nonzero");
+  TB_CHECK(std::isfinite(ds) && std::isfinite(de), "arange", "unsupported range: ", ds, " -> ", de);
+  TB_CHECK((dstep > 0 && de >= ds) || (dstep < 0 && de <= ds), "arange",
+           "upper bound and lower bound inconsistent with step sign");
+  int64_t n = 0;
+  if (core::is_floating(dtype)) {
+    const double size_d = std::ceil((de - ds) / dstep);
+    TB_CHECK(size_d >= 0 && size_d < 9.2e18, "arange", "invalid size, possible overflow? (", ds, " to ", de,
+             " by ", dstep, ")");
+    n = int64_t(size_d);
+    Tensor t = empty({n}, dtype);
+    core::dispatch(dtype, [&]<typename T>() {
+      T* d = t.data_ptr<T>();
+      for (int64_t i = 0; i < n; ++i) d[i] = T(static_cast<core::opmath_t<T>>(ds + double(i) * dstep));
+    });
+    return t;
+  }
+  // Integer dtypes compute in int64 on truncated arguments (torch's accscalar_t). torch then
+  // divides by the truncated step; where it truncates to 0 torch divides by zero (SIGFPE) or
+  // returns repeated values, so that is refused here.
+  const int64_t xs = checked_value<int64_t>(start, DType::Int64, "arange");
+  const int64_t xe = checked_value<int64_t>(end, DType::Int64, "arange");
+  const int64_t xstep = checked_value<int64_t>(step, DType::Int64, "arange");
+  TB_CHECK(xstep != 0, "arange", "step ", dstep, " truncates to 0 for the integer dtype ", core::name(dtype),
+           "; use a floating dtype or an integer step");
+  using i128 = __int128;
+  i128 size;
+  if (dtype == DType::Int64) {
+    const i128 sgn = xstep > 0 ? 1 : -1;
+    const i128 num = i128(xe) - i128(xs) + i128(xstep) - sgn;
+    size = num / i128(xstep);  // exact ceil((xe - xs) / xstep) for these signs
+  } else {
+    // torch sizes the other integer dtypes from the untruncated arguments.
+    const double size_d = std::ceil((de - ds) / dstep);
+    TB_CHECK(size_d >= 0 && size_d < 9.2e18, "arange", "invalid size, possible overflow? (", ds, " to ", de, " by ",
+             dstep, ")");
+    size = i128(size_d);
+  }
+  TB_CHECK(size >= 0 && size <= i128(INT64_MAX), "arange", "invalid size, possible overflow? (", ds, " to ", de,
+           " by ", dstep, ")");
+  n = int64_t(size);
   Tensor t = empty({n}, dtype);
   core::dispatch(dtype, [&]<typename T>() {
-    T* d = t.data_ptr<T>();
-    for (int64_t i = 0; i < n; ++i) d[i] = T(static_cast<core::opmath_t<T>>(start + double(i) * step));
+    if constexpr (std::is_integral_v<T>) {
+      T* d = t.data_ptr<T>();
+      // Wrapping (unsigned) arithmetic as torch's int64 accumulate; in range by construction.
+      for (int64_t i = 0; i < n; ++i) d[i] = T(int64_t(uint64_t(xs) + uint64_t(i) * uint64_t(xstep)));
+    }
   });
   return t;
 }
-Tensor arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
+Tensor arange(core::Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
 
 Tensor linspace(double start, double end, int64_t steps, DType dtype) {
   TB_CHECK(steps >= 0, "linspace", "number of steps must be non-negative, got ", steps);
@@ -157,22 +250,26 @@ Tensor full_like(const Tensor& t, double v, std::optional<DType> dtype) { return
 Tensor rand_like(const Tensor& t, core::Generator* gen) { return rand(t.sizes(), t.dtype(), gen); }
 Tensor randn_like(const Tensor& t, core::Generator* gen) { return randn(t.sizes(), t.dtype(), gen); }
 
-Tensor from_vector(const std::vector<double>& values, const Shape& sizes_in, DType dtype) {
-  Shape sizes = sizes_in.empty() && values.size() != 1 ? Shape{int64_t(values.size())} : sizes_in;
+Tensor from_vector(const std::vector<double>& values, DType dtype) {
+  return from_vector(values, Shape{int64_t(values.size())}, dtype);
+}
+
+Tensor from_vector(const std::vector<double>& values, const Shape& sizes, DType dtype) {
   Tensor t = empty(sizes, dtype);
   TB_CHECK(int64_t(values.size()) == t.numel(), "from_vector", values.size(), " values do not fill shape ",
            core::to_string(sizes));
   core::dispatch(dtype, [&]<typename T>() {
     T* d = t.data_ptr<T>();
-    for (size_t i = 0; i < values.size(); ++i)
-      d[i] = std::is_same_v<T, bool> ? T(values[i] != 0) : T(static_cast<core::opmath_t<T>>(values[i]));
+    for (size_t i = 0; i < values.size(); ++i) d[i] = checked_value<T>(values[i], dtype, "from_vector");
   });
   return t;
 }
 
 Tensor from_blob(void* data, const Shape& sizes, const Shape& strides, DType dtype, std::shared_ptr<void> keep) {
-  const int64_t r = reach(sizes, strides, 0);
-  auto storage = std::make_shared<Storage>(data, size_t(r) * core::itemsize(dtype), std::move(keep));
+  for (int64_t s : strides) TB_CHECK(s >= 0, "from_blob", "negative strides are not supported: ", core::to_string(strides));
+  core::checked_numel(sizes, "from_blob");
+  const int64_t nbytes = core::checked_storage_nbytes(sizes, strides, 0, int64_t(core::itemsize(dtype)), "from_blob");
+  auto storage = std::make_shared<Storage>(data, size_t(nbytes), std::move(keep));
   return make_tensor(std::move(storage), sizes, strides, 0, dtype, "from_blob");
 }
 

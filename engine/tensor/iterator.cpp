@@ -25,6 +25,7 @@ StridedLoop::StridedLoop(std::span<const Tensor> operands) : n_(int(operands.siz
     base_[i] = static_cast<char*>(operands[i].data());
   }
   numel_ = operands[0].numel();
+  if (numel_ == 0) return;  // nothing to walk; huge sizes beside a 0 must not reach the stride products
   // Keep dims of size > 1, outermost first, then merge neighbours contiguous in every operand.
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] == 1) continue;

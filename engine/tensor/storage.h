@@ -18,6 +18,10 @@ class Storage {
   void* data() const { return data_.get(); }
   size_t nbytes() const { return nbytes_; }
   core::Device device() const { return device_; }
+  // Counts this storage's block under `tag` from now on (See Note [Memory tags] in allocator.cpp).
+  void set_tag(memory::Tag tag) const {
+    if (memory::Allocator* a = data_.get_deleter().owner) a->retag(data_.get(), tag);
+  }
 
  private:
   memory::DataPtr data_;

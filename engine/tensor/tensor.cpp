@@ -30,9 +30,11 @@ int64_t Tensor::stride(int64_t d) const {
 }
 
 int64_t Tensor::numel() const {
-  int64_t n = 1;
-  for (int64_t s : impl_->sizes) n *= s;
-  return n;
+  // Unsigned: with a 0 among sizes such as [2^63 - 1, 2, 0] the partial products may wrap (no UB)
+  // and the result is still 0; without one the product fits int64 (checked_numel at creation).
+  uint64_t n = 1;
+  for (int64_t s : impl_->sizes) n *= uint64_t(s);
+  return int64_t(n);
 }
 
 void* Tensor::data() const {
@@ -53,23 +55,20 @@ bool Tensor::is_contiguous() const {
 }
 
 int64_t reach(const Shape& sizes, const Shape& strides, int64_t offset) {
-  int64_t hi = offset;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 0) return 0;
-    hi += (sizes[d] - 1) * strides[d];
-  }
-  return hi + 1;
+  return core::checked_storage_nbytes(sizes, strides, offset, 1, "reach");
 }
 
 Tensor empty(const Shape& sizes, DType dtype) {
   const int64_t n = core::checked_numel(sizes, "empty");
   int64_t nbytes = 0;
   TB_CHECK(!__builtin_mul_overflow(n, int64_t(core::itemsize(dtype)), &nbytes), "empty",
-           "size ", to_string(sizes), " in bytes overflows");
+           "storage size calculation overflowed: size ", to_string(sizes), " of ", core::name(dtype),
+           " needs more than 2^63 bytes");
+  Shape strides = core::contiguous_strides(sizes, "empty");  // before allocating: it can throw
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(size_t(nbytes), memory::cpu_allocator());
   impl->sizes = sizes;
-  impl->strides = core::contiguous_strides(sizes);
+  impl->strides = std::move(strides);
   impl->dtype = dtype;
   impl->inference = inference_mode_flag();
   return Tensor(std::move(impl));
@@ -104,7 +103,7 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, const Shape& sizes, const S
   TB_CHECK(offset >= 0, op, "negative storage offset ", offset);
   for (int64_t s : strides) TB_CHECK(s >= 0, op, "negative strides are not supported: ", to_string(strides));
   const int64_t avail = int64_t(storage->nbytes() / core::itemsize(dtype));
-  TB_CHECK(reach(sizes, strides, offset) <= avail, op, "size ", to_string(sizes), " with strides ",
+  TB_CHECK(core::checked_storage_nbytes(sizes, strides, offset, 1, op) <= avail, op, "size ", to_string(sizes), " with strides ",
            to_string(strides), " and offset ", offset, " reaches past a storage of ", avail, " elements");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
@@ -185,11 +184,11 @@ std::optional<Shape> compute_view_strides(const Shape& old_sizes, const Shape& o
     std::fill(new_strides.begin(), new_strides.end(), 1);
     return new_strides;
   }
-  int64_t numel = 1;
-  for (int64_t s : old_sizes) numel *= s;
+  uint64_t numel = 1;  // unsigned as in Tensor::numel: a 0 with huge neighbours must not overflow
+  for (int64_t s : old_sizes) numel *= uint64_t(s);
   if (numel == 0) {
     if (old_sizes == new_sizes) return old_strides;
-    return core::contiguous_strides(new_sizes);
+    return core::contiguous_strides(new_sizes, "view");
   }
   int64_t view_d = int64_t(new_sizes.size()) - 1;
   int64_t chunk_base_stride = old_strides.back();
@@ -373,9 +372,9 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   TB_CHECK(start_dim <= end_dim, "flatten", "start_dim (", start_dim, ") cannot come after end_dim (", end_dim, ")");
   if (start_dim == end_dim) return same_view(*this);
   Shape sz(sizes().begin(), sizes().begin() + start_dim);
-  int64_t m = 1;
-  for (int64_t d = start_dim; d <= end_dim; ++d) m *= sizes()[d];
-  sz.push_back(m);
+  uint64_t m = 1;  // unsigned as in Tensor::numel
+  for (int64_t d = start_dim; d <= end_dim; ++d) m *= uint64_t(sizes()[d]);
+  sz.push_back(int64_t(m));
   sz.insert(sz.end(), sizes().begin() + end_dim + 1, sizes().end());
   return reshape(sz);
 }

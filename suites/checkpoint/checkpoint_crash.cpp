@@ -16,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "engine/core/env.h"
 #include "engine/checkpoint/atomic_file.h"
 #include "engine/tensor/factories.h"
 #include "engine/tensor/iterator.h"
@@ -29,8 +30,7 @@ namespace fs = std::filesystem;
 using checkpoint::NamedTensors;
 
 uint64_t suite_seed() {
-  const char* s = std::getenv("TB_CHECKPOINT_SEED");
-  return s && *s ? std::strtoull(s, nullptr, 10) : 20240601ull;
+  return core::env_uint64("TB_CHECKPOINT_SEED", 20240601ull);
 }
 
 checkpoint::TrainingState crash_state(int64_t step, uint64_t seed) {

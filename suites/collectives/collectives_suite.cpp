@@ -360,7 +360,7 @@ void add_misc(std::vector<harness::TestCase>& out, const BackendPtr& be) {
     using namespace std::chrono;
     const int R = pg.rank();
     if (R == 0) {
-      Tensor got = full({5}, -7);
+      Tensor got = full({5}, -7.0);
       dist::WorkPtr w = pg.recv(got, 1, 99);
       const auto t0 = steady_clock::now();
       check(!w->wait_for(milliseconds(20)), "wait_for(20 ms) on a recv whose send comes 400 ms later returned true");

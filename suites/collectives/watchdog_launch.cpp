@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/env.h"
+#include "engine/core/error.h"
 #include "harness/launcher.h"
 #include "suites/collectives/collectives_suite.h"
 #include "suites/recorded.h"
@@ -25,31 +27,24 @@ namespace tb::suites {
 namespace fs = std::filesystem;
 
 int watchdog_demo_from_env(const char* spec) {
-  std::string backend;
-  int skip_rank = 1, seq = 4;
+  // mismatch:BACKEND | sigterm:BACKEND:PHASE | dead:BACKEND:HOW:SKIP_RANK:SEQ | BACKEND:SKIP_RANK:SEQ,
+  // written by the cases below; numbers are parsed strictly (core/env.h).
+  const char* var = "TRAINBENCH_WATCHDOG_DEMO";
+  std::vector<std::string> f;
   std::istringstream is(spec);
-  std::getline(is, backend, ':');
-  if (backend == "mismatch") {
-    std::getline(is, backend);
-    return mismatch_demo_main(backend);
-  }
-  if (backend == "sigterm") {
-    std::string phase;
-    std::getline(is, backend, ':');
-    std::getline(is, phase);
-    return sigterm_demo_main(backend, phase);
-  }
-  if (backend == "dead") {
-    std::string how;
-    std::getline(is, backend, ':');
-    std::getline(is, how, ':');
-    char colon;
-    is >> skip_rank >> colon >> seq;
-    return dead_rank_demo_main(backend, how, skip_rank, seq);
-  }
-  char colon;
-  is >> skip_rank >> colon >> seq;
-  return watchdog_demo_main(backend, skip_rank, seq);
+  for (std::string part; std::getline(is, part, ':');) f.push_back(part);
+  auto number = [&](size_t i, int64_t hi) {
+    if (i >= f.size()) throw core::Error(var, "'" + std::string(spec) + "' is missing field " + std::to_string(i + 1));
+    return int(core::parse_int64(var, f[i], 0, hi));
+  };
+  if (f.empty()) throw core::Error(var, "empty value; expected e.g. mpi:1:4");
+  if (f[0] == "mismatch" && f.size() == 2) return mismatch_demo_main(f[1]);
+  if (f[0] == "sigterm" && f.size() == 3) return sigterm_demo_main(f[1], f[2]);
+  if (f[0] == "dead" && f.size() == 5) return dead_rank_demo_main(f[1], f[2], number(3, 1 << 20), number(4, INT32_MAX));
+  if (f.size() != 3)
+    throw core::Error(var, "'" + std::string(spec) + "' is not BACKEND:SKIP_RANK:SEQ (e.g. mpi:1:4), mismatch:BACKEND, "
+                           "sigterm:BACKEND:PHASE or dead:BACKEND:HOW:SKIP_RANK:SEQ");
+  return watchdog_demo_main(f[0], number(1, 1 << 20), number(2, INT32_MAX));
 }
 
 std::vector<harness::TestCase> watchdog_tests() {

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "engine/core/env.h"
 #include "engine/dist/mpi/mpi_group.h"
 #include "engine/dist/process_group.h"
 #include "engine/tensor/factories.h"
@@ -26,24 +27,6 @@ namespace {
 constexpr int kWarmup = 2, kMinIters = 3, kMaxIters = 1000, kReps = 5;
 const char* const kOps[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
 const char* const kImpls[] = {"engine", "engine-gloo", "mpi"};
-
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const long long x = std::strtoll(v, &end, 10);
-  if (*end || x <= 0) throw std::invalid_argument(std::string(name) + "=" + v + ": expected a positive integer");
-  return x;
-}
-
-double env_double(const char* name, double fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const double x = std::strtod(v, &end);
-  if (*end || !(x > 0)) throw std::invalid_argument(std::string(name) + "=" + v + ": expected a positive number");
-  return x;
-}
 
 void mpi_check(int rc, const char* call) {
   if (rc != MPI_SUCCESS) {
@@ -272,16 +255,12 @@ CommSweep comm_sweep_from_env() {
   s.ops.assign(std::begin(kOps), std::end(kOps));
   int64_t max_bytes = int64_t(256) << 20;
   s.target_s = 0.2;
-  const char* sweep = std::getenv("TRAINBENCH_COMM_SWEEP");
-  const std::string mode = sweep ? sweep : "";
-  if (mode == "quick") {
+  if (core::env_choice("TRAINBENCH_COMM_SWEEP", "full", {"full", "quick"}) == "quick") {
     max_bytes = int64_t(4) << 20;
     s.target_s = 0.1;
-  } else if (!mode.empty() && mode != "full") {
-    throw std::invalid_argument("TRAINBENCH_COMM_SWEEP=" + mode + ": expected full or quick");
   }
-  max_bytes = env_int("TRAINBENCH_COMM_MAX_BYTES", max_bytes);
-  s.target_s = env_double("TRAINBENCH_COMM_TARGET_S", s.target_s);
+  max_bytes = core::env_bytes("TRAINBENCH_COMM_MAX_BYTES", max_bytes);
+  s.target_s = core::env_double("TRAINBENCH_COMM_TARGET_S", s.target_s, 1e-3, 3600);
   // 8 B (one float per rank at world 2), then 16 B * 4^k: 1 KiB, 4 KiB ... 256 MiB land on it.
   if (max_bytes >= 8) s.sizes.push_back(8);
   for (int64_t b = 16; b <= max_bytes; b *= 4) s.sizes.push_back(b);

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/env.h"
 #include "harness/runner.h"
 #include "suites/comm/comm_bench.h"
 #include "suites/ddp/ddp_suite.h"
@@ -42,10 +43,7 @@ struct PeerRun {
   std::string out, err;
 };
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
+std::string env_or(const char* name, const std::string& fallback) { return core::env_string(name).value_or(fallback); }
 
 // Note [Peer timeouts] (reference/dist/torch_launch.py has the Python half)
 // The script runs in a process group of its own and dies with us (PR_SET_PDEATHSIG); torchrun
@@ -170,8 +168,8 @@ std::vector<harness::Record> run_peer(const std::string& suite, const std::strin
     for (const std::string& name : expected) out.push_back(missing_record(suite, name, "skip", why));
     return out;
   }
-  const std::string threads = env_or("TRAINBENCH_RANK_THREADS", "1");
-  const long timeout_s = std::strtol(env_or("TRAINBENCH_PEER_TIMEOUT", "1800").c_str(), nullptr, 10);
+  const std::string threads = std::to_string(core::env_int64("TRAINBENCH_RANK_THREADS", 1, 1, 1024));
+  const long timeout_s = long(core::env_int64("TRAINBENCH_PEER_TIMEOUT", 1800, 1, 7 * 86400));
   const long script_timeout = std::max(10L, timeout_s - 15);  // the script stops first, with a reason
   std::vector<std::string> argv = {python,    script,         "--world", std::to_string(world), "--threads",
                                    threads,   "--timeout", std::to_string(script_timeout)};
@@ -293,7 +291,8 @@ std::vector<harness::Record> ddp_peer(int world, const harness::CaseFilter& want
       models.push_back(m);
     }
   if (expected.empty()) return {};
-  std::vector<std::string> args = {"--models", join(models), "--target-s", env_or("TRAINBENCH_DDP_BENCH_S", "2")};
+  std::vector<std::string> args = {"--models", join(models), "--target-s",
+                                   std::to_string(core::env_double("TRAINBENCH_DDP_BENCH_S", 2.0, 0, 3600))};
   if (ddp_bench_bucket_view()) args.push_back("--gradient-as-bucket-view");  // as the engine's side
   args.insert(args.end(), {"--adamw", ddp_bench_torch_adamw()});
   return run_peer("ddp", script_path("torch_ddp_bench.py"), world, args, expected);

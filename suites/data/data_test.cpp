@@ -519,7 +519,7 @@ INSTANTIATE_TEST_SUITE_P(Data, Resume, ::testing::Values(0, 2),
 
 TEST(Collate, StackShapesAndErrors) {
   std::vector<Example> ex;
-  for (int i = 0; i < 3; ++i) ex.push_back({full({2, 2}, i), scalar_tensor(i, DType::Int64)});
+  for (int i = 0; i < 3; ++i) ex.push_back({full({2, 2}, double(i)), scalar_tensor(i, DType::Int64)});
   Example b = stack_collate(ex);
   EXPECT_EQ(b.input.sizes(), Shape({3, 2, 2}));
   EXPECT_EQ(b.target.sizes(), Shape({3}));

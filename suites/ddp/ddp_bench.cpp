@@ -40,6 +40,7 @@
 #include <ctime>
 #include <string>
 
+#include "engine/core/env.h"
 #include "engine/autograd/functions.h"
 #include "engine/core/rng.h"
 #include "engine/dist/ddp/ddp.h"
@@ -120,12 +121,9 @@ void ask_mpi_to_yield() { setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrit
 // TRAINBENCH_DDP_OVERLAP = always (default, PyTorch's) | at_end | auto: DDPOptions::overlap, to
 // compare when buckets are issued on a given host (Note [Overlap needs a spare core]).
 dist::DDPOptions::Overlap overlap_from_env() {
-  const char* v = std::getenv("TRAINBENCH_DDP_OVERLAP");
-  const std::string s = v ? v : "always";
+  const std::string s = core::env_choice("TRAINBENCH_DDP_OVERLAP", "always", {"always", "at_end", "auto"});
   if (s == "always") return dist::DDPOptions::Overlap::Always;
-  if (s == "at_end") return dist::DDPOptions::Overlap::AtEnd;
-  if (s == "auto") return dist::DDPOptions::Overlap::Auto;
-  throw core::Error("ddp bench", "TRAINBENCH_DDP_OVERLAP is '" + s + "'; expected always, at_end or auto");
+  return s == "at_end" ? dist::DDPOptions::Overlap::AtEnd : dist::DDPOptions::Overlap::Auto;
 }
 
 void run_ddp_bench(const std::string& name, harness::Record& rec) {
@@ -177,8 +175,7 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
     return reduce_value(*g, secs(t0, Clock::now()) / n, dist::ReduceOp::Max);
   };
   for (int i = 0; i < kWarmup; ++i) step();
-  const char* target_env = std::getenv("TRAINBENCH_DDP_BENCH_S");
-  const double target = target_env ? std::atof(target_env) : 2.0;
+  const double target = core::env_double("TRAINBENCH_DDP_BENCH_S", 2.0, 0, 3600);
   const double probe = timed(1);
   const int steps = std::clamp(int(std::ceil(target / std::max(probe, 1e-9))), kMinSteps, kMaxSteps);
   const uint64_t seq_before = g->recorder().entries().back().seq;  // the barrier of timed()
@@ -228,13 +225,11 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
 }  // namespace
 
 bool ddp_bench_bucket_view() {
-  const char* v = std::getenv("TRAINBENCH_DDP_BUCKET_VIEW");
-  return !(v && std::string(v) == "0");
+  return core::env_bool("TRAINBENCH_DDP_BUCKET_VIEW", true);
 }
 
 std::string ddp_bench_torch_adamw() {
-  const char* v = std::getenv("TRAINBENCH_DDP_TORCH_ADAMW");
-  return v && *v ? v : "fused";
+  return core::env_choice("TRAINBENCH_DDP_TORCH_ADAMW", "fused", {"fused", "standard"});
 }
 
 std::vector<harness::TestCase> ddp_rank_benches(int world) {

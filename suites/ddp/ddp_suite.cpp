@@ -31,6 +31,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "engine/core/env.h"
 #include "engine/autograd/functions.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/rng.h"
@@ -699,12 +700,10 @@ constexpr double kAccuracyFloor = 0.88;  // the training suite's single-process 
 void run_fashion(harness::Record& rec) {
   auto g = dist::new_group("mpi");
   const int P = g->size(), rank = g->rank();
-  const char* root_env = std::getenv("TRAINBENCH_FASHION_MNIST");
-  const std::string root = root_env ? root_env : "/usr/share/datasets/fashion-mnist";
+  const std::string root = core::env_string("TRAINBENCH_FASHION_MNIST").value_or("/usr/share/datasets/fashion-mnist");
   auto train_set = std::make_shared<data::FashionMNIST>(root, true);
   auto test_set = std::make_shared<data::FashionMNIST>(root, false);
-  const int64_t epochs =
-      std::getenv("TRAINBENCH_FASHION_EPOCHS") ? std::atoll(std::getenv("TRAINBENCH_FASHION_EPOCHS")) : 5;
+  const int64_t epochs = core::env_int64("TRAINBENCH_FASHION_EPOCHS", 5, 1, 1000);
   constexpr int64_t kGlobalBatch = 256;  // the single-process run's batch, split across the ranks
   data::DataLoader::Options lo;
   lo.batch_size = kGlobalBatch / P;

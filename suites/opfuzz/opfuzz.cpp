@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "engine/autograd/functions.h"
+#include "engine/core/env.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/elementwise.h"
 #include "engine/tensor/factories.h"
@@ -1134,7 +1135,7 @@ harness::Record run_batch(int batch) {
       "opfuzz", str("opfuzz/batch", batch),
       [batch](harness::Record& rec) {
         const Budget b = budget_from_env();
-        const uint64_t base = parse_seed("TRAINBENCH_SEED", 0);
+        const uint64_t base = core::env_uint64("TRAINBENCH_SEED", 0);  // strict, as every suite
         const char* one = std::getenv("TRAINBENCH_OPFUZZ_SEED");
         const uint64_t only = parse_seed("TRAINBENCH_OPFUZZ_SEED", 0);
         rec.metrics["seed"] = double(base);

@@ -119,9 +119,9 @@ void cast_cases(std::vector<OpCase>& cs) {
                                       65504, 65519.9, 65520, 1e-7, 6e-8, 3e-8, -2.5e-38, 1e38, 3.4e38,
                                       std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(), -0.0};
     cs.push_back({std::string("to/") + core::name(to) + "/rounding_edges", {},
-                  [to, edge](const E&) { return one(from_vector(edge, {}, DType::Float32).to(to)); },
+                  [to, edge](const E&) { return one(from_vector(edge, DType::Float32).to(to)); },
                   [to, edge](const R&) {
-                    return one(ref::to(ref::to_ref(from_vector(edge, {}, DType::Float32)), to));
+                    return one(ref::to(ref::to_ref(from_vector(edge, DType::Float32)), to));
                   }});
   }
   cs.push_back({"copy_/float32/broadcast_cast", {{{4, 5}, DType::Float32}, {{5}, DType::Float64, Layout::Strided}},

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "engine/core/env.h"
 #include "engine/tensor/factories.h"
 #include "suites/ops/op_case.h"
 #include "suites/recorded.h"
@@ -12,7 +13,7 @@ namespace tb::suites {
 uint64_t case_seed(const std::string& name) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a of the case name, mixed with TRAINBENCH_SEED
   for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
-  if (const char* s = std::getenv("TRAINBENCH_SEED")) h ^= std::strtoull(s, nullptr, 10) * 0x9E3779B97F4A7C15ull;
+  if (const auto s = core::env_string("TRAINBENCH_SEED")) h ^= core::parse_uint64("TRAINBENCH_SEED", *s) * 0x9E3779B97F4A7C15ull;
   return h;
 }
 

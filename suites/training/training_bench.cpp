@@ -14,6 +14,7 @@
 #include <fstream>
 #include <string>
 
+#include "engine/core/env.h"
 #include "engine/autograd/functions.h"
 #include "engine/core/rng.h"
 #include "engine/memory/allocator.h"
@@ -87,8 +88,7 @@ struct Side {
 // engine's AdamW), unless TRAINBENCH_TRAINING_REF_ADAMW=standard asks for torch::optim::AdamW
 // (about ten tensor ops per parameter). The record's metric reference_adamw names it.
 bool reference_adamw_fused() {
-  const char* v = std::getenv("TRAINBENCH_TRAINING_REF_ADAMW");
-  return !(v && std::string(v) == "standard");
+  return core::env_choice("TRAINBENCH_TRAINING_REF_ADAMW", "fused", {"fused", "standard"}) == "fused";
 }
 
 // AdamW on both sides with PyTorch's defaults and weight decay 0.01 (null when not wanted).

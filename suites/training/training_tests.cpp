@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <random>
 
+#include "engine/core/env.h"
 #include "engine/autograd/functions.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/rng.h"
@@ -374,11 +375,10 @@ constexpr double kAccuracyFloor = 0.88;
 
 harness::TestCase fashion_mnist_mlp() {
   return training_case("fashion_mnist/mlp", [](harness::Record& rec) {
-    const char* root_env = std::getenv("TRAINBENCH_FASHION_MNIST");
-    const std::string root = root_env ? root_env : "/usr/share/datasets/fashion-mnist";
+    const std::string root = core::env_string("TRAINBENCH_FASHION_MNIST").value_or("/usr/share/datasets/fashion-mnist");
     auto train_set = std::make_shared<data::FashionMNIST>(root, true);
     auto test_set = std::make_shared<data::FashionMNIST>(root, false);
-    const int64_t epochs = std::getenv("TRAINBENCH_FASHION_EPOCHS") ? std::atoll(std::getenv("TRAINBENCH_FASHION_EPOCHS")) : 5;
+    const int64_t epochs = core::env_int64("TRAINBENCH_FASHION_EPOCHS", 5, 1, 1000);
     data::DataLoader::Options lo;
     lo.batch_size = 256;
     lo.shuffle = true;

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <unordered_set>
 
+#include "engine/core/env.h"
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/variable.h"
@@ -71,12 +72,7 @@ void divide_into(Tensor& dst, const Tensor& src, int world) {
 // torchrun); 0 when none says.
 int local_ranks_from_env() {
   for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE"}) {
-    const char* v = std::getenv(var);
-    if (!v || !*v) continue;
-    char* end = nullptr;
-    errno = 0;
-    const long n = std::strtol(v, &end, 10);
-    if (end != v && *end == '\0' && errno == 0 && n > 0 && n < (1 << 20)) return int(n);
+    if (const int64_t n = core::env_int64(var, 0, 1, (1 << 20) - 1)) return int(n);
   }
   return 0;
 }

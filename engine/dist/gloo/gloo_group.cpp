@@ -3,6 +3,7 @@
 // unbound buffers for send/recv.
 // Rendezvous, stale files and the transport are described in gloo_group.h (Note [Gloo rendezvous]).
 #include "engine/dist/gloo/gloo_group.h"
+#include "engine/core/env.h"
 
 #include "engine/dist/watchdog.h"
 
@@ -35,10 +36,7 @@ namespace {
 using core::BFloat16;
 using Millis = std::chrono::milliseconds;
 
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
+std::string env_or_empty(const char* name) { return core::env_string(name).value_or(""); }
 
 // The folder of the FileStore (Note [Gloo rendezvous]); created if missing. Every rank creates
 // it, so "already exists" is the common case, not an error.
@@ -64,8 +62,8 @@ std::string store_dir(const Options& o) {
 // True unless the launcher reports ranks on other hosts.
 bool all_ranks_local(int size) {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE"})
-    if (std::string v = env_or_empty(name); !v.empty()) return std::atoi(v.c_str()) >= size;
-  if (std::string v = env_or_empty("SLURM_STEP_NUM_NODES"); !v.empty()) return std::atoi(v.c_str()) <= 1;
+    if (std::string v = env_or_empty(name); !v.empty()) return core::parse_int64(name, v, 0, INT32_MAX) >= size;
+  if (std::string v = env_or_empty("SLURM_STEP_NUM_NODES"); !v.empty()) return core::parse_int64("SLURM_STEP_NUM_NODES", v, 0, INT32_MAX) <= 1;
   return true;
 }
 

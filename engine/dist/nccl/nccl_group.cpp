@@ -1,6 +1,7 @@
 // NcclGroup: the ProcessGroup primitives on NCCL, staged through device memory (the engine's
 // tensors are CPU tensors). Bootstrap, device choice and tags: nccl_group.h.
 #include "engine/dist/nccl/nccl_group.h"
+#include "engine/core/env.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -22,10 +23,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
 
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
+std::string env_or_empty(const char* name) { return core::env_string(name).value_or(""); }
 
 std::string run_dir(const Options& o) {
   std::string dir = !o.run_dir.empty() ? o.run_dir : env_or_empty("TRAINBENCH_DIST_DIR");

@@ -12,7 +12,7 @@
 //   sched/errors, grad_scaler/errors, grad_scaler/disabled: misuse and edge cases (exact outcomes)
 // Tolerances: lrs 1e-12 relative (float64 formulas replayed in the same order; in practice they are
 // equal), scales exact, grads and parameters float32 defaults (rtol 1.3e-6, atol 1e-5).
-// The golden directory is found from this file's path (__FILE__) or TB_GOLDEN_DIR.
+// The golden directory is the source tree's reference/golden (TB_SOURCE_DIR) or TB_GOLDEN_DIR.
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -48,7 +48,8 @@ harness::TestCase test_case(const std::string& name, std::function<void(harness:
 
 std::filesystem::path golden_dir() {
   if (const char* d = std::getenv("TB_GOLDEN_DIR")) return d;
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "reference" / "golden";
+  // TB_SOURCE_DIR, not __FILE__: ccache with base_dir makes __FILE__ relative to the build folder.
+  return std::filesystem::path(TB_SOURCE_DIR) / "reference" / "golden";
 }
 
 const json& golden(const std::string& file) {

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "engine/ops/cpu/elementwise_detail.h"
+#include "engine/tensor/stride_order.h"
 
 namespace tb::ops {
 
@@ -45,44 +46,7 @@ Tensor empty_like_inputs(const Shape& shape, DType dtype, std::initializer_list<
   if (!first) return empty(shape, dtype);
   if (same && first->is_contiguous()) return empty(shape, dtype);
   if (same && is_non_overlapping_and_dense(*first)) return empty_like_preserve(*first, dtype);
-  // reorder_dimensions: perm lists the dims innermost first, starting from row-major; an
-  // insertion sort where the first input that orders a pair decides (stride 0 abstains; equal
-  // strides put the smaller dim inner).
-  auto should_swap = [&](size_t a, size_t b) {  // a currently inner of b
-    for (const Tensor& t : inputs) {
-      if (!t.defined()) continue;
-      const int64_t sa = t.strides()[a], sb = t.strides()[b];
-      if (sa == 0 || sb == 0) continue;
-      if (sa != sb) return sa < sb ? -1 : 1;
-      if (shape[a] > shape[b]) return 1;
-    }
-    return 0;
-  };
-  std::vector<size_t> perm(nd);
-  for (size_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
-  for (size_t i = 1; i < nd; ++i) {
-    size_t d1 = i;
-    for (size_t d0 = i; d0-- > 0;) {
-      const int cmp = should_swap(perm[d0], perm[d1]);
-      if (cmp > 0) {
-        std::swap(perm[d0], perm[d1]);
-        d1 = d0;
-      } else if (cmp < 0) {
-        break;
-      }
-    }
-  }
-  bool row_major = true;
-  for (size_t i = 0; i < nd; ++i) row_major &= perm[i] == nd - 1 - i;
-  if (row_major) return empty(shape, dtype);
-  Shape strides(nd);
-  int64_t next = 1;
-  for (size_t d : perm) {
-    strides[d] = next;
-    next *= shape[d];
-  }
-  const Tensor storage = empty({core::checked_numel(shape, "empty_like_inputs")}, dtype);
-  return make_tensor(storage.storage(), shape, strides, 0, dtype, "empty_like_inputs");
+  return empty_in_stride_order(shape, dtype, inputs);  // reorder_dimensions
 }
 
 std::vector<Tensor> in_storage_order(std::initializer_list<Tensor> operands) {

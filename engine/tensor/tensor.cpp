@@ -1,5 +1,6 @@
 // Tensor metadata, views and the layout checks behind them.
 #include "engine/tensor/tensor.h"
+#include "engine/tensor/stride_order.h"
 
 #include <algorithm>
 #include <numeric>
@@ -402,21 +403,28 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : contiguous_
 
 namespace {
 // PyTorch's memory_format=preserve for clone() and to(): a dense t keeps its strides
-// (empty_like_preserve); any other t gets a dense layout in the order of its strides
-// (infer_dense_strides: an insertion sort where stride-0 dims abstain and equal strides put the
-// smaller dim inner), so a sliced, transposed tensor clones transposed, as in PyTorch.
+// (empty_like_preserve); any other t gets a dense layout in the order of its strides, so a
+// sliced, transposed tensor clones transposed, as in PyTorch.
 Tensor empty_preserving_order(const Tensor& t, DType dtype) {
   if (t.is_contiguous() || is_non_overlapping_and_dense(t)) return empty_like_preserve(t, dtype);
-  const size_t nd = size_t(t.dim());
-  const Shape& sz = t.sizes();
-  const Shape& st = t.strides();
+  return empty_in_stride_order(t.sizes(), dtype, {t});
+}
+}  // namespace
+
+Tensor empty_in_stride_order(const Shape& shape, DType dtype, std::initializer_list<Tensor> operands) {
+  const size_t nd = shape.size();
+  auto should_swap = [&](size_t a, size_t b) {  // a currently inner of b
+    for (const Tensor& t : operands) {
+      if (!t.defined()) continue;
+      const int64_t sa = t.strides()[a], sb = t.strides()[b];
+      if (sa == 0 || sb == 0) continue;
+      if (sa != sb) return sa < sb ? -1 : 1;
+      if (shape[a] > shape[b]) return 1;
+    }
+    return 0;
+  };
   std::vector<size_t> perm(nd);  // dims innermost first, starting from row-major
   for (size_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
-  auto should_swap = [&](size_t a, size_t b) {
-    if (st[a] == 0 || st[b] == 0) return 0;
-    if (st[a] != st[b]) return st[a] < st[b] ? -1 : 1;
-    return sz[a] > sz[b] ? 1 : 0;
-  };
   for (size_t i = 1; i < nd; ++i) {
     size_t d1 = i;
     for (size_t d0 = i; d0-- > 0;) {
@@ -429,16 +437,18 @@ Tensor empty_preserving_order(const Tensor& t, DType dtype) {
       }
     }
   }
+  bool row_major = true;
+  for (size_t i = 0; i < nd; ++i) row_major &= perm[i] == nd - 1 - i;
+  if (row_major) return empty(shape, dtype);
   Shape strides(nd);
   int64_t next = 1;
   for (size_t d : perm) {
     strides[d] = next;
-    next *= sz[d];
+    next *= shape[d];
   }
-  const Tensor flat = empty({t.numel()}, dtype);
-  return make_tensor(flat.storage(), sz, strides, 0, dtype, "clone");
+  const Tensor flat = empty({core::checked_numel(shape, "empty_in_stride_order")}, dtype);
+  return make_tensor(flat.storage(), shape, strides, 0, dtype, "empty_in_stride_order");
 }
-}  // namespace
 
 Tensor Tensor::clone() const {
   Tensor out = empty_preserving_order(*this, dtype());

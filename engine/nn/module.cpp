@@ -210,7 +210,7 @@ void Module::to(DType dtype) {
   auto convert = [&](const Tensor& t, memory::Tag tag) {
     if (!t.defined() || !core::is_floating(t.dtype()) || t.dtype() == dtype) return;
     Tensor c = t.to(dtype).contiguous();
-    c.storage()->set_tag(tag);
+    if (c.storage()) c.storage()->set_tag(tag);
     // Swap the data under the same handle: the parameter stays the same tensor.
     TensorImpl* impl = t.impl();
     impl->storage = c.storage();
@@ -219,7 +219,11 @@ void Module::to(DType dtype) {
     impl->offset = c.storage_offset();
     impl->dtype = dtype;
     Tensor g = t.grad();
-    if (g.defined()) t.set_grad(g.to(dtype));
+    if (g.defined()) {
+      Tensor cg = g.to(dtype);
+      if (cg.storage()) cg.storage()->set_tag(memory::Tag::Gradient);  // still .grad's memory
+      t.set_grad(cg);
+    }
   };
   for (auto& [n, t] : named_parameters()) convert(t, memory::Tag::Parameter);
   for (auto& [n, t] : named_buffers()) convert(t, memory::Tag::Other);

@@ -1,9 +1,11 @@
-// new_group: the backend factory. gloo/ and nccl/ are built only where their libraries are found
-// (engine/CMakeLists.txt defines TB_WITH_GLOO / TB_WITH_NCCL); without them their names still
-// resolve, to a clear error.
-#include "engine/dist/mpi/mpi_group.h"
+// new_group: the backend factory. mpi/, gloo/ and nccl/ are built only where their libraries are
+// found (engine/CMakeLists.txt defines TB_WITH_MPI / TB_WITH_GLOO / TB_WITH_NCCL); without them
+// their names still resolve, to a clear error.
 #include "engine/dist/process_group.h"
 
+#if TB_WITH_MPI
+#include "engine/dist/mpi/mpi_group.h"
+#endif
 #if TB_WITH_GLOO
 #include "engine/dist/gloo/gloo_group.h"
 #endif
@@ -14,7 +16,13 @@
 namespace tb::dist {
 
 std::shared_ptr<ProcessGroup> new_group(const std::string& backend, Options options) {
-  if (backend == "mpi") return mpi::make_group(world_from_env(), std::move(options));
+  if (backend == "mpi") {
+#if TB_WITH_MPI
+    return mpi::make_group(world_from_env(), std::move(options));
+#else
+    throw DistError("new_group", "mpi: not built (libopenmpi-dev missing when configuring)");
+#endif
+  }
   if (backend == "gloo") {
 #if TB_WITH_GLOO
     return gloo::make_group(world_from_env(), std::move(options));

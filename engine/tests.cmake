@@ -1,0 +1,28 @@
+# The engine's own tests: engine/<room>/tests/*_test.cpp, one GoogleTest program per room
+# (engine_<room>_test), labelled `engine`. They need no LibTorch, so they build and run with
+# TB_WITH_TORCH=OFF, and ci/test runs them first (`ctest -L engine`). Expected numbers are
+# written by hand in the tests, never produced by the engine itself.
+# Included at the end of engine/CMakeLists.txt; GTest is found at the top level.
+include(GoogleTest)
+
+# The library each room's test links. tb_engine (every room) for now; when a room becomes its own
+# target, set its entry to it (e.g. tensor -> tb_tensor) so the test proves the room links alone.
+set(TB_ENGINE_TEST_LIBS
+  core=tb_engine memory=tb_engine tensor=tb_engine ops=tb_engine autograd=tb_engine nn=tb_engine
+  optim=tb_engine data=tb_engine dist=tb_engine checkpoint=tb_engine train=tb_engine)
+
+foreach(entry IN LISTS TB_ENGINE_TEST_LIBS)
+  string(REPLACE "=" ";" pair "${entry}")
+  list(GET pair 0 room)
+  list(GET pair 1 lib)
+  file(GLOB room_tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/${room}/tests/*_test.cpp)
+  if(NOT room_tests)
+    continue()
+  endif()
+  add_executable(engine_${room}_test ${room_tests})
+  target_link_libraries(engine_${room}_test PRIVATE ${lib} GTest::gtest_main)
+  # DISCOVERY_TIMEOUT: listing the tests runs the program; on a loaded 2-core machine the default
+  # 5 s is not always enough for a freshly linked binary.
+  gtest_discover_tests(engine_${room}_test TEST_PREFIX "engine.${room}." PROPERTIES LABELS engine
+                       DISCOVERY_TIMEOUT 60)
+endforeach()

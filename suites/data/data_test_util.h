@@ -1,4 +1,4 @@
-// Helpers shared by the data_test files.
+// Helpers of fashion_mnist_test.cpp.
 #pragma once
 #include <gtest/gtest.h>
 

@@ -55,7 +55,7 @@ TEST(Allocator, CapThrowsOutOfMemoryWithDetails) {
   a.set_limit(old);
 }
 
-TEST(Allocator, ParsesByteCounts) {  // the parser itself: suites/core/env_test.cpp
+TEST(Allocator, ParsesByteCounts) {  // the parser itself: engine/core/tests/env_test.cpp
   EXPECT_EQ(core::parse_bytes("V", "512"), 512);
   EXPECT_EQ(core::parse_bytes("V", "64M"), int64_t(64) << 20);
   EXPECT_EQ(core::parse_bytes("V", "2G"), int64_t(2) << 30);

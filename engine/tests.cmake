@@ -11,6 +11,8 @@ set(TB_ENGINE_TEST_LIBS
   core=tb_engine memory=tb_engine tensor=tb_engine ops=tb_engine autograd=tb_engine nn=tb_engine
   optim=tb_engine data=tb_engine dist=tb_engine checkpoint=tb_engine train=tb_engine)
 
+# `cmake --build <dir> --target engine_tests` builds every room's test program (and the engine).
+add_custom_target(engine_tests)
 foreach(entry IN LISTS TB_ENGINE_TEST_LIBS)
   string(REPLACE "=" ";" pair "${entry}")
   list(GET pair 0 room)
@@ -21,6 +23,7 @@ foreach(entry IN LISTS TB_ENGINE_TEST_LIBS)
   endif()
   add_executable(engine_${room}_test ${room_tests})
   target_link_libraries(engine_${room}_test PRIVATE ${lib} GTest::gtest_main)
+  add_dependencies(engine_tests engine_${room}_test)
   # DISCOVERY_TIMEOUT: listing the tests runs the program; on a loaded 2-core machine the default
   # 5 s is not always enough for a freshly linked binary.
   gtest_discover_tests(engine_${room}_test TEST_PREFIX "engine.${room}." PROPERTIES LABELS engine

@@ -11,6 +11,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/functions.h"
 #include "engine/autograd/grad_mode.h"
+#include "engine/autograd/tests/leaf.h"
 #include "engine/core/tests/error_of.h"
 #include "engine/tensor/factories.h"
 #include "engine/tensor/tests/values.h"
@@ -20,15 +21,10 @@ namespace {
 
 namespace A = autograd;
 using testing::error_of;
+using testing::leaf;
 using testing::expect_contains;
 using testing::values;
 using V = std::vector<double>;
-
-Tensor leaf(std::initializer_list<double> v) {
-  Tensor t = from_vector(std::vector<double>(v), DType::Float64);
-  t.requires_grad_();
-  return t;
-}
 
 TEST(Autograd, DerivativesOfClosedForms) {
   Tensor x = leaf({2});

@@ -3,6 +3,7 @@
 // lr * g / (|g| + eps)) and AdamW's decoupled decay.
 #include <gtest/gtest.h>
 
+#include "engine/autograd/tests/leaf.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/sgd.h"
 #include "engine/tensor/factories.h"
@@ -11,31 +12,27 @@
 namespace tb::optim {
 namespace {
 
+using testing::leaf;
 using testing::values;
 using V = std::vector<double>;
 
-Tensor param(std::initializer_list<double> v) {
-  Tensor t = from_vector(std::vector<double>(v), DType::Float64);
-  t.requires_grad_();
-  return t;
-}
 void set_grad(const Tensor& p, std::initializer_list<double> g) { p.set_grad(from_vector(std::vector<double>(g), DType::Float64)); }
 
 TEST(Optimizer, SgdPlainMomentumAndWeightDecay) {
-  Tensor w = param({1, 2});
+  Tensor w = leaf({1, 2});
   SGD plain({w}, {.lr = 0.1});
   set_grad(w, {2, -4});
   plain.step();
   EXPECT_EQ(values(w), V({0.8, 2.4}));  // w - lr g
 
-  Tensor m = param({1});
+  Tensor m = leaf({1});
   SGD momentum({m}, {.lr = 0.1, .momentum = 0.9});
   set_grad(m, {1});
   momentum.step();  // buf = g = 1: 1 - 0.1
   momentum.step();  // buf = 0.9 * 1 + 1 = 1.9: 0.9 - 0.19
   EXPECT_NEAR(values(m)[0], 0.71, 1e-15);
 
-  Tensor d = param({2});
+  Tensor d = leaf({2});
   SGD decay({d}, {.lr = 0.1, .weight_decay = 0.5});
   set_grad(d, {1});
   decay.step();  // g + wd w = 1 + 1 = 2: 2 - 0.2
@@ -46,7 +43,7 @@ TEST(Optimizer, SgdPlainMomentumAndWeightDecay) {
 }
 
 TEST(Optimizer, AdamFirstStepsAndAdamW) {
-  Tensor w = param({1, 1});
+  Tensor w = leaf({1, 1});
   Adam adam({w}, {.lr = 0.1});
   set_grad(w, {2, -3});
   adam.step();  // m_hat = g, v_hat = g^2: w - 0.1 g / (|g| + 1e-8)
@@ -55,7 +52,7 @@ TEST(Optimizer, AdamFirstStepsAndAdamW) {
   adam.step();  // the same gradient again: m_hat = g, v_hat = g^2 once more
   EXPECT_NEAR(values(w)[0], 1 - 2 * 0.1 * 2 / (2 + 1e-8), 1e-14);
 
-  Tensor a = param({1});
+  Tensor a = leaf({1});
   AdamW adamw({a}, {.lr = 0.1, .weight_decay = 0.01});
   set_grad(a, {5});
   adamw.step();  // w (1 - lr wd) first, then the Adam step: 0.999 - 0.1 * 5 / (5 + 1e-8)

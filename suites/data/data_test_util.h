@@ -1,26 +1,10 @@
-// Helpers shared by the data_test files.
+// Helpers of fashion_mnist_test.cpp: the engine tests' error helpers (engine/core/tests/error_of.h).
 #pragma once
-#include <gtest/gtest.h>
-
-#include <exception>
-#include <initializer_list>
-#include <string>
+#include "engine/core/tests/error_of.h"
 
 namespace tb::data {
 
-inline void expect_contains(const std::string& msg, std::initializer_list<std::string> parts) {
-  for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' missing from: " << msg;
-}
-
-// The message of what f throws ("<no exception>" when it does not).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<no exception>";
-}
+using tb::testing::error_of;
+using tb::testing::expect_contains;
 
 }  // namespace tb::data

@@ -1,7 +1,7 @@
-// DataLoader, samplers and collate (engine/data); the Fashion-MNIST reader's tests are in
-// fashion_mnist_test.cpp. References are independent of the engine code under test: PyTorch's
-// DistributedSampler algorithm re-implemented literally (and hand-computed partitions checked
-// against the pinned torch once).
+// DataLoader, samplers and collate (engine/data); the Fashion-MNIST reader's tests, which
+// cross-check with numpy, stay in suites/data/fashion_mnist_test.cpp. References are independent
+// of the engine code under test: PyTorch's DistributedSampler algorithm re-implemented literally
+// (and hand-computed partitions checked against the pinned torch once).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -22,14 +22,16 @@
 #include "engine/data/collate.h"
 #include "engine/data/dataloader.h"
 #include "engine/data/dataset.h"
+#include "engine/core/tests/error_of.h"
 #include "engine/data/sampler.h"
 #include "engine/tensor/factories.h"
-#include "suites/data/data_test_util.h"
 
 namespace tb::data {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::error_of;
+using testing::expect_contains;
 
 // ---------------------------------------------------------------- helpers
 

@@ -7,20 +7,12 @@
 
 #include "engine/core/env.h"
 #include "engine/core/error.h"
+#include "engine/core/tests/error_of.h"
 
 namespace tb {
 namespace {
 
-// The message of the core::Error that f throws ("" if it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const core::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 const char* const kHostile[] = {"1e30", "inf", "-inf", "nan", "-1", "99999999999G", "0x10", "", " 5", "5 ",
                                 "9223372036854775808", "18446744073709551616", "5X", "G", "1.5.2", "+5",

@@ -172,7 +172,7 @@ Record bench_one(const PlannedBench& p, const BenchOptions& opt) {
     }
   }
   if (err) {
-    r.status = "error";
+    r.status = Status::Error;
     r.message = *err;
     r.metrics = nlohmann::json::object({{"threads", opt.threads}});
   }

@@ -22,8 +22,8 @@ struct ReportRequest {
 // <folder of the first input>/report
 std::filesystem::path default_report_dir(const std::vector<std::filesystem::path>& inputs);
 
-// The interpreter that runs reports/: $TRAINBENCH_PYTHON, else <TRAINBENCH_VENV>/bin/python as
-// configured by CMake, else python3 from PATH.
+// The interpreter that runs reports/: the project's Python (harness/project_python.h), else
+// python3 from PATH.
 std::string report_python();
 
 // Why run_report failed. `exit_code`: the generator's (2 a bad input or --out, 3 this Python

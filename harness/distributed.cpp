@@ -68,13 +68,6 @@ std::map<std::string, Record> read_rank_records(const fs::path& dir, int rank) {
   return out;
 }
 
-int severity(const std::string& status) {
-  if (status == "error") return 3;
-  if (status == "fail") return 2;
-  if (status == "skip") return 1;
-  return 0;
-}
-
 // One record from every rank's record of one case: rank 0's metrics (ranks agree on collective
 // results; each case checks its own rank), the worst status, the other ranks' complaints.
 Record merge(const std::vector<Record>& per_rank) {
@@ -82,9 +75,9 @@ Record merge(const std::vector<Record>& per_rank) {
   std::string extra;
   for (std::size_t r = 1; r < per_rank.size(); ++r) {
     const Record& x = per_rank[r];
-    if (severity(x.status) > severity(out.status)) out.status = x.status;
-    if (x.status != "pass" && x.status != "skip")
-      extra += "\nrank " + std::to_string(r) + " " + x.status + ": " + x.message;
+    out.status = std::max(out.status, x.status);
+    if (x.status != Status::Pass && x.status != Status::Skip)
+      extra += "\nrank " + std::to_string(r) + " " + std::string(to_string(x.status)) + ": " + x.message;
     out.duration_s = std::max(out.duration_s, x.duration_s);
   }
   if (!extra.empty()) out.message = (out.message.empty() ? "" : "rank 0: " + out.message) + extra;
@@ -156,7 +149,7 @@ std::vector<Record> run_world(const Suite& s, int world, bool benches, const Dis
       rec.suite = s.name;
       rec.case_name = c.name;
       rec.kind = benches ? "benchmark" : "correctness";
-      rec.status = "error";
+      rec.status = Status::Error;
       std::string ranks;
       for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
       if (!diagnosed) {
@@ -175,7 +168,7 @@ std::vector<Record> run_world(const Suite& s, int world, bool benches, const Dis
     Record rec;
     rec.suite = s.name;
     rec.case_name = "(launch)/w" + std::to_string(world);
-    rec.status = "error";
+    rec.status = Status::Error;
     rec.message = res.diagnosis() + "\n  rank logs: " + dir.string();
     out.push_back(std::move(rec));
   }
@@ -199,7 +192,7 @@ std::vector<Record> run_peer(const Suite& s, int w, const DistRunOptions& o, Pro
     r.suite = s.name;
     r.case_name = "(peer)/w" + std::to_string(w);
     r.kind = "benchmark";
-    r.status = "error";
+    r.status = Status::Error;
     r.message = e.what();
     out = {std::move(r)};
   }
@@ -224,11 +217,11 @@ std::vector<Record> average_rounds(const std::vector<std::vector<Record>>& round
       auto [it, fresh] = index.emplace(r.case_name, out.size());
       if (fresh) out.push_back(r);
       Record& acc = out[it->second];
-      if (!fresh && severity(r.status) > severity(acc.status)) {
+      if (!fresh && r.status > acc.status) {
         acc.status = r.status;
         acc.message = r.message;
       }
-      if (r.status != "pass") continue;
+      if (r.status != Status::Pass) continue;
       for (const auto& [k, v] : r.metrics.items())
         if (v.is_number()) {
           auto& [sum, n] = sums[r.case_name][k];

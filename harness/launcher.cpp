@@ -1,11 +1,8 @@
-// mpirun as a child process: its combined output read through one pipe with poll(), split by
-// rank from mpirun's --tag-output prefixes ("[job,rank]<stdout>:"), a deadline enforced by us.
+// mpirun as a child process (harness/subprocess.h: its own group, a deadline enforced by us), its
+// combined output split by rank from mpirun's --tag-output prefixes ("[job,rank]<stdout>:").
 #include "harness/launcher.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,12 +14,12 @@
 #include <regex>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
+
+#include "harness/subprocess.h"
 
 namespace tb::harness {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 std::string self_exe() {
   std::error_code ec;
@@ -103,28 +100,15 @@ LaunchResult launch(const LaunchSpec& spec) {
   fs::create_directories(spec.run_dir);
   const std::vector<std::string> cmd = mpirun_command(spec);
 
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("launch: pipe: ") + std::strerror(errno));
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("launch: fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    setpgid(0, 0);  // mpirun and what it starts locally: one group to signal on timeout
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
-    const int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    setenv("TRAINBENCH_DIST_DIR", spec.run_dir.c_str(), 1);
-    for (const auto& [k, v] : spec.env) setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> args;
-    for (const std::string& a : cmd) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    const std::string msg = std::string("launch: cannot run mpirun: ") + std::strerror(errno) +
-                            " (install openmpi-bin; ci/bootstrap does)\n";
-    (void)!write(STDERR_FILENO, msg.data(), msg.size());
-    _exit(127);
-  }
-  close(fds[1]);
+  SubprocessSpec run;
+  run.argv = cmd;
+  run.timeout = spec.timeout;  // then SIGTERM (mpirun forwards it to the ranks), 5 s later SIGKILL
+  run.grace = std::chrono::seconds(5);
+  run.output = SubprocessSpec::Output::Merge;
+  run.env["TRAINBENCH_DIST_DIR"] = spec.run_dir.string();
+  for (const auto& [k, v] : spec.env) run.env[k] = v;
+  // Ranks on other hosts are not in mpirun's group: their pid files reach them.
+  run.on_kill = [&](int sig) { kill_rank_pids(spec.run_dir, spec.ranks, sig); };
 
   LaunchResult res;
   res.rank_output.resize(std::size_t(spec.ranks));
@@ -155,69 +139,29 @@ LaunchResult launch(const LaunchSpec& spec) {
     if (spec.echo && !line.empty()) *spec.echo << "[mpirun] " << line << '\n' << std::flush;
   };
 
-  const auto t0 = Clock::now();
-  const auto deadline = t0 + spec.timeout;
   std::string pending;
-  bool eof = false, term_sent = false, kill_sent = false;
-  Clock::time_point term_time;
-  int status = 0;
-  bool reaped = false;
-  while (!reaped) {
-    if (!eof) {
-      pollfd p{fds[0], POLLIN, 0};
-      const int n = poll(&p, 1, 200);
-      if (n > 0) {
-        char buf[65536];
-        const ssize_t got = read(fds[0], buf, sizeof buf);
-        if (got > 0) {
-          pending.append(buf, std::size_t(got));
-          std::size_t nl;
-          while ((nl = pending.find('\n')) != std::string::npos) {
-            handle_line(pending.substr(0, nl));
-            pending.erase(0, nl + 1);
-          }
-        } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-          eof = true;
-        }
-      }
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  run.on_output = [&](std::string_view chunk) {
+    pending.append(chunk);
+    std::size_t nl;
+    while ((nl = pending.find('\n')) != std::string::npos) {
+      handle_line(pending.substr(0, nl));
+      pending.erase(0, nl + 1);
     }
-    const pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) reaped = true;
-    const auto now = Clock::now();
-    if (!reaped && !term_sent && now > deadline) {
-      res.timed_out = true;
-      term_sent = true;
-      term_time = now;
-      ::kill(-pid, SIGTERM);  // mpirun forwards it to the ranks
-      kill_rank_pids(spec.run_dir, spec.ranks, SIGTERM);
-    }
-    if (!reaped && term_sent && !kill_sent && now - term_time > std::chrono::seconds(5)) {
-      kill_sent = true;
-      ::kill(-pid, SIGKILL);
-      kill_rank_pids(spec.run_dir, spec.ranks, SIGKILL);
-    }
+  };
+  run.max_output = 0;  // every line is kept above, by rank
+  SubprocessResult done;
+  try {
+    done = run_subprocess(run);
+  } catch (const std::runtime_error& e) {  // no pipe or no fork
+    throw std::runtime_error(std::string("launch: ") + e.what());
   }
-  // mpirun is gone; drain what is left in the pipe (ranks killed with it write no more).
-  for (;;) {
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) break;
-    char buf[65536];
-    const ssize_t got = read(fds[0], buf, sizeof buf);
-    if (got <= 0) break;
-    pending.append(buf, std::size_t(got));
-  }
-  std::size_t nl;
-  while ((nl = pending.find('\n')) != std::string::npos) {
-    handle_line(pending.substr(0, nl));
-    pending.erase(0, nl + 1);
-  }
-  if (!pending.empty()) handle_line(pending);
-  close(fds[0]);
-  if (res.timed_out) kill_rank_pids(spec.run_dir, spec.ranks, SIGKILL);  // no stragglers
-  res.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  res.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (!done.started())
+    handle_line(std::string("launch: cannot run mpirun: ") + std::strerror(done.exec_errno) +
+                " (install openmpi-bin; ci/bootstrap does)");
+  if (!pending.empty()) handle_line(pending);  // a last line without its newline
+  res.timed_out = done.timed_out;
+  res.seconds = done.seconds;
+  res.exit_code = done.status_code();
   return res;
 }
 

@@ -41,7 +41,7 @@ constexpr const char* kSetupCase = "(setup)";
 TestCase setup_error_case(const std::string& what) {
   return {kSetupCase, [what] {
             Record r;
-            r.status = "error";
+            r.status = Status::Error;
             r.message = "listing the suite's test cases failed: " + what;
             return r;
           }};

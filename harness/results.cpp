@@ -135,12 +135,15 @@ Record record_from_json(const nlohmann::json& j, const std::string& default_kind
   r.suite = j.value("suite", "");
   r.case_name = j.value("case", "");
   r.kind = j.value("kind", default_kind);
-  r.status = j.value("status", "error");
+  const std::string status = j.value("status", "error");
+  r.status = status_from_string(status).value_or(Status::Error);
   r.rank = j.value("rank", 0);
   r.metrics = j.value("metrics", nlohmann::json::object());
   r.tolerances = j.value("tolerances", nlohmann::json::object());
   r.duration_s = j.value("duration_s", 0.0);
   r.message = j.value("message", "");
+  if (!status_from_string(status))  // another program's record, not one of ours
+    r.message = "status '" + status + "' is not pass, skip, fail or error" + (r.message.empty() ? "" : ": " + r.message);
   r.series = j.value("series", nlohmann::json::object());
   return r;
 }

@@ -19,7 +19,7 @@ void Progress::start(const std::string& suite, const std::string& name) {
 void Progress::finish(const Record& r) {
   if (!out_) return;
   *out_ << r.status;
-  if (r.kind == "benchmark" && r.status == "pass" && r.metrics.contains("speedup")) {
+  if (r.kind == "benchmark" && r.status == Status::Pass && r.metrics.contains("speedup")) {
     const auto& m = r.metrics;
     std::ostringstream os;
     os << std::setprecision(3) << " (engine " << m.value("engine_median_s", 0.0) * 1e3
@@ -27,7 +27,7 @@ void Progress::finish(const Record& r) {
        << m.value("speedup", 0.0) << "x)";
     *out_ << os.str();
   }
-  if ((r.status == "fail" || r.status == "error") && !r.message.empty()) {
+  if ((r.status == Status::Fail || r.status == Status::Error) && !r.message.empty()) {
     // First line only: the full message is in the JSON.
     *out_ << " (" << r.message.substr(0, r.message.find('\n')) << ')';
   }
@@ -47,11 +47,11 @@ std::vector<Record> run_tests(const std::vector<PlannedTest>& tests, Progress* p
       r = p.test.run();
     } catch (const std::exception& e) {
       r = Record{};
-      r.status = "error";
+      r.status = Status::Error;
       r.message = std::string("exception: ") + e.what();
     } catch (...) {
       r = Record{};
-      r.status = "error";
+      r.status = Status::Error;
       r.message = "exception of unknown type";
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -67,10 +67,12 @@ std::vector<Record> run_tests(const std::vector<PlannedTest>& tests, Progress* p
 Counts count(const std::vector<Record>& records) {
   Counts c;
   for (const Record& r : records) {
-    if (r.status == "pass") ++c.passed;
-    else if (r.status == "skip") ++c.skipped;
-    else if (r.status == "error") ++c.errors;
-    else ++c.failed;  // "fail", and any status outside the schema counts against the run
+    switch (r.status) {
+      case Status::Pass: ++c.passed; break;
+      case Status::Skip: ++c.skipped; break;
+      case Status::Error: ++c.errors; break;
+      case Status::Fail: ++c.failed; break;
+    }
   }
   return c;
 }

@@ -96,7 +96,7 @@ Counts count(const std::vector<Record>& records);
 // JSON text.
 nlohmann::json record_to_json(const Record& r);
 // The inverse, for records other processes wrote (ranks, PyTorch peers); a missing field takes
-// Record's default, a missing status "error", a missing kind `default_kind`.
+// Record's default, a missing or unknown status Status::Error (the message says which), a missing kind `default_kind`.
 Record record_from_json(const nlohmann::json& j, const std::string& default_kind = "correctness");
 
 struct RunInfo {

@@ -5,19 +5,44 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace tb::harness {
 
+// How a case ended. In JSON (docs/result.schema.json, read by reports/) the strings "pass",
+// "skip", "fail", "error". Ordered by severity: where ranks or rounds disagree, the greatest wins.
+enum class Status { Pass, Skip, Fail, Error };
+
+constexpr std::string_view to_string(Status s) {
+  switch (s) {
+    case Status::Pass: return "pass";
+    case Status::Skip: return "skip";
+    case Status::Fail: return "fail";
+    case Status::Error: return "error";
+  }
+  return "error";
+}
+// The status a JSON string names; nullopt for any other string.
+constexpr std::optional<Status> status_from_string(std::string_view s) {
+  for (Status x : {Status::Pass, Status::Skip, Status::Fail, Status::Error})
+    if (to_string(x) == s) return x;
+  return std::nullopt;
+}
+inline std::ostream& operator<<(std::ostream& os, Status s) { return os << to_string(s); }
+inline void to_json(nlohmann::json& j, Status s) { j = std::string(to_string(s)); }
+
 // One result, one JSON record (see docs/results.md).
 struct Record {
   std::string suite;
   std::string case_name;
   std::string kind = "correctness";   // correctness | benchmark | scenario
-  std::string status = "pass";        // pass | fail | skip | error
+  Status status = Status::Pass;
   int rank = 0;
   nlohmann::json metrics = nlohmann::json::object();     // numbers with units in their names
   nlohmann::json tolerances = nlohmann::json::object();  // e.g. {"rtol":1.3e-6,"atol":1e-5}

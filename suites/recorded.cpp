@@ -18,16 +18,16 @@ harness::Record run_recorded(const std::string& suite, const std::string& name,
   try {
     body(rec);
   } catch (const CheckFailed& e) {
-    rec.status = "fail";
+    rec.status = harness::Status::Fail;
     rec.message = e.what();
   } catch (const core::Error& e) {
-    rec.status = "fail";
+    rec.status = harness::Status::Fail;
     rec.message = std::string("engine raised: ") + e.what();
   } catch (const ref::RefError& e) {
-    rec.status = "error";
+    rec.status = harness::Status::Error;
     rec.message = std::string("LibTorch raised: ") + e.what();
   } catch (const std::exception& e) {
-    rec.status = "error";
+    rec.status = harness::Status::Error;
     rec.message = e.what();
   }
   rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -22,9 +22,6 @@
 namespace tb::suites {
 
 void register_all() {
-  // Suites that run the project's Python (independent readers, golden generators) find it here;
-  // an explicit TRAINBENCH_VENV in the environment wins.
-  setenv("TRAINBENCH_VENV", TB_DEFAULT_VENV, /*overwrite=*/0);
   // The training suite's resume check continues a run in a fresh process: this one.
   if (const char* dir = std::getenv("TRAINBENCH_RESUME_CHILD")) std::exit(run_resume_child(dir));
   // The collectives suite's watchdog check launches ranks of this program that skip a collective.

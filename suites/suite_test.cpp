@@ -25,7 +25,7 @@ class SuiteTest : public ::testing::TestWithParam<tb::harness::TestCase> {};
 
 TEST_P(SuiteTest, Passes) {
   tb::harness::Record r = GetParam().run();
-  EXPECT_EQ(r.status, "pass") << r.case_name << ": " << r.message;
+  EXPECT_EQ(r.status, tb::harness::Status::Pass) << r.case_name << ": " << r.message;
 }
 
 std::string test_name(const ::testing::TestParamInfo<tb::harness::TestCase>& info) {

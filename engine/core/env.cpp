@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
 #include "engine/core/error.h"
 
@@ -142,6 +143,8 @@ std::optional<std::string> env_string(const char* name) {
   if (!v || !*v) return std::nullopt;
   return std::string(v);
 }
+
+std::string env_or(const char* name, std::string fallback) { return env_string(name).value_or(std::move(fallback)); }
 
 int64_t env_int64(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   const auto v = env_string(name);

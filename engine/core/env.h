@@ -1,7 +1,7 @@
 // The one place environment variables are read and parsed. Every parse is strict: the whole
 // value must be of the accepted form (no leading/trailing space, no trailing junk, no silent
 // wrap-around), else a core::Error names the variable, its value and the form it accepts.
-// An unset or empty variable means "use the default". See docs/environment.md for the table of
+// An unset or empty variable means "use the default". See docs/env.md for the table of
 // every variable the engine, harness and suites read.
 //
 // The parse_* functions take the variable name only for the message, so values from elsewhere
@@ -32,6 +32,8 @@ std::string parse_choice(std::string_view name, std::string_view value, std::ini
 
 // The raw value, or nullopt when the variable is unset or empty.
 std::optional<std::string> env_string(const char* name);
+// The raw value, or `fallback` when the variable is unset or empty.
+std::string env_or(const char* name, std::string fallback = {});
 int64_t env_int64(const char* name, int64_t fallback, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX);
 uint64_t env_uint64(const char* name, uint64_t fallback);
 double env_double(const char* name, double fallback, double lo, double hi);

@@ -61,15 +61,11 @@ constexpr auto kSpin = std::chrono::microseconds(10);  // Work::wait spins this 
 constexpr auto kPeerPoll = std::chrono::microseconds(20);    // Note [Waiting for the peers]
 constexpr auto kPeerWaitMax = std::chrono::milliseconds(250);
 
-std::string env_or(const char* name, const std::string& fallback = {}) {
-  return core::env_string(name).value_or(fallback);
-}
+using core::env_or;
 
 // The launcher's id for this job, so that progress boards of different jobs never meet.
 std::string job_id() {
-  std::string id = env_or("OMPI_MCA_ess_base_jobid", env_or("PMIX_NAMESPACE"));
-  if (id.empty() && !env_or("SLURM_JOB_ID").empty()) id = env_or("SLURM_JOB_ID") + "." + env_or("SLURM_STEP_ID", "0");
-  if (id.empty()) id = env_or("TORCHELASTIC_RUN_ID");
+  std::string id = world_from_env().job_id;
   if (id.empty()) id = "ppid" + std::to_string(::getppid());  // ranks forked by one launcher
   for (char& c : id)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '_';
@@ -810,13 +806,13 @@ WorldInfo world_from_env() {
                             {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
                             {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
                             {"RANK", "WORLD_SIZE", "LOCAL_RANK"}};
+  WorldInfo w;
   for (const Source& s : sources) {
     const std::string r = env_or(s.rank), n = env_or(s.size);
     if (r.empty() && n.empty()) continue;
     if (r.empty() || n.empty())
       throw DistError("world_from_env", std::string(r.empty() ? s.rank : s.size) + " is not set but " +
                                             (r.empty() ? s.size : s.rank) + " is");
-    WorldInfo w;
     w.rank = num(s.rank, r);
     w.size = num(s.size, n);
     const std::string l = env_or(s.local);
@@ -824,26 +820,26 @@ WorldInfo world_from_env() {
     w.source = std::string(s.rank) + "/" + s.size;
     if (w.size < 1 || w.rank >= w.size)
       throw DistError("world_from_env", w.source + " give rank " + r + " of world size " + n);
-    return w;
+    break;
   }
-  WorldInfo w;
-  w.source = "none (a single process)";
+  if (w.source.empty()) w.source = "none (a single process)";
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE"})
+    if (const std::string v = env_or(var); !v.empty()) {
+      w.local_size = int(core::parse_int64(var, v, 1, 1 << 24));
+      break;
+    }
+  w.nodes = int(core::env_int64("SLURM_STEP_NUM_NODES", 0, 1, 1 << 24));
+  w.job_id = env_or("PMIX_NAMESPACE", env_or("OMPI_MCA_ess_base_jobid"));
+  if (w.job_id.empty() && !env_or("SLURM_JOB_ID").empty())
+    w.job_id = "slurm-" + env_or("SLURM_JOB_ID") + "." + env_or("SLURM_STEP_ID", "0");
+  if (const std::string run = env_or("TORCHELASTIC_RUN_ID"); w.job_id.empty() && run != "none") w.job_id = run;
   return w;
 }
 
 std::string launch_id_from_env(const char* override_var) {
-  auto nonempty = [](const char* name) -> const char* {
-    const char* v = std::getenv(name);
-    return v && *v ? v : nullptr;
-  };
-  for (const char* name : {override_var, "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"})
-    if (const char* v = nonempty(name)) return v;
-  if (const char* job = nonempty("SLURM_JOB_ID")) {
-    const char* step = nonempty("SLURM_STEP_ID");
-    return std::string("slurm-") + job + "." + (step ? step : "");
-  }
-  if (const char* run = nonempty("TORCHELASTIC_RUN_ID"); run && std::strcmp(run, "none") != 0) return run;
-  return "local";
+  if (const std::string id = env_or(override_var); !id.empty()) return id;
+  const std::string id = world_from_env().job_id;
+  return id.empty() ? "local" : id;
 }
 
 }  // namespace tb::dist

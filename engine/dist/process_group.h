@@ -184,18 +184,28 @@ class ProcessGroup {
   std::thread worker_;
 };
 
-// Where this process sits in the job, from the launcher's environment: TRAINBENCH_RANK /
-// TRAINBENCH_WORLD_SIZE, else OpenMPI's OMPI_COMM_WORLD_RANK / _SIZE (and _LOCAL_RANK), else
-// Slurm's, else torchrun's RANK / WORLD_SIZE / LOCAL_RANK; a single process (0 of 1) when none.
+// Where this process sits in the job: the one reader of the launchers' environment (the engine
+// builds its groups from it, the harness's ranks and DDP's thread split read it too). One
+// precedence for every fact, first set wins (docs/env.md), integers parsed strictly:
+//   rank / size / local rank: TRAINBENCH_RANK / _WORLD_SIZE / _LOCAL_RANK, OpenMPI's
+//     OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK, Slurm's SLURM_PROCID / SLURM_NTASKS /
+//     SLURM_LOCALID, torchrun's RANK / WORLD_SIZE / LOCAL_RANK; a single process (0 of 1) when none;
+//   ranks on this host: OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS, torchrun's
+//     LOCAL_WORLD_SIZE;  hosts: SLURM_STEP_NUM_NODES;
+//   job id: PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid, slurm-<SLURM_JOB_ID>.<SLURM_STEP_ID>,
+//     TORCHELASTIC_RUN_ID.
 struct WorldInfo {
   int rank = 0, size = 1, local_rank = 0;
-  std::string source;  // which variables said so
+  int local_size = 0;  // this job's ranks on this host; 0 when no launcher says
+  int nodes = 0;       // hosts the job spans; 0 when no launcher says
+  std::string job_id;  // equal on every rank of one launch, different between launches; "" when none
+  std::string source;  // which variables gave the rank
 };
 WorldInfo world_from_env();
 
 // An id that differs between launches and is equal on all ranks of one launch, for rendezvous
-// keys (gloo's store, nccl's unique-id file): `override_var` if set, else the launcher's job id
-// (PMIx/OpenMPI, Slurm job.step, torchrun's run id), else "local".
+// keys (gloo's store, nccl's unique-id file): `override_var` if set, else WorldInfo::job_id,
+// else "local".
 std::string launch_id_from_env(const char* override_var);
 
 // A group on the named backend ("mpi", "gloo", "nccl") for the whole job (world_from_env).

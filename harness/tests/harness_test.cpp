@@ -40,7 +40,7 @@ std::vector<float>& data() {
 
 th::Record make(const char* status, const char* msg = "") {
   th::Record r;
-  r.status = status;
+  r.status = th::status_from_string(status).value();
   r.message = msg;
   r.metrics = {{"max_abs_err", 0.0}, {"nan_metric", std::nan("")}, {"flag", true}};
   r.tolerances = {{"rtol", 1e-6}, {"atol", 1e-5}};
@@ -156,11 +156,11 @@ TEST(Runner, TestStatusesAndProgress) {
   th::Progress progress(&log, tests.size());
   auto recs = th::run_tests(tests, &progress);
   ASSERT_EQ(recs.size(), 4u);
-  EXPECT_EQ(recs[0].status, "pass");
-  EXPECT_EQ(recs[1].status, "fail");
-  EXPECT_EQ(recs[2].status, "error");
+  EXPECT_EQ(recs[0].status, th::Status::Pass);
+  EXPECT_EQ(recs[1].status, th::Status::Fail);
+  EXPECT_EQ(recs[2].status, th::Status::Error);
   EXPECT_NE(recs[2].message.find("kaboom"), std::string::npos);
-  EXPECT_EQ(recs[3].status, "skip");
+  EXPECT_EQ(recs[3].status, th::Status::Skip);
   for (const auto& r : recs) {
     EXPECT_EQ(r.suite, "fake");
     EXPECT_EQ(r.kind, "correctness");
@@ -182,7 +182,7 @@ TEST(Runner, BenchmarksRecordBothSides) {
   ASSERT_EQ(recs.size(), 3u);
   const th::Record& ok = recs[0];
   EXPECT_EQ(ok.kind, "benchmark");
-  EXPECT_EQ(ok.status, "pass") << ok.message;
+  EXPECT_EQ(ok.status, th::Status::Pass) << ok.message;
   const auto& m = ok.metrics;
   for (const char* k : {"engine_median_s", "engine_min_s", "engine_max_s", "reference_median_s",
                         "reference_min_s", "reference_max_s", "speedup", "gflops",
@@ -199,16 +199,16 @@ TEST(Runner, BenchmarksRecordBothSides) {
               m["reference_median_s"].get<double>() / m["engine_median_s"].get<double>(), 1e-12);
   EXPECT_GT(ok.duration_s, 0.0);
 
-  EXPECT_EQ(recs[1].status, "error");
+  EXPECT_EQ(recs[1].status, th::Status::Error);
   EXPECT_NE(recs[1].message.find("engine exploded"), std::string::npos);
-  EXPECT_EQ(recs[2].status, "error");
+  EXPECT_EQ(recs[2].status, th::Status::Error);
   EXPECT_NE(recs[2].message.find("flaky engine"), std::string::npos) << recs[2].message;
 }
 
 TEST(Runner, SuiteWhoseCaseListThrowsIsAnErrorRecord) {
   auto recs = th::run_tests(th::collect_tests(named("broken")));
   ASSERT_EQ(recs.size(), 1u);
-  EXPECT_EQ(recs[0].status, "error");
+  EXPECT_EQ(recs[0].status, th::Status::Error);
   EXPECT_EQ(recs[0].suite, "broken");
   EXPECT_NE(recs[0].message.find("no torch"), std::string::npos);
 }
@@ -239,7 +239,7 @@ TEST(Results, AtomicWriteAndSchemaValid) {
   auto recs = th::run_tests(th::collect_tests(fake()));
   auto brecs = th::run_benches(th::collect_benches(fake()), {2, 0.01, 1});
   // Google Benchmark keeps working after a case that errored inside its timing loop.
-  EXPECT_EQ(brecs[0].status, "pass") << brecs[0].message;
+  EXPECT_EQ(brecs[0].status, th::Status::Pass) << brecs[0].message;
   recs.insert(recs.end(), brecs.begin(), brecs.end());
   th::write_result(out, th::make_result({"harness_test", 1}, recs));
   ASSERT_TRUE(fs::exists(out));
@@ -578,7 +578,7 @@ TEST(Distributed, AverageRoundsMeansPassingRounds) {
     r.suite = "ddp";
     r.case_name = name;
     r.kind = "benchmark";
-    r.status = status;
+    r.status = th::status_from_string(status).value();
     r.message = status == "pass" ? "" : "rank 1 died";
     r.metrics = {{"samples_per_s", sps}, {"world", 2}, {"backend", "mpi"}};
     return r;
@@ -589,15 +589,34 @@ TEST(Distributed, AverageRoundsMeansPassingRounds) {
   const auto out = tb::harness::average_rounds(rounds);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].case_name, "a");
-  EXPECT_EQ(out[0].status, "pass");
+  EXPECT_EQ(out[0].status, th::Status::Pass);
   EXPECT_DOUBLE_EQ(out[0].metrics["samples_per_s"].get<double>(), 200);
   EXPECT_EQ(out[0].metrics["rounds"].get<int>(), 2);
   EXPECT_EQ(out[0].metrics["backend"], "mpi");
-  EXPECT_EQ(out[1].status, "error");
+  EXPECT_EQ(out[1].status, th::Status::Error);
   EXPECT_EQ(out[1].message, "rank 1 died");
   EXPECT_DOUBLE_EQ(out[1].metrics["samples_per_s"].get<double>(), 10);  // the failed round is left out
   EXPECT_EQ(out[1].metrics["rounds"].get<int>(), 1);
   // One round: records pass through, no `rounds` metric.
   const auto single = tb::harness::average_rounds({rounds[0]});
   EXPECT_FALSE(single[0].metrics.contains("rounds"));
+}
+
+// Status is an enum in C++ and the schema's strings in JSON, both ways; a record another program
+// wrote with a status outside the schema is an error that says so, never a pass.
+TEST(Status, SerializesToTheSchemaStringsAndBack) {
+  for (th::Status s : {th::Status::Pass, th::Status::Skip, th::Status::Fail, th::Status::Error}) {
+    th::Record r;
+    r.status = s;
+    const nlohmann::json j = th::record_to_json(r);
+    EXPECT_EQ(j["status"], std::string(th::to_string(s)));
+    EXPECT_EQ(th::record_from_json(j).status, s);
+  }
+  EXPECT_EQ(th::record_from_json(nlohmann::json{{"case", "x"}}).status, th::Status::Error);
+  const th::Record odd = th::record_from_json(nlohmann::json{{"case", "x"}, {"status", "ok"}, {"message", "hi"}});
+  EXPECT_EQ(odd.status, th::Status::Error);
+  EXPECT_EQ(odd.message, "status 'ok' is not pass, skip, fail or error: hi");
+  EXPECT_LT(th::Status::Pass, th::Status::Skip);  // severity order: merges keep the greatest
+  EXPECT_LT(th::Status::Skip, th::Status::Fail);
+  EXPECT_LT(th::Status::Fail, th::Status::Error);
 }

@@ -48,7 +48,7 @@ bool compare(const std::string& what, tb::Tensor actual, tb::Tensor expected, To
   if (!actual.defined()) actual = zeros(expected.sizes(), expected.dtype());
   if (!expected.defined()) expected = zeros(actual.sizes(), actual.dtype());
   if (actual.sizes() != expected.sizes() || actual.dtype() != expected.dtype()) {
-    rec.status = "fail";
+    rec.status = harness::Status::Fail;
     rec.message = what + ": engine " + core::name(actual.dtype()) + core::to_string(actual.sizes()) + " vs LibTorch " +
                   core::name(expected.dtype()) + core::to_string(expected.sizes());
     return false;
@@ -59,7 +59,7 @@ bool compare(const std::string& what, tb::Tensor actual, tb::Tensor expected, To
   rec.metrics["max_rel"] = std::max(max_rel, d.max_rel);
   rec.metrics["nmse"] = std::max(rec.metrics.value("nmse", 0.0), d.nmse);
   if (d.mismatches == 0) return true;
-  rec.status = "fail";
+  rec.status = harness::Status::Fail;
   rec.message = what + ": " + std::to_string(d.mismatches) + " of " + std::to_string(actual.numel()) +
                 " elements outside rtol=" + std::to_string(tol.rtol) + " atol=" + std::to_string(tol.atol) + "; first " +
                 d.first;
@@ -84,7 +84,7 @@ harness::Record run_grad_case(const GradCase& c) {
     std::vector<tb::Tensor> out = c.engine(in);
     std::vector<ref::Tensor> rout = c.reference(rin);
     if (out.size() != rout.size()) {
-      rec.status = "fail";
+      rec.status = harness::Status::Fail;
       rec.message = "engine returned " + std::to_string(out.size()) + " outputs, LibTorch " + std::to_string(rout.size());
       return;
     }
@@ -109,7 +109,7 @@ harness::Record run_grad_case(const GradCase& c) {
       rgouts.push_back(ref::to_ref(g));
     }
     if (outs.empty()) {
-      rec.status = "fail";
+      rec.status = harness::Status::Fail;
       rec.message = "no engine output requires grad";
       return;
     }
@@ -193,7 +193,7 @@ harness::Record run_gradcheck(const GradCase& c) {
         const double err = std::fabs(numeric - analytic);
         worst = std::max(worst, err);
         if (err > atol + rtol * std::fabs(numeric)) {
-          rec.status = "fail";
+          rec.status = harness::Status::Fail;
           rec.message = "input " + std::to_string(wrt[j]) + " element " + std::to_string(e) + ": analytic " +
                         std::to_string(analytic) + " vs finite difference " + std::to_string(numeric);
           return;

@@ -21,6 +21,8 @@
 #include "engine/nn/linear.h"
 #include "engine/tensor/factories.h"
 #include "engine/tensor/iterator.h"
+#include "harness/project_python.h"
+#include "harness/subprocess.h"
 #include "suites/checkpoint/checkpoint_util.h"
 
 namespace tb::suites {
@@ -152,35 +154,23 @@ void roundtrip_case(harness::Record& r) {
   r.tolerances["bits"] = "exact";
 }
 
-// The venv's Python: TRAINBENCH_VENV from the environment, else the build's venv when the build
-// defines TB_DEFAULT_VENV, else "" (the case is skipped).
+// The project's Python (harness/project_python.h), or "" (the case is skipped).
 std::string venv_python() {
-  const char* v = std::getenv("TRAINBENCH_VENV");
-  std::string root = v && *v ? v : "";
-#ifdef TB_DEFAULT_VENV
-  if (root.empty()) root = TB_DEFAULT_VENV;
-#endif
-  return root.empty() ? "" : root + "/bin/python";
+  const auto py = harness::project_python();
+  return py ? py->path : "";
 }
 
 std::string script_path() { return (fs::path(TB_SOURCE_DIR) / "suites" / "checkpoint" / "read_safetensors.py").string(); }
 
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 nlohmann::json run_python(const std::string& py, const std::string& mode, const std::string& file) {
-  const std::string cmd = quote(py) + " " + quote(script_path()) + " " + mode + " " + quote(file) + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  expect(p != nullptr, "cannot start " + cmd);
-  std::string out;
-  char buf[65536];
-  size_t got;
-  while ((got = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, got);
-  const int rc = ::pclose(p);
-  expect(rc == 0, "the Python reader failed (" + cmd + "): " + out.substr(0, 2000));
+  harness::SubprocessSpec spec;
+  spec.argv = {py, script_path(), mode, file};
+  spec.output = harness::SubprocessSpec::Output::Merge;  // its error messages beside its output
+  const std::string cmd = harness::shell_join(spec.argv);
+  const harness::SubprocessResult run = harness::run_subprocess(spec);
+  expect(run.started(), "cannot start " + cmd + ": " + run.describe());
+  const std::string& out = run.out;
+  expect(run.ok(), "the Python reader failed (" + cmd + "): " + out.substr(0, 2000));
   try {
     return nlohmann::json::parse(out);
   } catch (const nlohmann::json::exception& e) {
@@ -198,8 +188,8 @@ std::string hex(const std::string& bytes) {
 void python_read_case(harness::Record& r) {
   const std::string py = venv_python();
   if (py.empty()) {
-    r.status = "skip";
-    r.message = "TRAINBENCH_VENV is not set: the independent Python reader cannot run";
+    r.status = harness::Status::Skip;
+    r.message = "no project Python (TRAINBENCH_VENV or TRAINBENCH_PYTHON): the independent Python reader cannot run";
     return;
   }
   TempDir dir;
@@ -229,8 +219,8 @@ void python_read_case(harness::Record& r) {
 void python_write_case(harness::Record& r) {
   const std::string py = venv_python();
   if (py.empty()) {
-    r.status = "skip";
-    r.message = "TRAINBENCH_VENV is not set: the independent Python writer cannot run";
+    r.status = harness::Status::Skip;
+    r.message = "no project Python (TRAINBENCH_VENV or TRAINBENCH_PYTHON): the independent Python writer cannot run";
     return;
   }
   TempDir dir;

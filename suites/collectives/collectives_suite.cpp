@@ -14,6 +14,7 @@
 #include "engine/dist/flight_recorder.h"
 #include "engine/dist/process_group.h"
 #include "engine/tensor/factories.h"
+#include "suites/compare.h"
 #include "suites/ops/op_case.h"
 #include "suites/recorded.h"
 
@@ -146,28 +147,21 @@ void set_tolerance(Record& rec, double atol) {
   rec.tolerances = {{"atol", atol}, {"rtol", 0.0}};
 }
 
-// got[i] vs want(i) within atol; records the largest error and throws CheckFailed on a mismatch.
+// got[i] vs want(i) within atol (suites/compare.h, read flat); records the largest error and throws
+// CheckFailed on a mismatch.
 template <typename Want>
 void expect_values(Record& rec, const Tensor& got, int64_t n, Want want, double atol, const std::string& what) {
   check(got.numel() == n, what + ": " + std::to_string(got.numel()) + " elements, expected " + std::to_string(n));
-  const std::vector<double> g = to_doubles(got);
-  double worst = 0;
-  int64_t bad = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    const double w = want(i), err = std::abs(g[i] - w);
-    if (!(err <= atol)) {  // NaN fails too
-      if (bad < 0) bad = i;
-      worst = std::isnan(err) ? err : std::max(worst, err);
-    } else {
-      worst = std::max(worst, err);
-    }
-  }
-  rec.metrics["max_abs_err"] = std::isnan(worst) ? -1.0 : worst;
-  if (bad >= 0) {
+  std::vector<double> w(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) w[size_t(i)] = want(i);
+  const Diff d = compare_values(got, from_vector(w, DType::Float64), Tolerance{0, atol});
+  rec.metrics["max_abs_err"] = d.nan ? -1.0 : d.max_abs;
+  if (d.mismatches > 0) {
+    const int64_t bad = d.first_index;
     std::ostringstream os;
     os.precision(17);
-    os << what << ": element " << bad << " is " << g[bad] << ", expected " << want(bad) << " (atol " << atol
-       << ", max error " << worst << ")";
+    os << what << ": element " << bad << " is " << to_doubles(got)[size_t(bad)] << ", expected " << w[size_t(bad)]
+       << " (atol " << atol << ", max error " << (d.nan ? std::nan("") : d.max_abs) << ")";
     throw CheckFailed(os.str());
   }
 }
@@ -197,7 +191,7 @@ harness::TestCase group_case(const BackendPtr& be, const std::string& name, Body
   return recorded_case(kSuite, name, [be, name, body](Record& rec) {
     ProcessGroup* pg = be->get();
     if (!pg) {
-      rec.status = "skip";
+      rec.status = harness::Status::Skip;
       rec.message = be->skip;
       return;
     }
@@ -314,7 +308,7 @@ void add_send_recv(std::vector<harness::TestCase>& out, const BackendPtr& be) {
       out.push_back(group_case(be, name, [dt, n](ProcessGroup& pg, Record& rec, uint64_t seed) {
         const int W = pg.size(), R = pg.rank();
         if (W < 2) {
-          rec.status = "skip";
+          rec.status = harness::Status::Skip;
           rec.message = "send/recv needs two ranks";
           return;
         }
@@ -353,7 +347,7 @@ void add_misc(std::vector<harness::TestCase>& out, const BackendPtr& be) {
   // timeout, nothing hangs, and the recv completes once the send arrives.
   out.push_back(group_case(be, be->name + "/wait_timeout/recv", [](ProcessGroup& pg, Record& rec, uint64_t seed) {
     if (pg.size() < 2) {
-      rec.status = "skip";
+      rec.status = harness::Status::Skip;
       rec.message = "a pending recv needs a second rank";
       return;
     }

@@ -353,7 +353,7 @@ std::vector<harness::TestCase> mismatch_tests() {
       rec.metrics["launch_seconds"] = res.seconds;
       const std::string all = res.diagnosis(60);
       if (l.backend == "gloo" && all.find("backend gloo not built") != std::string::npos) {
-        rec.status = "skip";
+        rec.status = harness::Status::Skip;
         rec.message = "gloo backend not built";
         return;
       }
@@ -431,7 +431,7 @@ std::vector<harness::TestCase> dead_rank_tests() {
       rec.metrics["launch_seconds"] = res.seconds;
       const std::string all = res.diagnosis(40);
       if (l.backend == "gloo" && all.find("backend gloo not built") != std::string::npos) {
-        rec.status = "skip";
+        rec.status = harness::Status::Skip;
         rec.message = "gloo backend not built";
         return;
       }

@@ -70,7 +70,7 @@ std::vector<harness::TestCase> watchdog_tests() {
         rec.tolerances["max_seconds"] = kTimeout + kSlack;
         const std::string all = res.diagnosis(40);
         if (backend == "gloo" && all.find("backend gloo not built") != std::string::npos) {
-          rec.status = "skip";
+          rec.status = harness::Status::Skip;
           rec.message = "gloo backend not built";
           return;
         }

@@ -204,7 +204,7 @@ void run_point(CommState& st, const std::string& op, int64_t nominal, const std:
   if (impl == "engine-gloo") {
     pg = st.gloo_group();
     if (!pg) {
-      rec.status = "skip";
+      rec.status = harness::Status::Skip;
       rec.message = "engine-gloo: " + st.gloo_error;
       return;
     }

@@ -65,7 +65,7 @@ std::vector<harness::TestCase> comm_rank_benches(int world);
 // (TRAINBENCH_PEER_TIMEOUT seconds, default 1800) after which its whole process group is killed.
 // Threads per rank: TRAINBENCH_RANK_THREADS (default 1), as the engine's ranks get. A peer that
 // fails leaves error records for the cases it did not produce; without the project's Python
-// (TRAINBENCH_VENV) the cases are skipped. Only the cases `wanted` selects are run and returned;
+// (harness/project_python.h) the cases are skipped. Only the cases `wanted` selects are run and returned;
 // none selected, the peer is not started.
 std::vector<harness::Record> comm_peer(int world, const harness::CaseFilter& wanted);
 std::vector<harness::Record> ddp_peer(int world, const harness::CaseFilter& wanted);

@@ -2,11 +2,6 @@
 // Gloo, run by the parent after each world size (Suite::peer). Each script starts its own ranks
 // (torchrun) and prints one JSON record per line; this file runs it under a timeout and turns
 // the lines into Records. See comm_bench.h.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -24,11 +20,11 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/env.h"
+#include "harness/project_python.h"
 #include "harness/runner.h"
+#include "harness/subprocess.h"
 #include "suites/comm/comm_bench.h"
 #include "suites/ddp/ddp_suite.h"
-
-extern char** environ;
 
 namespace tb::suites {
 
@@ -36,96 +32,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct PeerRun {
-  int exit_code = -1;      // 128 + signal when killed
-  bool timed_out = false;
-  double seconds = 0;
-  std::string out, err;
-};
-
-std::string env_or(const char* name, const std::string& fallback) { return core::env_string(name).value_or(fallback); }
-
 // Note [Peer timeouts] (reference/dist/torch_launch.py has the Python half)
 // The script runs in a process group of its own and dies with us (PR_SET_PDEATHSIG); torchrun
 // and its workers die with the script. Past the timeout the group gets SIGTERM, 5 s later
-// SIGKILL, so a peer that hangs costs at most timeout + 5 s and leaves nothing behind. The
-// script's own --timeout is shorter, so normally it stops its ranks itself and says why.
-PeerRun run_with_timeout(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)
-    throw std::runtime_error(std::string("peer: pipe failed: ") + std::strerror(errno));
-  std::vector<char*> cargv;
-  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  const pid_t parent = getpid();
-  const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("peer: fork failed: ") + std::strerror(errno));
-  if (pid == 0) {  // only async-signal-safe calls until exec
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    dup2(out_pipe[1], STDOUT_FILENO);
-    dup2(err_pipe[1], STDERR_FILENO);
-    execve(cargv[0], cargv.data(), environ);
-    _exit(127);
+// SIGKILL (harness/subprocess.h), so a peer that hangs costs at most timeout + 5 s and leaves
+// nothing behind. The script's own --timeout is shorter, so normally it stops its ranks itself
+// and says why.
+harness::SubprocessResult run_with_timeout(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+  harness::SubprocessSpec spec;
+  spec.argv = argv;
+  spec.timeout = timeout;
+  spec.grace = std::chrono::seconds(5);
+  spec.die_with_parent = true;
+  try {
+    return harness::run_subprocess(spec);
+  } catch (const std::runtime_error& e) {  // no pipe or no fork
+    throw std::runtime_error(std::string("peer: ") + e.what());
   }
-  setpgid(pid, pid);  // also from here, so the kill below cannot miss a child not yet in its group
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-
-  PeerRun run;
-  const auto deadline = t0 + timeout;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&run.out, &run.err};
-  int open_fds = 2;
-  bool term_sent = false;
-  auto kill_deadline = deadline;
-  while (open_fds > 0) {
-    const auto now = std::chrono::steady_clock::now();
-    if (!term_sent && now >= deadline) {
-      run.timed_out = true;
-      term_sent = true;
-      kill(-pid, SIGTERM);
-      kill_deadline = now + std::chrono::seconds(5);
-    } else if (term_sent && now >= kill_deadline) {
-      kill(-pid, SIGKILL);
-      break;  // a grandchild may keep the pipes open; stop reading
-    }
-    const auto until = term_sent ? kill_deadline : deadline;
-    const int ms = int(std::max<int64_t>(
-        1, std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()));
-    for (pollfd& f : fds) f.revents = 0;
-    const int n = poll(fds, 2, std::min(ms, 1000));
-    if (n < 0 && errno != EINTR) break;
-    if (n <= 0) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char buf[65536];
-      const ssize_t got = read(fds[i].fd, buf, sizeof buf);
-      if (got > 0) {
-        sinks[i]->append(buf, size_t(got));
-      } else if (got == 0 || errno != EINTR) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  for (pollfd& f : fds)
-    if (f.fd >= 0) close(f.fd);
-  // The script has closed its output: it is exiting. Reap it, killing the group if it lingers.
-  int status = 0;
-  for (int i = 0;; ++i) {
-    const pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid || (w < 0 && errno != EINTR)) break;
-    if (i == 50) kill(-pid, SIGKILL);  // 5 s after the pipes closed
-    usleep(100 * 1000);
-  }
-  kill(-pid, SIGKILL);  // whatever of the group is left (nothing, normally)
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
-  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return run;
 }
 
 std::string tail_lines(const std::string& text, size_t n) {
@@ -137,7 +60,7 @@ std::string tail_lines(const std::string& text, size_t n) {
   return out;
 }
 
-harness::Record missing_record(const std::string& suite, const std::string& name, const std::string& status,
+harness::Record missing_record(const std::string& suite, const std::string& name, harness::Status status,
                                const std::string& message) {
   harness::Record r;
   r.suite = suite;
@@ -152,20 +75,21 @@ harness::Record missing_record(const std::string& suite, const std::string& name
 // produce (skip without the project's Python, error with the diagnosis otherwise).
 std::vector<harness::Record> run_peer(const std::string& suite, const std::string& script, int world,
                                       std::vector<std::string> args, const std::vector<std::string>& expected) {
-  const std::string venv = env_or("TRAINBENCH_VENV", "");
-  const std::string python = venv.empty() ? "" : venv + "/bin/python";
+  const std::optional<harness::ProjectPython> py = harness::project_python();
+  const std::string python = py ? py->path : "";
   std::vector<harness::Record> out;
   if (script.empty()) {
     for (const std::string& name : expected)
-      out.push_back(missing_record(suite, name, "error",
+      out.push_back(missing_record(suite, name, harness::Status::Error,
                                    "torch-gloo peer: cannot find its script under reference/dist of the source tree "
                                    "(Note [Finding the peer scripts]); set TRAINBENCH_SOURCE_DIR"));
     return out;
   }
   if (python.empty() || access(python.c_str(), X_OK) != 0) {
-    const std::string why = "torch-gloo peer: no project Python (TRAINBENCH_VENV=" + venv +
+    const std::string found = py ? py->source + " gives " + python + ", not an executable" : "none configured";
+    const std::string why = "torch-gloo peer: no project Python (" + found +
                             "; run ci/bootstrap), PyTorch's figures not measured";
-    for (const std::string& name : expected) out.push_back(missing_record(suite, name, "skip", why));
+    for (const std::string& name : expected) out.push_back(missing_record(suite, name, harness::Status::Skip, why));
     return out;
   }
   const std::string threads = std::to_string(core::env_int64("TRAINBENCH_RANK_THREADS", 1, 1, 1024));
@@ -174,7 +98,7 @@ std::vector<harness::Record> run_peer(const std::string& suite, const std::strin
   std::vector<std::string> argv = {python,    script,         "--world", std::to_string(world), "--threads",
                                    threads,   "--timeout", std::to_string(script_timeout)};
   argv.insert(argv.end(), args.begin(), args.end());
-  const PeerRun run = run_with_timeout(argv, std::chrono::seconds(std::max(20L, timeout_s)));
+  const harness::SubprocessResult run = run_with_timeout(argv, std::chrono::seconds(std::max(20L, timeout_s)));
 
   std::set<std::string> seen;
   std::istringstream lines(run.out);
@@ -190,7 +114,7 @@ std::vector<harness::Record> run_peer(const std::string& suite, const std::strin
       stray += line + "\n";
     }
   }
-  const bool ok = run.exit_code == 0 && !run.timed_out;
+  const bool ok = run.ok();
   std::string diagnosis;
   if (!ok) {
     std::ostringstream d;
@@ -198,7 +122,7 @@ std::vector<harness::Record> run_peer(const std::string& suite, const std::strin
     if (run.timed_out)
       d << "timed out after " << timeout_s << " s (TRAINBENCH_PEER_TIMEOUT); its process group was killed";
     else
-      d << "exited with status " << run.exit_code << " after " << run.seconds << " s";
+      d << "exited with status " << run.status_code() << " after " << run.seconds << " s";
     d << "; last lines:\n" << tail_lines(stray + run.err, 25);
     diagnosis = d.str();
   }
@@ -208,7 +132,7 @@ std::vector<harness::Record> run_peer(const std::string& suite, const std::strin
     std::string msg = ok ? "the peer finished without producing this case" : diagnosis;
     if (!first && !ok) msg = "not measured: the torch-gloo peer failed (see the first missing case of w" +
                              std::to_string(world) + ")";
-    out.push_back(missing_record(suite, name, "error", msg));
+    out.push_back(missing_record(suite, name, harness::Status::Error, msg));
     first = false;
   }
   if (!ok && first) std::cerr << "trainbench: warning: " << diagnosis;  // every case there, yet it failed
@@ -284,7 +208,7 @@ std::vector<harness::Record> ddp_peer(int world, const harness::CaseFilter& want
   // TRAINBENCH_DDP_MODELS (default mlp,gpt) and TRAINBENCH_DDP_BENCH_S (seconds of timed steps
   // per model, default 2, as for the engine's ddp benchmarks) choose what the PyTorch side measures.
   std::vector<std::string> expected, models;
-  std::istringstream in(env_or("TRAINBENCH_DDP_MODELS", "mlp,gpt"));
+  std::istringstream in(core::env_string("TRAINBENCH_DDP_MODELS").value_or("mlp,gpt"));
   for (std::string m; std::getline(in, m, ',');)
     if (std::string name = "ddp/" + m + "/w" + std::to_string(world) + "/torch-gloo"; !m.empty() && wanted(name)) {
       expected.push_back(std::move(name));

@@ -1,6 +1,6 @@
 // The Fashion-MNIST reader (engine/data/fashion_mnist.h): every pixel and label against the raw
 // files decoded here with zlib's inflate (not the reader's gzread path) and, when
-// TRAINBENCH_VENV is set, against numpy; and the errors for missing, truncated and corrupt files.
+// the project's Python is found, against numpy; and the errors for missing, truncated and corrupt files.
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -12,11 +12,14 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "engine/data/fashion_mnist.h"
 #include "engine/tensor/factories.h"
+#include "harness/project_python.h"
+#include "harness/subprocess.h"
 #include "suites/data/data_test_util.h"
 
 namespace tb::data {
@@ -137,25 +140,22 @@ INSTANTIATE_TEST_SUITE_P(Data, FashionMNISTFiles, ::testing::Values(true, false)
                          [](const auto& info) { return std::string(info.param ? "train" : "test"); });
 
 // numpy's reading of the first two test images, normalised in float32 as torchvision does, must
-// match bit for bit. Needs the project's Python (TRAINBENCH_VENV).
+// match bit for bit. Needs the project's Python (harness/project_python.h).
 TEST(FashionMNIST, MatchesNumpy) {
-  const char* venv = std::getenv("TRAINBENCH_VENV");
-#ifdef TB_DEFAULT_VENV
-  if (!venv || !*venv) venv = TB_DEFAULT_VENV;
-#endif
-  if (!venv || !*venv) GTEST_SKIP() << "set TRAINBENCH_VENV to the project's virtual environment to compare with numpy";
-  const std::string cmd = std::string(venv) +
-                          "/bin/python -c \"import gzip, numpy as np; "
-                          "b = gzip.open('" + kRoot + "/t10k-images-idx3-ubyte.gz').read(); "
-                          "x = np.frombuffer(b, np.uint8, 2 * 784, 16).astype(np.float32) / np.float32(255); "
-                          "y = (x - np.float32(0.2860)) / np.float32(0.3530); "
-                          "print(' '.join(str(v) for v in y.view(np.uint32)))\"";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
+  const auto py = tb::harness::project_python();
+  if (!py) GTEST_SKIP() << "set TRAINBENCH_VENV to the project's virtual environment to compare with numpy";
+  tb::harness::SubprocessSpec spec;
+  spec.argv = {py->path, "-c",
+               "import gzip, numpy as np; "
+               "b = gzip.open('" + kRoot + "/t10k-images-idx3-ubyte.gz').read(); "
+               "x = np.frombuffer(b, np.uint8, 2 * 784, 16).astype(np.float32) / np.float32(255); "
+               "y = (x - np.float32(0.2860)) / np.float32(0.3530); "
+               "print(' '.join(str(v) for v in y.view(np.uint32)))"};
+  const tb::harness::SubprocessResult run = tb::harness::run_subprocess(spec);
+  ASSERT_TRUE(run.ok()) << tb::harness::shell_join(spec.argv) << ": " << run.describe() << "\n" << run.err;
   std::vector<uint32_t> bits;
-  unsigned long v;
-  while (std::fscanf(p, "%lu", &v) == 1) bits.push_back(uint32_t(v));
-  ASSERT_EQ(pclose(p), 0) << cmd;
+  std::istringstream words(run.out);
+  for (unsigned long v; words >> v;) bits.push_back(uint32_t(v));
   ASSERT_EQ(bits.size(), 2u * 784);
   FashionMNIST test(kRoot, /*train=*/false);
   const float* q = test.images().data_ptr<float>();

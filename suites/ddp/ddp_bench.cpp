@@ -216,7 +216,7 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
                  {"gradient_as_bucket_view", dopt.gradient_as_bucket_view ? 1.0 : 0.0},
                  {"adamw", "fused"}};  // one pass per parameter (optim/adam.cpp), as the peer's default
   if (!std::isfinite(last_loss)) {
-    rec.status = "fail";
+    rec.status = harness::Status::Fail;
     rec.message = "the loss went non-finite (" + std::to_string(last_loss) + ")";
   }
   g->synchronize();

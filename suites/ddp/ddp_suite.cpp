@@ -78,7 +78,7 @@ std::shared_ptr<ProcessGroup> open_group(const std::string& backend, harness::Re
   try {
     return dist::new_group(backend);
   } catch (const std::exception& e) {
-    rec.status = "skip";
+    rec.status = harness::Status::Skip;
     rec.message = "backend " + backend + " unavailable: " + e.what();
     return nullptr;
   }
@@ -200,14 +200,14 @@ void run_equivalence(const Equivalence& q, harness::Record& rec) {
     opt.engine->zero_grad(q.set_to_none);
     Tensor loss = q.loss_e(*ddp, x, y);
     loss.backward();
-    if (q.ddp.gradient_as_bucket_view && rec.status == "pass") {
+    if (q.ddp.gradient_as_bucket_view && rec.status == harness::Status::Pass) {
       // Every .grad of a bucket is a view of that bucket's one buffer.
       const std::vector<Tensor> params = model->parameters();
       for (const std::vector<int64_t>& bucket : ddp->bucket_indices())
         for (int64_t i : bucket)
           if (!params[size_t(i)].grad().defined() ||
               !params[size_t(i)].grad().shares_storage(params[size_t(bucket[0])].grad())) {
-            rec.status = "fail";
+            rec.status = harness::Status::Fail;
             rec.message = "gradient_as_bucket_view: parameter " + std::to_string(i) +
                           "'s .grad is not a view of its bucket's buffer after step " + std::to_string(s);
           }
@@ -230,16 +230,16 @@ void run_equivalence(const Equivalence& q, harness::Record& rec) {
     rl.push_back(lr_);
     const double ratio = std::fabs(le - lr_) / (ltol.atol + ltol.rtol * std::fabs(lr_));
     worst_loss = std::max(worst_loss, ratio);
-    if (ratio > 1 && rec.status == "pass") {
-      rec.status = "fail";
+    if (ratio > 1 && rec.status == harness::Status::Pass) {
+      rec.status = harness::Status::Fail;
       rec.message = "step " + std::to_string(s) + ": mean loss over the ranks " + std::to_string(le) +
                     " vs LibTorch on the concatenated batch " + std::to_string(lr_);
     }
   }
   std::string where;
   const double worst_param = worst_param_ratio(*model, r.named_parameters(), ptol, &where);
-  if (worst_param > 1 && rec.status == "pass") {
-    rec.status = "fail";
+  if (worst_param > 1 && rec.status == harness::Status::Pass) {
+    rec.status = harness::Status::Fail;
     rec.message = "parameters after " + std::to_string(q.steps) + " steps differ from LibTorch's: " + where;
   }
   check_replicas_identical(*g, *model, "after " + std::to_string(q.steps) + " steps");
@@ -774,7 +774,7 @@ void run_fashion(harness::Record& rec) {
   rec.metrics["test_samples_evaluated"] = double(test_loader.sampler().size() * P);
   rec.tolerances = {{"min_test_accuracy", kAccuracyFloor}};
   if (acc < kAccuracyFloor) {
-    rec.status = "fail";
+    rec.status = harness::Status::Fail;
     rec.message = "test accuracy " + std::to_string(acc) + " is below " + std::to_string(kAccuracyFloor);
   }
   g->synchronize();

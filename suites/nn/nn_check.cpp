@@ -6,6 +6,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/tensor/factories.h"
 #include "reference/autograd.h"
+#include "suites/compare.h"
 #include "suites/nn/nn_case.h"
 
 namespace tb::suites {
@@ -20,29 +21,6 @@ harness::Record recorded(const std::string& name, const std::function<void(harne
 
 harness::TestCase semantic_case(const std::string& name, std::function<void(harness::Record&)> body) {
   return {name, [name, body] { return recorded(name, body); }};
-}
-
-bool compare_into(const std::string& what, tb::Tensor actual, tb::Tensor expected, Tolerance tol,
-                  harness::Record& rec) {
-  if (!actual.defined() && !expected.defined()) return true;
-  if (!actual.defined()) actual = zeros(expected.sizes(), expected.dtype());
-  if (!expected.defined()) expected = zeros(actual.sizes(), actual.dtype());
-  if (actual.sizes() != expected.sizes() || actual.dtype() != expected.dtype()) {
-    rec.status = "fail";
-    rec.message = what + ": engine " + core::name(actual.dtype()) + core::to_string(actual.sizes()) + " vs LibTorch " +
-                  core::name(expected.dtype()) + core::to_string(expected.sizes());
-    return false;
-  }
-  const Diff d = compare_values(actual, expected, tol);
-  rec.metrics["max_abs"] = std::max(rec.metrics.value("max_abs", 0.0), d.max_abs);
-  rec.metrics["max_rel"] = std::max(rec.metrics.value("max_rel", 0.0), d.max_rel);
-  rec.metrics["nmse"] = std::max(rec.metrics.value("nmse", 0.0), d.nmse);
-  if (d.mismatches == 0) return true;
-  rec.status = "fail";
-  rec.message = what + ": " + std::to_string(d.mismatches) + " of " + std::to_string(actual.numel()) +
-                " elements outside rtol=" + std::to_string(tol.rtol) + " atol=" + std::to_string(tol.atol) + "; first " +
-                d.first;
-  return false;
 }
 
 ref::NamedTensors to_ref_state(const nn::StateDict& s) {

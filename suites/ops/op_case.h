@@ -13,6 +13,7 @@
 #include "engine/tensor/tensor.h"
 #include "harness/suite.h"
 #include "reference/tensor.h"
+#include "suites/compare.h"  // Diff, compare_values
 #include "suites/ops/tolerance.h"
 
 namespace tb::suites {
@@ -79,14 +80,6 @@ std::vector<OpCase> all_op_cases();
 
 // One input of a case, drawn from `gen` (suites/autograd builds its inputs the same way).
 tb::Tensor make_input(const Input& in, core::Generator& gen);
-
-// Elementwise comparison of two tensors of one shape (in float64) under a tolerance.
-struct Diff {
-  double max_abs = 0, max_rel = 0, nmse = 0;
-  int64_t mismatches = 0;
-  std::string first;  // the first mismatch, for the message
-};
-Diff compare_values(const tb::Tensor& actual, const tb::Tensor& expected, Tolerance tol);
 
 // Builds the inputs of a case (deterministic in the case name and TRAINBENCH_SEED).
 std::vector<tb::Tensor> make_inputs(const OpCase& c);

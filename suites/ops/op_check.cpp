@@ -85,35 +85,6 @@ tb::Tensor make_input(const Input& in, core::Generator& gen) {
   return make_values(in, s, gen);
 }
 
-Diff compare_values(const tb::Tensor& actual, const tb::Tensor& expected, Tolerance tol) {
-  Diff d;
-  tb::Tensor a = actual.to(DType::Float64).contiguous(), e = expected.to(DType::Float64).contiguous();
-  const double* pa = a.data_ptr<double>();
-  const double* pe = e.data_ptr<double>();
-  double err2 = 0, ref2 = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    const double x = pa[i], y = pe[i];
-    if (std::isnan(x) && std::isnan(y)) continue;
-    if (std::isinf(y) || std::isinf(x)) {
-      if (x != y) {
-        if (d.mismatches++ == 0) d.first = "at flat index " + std::to_string(i) + ": " + std::to_string(x) + " vs " + std::to_string(y);
-      }
-      continue;
-    }
-    const double diff = std::fabs(x - y);
-    d.max_abs = std::max(d.max_abs, diff);
-    if (y != 0) d.max_rel = std::max(d.max_rel, diff / std::fabs(y));
-    err2 += diff * diff;
-    ref2 += y * y;
-    if (!(diff <= tol.atol + tol.rtol * std::fabs(y))) {
-      if (d.mismatches++ == 0)
-        d.first = "at flat index " + std::to_string(i) + ": engine " + std::to_string(x) + " vs LibTorch " + std::to_string(y);
-    }
-  }
-  d.nmse = ref2 > 0 ? err2 / ref2 : err2;
-  return d;
-}
-
 namespace {
 
 std::string fail_layout(const char* what, const Shape& a, const Shape& b) {
@@ -124,7 +95,7 @@ std::string fail_layout(const char* what, const Shape& a, const Shape& b) {
 void check_outputs(const OpCase& c, const std::vector<tb::Tensor>& in, const std::vector<tb::Tensor>& out,
                    const std::vector<ref::Tensor>& rin, const std::vector<ref::Tensor>& rout, harness::Record& rec) {
   if (out.size() != rout.size()) {
-    rec.status = "fail";
+    rec.status = harness::Status::Fail;
     rec.message = "engine returned " + std::to_string(out.size()) + " outputs, LibTorch " + std::to_string(rout.size());
     return;
   }
@@ -133,23 +104,23 @@ void check_outputs(const OpCase& c, const std::vector<tb::Tensor>& in, const std
     const std::string which = out.size() > 1 ? "output " + std::to_string(k) + ": " : "";
     tb::Tensor expected = ref::from_ref(rout[k]);
     if (out[k].dtype() != expected.dtype()) {
-      rec.status = "fail";
+      rec.status = harness::Status::Fail;
       rec.message = which + "dtype " + core::name(out[k].dtype()) + " vs LibTorch " + core::name(expected.dtype());
       return;
     }
     if (out[k].sizes() != expected.sizes()) {
-      rec.status = "fail";
+      rec.status = harness::Status::Fail;
       rec.message = which + fail_layout("shapes", out[k].sizes(), expected.sizes());
       return;
     }
     if (c.check == Check::View) {
       if (out[k].strides() != expected.strides()) {
-        rec.status = "fail";
+        rec.status = harness::Status::Fail;
         rec.message = which + fail_layout("strides", out[k].strides(), expected.strides());
         return;
       }
       if (out[k].storage_offset() != expected.storage_offset()) {
-        rec.status = "fail";
+        rec.status = harness::Status::Fail;
         rec.message = which + "storage offsets differ: engine " + std::to_string(out[k].storage_offset()) +
                       " vs LibTorch " + std::to_string(expected.storage_offset());
         return;
@@ -157,7 +128,7 @@ void check_outputs(const OpCase& c, const std::vector<tb::Tensor>& in, const std
       if (!in.empty()) {
         bool es = out[k].shares_storage(in[0]), rs = rout[k].shares_storage(rin[0]);
         if (es != rs) {
-          rec.status = "fail";
+          rec.status = harness::Status::Fail;
           rec.message = which + std::string("engine output ") + (es ? "shares" : "does not share") +
                         " storage with input 0; LibTorch's " + (rs ? "does" : "does not");
           return;
@@ -171,7 +142,7 @@ void check_outputs(const OpCase& c, const std::vector<tb::Tensor>& in, const std
     max_rel = std::max(max_rel, d.max_rel);
     nmse = std::max(nmse, d.nmse);
     if (d.mismatches > 0) {
-      rec.status = "fail";
+      rec.status = harness::Status::Fail;
       rec.message = which + std::to_string(d.mismatches) + " of " + std::to_string(out[k].numel()) +
                     " elements outside rtol=" + std::to_string(tol.rtol) + " atol=" + std::to_string(tol.atol) +
                     "; first " + d.first;
@@ -186,7 +157,7 @@ void check_stats(const OpCase& c, const std::vector<tb::Tensor>& out, const std:
                  harness::Record& rec) {
   tb::Tensor e = out.at(0), r = ref::from_ref(rout.at(0));
   if (e.dtype() != r.dtype() || e.sizes() != r.sizes()) {
-    rec.status = "fail";
+    rec.status = harness::Status::Fail;
     rec.message = "dtype/shape " + std::string(core::name(e.dtype())) + core::to_string(e.sizes()) + " vs LibTorch " +
                   core::name(r.dtype()) + core::to_string(r.sizes());
     return;
@@ -204,7 +175,7 @@ void check_stats(const OpCase& c, const std::vector<tb::Tensor>& out, const std:
   // Six standard errors: a false alarm about once in 10^8 runs.
   const double se = c.stats_std / std::sqrt(double(std::max<int64_t>(n, 1)));
   if (std::fabs(mean - c.stats_mean) > 6 * se || std::fabs(sd - c.stats_std) > 0.05 * c.stats_std + 6 * se) {
-    rec.status = "fail";
+    rec.status = harness::Status::Fail;
     rec.message = "sample mean " + std::to_string(mean) + " / std " + std::to_string(sd) + " far from expected " +
                   std::to_string(c.stats_mean) + " / " + std::to_string(c.stats_std);
   }
@@ -230,7 +201,7 @@ harness::Record run_case(const OpCase& c) {
       try { c.engine(in); } catch (const core::Error& e) { engine_threw = true; engine_msg = e.what(); }
       try { c.reference(rin); } catch (const ref::RefError& e) { ref_threw = true; ref_msg = e.what(); }
       if (!engine_threw || !ref_threw) {
-        rec.status = "fail";
+        rec.status = harness::Status::Fail;
         rec.message = std::string("expected both to raise; engine ") + (engine_threw ? "raised" : "did not raise") +
                       ", LibTorch " + (ref_threw ? "raised: " + ref_msg.substr(0, 200) : "did not raise");
       } else {

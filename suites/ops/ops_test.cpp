@@ -15,7 +15,7 @@ class OpSuite : public ::testing::TestWithParam<OpCase> {};
 TEST_P(OpSuite, MatchesLibTorch) {
   const OpCase& c = GetParam();
   harness::Record r = run_case(c);
-  EXPECT_EQ(r.status, "pass") << c.name << " (seed " << case_seed(c.name) << "): " << r.message;
+  EXPECT_EQ(r.status, harness::Status::Pass) << c.name << " (seed " << case_seed(c.name) << "): " << r.message;
 }
 
 std::string test_name(const ::testing::TestParamInfo<OpCase>& info) {

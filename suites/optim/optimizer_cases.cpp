@@ -23,6 +23,7 @@
 #include "harness/suite.h"
 #include "reference/autograd.h"
 #include "reference/optim.h"
+#include "suites/compare.h"
 #include "suites/ops/op_case.h"
 #include "suites/recorded.h"
 
@@ -44,12 +45,8 @@ void expect_close(const std::string& what, const tb::Tensor& actual, const tb::T
         what + ": engine " + core::name(actual.dtype()) + core::to_string(actual.sizes()) + " vs LibTorch " +
             core::name(expected.dtype()) + core::to_string(expected.sizes()));
   const Diff d = compare_values(actual, expected, tol);
-  rec.metrics["max_abs"] = std::max(rec.metrics.value("max_abs", 0.0), d.max_abs);
-  rec.metrics["max_rel"] = std::max(rec.metrics.value("max_rel", 0.0), d.max_rel);
-  rec.metrics["nmse"] = std::max(rec.metrics.value("nmse", 0.0), d.nmse);
-  check(d.mismatches == 0, what + ": " + std::to_string(d.mismatches) + " of " + std::to_string(actual.numel()) +
-                               " elements outside rtol=" + std::to_string(tol.rtol) + " atol=" + std::to_string(tol.atol) +
-                               "; first " + d.first);
+  record_diff(rec, d);
+  check(d.mismatches == 0, mismatch_message(what, d, actual.numel(), tol));
 }
 
 tb::Tensor from_ref_value(const ref::Tensor& t) { return ref::from_ref(ref::detach(t)); }

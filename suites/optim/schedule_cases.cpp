@@ -543,7 +543,7 @@ std::vector<harness::TestCase> schedule_tests() {
                    harness::Record r;
                    r.suite = "optim";
                    r.case_name = "sched/goldens";
-                   r.status = "error";
+                   r.status = harness::Status::Error;
                    r.message = msg;
                    return r;
                  }});

@@ -7,8 +7,6 @@
 //   fashion_mnist/mlp: the MLP trained on Fashion-MNIST with engine/train's Trainer reaches the
 //     test accuracy floor; LibTorch trains the same model on the same batches beside it, and the
 //     per-epoch curves of both go into the record (and the report).
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -33,17 +31,17 @@
 #include "engine/optim/lr_scheduler.h"
 #include "engine/tensor/factories.h"
 #include "engine/train/trainer.h"
+#include "harness/subprocess.h"
 #include "reference/autograd.h"
 #include "reference/loss.h"
 #include "reference/models.h"
 #include "reference/reduce.h"
 #include "reference/training.h"
+#include "suites/compare.h"
 #include "suites/ops/op_case.h"
 #include "suites/recorded.h"
 #include "suites/training/compare.h"
 #include "suites/training/training_bench.h"
-
-extern char** environ;
 
 namespace tb::suites {
 
@@ -136,8 +134,8 @@ void run_equivalence(const Equivalence& q, int64_t steps, DType dt, harness::Rec
     const double allowed = loss_tol.atol + loss_tol.rtol * std::fabs(l1) + (f64 ? 0 : kYardsticks * yardstick);
     const double ratio = std::fabs(le - l1) / allowed;
     worst_loss = std::max(worst_loss, ratio);
-    if (ratio > 1 && rec.status == "pass") {
-      rec.status = "fail";
+    if (ratio > 1 && rec.status == harness::Status::Pass) {
+      rec.status = harness::Status::Fail;
       rec.message = "step " + std::to_string(s) + ": engine loss " + std::to_string(le) + " vs LibTorch " +
                     std::to_string(l1) + " (allowed difference " + std::to_string(allowed) + ")";
     }
@@ -164,8 +162,8 @@ void run_equivalence(const Equivalence& q, int64_t steps, DType dt, harness::Rec
       }
     }
   }
-  if (worst_param > 1 && rec.status == "pass") {
-    rec.status = "fail";
+  if (worst_param > 1 && rec.status == harness::Status::Pass) {
+    rec.status = harness::Status::Fail;
     rec.message = "parameters after " + std::to_string(steps) + " steps differ: " + where;
   }
   rec.series = {{"engine_loss", el}, {"reference_loss", rl}};
@@ -333,23 +331,13 @@ harness::TestCase resume_mlp() {
     ResumeRun first = make_resume_run(kResumeSteps, (dir / "split").string());
     first.trainer->fit(*first.loader);
     // ... then a new process resumes and trains N more, writing its final state.
-    const std::string exe = fs::read_symlink("/proc/self/exe").string();
-    const std::string env_dir = "TRAINBENCH_RESUME_CHILD=" + (dir / "split").string();
-    std::vector<std::string> env_strings{env_dir};
-    for (char** e = environ; *e; ++e)
-      if (std::string(*e).rfind("TRAINBENCH_RESUME_CHILD=", 0) != 0) env_strings.push_back(*e);
-    std::vector<char*> envp;
-    for (std::string& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::string arg0 = exe;
-    char* argv[] = {arg0.data(), nullptr};
-    pid_t pid = 0;
-    if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0)
-      throw CheckFailed("could not start the resuming process " + exe);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      throw CheckFailed("the resuming process failed (status " + std::to_string(status) + ")");
+    harness::SubprocessSpec child;
+    child.argv = {fs::read_symlink("/proc/self/exe").string()};
+    child.env["TRAINBENCH_RESUME_CHILD"] = (dir / "split").string();
+    const harness::SubprocessResult run = harness::run_subprocess(child);
+    if (!run.started()) throw CheckFailed("could not start the resuming process " + child.argv[0]);
+    if (!run.ok())
+      throw CheckFailed("the resuming process failed (" + run.describe() + "): " + run.err.substr(0, 2000));
     const checkpoint::LoadedFile got = checkpoint::load_file((dir / "split" / "final.safetensors").string());
     if (got.tensors.size() != expected.size()) throw CheckFailed("the resumed state has a different set of tensors");
     int64_t compared = 0;
@@ -494,7 +482,7 @@ harness::TestCase fashion_mnist_mlp() {
     rec.metrics["best_val_loss"] = trainer.best_val_loss().value_or(std::nan(""));
     rec.tolerances = {{"min_test_accuracy", kAccuracyFloor}};
     if (acc < kAccuracyFloor) {
-      rec.status = "fail";
+      rec.status = harness::Status::Fail;
       rec.message = "test accuracy " + std::to_string(acc) + " is below " + std::to_string(kAccuracyFloor);
     }
   });
@@ -538,16 +526,11 @@ double worst_param_ratio(const nn::Module& m, const ref::NamedTensors& rp, Toler
     for (const auto& [rn, rt] : rp)
       if (rn == name) match = &rt;
     if (!match) throw CheckFailed("LibTorch model has no parameter " + name);
-    Tensor a = t.detach().to(DType::Float64).contiguous(), b = ref::from_ref(*match).to(DType::Float64).contiguous();
-    const double* pa = a.data_ptr<double>();
-    const double* pb = b.data_ptr<double>();
-    for (int64_t i = 0; i < a.numel(); ++i) {
-      const double ratio = std::fabs(pa[i] - pb[i]) / (tol.atol + tol.rtol * std::fabs(pb[i]));
-      if (ratio > worst) {
-        worst = ratio;
-        *where = name + "[" + std::to_string(i) + "]: engine " + std::to_string(pa[i]) + " vs LibTorch " +
-                 std::to_string(pb[i]);
-      }
+    const Diff d = compare_values(t.detach(), ref::from_ref(*match), tol);
+    if (d.worst_ratio > worst) {
+      worst = d.worst_ratio;
+      *where = name + "[" + std::to_string(d.worst_index) + "]: engine " + std::to_string(d.worst_actual) +
+               " vs LibTorch " + std::to_string(d.worst_expected);
     }
   }
   return worst;

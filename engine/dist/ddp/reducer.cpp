@@ -18,6 +18,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/variable.h"
 #include "engine/dist/flight_recorder.h"
+#include "engine/dist/process_group.h"
 #include "engine/memory/allocator.h"
 #include "engine/tensor/factories.h"
 #include "engine/tensor/iterator.h"
@@ -68,14 +69,8 @@ void divide_into(Tensor& dst, const Tensor& src, int world) {
   });
 }
 
-// The ranks of this job on this host, from the launcher's environment (OpenMPI, MPICH/Hydra,
-// torchrun); 0 when none says.
-int local_ranks_from_env() {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE"}) {
-    if (const int64_t n = core::env_int64(var, 0, 1, (1 << 20) - 1)) return int(n);
-  }
-  return 0;
-}
+// The ranks of this job on this host, from the launcher's environment; 0 when none says.
+int local_ranks_from_env() { return world_from_env().local_size; }
 
 // The cores this process may run on (its affinity mask: a rank bound to one core sees one).
 int cores_available() {

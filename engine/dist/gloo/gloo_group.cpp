@@ -36,7 +36,6 @@ namespace {
 using core::BFloat16;
 using Millis = std::chrono::milliseconds;
 
-std::string env_or_empty(const char* name) { return core::env_string(name).value_or(""); }
 
 // The folder of the FileStore (Note [Gloo rendezvous]); created if missing. Every rank creates
 // it, so "already exists" is the common case, not an error.
@@ -44,9 +43,9 @@ std::string store_dir(const Options& o) {
   std::string dir;
   if (!o.run_dir.empty()) {
     dir = o.run_dir + "/gloo-store";
-  } else if (std::string d = env_or_empty("TRAINBENCH_DIST_DIR"); !d.empty()) {
+  } else if (std::string d = core::env_or("TRAINBENCH_DIST_DIR"); !d.empty()) {
     dir = d + "/gloo-store";
-  } else if (std::string s = env_or_empty("TRAINBENCH_GLOO_STORE"); !s.empty()) {
+  } else if (std::string s = core::env_or("TRAINBENCH_GLOO_STORE"); !s.empty()) {
     dir = s;
   } else {
     dir = "gloo-store";
@@ -59,19 +58,19 @@ std::string store_dir(const Options& o) {
   return dir;
 }
 
-// True unless the launcher reports ranks on other hosts.
+// True unless the launcher reports ranks on other hosts (dist::world_from_env).
 bool all_ranks_local(int size) {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE"})
-    if (std::string v = env_or_empty(name); !v.empty()) return core::parse_int64(name, v, 0, INT32_MAX) >= size;
-  if (std::string v = env_or_empty("SLURM_STEP_NUM_NODES"); !v.empty()) return core::parse_int64("SLURM_STEP_NUM_NODES", v, 0, INT32_MAX) <= 1;
+  const WorldInfo w = world_from_env();
+  if (w.local_size > 0) return w.local_size >= size;
+  if (w.nodes > 0) return w.nodes <= 1;
   return true;
 }
 
 ::gloo::transport::tcp::attr transport_attr(int size) {
   ::gloo::transport::tcp::attr attr;
-  if (std::string iface = env_or_empty("TRAINBENCH_GLOO_IFACE"); !iface.empty()) {
+  if (std::string iface = core::env_or("TRAINBENCH_GLOO_IFACE"); !iface.empty()) {
     attr.iface = iface;
-  } else if (std::string host = env_or_empty("TRAINBENCH_GLOO_HOSTNAME"); !host.empty()) {
+  } else if (std::string host = core::env_or("TRAINBENCH_GLOO_HOSTNAME"); !host.empty()) {
     attr.hostname = host;
   } else if (all_ranks_local(size)) {
     attr.hostname = "127.0.0.1";

@@ -23,10 +23,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
 
-std::string env_or_empty(const char* name) { return core::env_string(name).value_or(""); }
 
 std::string run_dir(const Options& o) {
-  std::string dir = !o.run_dir.empty() ? o.run_dir : env_or_empty("TRAINBENCH_DIST_DIR");
+  std::string dir = !o.run_dir.empty() ? o.run_dir : core::env_or("TRAINBENCH_DIST_DIR");
   if (dir.empty()) return ".";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);  // every rank tries; "exists" is fine

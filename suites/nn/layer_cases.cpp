@@ -39,7 +39,7 @@ void random_running_stats(nn::Module& m, core::Generator& gen) {
   autograd::NoGradGuard no_grad;
   for (auto& [name, b] : m.named_buffers()) {
     if (name.ends_with("running_mean")) b.copy_(randn(b.sizes(), DType::Float64, &gen));
-    if (name.ends_with("running_var")) b.copy_(ops::add(rand(b.sizes(), DType::Float64, &gen), 0.5));
+    if (name.ends_with("running_var")) b.copy_(tb::add(rand(b.sizes(), DType::Float64, &gen), 0.5));
     if (name.ends_with("num_batches_tracked")) fill_(b, 3);
   }
 }

@@ -1,6 +1,7 @@
 // nn suite rows for the single layers: Linear, Conv2d, BatchNorm1d/2d, LayerNorm, GroupNorm,
 // Embedding, Dropout, the activations and Sequential, each in float32 and float64, on
 // contiguous and awkward input layouts, in train and eval mode where the mode matters.
+#include "engine/autograd/functions.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/nn/activation.h"
 #include "engine/nn/container.h"
@@ -8,7 +9,6 @@
 #include "engine/nn/embedding.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/norm.h"
-#include "engine/ops/elementwise.h"
 #include "engine/tensor/factories.h"
 #include "suites/nn/nn_case.h"
 

@@ -2,8 +2,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "engine/autograd/functions.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/ops/elementwise.h"
 #include "engine/tensor/factories.h"
 #include "reference/autograd.h"
 #include "suites/nn/nn_case.h"

@@ -5,6 +5,7 @@
 // and Check::Error rows wherever LibTorch raises. The 16M rows at the end are the benchmarks.
 #include <functional>
 
+#include "engine/autograd/functions.h"
 #include "suites/ops/cases_elementwise.h"
 
 #include "reference/views.h"

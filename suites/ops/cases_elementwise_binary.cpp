@@ -4,6 +4,7 @@
 // function are in cases_elementwise.cpp.
 #include <functional>
 
+#include "engine/autograd/functions.h"
 #include "suites/ops/cases_elementwise.h"
 
 namespace tb::suites {

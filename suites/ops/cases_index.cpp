@@ -3,6 +3,7 @@
 // topk, sort, tril/triu). Built by loops over dtypes and layouts. Index tensors that must not
 // repeat along the scattered dim (plain scatter: which duplicate wins is unspecified) and
 // deliberately bad indices are made inside the lambdas, identically on both sides.
+#include "engine/autograd/functions.h"
 #include "engine/ops/index.h"
 #include "reference/index.h"
 #include "suites/ops/op_case.h"

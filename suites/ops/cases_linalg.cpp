@@ -2,6 +2,7 @@
 // and the matmul/bmm benchmark rows. Built by loops over dtypes and layouts.
 #include <cmath>
 
+#include "engine/autograd/functions.h"
 #include "engine/ops/linalg.h"
 #include "reference/elementwise.h"
 #include "reference/linalg.h"

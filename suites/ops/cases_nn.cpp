@@ -2,6 +2,7 @@
 // embedding, dropout, one_hot, pad, and the conv2d benchmark row. Built by loops over dtypes and variants.
 #include <cmath>
 
+#include "engine/autograd/functions.h"
 #include "engine/ops/nn.h"
 #include "reference/nn.h"
 #include "suites/ops/op_case.h"

@@ -5,6 +5,7 @@
 // (4096, 1024) rows.
 #include <limits>
 
+#include "engine/autograd/functions.h"
 #include "engine/ops/nn_norm.h"
 #include "reference/elementwise.h"
 #include "reference/index.h"

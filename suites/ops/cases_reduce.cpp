@@ -2,6 +2,7 @@
 // set of shapes/dims/layouts (outer, inner and non-adjacent reduced dims, zero-size, 0-dim,
 // transposed, strided, expanded) for each dtype PyTorch supports, Check::Error rows where
 // LibTorch raises, and the bench rows (16M-element full reductions).
+#include "engine/autograd/functions.h"
 #include "engine/ops/reduce.h"
 #include "reference/reduce.h"
 #include "suites/ops/op_case.h"

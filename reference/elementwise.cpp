@@ -29,81 +29,17 @@ std::optional<c10::string_view> SV(const OptStr& s) {
 }
 }  // namespace
 
-Tensor exp(const Tensor& x) { return guarded("exp", [&] { return wrap(torch::exp(T(x))); }); }
-Tensor exp_(const Tensor& self) { return guarded("exp_", [&] { return wrap(T(self).exp_()); }); }
-Tensor exp_out(const Tensor& out, const Tensor& x) {
-  return guarded("exp_out", [&] { torch::Tensor o = T(out); return wrap(torch::exp_out(o, T(x))); });
-}
-Tensor expm1(const Tensor& x) { return guarded("expm1", [&] { return wrap(torch::expm1(T(x))); }); }
-Tensor expm1_(const Tensor& self) { return guarded("expm1_", [&] { return wrap(T(self).expm1_()); }); }
-Tensor expm1_out(const Tensor& out, const Tensor& x) {
-  return guarded("expm1_out", [&] { torch::Tensor o = T(out); return wrap(torch::expm1_out(o, T(x))); });
-}
-Tensor log(const Tensor& x) { return guarded("log", [&] { return wrap(torch::log(T(x))); }); }
-Tensor log_(const Tensor& self) { return guarded("log_", [&] { return wrap(T(self).log_()); }); }
-Tensor log_out(const Tensor& out, const Tensor& x) {
-  return guarded("log_out", [&] { torch::Tensor o = T(out); return wrap(torch::log_out(o, T(x))); });
-}
-Tensor log1p(const Tensor& x) { return guarded("log1p", [&] { return wrap(torch::log1p(T(x))); }); }
-Tensor log1p_(const Tensor& self) { return guarded("log1p_", [&] { return wrap(T(self).log1p_()); }); }
-Tensor log1p_out(const Tensor& out, const Tensor& x) {
-  return guarded("log1p_out", [&] { torch::Tensor o = T(out); return wrap(torch::log1p_out(o, T(x))); });
-}
-Tensor sqrt(const Tensor& x) { return guarded("sqrt", [&] { return wrap(torch::sqrt(T(x))); }); }
-Tensor sqrt_(const Tensor& self) { return guarded("sqrt_", [&] { return wrap(T(self).sqrt_()); }); }
-Tensor sqrt_out(const Tensor& out, const Tensor& x) {
-  return guarded("sqrt_out", [&] { torch::Tensor o = T(out); return wrap(torch::sqrt_out(o, T(x))); });
-}
-Tensor rsqrt(const Tensor& x) { return guarded("rsqrt", [&] { return wrap(torch::rsqrt(T(x))); }); }
-Tensor rsqrt_(const Tensor& self) { return guarded("rsqrt_", [&] { return wrap(T(self).rsqrt_()); }); }
-Tensor rsqrt_out(const Tensor& out, const Tensor& x) {
-  return guarded("rsqrt_out", [&] { torch::Tensor o = T(out); return wrap(torch::rsqrt_out(o, T(x))); });
-}
-Tensor reciprocal(const Tensor& x) { return guarded("reciprocal", [&] { return wrap(torch::reciprocal(T(x))); }); }
-Tensor reciprocal_(const Tensor& self) { return guarded("reciprocal_", [&] { return wrap(T(self).reciprocal_()); }); }
-Tensor reciprocal_out(const Tensor& out, const Tensor& x) {
-  return guarded("reciprocal_out", [&] { torch::Tensor o = T(out); return wrap(torch::reciprocal_out(o, T(x))); });
-}
-Tensor sin(const Tensor& x) { return guarded("sin", [&] { return wrap(torch::sin(T(x))); }); }
-Tensor sin_(const Tensor& self) { return guarded("sin_", [&] { return wrap(T(self).sin_()); }); }
-Tensor sin_out(const Tensor& out, const Tensor& x) {
-  return guarded("sin_out", [&] { torch::Tensor o = T(out); return wrap(torch::sin_out(o, T(x))); });
-}
-Tensor cos(const Tensor& x) { return guarded("cos", [&] { return wrap(torch::cos(T(x))); }); }
-Tensor cos_(const Tensor& self) { return guarded("cos_", [&] { return wrap(T(self).cos_()); }); }
-Tensor cos_out(const Tensor& out, const Tensor& x) {
-  return guarded("cos_out", [&] { torch::Tensor o = T(out); return wrap(torch::cos_out(o, T(x))); });
-}
-Tensor tanh(const Tensor& x) { return guarded("tanh", [&] { return wrap(torch::tanh(T(x))); }); }
-Tensor tanh_(const Tensor& self) { return guarded("tanh_", [&] { return wrap(T(self).tanh_()); }); }
-Tensor tanh_out(const Tensor& out, const Tensor& x) {
-  return guarded("tanh_out", [&] { torch::Tensor o = T(out); return wrap(torch::tanh_out(o, T(x))); });
-}
-Tensor sigmoid(const Tensor& x) { return guarded("sigmoid", [&] { return wrap(torch::sigmoid(T(x))); }); }
-Tensor sigmoid_(const Tensor& self) { return guarded("sigmoid_", [&] { return wrap(T(self).sigmoid_()); }); }
-Tensor sigmoid_out(const Tensor& out, const Tensor& x) {
-  return guarded("sigmoid_out", [&] { torch::Tensor o = T(out); return wrap(torch::sigmoid_out(o, T(x))); });
-}
-Tensor neg(const Tensor& x) { return guarded("neg", [&] { return wrap(torch::neg(T(x))); }); }
-Tensor neg_(const Tensor& self) { return guarded("neg_", [&] { return wrap(T(self).neg_()); }); }
-Tensor neg_out(const Tensor& out, const Tensor& x) {
-  return guarded("neg_out", [&] { torch::Tensor o = T(out); return wrap(torch::neg_out(o, T(x))); });
-}
-Tensor abs(const Tensor& x) { return guarded("abs", [&] { return wrap(torch::abs(T(x))); }); }
-Tensor abs_(const Tensor& self) { return guarded("abs_", [&] { return wrap(T(self).abs_()); }); }
-Tensor abs_out(const Tensor& out, const Tensor& x) {
-  return guarded("abs_out", [&] { torch::Tensor o = T(out); return wrap(torch::abs_out(o, T(x))); });
-}
-Tensor sign(const Tensor& x) { return guarded("sign", [&] { return wrap(torch::sign(T(x))); }); }
-Tensor sign_(const Tensor& self) { return guarded("sign_", [&] { return wrap(T(self).sign_()); }); }
-Tensor sign_out(const Tensor& out, const Tensor& x) {
-  return guarded("sign_out", [&] { torch::Tensor o = T(out); return wrap(torch::sign_out(o, T(x))); });
-}
-Tensor logical_not(const Tensor& x) { return guarded("logical_not", [&] { return wrap(torch::logical_not(T(x))); }); }
-Tensor logical_not_(const Tensor& self) { return guarded("logical_not_", [&] { return wrap(T(self).logical_not_()); }); }
-Tensor logical_not_out(const Tensor& out, const Tensor& x) {
-  return guarded("logical_not_out", [&] { torch::Tensor o = T(out); return wrap(torch::logical_not_out(o, T(x))); });
-}
+// The unary lists of engine/ops/elementwise.h: torch::op, Tensor::op_ and torch::op_out.
+#define TB_REF_UNARY(op)                                                                              \
+  Tensor op(const Tensor& x) { return guarded(#op, [&] { return wrap(torch::op(T(x))); }); }          \
+  Tensor op##_(const Tensor& self) { return guarded(#op "_", [&] { return wrap(T(self).op##_()); }); } \
+  Tensor op##_out(const Tensor& out, const Tensor& x) {                                               \
+    return guarded(#op "_out", [&] { torch::Tensor o = T(out); return wrap(torch::op##_out(o, T(x))); }); \
+  }
+TB_UNARY_FLOAT_OPS(TB_REF_UNARY)
+TB_UNARY_SAME_DTYPE_OPS(TB_REF_UNARY)
+TB_REF_UNARY(logical_not)
+#undef TB_REF_UNARY
 Tensor relu(const Tensor& x) { return guarded("relu", [&] { return wrap(torch::relu(T(x))); }); }
 Tensor relu_(const Tensor& self) { return guarded("relu_", [&] { return wrap(T(self).relu_()); }); }
 Tensor gelu(const Tensor& x, const std::string& a) { return guarded("gelu", [&] { return wrap(torch::gelu(T(x), a)); }); }
@@ -177,57 +113,22 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return guarded("minimum", [&]
 Tensor minimum_out(const Tensor& out, const Tensor& a, const Tensor& b) {
   return guarded("minimum_out", [&] { torch::Tensor o = T(out); return wrap(torch::minimum_out(o, T(a), T(b))); });
 }
-Tensor eq(const Tensor& a, const Tensor& b) { return guarded("eq", [&] { return wrap(torch::eq(T(a), T(b))); }); }
-Tensor eq(const Tensor& a, const Scalar& b) { return guarded("eq", [&] { return wrap(torch::eq(T(a), S(b))); }); }
-Tensor eq_(const Tensor& self, const Tensor& b) { return guarded("eq_", [&] { return wrap(T(self).eq_(T(b))); }); }
-Tensor eq_out(const Tensor& out, const Tensor& a, const Tensor& b) {
-  return guarded("eq_out", [&] { torch::Tensor o = T(out); return wrap(torch::eq_out(o, T(a), T(b))); });
-}
-Tensor ne(const Tensor& a, const Tensor& b) { return guarded("ne", [&] { return wrap(torch::ne(T(a), T(b))); }); }
-Tensor ne(const Tensor& a, const Scalar& b) { return guarded("ne", [&] { return wrap(torch::ne(T(a), S(b))); }); }
-Tensor ne_(const Tensor& self, const Tensor& b) { return guarded("ne_", [&] { return wrap(T(self).ne_(T(b))); }); }
-Tensor ne_out(const Tensor& out, const Tensor& a, const Tensor& b) {
-  return guarded("ne_out", [&] { torch::Tensor o = T(out); return wrap(torch::ne_out(o, T(a), T(b))); });
-}
-Tensor lt(const Tensor& a, const Tensor& b) { return guarded("lt", [&] { return wrap(torch::lt(T(a), T(b))); }); }
-Tensor lt(const Tensor& a, const Scalar& b) { return guarded("lt", [&] { return wrap(torch::lt(T(a), S(b))); }); }
-Tensor lt_(const Tensor& self, const Tensor& b) { return guarded("lt_", [&] { return wrap(T(self).lt_(T(b))); }); }
-Tensor lt_out(const Tensor& out, const Tensor& a, const Tensor& b) {
-  return guarded("lt_out", [&] { torch::Tensor o = T(out); return wrap(torch::lt_out(o, T(a), T(b))); });
-}
-Tensor le(const Tensor& a, const Tensor& b) { return guarded("le", [&] { return wrap(torch::le(T(a), T(b))); }); }
-Tensor le(const Tensor& a, const Scalar& b) { return guarded("le", [&] { return wrap(torch::le(T(a), S(b))); }); }
-Tensor le_(const Tensor& self, const Tensor& b) { return guarded("le_", [&] { return wrap(T(self).le_(T(b))); }); }
-Tensor le_out(const Tensor& out, const Tensor& a, const Tensor& b) {
-  return guarded("le_out", [&] { torch::Tensor o = T(out); return wrap(torch::le_out(o, T(a), T(b))); });
-}
-Tensor gt(const Tensor& a, const Tensor& b) { return guarded("gt", [&] { return wrap(torch::gt(T(a), T(b))); }); }
-Tensor gt(const Tensor& a, const Scalar& b) { return guarded("gt", [&] { return wrap(torch::gt(T(a), S(b))); }); }
-Tensor gt_(const Tensor& self, const Tensor& b) { return guarded("gt_", [&] { return wrap(T(self).gt_(T(b))); }); }
-Tensor gt_out(const Tensor& out, const Tensor& a, const Tensor& b) {
-  return guarded("gt_out", [&] { torch::Tensor o = T(out); return wrap(torch::gt_out(o, T(a), T(b))); });
-}
-Tensor ge(const Tensor& a, const Tensor& b) { return guarded("ge", [&] { return wrap(torch::ge(T(a), T(b))); }); }
-Tensor ge(const Tensor& a, const Scalar& b) { return guarded("ge", [&] { return wrap(torch::ge(T(a), S(b))); }); }
-Tensor ge_(const Tensor& self, const Tensor& b) { return guarded("ge_", [&] { return wrap(T(self).ge_(T(b))); }); }
-Tensor ge_out(const Tensor& out, const Tensor& a, const Tensor& b) {
-  return guarded("ge_out", [&] { torch::Tensor o = T(out); return wrap(torch::ge_out(o, T(a), T(b))); });
-}
-Tensor logical_and(const Tensor& a, const Tensor& b) { return guarded("logical_and", [&] { return wrap(torch::logical_and(T(a), T(b))); }); }
-Tensor logical_and_(const Tensor& self, const Tensor& b) { return guarded("logical_and_", [&] { return wrap(T(self).logical_and_(T(b))); }); }
-Tensor logical_and_out(const Tensor& out, const Tensor& a, const Tensor& b) {
-  return guarded("logical_and_out", [&] { torch::Tensor o = T(out); return wrap(torch::logical_and_out(o, T(a), T(b))); });
-}
-Tensor logical_or(const Tensor& a, const Tensor& b) { return guarded("logical_or", [&] { return wrap(torch::logical_or(T(a), T(b))); }); }
-Tensor logical_or_(const Tensor& self, const Tensor& b) { return guarded("logical_or_", [&] { return wrap(T(self).logical_or_(T(b))); }); }
-Tensor logical_or_out(const Tensor& out, const Tensor& a, const Tensor& b) {
-  return guarded("logical_or_out", [&] { torch::Tensor o = T(out); return wrap(torch::logical_or_out(o, T(a), T(b))); });
-}
-Tensor logical_xor(const Tensor& a, const Tensor& b) { return guarded("logical_xor", [&] { return wrap(torch::logical_xor(T(a), T(b))); }); }
-Tensor logical_xor_(const Tensor& self, const Tensor& b) { return guarded("logical_xor_", [&] { return wrap(T(self).logical_xor_(T(b))); }); }
-Tensor logical_xor_out(const Tensor& out, const Tensor& a, const Tensor& b) {
-  return guarded("logical_xor_out", [&] { torch::Tensor o = T(out); return wrap(torch::logical_xor_out(o, T(a), T(b))); });
-}
+// The comparison and logical lists of engine/ops/elementwise.h.
+#define TB_REF_BINARY_FORMS(op)                                                                          \
+  Tensor op(const Tensor& a, const Tensor& b) { return guarded(#op, [&] { return wrap(torch::op(T(a), T(b))); }); } \
+  Tensor op##_(const Tensor& self, const Tensor& b) {                                                    \
+    return guarded(#op "_", [&] { return wrap(T(self).op##_(T(b))); });                                  \
+  }                                                                                                      \
+  Tensor op##_out(const Tensor& out, const Tensor& a, const Tensor& b) {                                 \
+    return guarded(#op "_out", [&] { torch::Tensor o = T(out); return wrap(torch::op##_out(o, T(a), T(b))); }); \
+  }
+#define TB_REF_COMPARISON(op) \
+  TB_REF_BINARY_FORMS(op)     \
+  Tensor op(const Tensor& a, const Scalar& b) { return guarded(#op, [&] { return wrap(torch::op(T(a), S(b))); }); }
+TB_COMPARISON_OPS(TB_REF_COMPARISON)
+TB_LOGICAL_OPS(TB_REF_BINARY_FORMS)
+#undef TB_REF_COMPARISON
+#undef TB_REF_BINARY_FORMS
 Tensor pow(const Scalar& a, const Tensor& b) { return guarded("pow", [&] { return wrap(torch::pow(S(a), T(b))); }); }
 
 Tensor clamp(const Tensor& x, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi) {

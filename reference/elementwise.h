@@ -13,52 +13,15 @@ namespace tb::ref {
 using ops::Scalar;
 using OptStr = std::optional<std::string>;
 
-// ---- unary ----
-Tensor exp(const Tensor& x);
-Tensor exp_(const Tensor& self);
-Tensor exp_out(const Tensor& out, const Tensor& x);
-Tensor expm1(const Tensor& x);
-Tensor expm1_(const Tensor& self);
-Tensor expm1_out(const Tensor& out, const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor log_(const Tensor& self);
-Tensor log_out(const Tensor& out, const Tensor& x);
-Tensor log1p(const Tensor& x);
-Tensor log1p_(const Tensor& self);
-Tensor log1p_out(const Tensor& out, const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor sqrt_(const Tensor& self);
-Tensor sqrt_out(const Tensor& out, const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor rsqrt_(const Tensor& self);
-Tensor rsqrt_out(const Tensor& out, const Tensor& x);
-Tensor reciprocal(const Tensor& x);
-Tensor reciprocal_(const Tensor& self);
-Tensor reciprocal_out(const Tensor& out, const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor sin_(const Tensor& self);
-Tensor sin_out(const Tensor& out, const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor cos_(const Tensor& self);
-Tensor cos_out(const Tensor& out, const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor tanh_(const Tensor& self);
-Tensor tanh_out(const Tensor& out, const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor sigmoid_(const Tensor& self);
-Tensor sigmoid_out(const Tensor& out, const Tensor& x);
-Tensor neg(const Tensor& x);
-Tensor neg_(const Tensor& self);
-Tensor neg_out(const Tensor& out, const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor abs_(const Tensor& self);
-Tensor abs_out(const Tensor& out, const Tensor& x);
-Tensor sign(const Tensor& x);
-Tensor sign_(const Tensor& self);
-Tensor sign_out(const Tensor& out, const Tensor& x);
-Tensor logical_not(const Tensor& x);
-Tensor logical_not_(const Tensor& self);
-Tensor logical_not_out(const Tensor& out, const Tensor& x);
+// ---- unary (the lists of engine/ops/elementwise.h, Note [Op lists]) ----
+#define TB_REF_UNARY(op)              \
+  Tensor op(const Tensor& x);         \
+  Tensor op##_(const Tensor& self);   \
+  Tensor op##_out(const Tensor& out, const Tensor& x);
+TB_UNARY_FLOAT_OPS(TB_REF_UNARY)
+TB_UNARY_SAME_DTYPE_OPS(TB_REF_UNARY)
+TB_REF_UNARY(logical_not)
+#undef TB_REF_UNARY
 Tensor relu(const Tensor& x);
 Tensor relu_(const Tensor& self);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
@@ -108,39 +71,19 @@ Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor maximum_out(const Tensor& out, const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor minimum_out(const Tensor& out, const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, const Scalar& b);
-Tensor eq_(const Tensor& self, const Tensor& b);
-Tensor eq_out(const Tensor& out, const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Scalar& b);
-Tensor ne_(const Tensor& self, const Tensor& b);
-Tensor ne_out(const Tensor& out, const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Scalar& b);
-Tensor lt_(const Tensor& self, const Tensor& b);
-Tensor lt_out(const Tensor& out, const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Scalar& b);
-Tensor le_(const Tensor& self, const Tensor& b);
-Tensor le_out(const Tensor& out, const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Scalar& b);
-Tensor gt_(const Tensor& self, const Tensor& b);
-Tensor gt_out(const Tensor& out, const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Scalar& b);
-Tensor ge_(const Tensor& self, const Tensor& b);
-Tensor ge_out(const Tensor& out, const Tensor& a, const Tensor& b);
-Tensor logical_and(const Tensor& a, const Tensor& b);
-Tensor logical_and_(const Tensor& self, const Tensor& b);
-Tensor logical_and_out(const Tensor& out, const Tensor& a, const Tensor& b);
-Tensor logical_or(const Tensor& a, const Tensor& b);
-Tensor logical_or_(const Tensor& self, const Tensor& b);
-Tensor logical_or_out(const Tensor& out, const Tensor& a, const Tensor& b);
-Tensor logical_xor(const Tensor& a, const Tensor& b);
-Tensor logical_xor_(const Tensor& self, const Tensor& b);
-Tensor logical_xor_out(const Tensor& out, const Tensor& a, const Tensor& b);
+#define TB_REF_COMPARISON(op)                         \
+  Tensor op(const Tensor& a, const Tensor& b);        \
+  Tensor op(const Tensor& a, const Scalar& b);        \
+  Tensor op##_(const Tensor& self, const Tensor& b);  \
+  Tensor op##_out(const Tensor& out, const Tensor& a, const Tensor& b);
+#define TB_REF_LOGICAL(op)                            \
+  Tensor op(const Tensor& a, const Tensor& b);        \
+  Tensor op##_(const Tensor& self, const Tensor& b);  \
+  Tensor op##_out(const Tensor& out, const Tensor& a, const Tensor& b);
+TB_COMPARISON_OPS(TB_REF_COMPARISON)
+TB_LOGICAL_OPS(TB_REF_LOGICAL)
+#undef TB_REF_COMPARISON
+#undef TB_REF_LOGICAL
 Tensor pow(const Scalar& a, const Tensor& b);
 
 // ---- clamp, where ----

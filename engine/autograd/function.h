@@ -1,4 +1,4 @@
-// How a differentiable function is written (engine/autograd/functions/<family>.cpp):
+// How a public differentiable op is written (engine/autograd/functions/<family>.cpp, namespace tb):
 //
 //   Tensor mul(const Tensor& a, const Tensor& b) {
 //     Tensor out = kernel([&] { return ops::mul(a, b); });

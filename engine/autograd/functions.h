@@ -1,9 +1,11 @@
-// The differentiable ops: the same names, arguments and semantics as tb::ops (and LibTorch), and
-// each records its backward when grad mode is on and an input requires grad. Use these (not
-// tb::ops, which are bare kernels) for anything whose gradient you want. Tensor's own view and
-// copy methods (view, reshape, transpose, narrow, expand, clone, to, copy_, ...) are
-// differentiable already (See Note [Autograd hooks]).
-// Backward formulas: engine/autograd/functions/<family>.cpp, beside the kernels' families.
+// The public op API: tb::<op>, with LibTorch's names, arguments and semantics. A differentiable
+// op records its backward when grad mode is on and an input requires grad, as LibTorch's ops do
+// (formulas: engine/autograd/functions/<family>.cpp, beside the kernels' families); an op without
+// a gradient (comparisons, logical ops, out= forms, in-place forms without a formula, indices) is
+// the tb::ops kernel itself, brought in by a using-declaration. Call these, not tb::ops: kernels
+// record nothing and refuse an input that requires grad while grad mode is on (Note [Bare
+// kernels] in engine/ops/common.h). Tensor's own view and copy methods (view, reshape, transpose,
+// narrow, expand, clone, to, copy_, ...) are differentiable already (See Note [Autograd hooks]).
 #pragma once
 #include <optional>
 #include <string>
@@ -11,29 +13,47 @@
 #include <vector>
 
 #include "engine/core/rng.h"
-#include "engine/ops/common.h"
-#include "engine/ops/reduce.h"
+#include "engine/ops/ops.h"
 
-namespace tb::autograd {
+namespace tb {
 
 using ops::DimList;
 using ops::Scalar;
 
+// ---- unary lists of engine/ops/elementwise.h (Note [Op lists]): op(x) is differentiable
+// (functions/elementwise.cpp); op_out is the kernel ----
+#define TB_PUBLIC_UNARY(op) \
+  Tensor op(const Tensor& x); \
+  using ops::op##_out;
+TB_UNARY_FLOAT_OPS(TB_PUBLIC_UNARY)
+TB_UNARY_SAME_DTYPE_OPS(TB_PUBLIC_UNARY)  // sign: gradient zero
+#undef TB_PUBLIC_UNARY
+// In place: exp_, tanh_, sigmoid_, neg_ and relu_ are differentiable (below); these are kernels.
+using ops::abs_;
+using ops::cos_;
+using ops::expm1_;
+using ops::log1p_;
+using ops::log_;
+using ops::reciprocal_;
+using ops::rsqrt_;
+using ops::sign_;
+using ops::sin_;
+using ops::sqrt_;
+
+// ---- no gradient: comparisons, logical ops, predicates (the kernels) ----
+#define TB_PUBLIC_KERNEL_FORMS(op) \
+  using ops::op;                   \
+  using ops::op##_;                \
+  using ops::op##_out;
+TB_COMPARISON_OPS(TB_PUBLIC_KERNEL_FORMS)
+TB_LOGICAL_OPS(TB_PUBLIC_KERNEL_FORMS)
+TB_PUBLIC_KERNEL_FORMS(logical_not)
+#undef TB_PUBLIC_KERNEL_FORMS
+using ops::isfinite;
+using ops::isinf;
+using ops::isnan;
+
 // ---- elementwise (functions/elementwise.cpp) ----
-Tensor exp(const Tensor& x);
-Tensor expm1(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor log1p(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor reciprocal(const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor neg(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor sign(const Tensor& x);  // gradient zero
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor silu(const Tensor& x);
@@ -168,4 +188,89 @@ std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim = -1,
 Tensor tril(const Tensor& self, int64_t diagonal = 0);
 Tensor triu(const Tensor& self, int64_t diagonal = 0);
 
-}  // namespace tb::autograd
+// ---- the forms without a formula: the kernels (an input that requires grad is refused) ----
+using ops::add_out;
+using ops::all;
+using ops::any;
+using ops::argmax;
+using ops::argmin;
+using ops::argsort;
+using ops::cat_out;
+using ops::clamp_out;
+using ops::cumsum_;
+using ops::div_out;
+using ops::gelu_;
+using ops::gelu_out;
+using ops::index_add_;
+using ops::index_select_out;
+using ops::maximum_out;
+using ops::mean_out;
+using ops::minimum_out;
+using ops::mm_out;
+using ops::mul_out;
+using ops::nonzero;
+using ops::one_hot;
+using ops::pow_;
+using ops::pow_out;
+using ops::remainder_;
+using ops::remainder_out;
+using ops::scatter_;
+using ops::scatter_add_;
+using ops::silu_;
+using ops::silu_out;
+using ops::softplus_out;
+using ops::split_with_sizes;
+using ops::stack_out;
+using ops::sub_out;
+using ops::sum_out;
+using ops::tril_;
+using ops::tril_out;
+using ops::triu_;
+using ops::triu_out;
+using ops::where_out;
+// Overloads beside differentiable ones: true division (no rounding mode), dense gather and sort
+// (always stable) keep their gradient; the rest are the kernels.
+inline Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& rounding_mode) {
+  return rounding_mode ? ops::div(a, b, rounding_mode) : tb::div(a, b);
+}
+inline Tensor div(const Tensor& a, const Scalar& b, const std::optional<std::string>& rounding_mode) {
+  return rounding_mode ? ops::div(a, b, rounding_mode) : tb::div(a, b);
+}
+inline Tensor& div_(Tensor& self, const Tensor& b, const std::optional<std::string>& rounding_mode) {
+  return rounding_mode ? ops::div_(self, b, rounding_mode) : tb::div_(self, b);
+}
+inline Tensor& div_(Tensor& self, const Scalar& b, const std::optional<std::string>& rounding_mode) {
+  return rounding_mode ? ops::div_(self, b, rounding_mode) : tb::div_(self, b);
+}
+inline Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool /*sparse_grad*/) {
+  return tb::gather(self, dim, index);
+}
+inline Tensor& sub_(Tensor& self, const Scalar& b, const Scalar& alpha = 1) { return ops::sub_(self, b, alpha); }
+inline Tensor remainder(const Tensor& a, const Scalar& b) { return ops::remainder(a, b); }
+inline Tensor& clamp_(Tensor& self, const std::optional<Tensor>& min, const std::optional<Tensor>& max = std::nullopt) {
+  return ops::clamp_(self, min, max);
+}
+inline Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  return ops::masked_fill(self, mask, value);
+}
+inline Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value) {
+  return ops::masked_fill_(self, mask, value);
+}
+inline Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value) {
+  return ops::scatter(self, dim, index, value);
+}
+inline Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
+  return ops::scatter(self, dim, index, src, reduce);
+}
+inline Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value, const std::string& reduce) {
+  return ops::scatter(self, dim, index, value, reduce);
+}
+inline std::tuple<Tensor, Tensor> sort(const Tensor& self, std::optional<bool> /*stable: always*/, int64_t dim = -1,
+                                       bool descending = false) {
+  return tb::sort(self, dim, descending);
+}
+inline std::vector<Tensor> split(const Tensor& self, const std::vector<int64_t>& split_sizes, int64_t dim = 0) {
+  return ops::split(self, split_sizes, dim);  // views, tracked by the view hooks
+}
+
+}  // namespace tb

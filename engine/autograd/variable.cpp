@@ -7,6 +7,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/grad_mode_flag.h"
 #include "engine/tensor/view_replay.h"
 
 namespace tb::autograd {
@@ -212,6 +213,7 @@ const bool installed = [] {
   on_replayed_view_hook() = on_view_replayed;
   h.on_copy = on_copy;
   h.on_fill = on_fill;
+  requires_grad_hook() = requires_grad;
   return true;
 }();
 

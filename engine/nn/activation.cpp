@@ -5,21 +5,21 @@
 
 namespace tb::nn {
 
-Tensor ReLU::forward(const Tensor& x) { return autograd::relu(x); }
+Tensor ReLU::forward(const Tensor& x) { return tb::relu(x); }
 
 GELU::GELU(std::string approx) : Module("GELU"), approximate(std::move(approx)) {
   TB_CHECK(approximate == "none" || approximate == "tanh", "GELU", "approximate must be 'none' or 'tanh', got '",
            approximate, "'");
 }
-Tensor GELU::forward(const Tensor& x) { return autograd::gelu(x, approximate); }
+Tensor GELU::forward(const Tensor& x) { return tb::gelu(x, approximate); }
 
-Tensor SiLU::forward(const Tensor& x) { return autograd::silu(x); }
+Tensor SiLU::forward(const Tensor& x) { return tb::silu(x); }
 
-Tensor Tanh::forward(const Tensor& x) { return autograd::tanh(x); }
+Tensor Tanh::forward(const Tensor& x) { return tb::tanh(x); }
 
 Dropout::Dropout(double p_, core::Generator* g) : Module("Dropout"), p(p_), gen(g) {
   TB_CHECK(p >= 0 && p <= 1, "Dropout", "dropout probability has to be between 0 and 1, but got ", p);
 }
-Tensor Dropout::forward(const Tensor& x) { return autograd::dropout(x, p, is_training(), gen); }
+Tensor Dropout::forward(const Tensor& x) { return tb::dropout(x, p, is_training(), gen); }
 
 }  // namespace tb::nn

@@ -52,7 +52,6 @@ Tensor MultiheadAttention::operator()(const Tensor& query, const Tensor& key, co
 
 Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                    const Tensor& key_padding_mask, const Tensor& attn_mask, bool is_causal) {
-  using namespace autograd;
   const char* op = "MultiheadAttention";
   const int64_t E = options.embed_dim, H = options.num_heads, hd = head_dim;
   TB_CHECK(query.dim() == 2 || query.dim() == 3, op, "query must be 2-D or 3-D, got ", shape_str(query.sizes()));

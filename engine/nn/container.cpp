@@ -20,7 +20,7 @@ void Sequential::push_back(ModulePtr m) {
 
 // Note [Sequential fuses Linear + ReLU]
 // A Linear followed by a ReLU (exactly those classes, neither hooked) runs as one
-// autograd::linear_relu: the bias and the relu happen in the product's epilogue and the backward
+// tb::linear_relu: the bias and the relu happen in the product's epilogue and the backward
 // masks the gradient in the pass that sums the bias gradient, so the MLP's activations cost no
 // passes of their own. The values are the unfused pair's: the relu commutes with the product's
 // one rounding. Subclasses (which may override forward) and hooked modules run one by one.
@@ -31,7 +31,7 @@ Tensor Sequential::forward(const Tensor& x) {
     if (i + 1 < items_.size() && typeid(*m) == typeid(Linear) && typeid(*items_[i + 1]) == typeid(ReLU) &&
         !m->has_hooks() && !items_[i + 1]->has_hooks()) {
       const auto& lin = static_cast<const Linear&>(*m);
-      y = autograd::linear_relu(y, lin.weight, lin.bias);
+      y = tb::linear_relu(y, lin.weight, lin.bias);
       ++i;
       continue;
     }

@@ -1,4 +1,4 @@
-// torch.nn.Conv2d over autograd::conv2d. See conv.h.
+// torch.nn.Conv2d over tb::conv2d. See conv.h.
 #include "engine/nn/conv.h"
 
 #include <cmath>
@@ -42,7 +42,7 @@ void Conv2d::reset_parameters(core::Generator* gen) {
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  return autograd::conv2d(x, weight, bias, options.stride, options.padding, options.dilation, options.groups);
+  return tb::conv2d(x, weight, bias, options.stride, options.padding, options.dilation, options.groups);
 }
 
 }  // namespace tb::nn

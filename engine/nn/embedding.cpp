@@ -1,4 +1,4 @@
-// torch.nn.Embedding over autograd::embedding. See embedding.h.
+// torch.nn.Embedding over tb::embedding. See embedding.h.
 #include "engine/nn/embedding.h"
 
 #include "engine/autograd/functions.h"
@@ -29,7 +29,7 @@ void Embedding::reset_parameters(core::Generator* gen) {
 }
 
 Tensor Embedding::forward(const Tensor& indices) {
-  return autograd::embedding(weight, indices, padding_idx.value_or(-1));
+  return tb::embedding(weight, indices, padding_idx.value_or(-1));
 }
 
 }  // namespace tb::nn

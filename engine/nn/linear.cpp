@@ -1,4 +1,4 @@
-// torch.nn.Linear over autograd::linear. See linear.h.
+// torch.nn.Linear over tb::linear. See linear.h.
 #include "engine/nn/linear.h"
 
 #include <cmath>
@@ -24,6 +24,6 @@ void Linear::reset_parameters(core::Generator* gen) {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) { return autograd::linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) { return tb::linear(x, weight, bias); }
 
 }  // namespace tb::nn

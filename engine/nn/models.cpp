@@ -29,8 +29,8 @@ TransformerBlock::TransformerBlock(int64_t d, int64_t n_heads, double dropout, c
 
 Tensor TransformerBlock::forward(const Tensor& x) {
   Tensor h = (*ln1)(x);
-  Tensor y = autograd::add(x, (*attn)(h, h, h, Tensor(), Tensor(), /*is_causal=*/true));
-  return autograd::add(y, (*mlp)((*ln2)(y)));
+  Tensor y = tb::add(x, (*attn)(h, h, h, Tensor(), Tensor(), /*is_causal=*/true));
+  return tb::add(y, (*mlp)((*ln2)(y)));
 }
 
 GPT::GPT(const GPTConfig& c) : Module("GPT"), config(c) {
@@ -48,7 +48,7 @@ Tensor GPT::forward(const Tensor& idx) {
   TB_CHECK(idx.dim() == 2, "GPT", "expected token ids (B, T), got ", shape_str(idx.sizes()));
   const int64_t T = idx.size(1);
   TB_CHECK(T <= config.max_seq, "GPT", "sequence length ", T, " exceeds max_seq ", config.max_seq);
-  Tensor x = autograd::add((*tok_emb)(idx), (*pos_emb)(arange(T)));  // (B, T, d)
+  Tensor x = tb::add((*tok_emb)(idx), (*pos_emb)(arange(T)));  // (B, T, d)
   x = (*drop)(x);
   for (const ModulePtr& b : *blocks) x = (*b)(x);
   return (*head)((*ln_f)(x));
@@ -58,7 +58,7 @@ Tensor GPT::loss(const Tensor& logits, const Tensor& targets) {
   TB_CHECK(logits.dim() == 3 && targets.dim() == 2, "GPT.loss", "expected logits (B, T, V) and targets (B, T), got ",
            shape_str(logits.sizes()), " and ", shape_str(targets.sizes()));
   const int64_t n = logits.size(0) * logits.size(1);
-  return autograd::cross_entropy(logits.reshape({n, logits.size(2)}), targets.reshape({n}));
+  return tb::cross_entropy(logits.reshape({n, logits.size(2)}), targets.reshape({n}));
 }
 
 }  // namespace tb::nn

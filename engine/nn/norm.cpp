@@ -49,7 +49,7 @@ Tensor BatchNormBase::forward(const Tensor& x) {
   }
   const bool use_batch_stats = is_training() || !running_mean.defined();
   const bool pass_stats = !is_training() || options.track_running_stats;
-  return autograd::batch_norm(x, pass_stats ? running_mean : Tensor(), pass_stats ? running_var : Tensor(), weight,
+  return tb::batch_norm(x, pass_stats ? running_mean : Tensor(), pass_stats ? running_var : Tensor(), weight,
                               bias, use_batch_stats, factor, options.eps);
 }
 
@@ -73,7 +73,7 @@ void LayerNorm::reset_parameters() {
   if (bias.defined()) init::zeros_(bias);
 }
 
-Tensor LayerNorm::forward(const Tensor& x) { return autograd::layer_norm(x, normalized_shape, weight, bias, eps); }
+Tensor LayerNorm::forward(const Tensor& x) { return tb::layer_norm(x, normalized_shape, weight, bias, eps); }
 
 GroupNorm::GroupNorm(int64_t groups, int64_t channels, double eps_, bool affine, DType dtype)
     : Module("GroupNorm"), num_groups(groups), num_channels(channels), eps(eps_) {
@@ -89,6 +89,6 @@ void GroupNorm::reset_parameters() {
   if (bias.defined()) init::zeros_(bias);
 }
 
-Tensor GroupNorm::forward(const Tensor& x) { return autograd::group_norm(x, num_groups, weight, bias, eps); }
+Tensor GroupNorm::forward(const Tensor& x) { return tb::group_norm(x, num_groups, weight, bias, eps); }
 
 }  // namespace tb::nn

@@ -1,6 +1,7 @@
 #include "engine/ops/common.h"
 
 #include <optional>
+#include <string>
 
 namespace tb::ops {
 
@@ -32,6 +33,18 @@ DType result_type(const Tensor& a, const Tensor& b) { return result_type({&a, &b
 DType combine_scalar(DType t, const Scalar& s) { return combine(t, s.dtype()); }
 
 DType result_type(const Tensor& a, const Scalar& s) { return combine_scalar(a.dtype(), s); }
+
+void bare_kernel_error(const char* op) {
+  // The differentiable form of exp_, exp_out (and exp) is tb::exp: in-place and out= kernels
+  // suggest the out-of-place op (out= forms are not differentiable in LibTorch either).
+  std::string name = op, base = name;
+  if (base.size() > 4 && base.ends_with("_out")) base.resize(base.size() - 4);
+  else if (base.size() > 1 && base.back() == '_') base.pop_back();
+  throw core::Error(name, core::detail::concat("tb::ops::", name,
+                                               " is a bare kernel and would drop the autograd graph: a tensor argument",
+                                               " requires grad and grad mode is on; call tb::", base,
+                                               " (which records the graph), or run the kernel under NoGradGuard"));
+}
 
 Tensor prepare_out(Tensor* out, const Shape& shape, DType dtype, const char* op) {
   if (!out || !out->defined()) return empty(shape, dtype);

@@ -1,13 +1,16 @@
 // What every op family shares: PyTorch's result_type (dimensioned tensors outrank 0-dim tensors,
 // which outrank Python scalars, unless the lower one is of a higher category: bool < int < float)
-// and the handling of out= arguments.
+// and the handling of out= arguments, and the check that keeps a bare kernel from dropping an
+// autograd graph (Note [Bare kernels]).
 #pragma once
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
+#include <vector>
 
 #include "engine/core/scalar.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/grad_mode_flag.h"
 #include "engine/tensor/tensor.h"
 
 namespace tb::ops {
@@ -29,5 +32,31 @@ inline DType to_float_dtype(DType t) { return core::is_floating(t) ? t : DType::
 // Validates or allocates an out= tensor: a defined `out` of another shape is resized in place (as
 // PyTorch does) and its dtype must be one the result can be cast to; returns the tensor to write.
 Tensor prepare_out(Tensor* out, const Shape& shape, DType dtype, const char* op);
+
+// Note [Bare kernels]
+// tb::ops functions are bare kernels: they compute values and record no autograd graph. The op
+// API users call is tb:: (engine/autograd/functions.h): it records a graph when grad mode is on
+// and an input requires grad, as LibTorch's ops do, and runs these kernels with grad mode off
+// (autograd::kernel), as do backward formulas. So that a kernel can never silently drop a graph,
+// every kernel of a differentiable op (its forward, in-place and out= forms) starts with
+// check_bare_kernel: with grad mode on, a tensor argument that requires grad (an input, the
+// in-place self or out) is an error naming the differentiable function to call. Ops without a
+// gradient in LibTorch either (comparisons, logical ops, argmax, nonzero, ...) and the backward
+// kernels (called with grad mode off) need no check. Cost: one thread-local read while grad mode
+// is off; one pointer test per tensor while it is on.
+[[noreturn]] void bare_kernel_error(const char* op);
+inline bool requires_grad_here(const Tensor& t) {
+  return t.defined() && t.impl()->autograd_meta && requires_grad_hook()(t);
+}
+inline void check_bare_kernel(const char* op, std::initializer_list<const Tensor*> args) {
+  if (!grad_mode_flag()) return;
+  for (const Tensor* t : args)
+    if (t && requires_grad_here(*t)) bare_kernel_error(op);
+}
+inline void check_bare_kernel(const char* op, const std::vector<Tensor>& args) {
+  if (!grad_mode_flag()) return;
+  for (const Tensor& t : args)
+    if (requires_grad_here(t)) bare_kernel_error(op);
+}
 
 }  // namespace tb::ops

@@ -14,51 +14,47 @@
 
 namespace tb::ops {
 
-// ---- unary math: integer and bool inputs compute in float32, like torch.exp(int) ----
-Tensor exp(const Tensor& x);
-Tensor& exp_(Tensor& self);
-Tensor& exp_out(Tensor& out, const Tensor& x);
-Tensor expm1(const Tensor& x);
-Tensor& expm1_(Tensor& self);
-Tensor& expm1_out(Tensor& out, const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor& log_(Tensor& self);
-Tensor& log_out(Tensor& out, const Tensor& x);
-Tensor log1p(const Tensor& x);
-Tensor& log1p_(Tensor& self);
-Tensor& log1p_out(Tensor& out, const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor& sqrt_(Tensor& self);
-Tensor& sqrt_out(Tensor& out, const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor& rsqrt_(Tensor& self);
-Tensor& rsqrt_out(Tensor& out, const Tensor& x);
-Tensor reciprocal(const Tensor& x);
-Tensor& reciprocal_(Tensor& self);
-Tensor& reciprocal_out(Tensor& out, const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor& sin_(Tensor& self);
-Tensor& sin_out(Tensor& out, const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor& cos_(Tensor& self);
-Tensor& cos_out(Tensor& out, const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor& tanh_(Tensor& self);
-Tensor& tanh_out(Tensor& out, const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor& sigmoid_(Tensor& self);
-Tensor& sigmoid_out(Tensor& out, const Tensor& x);
+// Note [Op lists]
+// Each regular op group is listed once, here: its list expands into the kernel declarations below,
+// into the public tb:: declarations (engine/autograd/functions.h) and into the LibTorch reference
+// (reference/elementwise.h, and reference/elementwise.cpp where the LibTorch call has the same
+// name), so adding an op of such a group is one entry in its list plus its kernel. Irregular
+// signatures are declared one by one.
+//
+// Unary math, forms op(x), op_(self), op_out(out, x): integer and bool inputs compute in float32,
+// like torch.exp(int).
+#define TB_UNARY_FLOAT_OPS(X) \
+  X(exp) X(expm1) X(log) X(log1p) X(sqrt) X(rsqrt) X(reciprocal) X(sin) X(cos) X(tanh) X(sigmoid)
+// Unary, dtype-preserving, the same forms: neg and abs refuse bool, sign accepts it.
+#define TB_UNARY_SAME_DTYPE_OPS(X) X(neg) X(abs) X(sign)
+// Comparisons, forms op(a, b), op(a, scalar), op_(self, b), op_out(out, a, b): bool results (in
+// place: written into self's dtype as 0/1). No gradient.
+#define TB_COMPARISON_OPS(X) X(eq) X(ne) X(lt) X(le) X(gt) X(ge)
+// Logical ops, forms op(a, b), op_(self, b), op_out(out, a, b): nonzero is true; bool results (in
+// place: self's dtype). logical_not has the unary forms. No gradient.
+#define TB_LOGICAL_OPS(X) X(logical_and) X(logical_or) X(logical_xor)
 
-// ---- unary, dtype-preserving: neg and abs refuse bool, sign accepts it ----
-Tensor neg(const Tensor& x);
-Tensor& neg_(Tensor& self);
-Tensor& neg_out(Tensor& out, const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor& abs_(Tensor& self);
-Tensor& abs_out(Tensor& out, const Tensor& x);
-Tensor sign(const Tensor& x);
-Tensor& sign_(Tensor& self);
-Tensor& sign_out(Tensor& out, const Tensor& x);
+#define TB_UNARY_KERNELS(op) \
+  Tensor op(const Tensor& x);   \
+  Tensor& op##_(Tensor& self);  \
+  Tensor& op##_out(Tensor& out, const Tensor& x);
+#define TB_COMPARISON_KERNELS(op)                 \
+  Tensor op(const Tensor& a, const Tensor& b);    \
+  Tensor op(const Tensor& a, const Scalar& b);    \
+  Tensor& op##_(Tensor& self, const Tensor& b);   \
+  Tensor& op##_out(Tensor& out, const Tensor& a, const Tensor& b);
+#define TB_LOGICAL_KERNELS(op)                    \
+  Tensor op(const Tensor& a, const Tensor& b);    \
+  Tensor& op##_(Tensor& self, const Tensor& b);   \
+  Tensor& op##_out(Tensor& out, const Tensor& a, const Tensor& b);
+TB_UNARY_FLOAT_OPS(TB_UNARY_KERNELS)
+TB_UNARY_SAME_DTYPE_OPS(TB_UNARY_KERNELS)
+TB_UNARY_KERNELS(logical_not)
+TB_COMPARISON_OPS(TB_COMPARISON_KERNELS)
+TB_LOGICAL_OPS(TB_LOGICAL_KERNELS)
+#undef TB_UNARY_KERNELS
+#undef TB_COMPARISON_KERNELS
+#undef TB_LOGICAL_KERNELS
 
 // ---- activations: relu on any numeric dtype (LibTorch has no relu out=); the rest on floats ----
 Tensor relu(const Tensor& x);
@@ -154,45 +150,5 @@ Tensor& clamp_out(Tensor& out, const Tensor& x, const std::optional<Tensor>& min
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
 Tensor& where_out(Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
-
-// ---- comparisons: bool results (in place: written into self's dtype as 0/1) ----
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, const Scalar& b);
-Tensor& eq_(Tensor& self, const Tensor& b);
-Tensor& eq_out(Tensor& out, const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Scalar& b);
-Tensor& ne_(Tensor& self, const Tensor& b);
-Tensor& ne_out(Tensor& out, const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Scalar& b);
-Tensor& lt_(Tensor& self, const Tensor& b);
-Tensor& lt_out(Tensor& out, const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Scalar& b);
-Tensor& le_(Tensor& self, const Tensor& b);
-Tensor& le_out(Tensor& out, const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Scalar& b);
-Tensor& gt_(Tensor& self, const Tensor& b);
-Tensor& gt_out(Tensor& out, const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Scalar& b);
-Tensor& ge_(Tensor& self, const Tensor& b);
-Tensor& ge_out(Tensor& out, const Tensor& a, const Tensor& b);
-
-// ---- logical ops: nonzero is true; bool results (in place: self's dtype) ----
-Tensor logical_and(const Tensor& a, const Tensor& b);
-Tensor& logical_and_(Tensor& self, const Tensor& b);
-Tensor& logical_and_out(Tensor& out, const Tensor& a, const Tensor& b);
-Tensor logical_or(const Tensor& a, const Tensor& b);
-Tensor& logical_or_(Tensor& self, const Tensor& b);
-Tensor& logical_or_out(Tensor& out, const Tensor& a, const Tensor& b);
-Tensor logical_xor(const Tensor& a, const Tensor& b);
-Tensor& logical_xor_(Tensor& self, const Tensor& b);
-Tensor& logical_xor_out(Tensor& out, const Tensor& a, const Tensor& b);
-Tensor logical_not(const Tensor& x);
-Tensor& logical_not_(Tensor& self);
-Tensor& logical_not_out(Tensor& out, const Tensor& x);
 
 }  // namespace tb::ops

@@ -65,7 +65,7 @@ Tensor GradScaler::scale(const Tensor& loss) {
     scale_ = float(init_scale_);
     growth_tracker_ = int32_t(init_growth_tracker_);
   }
-  return autograd::mul(loss, scalar_tensor(double(*scale_), DType::Float32));
+  return tb::mul(loss, scalar_tensor(double(*scale_), DType::Float32));
 }
 
 void GradScaler::unscale_(Optimizer& opt) {

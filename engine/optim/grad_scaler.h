@@ -24,7 +24,7 @@ class GradScaler {
   explicit GradScaler(double init_scale = 65536.0, double growth_factor = 2.0, double backoff_factor = 0.5,
                       int64_t growth_interval = 2000, bool enabled = true);
 
-  // loss * scale (a float32 0-dim tensor), differentiable through tb::autograd::mul.
+  // loss * scale (a float32 0-dim tensor), differentiable through tb::mul.
   Tensor scale(const Tensor& loss);
   // Divides opt's gradients by the scale in place (float16 gradients are an error, as in
   // PyTorch: keep float32 master parameters). At most once per optimizer between update()s,

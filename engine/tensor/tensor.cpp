@@ -1,10 +1,12 @@
 // Tensor metadata, views and the layout checks behind them.
 #include "engine/tensor/tensor.h"
+
 #include "engine/tensor/stride_order.h"
 
 #include <algorithm>
 #include <numeric>
 
+#include "engine/tensor/grad_mode_flag.h"
 #include "engine/tensor/view_replay.h"
 
 namespace tb {
@@ -174,6 +176,16 @@ AutogradHooks& autograd_hooks() {
 bool& inference_mode_flag() {
   thread_local bool on = false;
   return on;
+}
+
+bool& grad_mode_flag() {
+  thread_local bool on = true;
+  return on;
+}
+
+RequiresGradFn& requires_grad_hook() {
+  static RequiresGradFn fn = nullptr;
+  return fn;
 }
 
 // Can `new_sizes` be laid over the memory of (old_sizes, old_strides) without a copy? Walks

@@ -52,63 +52,63 @@ const std::vector<LayoutRow> kLayouts = {
 std::vector<Unary> unary_ops() {
   const Values P = Values::Positive, NZ = Values::NonZero, N = Values::Normal;
   return {
-      {"exp", "", [](const Tn& x) { return A::exp(x); }, [](const RT& x) { return R::exp(x); }, N},
-      {"expm1", "", [](const Tn& x) { return A::expm1(x); }, [](const RT& x) { return R::expm1(x); }, N},
-      {"log", "", [](const Tn& x) { return A::log(x); }, [](const RT& x) { return R::log(x); }, P},
-      {"log1p", "", [](const Tn& x) { return A::log1p(x); }, [](const RT& x) { return R::log1p(x); }, P},
-      {"sqrt", "", [](const Tn& x) { return A::sqrt(x); }, [](const RT& x) { return R::sqrt(x); }, P},
-      {"rsqrt", "", [](const Tn& x) { return A::rsqrt(x); }, [](const RT& x) { return R::rsqrt(x); }, P},
-      {"reciprocal", "", [](const Tn& x) { return A::reciprocal(x); }, [](const RT& x) { return R::reciprocal(x); },
+      {"exp", "", [](const Tn& x) { return tb::exp(x); }, [](const RT& x) { return R::exp(x); }, N},
+      {"expm1", "", [](const Tn& x) { return tb::expm1(x); }, [](const RT& x) { return R::expm1(x); }, N},
+      {"log", "", [](const Tn& x) { return tb::log(x); }, [](const RT& x) { return R::log(x); }, P},
+      {"log1p", "", [](const Tn& x) { return tb::log1p(x); }, [](const RT& x) { return R::log1p(x); }, P},
+      {"sqrt", "", [](const Tn& x) { return tb::sqrt(x); }, [](const RT& x) { return R::sqrt(x); }, P},
+      {"rsqrt", "", [](const Tn& x) { return tb::rsqrt(x); }, [](const RT& x) { return R::rsqrt(x); }, P},
+      {"reciprocal", "", [](const Tn& x) { return tb::reciprocal(x); }, [](const RT& x) { return R::reciprocal(x); },
        NZ},
-      {"sin", "", [](const Tn& x) { return A::sin(x); }, [](const RT& x) { return R::sin(x); }, N},
-      {"cos", "", [](const Tn& x) { return A::cos(x); }, [](const RT& x) { return R::cos(x); }, N},
-      {"tanh", "", [](const Tn& x) { return A::tanh(x); }, [](const RT& x) { return R::tanh(x); }, N},
-      {"sigmoid", "", [](const Tn& x) { return A::sigmoid(x); }, [](const RT& x) { return R::sigmoid(x); }, N},
-      {"neg", "", [](const Tn& x) { return A::neg(x); }, [](const RT& x) { return R::neg(x); }, N},
+      {"sin", "", [](const Tn& x) { return tb::sin(x); }, [](const RT& x) { return R::sin(x); }, N},
+      {"cos", "", [](const Tn& x) { return tb::cos(x); }, [](const RT& x) { return R::cos(x); }, N},
+      {"tanh", "", [](const Tn& x) { return tb::tanh(x); }, [](const RT& x) { return R::tanh(x); }, N},
+      {"sigmoid", "", [](const Tn& x) { return tb::sigmoid(x); }, [](const RT& x) { return R::sigmoid(x); }, N},
+      {"neg", "", [](const Tn& x) { return tb::neg(x); }, [](const RT& x) { return R::neg(x); }, N},
       // NonZero keeps finite differences off the kink at 0.
-      {"abs", "", [](const Tn& x) { return A::abs(x); }, [](const RT& x) { return R::abs(x); }, NZ},
-      {"sign", "", [](const Tn& x) { return A::sign(x); }, [](const RT& x) { return R::sign(x); }, NZ},
-      {"relu", "", [](const Tn& x) { return A::relu(x); }, [](const RT& x) { return R::relu(x); }, NZ},
-      {"gelu", "", [](const Tn& x) { return A::gelu(x); }, [](const RT& x) { return R::gelu(x); }, N},
-      {"gelu", "tanh", [](const Tn& x) { return A::gelu(x, "tanh"); }, [](const RT& x) { return R::gelu(x, "tanh"); },
+      {"abs", "", [](const Tn& x) { return tb::abs(x); }, [](const RT& x) { return R::abs(x); }, NZ},
+      {"sign", "", [](const Tn& x) { return tb::sign(x); }, [](const RT& x) { return R::sign(x); }, NZ},
+      {"relu", "", [](const Tn& x) { return tb::relu(x); }, [](const RT& x) { return R::relu(x); }, NZ},
+      {"gelu", "", [](const Tn& x) { return tb::gelu(x); }, [](const RT& x) { return R::gelu(x); }, N},
+      {"gelu", "tanh", [](const Tn& x) { return tb::gelu(x, "tanh"); }, [](const RT& x) { return R::gelu(x, "tanh"); },
        N},
-      {"silu", "", [](const Tn& x) { return A::silu(x); }, [](const RT& x) { return R::silu(x); }, N},
-      {"softplus", "", [](const Tn& x) { return A::softplus(x); }, [](const RT& x) { return R::softplus(x); }, N},
+      {"silu", "", [](const Tn& x) { return tb::silu(x); }, [](const RT& x) { return R::silu(x); }, N},
+      {"softplus", "", [](const Tn& x) { return tb::softplus(x); }, [](const RT& x) { return R::softplus(x); }, N},
       // beta * x crosses the threshold for about a third of the elements: both branches.
-      {"softplus", "beta2_th1", [](const Tn& x) { return A::softplus(x, 2, 1); },
+      {"softplus", "beta2_th1", [](const Tn& x) { return tb::softplus(x, 2, 1); },
        [](const RT& x) { return R::softplus(x, 2, 1); }, N},
       // Tensor-scalar forms.
-      {"add", "scalar", [](const Tn& x) { return A::add(x, 2.5, 2); }, [](const RT& x) { return R::add(x, 2.5, 2); },
+      {"add", "scalar", [](const Tn& x) { return tb::add(x, 2.5, 2); }, [](const RT& x) { return R::add(x, 2.5, 2); },
        N},
-      {"sub", "scalar", [](const Tn& x) { return A::sub(x, 1.5, -3); }, [](const RT& x) { return R::sub(x, 1.5, -3); },
+      {"sub", "scalar", [](const Tn& x) { return tb::sub(x, 1.5, -3); }, [](const RT& x) { return R::sub(x, 1.5, -3); },
        N},
-      {"mul", "scalar", [](const Tn& x) { return A::mul(x, -1.75); }, [](const RT& x) { return R::mul(x, -1.75); }, N},
-      {"mul", "intscalar", [](const Tn& x) { return A::mul(x, 3); }, [](const RT& x) { return R::mul(x, 3); }, N},
-      {"div", "scalar", [](const Tn& x) { return A::div(x, -2.5); }, [](const RT& x) { return R::div(x, -2.5); }, N},
-      {"pow", "square", [](const Tn& x) { return A::pow(x, 2); }, [](const RT& x) { return R::pow(x, 2); }, N},
-      {"pow", "cube", [](const Tn& x) { return A::pow(x, 3.0); }, [](const RT& x) { return R::pow(x, 3.0); }, N},
-      {"pow", "half", [](const Tn& x) { return A::pow(x, 0.5); }, [](const RT& x) { return R::pow(x, 0.5); }, P},
-      {"pow", "neg1_5", [](const Tn& x) { return A::pow(x, -1.5); }, [](const RT& x) { return R::pow(x, -1.5); }, P},
-      {"pow", "neg1", [](const Tn& x) { return A::pow(x, -1); }, [](const RT& x) { return R::pow(x, -1); }, NZ},
-      {"pow", "one", [](const Tn& x) { return A::pow(x, 1); }, [](const RT& x) { return R::pow(x, 1); }, N},
+      {"mul", "scalar", [](const Tn& x) { return tb::mul(x, -1.75); }, [](const RT& x) { return R::mul(x, -1.75); }, N},
+      {"mul", "intscalar", [](const Tn& x) { return tb::mul(x, 3); }, [](const RT& x) { return R::mul(x, 3); }, N},
+      {"div", "scalar", [](const Tn& x) { return tb::div(x, -2.5); }, [](const RT& x) { return R::div(x, -2.5); }, N},
+      {"pow", "square", [](const Tn& x) { return tb::pow(x, 2); }, [](const RT& x) { return R::pow(x, 2); }, N},
+      {"pow", "cube", [](const Tn& x) { return tb::pow(x, 3.0); }, [](const RT& x) { return R::pow(x, 3.0); }, N},
+      {"pow", "half", [](const Tn& x) { return tb::pow(x, 0.5); }, [](const RT& x) { return R::pow(x, 0.5); }, P},
+      {"pow", "neg1_5", [](const Tn& x) { return tb::pow(x, -1.5); }, [](const RT& x) { return R::pow(x, -1.5); }, P},
+      {"pow", "neg1", [](const Tn& x) { return tb::pow(x, -1); }, [](const RT& x) { return R::pow(x, -1); }, NZ},
+      {"pow", "one", [](const Tn& x) { return tb::pow(x, 1); }, [](const RT& x) { return R::pow(x, 1); }, N},
       // Exponent 0: the gradient is zero, even at x = 0 where x^-1 is infinite.
-      {"pow", "zero", [](const Tn& x) { return A::pow(A::relu(x), Scalar(0)); },
+      {"pow", "zero", [](const Tn& x) { return tb::pow(tb::relu(x), Scalar(0)); },
        [](const RT& x) { return R::pow(R::relu(x), Scalar(0)); }, NZ},
-      {"pow", "base2_5", [](const Tn& x) { return A::pow(2.5, x); }, [](const RT& x) { return R::pow(2.5, x); }, N},
-      {"pow", "base0_5", [](const Tn& x) { return A::pow(0.5, x); }, [](const RT& x) { return R::pow(0.5, x); }, N},
+      {"pow", "base2_5", [](const Tn& x) { return tb::pow(2.5, x); }, [](const RT& x) { return R::pow(2.5, x); }, N},
+      {"pow", "base0_5", [](const Tn& x) { return tb::pow(0.5, x); }, [](const RT& x) { return R::pow(0.5, x); }, N},
       // Base 0: the gradient is 0 where the exponent is >= 0.
-      {"pow", "base0", [](const Tn& x) { return A::pow(Scalar(0), x); },
+      {"pow", "base0", [](const Tn& x) { return tb::pow(Scalar(0), x); },
        [](const RT& x) { return R::pow(Scalar(0), x); }, P},
-      {"clamp", "both", [](const Tn& x) { return A::clamp(x, SOpt(-0.5), SOpt(0.5)); },
+      {"clamp", "both", [](const Tn& x) { return tb::clamp(x, SOpt(-0.5), SOpt(0.5)); },
        [](const RT& x) { return R::clamp(x, SOpt(-0.5), SOpt(0.5)); }, N},
-      {"clamp", "min", [](const Tn& x) { return A::clamp(x, SOpt(-0.25), std::nullopt); },
+      {"clamp", "min", [](const Tn& x) { return tb::clamp(x, SOpt(-0.25), std::nullopt); },
        [](const RT& x) { return R::clamp(x, SOpt(-0.25), std::nullopt); }, N},
-      {"clamp", "max", [](const Tn& x) { return A::clamp(x, std::nullopt, SOpt(0.25)); },
+      {"clamp", "max", [](const Tn& x) { return tb::clamp(x, std::nullopt, SOpt(0.25)); },
        [](const RT& x) { return R::clamp(x, std::nullopt, SOpt(0.25)); }, N},
       // min > max: the result is max everywhere and no gradient reaches x.
-      {"clamp", "crossed", [](const Tn& x) { return A::clamp(x, SOpt(0.5), SOpt(-0.5)); },
+      {"clamp", "crossed", [](const Tn& x) { return tb::clamp(x, SOpt(0.5), SOpt(-0.5)); },
        [](const RT& x) { return R::clamp(x, SOpt(0.5), SOpt(-0.5)); }, N},
-      {"clamp", "int_bounds", [](const Tn& x) { return A::clamp(x, SOpt(-1), SOpt(1)); },
+      {"clamp", "int_bounds", [](const Tn& x) { return tb::clamp(x, SOpt(-1), SOpt(1)); },
        [](const RT& x) { return R::clamp(x, SOpt(-1), SOpt(1)); }, N},
   };
 }
@@ -123,17 +123,17 @@ struct InPlace {
 
 std::vector<InPlace> inplace_ops() {
   return {
-      {"exp_", [](Tn& x) { A::exp_(x); }, [](const RT& x) { R::exp_(x); }},
-      {"tanh_", [](Tn& x) { A::tanh_(x); }, [](const RT& x) { R::tanh_(x); }},
-      {"sigmoid_", [](Tn& x) { A::sigmoid_(x); }, [](const RT& x) { R::sigmoid_(x); }},
-      {"relu_", [](Tn& x) { A::relu_(x); }, [](const RT& x) { R::relu_(x); }, Values::NonZero},
-      {"neg_", [](Tn& x) { A::neg_(x); }, [](const RT& x) { R::neg_(x); }},
-      {"add_", [](Tn& x) { A::add_(x, 1.5, -2); }, [](const RT& x) { R::add_(x, 1.5, -2); }},
-      {"mul_", [](Tn& x) { A::mul_(x, -2.5); }, [](const RT& x) { R::mul_(x, -2.5); }},
-      {"div_", [](Tn& x) { A::div_(x, 3); }, [](const RT& x) { R::div_(x, 3); }},
-      {"clamp_", [](Tn& x) { A::clamp_(x, SOpt(-0.5), SOpt(0.5)); },
+      {"exp_", [](Tn& x) { tb::exp_(x); }, [](const RT& x) { R::exp_(x); }},
+      {"tanh_", [](Tn& x) { tb::tanh_(x); }, [](const RT& x) { R::tanh_(x); }},
+      {"sigmoid_", [](Tn& x) { tb::sigmoid_(x); }, [](const RT& x) { R::sigmoid_(x); }},
+      {"relu_", [](Tn& x) { tb::relu_(x); }, [](const RT& x) { R::relu_(x); }, Values::NonZero},
+      {"neg_", [](Tn& x) { tb::neg_(x); }, [](const RT& x) { R::neg_(x); }},
+      {"add_", [](Tn& x) { tb::add_(x, 1.5, -2); }, [](const RT& x) { R::add_(x, 1.5, -2); }},
+      {"mul_", [](Tn& x) { tb::mul_(x, -2.5); }, [](const RT& x) { R::mul_(x, -2.5); }},
+      {"div_", [](Tn& x) { tb::div_(x, 3); }, [](const RT& x) { R::div_(x, 3); }},
+      {"clamp_", [](Tn& x) { tb::clamp_(x, SOpt(-0.5), SOpt(0.5)); },
        [](const RT& x) { R::clamp_(x, SOpt(-0.5), SOpt(0.5)); }},
-      {"clamp_", [](Tn& x) { A::clamp_(x, SOpt(0.1), std::nullopt); },
+      {"clamp_", [](Tn& x) { tb::clamp_(x, SOpt(0.1), std::nullopt); },
        [](const RT& x) { R::clamp_(x, SOpt(0.1), std::nullopt); }},
   };
 }
@@ -158,7 +158,7 @@ void unary_rows(std::vector<GradCase>& v, const Unary& u, DType dt) {
   // Chained with mul: x reaches the output along two paths.
   v.push_back(make_grad_case(
       base + prefixed(u.tag, "chain"), {{{2, 3, 4}, dt, Tr, u.values}},
-      [f](const In& x) { return one(A::mul(f(x[0]), x[0])); },
+      [f](const In& x) { return one(tb::mul(f(x[0]), x[0])); },
       [r](const RIn& x) { return one(R::mul(r(x[0]), x[0])); }));
 }
 
@@ -185,10 +185,10 @@ void inplace_rows(std::vector<GradCase>& v, const InPlace& p, DType dt, int k) {
   v.push_back(make_grad_case(
       base + "view", {{{3, 4}, dt, Tr, p.values}},
       [f](const In& x) {
-        Tn y = A::mul(x[0], 2);
+        Tn y = tb::mul(x[0], 2);
         Tn w = y.narrow(1, 1, 2);
         f(w);
-        return one(A::mul(y, x[0]));
+        return one(tb::mul(y, x[0]));
       },
       [r](const RIn& x) {
         RT y = R::mul(x[0], 2);

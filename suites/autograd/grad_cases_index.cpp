@@ -33,7 +33,7 @@ Input mask(Shape s) { return {std::move(s), DType::Bool, C, Values::Bool, 0}; }
 
 // Indices distinct along `dim`: the first k of the argsort of x along dim.
 tb::Tensor perm(const tb::Tensor& x, int64_t dim, int64_t k) {
-  return std::get<1>(ops::sort(x.detach(), dim)).narrow(dim, 0, k);
+  return std::get<1>(tb::sort(x.detach(), dim)).narrow(dim, 0, k);
 }
 ref::Tensor rperm(const ref::Tensor& x, int64_t dim, int64_t k) {
   return R::narrow(std::get<1>(R::sort(x, true, dim)), dim, 0, k);
@@ -49,68 +49,68 @@ struct Table {
 
 void join_rows(Table& t, DType dt, const std::string& d) {
   t.add("cat/" + d + "/dim0", {in({2, 3}, dt, Tr), in({4, 3}, dt)},
-        [](const In& x) { return one(A::cat({x[0], x[1]}, 0)); },
+        [](const In& x) { return one(tb::cat({x[0], x[1]}, 0)); },
         [](const RIn& x) { return one(R::cat({x[0], x[1]}, 0)); });
   t.add("cat/" + d + "/dim_last_three", {in({3, 2}, dt, St), in({3, 4}, dt), in({3, 1}, dt, Ex)},
-        [](const In& x) { return one(A::cat({x[0], x[1], x[2]}, -1)); },
+        [](const In& x) { return one(tb::cat({x[0], x[1], x[2]}, -1)); },
         [](const RIn& x) { return one(R::cat({x[0], x[1], x[2]}, -1)); });
   t.add("cat/" + d + "/skip_empty_1d", {in({2, 3}, dt), in({0}, dt), in({1, 3}, dt)},
-        [](const In& x) { return one(A::cat({x[0], x[1], x[2]}, 0)); },
+        [](const In& x) { return one(tb::cat({x[0], x[1], x[2]}, 0)); },
         [](const RIn& x) { return one(R::cat({x[0], x[1], x[2]}, 0)); });
   t.add("cat/" + d + "/zero_size", {in({0, 3}, dt), in({2, 3}, dt, Tr)},
-        [](const In& x) { return one(A::cat({x[0], x[1]}, 0)); },
+        [](const In& x) { return one(tb::cat({x[0], x[1]}, 0)); },
         [](const RIn& x) { return one(R::cat({x[0], x[1]}, 0)); });
   // The same input twice, after views: both slabs' gradients accumulate into it.
   t.add("cat/" + d + "/views_twice", {in({3, 4}, dt)},
-        [](const In& x) { return one(A::tril(A::cat({x[0].t().narrow(0, 0, 3), x[0].narrow(1, 1, 3)}, 1))); },
+        [](const In& x) { return one(tb::tril(tb::cat({x[0].t().narrow(0, 0, 3), x[0].narrow(1, 1, 3)}, 1))); },
         [](const RIn& x) { return one(R::tril(R::cat({R::narrow(R::t(x[0]), 0, 0, 3), R::narrow(x[0], 1, 1, 3)}, 1))); });
   // Only the second input requires grad.
   t.add("cat/" + d + "/partial_wrt", {in({2, 3}, dt), in({1, 3}, dt, St)},
-        [](const In& x) { return one(A::cat({x[0], x[1]}, 0)); },
+        [](const In& x) { return one(tb::cat({x[0], x[1]}, 0)); },
         [](const RIn& x) { return one(R::cat({x[0], x[1]}, 0)); })
       .wrt = {1};
 
   t.add("stack/" + d + "/dim0", {in({2, 3}, dt, Tr), in({2, 3}, dt, St)},
-        [](const In& x) { return one(A::stack({x[0], x[1]}, 0)); },
+        [](const In& x) { return one(tb::stack({x[0], x[1]}, 0)); },
         [](const RIn& x) { return one(R::stack({x[0], x[1]}, 0)); });
   t.add("stack/" + d + "/dim_last", {in({2, 3}, dt), in({2, 3}, dt, Ex), in({2, 3}, dt)},
-        [](const In& x) { return one(A::stack({x[0], x[1], x[2]}, -1)); },
+        [](const In& x) { return one(tb::stack({x[0], x[1], x[2]}, -1)); },
         [](const RIn& x) { return one(R::stack({x[0], x[1], x[2]}, -1)); });
   t.add("stack/" + d + "/zero_dim", {in({}, dt), in({}, dt)},
-        [](const In& x) { return one(A::stack({x[0], x[1]})); },
+        [](const In& x) { return one(tb::stack({x[0], x[1]})); },
         [](const RIn& x) { return one(R::stack({x[0], x[1]})); });
   t.add("stack/" + d + "/zero_size", {in({0, 2}, dt), in({0, 2}, dt)},
-        [](const In& x) { return one(A::stack({x[0], x[1]}, 1)); },
+        [](const In& x) { return one(tb::stack({x[0], x[1]}, 1)); },
         [](const RIn& x) { return one(R::stack({x[0], x[1]}, 1)); });
 
   t.add("split/" + d + "/all_pieces", {in({5, 3}, dt, Tr)},
-        [](const In& x) { return A::split(x[0], 2, 0); },
+        [](const In& x) { return tb::split(x[0], 2, 0); },
         [](const RIn& x) { return R::split(x[0], 2, 0); });
   // Only some pieces reach the loss: the others' regions get a zero gradient.
   t.add("split/" + d + "/some_pieces", {in({3, 7}, dt, St)},
         [](const In& x) {
-          auto p = A::split(x[0], 3, 1);
-          return In{A::mul(p[2], p[2]), A::sum(p[0], {0})};
+          auto p = tb::split(x[0], 3, 1);
+          return In{tb::mul(p[2], p[2]), tb::sum(p[0], {0})};
         },
         [](const RIn& x) {
           auto p = R::split(x[0], 3, 1);
           return RIn{R::mul(p[2], p[2]), R::sum(p[0], {0})};
         });
   t.add("chunk/" + d + "/dim1", {in({3, 7}, dt)},
-        [](const In& x) { return A::chunk(x[0], 3, 1); },
+        [](const In& x) { return tb::chunk(x[0], 3, 1); },
         [](const RIn& x) { return R::chunk(x[0], 3, 1); });
   t.add("chunk/" + d + "/one_piece", {in({6, 2}, dt, Tr)},
-        [](const In& x) { return one(A::chunk(x[0], 3, 0)[1].t()); },
+        [](const In& x) { return one(tb::chunk(x[0], 3, 0)[1].t()); },
         [](const RIn& x) { return one(R::t(R::chunk(x[0], 3, 0)[1])); });
   // Chunks of a non-leaf written in place before the split (PyTorch refuses in-place writes to
   // the outputs of split/chunk themselves).
   t.add("chunk/" + d + "/of_inplace_nonleaf", {in({4, 3}, dt), in({3}, dt, St)},
         [](const In& x) {
-          tb::Tensor y = A::add(x[0], 0.5);
+          tb::Tensor y = tb::add(x[0], 0.5);
           tb::Tensor row = y.select(0, 2);
-          A::add_(row, x[1], 2);
-          auto c = A::chunk(y, 2, 0);
-          return In{A::mul(c[1], c[1]), c[0]};
+          tb::add_(row, x[1], 2);
+          auto c = tb::chunk(y, 2, 0);
+          return In{tb::mul(c[1], c[1]), c[0]};
         },
         [](const RIn& x) {
           ref::Tensor y = R::add(x[0], 0.5);
@@ -119,85 +119,85 @@ void join_rows(Table& t, DType dt, const std::string& d) {
           return RIn{R::mul(c[1], c[1]), c[0]};
         });
   t.add("repeat/" + d + "/lead_dim", {in({2, 3}, dt, Tr)},
-        [](const In& x) { return one(A::repeat(x[0], {2, 1, 3})); },
+        [](const In& x) { return one(tb::repeat(x[0], {2, 1, 3})); },
         [](const RIn& x) { return one(R::repeat(x[0], {2, 1, 3})); });
   t.add("repeat/" + d + "/expanded", {in({3, 2}, dt, Ex)},
-        [](const In& x) { return one(A::repeat(x[0], {2, 2})); },
+        [](const In& x) { return one(tb::repeat(x[0], {2, 2})); },
         [](const RIn& x) { return one(R::repeat(x[0], {2, 2})); });
   t.add("repeat/" + d + "/zero_dim", {in({}, dt)},
-        [](const In& x) { return one(A::repeat(x[0], {3, 2})); },
+        [](const In& x) { return one(tb::repeat(x[0], {3, 2})); },
         [](const RIn& x) { return one(R::repeat(x[0], {3, 2})); });
   t.add("repeat/" + d + "/zero_repeat", {in({2, 3}, dt)},
-        [](const In& x) { return one(A::repeat(x[0], {0, 2})); },
+        [](const In& x) { return one(tb::repeat(x[0], {0, 2})); },
         [](const RIn& x) { return one(R::repeat(x[0], {0, 2})); });
 }
 
 void index_rows(Table& t, DType dt, const std::string& d) {
   t.add("index_select/" + d + "/dim0_dups", {in({5, 3}, dt, St), idx({7}, 5)},
-        [](const In& x) { return one(A::index_select(x[0], 0, x[1])); },
+        [](const In& x) { return one(tb::index_select(x[0], 0, x[1])); },
         [](const RIn& x) { return one(R::index_select(x[0], 0, x[1])); });
   t.add("index_select/" + d + "/dim1_int32", {in({3, 5}, dt, Tr), idx({4}, 5, I32)},
-        [](const In& x) { return one(A::index_select(x[0], -1, x[1])); },
+        [](const In& x) { return one(tb::index_select(x[0], -1, x[1])); },
         [](const RIn& x) { return one(R::index_select(x[0], -1, x[1])); });
   t.add("index_select/" + d + "/empty_index", {in({4, 3}, dt), idx({0}, 4)},
-        [](const In& x) { return one(A::index_select(x[0], 0, x[1])); },
+        [](const In& x) { return one(tb::index_select(x[0], 0, x[1])); },
         [](const RIn& x) { return one(R::index_select(x[0], 0, x[1])); });
   t.add("index_select/" + d + "/view_input", {in({2, 4, 3}, dt), idx({5}, 4)},
-        [](const In& x) { return one(A::index_select(x[0].select(0, 1).transpose(0, 1), 1, x[1])); },
+        [](const In& x) { return one(tb::index_select(x[0].select(0, 1).transpose(0, 1), 1, x[1])); },
         [](const RIn& x) { return one(R::index_select(R::transpose(R::select(x[0], 0, 1), 0, 1), 1, x[1])); });
 
   t.add("gather/" + d + "/dim1", {in({3, 5}, dt, Tr), idx({3, 4}, 5)},
-        [](const In& x) { return one(A::gather(x[0], 1, x[1])); },
+        [](const In& x) { return one(tb::gather(x[0], 1, x[1])); },
         [](const RIn& x) { return one(R::gather(x[0], 1, x[1])); });
   t.add("gather/" + d + "/dim0_smaller", {in({4, 3}, dt, St), idx({6, 2}, 4)},
-        [](const In& x) { return one(A::gather(x[0], 0, x[1])); },
+        [](const In& x) { return one(tb::gather(x[0], 0, x[1])); },
         [](const RIn& x) { return one(R::gather(x[0], 0, x[1])); });
   t.add("gather/" + d + "/zero_size", {in({4, 3}, dt), idx({0, 3}, 4)},
-        [](const In& x) { return one(A::gather(x[0], 0, x[1])); },
+        [](const In& x) { return one(tb::gather(x[0], 0, x[1])); },
         [](const RIn& x) { return one(R::gather(x[0], 0, x[1])); });
 
   t.add("scatter/" + d + "/dim1", {in({3, 5}, dt, Tr), in({3, 3}, dt, St), in({3, 5}, dt)},
-        [](const In& x) { return one(A::scatter(x[0], 1, perm(x[2], 1, 3), x[1])); },
+        [](const In& x) { return one(tb::scatter(x[0], 1, perm(x[2], 1, 3), x[1])); },
         [](const RIn& x) { return one(R::scatter(x[0], 1, rperm(x[2], 1, 3), x[1])); })
       .wrt = {0, 1};
   t.add("scatter/" + d + "/dim0_chain", {in({4, 3}, dt), in({2, 3}, dt, Tr), in({4, 3}, dt)},
-        [](const In& x) { return one(A::mul(A::scatter(x[0], 0, perm(x[2], 0, 2), x[1]), x[0])); },
+        [](const In& x) { return one(tb::mul(tb::scatter(x[0], 0, perm(x[2], 0, 2), x[1]), x[0])); },
         [](const RIn& x) { return one(R::mul(R::scatter(x[0], 0, rperm(x[2], 0, 2), x[1]), x[0])); })
       .wrt = {0, 1};
 
   t.add("scatter_add/" + d + "/dim1_dups", {in({3, 5}, dt), idx({3, 4}, 5), in({3, 4}, dt, Tr)},
-        [](const In& x) { return one(A::scatter_add(x[0], 1, x[1], x[2])); },
+        [](const In& x) { return one(tb::scatter_add(x[0], 1, x[1], x[2])); },
         [](const RIn& x) { return one(R::scatter_add(x[0], 1, x[1], x[2])); });
   t.add("scatter_add/" + d + "/dim0_broadcast_self", {in({4, 3}, dt, Ex), idx({5, 3}, 4), in({5, 3}, dt, St)},
-        [](const In& x) { return one(A::scatter_add(x[0], 0, x[1], x[2])); },
+        [](const In& x) { return one(tb::scatter_add(x[0], 0, x[1], x[2])); },
         [](const RIn& x) { return one(R::scatter_add(x[0], 0, x[1], x[2])); });
 
   t.add("index_add/" + d + "/dim0_alpha", {in({5, 3}, dt, Tr), idx({4}, 5), in({4, 3}, dt)},
-        [](const In& x) { return one(A::index_add(x[0], 0, x[1], x[2], 2.5)); },
+        [](const In& x) { return one(tb::index_add(x[0], 0, x[1], x[2], 2.5)); },
         [](const RIn& x) { return one(R::index_add(x[0], 0, x[1], x[2], 2.5)); });
   t.add("index_add/" + d + "/dim1_int32", {in({3, 5}, dt), idx({6}, 5, I32), in({3, 6}, dt, St)},
-        [](const In& x) { return one(A::index_add(x[0], 1, x[1], x[2])); },
+        [](const In& x) { return one(tb::index_add(x[0], 1, x[1], x[2])); },
         [](const RIn& x) { return one(R::index_add(x[0], 1, x[1], x[2])); });
   t.add("index_add/" + d + "/source_only", {in({4, 2}, dt), idx({3}, 4), in({3, 2}, dt, Tr)},
-        [](const In& x) { return one(A::index_add(x[0], 0, x[1], x[2], -1)); },
+        [](const In& x) { return one(tb::index_add(x[0], 0, x[1], x[2], -1)); },
         [](const RIn& x) { return one(R::index_add(x[0], 0, x[1], x[2], -1)); })
       .wrt = {2};
 }
 
 void mask_order_rows(Table& t, DType dt, const std::string& d) {
   t.add("masked_fill/" + d + "/mask_broadcast", {in({3, 4}, dt, Tr), mask({4})},
-        [](const In& x) { return one(A::masked_fill(x[0], x[1], -2.0)); },
+        [](const In& x) { return one(tb::masked_fill(x[0], x[1], -2.0)); },
         [](const RIn& x) { return one(R::masked_fill(x[0], x[1], -2.0)); });
   t.add("masked_fill/" + d + "/self_broadcast", {in({4}, dt), mask({3, 4})},
-        [](const In& x) { return one(A::masked_fill(x[0], x[1], 1.0)); },
+        [](const In& x) { return one(tb::masked_fill(x[0], x[1], 1.0)); },
         [](const RIn& x) { return one(R::masked_fill(x[0], x[1], 1.0)); });
   t.add("masked_fill/" + d + "/zero_dim", {in({}, dt), mask({})},
-        [](const In& x) { return one(A::masked_fill(x[0], x[1], 3.0)); },
+        [](const In& x) { return one(tb::masked_fill(x[0], x[1], 3.0)); },
         [](const RIn& x) { return one(R::masked_fill(x[0], x[1], 3.0)); });
   t.add("masked_fill_/" + d + "/nonleaf", {in({3, 4}, dt, St), mask({3, 4})},
         [](const In& x) {
-          tb::Tensor y = A::mul(x[0], x[0]);
-          return one(A::masked_fill_(y, x[1], 0.25));
+          tb::Tensor y = tb::mul(x[0], x[0]);
+          return one(tb::masked_fill_(y, x[1], 0.25));
         },
         [](const RIn& x) {
           ref::Tensor y = R::mul(x[0], x[0]);
@@ -206,10 +206,10 @@ void mask_order_rows(Table& t, DType dt, const std::string& d) {
   // In place on a view of a non-leaf (CopySlices): the view's masked region gets zero gradient.
   t.add("masked_fill_/" + d + "/view_of_nonleaf", {in({4, 3}, dt, Tr), mask({3})},
         [](const In& x) {
-          tb::Tensor y = A::add(x[0], 1.0);
+          tb::Tensor y = tb::add(x[0], 1.0);
           tb::Tensor v = y.narrow(0, 1, 2);
-          A::masked_fill_(v, x[1], -1.0);
-          return In{A::mul(y, x[0]), v};
+          tb::masked_fill_(v, x[1], -1.0);
+          return In{tb::mul(y, x[0]), v};
         },
         [](const RIn& x) {
           ref::Tensor y = R::add(x[0], 1.0);
@@ -219,51 +219,51 @@ void mask_order_rows(Table& t, DType dt, const std::string& d) {
         });
 
   t.add("masked_select/" + d + "/same_shape", {in({3, 4}, dt, Tr), mask({3, 4})},
-        [](const In& x) { return one(A::masked_select(x[0], x[1])); },
+        [](const In& x) { return one(tb::masked_select(x[0], x[1])); },
         [](const RIn& x) { return one(R::masked_select(x[0], x[1])); });
   t.add("masked_select/" + d + "/self_broadcast", {in({4}, dt, St), mask({3, 4})},
-        [](const In& x) { return one(A::masked_select(x[0], x[1])); },
+        [](const In& x) { return one(tb::masked_select(x[0], x[1])); },
         [](const RIn& x) { return one(R::masked_select(x[0], x[1])); });
   t.add("masked_select/" + d + "/zero_size", {in({0, 3}, dt), mask({0, 3})},
-        [](const In& x) { return one(A::masked_select(x[0], x[1])); },
+        [](const In& x) { return one(tb::masked_select(x[0], x[1])); },
         [](const RIn& x) { return one(R::masked_select(x[0], x[1])); });
 
   t.add("sort/" + d + "/dim_last", {in({3, 5}, dt, Tr)},
-        [](const In& x) { auto [v, i] = A::sort(x[0]); return In{v, i}; },
+        [](const In& x) { auto [v, i] = tb::sort(x[0]); return In{v, i}; },
         [](const RIn& x) { auto [v, i] = R::sort(x[0], true); return RIn{v, i}; });
   t.add("sort/" + d + "/dim0_descending", {in({4, 3}, dt, St)},
-        [](const In& x) { auto [v, i] = A::sort(x[0], 0, true); return In{v, i}; },
+        [](const In& x) { auto [v, i] = tb::sort(x[0], 0, true); return In{v, i}; },
         [](const RIn& x) { auto [v, i] = R::sort(x[0], true, 0, true); return RIn{v, i}; });
   t.add("sort/" + d + "/zero_dim", {in({}, dt)},
-        [](const In& x) { auto [v, i] = A::sort(x[0]); return In{v, i}; },
+        [](const In& x) { auto [v, i] = tb::sort(x[0]); return In{v, i}; },
         [](const RIn& x) { auto [v, i] = R::sort(x[0], true); return RIn{v, i}; });
   t.add("sort/" + d + "/chain", {in({2, 6}, dt)},
-        [](const In& x) { return one(A::mul(std::get<0>(A::sort(x[0], 1)).narrow(1, 3, 3), x[0].narrow(1, 0, 3))); },
+        [](const In& x) { return one(tb::mul(std::get<0>(tb::sort(x[0], 1)).narrow(1, 3, 3), x[0].narrow(1, 0, 3))); },
         [](const RIn& x) {
           return one(R::mul(R::narrow(std::get<0>(R::sort(x[0], true, 1)), 1, 3, 3), R::narrow(x[0], 1, 0, 3)));
         });
 
   t.add("topk/" + d + "/largest", {in({3, 6}, dt, Tr)},
-        [](const In& x) { auto [v, i] = A::topk(x[0], 3); return In{v, i}; },
+        [](const In& x) { auto [v, i] = tb::topk(x[0], 3); return In{v, i}; },
         [](const RIn& x) { auto [v, i] = R::topk(x[0], 3); return RIn{v, i}; });
   t.add("topk/" + d + "/smallest_dim0", {in({5, 3}, dt, St)},
-        [](const In& x) { auto [v, i] = A::topk(x[0], 2, 0, false); return In{v, i}; },
+        [](const In& x) { auto [v, i] = tb::topk(x[0], 2, 0, false); return In{v, i}; },
         [](const RIn& x) { auto [v, i] = R::topk(x[0], 2, 0, false); return RIn{v, i}; });
   t.add("topk/" + d + "/k0", {in({2, 4}, dt)},
-        [](const In& x) { auto [v, i] = A::topk(x[0], 0); return In{v, i}; },
+        [](const In& x) { auto [v, i] = tb::topk(x[0], 0); return In{v, i}; },
         [](const RIn& x) { auto [v, i] = R::topk(x[0], 0); return RIn{v, i}; });
 
   t.add("tril/" + d + "/k0", {in({4, 5}, dt, Tr)},
-        [](const In& x) { return one(A::tril(x[0])); },
+        [](const In& x) { return one(tb::tril(x[0])); },
         [](const RIn& x) { return one(R::tril(x[0])); });
   t.add("tril/" + d + "/batched_kneg", {in({2, 3, 4}, dt, St)},
-        [](const In& x) { return one(A::tril(x[0], -1)); },
+        [](const In& x) { return one(tb::tril(x[0], -1)); },
         [](const RIn& x) { return one(R::tril(x[0], -1)); });
   t.add("triu/" + d + "/k1", {in({5, 4}, dt)},
-        [](const In& x) { return one(A::triu(x[0], 1)); },
+        [](const In& x) { return one(tb::triu(x[0], 1)); },
         [](const RIn& x) { return one(R::triu(x[0], 1)); });
   t.add("triu/" + d + "/view_chain", {in({3, 4}, dt, Tr)},
-        [](const In& x) { return one(A::triu(A::tril(x[0].t(), 1), -1)); },
+        [](const In& x) { return one(tb::triu(tb::tril(x[0].t(), 1), -1)); },
         [](const RIn& x) { return one(R::triu(R::tril(R::t(x[0]), 1), -1)); });
 }
 
@@ -279,7 +279,7 @@ std::vector<GradCase> grad_index_cases() {
   }
   // Mixed dtypes promote; each input's gradient is cast back to its dtype.
   t.add("cat/float32/promote_float64", {in({2, 3}, DType::Float32), in({1, 3}, DType::Float64, Tr)},
-        [](const In& x) { return one(A::cat({x[0], x[1]}, 0)); },
+        [](const In& x) { return one(tb::cat({x[0], x[1]}, 0)); },
         [](const RIn& x) { return one(R::cat({x[0], x[1]}, 0)); });
   std::vector<GradCase> views = grad_view_cases();
   t.v.insert(t.v.end(), std::make_move_iterator(views.begin()), std::make_move_iterator(views.end()));

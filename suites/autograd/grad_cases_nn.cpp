@@ -49,7 +49,7 @@ void add_conv(std::vector<GradCase>& v) {
       v.push_back(make_grad_case(
           "conv2d/" + d + "/" + c.tag, in,
           [c](const In& t) {
-            return one(A::conv2d(t[0], t[1], t.size() > 2 ? t[2] : tb::Tensor(), c.stride, c.padding, c.dilation,
+            return one(tb::conv2d(t[0], t[1], t.size() > 2 ? t[2] : tb::Tensor(), c.stride, c.padding, c.dilation,
                                  c.groups));
           },
           [c](const RIn& t) {
@@ -60,14 +60,14 @@ void add_conv(std::vector<GradCase>& v) {
     // Only the weight and bias require grad (a first layer's input does not).
     GradCase wonly = make_grad_case(
         "conv2d/" + d + "/weight_only", {{{2, 2, 5, 5}, dt}, {{3, 2, 3, 3}, dt}, {{3}, dt}},
-        [](const In& t) { return one(A::conv2d(t[0], t[1], t[2], {1}, {1})); },
+        [](const In& t) { return one(tb::conv2d(t[0], t[1], t[2], {1}, {1})); },
         [](const RIn& t) { return one(R::conv2d(t[0], t[1], t[2], {1}, {1}, {1}, 1)); });
     wonly.wrt = {1, 2};
     v.push_back(wonly);
     // A channels-last view: the (N, H, W, C) input permuted to (N, C, H, W).
     v.push_back(make_grad_case(
         "conv2d/" + d + "/permuted_view", {{{1, 5, 5, 2}, dt}, {{3, 2, 3, 3}, dt}},
-        [](const In& t) { return one(A::conv2d(t[0].permute({0, 3, 1, 2}), t[1], {}, {1}, {1})); },
+        [](const In& t) { return one(tb::conv2d(t[0].permute({0, 3, 1, 2}), t[1], {}, {1}, {1})); },
         [](const RIn& t) {
           return one(R::conv2d(R::permute(t[0], {0, 3, 1, 2}), t[1], ref::Tensor(), {1}, {1}, {1}, 1));
         }));
@@ -75,7 +75,7 @@ void add_conv(std::vector<GradCase>& v) {
     v.push_back(make_grad_case(
         "conv2d/" + d + "/pad_conv_pool", {{{1, 2, 6, 6}, dt}, {{2, 2, 3, 3}, dt}, {{2}, dt}},
         [](const In& t) {
-          return one(A::max_pool2d(A::conv2d(A::pad(t[0], {1, 1, 1, 1}, "reflect"), t[1], t[2]), {2}));
+          return one(tb::max_pool2d(tb::conv2d(tb::pad(t[0], {1, 1, 1, 1}, "reflect"), t[1], t[2]), {2}));
         },
         [](const RIn& t) {
           return one(R::max_pool2d(R::conv2d(R::pad(t[0], {1, 1, 1, 1}, "reflect"), t[1], t[2], {1}, {0}, {1}, 1),
@@ -87,7 +87,7 @@ void add_conv(std::vector<GradCase>& v) {
   // accumulation order differs from LibTorch's, hence the long-sum tolerance.
   GradCase big = make_grad_case(
       "conv2d/float32/blocked", {{{2, 16, 10, 10}, kF32}, {{16, 16, 3, 3}, kF32}, {{16}, kF32}},
-      [](const In& t) { return one(A::conv2d(t[0], t[1], t[2], {1}, {1})); },
+      [](const In& t) { return one(tb::conv2d(t[0], t[1], t[2], {1}, {1})); },
       [](const RIn& t) { return one(R::conv2d(t[0], t[1], t[2], {1}, {1}, {1}, 1)); });
   big.tol = Tolerance{1e-4, 1e-4};
   v.push_back(big);
@@ -111,21 +111,21 @@ void add_pool(std::vector<GradCase>& v) {
     const std::string d = core::name(dt);
     for (const Var& c : vars) {
       v.push_back(make_grad_case("max_pool2d/" + d + "/" + c.tag, {{c.x, dt, c.layout}},
-                                 [c](const In& t) { return one(A::max_pool2d(t[0], c.k, c.s, c.p, c.d, c.ceil)); },
+                                 [c](const In& t) { return one(tb::max_pool2d(t[0], c.k, c.s, c.p, c.d, c.ceil)); },
                                  [c](const RIn& t) { return one(R::max_pool2d(t[0], c.k, c.s, c.p, c.d, c.ceil)); }));
       if (c.d[0] != 1) continue;  // avg_pool2d has no dilation
       for (bool cip : {true, false}) {
         if (!cip && c.p[0] == 0) continue;
         v.push_back(make_grad_case(
             "avg_pool2d/" + d + "/" + c.tag + (cip ? "" : "_exclude_pad"), {{c.x, dt, c.layout}},
-            [c, cip](const In& t) { return one(A::avg_pool2d(t[0], c.k, c.s, c.p, c.ceil, cip)); },
+            [c, cip](const In& t) { return one(tb::avg_pool2d(t[0], c.k, c.s, c.p, c.ceil, cip)); },
             [c, cip](const RIn& t) { return one(R::avg_pool2d(t[0], c.k, c.s, c.p, c.ceil, cip, std::nullopt)); }));
       }
     }
     v.push_back(make_grad_case(
         "max_pool2d_with_indices/" + d + "/k3_s2_p1", {{{1, 2, 7, 6}, dt, L::Transposed}},
         [](const In& t) {
-          auto [o, i] = A::max_pool2d_with_indices(t[0], {3}, {2}, {1});
+          auto [o, i] = tb::max_pool2d_with_indices(t[0], {3}, {2}, {1});
           return In{o, i};
         },
         [](const RIn& t) {
@@ -136,24 +136,24 @@ void add_pool(std::vector<GradCase>& v) {
     // row-major order), where LibTorch sends it. Finite differences are meaningless at a tie.
     GradCase ties = make_grad_case(
         "max_pool2d/" + d + "/ties", {{{2, 2, 6, 6}, dt, L::Contiguous, Values::Index, 3}},
-        [](const In& t) { return one(A::max_pool2d(t[0], {3}, {1}, {1})); },
+        [](const In& t) { return one(tb::max_pool2d(t[0], {3}, {1}, {1})); },
         [](const RIn& t) { return one(R::max_pool2d(t[0], {3}, {1}, {1}, {1}, false)); });
     ties.gradcheck = false;
     ties.wrt = {0};
     v.push_back(ties);
     v.push_back(make_grad_case(
         "avg_pool2d/" + d + "/divisor_override", {{{1, 2, 6, 6}, dt}},
-        [](const In& t) { return one(A::avg_pool2d(t[0], {3}, {2}, {1}, true, true, 5)); },
+        [](const In& t) { return one(tb::avg_pool2d(t[0], {3}, {2}, {1}, true, true, 5)); },
         [](const RIn& t) { return one(R::avg_pool2d(t[0], {3}, {2}, {1}, true, true, 5)); }));
     v.push_back(make_grad_case(
         "avg_pool2d/" + d + "/ceil_exclude_pad_override", {{{1, 2, 5, 6}, dt}},
-        [](const In& t) { return one(A::avg_pool2d(t[0], {2, 3}, {2}, {1}, true, false, 3)); },
+        [](const In& t) { return one(tb::avg_pool2d(t[0], {2, 3}, {2}, {1}, true, false, 3)); },
         [](const RIn& t) { return one(R::avg_pool2d(t[0], {2, 3}, {2}, {1}, true, false, 3)); }));
     // A view before the op and a second pooling after it.
     v.push_back(make_grad_case(
         "avg_pool2d/" + d + "/view_then_max_pool", {{{2, 3, 8, 6}, dt}},
         [](const In& t) {
-          return one(A::avg_pool2d(A::max_pool2d(t[0].select(0, 1).narrow(1, 1, 6).transpose(1, 2), {2}, {1}), {2}));
+          return one(tb::avg_pool2d(tb::max_pool2d(t[0].select(0, 1).narrow(1, 1, 6).transpose(1, 2), {2}, {1}), {2}));
         },
         [](const RIn& t) {
           ref::Tensor x = R::transpose(R::narrow(R::select(t[0], 0, 1), 1, 1, 6), 1, 2);
@@ -173,7 +173,7 @@ void add_embedding(std::vector<GradCase>& v) {
             "embedding/" + d + "/" + (pad_idx < 0 ? "repeats" : "padding_idx") +
                 (wl == L::Transposed ? "_transposed" : ""),
             {{{6, 5}, dt, wl}, {{3, 5}, DType::Int64, L::Contiguous, Values::Index, 4}},
-            [pad_idx](const In& t) { return one(A::embedding(t[0], t[1], pad_idx)); },
+            [pad_idx](const In& t) { return one(tb::embedding(t[0], t[1], pad_idx)); },
             [pad_idx](const RIn& t) { return one(R::embedding(t[0], t[1], pad_idx)); });
         c.wrt = {0};
         // The padding_idx row's gradient is zero by definition, not the derivative: finite
@@ -185,14 +185,14 @@ void add_embedding(std::vector<GradCase>& v) {
     GradCase i32 = make_grad_case(
         "embedding/" + d + "/int32_strided_indices",
         {{{5, 3}, dt}, {{4, 6}, DType::Int32, L::Strided, Values::Index, 5}},
-        [](const In& t) { return one(A::embedding(t[0], t[1], 0)); },
+        [](const In& t) { return one(tb::embedding(t[0], t[1], 0)); },
         [](const RIn& t) { return one(R::embedding(t[0], t[1], 0)); });
     i32.wrt = {0};
     i32.gradcheck = false;  // padding_idx 0: its zero gradient is not the derivative (as above)
     v.push_back(i32);
     GradCase empty = make_grad_case(
         "embedding/" + d + "/empty_indices", {{{5, 3}, dt}, {{0, 2}, DType::Int64, L::Contiguous, Values::Index, 5}},
-        [](const In& t) { return one(A::embedding(t[0], t[1])); },
+        [](const In& t) { return one(tb::embedding(t[0], t[1])); },
         [](const RIn& t) { return one(R::embedding(t[0], t[1])); });
     empty.wrt = {0};
     v.push_back(empty);
@@ -200,7 +200,7 @@ void add_embedding(std::vector<GradCase>& v) {
     GradCase chain = make_grad_case(
         "embedding/" + d + "/view_then_pool",
         {{{8, 4}, dt}, {{2, 3, 4}, DType::Int64, L::Contiguous, Values::Index, 6}},
-        [](const In& t) { return one(A::avg_pool2d(A::embedding(t[0].narrow(0, 1, 6), t[1]), {2})); },
+        [](const In& t) { return one(tb::avg_pool2d(tb::embedding(t[0].narrow(0, 1, 6), t[1]), {2})); },
         [](const RIn& t) {
           return one(R::avg_pool2d(R::embedding(R::narrow(t[0], 0, 1, 6), t[1]), {2}, {}, {0}, false, true,
                                    std::nullopt));
@@ -220,12 +220,12 @@ void add_dropout(std::vector<GradCase>& v) {
     for (Det c : {Det{"p0", 0.0, true}, Det{"eval", 0.5, false}, Det{"p1", 1.0, true}}) {
       v.push_back(make_grad_case(
           "dropout/" + d + "/" + c.tag, {{{3, 4}, dt, L::Transposed}, {{3, 4}, dt}},
-          [c](const In& t) { return one(A::mul(A::dropout(t[0], c.p, c.training), t[1])); },
+          [c](const In& t) { return one(tb::mul(tb::dropout(t[0], c.p, c.training), t[1])); },
           [c](const RIn& t) { return one(R::mul(R::dropout(t[0], c.p, c.training, kSeed), t[1])); }));
     }
     v.push_back(make_grad_case(
         "dropout/" + d + "/p0_alone", {{{2, 3}, dt}},
-        [](const In& t) { return one(A::dropout(t[0], 0.0, true)); },
+        [](const In& t) { return one(tb::dropout(t[0], 0.0, true)); },
         [](const RIn& t) { return one(R::dropout(t[0], 0.0, true, kSeed)); }));
     // Random masks, redrawn from the engine for the reference (see the file comment).
     struct Rnd { const char* tag; double p; Shape shape; L layout; };
@@ -235,11 +235,11 @@ void add_dropout(std::vector<GradCase>& v) {
           "dropout/" + d + "/" + c.tag, {{c.shape, dt, c.layout}},
           [c](const In& t) {
             core::Generator gen(kSeed);
-            return one(A::dropout(t[0], c.p, true, &gen));
+            return one(tb::dropout(t[0], c.p, true, &gen));
           },
           [c](const RIn& t) {
             core::Generator gen(kSeed);
-            const tb::Tensor mask = ops::dropout(tb::ones(t[0].sizes(), t[0].dtype()), c.p, true, &gen);
+            const tb::Tensor mask = tb::dropout(tb::ones(t[0].sizes(), t[0].dtype()), c.p, true, &gen);
             return one(R::mul(t[0], ref::to_ref(mask)));
           }));
     }
@@ -248,11 +248,11 @@ void add_dropout(std::vector<GradCase>& v) {
         "dropout/" + d + "/view_chain", {{{4, 3, 2}, dt}, {{2, 3}, dt}},
         [](const In& t) {
           core::Generator gen(kSeed + 1);
-          return one(A::mul(A::dropout(t[0].select(0, 2).transpose(0, 1), 0.4, true, &gen), t[1]));
+          return one(tb::mul(tb::dropout(t[0].select(0, 2).transpose(0, 1), 0.4, true, &gen), t[1]));
         },
         [](const RIn& t) {
           core::Generator gen(kSeed + 1);
-          const tb::Tensor mask = ops::dropout(tb::ones({2, 3}, t[0].dtype()), 0.4, true, &gen);
+          const tb::Tensor mask = tb::dropout(tb::ones({2, 3}, t[0].dtype()), 0.4, true, &gen);
           return one(R::mul(R::mul(R::transpose(R::select(t[0], 0, 2), 0, 1), ref::to_ref(mask)), t[1]));
         }));
   }
@@ -275,13 +275,13 @@ void add_pad(std::vector<GradCase>& v) {
     const std::string d = core::name(dt);
     for (const Var& c : vars) {
       v.push_back(make_grad_case("pad/" + d + "/" + c.tag, {{c.x, dt, c.layout}},
-                                 [c](const In& t) { return one(A::pad(t[0], c.pad, c.mode, c.value)); },
+                                 [c](const In& t) { return one(tb::pad(t[0], c.pad, c.mode, c.value)); },
                                  [c](const RIn& t) { return one(R::pad(t[0], c.pad, c.mode, c.value)); }));
     }
     // Replicate padding of a view, then a convolution.
     v.push_back(make_grad_case(
         "pad/" + d + "/view_then_conv", {{{3, 2, 4}, dt}, {{2, 2, 3, 3}, dt}},
-        [](const In& t) { return one(A::conv2d(A::pad(t[0].permute({1, 0, 2}), {1, 1, 1, 1}, "replicate"), t[1])); },
+        [](const In& t) { return one(tb::conv2d(tb::pad(t[0].permute({1, 0, 2}), {1, 1, 1, 1}, "replicate"), t[1])); },
         [](const RIn& t) {
           return one(R::conv2d(R::pad(R::permute(t[0], {1, 0, 2}), {1, 1, 1, 1}, "replicate"), t[1], ref::Tensor(),
                                {1}, {0}, {1}, 1));

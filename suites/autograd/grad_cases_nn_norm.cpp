@@ -42,10 +42,10 @@ void softmax_rows(std::vector<GradCase>& v, DType dt) {
   for (const SoftRow& r : rows) {
     const int64_t dim = r.dim;
     v.push_back(make_grad_case("softmax/" + d + "/" + r.name, {{r.shape, dt, r.layout}},
-                               [dim](const In& x) { return one(A::softmax(x[0], dim)); },
+                               [dim](const In& x) { return one(tb::softmax(x[0], dim)); },
                                [dim](const RIn& x) { return one(R::softmax(x[0], dim)); }));
     v.push_back(make_grad_case("log_softmax/" + d + "/" + r.name, {{r.shape, dt, r.layout}},
-                               [dim](const In& x) { return one(A::log_softmax(x[0], dim)); },
+                               [dim](const In& x) { return one(tb::log_softmax(x[0], dim)); },
                                [dim](const RIn& x) { return one(R::log_softmax(x[0], dim)); }));
   }
   // softmax_causal against LibTorch's softmax of the scores masked with -inf above the diagonal:
@@ -59,27 +59,27 @@ void softmax_rows(std::vector<GradCase>& v, DType dt) {
                                                {"wide", {3, 5}, Layout::Transposed, -1},
                                                {"tall", {5, 3}, Layout::Contiguous, -1}})
     v.push_back(make_grad_case("softmax_causal/" + d + "/" + r.name, {{r.shape, dt, r.layout}},
-                               [](const In& x) { return one(A::softmax_causal(x[0])); },
+                               [](const In& x) { return one(tb::softmax_causal(x[0])); },
                                [ref_causal](const RIn& x) { return one(ref_causal(x[0])); }));
   // A view first: the first slice, transposed, along its (now) leading dim.
   v.push_back(make_grad_case("softmax/" + d + "/view", {{{2, 3, 4}, dt}},
-                             [](const In& x) { return one(A::softmax(x[0].select(0, 0).transpose(0, 1), 0)); },
+                             [](const In& x) { return one(tb::softmax(x[0].select(0, 0).transpose(0, 1), 0)); },
                              [](const RIn& x) { return one(R::softmax(R::transpose(R::select(x[0], 0, 0), 0, 1), 0)); }));
   v.push_back(make_grad_case("log_softmax/" + d + "/view", {{{4, 6}, dt}},
-                             [](const In& x) { return one(A::log_softmax(x[0].narrow(1, 1, 4).t(), -1)); },
+                             [](const In& x) { return one(tb::log_softmax(x[0].narrow(1, 1, 4).t(), -1)); },
                              [](const RIn& x) { return one(R::log_softmax(R::t(R::narrow(x[0], 1, 1, 4)), -1)); }));
   // Chains: softmax of a log_softmax (each backward fed by the other's gradient).
   v.push_back(make_grad_case("softmax/" + d + "/chain_log_softmax", {{{3, 4}, dt, Layout::Transposed}},
-                             [](const In& x) { return one(A::softmax(A::log_softmax(x[0], 0), 1)); },
+                             [](const In& x) { return one(tb::softmax(tb::log_softmax(x[0], 0), 1)); },
                              [](const RIn& x) { return one(R::softmax(R::log_softmax(x[0], 0), 1)); }));
   // dtype argument: the input is cast first, the gradient comes back in the input's dtype.
   const DType other = dt == DType::Float32 ? DType::Float64 : DType::Float32;
   v.push_back(make_grad_case("softmax/" + d + "/dtype_" + core::name(other), {{{3, 4}, dt}},
-                             [other](const In& x) { return one(A::softmax(x[0], 1, other)); },
+                             [other](const In& x) { return one(tb::softmax(x[0], 1, other)); },
                              [other](const RIn& x) { return one(R::softmax(x[0], 1, other)); }));
   if (dt == DType::Float64) v.back().gradcheck = false;  // a float32 forward: too coarse for finite differences
   v.push_back(make_grad_case("log_softmax/" + d + "/dtype_" + core::name(other), {{{3, 4}, dt}},
-                             [other](const In& x) { return one(A::log_softmax(x[0], 0, other)); },
+                             [other](const In& x) { return one(tb::log_softmax(x[0], 0, other)); },
                              [other](const RIn& x) { return one(R::log_softmax(x[0], 0, other)); }));
   if (dt == DType::Float64) v.back().gradcheck = false;  // a float32 forward: too coarse for finite differences
 }
@@ -110,20 +110,20 @@ void layer_norm_rows(std::vector<GradCase>& v, DType dt) {
     if (r.b) in.push_back({r.ns, dt});
     const Shape ns = r.ns;
     v.push_back(make_grad_case("layer_norm/" + d + "/" + r.name, in,
-                               [=](const In& x) { return one(A::layer_norm(x[0], ns, opt(x, wi), opt(x, bi))); },
+                               [=](const In& x) { return one(tb::layer_norm(x[0], ns, opt(x, wi), opt(x, bi))); },
                                [=](const RIn& x) { return one(R::layer_norm(x[0], ns, opt(x, wi), opt(x, bi))); }));
   }
   // A view first, a larger eps, and a chain into log_softmax (the GPT head's pattern).
   v.push_back(make_grad_case("layer_norm/" + d + "/view_eps", {{{6, 4}, dt}, {{6}, dt}, {{6}, dt}},
-                             [](const In& x) { return one(A::layer_norm(x[0].t(), {6}, x[1], x[2], 1e-2)); },
+                             [](const In& x) { return one(tb::layer_norm(x[0].t(), {6}, x[1], x[2], 1e-2)); },
                              [](const RIn& x) { return one(R::layer_norm(R::t(x[0]), {6}, x[1], x[2], 1e-2)); }));
   v.push_back(make_grad_case("layer_norm/" + d + "/chain_log_softmax", {{{3, 7}, dt}, {{7}, dt}, {{7}, dt}},
-                             [](const In& x) { return one(A::log_softmax(A::layer_norm(x[0], {7}, x[1], x[2]), -1)); },
+                             [](const In& x) { return one(tb::log_softmax(tb::layer_norm(x[0], {7}, x[1], x[2]), -1)); },
                              [](const RIn& x) { return one(R::log_softmax(R::layer_norm(x[0], {7}, x[1], x[2]), -1)); }));
   if (dt == DType::Float32) {
     // A GPT-width row: 256 values per statistic.
     v.push_back(make_grad_case("layer_norm/" + d + "/wide", {{{8, 256}, dt}, {{256}, dt}, {{256}, dt}},
-                               [](const In& x) { return one(A::layer_norm(x[0], {256}, x[1], x[2])); },
+                               [](const In& x) { return one(tb::layer_norm(x[0], {256}, x[1], x[2])); },
                                [](const RIn& x) { return one(R::layer_norm(x[0], {256}, x[1], x[2])); }));
   }
 }
@@ -150,7 +150,7 @@ void group_norm_rows(std::vector<GradCase>& v, DType dt) {
     if (r.affine) in.insert(in.end(), {Input{{C}, dt}, Input{{C}, dt}});
     const int wi = r.affine ? 1 : -1, bi = r.affine ? 2 : -1;
     v.push_back(make_grad_case("group_norm/" + d + "/" + r.name, in,
-                               [=](const In& x) { return one(A::group_norm(x[0], G, opt(x, wi), opt(x, bi))); },
+                               [=](const In& x) { return one(tb::group_norm(x[0], G, opt(x, wi), opt(x, bi))); },
                                [=](const RIn& x) { return one(R::group_norm(x[0], G, opt(x, wi), opt(x, bi))); }));
   }
   // Constant groups: the gradient through (x - mean) * rstd with var exactly 0 (the folded
@@ -159,7 +159,7 @@ void group_norm_rows(std::vector<GradCase>& v, DType dt) {
   for (const double c : {37.3, -2.25}) {
     GradCase k = make_grad_case("group_norm/" + d + "/constant_groups_" + (c > 0 ? "pos" : "neg"),
                                 {{{2, 6, 5}, dt, Layout::Contiguous, Values::Zeros}},
-                                [c](const In& x) { return one(A::group_norm(A::add(x[0], c), 3)); },
+                                [c](const In& x) { return one(tb::group_norm(tb::add(x[0], c), 3)); },
                                 [c](const RIn& x) { return one(R::group_norm(R::add(x[0], c), 3)); });
     k.gradcheck = false;
     // LibTorch's float32 backward forms sum(g x) - mean * sum(g), which cancels for a constant
@@ -168,7 +168,7 @@ void group_norm_rows(std::vector<GradCase>& v, DType dt) {
     v.push_back(std::move(k));
   }
   v.push_back(make_grad_case("group_norm/" + d + "/view_weight_only", {{{3, 2, 4}, dt}, {{4}, dt}},
-                             [](const In& x) { return one(A::group_norm(x[0].transpose(1, 2), 2, x[1], {}, 1e-3)); },
+                             [](const In& x) { return one(tb::group_norm(x[0].transpose(1, 2), 2, x[1], {}, 1e-3)); },
                              [](const RIn& x) { return one(R::group_norm(R::transpose(x[0], 1, 2), 2, x[1], {}, 1e-3)); }));
 }
 
@@ -198,7 +198,7 @@ void batch_norm_rows(std::vector<GradCase>& v, DType dt) {
         "batch_norm/" + d + "/" + r.name, in,
         [=](const In& x) {
           tb::Tensor rm = st ? x[1] : tb::Tensor(), rv = st ? x[2] : tb::Tensor();
-          tb::Tensor y = A::batch_norm(x[0], rm, rv, af ? x[3] : tb::Tensor(), af ? x[4] : tb::Tensor(), tr, 0.1, 1e-5);
+          tb::Tensor y = tb::batch_norm(x[0], rm, rv, af ? x[3] : tb::Tensor(), af ? x[4] : tb::Tensor(), tr, 0.1, 1e-5);
           return st ? In{y, x[1], x[2]} : In{y};
         },
         [=](const RIn& x) {
@@ -212,7 +212,7 @@ void batch_norm_rows(std::vector<GradCase>& v, DType dt) {
   // A view first (channels from the last dim) and a chain into log_softmax.
   GradCase c = make_grad_case(
       "batch_norm/" + d + "/view_chain", {{{5, 3}, dt}, {{3}, dt}, {{3}, dt}},
-      [](const In& x) { return one(A::log_softmax(A::batch_norm(x[0].t().t(), {}, {}, x[1], x[2], true, 0.1, 1e-3), 1)); },
+      [](const In& x) { return one(tb::log_softmax(tb::batch_norm(x[0].t().t(), {}, {}, x[1], x[2], true, 0.1, 1e-3), 1)); },
       [](const RIn& x) { return one(R::log_softmax(R::batch_norm(R::t(R::t(x[0])), {}, {}, x[1], x[2], true, 0.1, 1e-3), 1)); });
   v.push_back(std::move(c));
 }

@@ -49,7 +49,7 @@ void view_rows(Table& t, DType dt, const std::string& d) {
   t.unary("reshape/" + d + "/copy_path", in({3, 4}, Tr), [](const tb::Tensor& x) { return x.reshape({12}); },
           [](const ref::Tensor& x) { return R::reshape(x, {12}); });
   t.add("reshape/" + d + "/copy_path_chain", {in({2, 3, 4}, St), in({2, 12})},
-        [](const In& x) { return one(A::mul(x[0].reshape({2, 12}), x[1])); },
+        [](const In& x) { return one(tb::mul(x[0].reshape({2, 12}), x[1])); },
         [](const RIn& x) { return one(R::mul(R::reshape(x[0], {2, 12}), x[1])); });
   t.unary("reshape/" + d + "/zero_size", in({0, 3}), [](const tb::Tensor& x) { return x.reshape({3, 0}); },
           [](const ref::Tensor& x) { return R::reshape(x, {3, 0}); });
@@ -107,14 +107,14 @@ void view_rows(Table& t, DType dt, const std::string& d) {
   t.unary("contiguous/" + d + "/transposed", in({3, 4}, Tr), [](const tb::Tensor& x) { return x.contiguous(); },
           [](const ref::Tensor& x) { return R::contiguous(x); });
   t.add("contiguous/" + d + "/already", {in({3, 4})},
-        [](const In& x) { return one(A::mul(x[0].contiguous(), x[0])); },
+        [](const In& x) { return one(tb::mul(x[0].contiguous(), x[0])); },
         [](const RIn& x) { return one(R::mul(R::contiguous(x[0]), x[0])); });
   t.unary("clone/" + d + "/strided", in({3, 4}, St), [](const tb::Tensor& x) { return x.clone(); },
           [](const ref::Tensor& x) { return R::clone(x); });
   t.unary("clone/" + d + "/expanded", in({3, 4}, Ex), [](const tb::Tensor& x) { return x.clone(); },
           [](const ref::Tensor& x) { return R::clone(x); });
   t.add("to/" + d + "/same_dtype", {in({3, 4}, Tr)},
-        [dt](const In& x) { return one(A::mul(x[0].to(dt), x[0])); },
+        [dt](const In& x) { return one(tb::mul(x[0].to(dt), x[0])); },
         [dt](const RIn& x) { return one(R::mul(R::to(x[0], dt), x[0])); });
 }
 
@@ -143,9 +143,9 @@ void copy_rows(Table& t, DType dt, const std::string& d) {
         });
   t.add("copy_/" + d + "/into_nonleaf", {in({3, 4}), in({4}, St)},
         [](const In& x) {
-          tb::Tensor y = A::mul(x[0], x[0]);
+          tb::Tensor y = tb::mul(x[0], x[0]);
           y.copy_(x[1]);
-          return one(A::mul(y, x[0]));
+          return one(tb::mul(y, x[0]));
         },
         [](const RIn& x) {
           ref::Tensor y = R::mul(x[0], x[0]);
@@ -155,9 +155,9 @@ void copy_rows(Table& t, DType dt, const std::string& d) {
   // CopySlices: a copy into a view of a non-leaf; the overwritten region's old gradient is 0.
   t.add("copy_/" + d + "/into_view_of_nonleaf", {in({4, 3}), in({2, 3}, Tr)},
         [](const In& x) {
-          tb::Tensor y = A::mul(x[0], x[0]);
+          tb::Tensor y = tb::mul(x[0], x[0]);
           y.narrow(0, 1, 2).copy_(x[1]);
-          return one(A::mul(y, x[0]));
+          return one(tb::mul(y, x[0]));
         },
         [](const RIn& x) {
           ref::Tensor y = R::mul(x[0], x[0]);
@@ -167,9 +167,9 @@ void copy_rows(Table& t, DType dt, const std::string& d) {
         });
   t.add("copy_/" + d + "/into_view_of_view", {in({3, 4, 2}, St), in({2}, C)},
         [](const In& x) {
-          tb::Tensor y = A::add(x[0], 1.0);
+          tb::Tensor y = tb::add(x[0], 1.0);
           y.select(2, 1).transpose(0, 1).narrow(0, 1, 2).select(1, 2).copy_(x[1]);
-          return one(A::mul(y, y));
+          return one(tb::mul(y, y));
         },
         [](const RIn& x) {
           ref::Tensor y = R::add(x[0], 1.0);
@@ -213,14 +213,14 @@ void expanded_leaf_rows(Table& t, DType dt, const std::string& d) {
           [](const ref::Tensor& x) { return R::flatten(x, 0, 1); });
   t.unary("flatten" + p + "_same_dim", ex, [](const tb::Tensor& x) { return x.flatten(1, 1); },
           [](const ref::Tensor& x) { return R::flatten(x, 1, 1); });
-  t.unary("split" + p, ex, [](const tb::Tensor& x) { return A::split(x, 2, 0)[1]; },
+  t.unary("split" + p, ex, [](const tb::Tensor& x) { return tb::split(x, 2, 0)[1]; },
           [](const ref::Tensor& x) { return R::split(x, 2, 0)[1]; });
   // An in-place op on an empty view of an expanded tensor writes nothing: the gradient passes.
   t.unary("mul_" + p + "_empty_inplace_view", Input{{1, 4}, dt, C, Values::Normal, 0},
           [](const tb::Tensor& x) {
-            tb::Tensor y = A::mul(x, 1.5).expand({3, 4});
+            tb::Tensor y = tb::mul(x, 1.5).expand({3, 4});
             tb::Tensor v = y.narrow(0, 0, 0);
-            A::mul_(v, 2.0);
+            tb::mul_(v, 2.0);
             return y;
           },
           [](const ref::Tensor& x) {
@@ -238,7 +238,7 @@ void chain_rows(Table& t, DType dt, const std::string& d) {
   t.add("view_chain/" + d + "/reshape_narrow_expand", {in({2, 3, 4}, St)},
         [](const In& x) {
           tb::Tensor v = x[0].transpose(0, 1).reshape({3, 8}).narrow(1, 2, 4).unsqueeze(0).expand({2, 3, 4});
-          return one(A::mul(v, v));
+          return one(tb::mul(v, v));
         },
         [](const RIn& x) {
           ref::Tensor v = R::expand(R::unsqueeze(R::narrow(R::reshape(R::transpose(x[0], 0, 1), {3, 8}), 1, 2, 4), 0),
@@ -252,11 +252,11 @@ void chain_rows(Table& t, DType dt, const std::string& d) {
           });
   // Two views of one leaf reach the loss: their gradients accumulate.
   t.add("view_chain/" + d + "/two_views", {in({4, 4})},
-        [](const In& x) { return one(A::mul(x[0].t().narrow(0, 0, 2), x[0].slice(0, 1, 4, 2))); },
+        [](const In& x) { return one(tb::mul(x[0].t().narrow(0, 0, 2), x[0].slice(0, 1, 4, 2))); },
         [](const RIn& x) { return one(R::mul(R::narrow(R::t(x[0]), 0, 0, 2), R::slice(x[0], 0, 1, 4, 2))); });
   t.add("view_chain/" + d + "/views_of_nonleaf", {in({3, 4}, Tr), in({4, 3})},
         [](const In& x) {
-          tb::Tensor y = A::mul(x[0], x[1].t());
+          tb::Tensor y = tb::mul(x[0], x[1].t());
           return one(y.unsqueeze(1).expand({3, 2, 4}).permute({2, 1, 0}).reshape({8, 3}));
         },
         [](const RIn& x) {
@@ -267,10 +267,10 @@ void chain_rows(Table& t, DType dt, const std::string& d) {
   // In-place ops on views of non-leaf tensors (CopySlices).
   t.add("inplace_view/" + d + "/add_narrow", {in({4, 3}, St), in({2, 3})},
         [](const In& x) {
-          tb::Tensor y = A::add(x[0], 0.0);
+          tb::Tensor y = tb::add(x[0], 0.0);
           tb::Tensor v = y.narrow(0, 1, 2);
-          A::add_(v, A::mul(x[1], x[1]), 2);
-          return one(A::mul(y, x[0]));
+          tb::add_(v, tb::mul(x[1], x[1]), 2);
+          return one(tb::mul(y, x[0]));
         },
         [](const RIn& x) {
           ref::Tensor y = R::add(x[0], 0.0);
@@ -280,10 +280,10 @@ void chain_rows(Table& t, DType dt, const std::string& d) {
   // The brief's example: y = x * 1; y.narrow(0, 1, 2).mul_(2) (scalar) and mul_ by a tensor.
   t.add("inplace_view/" + d + "/mul_scalar_narrow", {in({4, 3}, Tr)},
         [](const In& x) {
-          tb::Tensor y = A::mul(x[0], 1);
+          tb::Tensor y = tb::mul(x[0], 1);
           tb::Tensor v = y.narrow(0, 1, 2);
-          A::mul_(v, 2);
-          return one(A::mul(y, x[0]));
+          tb::mul_(v, 2);
+          return one(tb::mul(y, x[0]));
         },
         [](const RIn& x) {
           ref::Tensor y = R::mul(x[0], 1);
@@ -292,9 +292,9 @@ void chain_rows(Table& t, DType dt, const std::string& d) {
         });
   t.add("inplace_view/" + d + "/mul_tensor_slice", {in({5, 3}), in({3}, St)},
         [](const In& x) {
-          tb::Tensor y = A::mul(x[0], x[0]);
+          tb::Tensor y = tb::mul(x[0], x[0]);
           tb::Tensor v = y.slice(0, 0, 5, 2);
-          A::mul_(v, x[1]);
+          tb::mul_(v, x[1]);
           return In{y, v};
         },
         [](const RIn& x) {
@@ -306,10 +306,10 @@ void chain_rows(Table& t, DType dt, const std::string& d) {
   // The in-place view and its base both reach the loss.
   t.add("inplace_view/" + d + "/view_and_base_out", {in({3, 4}, Tr), in({3})},
         [](const In& x) {
-          tb::Tensor y = A::mul(x[0], x[0]);
+          tb::Tensor y = tb::mul(x[0], x[0]);
           tb::Tensor v = y.select(1, 2);
-          A::add_(v, x[1]);
-          return In{y, A::mul(v, x[1])};
+          tb::add_(v, x[1]);
+          return In{y, tb::mul(v, x[1])};
         },
         [](const RIn& x) {
           ref::Tensor y = R::mul(x[0], x[0]);
@@ -321,11 +321,11 @@ void chain_rows(Table& t, DType dt, const std::string& d) {
   // its history from the base's new one, so it sees the write.
   t.add("inplace_view/" + d + "/stale_sibling_view", {in({4, 3}), in({3})},
         [](const In& x) {
-          tb::Tensor y = A::add(x[0], 0.0);
+          tb::Tensor y = tb::add(x[0], 0.0);
           tb::Tensor whole = y.t();
           tb::Tensor row = y.select(0, 1);
-          A::add_(row, A::mul(x[1], x[1]));
-          return one(A::mul(whole, whole));
+          tb::add_(row, tb::mul(x[1], x[1]));
+          return one(tb::mul(whole, whole));
         },
         [](const RIn& x) {
           ref::Tensor y = R::add(x[0], 0.0);
@@ -338,12 +338,12 @@ void chain_rows(Table& t, DType dt, const std::string& d) {
   // would be invalidated by the second write, in PyTorch too).
   t.add("inplace_view/" + d + "/twice", {in({4, 3}), in({4}, St)},
         [](const In& x) {
-          tb::Tensor y = A::mul(x[0], x[0]);
+          tb::Tensor y = tb::mul(x[0], x[0]);
           tb::Tensor c0 = y.select(1, 0);
-          A::add_(c0, x[1], -1);
+          tb::add_(c0, x[1], -1);
           tb::Tensor c2 = y.slice(1, 2, 3).squeeze(1);
-          c2.copy_(A::add(c0, x[1]));
-          return one(A::mul(y, x[0]));
+          c2.copy_(tb::add(c0, x[1]));
+          return one(tb::mul(y, x[0]));
         },
         [](const RIn& x) {
           ref::Tensor y = R::mul(x[0], x[0]);

@@ -86,7 +86,7 @@ Workload make_workload(const std::string& name, int world, int rank) {
     w.model = std::make_shared<nn::MLP>(784, 1024, 10);
     w.x = randn({w.per_rank, 784}, DType::Float32, &gen);
     w.y = randint(0, 10, {w.per_rank}, DType::Int64, &gen);
-    w.loss = [](nn::Module& m, const Tensor& x, const Tensor& y) { return autograd::cross_entropy(m(x), y); };
+    w.loss = [](nn::Module& m, const Tensor& x, const Tensor& y) { return tb::cross_entropy(m(x), y); };
   } else {
     nn::GPTConfig c;
     c.vocab = 1024, c.d_model = 256, c.n_layers = 4, c.n_heads = 8, c.max_seq = 128, c.dropout = 0;

@@ -222,7 +222,7 @@ void run_equivalence(const Equivalence& q, harness::Record& rec) {
       ys.push_back(yk);
     }
     opt.reference->zero_grad();
-    ref::Tensor rloss = q.loss_r(r, ref::to_ref(ops::cat(xs)), ref::to_ref(ops::cat(ys)));
+    ref::Tensor rloss = q.loss_r(r, ref::to_ref(tb::cat(xs)), ref::to_ref(tb::cat(ys)));
     ref::backward(rloss);
     opt.reference->step();
     const double lr_ = ref::from_ref(rloss).item_double();
@@ -275,7 +275,7 @@ Equivalence mlp_equivalence(const std::string& backend, DType dt) {
     r.to(dt);
     return r;
   };
-  q.loss_e = [](nn::Module& m, const Tensor& x, const Tensor& y) { return A::cross_entropy(m(x), y); };
+  q.loss_e = [](nn::Module& m, const Tensor& x, const Tensor& y) { return tb::cross_entropy(m(x), y); };
   q.loss_r = [](const ref::NnModule& r, const ref::Tensor& x, const ref::Tensor& y) {
     return ref::cross_entropy(r.forward(x), y);
   };
@@ -342,13 +342,13 @@ void run_no_sync(harness::Record& rec) {
       if (j < k - 1) {
         auto guard = ddp->no_sync();
         const uint64_t before = last_seq(*g);
-        A::mul(q.loss_e(*ddp, x, y), 1.0 / double(k)).backward();
+        tb::mul(q.loss_e(*ddp, x, y), 1.0 / double(k)).backward();
         if (last_seq(*g) != before && problem.empty())
           problem = "a backward under no_sync issued collectives (seq " + std::to_string(before) + " -> " +
                     std::to_string(last_seq(*g)) + ")";
         else ++quiet_backwards;
       } else {
-        A::mul(q.loss_e(*ddp, x, y), 1.0 / double(k)).backward();
+        tb::mul(q.loss_e(*ddp, x, y), 1.0 / double(k)).backward();
       }
     }
     opt.engine->step();
@@ -360,7 +360,7 @@ void run_no_sync(harness::Record& rec) {
         ys.push_back(y);
       }
     opt.reference->zero_grad();
-    ref::backward(q.loss_r(r, ref::to_ref(ops::cat(xs)), ref::to_ref(ops::cat(ys))));
+    ref::backward(q.loss_r(r, ref::to_ref(tb::cat(xs)), ref::to_ref(tb::cat(ys))));
     opt.reference->step();
   }
   check_replicas_identical(*g, *model, "after no_sync accumulation");  // collective first: every rank gets here
@@ -391,7 +391,7 @@ class Branchy : public nn::Module {
   }
   Tensor forward(const Tensor& x) override {
     Tensor y = (*fc)(x);
-    return use_odd_ ? A::add(y, (*odd)(x)) : y;
+    return use_odd_ ? tb::add(y, (*odd)(x)) : y;
   }
   std::shared_ptr<nn::Linear> fc, odd, never;
 
@@ -429,7 +429,7 @@ void run_find_unused(harness::Record& rec) {
   for (int64_t s = 0; s < steps; ++s) {
     auto [x, y] = branchy_batch(s, rank);
     opt.engine->zero_grad(true);
-    A::cross_entropy((*ddp)(x), y).backward();
+    tb::cross_entropy((*ddp)(x), y).backward();
     if (model->never->find_tensor("weight").grad().defined() && problem.empty())
       problem = "never.weight has a gradient although no rank used it (it must stay None, as in PyTorch)";
     if (!model->odd->find_tensor("weight").grad().defined() && problem.empty())
@@ -481,7 +481,7 @@ void run_unused_error(harness::Record& rec) {
     auto [x, y] = branchy_batch(attempt, rank);
     model->zero_grad(true);
     try {
-      A::cross_entropy((*ddp)(x), y).backward();
+      tb::cross_entropy((*ddp)(x), y).backward();
     } catch (const core::Error& e) {
       message = e.what();
       check(message.find("find_unused_parameters") != std::string::npos,
@@ -629,7 +629,7 @@ ResumeRun make_resume_run(const std::shared_ptr<ProcessGroup>& g, int64_t max_st
   to.ddp = r.ddp;
   r.trainer = std::make_unique<train::Trainer>(
       r.model, r.opt, r.sched,
-      [](nn::Module& m, const data::Batch& b) { return A::cross_entropy(m(b.input), b.target); }, to);
+      [](nn::Module& m, const data::Batch& b) { return tb::cross_entropy(m(b.input), b.target); }, to);
   return r;
 }
 
@@ -742,13 +742,13 @@ void run_fashion(harness::Record& rec) {
   to.config = {{"model", "MLP 784-1024-1024-10"}, {"optimizer", "AdamW lr 1e-3 wd 0.01"}, {"epochs", epochs},
                {"world", P}, {"global_batch", lo.batch_size * P}};
   train::Trainer trainer(
-      model, opt, sched, [](nn::Module& m, const data::Batch& b) { return A::cross_entropy(m(b.input), b.target); },
+      model, opt, sched, [](nn::Module& m, const data::Batch& b) { return tb::cross_entropy(m(b.input), b.target); },
       to);
   train::Trainer::EvalFn eval = [](nn::Module& m, const data::Batch& b) {
     Tensor logits = m(b.input);
     train::EvalCounts c;
-    c.loss_sum = A::cross_entropy(logits, b.target, {}, "sum").item_double();
-    c.correct = ops::sum(ops::eq(ops::argmax(logits, 1), b.target)).item<int64_t>();
+    c.loss_sum = tb::cross_entropy(logits, b.target, {}, "sum").item_double();
+    c.correct = tb::sum(tb::eq(tb::argmax(logits, 1), b.target)).item<int64_t>();
     c.count = b.target.numel();
     return c;
   };

@@ -1,6 +1,7 @@
 // nn suite rows for the single layers: Linear, Conv2d, BatchNorm1d/2d, LayerNorm, GroupNorm,
 // Embedding, Dropout, the activations and Sequential, each in float32 and float64, on
 // contiguous and awkward input layouts, in train and eval mode where the mode matters.
+#include "engine/autograd/functions.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/nn/activation.h"
 #include "engine/nn/container.h"
@@ -8,7 +9,6 @@
 #include "engine/nn/embedding.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/norm.h"
-#include "engine/ops/elementwise.h"
 #include "engine/tensor/factories.h"
 #include "suites/nn/nn_case.h"
 
@@ -39,7 +39,7 @@ void random_running_stats(nn::Module& m, core::Generator& gen) {
   autograd::NoGradGuard no_grad;
   for (auto& [name, b] : m.named_buffers()) {
     if (name.ends_with("running_mean")) b.copy_(randn(b.sizes(), DType::Float64, &gen));
-    if (name.ends_with("running_var")) b.copy_(ops::add(rand(b.sizes(), DType::Float64, &gen), 0.5));
+    if (name.ends_with("running_var")) b.copy_(tb::add(rand(b.sizes(), DType::Float64, &gen), 0.5));
     if (name.ends_with("num_batches_tracked")) fill_(b, 3);
   }
 }

@@ -146,7 +146,7 @@ void model_rows(std::vector<LayerCase>& v, DType dt) {
   ce.wrt = {0};
   ce.forward = [](nn::Module& m, const std::vector<tb::Tensor>& in) {
     tb::Tensor logits = m(in[0]);
-    return std::vector<tb::Tensor>{logits, autograd::cross_entropy(logits, in[1])};
+    return std::vector<tb::Tensor>{logits, tb::cross_entropy(logits, in[1])};
   };
   ce.ref_forward = [](const ref::NnModule& r, const std::vector<ref::Tensor>& in) {
     ref::Tensor logits = r.forward(in[0]);
@@ -168,7 +168,7 @@ void model_rows(std::vector<LayerCase>& v, DType dt) {
   mse.wrt = {0};
   mse.forward = [](nn::Module& m, const std::vector<tb::Tensor>& in) {
     tb::Tensor y = m(in[0]);
-    return std::vector<tb::Tensor>{y, autograd::mse_loss(y, in[1])};
+    return std::vector<tb::Tensor>{y, tb::mse_loss(y, in[1])};
   };
   mse.ref_forward = [](const ref::NnModule& r, const std::vector<ref::Tensor>& in) {
     ref::Tensor y = r.forward(in[0]);

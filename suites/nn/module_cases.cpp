@@ -180,7 +180,7 @@ void mode_cases(std::vector<harness::TestCase>& v) {
 
   v.push_back(semantic_case("module/zero_grad", [](harness::Record&) {
     auto net = small_net();
-    autograd::sum((*net)(randn({5, 4}))).backward();
+    tb::sum((*net)(randn({5, 4}))).backward();
     for (auto& [n, p] : net->named_parameters()) check(p.grad().defined(), n + " has no grad after backward");
     const tb::Tensor g0 = net->parameters()[0].grad();
     net->zero_grad(false);
@@ -217,14 +217,14 @@ void hook_cases(std::vector<harness::TestCase>& v) {
     nn::Sequential seq({lin, relu});
     const tb::Tensor x = randn({5, 3});
     const tb::Tensor fused = seq(x);
-    check(same_values(fused, ops::relu(lin->forward(x))), "fused Linear + ReLU differs from the two modules");
+    check(same_values(fused, tb::relu(lin->forward(x))), "fused Linear + ReLU differs from the two modules");
     int calls = 0;
     auto h = relu->register_forward_hook([&](nn::Module&, const nn::TensorList& in, const tb::Tensor& out) {
       ++calls;
       check(same_values(in[0], lin->forward(x)), "the ReLU's hook must see the Linear's output");
-      return std::optional<tb::Tensor>(ops::mul(out, 2));
+      return std::optional<tb::Tensor>(tb::mul(out, 2));
     });
-    check(same_values(seq(x), ops::mul(fused, 2)), "the hook's replacement output was not used");
+    check(same_values(seq(x), tb::mul(fused, 2)), "the hook's replacement output was not used");
     check(calls == 1, "the ReLU's forward hook did not run once");
     h.remove();
     check(same_values(seq(x), fused), "after removing the hook the output changed");
@@ -237,16 +237,16 @@ void hook_cases(std::vector<harness::TestCase>& v) {
     std::vector<std::string> calls;
     auto pre = lin.register_forward_pre_hook([&](nn::Module&, const nn::TensorList& in) -> std::optional<nn::TensorList> {
       calls.push_back("pre");
-      return nn::TensorList{ops::mul(in[0], 2)};
+      return nn::TensorList{tb::mul(in[0], 2)};
     });
     auto post = lin.register_forward_hook([&](nn::Module&, const nn::TensorList& in, const tb::Tensor& out) {
       calls.push_back("post");
-      check(same_values(in[0], ops::mul(x, 2)), "the forward hook must see the pre-hook's inputs");
-      return std::optional<tb::Tensor>(ops::mul(out, 3));
+      check(same_values(in[0], tb::mul(x, 2)), "the forward hook must see the pre-hook's inputs");
+      return std::optional<tb::Tensor>(tb::mul(out, 3));
     });
     const tb::Tensor hooked = lin(x);
     check((calls == std::vector<std::string>{"pre", "post"}), "hook order");
-    check(compare_values(hooked, ops::mul(lin.forward(ops::mul(x, 2)), 3), {1e-6, 1e-6}).mismatches == 0,
+    check(compare_values(hooked, tb::mul(lin.forward(tb::mul(x, 2)), 3), {1e-6, 1e-6}).mismatches == 0,
           "hooks did not replace input and output");
     pre.remove();
     post.remove();
@@ -300,10 +300,10 @@ void hook_cases(std::vector<harness::TestCase>& v) {
     tb::Tensor g = randn({4, 2});
     tb::Tensor expected = autograd::grad({lin(x)}, {x}, {g})[0];
     auto h = lin.register_full_backward_hook([](nn::Module&, const nn::TensorList& gi, const nn::TensorList&) {
-      return std::optional<nn::TensorList>(nn::TensorList{ops::mul(gi[0], 2)});
+      return std::optional<nn::TensorList>(nn::TensorList{tb::mul(gi[0], 2)});
     });
     lin(x).backward(g);
-    check(compare_into("x.grad", x.grad(), ops::mul(expected, 2), grad_tolerance(DType::Float32), rec), rec.message);
+    check(compare_into("x.grad", x.grad(), tb::mul(expected, 2), grad_tolerance(DType::Float32), rec), rec.message);
     h.remove();
     x.set_grad(tb::Tensor());
     lin(x).backward(g);
@@ -329,7 +329,7 @@ void hook_cases(std::vector<harness::TestCase>& v) {
       gi = in;
       return std::optional<nn::TensorList>();
     });
-    autograd::sum(m(q, k, v)).backward();
+    tb::sum(m(q, k, v)).backward();
     check(gi.size() == 3 && gi[0].defined() && !gi[1].defined() && gi[2].defined(),
           "grad_input must hold query and value gradients and none for key");
     check(same_values(gi[0], q.grad()) && same_values(gi[2], v.grad()), "grad_input differs from the inputs' grads");
@@ -346,7 +346,7 @@ void batch_norm_steps(std::vector<harness::TestCase>& v) {
       r.load_by_name(to_ref_state(bn->state_dict()));
       core::Generator gen(9);
       for (int step = 0; step < 3; ++step) {
-        tb::Tensor x = ops::add(randn({4, 3, 2, 5}, DType::Float32, &gen), double(step));
+        tb::Tensor x = tb::add(randn({4, 3, 2, 5}, DType::Float32, &gen), double(step));
         (*bn)(x);
         r.forward(ref::to_ref(x));
       }
@@ -414,7 +414,7 @@ void init_cases(std::vector<harness::TestCase>& v) {
     nn::init::xavier_normal_(w, 2);
     check_distribution("xavier_normal", w, 0, 2 * std::sqrt(2.0 / 1000), rec);
     nn::init::uniform_(w, -3, 1);
-    check_bound("uniform", ops::add(w, 1), 2);
+    check_bound("uniform", tb::add(w, 1), 2);
     check_distribution("uniform", w, -1, 4 / std::sqrt(12.0), rec);
   }));
 }

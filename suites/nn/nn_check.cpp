@@ -2,8 +2,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "engine/autograd/functions.h"
 #include "engine/autograd/grad_mode.h"
-#include "engine/ops/elementwise.h"
 #include "engine/tensor/factories.h"
 #include "reference/autograd.h"
 #include "suites/compare.h"
@@ -40,7 +40,7 @@ harness::Record run_layer_case(const LayerCase& c) {
       autograd::NoGradGuard no_grad;
       double std = 1;
       if (p.dim() >= 2) std = 1 / std::sqrt(double(p.numel() / p.size(0)));
-      p.copy_(ops::mul(randn(p.sizes(), DType::Float64, &gen), std).to(p.dtype()));
+      p.copy_(tb::mul(randn(p.sizes(), DType::Float64, &gen), std).to(p.dtype()));
     }
     if (c.prepare) c.prepare(*m, gen);
     m->train(c.train);

@@ -218,12 +218,12 @@ bool mk_unary(const Shape&, DType, Rng& g, Op& op) {
   op.text = str("y = A::", kUnaryNames[k], "(y);");
   using EF = ETensor (*)(const ETensor&);
   using RF = RTensor (*)(const RTensor&);
-  static const EF ef[] = {[](const ETensor& x) { return A::exp(x); }, [](const ETensor& x) { return A::tanh(x); },
-                          [](const ETensor& x) { return A::sigmoid(x); }, [](const ETensor& x) { return A::relu(x); },
-                          [](const ETensor& x) { return A::gelu(x); }, [](const ETensor& x) { return A::silu(x); },
-                          [](const ETensor& x) { return A::neg(x); }, [](const ETensor& x) { return A::abs(x); },
-                          [](const ETensor& x) { return A::sin(x); }, [](const ETensor& x) { return A::softplus(x); },
-                          [](const ETensor& x) { return A::log(x); }, [](const ETensor& x) { return A::sqrt(x); }};
+  static const EF ef[] = {[](const ETensor& x) { return tb::exp(x); }, [](const ETensor& x) { return tb::tanh(x); },
+                          [](const ETensor& x) { return tb::sigmoid(x); }, [](const ETensor& x) { return tb::relu(x); },
+                          [](const ETensor& x) { return tb::gelu(x); }, [](const ETensor& x) { return tb::silu(x); },
+                          [](const ETensor& x) { return tb::neg(x); }, [](const ETensor& x) { return tb::abs(x); },
+                          [](const ETensor& x) { return tb::sin(x); }, [](const ETensor& x) { return tb::softplus(x); },
+                          [](const ETensor& x) { return tb::log(x); }, [](const ETensor& x) { return tb::sqrt(x); }};
   static const RF rf[] = {[](const RTensor& x) { return R::exp(x); }, [](const RTensor& x) { return R::tanh(x); },
                           [](const RTensor& x) { return R::sigmoid(x); }, [](const RTensor& x) { return R::relu(x); },
                           [](const RTensor& x) { return R::gelu(x); }, [](const RTensor& x) { return R::silu(x); },
@@ -245,12 +245,12 @@ bool mk_binary(const Shape& s, DType dt, Rng& g, Op& op) {
     const ETensor& l = swap ? b.e : y;
     const ETensor& r = swap ? y : b.e;
     switch (k) {
-      case 0: return A::add(l, r);
-      case 1: return A::sub(l, r);
-      case 2: return A::mul(l, r);
-      case 3: return A::div(l, r);
-      case 4: return A::maximum(l, r);
-      default: return A::minimum(l, r);
+      case 0: return tb::add(l, r);
+      case 1: return tb::sub(l, r);
+      case 2: return tb::mul(l, r);
+      case 3: return tb::div(l, r);
+      case 4: return tb::maximum(l, r);
+      default: return tb::minimum(l, r);
     }
   };
   op.ref = [k, b, swap](const RTensor& y) {
@@ -270,15 +270,15 @@ bool mk_binary(const Shape& s, DType dt, Rng& g, Op& op) {
 
 bool mk_scalar(const Shape&, DType, Rng& g, Op& op) {
   const int k = int(g.below(4));
-  static const char* texts[] = {"y = A::mul(y, 2.5);", "y = A::add(y, -0.75);", "y = A::pow(y, 2);",
-                                "y = A::clamp(y, -0.5, 0.7);"};
+  static const char* texts[] = {"y = tb::mul(y, 2.5);", "y = tb::add(y, -0.75);", "y = tb::pow(y, 2);",
+                                "y = tb::clamp(y, -0.5, 0.7);"};
   op.text = texts[k];
   op.engine = [k](const ETensor& y) {
     switch (k) {
-      case 0: return A::mul(y, 2.5);
-      case 1: return A::add(y, -0.75);
-      case 2: return A::pow(y, 2);
-      default: return A::clamp(y, ops::Scalar(-0.5), ops::Scalar(0.7));
+      case 0: return tb::mul(y, 2.5);
+      case 1: return tb::add(y, -0.75);
+      case 2: return tb::pow(y, 2);
+      default: return tb::clamp(y, ops::Scalar(-0.5), ops::Scalar(0.7));
     }
   };
   op.ref = [k](const RTensor& y) {
@@ -294,8 +294,8 @@ bool mk_scalar(const Shape&, DType, Rng& g, Op& op) {
 
 bool mk_where(const Shape& s, DType dt, Rng& g, Op& op) {
   Extra b = extra(broadcast_partner(s, g), dt, g);
-  op.text = str("y = A::where(ops::gt(y, 0.0), y, ", b.text, ");");
-  op.engine = [b](const ETensor& y) { return A::where(ops::gt(y, 0.0), y, b.e); };
+  op.text = str("y = tb::where(tb::gt(y, 0.0), y, ", b.text, ");");
+  op.engine = [b](const ETensor& y) { return tb::where(tb::gt(y, 0.0), y, b.e); };
   op.ref = [b](const RTensor& y) { return R::where(R::gt(y, 0.0), y, b.r); };
   return true;
 }
@@ -311,14 +311,14 @@ bool mk_reduce(const Shape& s, DType, Rng& g, Op& op) {
   op.text = str("y = A::", names[k], "(y, ", extra_arg, list(dims), tail, ");");
   op.engine = [k, dims, keep, corr](const ETensor& y) {
     switch (k) {
-      case 0: return A::sum(y, dims, keep);
-      case 1: return A::mean(y, dims, keep);
-      case 2: return A::amax(y, dims, keep);
-      case 3: return A::amin(y, dims, keep);
-      case 4: return A::logsumexp(y, dims, keep);
-      case 5: return A::norm(y, 2.0, dims, keep);
-      case 6: return A::var(y, dims, corr, keep);
-      default: return A::std(y, dims, corr, keep);
+      case 0: return tb::sum(y, dims, keep);
+      case 1: return tb::mean(y, dims, keep);
+      case 2: return tb::amax(y, dims, keep);
+      case 3: return tb::amin(y, dims, keep);
+      case 4: return tb::logsumexp(y, dims, keep);
+      case 5: return tb::norm(y, 2.0, dims, keep);
+      case 6: return tb::var(y, dims, corr, keep);
+      default: return tb::std(y, dims, corr, keep);
     }
   };
   op.ref = [k, dims, keep, corr](const RTensor& y) {
@@ -340,19 +340,19 @@ bool mk_reduce_dim(const Shape& s, DType, Rng& g, Op& op) {
   const int k = int(g.below(5));
   const int64_t d = pick_dim(s, g);
   const bool keep = g.pct(40);
-  static const char* texts[] = {"std::get<0>(A::max(y, %d, %k))", "std::get<0>(A::min(y, %d, %k))",
-                                "A::prod(y, %d, %k)", "A::cumsum(y, %d)", "A::sum(y)"};
+  static const char* texts[] = {"std::get<0>(tb::max(y, %d, %k))", "std::get<0>(tb::min(y, %d, %k))",
+                                "tb::prod(y, %d, %k)", "tb::cumsum(y, %d)", "tb::sum(y)"};
   std::string t = texts[k];
   if (auto p = t.find("%d"); p != std::string::npos) t.replace(p, 2, std::to_string(d));
   if (auto p = t.find("%k"); p != std::string::npos) t.replace(p, 2, keep ? "true" : "false");
   op.text = "y = " + t + ";";
   op.engine = [k, d, keep](const ETensor& y) {
     switch (k) {
-      case 0: return std::get<0>(A::max(y, d, keep));
-      case 1: return std::get<0>(A::min(y, d, keep));
-      case 2: return A::prod(y, d, keep);
-      case 3: return A::cumsum(y, d);
-      default: return A::sum(y);
+      case 0: return std::get<0>(tb::max(y, d, keep));
+      case 1: return std::get<0>(tb::min(y, d, keep));
+      case 2: return tb::prod(y, d, keep);
+      case 3: return tb::cumsum(y, d);
+      default: return tb::sum(y);
     }
   };
   op.ref = [k, d, keep](const RTensor& y) {
@@ -488,9 +488,9 @@ bool mk_view(const Shape& s, DType, Rng& g, Op& op) {
     }
     case 11: {
       const int64_t d = pick_dim(s, g), size = 1 + g.below(3), piece = g.below(3);
-      op.text = str("y = A::split(y, ", size, ", ", d, ")[", piece, "];  // the piece, if there is one");
+      op.text = str("y = tb::split(y, ", size, ", ", d, ")[", piece, "];  // the piece, if there is one");
       op.engine = [d, size, piece](const ETensor& y) {
-        auto parts = A::split(y, size, d);
+        auto parts = tb::split(y, size, d);
         return parts.empty() ? y : parts[size_t(std::min<int64_t>(piece, int64_t(parts.size()) - 1))];
       };
       op.ref = [d, size, piece](const RTensor& y) {
@@ -524,8 +524,8 @@ bool mk_matmul(const Shape& s, DType dt, Rng& g, Op& op) {
     Shape bs = g.pct(25) ? Shape{K} : Shape{K, N};
     if (k == 1 && nd >= 3) bs.insert(bs.begin(), g.pct(50) ? s[size_t(nd - 3)] : 1);
     Extra b = extra(bs, dt, g);
-    op.text = str("y = A::matmul(y, ", b.text, ");");
-    op.engine = [b](const ETensor& y) { return A::matmul(y, b.e); };
+    op.text = str("y = tb::matmul(y, ", b.text, ");");
+    op.engine = [b](const ETensor& y) { return tb::matmul(y, b.e); };
     op.ref = [b](const RTensor& y) { return R::matmul(y, b.r); };
     return true;
   }
@@ -533,10 +533,10 @@ bool mk_matmul(const Shape& s, DType dt, Rng& g, Op& op) {
   const bool bias = g.pct(60);
   Extra b = extra({N}, dt, g);
   const bool relu = k == 3;
-  op.text = relu ? str("y = A::linear_relu(y, ", w.text, bias ? ", " + b.text : "", ");  // LibTorch: relu(linear)")
-                 : str("y = A::linear(y, ", w.text, bias ? ", " + b.text : "", ");");
+  op.text = relu ? str("y = tb::linear_relu(y, ", w.text, bias ? ", " + b.text : "", ");  // LibTorch: relu(linear)")
+                 : str("y = tb::linear(y, ", w.text, bias ? ", " + b.text : "", ");");
   op.engine = [w, b, bias, relu](const ETensor& y) {
-    return relu ? A::linear_relu(y, w.e, bias ? b.e : ETensor()) : A::linear(y, w.e, bias ? b.e : ETensor());
+    return relu ? tb::linear_relu(y, w.e, bias ? b.e : ETensor()) : tb::linear(y, w.e, bias ? b.e : ETensor());
   };
   op.ref = [w, b, bias, relu](const RTensor& y) {
     RTensor out = R::linear(y, w.r, bias ? b.r : RTensor());
@@ -549,7 +549,7 @@ bool mk_softmax(const Shape& s, DType, Rng& g, Op& op) {
   const int64_t d = pick_dim(s, g);
   const bool log = g.pct(50);
   op.text = str("y = A::", log ? "log_softmax" : "softmax", "(y, ", d, ");");
-  op.engine = [d, log](const ETensor& y) { return log ? A::log_softmax(y, d) : A::softmax(y, d); };
+  op.engine = [d, log](const ETensor& y) { return log ? tb::log_softmax(y, d) : tb::softmax(y, d); };
   op.ref = [d, log](const RTensor& y) { return log ? R::log_softmax(y, d) : R::softmax(y, d); };
   return true;
 }
@@ -565,9 +565,9 @@ bool mk_norm(const Shape& s, DType dt, Rng& g, Op& op) {
     const int64_t k = nd == 0 ? 0 : 1 + g.below(std::min<int64_t>(nd, 2));
     const Shape ns(s.end() - k, s.end());
     Extra w = extra(ns, dt, g), b = extra(ns, dt, g);
-    op.text = str("y = A::layer_norm(y, ", list(ns), ", ", affine ? w.text : "{}", ", ", affine ? b.text : "{}", ", ", eps, ");");
+    op.text = str("y = tb::layer_norm(y, ", list(ns), ", ", affine ? w.text : "{}", ", ", affine ? b.text : "{}", ", ", eps, ");");
     op.engine = [ns, w, b, affine, eps](const ETensor& y) {
-      return A::layer_norm(y, ns, affine ? w.e : ETensor(), affine ? b.e : ETensor(), eps);
+      return tb::layer_norm(y, ns, affine ? w.e : ETensor(), affine ? b.e : ETensor(), eps);
     };
     op.ref = [ns, w, b, affine, eps](const RTensor& y) {
       return R::layer_norm(y, ns, affine ? w.r : RTensor(), affine ? b.r : RTensor(), eps);
@@ -583,14 +583,14 @@ bool mk_norm(const Shape& s, DType dt, Rng& g, Op& op) {
   // A constant group now and then: PyTorch normalises it to exactly 0.
   const bool constant = g.pct(30);
   op.engine = [G, w, b, affine, constant, eps](const ETensor& y0) {
-    const ETensor y = constant ? A::add(A::mul(y0, 0.0), 0.3) : y0;
-    return A::group_norm(y, G, affine ? w.e : ETensor(), affine ? b.e : ETensor(), eps);
+    const ETensor y = constant ? tb::add(tb::mul(y0, 0.0), 0.3) : y0;
+    return tb::group_norm(y, G, affine ? w.e : ETensor(), affine ? b.e : ETensor(), eps);
   };
   op.ref = [G, w, b, affine, constant, eps](const RTensor& y0) {
     const RTensor y = constant ? R::add(R::mul(y0, 0.0), 0.3) : y0;
     return R::group_norm(y, G, affine ? w.r : RTensor(), affine ? b.r : RTensor(), eps);
   };
-  op.text = str(constant ? "y = A::add(A::mul(y, 0.0), 0.3); " : "", "y = A::group_norm(y, ", G, ", ",
+  op.text = str(constant ? "y = tb::add(tb::mul(y, 0.0), 0.3); " : "", "y = tb::group_norm(y, ", G, ", ",
                 affine ? w.text : "{}", ", ", affine ? b.text : "{}", ", ", eps, ");");
   return true;
 }
@@ -603,16 +603,16 @@ bool mk_loss(const Shape& s, DType dt, Rng& g, Op& op) {
   if (k <= 2) {
     Extra t = extra(s, dt, g);
     if (k == 2) {  // targets in [0, 1]
-      t.e = A::sigmoid(t.e).detach();
+      t.e = tb::sigmoid(t.e).detach();
       t.r = R::to_ref(t.e);
-      t.text = "A::sigmoid(" + t.text + ")";
+      t.text = "tb::sigmoid(" + t.text + ")";
     }
     static const char* names[] = {"mse_loss", "l1_loss", "binary_cross_entropy_with_logits"};
     op.text = str("y = A::", names[k], "(y, ", t.text, ", \"", red, "\");");
     op.engine = [k, t, red](const ETensor& y) {
-      if (k == 0) return A::mse_loss(y, t.e, red);
-      if (k == 1) return A::l1_loss(y, t.e, red);
-      return A::binary_cross_entropy_with_logits(y, t.e, ETensor(), red);
+      if (k == 0) return tb::mse_loss(y, t.e, red);
+      if (k == 1) return tb::l1_loss(y, t.e, red);
+      return tb::binary_cross_entropy_with_logits(y, t.e, ETensor(), red);
     };
     op.ref = [k, t, red](const RTensor& y) {
       if (k == 0) return R::mse_loss(y, t.r, red);
@@ -630,7 +630,7 @@ bool mk_loss(const Shape& s, DType dt, Rng& g, Op& op) {
   const bool ce = k == 3;
   op.text = str("y = A::", ce ? "cross_entropy" : "nll_loss", "(y, ", t.text, ", {}, \"", red, "\");");
   op.engine = [ce, t, red](const ETensor& y) {
-    return ce ? A::cross_entropy(y, t.e, ETensor(), red) : A::nll_loss(y, t.e, ETensor(), red);
+    return ce ? tb::cross_entropy(y, t.e, ETensor(), red) : tb::nll_loss(y, t.e, ETensor(), red);
   };
   op.ref = [ce, t, red](const RTensor& y) {
     return ce ? R::cross_entropy(y, t.r, RTensor(), red) : R::nll_loss(y, t.r, RTensor(), red);
@@ -642,7 +642,7 @@ bool mk_tri(const Shape&, DType, Rng& g, Op& op) {
   const int64_t k = g.below(5) - 2;
   const bool lower = g.pct(50);
   op.text = str("y = A::", lower ? "tril" : "triu", "(y, ", k, ");");
-  op.engine = [k, lower](const ETensor& y) { return lower ? A::tril(y, k) : A::triu(y, k); };
+  op.engine = [k, lower](const ETensor& y) { return lower ? tb::tril(y, k) : tb::triu(y, k); };
   op.ref = [k, lower](const RTensor& y) { return lower ? R::tril(y, k) : R::triu(y, k); };
   return true;
 }
@@ -656,8 +656,8 @@ bool mk_index(const Shape& s, DType dt, Rng& g, Op& op) {
   switch (k) {
     case 0: {
       Extra idx = index_extra({g.below(5)}, n, g);
-      op.text = str("y = A::index_select(y, ", d, ", ", idx.text, ");");
-      op.engine = [d, idx](const ETensor& y) { return A::index_select(y, d, idx.e); };
+      op.text = str("y = tb::index_select(y, ", d, ", ", idx.text, ");");
+      op.engine = [d, idx](const ETensor& y) { return tb::index_select(y, d, idx.e); };
       op.ref = [d, idx](const RTensor& y) { return R::index_select(y, d, idx.r); };
       return true;
     }
@@ -665,8 +665,8 @@ bool mk_index(const Shape& s, DType dt, Rng& g, Op& op) {
       Shape is = s;
       if (nd > 0) is[size_t(wd)] = g.below(4);
       Extra idx = index_extra(is, n, g);
-      op.text = str("y = A::gather(y, ", d, ", ", idx.text, ");");
-      op.engine = [d, idx](const ETensor& y) { return A::gather(y, d, idx.e); };
+      op.text = str("y = tb::gather(y, ", d, ", ", idx.text, ");");
+      op.engine = [d, idx](const ETensor& y) { return tb::gather(y, d, idx.e); };
       op.ref = [d, idx](const RTensor& y) { return R::gather(y, d, idx.r); };
       return true;
     }
@@ -676,8 +676,8 @@ bool mk_index(const Shape& s, DType dt, Rng& g, Op& op) {
       Shape ss = s;
       if (nd > 0) ss[size_t(wd)] = len;
       Extra src = extra(ss, dt, g);
-      op.text = str("y = A::index_add(y, ", d, ", ", idx.text, ", ", src.text, ");");
-      op.engine = [d, idx, src](const ETensor& y) { return A::index_add(y, d, idx.e, src.e); };
+      op.text = str("y = tb::index_add(y, ", d, ", ", idx.text, ", ", src.text, ");");
+      op.engine = [d, idx, src](const ETensor& y) { return tb::index_add(y, d, idx.e, src.e); };
       op.ref = [d, idx, src](const RTensor& y) { return R::index_add(y, d, idx.r, src.r); };
       return true;
     }
@@ -685,14 +685,14 @@ bool mk_index(const Shape& s, DType dt, Rng& g, Op& op) {
       Shape is = s;
       if (nd > 0) is[size_t(wd)] = g.below(std::max<int64_t>(n, 1) + 1);
       Extra idx = index_extra(is, n, g), src = extra(is, dt, g);
-      op.text = str("y = A::scatter_add(y, ", d, ", ", idx.text, ", ", src.text, ");");
-      op.engine = [d, idx, src](const ETensor& y) { return A::scatter_add(y, d, idx.e, src.e); };
+      op.text = str("y = tb::scatter_add(y, ", d, ", ", idx.text, ", ", src.text, ");");
+      op.engine = [d, idx, src](const ETensor& y) { return tb::scatter_add(y, d, idx.e, src.e); };
       op.ref = [d, idx, src](const RTensor& y) { return R::scatter_add(y, d, idx.r, src.r); };
       return true;
     }
     default: {
-      op.text = "y = A::masked_fill(y, ops::gt(y, 0.3), 1.5);";
-      op.engine = [](const ETensor& y) { return A::masked_fill(y, ops::gt(y, 0.3), 1.5); };
+      op.text = "y = tb::masked_fill(y, tb::gt(y, 0.3), 1.5);";
+      op.engine = [](const ETensor& y) { return tb::masked_fill(y, tb::gt(y, 0.3), 1.5); };
       op.ref = [](const RTensor& y) { return R::masked_fill(y, R::gt(y, 0.3), 1.5); };
       return true;
     }
@@ -707,23 +707,23 @@ bool mk_join(const Shape& s, DType dt, Rng& g, Op& op) {
     Shape os = s;
     if (nd > 0) os[size_t(d < 0 ? d + nd : d)] = g.below(3);
     Extra b = extra(os, dt, g);
-    op.text = str("y = A::cat({y, ", b.text, "}, ", d, ");");
-    op.engine = [b, d](const ETensor& y) { return A::cat({y, b.e}, d); };
+    op.text = str("y = tb::cat({y, ", b.text, "}, ", d, ");");
+    op.engine = [b, d](const ETensor& y) { return tb::cat({y, b.e}, d); };
     op.ref = [b, d](const RTensor& y) { return R::cat({y, b.r}, d); };
     return true;
   }
   if (k == 1) {
     Extra b = extra(s, dt, g);
     const int64_t sd = g.below(nd + 1);
-    op.text = str("y = A::stack({y, ", b.text, "}, ", sd, ");");
-    op.engine = [b, sd](const ETensor& y) { return A::stack({y, b.e}, sd); };
+    op.text = str("y = tb::stack({y, ", b.text, "}, ", sd, ");");
+    op.engine = [b, sd](const ETensor& y) { return tb::stack({y, b.e}, sd); };
     op.ref = [b, sd](const RTensor& y) { return R::stack({y, b.r}, sd); };
     return true;
   }
   Shape reps(size_t(nd + g.below(2)), 1);
   for (int64_t& r : reps) r = 1 + g.below(2) - (g.pct(5) ? 1 : 0);
-  op.text = str("y = A::repeat(y, ", list(reps), ");");
-  op.engine = [reps](const ETensor& y) { return A::repeat(y, reps); };
+  op.text = str("y = tb::repeat(y, ", list(reps), ");");
+  op.engine = [reps](const ETensor& y) { return tb::repeat(y, reps); };
   op.ref = [reps](const RTensor& y) { return R::repeat(y, reps); };
   return true;
 }
@@ -740,8 +740,8 @@ bool mk_pad(const Shape& s, DType, Rng& g, Op& op) {
     const int64_t n = d >= 0 ? s[size_t(d)] : 1;
     pads.push_back(k == 0 ? g.below(4) - 1 : k == 1 ? g.below(std::max<int64_t>(n, 1)) : g.below(3));
   }
-  op.text = str("y = A::pad(y, ", list(pads), ", \"", mode, "\");");
-  op.engine = [pads, mode](const ETensor& y) { return A::pad(y, pads, mode); };
+  op.text = str("y = tb::pad(y, ", list(pads), ", \"", mode, "\");");
+  op.engine = [pads, mode](const ETensor& y) { return tb::pad(y, pads, mode); };
   op.ref = [pads, mode](const RTensor& y) { return R::pad(y, pads, mode); };
   return true;
 }
@@ -755,10 +755,10 @@ bool mk_inplace(const Shape& s, DType, Rng& g, Op& op) {
   const int64_t d = pick_dim(s, g);
   const std::string pre = clone_first ? "y = y.clone(); " : "";
   if (k == 0 || nd == 0) {
-    op.text = pre + "A::mul_(y, 2.0);";
+    op.text = pre + "tb::mul_(y, 2.0);";
     op.engine = [clone_first](const ETensor& y0) {
       ETensor y = clone_first ? y0.clone() : y0;
-      A::mul_(y, 2.0);
+      tb::mul_(y, 2.0);
       return y;
     };
     op.ref = [clone_first](const RTensor& y0) {
@@ -770,12 +770,12 @@ bool mk_inplace(const Shape& s, DType, Rng& g, Op& op) {
   }
   const int64_t n = s[size_t(d < 0 ? d + nd : d)];
   const int64_t len = g.below(n + 1);
-  op.text = pre + str("{ Tensor v = y.narrow(", d, ", 0, ", len, "); ", k == 1 ? "A::mul_(v, 2.0);" : "A::exp_(v);", " }");
+  op.text = pre + str("{ Tensor v = y.narrow(", d, ", 0, ", len, "); ", k == 1 ? "tb::mul_(v, 2.0);" : "tb::exp_(v);", " }");
   op.engine = [clone_first, d, len, k](const ETensor& y0) {
     ETensor y = clone_first ? y0.clone() : y0;
     ETensor v = y.narrow(d, 0, len);
-    if (k == 1) A::mul_(v, 2.0);
-    else A::exp_(v);
+    if (k == 1) tb::mul_(v, 2.0);
+    else tb::exp_(v);
     return y;
   };
   op.ref = [clone_first, d, len, k](const RTensor& y0) {
@@ -999,13 +999,13 @@ Outcome run_program(const Program& p) {
   if (erg != rrg)
     return fail("requires_grad", str("the result requires grad on ", erg ? "the engine" : "LibTorch", " only"));
   if (!erg) return o;
-  o.lines.push_back("A::sum(A::mul(y, fuzz_weight(y))).backward();");
+  o.lines.push_back("tb::sum(tb::mul(y, fuzz_weight(y))).backward();");
   note_running(p, o.lines);
   core::Generator wgen(p.seed ^ 0xA5A5A5A5ull);
   const ETensor w = randn(e.sizes(), DType::Float64, &wgen).to(e.dtype());
   std::string eerr, rerr;
   try {
-    A::sum(A::mul(e, w)).backward();
+    tb::sum(tb::mul(e, w)).backward();
   } catch (const core::Error& err) {
     eerr = err.what();
   } catch (const std::exception& err) {

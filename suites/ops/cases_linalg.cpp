@@ -2,6 +2,7 @@
 // and the matmul/bmm benchmark rows. Built by loops over dtypes and layouts.
 #include <cmath>
 
+#include "engine/autograd/functions.h"
 #include "engine/ops/linalg.h"
 #include "reference/elementwise.h"
 #include "reference/linalg.h"
@@ -73,7 +74,7 @@ void add_mm(std::vector<OpCase>& cs) {
   for (DType dt : kProductDTypes)
     for (const Shp& s : shapes) {
       cs.push_back(binary("mm/" + dn(dt) + "/" + s.tag, {s.a, dt, s.la}, {s.b, dt, s.lb},
-                          [](auto& a, auto& b) { return ops::mm(a, b); }, [](auto& a, auto& b) { return ref::mm(a, b); }));
+                          [](auto& a, auto& b) { return tb::mm(a, b); }, [](auto& a, auto& b) { return ref::mm(a, b); }));
       cs.back().tol = long_dot_tol(dt, s.a[1]);  // the ld256 rows sum 300 products
     }
   for (DType dt : {kF32, kF64}) {
@@ -82,7 +83,7 @@ void add_mm(std::vector<OpCase>& cs) {
     c.inputs = {{{3, 5}, dt, L::Contiguous, V::Zeros}, {{3, 4}, dt}, {{4, 5}, dt}};
     c.engine = [](const std::vector<tb::Tensor>& in) {
       tb::Tensor out = in[0];
-      ops::mm_out(out, in[1], in[2]);
+      tb::mm_out(out, in[1], in[2]);
       return std::vector<tb::Tensor>{out, in[0]};  // the result, and the caller's buffer holding it
     };
     c.reference = [](const std::vector<ref::Tensor>& in) {
@@ -91,7 +92,7 @@ void add_mm(std::vector<OpCase>& cs) {
     };
     cs.push_back(c);
   }
-  auto mm_e = [](auto& a, auto& b) { return ops::mm(a, b); };
+  auto mm_e = [](auto& a, auto& b) { return tb::mm(a, b); };
   auto mm_r = [](auto& a, auto& b) { return ref::mm(a, b); };
   cs.push_back(binary("mm/float32/error_shape", {{3, 4}, kF32}, {{5, 2}, kF32}, mm_e, mm_r, Check::Error));
   cs.push_back(binary("mm/float32/error_1d", {{4}, kF32}, {{4, 2}, kF32}, mm_e, mm_r, Check::Error));
@@ -100,7 +101,7 @@ void add_mm(std::vector<OpCase>& cs) {
 }
 
 void add_bmm(std::vector<OpCase>& cs) {
-  auto e = [](auto& a, auto& b) { return ops::bmm(a, b); };
+  auto e = [](auto& a, auto& b) { return tb::bmm(a, b); };
   auto r = [](auto& a, auto& b) { return ref::bmm(a, b); };
   for (DType dt : kProductDTypes) {
     cs.push_back(binary("bmm/" + dn(dt) + "/2x3x4x5", {{2, 3, 4}, dt}, {{2, 4, 5}, dt}, e, r));
@@ -114,7 +115,7 @@ void add_bmm(std::vector<OpCase>& cs) {
 }
 
 void add_matmul(std::vector<OpCase>& cs) {
-  auto e = [](auto& a, auto& b) { return ops::matmul(a, b); };
+  auto e = [](auto& a, auto& b) { return tb::matmul(a, b); };
   auto r = [](auto& a, auto& b) { return ref::matmul(a, b); };
   struct Shp { const char* tag; Input a, b; };
   for (DType dt : kProductDTypes) {
@@ -138,32 +139,32 @@ void add_matmul(std::vector<OpCase>& cs) {
     // k's heads transposed again (a column-major inner matrix), and times a contiguous operand.
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_heads_view", {{2, 5, 3, 4}, dt}, {{2, 6, 3, 4}, dt},
-        [](auto& a, auto& b) { return ops::matmul(a.transpose(1, 2), b.transpose(1, 2).transpose(-2, -1)); },
+        [](auto& a, auto& b) { return tb::matmul(a.transpose(1, 2), b.transpose(1, 2).transpose(-2, -1)); },
         [](auto& a, auto& b) {
           return ref::matmul(ref::transpose(a, 1, 2), ref::transpose(ref::transpose(b, 1, 2), -2, -1));
         }));
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_heads_view_rhs", {{2, 3, 5, 6}, dt}, {{2, 6, 3, 4}, dt},
-        [](auto& a, auto& b) { return ops::matmul(a, b.transpose(1, 2)); },
+        [](auto& a, auto& b) { return tb::matmul(a, b.transpose(1, 2)); },
         [](auto& a, auto& b) { return ref::matmul(a, ref::transpose(b, 1, 2)); }));
     // 4-D operands whose batch strides oneDNN cannot describe (stride 0 of an expand, a step in a
     // batch dim, batch dims out of order): a plain copy, never "could not construct a memory
     // descriptor using strides".
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_expanded_batch", {{1, 3, 4, 5}, dt}, {{2, 3, 5, 2}, dt},
-        [](auto& a, auto& b) { return ops::matmul(a.expand({2, 3, 4, 5}), b); },
+        [](auto& a, auto& b) { return tb::matmul(a.expand({2, 3, 4, 5}), b); },
         [](auto& a, auto& b) { return ref::matmul(ref::expand(a, {2, 3, 4, 5}), b); }));
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_both_expanded", {{2, 1, 4, 5}, dt}, {{1, 3, 5, 2}, dt, L::Transposed},
-        [](auto& a, auto& b) { return ops::matmul(a.expand({2, 3, 4, 5}), b.expand({2, 3, 5, 2})); },
+        [](auto& a, auto& b) { return tb::matmul(a.expand({2, 3, 4, 5}), b.expand({2, 3, 5, 2})); },
         [](auto& a, auto& b) { return ref::matmul(ref::expand(a, {2, 3, 4, 5}), ref::expand(b, {2, 3, 5, 2})); }));
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_stepped_batch", {{2, 6, 4, 5}, dt}, {{2, 3, 5, 2}, dt, L::Transposed},
-        [](auto& a, auto& b) { return ops::matmul(a.slice(1, 0, 6, 2), b); },
+        [](auto& a, auto& b) { return tb::matmul(a.slice(1, 0, 6, 2), b); },
         [](auto& a, auto& b) { return ref::matmul(ref::slice(a, 1, 0, 6, 2), b); }));
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_permuted_batch", {{3, 2, 4, 5}, dt}, {{3, 2, 4, 5}, dt},
-        [](auto& a, auto& b) { return ops::matmul(a.transpose(0, 1), b.transpose(0, 1).transpose(2, 3)); },
+        [](auto& a, auto& b) { return tb::matmul(a.transpose(0, 1), b.transpose(0, 1).transpose(2, 3)); },
         [](auto& a, auto& b) { return ref::matmul(ref::transpose(a, 0, 1), ref::transpose(ref::transpose(b, 0, 1), 2, 3)); }));
   }
   // A long float32 reduction (K = 512): see long_dot_tol.
@@ -174,7 +175,7 @@ void add_matmul(std::vector<OpCase>& cs) {
   cs.push_back(binary("matmul/float32/error_shape", {{2, 3, 4}, kF32}, {{5, 2}, kF32}, e, r, Check::Error));
   cs.push_back(binary("matmul/float32/error_batch", {{2, 3, 4}, kF32}, {{3, 4, 2}, kF32}, e, r, Check::Error));
 
-  auto de = [](auto& a, auto& b) { return ops::dot(a, b); };
+  auto de = [](auto& a, auto& b) { return tb::dot(a, b); };
   auto dr = [](auto& a, auto& b) { return ref::dot(a, b); };
   for (DType dt : kProductDTypes) {
     cs.push_back(binary("dot/" + dn(dt) + "/9", {{9}, dt}, {{9}, dt, L::Strided}, de, dr));
@@ -195,7 +196,7 @@ void add_addmm(std::vector<OpCase>& cs) {
         c.name = "addmm/" + dn(dt) + "/" + s.tag + "_" + stag;
         c.inputs = {{sshape, dt}, {{3, 4}, dt, L::Transposed}, {{4, 5}, dt}};
         const double beta = s.beta, alpha = s.alpha;
-        c.engine = [=](const std::vector<tb::Tensor>& in) { return one(ops::addmm(in[0], in[1], in[2], beta, alpha)); };
+        c.engine = [=](const std::vector<tb::Tensor>& in) { return one(tb::addmm(in[0], in[1], in[2], beta, alpha)); };
         c.reference = [=](const std::vector<ref::Tensor>& in) { return one(ref::addmm(in[0], in[1], in[2], beta, alpha)); };
         cs.push_back(c);
       }
@@ -205,14 +206,14 @@ void add_addmm(std::vector<OpCase>& cs) {
   OpCase fa;
   fa.name = "addmm/int64/float_alpha";
   fa.inputs = {{{5}, kI64}, {{3, 4}, kI64}, {{4, 5}, kI64}};
-  fa.engine = [](const std::vector<tb::Tensor>& in) { return one(ops::addmm(in[0], in[1], in[2], 2, 1.5)); };
+  fa.engine = [](const std::vector<tb::Tensor>& in) { return one(tb::addmm(in[0], in[1], in[2], 2, 1.5)); };
   fa.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::addmm(in[0], in[1], in[2], 2, 1.5)); };
   cs.push_back(fa);
   OpCase err2;
   err2.check = Check::Error;
   err2.name = "addmm/float32/error_self_shape";
   err2.inputs = {{{4}, kF32}, {{3, 4}, kF32}, {{4, 5}, kF32}};
-  err2.engine = [](const std::vector<tb::Tensor>& in) { return one(ops::addmm(in[0], in[1], in[2])); };
+  err2.engine = [](const std::vector<tb::Tensor>& in) { return one(tb::addmm(in[0], in[1], in[2])); };
   err2.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::addmm(in[0], in[1], in[2])); };
   cs.push_back(err2);
 }
@@ -234,7 +235,7 @@ void add_linear(std::vector<OpCase>& cs) {
       c.inputs = {s.x, {s.w, dt}};
       if (s.bias) c.inputs.push_back({{s.w[0]}, dt});
       c.engine = [](const std::vector<tb::Tensor>& in) {
-        return one(ops::linear(in[0], in[1], in.size() > 2 ? in[2] : tb::Tensor()));
+        return one(tb::linear(in[0], in[1], in.size() > 2 ? in[2] : tb::Tensor()));
       };
       c.reference = [](const std::vector<ref::Tensor>& in) {
         return one(ref::linear(in[0], in[1], in.size() > 2 ? in[2] : ref::Tensor()));
@@ -245,7 +246,7 @@ void add_linear(std::vector<OpCase>& cs) {
       OpCase r = c;
       r.name = "linear_relu/" + dn(dt) + "/" + s.tag;
       r.engine = [](const std::vector<tb::Tensor>& in) {
-        return one(ops::linear_relu(in[0], in[1], in.size() > 2 ? in[2] : tb::Tensor()));
+        return one(tb::linear_relu(in[0], in[1], in.size() > 2 ? in[2] : tb::Tensor()));
       };
       r.reference = [](const std::vector<ref::Tensor>& in) {
         return one(ref::relu(ref::linear(in[0], in[1], in.size() > 2 ? in[2] : ref::Tensor())));
@@ -256,7 +257,7 @@ void add_linear(std::vector<OpCase>& cs) {
     OpCase big;
     big.name = "linear_relu/" + dn(dt) + "/mlp_hidden";
     big.inputs = {{{64, 1024}, dt}, {{256, 1024}, dt}, {{256}, dt}};
-    big.engine = [](const std::vector<tb::Tensor>& in) { return one(ops::linear_relu(in[0], in[1], in[2])); };
+    big.engine = [](const std::vector<tb::Tensor>& in) { return one(tb::linear_relu(in[0], in[1], in[2])); };
     big.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::relu(ref::linear(in[0], in[1], in[2]))); };
     big.tol = long_dot_tol(dt, 1024);
     if (dt == kF16) big.tol = Tolerance{1e-3, 4 * 1024 * 4.9e-4};  // float16 result rounding of a K = 1024 sum
@@ -265,21 +266,21 @@ void add_linear(std::vector<OpCase>& cs) {
   OpCase err_relu;
   err_relu.name = "linear_relu/float32/error_in_features";
   err_relu.inputs = {{{4, 3}, kF32}, {{5, 4}, kF32}};
-  err_relu.engine = [](const std::vector<tb::Tensor>& in) { return one(ops::linear_relu(in[0], in[1])); };
+  err_relu.engine = [](const std::vector<tb::Tensor>& in) { return one(tb::linear_relu(in[0], in[1])); };
   err_relu.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::relu(ref::linear(in[0], in[1]))); };
   err_relu.check = Check::Error;
   cs.push_back(err_relu);
   OpCase err;
   err.name = "linear/float32/error_in_features";
   err.inputs = {{{4, 3}, kF32}, {{5, 4}, kF32}};
-  err.engine = [](const std::vector<tb::Tensor>& in) { return one(ops::linear(in[0], in[1])); };
+  err.engine = [](const std::vector<tb::Tensor>& in) { return one(tb::linear(in[0], in[1])); };
   err.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::linear(in[0], in[1])); };
   err.check = Check::Error;
   cs.push_back(err);
 }
 
 void add_outer(std::vector<OpCase>& cs) {
-  auto e = [](auto& a, auto& b) { return ops::outer(a, b); };
+  auto e = [](auto& a, auto& b) { return tb::outer(a, b); };
   auto r = [](auto& a, auto& b) { return ref::outer(a, b); };
   for (DType dt : {kF32, kF64, kBF16, kF16, kI64, kI32, kBool}) {
     cs.push_back(binary("outer/" + dn(dt) + "/3x4", {{3}, dt}, {{4}, dt, L::Strided}, e, r));
@@ -316,7 +317,7 @@ void add_einsum(std::vector<OpCase>& cs) {
       c.name = "einsum/" + dn(dt) + "/" + q.tag;
       c.inputs = q.in;
       const std::string eq = q.eq;
-      c.engine = [eq](const std::vector<tb::Tensor>& in) { return one(ops::einsum(eq, in)); };
+      c.engine = [eq](const std::vector<tb::Tensor>& in) { return one(tb::einsum(eq, in)); };
       c.reference = [eq](const std::vector<ref::Tensor>& in) { return one(ref::einsum(eq, in)); };
       cs.push_back(c);
     }
@@ -333,7 +334,7 @@ void add_einsum(std::vector<OpCase>& cs) {
     c.name = std::string("einsum/float32/") + q.tag;
     c.inputs = q.in;
     const std::string eq = q.eq;
-    c.engine = [eq](const std::vector<tb::Tensor>& in) { return one(ops::einsum(eq, in)); };
+    c.engine = [eq](const std::vector<tb::Tensor>& in) { return one(tb::einsum(eq, in)); };
     c.reference = [eq](const std::vector<ref::Tensor>& in) { return one(ref::einsum(eq, in)); };
     c.check = Check::Error;
     cs.push_back(c);
@@ -341,7 +342,7 @@ void add_einsum(std::vector<OpCase>& cs) {
 }
 
 void add_bench(std::vector<OpCase>& cs) {
-  auto e = [](auto& a, auto& b) { return ops::matmul(a, b); };
+  auto e = [](auto& a, auto& b) { return tb::matmul(a, b); };
   auto r = [](auto& a, auto& b) { return ref::matmul(a, b); };
   for (int64_t n : {256, 512, 1024, 2048}) {
     OpCase c = binary("matmul/float32/" + std::to_string(n), {{n, n}, kF32}, {{n, n}, kF32}, e, r);
@@ -363,7 +364,7 @@ void add_bench(std::vector<OpCase>& cs) {
   cs.push_back(bf);
   for (DType d : {kF32, kBF16}) {
     OpCase bb = binary(std::string("bmm/") + core::name(d) + "/16x256x256x256", {{16, 256, 256}, d}, {{16, 256, 256}, d},
-                       [](auto& a, auto& b) { return ops::bmm(a, b); }, [](auto& a, auto& b) { return ref::bmm(a, b); });
+                       [](auto& a, auto& b) { return tb::bmm(a, b); }, [](auto& a, auto& b) { return ref::bmm(a, b); });
     bb.tol = long_dot_tol(d, 256);
     bb.bench = true;
     bb.flops = 2.0 * 16 * 256 * 256 * 256;

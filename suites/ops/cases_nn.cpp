@@ -2,6 +2,7 @@
 // embedding, dropout, one_hot, pad, and the conv2d benchmark row. Built by loops over dtypes and variants.
 #include <cmath>
 
+#include "engine/autograd/functions.h"
 #include "engine/ops/nn.h"
 #include "reference/nn.h"
 #include "suites/ops/op_case.h"
@@ -47,7 +48,7 @@ void add_conv(std::vector<OpCase>& cs) {
       if (v.bias) in.push_back({{v.w[0]}, dt});
       cs.push_back(make("conv2d/" + dn(dt) + "/" + v.tag, in,
                         [v](const std::vector<tb::Tensor>& t) {
-                          return one(ops::conv2d(t[0], t[1], t.size() > 2 ? t[2] : tb::Tensor(), v.stride, v.padding,
+                          return one(tb::conv2d(t[0], t[1], t.size() > 2 ? t[2] : tb::Tensor(), v.stride, v.padding,
                                                  v.dilation, v.groups));
                         },
                         [v](const std::vector<ref::Tensor>& t) {
@@ -66,7 +67,7 @@ void add_conv(std::vector<OpCase>& cs) {
   for (const Err& e : errs) {
     const int64_t g = e.groups;
     cs.push_back(make(std::string("conv2d/") + dn(e.dt) + "/" + e.tag, {{e.x, e.dt}, {e.w, e.dt}},
-                      [g](const std::vector<tb::Tensor>& t) { return one(ops::conv2d(t[0], t[1], {}, {1}, {0}, {1}, g)); },
+                      [g](const std::vector<tb::Tensor>& t) { return one(tb::conv2d(t[0], t[1], {}, {1}, {0}, {1}, g)); },
                       [g](const std::vector<ref::Tensor>& t) {
                         return one(ref::conv2d(t[0], t[1], ref::Tensor(), {1}, {0}, {1}, g));
                       },
@@ -76,7 +77,7 @@ void add_conv(std::vector<OpCase>& cs) {
   // and oneDNN accumulate in different orders (see the long-K note in cases_linalg.cpp).
   for (DType d : {kF32, kBF16}) {
     OpCase b = make(std::string("conv2d/") + core::name(d) + "/resnet", {{{8, 64, 56, 56}, d}, {{64, 64, 3, 3}, d}},
-                    [](const std::vector<tb::Tensor>& t) { return one(ops::conv2d(t[0], t[1], {}, {1}, {1})); },
+                    [](const std::vector<tb::Tensor>& t) { return one(tb::conv2d(t[0], t[1], {}, {1}, {1})); },
                     [](const std::vector<ref::Tensor>& t) {
                       return one(ref::conv2d(t[0], t[1], ref::Tensor(), {1}, {1}, {1}, 1));
                     });
@@ -103,11 +104,11 @@ void add_pool(std::vector<OpCase>& cs) {
   for (DType dt : kFloats) {
     for (const Var& v : vars) {
       cs.push_back(make("max_pool2d/" + dn(dt) + "/" + v.tag, {{v.x, dt, v.layout}},
-                        [v](const std::vector<tb::Tensor>& t) { return one(ops::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); },
+                        [v](const std::vector<tb::Tensor>& t) { return one(tb::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); },
                         [v](const std::vector<ref::Tensor>& t) { return one(ref::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); }));
       cs.push_back(make("max_pool2d_with_indices/" + dn(dt) + "/" + v.tag, {{v.x, dt, v.layout}},
                         [v](const std::vector<tb::Tensor>& t) {
-                          auto [o, i] = ops::max_pool2d_with_indices(t[0], v.k, v.s, v.p, v.d, v.ceil);
+                          auto [o, i] = tb::max_pool2d_with_indices(t[0], v.k, v.s, v.p, v.d, v.ceil);
                           return std::vector<tb::Tensor>{o, i};
                         },
                         [v](const std::vector<ref::Tensor>& t) {
@@ -119,7 +120,7 @@ void add_pool(std::vector<OpCase>& cs) {
         if (!cip && v.p[0] == 0) continue;
         cs.push_back(make("avg_pool2d/" + dn(dt) + "/" + v.tag + (cip ? "" : "_exclude_pad"), {{v.x, dt, v.layout}},
                           [v, cip](const std::vector<tb::Tensor>& t) {
-                            return one(ops::avg_pool2d(t[0], v.k, v.s, v.p, v.ceil, cip));
+                            return one(tb::avg_pool2d(t[0], v.k, v.s, v.p, v.ceil, cip));
                           },
                           [v, cip](const std::vector<ref::Tensor>& t) {
                             return one(ref::avg_pool2d(t[0], v.k, v.s, v.p, v.ceil, cip, std::nullopt));
@@ -127,11 +128,11 @@ void add_pool(std::vector<OpCase>& cs) {
       }
     }
     cs.push_back(make("avg_pool2d/" + dn(dt) + "/divisor_override", {{{1, 2, 6, 6}, dt}},
-                      [](const std::vector<tb::Tensor>& t) { return one(ops::avg_pool2d(t[0], {3}, {2}, {1}, false, true, 4)); },
+                      [](const std::vector<tb::Tensor>& t) { return one(tb::avg_pool2d(t[0], {3}, {2}, {1}, false, true, 4)); },
                       [](const std::vector<ref::Tensor>& t) { return one(ref::avg_pool2d(t[0], {3}, {2}, {1}, false, true, 4)); }));
   }
   cs.push_back(make("avg_pool2d/int64/k2", {{{1, 2, 6, 6}, kI64}},
-                    [](const std::vector<tb::Tensor>& t) { return one(ops::avg_pool2d(t[0], {2}, {}, {0})); },
+                    [](const std::vector<tb::Tensor>& t) { return one(tb::avg_pool2d(t[0], {2}, {}, {0})); },
                     [](const std::vector<ref::Tensor>& t) {
                       return one(ref::avg_pool2d(t[0], {2}, {}, {0}, false, true, std::nullopt));
                     }));
@@ -139,7 +140,7 @@ void add_pool(std::vector<OpCase>& cs) {
   for (DType dt : {kF32, kBF16}) {
     cs.push_back(make("max_pool2d_with_indices/" + dn(dt) + "/ties", {{{2, 2, 6, 6}, dt, L::Contiguous, V::Index, 3}},
                       [](const std::vector<tb::Tensor>& t) {
-                        auto [o, i] = ops::max_pool2d_with_indices(t[0], {3}, {1}, {1});
+                        auto [o, i] = tb::max_pool2d_with_indices(t[0], {3}, {1}, {1});
                         return std::vector<tb::Tensor>{o, i};
                       },
                       [](const std::vector<ref::Tensor>& t) {
@@ -149,7 +150,7 @@ void add_pool(std::vector<OpCase>& cs) {
   }
   auto mp_err = [&](const char* tag, Input in, Shape k, Shape s, Shape p) {
     cs.push_back(make(std::string("max_pool2d/") + dn(in.dtype) + "/" + tag, {in},
-                      [=](const std::vector<tb::Tensor>& t) { return one(ops::max_pool2d(t[0], k, s, p, {1}, false)); },
+                      [=](const std::vector<tb::Tensor>& t) { return one(tb::max_pool2d(t[0], k, s, p, {1}, false)); },
                       [=](const std::vector<ref::Tensor>& t) { return one(ref::max_pool2d(t[0], k, s, p, {1}, false)); },
                       Check::Error));
   };
@@ -160,7 +161,7 @@ void add_pool(std::vector<OpCase>& cs) {
 }
 
 void add_embedding(std::vector<OpCase>& cs) {
-  auto e = [](const std::vector<tb::Tensor>& t) { return one(ops::embedding(t[0], t[1])); };
+  auto e = [](const std::vector<tb::Tensor>& t) { return one(tb::embedding(t[0], t[1])); };
   auto r = [](const std::vector<ref::Tensor>& t) { return one(ref::embedding(t[0], t[1])); };
   for (DType dt : {kF32, kF64, kBF16, kF16, kI64}) {
     cs.push_back(make("embedding/" + dn(dt) + "/2x3", {{{10, 4}, dt}, {{2, 3}, kI64, L::Contiguous, V::Index, 10}}, e, r));
@@ -169,7 +170,7 @@ void add_embedding(std::vector<OpCase>& cs) {
     cs.push_back(make("embedding/" + dn(dt) + "/empty_index", {{{10, 4}, dt}, {{0, 2}, kI64, L::Contiguous, V::Index, 10}}, e, r));
   }
   OpCase pi = make("embedding/float32/padding_idx", {{{10, 4}, kF32}, {{3, 4}, kI64, L::Contiguous, V::Index, 10}},
-                   [](const std::vector<tb::Tensor>& t) { return one(ops::embedding(t[0], t[1], 2)); },
+                   [](const std::vector<tb::Tensor>& t) { return one(tb::embedding(t[0], t[1], 2)); },
                    [](const std::vector<ref::Tensor>& t) { return one(ref::embedding(t[0], t[1], 2)); });
   cs.push_back(pi);
   cs.push_back(make("embedding/float32/error_out_of_range", {{{10, 4}, kF32}, {{12}, kI64, L::Contiguous, V::Index, 1000}},
@@ -204,7 +205,7 @@ void add_dropout(std::vector<OpCase>& cs) {
       OpCase c = make("dropout/" + dn(dt) + "/p" + std::to_string(int(p * 10)), {{shape, dt}},
                       [p](const std::vector<tb::Tensor>& t) {
                         core::Generator gen(1234);
-                        return dropout_summary(t[0], ops::dropout(t[0], p, true, &gen), p);
+                        return dropout_summary(t[0], tb::dropout(t[0], p, true, &gen), p);
                       },
                       [p](const std::vector<ref::Tensor>& t) {
                         std::vector<ref::Tensor> r;
@@ -218,14 +219,14 @@ void add_dropout(std::vector<OpCase>& cs) {
   }
   for (double p : {0.0, 1.0}) {
     cs.push_back(make("dropout/float32/p" + std::to_string(int(p)) + "_exact", {{{5, 7}, kF32, L::Strided}},
-                      [p](const std::vector<tb::Tensor>& t) { return one(ops::dropout(t[0], p, true)); },
+                      [p](const std::vector<tb::Tensor>& t) { return one(tb::dropout(t[0], p, true)); },
                       [p](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], p, true, 1)); }));
   }
   cs.push_back(make("dropout/float32/eval", {{{5, 7}, kF32, L::Transposed}},
-                    [](const std::vector<tb::Tensor>& t) { return one(ops::dropout(t[0], 0.5, false)); },
+                    [](const std::vector<tb::Tensor>& t) { return one(tb::dropout(t[0], 0.5, false)); },
                     [](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], 0.5, false, 1)); }));
   cs.push_back(make("dropout/float32/error_p", {{{5}, kF32}},
-                    [](const std::vector<tb::Tensor>& t) { return one(ops::dropout(t[0], 1.5, true)); },
+                    [](const std::vector<tb::Tensor>& t) { return one(tb::dropout(t[0], 1.5, true)); },
                     [](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], 1.5, true, 1)); },
                     Check::Error));
 }
@@ -233,7 +234,7 @@ void add_dropout(std::vector<OpCase>& cs) {
 void add_one_hot(std::vector<OpCase>& cs) {
   auto row = [&](std::string tag, Input in, int64_t n, Check check = Check::Values) {
     cs.push_back(make("one_hot/" + dn(in.dtype) + "/" + tag, {in},
-                      [n](const std::vector<tb::Tensor>& t) { return one(ops::one_hot(t[0], n)); },
+                      [n](const std::vector<tb::Tensor>& t) { return one(tb::one_hot(t[0], n)); },
                       [n](const std::vector<ref::Tensor>& t) { return one(ref::one_hot(t[0], n)); }, check));
   };
   row("infer", {{2, 3}, kI64, L::Contiguous, V::Index, 5}, -1);
@@ -258,7 +259,7 @@ void add_pad(std::vector<OpCase>& cs) {
     };
     for (const Var& v : vars) {
       cs.push_back(make("pad/" + dn(dt) + "/" + v.tag, {v.x},
-                        [v](const std::vector<tb::Tensor>& t) { return one(ops::pad(t[0], v.pad, v.mode, v.value)); },
+                        [v](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], v.pad, v.mode, v.value)); },
                         [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }));
     }
   }
@@ -276,7 +277,7 @@ void add_pad(std::vector<OpCase>& cs) {
     };
     for (const Var& v : vars) {
       cs.push_back(make("pad/" + dn(dt) + "/" + v.tag, {v.x},
-                        [v](const std::vector<tb::Tensor>& t) { return one(ops::pad(t[0], v.pad, v.mode, v.value)); },
+                        [v](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], v.pad, v.mode, v.value)); },
                         [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }));
     }
   }
@@ -286,7 +287,7 @@ void add_pad(std::vector<OpCase>& cs) {
     std::string tag = "crop_only_transposed";
     for (int64_t p : pads) tag += "_" + std::to_string(-p);
     cs.push_back(make("pad/float32/" + tag, {{{3, 4, 5}, kF32, L::Transposed}},
-                      [pads](const std::vector<tb::Tensor>& t) { return one(ops::pad(t[0], pads, "constant", 0)); },
+                      [pads](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], pads, "constant", 0)); },
                       [pads](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], pads, "constant", 0)); },
                       Check::View));
   }
@@ -305,7 +306,7 @@ void add_pad(std::vector<OpCase>& cs) {
   };
   for (const Var& v : errs) {
     cs.push_back(make(std::string("pad/float32/") + v.tag, {v.x},
-                      [v](const std::vector<tb::Tensor>& t) { return one(ops::pad(t[0], v.pad, v.mode, v.value)); },
+                      [v](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], v.pad, v.mode, v.value)); },
                       [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); },
                       Check::Error));
   }

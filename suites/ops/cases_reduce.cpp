@@ -2,6 +2,7 @@
 // set of shapes/dims/layouts (outer, inner and non-adjacent reduced dims, zero-size, 0-dim,
 // transposed, strided, expanded) for each dtype PyTorch supports, Check::Error rows where
 // LibTorch raises, and the bench rows (16M-element full reductions).
+#include "engine/autograd/functions.h"
 #include "engine/ops/reduce.h"
 #include "reference/reduce.h"
 #include "suites/ops/op_case.h"
@@ -115,11 +116,11 @@ std::vector<OpCase> reduce_cases() {
   numeric.push_back(DT::Int32);
 
   // ---- sum, mean, prod ----
-  add_dims_op(cs, "sum", all_dts, [](const tb::Tensor& x, const DimList& d, bool k) { return ops::sum(x, d, k); },
+  add_dims_op(cs, "sum", all_dts, [](const tb::Tensor& x, const DimList& d, bool k) { return tb::sum(x, d, k); },
               [](const ref::Tensor& x, const DimList& d, bool k) { return ref::sum(x, d, k); });
-  add_dims_op(cs, "mean", kFloats, [](const tb::Tensor& x, const DimList& d, bool k) { return ops::mean(x, d, k); },
+  add_dims_op(cs, "mean", kFloats, [](const tb::Tensor& x, const DimList& d, bool k) { return tb::mean(x, d, k); },
               [](const ref::Tensor& x, const DimList& d, bool k) { return ref::mean(x, d, k); });
-  add_dim_op(cs, "prod", all_dts, [](const tb::Tensor& x, int64_t d, bool k) { return one(ops::prod(x, d, k)); },
+  add_dim_op(cs, "prod", all_dts, [](const tb::Tensor& x, int64_t d, bool k) { return one(tb::prod(x, d, k)); },
              [](const ref::Tensor& x, int64_t d, bool k) { return one(ref::prod(x, d, k)); });
   // LibTorch multiplies float16 along an outer (non-innermost) dim in float16, rounding every
   // partial product (checked in Python: prod over dim 0 of a (9, 2) half tensor differs from the
@@ -128,65 +129,65 @@ std::vector<OpCase> reduce_cases() {
   for (OpCase& c : cs)
     if (c.name.starts_with("prod/float16/")) c.tol = Tolerance{5e-3, 1e-5};
   for (DT d : all_dts) {
-    cs.push_back({nm("prod", d, "all"), {Input{{3, 4}, d}}, [](const EV& x) { return one(ops::prod(x[0])); },
+    cs.push_back({nm("prod", d, "all"), {Input{{3, 4}, d}}, [](const EV& x) { return one(tb::prod(x[0])); },
                   [](const RV& x) { return one(ref::prod(x[0])); }});
     cs.push_back({nm("sum", d, "full_noargs"), {Input{{4, 9}, d, Layout::Transposed}},
-                  [](const EV& x) { return one(ops::sum(x[0])); }, [](const RV& x) { return one(ref::sum(x[0])); }});
+                  [](const EV& x) { return one(tb::sum(x[0])); }, [](const RV& x) { return one(ref::sum(x[0])); }});
   }
   // dtype= arguments: the input is cast first.
   cs.push_back({"sum/bool/dtype_float32", {Input{{5, 6}, DT::Bool}},
-                [](const EV& x) { return one(ops::sum(x[0], {1}, false, DT::Float32)); },
+                [](const EV& x) { return one(tb::sum(x[0], {1}, false, DT::Float32)); },
                 [](const RV& x) { return one(ref::sum(x[0], {1}, false, DT::Float32)); }});
   cs.push_back({"sum/float32/dtype_float64", {Input{{5, 6}}},
-                [](const EV& x) { return one(ops::sum(x[0], DT::Float64)); },
+                [](const EV& x) { return one(tb::sum(x[0], DT::Float64)); },
                 [](const RV& x) { return one(ref::sum(x[0], DT::Float64)); }});
   cs.push_back({"mean/int64/dtype_float32", {Input{{5, 6}, DT::Int64}},
-                [](const EV& x) { return one(ops::mean(x[0], {0}, true, DT::Float32)); },
+                [](const EV& x) { return one(tb::mean(x[0], {0}, true, DT::Float32)); },
                 [](const RV& x) { return one(ref::mean(x[0], {0}, true, DT::Float32)); }});
   cs.push_back({"prod/int32/dtype_float64", {Input{{5, 6}, DT::Int32}},
-                [](const EV& x) { return one(ops::prod(x[0], 1, false, DT::Float64)); },
+                [](const EV& x) { return one(tb::prod(x[0], 1, false, DT::Float64)); },
                 [](const RV& x) { return one(ref::prod(x[0], 1, false, DT::Float64)); }});
   // out= variants: out starts as a zero tensor of the result's shape.
   for (DT d : {DT::Float32, DT::Int64}) {
     cs.push_back({nm("sum_out", d, "dim1"), {Input{{4, 7}, d}, Input{{4}, d, Layout::Contiguous, Values::Zeros}},
-                  [](const EV& x) { tb::Tensor o = x[1]; return one(ops::sum_out(o, x[0], {1})); },
+                  [](const EV& x) { tb::Tensor o = x[1]; return one(tb::sum_out(o, x[0], {1})); },
                   [](const RV& x) { ref::Tensor o = x[1]; return one(ref::sum_out(o, x[0], {1})); }});
   }
   cs.push_back({"mean_out/float32/dim0", {Input{{4, 7}}, Input{{1, 7}, DT::Float32, Layout::Contiguous, Values::Zeros}},
-                [](const EV& x) { tb::Tensor o = x[1]; return one(ops::mean_out(o, x[0], {0}, true)); },
+                [](const EV& x) { tb::Tensor o = x[1]; return one(tb::mean_out(o, x[0], {0}, true)); },
                 [](const RV& x) { ref::Tensor o = x[1]; return one(ref::mean_out(o, x[0], {0}, true)); }});
 
   // ---- max, min, amax, amin, argmax, argmin ----
   for (DT d : all_dts) {
     for (const Variant& v : dims_variants()) {
       if (v.shape.size() > 0 && v.name.rfind("zero", 0) == 0) continue;  // error rows below
-      cs.push_back({nm("max", d, v.name), {in(v, d)}, [](const EV& x) { return one(ops::max(x[0])); },
+      cs.push_back({nm("max", d, v.name), {in(v, d)}, [](const EV& x) { return one(tb::max(x[0])); },
                     [](const RV& x) { return one(ref::max(x[0])); }});
-      cs.push_back({nm("min", d, v.name), {in(v, d)}, [](const EV& x) { return one(ops::min(x[0])); },
+      cs.push_back({nm("min", d, v.name), {in(v, d)}, [](const EV& x) { return one(tb::min(x[0])); },
                     [](const RV& x) { return one(ref::min(x[0])); }});
       const DimList dims = v.dims;
       const bool k = v.keepdim;
-      cs.push_back({nm("amax", d, v.name), {in(v, d)}, [=](const EV& x) { return one(ops::amax(x[0], dims, k)); },
+      cs.push_back({nm("amax", d, v.name), {in(v, d)}, [=](const EV& x) { return one(tb::amax(x[0], dims, k)); },
                     [=](const RV& x) { return one(ref::amax(x[0], dims, k)); }});
-      cs.push_back({nm("amin", d, v.name), {in(v, d)}, [=](const EV& x) { return one(ops::amin(x[0], dims, k)); },
+      cs.push_back({nm("amin", d, v.name), {in(v, d)}, [=](const EV& x) { return one(tb::amin(x[0], dims, k)); },
                     [=](const RV& x) { return one(ref::amin(x[0], dims, k)); }});
     }
   }
   add_dim_op(cs, "max_dim", all_dts,
-             [](const tb::Tensor& x, int64_t d, bool k) { auto [v, i] = ops::max(x, d, k); return EV{v, i}; },
+             [](const tb::Tensor& x, int64_t d, bool k) { auto [v, i] = tb::max(x, d, k); return EV{v, i}; },
              [](const ref::Tensor& x, int64_t d, bool k) { auto [v, i] = ref::max(x, d, k); return RV{v, i}; });
   add_dim_op(cs, "min_dim", all_dts,
-             [](const tb::Tensor& x, int64_t d, bool k) { auto [v, i] = ops::min(x, d, k); return EV{v, i}; },
+             [](const tb::Tensor& x, int64_t d, bool k) { auto [v, i] = tb::min(x, d, k); return EV{v, i}; },
              [](const ref::Tensor& x, int64_t d, bool k) { auto [v, i] = ref::min(x, d, k); return RV{v, i}; });
-  add_dim_op(cs, "argmax", numeric, [](const tb::Tensor& x, int64_t d, bool k) { return one(ops::argmax(x, d, k)); },
+  add_dim_op(cs, "argmax", numeric, [](const tb::Tensor& x, int64_t d, bool k) { return one(tb::argmax(x, d, k)); },
              [](const ref::Tensor& x, int64_t d, bool k) { return one(ref::argmax(x, d, k)); });
-  add_dim_op(cs, "argmin", numeric, [](const tb::Tensor& x, int64_t d, bool k) { return one(ops::argmin(x, d, k)); },
+  add_dim_op(cs, "argmin", numeric, [](const tb::Tensor& x, int64_t d, bool k) { return one(tb::argmin(x, d, k)); },
              [](const ref::Tensor& x, int64_t d, bool k) { return one(ref::argmin(x, d, k)); });
   for (DT d : numeric) {
     cs.push_back({nm("argmax", d, "flat"), {Input{{6, 5}, d, Layout::Transposed}},
-                  [](const EV& x) { return one(ops::argmax(x[0])); }, [](const RV& x) { return one(ref::argmax(x[0])); }});
+                  [](const EV& x) { return one(tb::argmax(x[0])); }, [](const RV& x) { return one(ref::argmax(x[0])); }});
     cs.push_back({nm("argmin", d, "flat_keepdim"), {Input{{6, 5}, d}},
-                  [](const EV& x) { return one(ops::argmin(x[0], std::nullopt, true)); },
+                  [](const EV& x) { return one(tb::argmin(x[0], std::nullopt, true)); },
                   [](const RV& x) { return one(ref::argmin(x[0], std::nullopt, true)); }});
   }
 
@@ -194,16 +195,16 @@ std::vector<OpCase> reduce_cases() {
   for (double corr : {1.0, 0.0, 2.0}) {
     const std::string suffix = corr == 1 ? "" : "_corr" + std::to_string(int(corr));
     add_dims_op(cs, "var" + suffix, kFloats,
-                [corr](const tb::Tensor& x, const DimList& d, bool k) { return ops::var(x, d, corr, k); },
+                [corr](const tb::Tensor& x, const DimList& d, bool k) { return tb::var(x, d, corr, k); },
                 [corr](const ref::Tensor& x, const DimList& d, bool k) { return ref::var(x, d, corr, k); });
     if (corr != 2)
       add_dims_op(cs, "std" + suffix, kFloats,
-                  [corr](const tb::Tensor& x, const DimList& d, bool k) { return ops::std(x, d, corr, k); },
+                  [corr](const tb::Tensor& x, const DimList& d, bool k) { return tb::std(x, d, corr, k); },
                   [corr](const ref::Tensor& x, const DimList& d, bool k) { return ref::std(x, d, corr, k); });
   }
   for (double p : {2.0, 1.0, 3.0, 0.0}) {
     const std::string name = p == 2 ? "norm" : "norm_p" + std::to_string(int(p));
-    add_dims_op(cs, name, kFloats, [p](const tb::Tensor& x, const DimList& d, bool k) { return ops::norm(x, p, d, k); },
+    add_dims_op(cs, name, kFloats, [p](const tb::Tensor& x, const DimList& d, bool k) { return tb::norm(x, p, d, k); },
                 [p](const ref::Tensor& x, const DimList& d, bool k) { return ref::norm(x, p, d, k); });
     // LibTorch's p-norm accumulates |x|^p in float without cascading: on 3000 elements its
     // measured error vs float64 is ~2e-4 absolute (~1e-7 to 2e-6 relative), the engine's 3e-5.
@@ -215,7 +216,7 @@ std::vector<OpCase> reduce_cases() {
       for (const Variant& v : dims_variants()) {
         if (v.name.rfind("zero", 0) == 0) continue;
         cs.push_back({nm(p > 0 ? "norm_inf" : "norm_neginf", d, v.name), {in(v, d)},
-                      [p, v](const EV& x) { return one(ops::norm(x[0], p, v.dims, v.keepdim)); },
+                      [p, v](const EV& x) { return one(tb::norm(x[0], p, v.dims, v.keepdim)); },
                       [p, v](const RV& x) { return one(ref::norm(x[0], p, v.dims, v.keepdim)); }});
       }
   std::vector<DT> lse_dts(std::begin(kFloats), std::end(kFloats));
@@ -224,7 +225,7 @@ std::vector<OpCase> reduce_cases() {
     for (const Variant& v : dims_variants()) {
       if (v.dims.empty()) continue;  // LibTorch's logsumexp rejects an empty dim list
       cs.push_back({nm("logsumexp", d, v.name), {in(v, d)},
-                    [v](const EV& x) { return one(ops::logsumexp(x[0], v.dims, v.keepdim)); },
+                    [v](const EV& x) { return one(tb::logsumexp(x[0], v.dims, v.keepdim)); },
                     [v](const RV& x) { return one(ref::logsumexp(x[0], v.dims, v.keepdim)); }});
     }
 
@@ -233,72 +234,72 @@ std::vector<OpCase> reduce_cases() {
     for (Values vals : {Values::Bool, Values::Normal}) {
       const std::string tag = vals == Values::Bool ? "" : "_values";
       cs.push_back({nm("all", d, "full" + tag), {Input{{3, 5}, d, Layout::Transposed, vals}},
-                    [](const EV& x) { return one(ops::all(x[0])); }, [](const RV& x) { return one(ref::all(x[0])); }});
+                    [](const EV& x) { return one(tb::all(x[0])); }, [](const RV& x) { return one(ref::all(x[0])); }});
       cs.push_back({nm("any", d, "full" + tag), {Input{{3, 5}, d, Layout::Contiguous, vals}},
-                    [](const EV& x) { return one(ops::any(x[0])); }, [](const RV& x) { return one(ref::any(x[0])); }});
+                    [](const EV& x) { return one(tb::any(x[0])); }, [](const RV& x) { return one(ref::any(x[0])); }});
     }
-    cs.push_back({nm("all", d, "empty"), {Input{{0, 3}, d}}, [](const EV& x) { return one(ops::all(x[0])); },
+    cs.push_back({nm("all", d, "empty"), {Input{{0, 3}, d}}, [](const EV& x) { return one(tb::all(x[0])); },
                   [](const RV& x) { return one(ref::all(x[0])); }});
-    cs.push_back({nm("any", d, "empty"), {Input{{0, 3}, d}}, [](const EV& x) { return one(ops::any(x[0])); },
+    cs.push_back({nm("any", d, "empty"), {Input{{0, 3}, d}}, [](const EV& x) { return one(tb::any(x[0])); },
                   [](const RV& x) { return one(ref::any(x[0])); }});
   }
-  add_dim_op(cs, "all_dim", all_dts, [](const tb::Tensor& x, int64_t d, bool k) { return one(ops::all(x, d, k)); },
+  add_dim_op(cs, "all_dim", all_dts, [](const tb::Tensor& x, int64_t d, bool k) { return one(tb::all(x, d, k)); },
              [](const ref::Tensor& x, int64_t d, bool k) { return one(ref::all(x, d, k)); }, Values::Bool);
-  add_dim_op(cs, "any_dim", all_dts, [](const tb::Tensor& x, int64_t d, bool k) { return one(ops::any(x, d, k)); },
+  add_dim_op(cs, "any_dim", all_dts, [](const tb::Tensor& x, int64_t d, bool k) { return one(tb::any(x, d, k)); },
              [](const ref::Tensor& x, int64_t d, bool k) { return one(ref::any(x, d, k)); }, Values::Bool);
 
   // ---- cumsum ----
-  add_dim_op(cs, "cumsum", all_dts, [](const tb::Tensor& x, int64_t d, bool) { return one(ops::cumsum(x, d)); },
+  add_dim_op(cs, "cumsum", all_dts, [](const tb::Tensor& x, int64_t d, bool) { return one(tb::cumsum(x, d)); },
              [](const ref::Tensor& x, int64_t d, bool) { return one(ref::cumsum(x, d)); });
   cs.push_back({"cumsum/int32/dtype_int32", {Input{{4, 6}, DT::Int32}},
-                [](const EV& x) { return one(ops::cumsum(x[0], 1, DT::Int32)); },
+                [](const EV& x) { return one(tb::cumsum(x[0], 1, DT::Int32)); },
                 [](const RV& x) { return one(ref::cumsum(x[0], 1, DT::Int32)); }});
-  cs.push_back({"cumsum/float32/long", {Input{{20000}}}, [](const EV& x) { return one(ops::cumsum(x[0], 0)); },
+  cs.push_back({"cumsum/float32/long", {Input{{20000}}}, [](const EV& x) { return one(tb::cumsum(x[0], 0)); },
                 [](const RV& x) { return one(ref::cumsum(x[0], 0)); }});
   for (DT d : {DT::Float32, DT::Int64}) {
     cs.push_back({nm("cumsum_", d, "inplace"), {Input{{4, 6}, d}},
-                  [](const EV& x) { tb::Tensor t = x[0]; return one(ops::cumsum_(t, 0)); },
+                  [](const EV& x) { tb::Tensor t = x[0]; return one(tb::cumsum_(t, 0)); },
                   [](const RV& x) { ref::Tensor t = x[0]; return one(ref::cumsum_(t, 0)); }});
   }
 
   // ---- errors (both sides must raise) ----
   for (DT d : kInts) {
-    cs.push_back(error_case(nm("mean", d, "error_dtype"), Input{{3, 4}, d}, [](const EV& x) { return one(ops::mean(x[0])); },
+    cs.push_back(error_case(nm("mean", d, "error_dtype"), Input{{3, 4}, d}, [](const EV& x) { return one(tb::mean(x[0])); },
                             [](const RV& x) { return one(ref::mean(x[0])); }));
-    cs.push_back(error_case(nm("var", d, "error_dtype"), Input{{3, 4}, d}, [](const EV& x) { return one(ops::var(x[0], {1})); },
+    cs.push_back(error_case(nm("var", d, "error_dtype"), Input{{3, 4}, d}, [](const EV& x) { return one(tb::var(x[0], {1})); },
                             [](const RV& x) { return one(ref::var(x[0], {1})); }));
-    cs.push_back(error_case(nm("std", d, "error_dtype"), Input{{3, 4}, d}, [](const EV& x) { return one(ops::std(x[0])); },
+    cs.push_back(error_case(nm("std", d, "error_dtype"), Input{{3, 4}, d}, [](const EV& x) { return one(tb::std(x[0])); },
                             [](const RV& x) { return one(ref::std(x[0])); }));
-    cs.push_back(error_case(nm("norm", d, "error_dtype"), Input{{3, 4}, d}, [](const EV& x) { return one(ops::norm(x[0], 2)); },
+    cs.push_back(error_case(nm("norm", d, "error_dtype"), Input{{3, 4}, d}, [](const EV& x) { return one(tb::norm(x[0], 2)); },
                             [](const RV& x) { return one(ref::norm(x[0], 2)); }));
   }
-  cs.push_back(error_case("argmax/bool/error_dtype", Input{{3, 4}, DT::Bool}, [](const EV& x) { return one(ops::argmax(x[0], 1)); },
+  cs.push_back(error_case("argmax/bool/error_dtype", Input{{3, 4}, DT::Bool}, [](const EV& x) { return one(tb::argmax(x[0], 1)); },
                           [](const RV& x) { return one(ref::argmax(x[0], 1)); }));
-  cs.push_back(error_case("max/float32/error_empty", Input{{0, 3}}, [](const EV& x) { return one(ops::max(x[0])); },
+  cs.push_back(error_case("max/float32/error_empty", Input{{0, 3}}, [](const EV& x) { return one(tb::max(x[0])); },
                           [](const RV& x) { return one(ref::max(x[0])); }));
   cs.push_back(error_case("max_dim/float32/error_empty_dim", Input{{0, 3}},
-                          [](const EV& x) { return one(std::get<0>(ops::max(x[0], 0))); },
+                          [](const EV& x) { return one(std::get<0>(tb::max(x[0], 0))); },
                           [](const RV& x) { return one(std::get<0>(ref::max(x[0], 0))); }));
   cs.push_back(error_case("amin/float32/error_empty_dim", Input{{3, 0}},
-                          [](const EV& x) { return one(ops::amin(x[0], {1})); }, [](const RV& x) { return one(ref::amin(x[0], {1})); }));
-  cs.push_back(error_case("argmax/float32/error_empty", Input{{0, 3}}, [](const EV& x) { return one(ops::argmax(x[0])); },
+                          [](const EV& x) { return one(tb::amin(x[0], {1})); }, [](const RV& x) { return one(ref::amin(x[0], {1})); }));
+  cs.push_back(error_case("argmax/float32/error_empty", Input{{0, 3}}, [](const EV& x) { return one(tb::argmax(x[0])); },
                           [](const RV& x) { return one(ref::argmax(x[0])); }));
   cs.push_back(error_case("norm_inf/float32/error_empty", Input{{0, 3}},
-                          [](const EV& x) { return one(ops::norm(x[0], INFINITY)); },
+                          [](const EV& x) { return one(tb::norm(x[0], INFINITY)); },
                           [](const RV& x) { return one(ref::norm(x[0], INFINITY)); }));
-  cs.push_back(error_case("sum/float32/error_dup_dims", Input{{3, 4}}, [](const EV& x) { return one(ops::sum(x[0], {1, -1})); },
+  cs.push_back(error_case("sum/float32/error_dup_dims", Input{{3, 4}}, [](const EV& x) { return one(tb::sum(x[0], {1, -1})); },
                           [](const RV& x) { return one(ref::sum(x[0], {1, -1})); }));
-  cs.push_back(error_case("sum/float32/error_dim_range", Input{{3, 4}}, [](const EV& x) { return one(ops::sum(x[0], {2})); },
+  cs.push_back(error_case("sum/float32/error_dim_range", Input{{3, 4}}, [](const EV& x) { return one(tb::sum(x[0], {2})); },
                           [](const RV& x) { return one(ref::sum(x[0], {2})); }));
   cs.push_back(error_case("max_dim/float32/error_dim_range", Input{{3, 4}},
-                          [](const EV& x) { return one(std::get<1>(ops::max(x[0], -3))); },
+                          [](const EV& x) { return one(std::get<1>(tb::max(x[0], -3))); },
                           [](const RV& x) { return one(std::get<1>(ref::max(x[0], -3))); }));
-  cs.push_back(error_case("cumsum/float32/error_dim_range", Input{{3, 4}}, [](const EV& x) { return one(ops::cumsum(x[0], 2)); },
+  cs.push_back(error_case("cumsum/float32/error_dim_range", Input{{3, 4}}, [](const EV& x) { return one(tb::cumsum(x[0], 2)); },
                           [](const RV& x) { return one(ref::cumsum(x[0], 2)); }));
   // ---- bench rows: 16M-element full reductions (their correctness rows check the cascade) ----
   constexpr int64_t k16M = 16777216;
   for (DT d : {DT::Float32, DT::BFloat16}) {
-    cs.push_back(bench_case(nm("sum", d, "16M"), d, k16M, [](const EV& x) { return one(ops::sum(x[0])); },
+    cs.push_back(bench_case(nm("sum", d, "16M"), d, k16M, [](const EV& x) { return one(tb::sum(x[0])); },
                             [](const RV& x) { return one(ref::sum(x[0])); }));
     // 16M standard normals: partial sums reach ~4096, where a float32 ulp is 4.9e-4, and the two
     // summation orders (our pairwise tree, LibTorch's cascade) land a few such ulps apart. Measured
@@ -307,13 +308,13 @@ std::vector<OpCase> reduce_cases() {
     if (d == DT::Float32) cs.back().tol = Tolerance{1.3e-6, 1e-2};
   }
   for (DT d : {DT::Float32, DT::BFloat16}) {
-    cs.push_back(bench_case(nm("mean", d, "16M"), d, k16M, [](const EV& x) { return one(ops::mean(x[0])); },
+    cs.push_back(bench_case(nm("mean", d, "16M"), d, k16M, [](const EV& x) { return one(tb::mean(x[0])); },
                             [](const RV& x) { return one(ref::mean(x[0])); }));
-    cs.push_back(bench_case(nm("max", d, "16M"), d, k16M, [](const EV& x) { return one(ops::max(x[0])); },
+    cs.push_back(bench_case(nm("max", d, "16M"), d, k16M, [](const EV& x) { return one(tb::max(x[0])); },
                             [](const RV& x) { return one(ref::max(x[0])); }));
   }
   {
-    OpCase c{"sum/float32/dim0_4096x4096", {Input{{4096, 4096}}}, [](const EV& x) { return one(ops::sum(x[0], {0})); },
+    OpCase c{"sum/float32/dim0_4096x4096", {Input{{4096, 4096}}}, [](const EV& x) { return one(tb::sum(x[0], {0})); },
              [](const RV& x) { return one(ref::sum(x[0], {0})); }};
     // Column sums of 4096 float32 values (|partial sums| ~ 64): measured max error vs float64
     // 2.5e-5 for the engine and 3.5e-5 for LibTorch, so they may differ by ~6e-5 > the default.
@@ -333,10 +334,10 @@ std::vector<OpCase> reduce_cases() {
   };
   using Reduction = std::pair<std::function<tb::Tensor(const tb::Tensor&)>, std::function<ref::Tensor(const ref::Tensor&)>>;
   const std::vector<std::pair<std::string, Reduction>> nan_ops = {
-      {"sum", {[](auto& x) { return ops::sum(x, {1}); }, [](auto& x) { return ref::sum(x, {1}); }}},
-      {"amax", {[](auto& x) { return ops::amax(x, {1}); }, [](auto& x) { return ref::amax(x, {1}); }}},
-      {"amin", {[](auto& x) { return ops::amin(x, {1}); }, [](auto& x) { return ref::amin(x, {1}); }}},
-      {"norm_inf", {[](auto& x) { return ops::norm(x, INFINITY, {1}); }, [](auto& x) { return ref::norm(x, INFINITY, {1}); }}},
+      {"sum", {[](auto& x) { return tb::sum(x, {1}); }, [](auto& x) { return ref::sum(x, {1}); }}},
+      {"amax", {[](auto& x) { return tb::amax(x, {1}); }, [](auto& x) { return ref::amax(x, {1}); }}},
+      {"amin", {[](auto& x) { return tb::amin(x, {1}); }, [](auto& x) { return ref::amin(x, {1}); }}},
+      {"norm_inf", {[](auto& x) { return tb::norm(x, INFINITY, {1}); }, [](auto& x) { return ref::norm(x, INFINITY, {1}); }}},
   };
   for (const auto& [name, fns] : nan_ops) {
     cs.push_back({name + "/float32/nan_rows", {{{4, 5000}, DT::Float32}},

@@ -201,7 +201,7 @@ void run_trajectory(const OptCase& c, harness::Record& rec) {
       tb::Tensor g = make_grad(specs[k], k, s, c.dtype, gen);
       p.engine[k].set_grad(g);
       // maximize on the engine == minimize on the negated gradient in LibTorch (exact).
-      ref::set_grad(p.reference[k], g.defined() ? ref::to_ref(negate[k] ? ops::neg(g) : g) : ref::Tensor());
+      ref::set_grad(p.reference[k], g.defined() ? ref::to_ref(negate[k] ? tb::neg(g) : g) : ref::Tensor());
     }
     opt->step();
     ropt.step();
@@ -363,7 +363,7 @@ ClipSetup clip_setup(const std::string& name, DType dtype, int special) {
     ref::requires_grad_(r);
     if (k != 3) {
       tb::Tensor g = make_laid_out(specs[k].shape, specs[k].layout, DType::Float64, gen);
-      g = ops::mul(g, double(k + 1)).to(dtype);  // different scales per tensor
+      g = tb::mul(g, double(k + 1)).to(dtype);  // different scales per tensor
       if (special && k == 1) {
         tb::Tensor flat = g.select(0, 1);
         fill_(flat, special == 1 ? std::numeric_limits<double>::infinity() : std::nan(""));
@@ -515,7 +515,7 @@ std::vector<harness::TestCase> optim_error_tests() {
     expect_error("empty parameter list", "empty parameter list", [&] { optim::SGD(std::vector<tb::Tensor>{}, {}); });
     expect_error("integer parameter", "floating-point", [&] { optim::SGD({ones({2}, DType::Int64)}, {}); });
     tb::Tensor x = leaf({2});
-    tb::Tensor y = autograd::mul(x, 2.0);  // has a grad_fn
+    tb::Tensor y = tb::mul(x, 2.0);  // has a grad_fn
     expect_error("non-leaf parameter", "non-leaf", [&] { optim::SGD({y}, {}); });
     expect_error("duplicate parameter", "more than one parameter group", [&] { optim::SGD({x, x}, {}); });
     expect_error("group option of the wrong type", "'lr'",
@@ -593,7 +593,7 @@ std::vector<harness::TestCase> optim_error_tests() {
           "tensor key must be state.0.momentum_buffer");
     const void* storage = a.grad().data();
     opt.zero_grad(false);
-    check(a.grad().defined() && a.grad().data() == storage && ops::sum(ops::abs(a.grad())).item_double() == 0,
+    check(a.grad().defined() && a.grad().data() == storage && tb::sum(tb::abs(a.grad())).item_double() == 0,
           "zero_grad(false) zeroes in place");
     opt.zero_grad();
     check(!a.grad().defined() && !b.grad().defined(), "zero_grad() sets grads to none");

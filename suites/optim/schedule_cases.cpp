@@ -417,8 +417,8 @@ void run_grad_scaler(const json& gc, harness::Record& rec) {
     opt.zero_grad();
     Tensor loss;
     for (size_t i = 0; i < params.size(); ++i) {
-      Tensor term = autograd::sum(autograd::mul(params[i], tensor_of(gc["coeffs"][size_t(k)][i], shapes[i])));
-      loss = loss.defined() ? autograd::add(loss, term) : term;
+      Tensor term = tb::sum(tb::mul(params[i], tensor_of(gc["coeffs"][size_t(k)][i], shapes[i])));
+      loss = loss.defined() ? tb::add(loss, term) : term;
     }
     scaler->scale(loss).backward();
     if (std::find(explicit_unscale.begin(), explicit_unscale.end(), k) != explicit_unscale.end()) scaler->unscale_(opt);
@@ -459,7 +459,7 @@ void grad_scaler_errors(harness::Record&) {
   SGD opt({w}, o);
   auto backward = [&](GradScaler& s, double c) {
     opt.zero_grad();
-    s.scale(autograd::sum(autograd::mul(w, ops::Scalar(c)))).backward();
+    s.scale(tb::sum(tb::mul(w, ops::Scalar(c)))).backward();
   };
   GradScaler s(8.0, 2.0, 0.5, 1);
   expect_error("unscale_ before scale", [&] { s.unscale_(opt); }, "call scaler.scale(loss)");
@@ -477,7 +477,7 @@ void grad_scaler_errors(harness::Record&) {
   check(s.get_scale() == 16.0 && s.growth_tracker() == 0, "interval-1 growth did not double the scale");
   expect_error("update without step", [&] { s.update(); }, "No inf checks were recorded");
   opt.zero_grad();
-  s.scale(autograd::sum(w));  // no backward: no parameter has a grad
+  s.scale(tb::sum(w));  // no backward: no parameter has a grad
   expect_error("step without grads", [&] { s.step(opt); }, "none of its parameters has a gradient");
   s.update(3.0);
   check(s.get_scale() == 3.0, "update(new_scale) did not set the scale");
@@ -517,7 +517,7 @@ void grad_scaler_disabled(harness::Record&) {
   o.lr = 0.5;
   SGD opt({w}, o);
   GradScaler s(65536.0, 2.0, 0.5, 2000, false);
-  Tensor loss = autograd::sum(autograd::mul(w, ops::Scalar(2.0)));
+  Tensor loss = tb::sum(tb::mul(w, ops::Scalar(2.0)));
   check(s.scale(loss).is_same(loss), "a disabled scaler must return the loss itself");
   loss.backward();
   s.unscale_(opt);

@@ -150,7 +150,7 @@ harness::BenchCase mlp_bench(bool with_adamw) {
     Side s;
     s.engine = [model, x, y, opt] {
       model->zero_grad(true);
-      autograd::cross_entropy((*model)(*x), *y).backward();
+      tb::cross_entropy((*model)(*x), *y).backward();
       if (opt) opt->step();
     };
     s.reference = [rmodel, rx, ry, ropt] {

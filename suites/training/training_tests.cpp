@@ -96,7 +96,7 @@ void run_equivalence(const Equivalence& q, int64_t steps, DType dt, harness::Rec
   {  // the yardstick twin: every weight one ulp away
     ref::NamedTensors w;
     for (auto& [name, t] : q.model->state_dict())
-      w.push_back({name, ref::to_ref(core::is_floating(t.dtype()) ? ops::mul(t, 1.0 + 1.2e-7) : t)});
+      w.push_back({name, ref::to_ref(core::is_floating(t.dtype()) ? tb::mul(t, 1.0 + 1.2e-7) : t)});
     r2.load_by_name(w);
   }
   auto opt = std::make_shared<optim::AdamW>(q.model->parameters(), o);
@@ -151,9 +151,9 @@ void run_equivalence(const Equivalence& q, int64_t steps, DType dt, harness::Rec
       const Tensor e = q.model->find_tensor(p1[i].first);
       if (!e.defined()) throw CheckFailed("the engine model has no parameter " + p1[i].first);
       const Tensor a = ref::from_ref(p1[i].second), b = ref::from_ref(p2[i].second);
-      const double d_engine = ops::norm(ops::sub(e.detach().to(DType::Float64), a.to(DType::Float64))).item_double();
-      const double d_yard = ops::norm(ops::sub(b.to(DType::Float64), a.to(DType::Float64))).item_double();
-      const double norm = ops::norm(a.to(DType::Float64)).item_double();
+      const double d_engine = tb::norm(tb::sub(e.detach().to(DType::Float64), a.to(DType::Float64))).item_double();
+      const double d_yard = tb::norm(tb::sub(b.to(DType::Float64), a.to(DType::Float64))).item_double();
+      const double norm = tb::norm(a.to(DType::Float64)).item_double();
       const double ratio = d_engine / (param_tol.rtol * norm + kYardsticks * d_yard + 1e-30);
       if (ratio > worst_param) {
         worst_param = ratio;
@@ -191,7 +191,7 @@ harness::TestCase equivalence_mlp(DType dt) {
       r.to(dt);
       return r;
     };
-    q.loss_e = [model](const Tensor& x, const Tensor& y) { return A::cross_entropy((*model)(x), y); };
+    q.loss_e = [model](const Tensor& x, const Tensor& y) { return tb::cross_entropy((*model)(x), y); };
     q.loss_r = [](const ref::NnModule& r, const ref::Tensor& x, const ref::Tensor& y) {
       return ref::cross_entropy(r.forward(x), y);
     };
@@ -218,7 +218,7 @@ harness::TestCase fused_reference_adamw() {
       r.to(DType::Float64);
       return r;
     };
-    q.loss_e = [model](const Tensor& x, const Tensor& y) { return A::cross_entropy((*model)(x), y); };
+    q.loss_e = [model](const Tensor& x, const Tensor& y) { return tb::cross_entropy((*model)(x), y); };
     q.loss_r = [](const ref::NnModule& r, const ref::Tensor& x, const ref::Tensor& y) {
       return ref::cross_entropy(r.forward(x), y);
     };
@@ -301,7 +301,7 @@ ResumeRun make_resume_run(int64_t max_steps, const std::string& dir) {
   to.log = [](const std::string&) {};
   r.trainer = std::make_unique<train::Trainer>(
       r.model, r.opt, r.sched,
-      [](nn::Module& m, const data::Batch& b) { return A::cross_entropy(m(b.input), b.target); }, to);
+      [](nn::Module& m, const data::Batch& b) { return tb::cross_entropy(m(b.input), b.target); }, to);
   return r;
 }
 
@@ -399,13 +399,13 @@ harness::TestCase fashion_mnist_mlp() {
     to.keep_last = 1;
     to.config = {{"model", "MLP 784-1024-1024-10"}, {"optimizer", "AdamW lr 1e-3 wd 0.01"}, {"epochs", epochs}};
     train::Trainer trainer(
-        model, opt, sched, [](nn::Module& m, const data::Batch& b) { return A::cross_entropy(m(b.input), b.target); },
+        model, opt, sched, [](nn::Module& m, const data::Batch& b) { return tb::cross_entropy(m(b.input), b.target); },
         to);
     train::Trainer::EvalFn eval = [](nn::Module& m, const data::Batch& b) {
       Tensor logits = m(b.input);
       train::EvalCounts c;
-      c.loss_sum = A::cross_entropy(logits, b.target, {}, "sum").item_double();
-      c.correct = ops::sum(ops::eq(ops::argmax(logits, 1), b.target)).item<int64_t>();
+      c.loss_sum = tb::cross_entropy(logits, b.target, {}, "sum").item_double();
+      c.correct = tb::sum(tb::eq(tb::argmax(logits, 1), b.target)).item<int64_t>();
       c.count = b.target.numel();
       return c;
     };
@@ -438,8 +438,8 @@ harness::TestCase fashion_mnist_mlp() {
         for (const data::Batch& b : test_loader) {
           ref::Tensor logits = rmodel.forward(ref::to_ref(b.input));
           loss += ref::from_ref(ref::cross_entropy(logits, ref::to_ref(b.target), {}, "sum")).item_double();
-          Tensor pred = ops::argmax(ref::from_ref(logits), 1);
-          correct += ops::sum(ops::eq(pred, b.target)).item<int64_t>();
+          Tensor pred = tb::argmax(ref::from_ref(logits), 1);
+          correct += tb::sum(tb::eq(pred, b.target)).item<int64_t>();
           count += b.target.numel();
         }
       });

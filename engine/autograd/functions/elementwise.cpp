@@ -12,7 +12,11 @@
 #include "engine/autograd/functions.h"
 #include "engine/autograd/variable.h"
 
-namespace tb::autograd {
+namespace tb {
+
+// The public ops are tb::; the machinery that records them (kernel, record, BackwardContext) is
+// autograd's.
+using namespace autograd;
 
 namespace {
 
@@ -480,4 +484,4 @@ Tensor& clamp_(Tensor& self, const std::optional<Scalar>& min, const std::option
   return self;
 }
 
-}  // namespace tb::autograd
+}  // namespace tb

@@ -9,7 +9,11 @@
 #include "engine/ops/reduce.h"
 #include "engine/tensor/factories.h"
 
-namespace tb::autograd {
+namespace tb {
+
+// The public ops are tb::; the machinery that records them (kernel, record, BackwardContext) is
+// autograd's.
+using namespace autograd;
 
 namespace {
 
@@ -233,4 +237,4 @@ std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool
   return {values, indices};
 }
 
-}  // namespace tb::autograd
+}  // namespace tb

@@ -14,7 +14,11 @@
 #include "engine/ops/reduce.h"
 #include "engine/tensor/factories.h"
 
-namespace tb::autograd {
+namespace tb {
+
+// The public ops are tb::; the machinery that records them (kernel, record, BackwardContext) is
+// autograd's.
+using namespace autograd;
 
 namespace {
 
@@ -335,4 +339,4 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_i
   return out;
 }
 
-}  // namespace tb::autograd
+}  // namespace tb

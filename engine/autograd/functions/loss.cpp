@@ -9,7 +9,11 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/loss.h"
 
-namespace tb::autograd {
+namespace tb {
+
+// The public ops are tb::; the machinery that records them (kernel, record, BackwardContext) is
+// autograd's.
+using namespace autograd;
 
 namespace {
 // The output gradient g spread over an elementwise loss of n elements: g / n for "mean".
@@ -114,4 +118,4 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& ta
   return out;
 }
 
-}  // namespace tb::autograd
+}  // namespace tb

@@ -7,7 +7,11 @@
 #include "engine/autograd/functions.h"
 #include "engine/ops/nn.h"
 
-namespace tb::autograd {
+namespace tb {
+
+// The public ops are tb::; the machinery that records them (kernel, record, BackwardContext) is
+// autograd's.
+using namespace autograd;
 
 Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, const Shape& stride,
               const Shape& padding, const Shape& dilation, int64_t groups) {
@@ -92,4 +96,4 @@ Tensor pad(const Tensor& x_in, const Shape& pad, const std::string& mode, double
   return out;
 }
 
-}  // namespace tb::autograd
+}  // namespace tb

@@ -5,7 +5,11 @@
 #include "engine/autograd/functions.h"
 #include "engine/ops/nn_norm.h"
 
-namespace tb::autograd {
+namespace tb {
+
+// The public ops are tb::; the machinery that records them (kernel, record, BackwardContext) is
+// autograd's.
+using namespace autograd;
 
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   Tensor out = kernel([&] { return ops::softmax(x, dim, dtype); });
@@ -72,4 +76,4 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return out;
 }
 
-}  // namespace tb::autograd
+}  // namespace tb

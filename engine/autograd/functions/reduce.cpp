@@ -14,7 +14,11 @@
 #include "engine/ops/reduce.h"
 #include "engine/tensor/factories.h"
 
-namespace tb::autograd {
+namespace tb {
+
+// The public ops are tb::; the machinery that records them (kernel, record, BackwardContext) is
+// autograd's.
+using namespace autograd;
 
 namespace {
 
@@ -263,4 +267,4 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   return out;
 }
 
-}  // namespace tb::autograd
+}  // namespace tb

@@ -103,21 +103,30 @@ std::tuple<Tensor, Tensor> order(const Tensor& self, int64_t d, int64_t k, bool 
   return {values.transpose(d, -1).contiguous(), indices.transpose(d, -1).contiguous()};
 }
 
-}  // namespace
-
-std::tuple<Tensor, Tensor> sort(const Tensor& self, std::optional<bool> /*stable*/, int64_t dim, bool descending) {
+// sort without the bare-kernel check: argsort's indices have no gradient, so it takes any input.
+std::tuple<Tensor, Tensor> sort_unchecked(const Tensor& self, int64_t dim, bool descending) {
   const int64_t d = core::wrap_dim(dim, self.dim(), "sort");
   if (self.dim() == 0) return {self.clone(), zeros({}, DType::Int64)};
   return order(self, d, self.size(d), descending, true);
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> sort(const Tensor& self, std::optional<bool> /*stable*/, int64_t dim, bool descending) {
+  check_bare_kernel("sort", {&self});
+  return sort_unchecked(self, dim, descending);
 }
 
 std::tuple<Tensor, Tensor> sort(const Tensor& self, int64_t dim, bool descending) {
   return sort(self, std::nullopt, dim, descending);
 }
 
-Tensor argsort(const Tensor& self, int64_t dim, bool descending) { return std::get<1>(sort(self, dim, descending)); }
+Tensor argsort(const Tensor& self, int64_t dim, bool descending) {
+  return std::get<1>(sort_unchecked(self, dim, descending));
+}
 
 std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {
+  check_bare_kernel("topk", {&self});
   TB_CHECK(self.dtype() != DType::Bool, "topk", "topk does not support bool dtypes on CPU");
   const int64_t d = core::wrap_dim(dim, self.dim(), "topk");
   const int64_t size = self.dim() == 0 ? 1 : self.size(d);

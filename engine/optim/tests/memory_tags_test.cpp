@@ -67,7 +67,7 @@ TEST(MemoryTags, MlpForwardBackwardAdamWStepAreCountedByRole) {
   int64_t hidden_bytes = 0;
   {
     Tensor out = (*model)(x);
-    loss = autograd::cross_entropy(out, y);
+    loss = tb::cross_entropy(out, y);
     const memory::Stats s3 = a.stats();
     // At least the hidden layer (before and after ReLU, or the fused output with its mask) and
     // the logits are alive, all as activations; nothing else grew.
@@ -102,7 +102,7 @@ TEST(MemoryTags, MlpForwardBackwardAdamWStepAreCountedByRole) {
   // A second step in grad-free code changes nothing: the state exists, the update is in place.
   model->zero_grad();
   {
-    Tensor l2 = autograd::cross_entropy((*model)(x), y);
+    Tensor l2 = tb::cross_entropy((*model)(x), y);
     l2.backward();
   }
   opt.step();
@@ -160,7 +160,7 @@ TEST(MemoryTags, OutOfMemoryNamesTheTagsAndLargestBlocks) {
   Tensor x = randn({64, 256});
   Tensor y = randint(0, 10, {64});
   optim::AdamW opt(model->parameters(), optim::AdamW::Options{});
-  autograd::cross_entropy((*model)(x), y).backward();
+  tb::cross_entropy((*model)(x), y).backward();
   opt.step();
   a.empty_cache();
   const memory::Stats s = a.stats();

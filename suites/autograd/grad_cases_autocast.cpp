@@ -13,7 +13,7 @@
 #include "reference/nn_norm.h"
 #include "reference/reduce.h"
 #include "reference/views.h"
-#include "suites/autograd/grad_case.h"
+#include "suites/ops/op_case.h"
 
 namespace tb::suites {
 
@@ -28,9 +28,9 @@ using RIn = std::vector<ref::Tensor>;
 // (2^-8 relative) apart, plus an absolute floor for gradients that cancel to near zero.
 constexpr Tolerance kBf16{1.6e-2, 1e-2};
 
-GradCase autocast_row(std::string name, std::vector<Input> inputs, std::function<tb::Tensor(const In&)> e,
+OpCase autocast_row(std::string name, std::vector<Input> inputs, std::function<tb::Tensor(const In&)> e,
                       std::function<R::Tensor(const RIn&)> r) {
-  GradCase c = make_grad_case(
+  OpCase c = make_grad_case(
       "autocast/" + std::move(name), std::move(inputs),
       [e](const In& x) {
         A::AutocastGuard guard;
@@ -41,17 +41,17 @@ GradCase autocast_row(std::string name, std::vector<Input> inputs, std::function
         R::with_autocast([&] { out = one(r(x)); });
         return out;
       });
-  c.tol = kBf16;
+  c.grad_tol = kBf16;
   c.gradcheck = false;  // bf16 arithmetic: finite differences cannot resolve it
   return c;
 }
 
 }  // namespace
 
-std::vector<GradCase> grad_autocast_cases() {
+std::vector<OpCase> grad_autocast_cases() {
   const DType f = DType::Float32, b = DType::BFloat16;
   const Layout Tr = Layout::Transposed;
-  std::vector<GradCase> v;
+  std::vector<OpCase> v;
   v.push_back(autocast_row("linear/float32", {{{4, 3, 16}, f}, {{8, 16}, f, Tr}, {{8}, f}},
                            [](const In& x) { return A::linear(x[0], x[1], x[2]); },
                            [](const RIn& x) { return R::linear(x[0], x[1], x[2]); }));
@@ -85,7 +85,7 @@ std::vector<GradCase> grad_autocast_cases() {
   v.push_back(autocast_row("prod/bfloat16", {{{6}, b, Layout::Contiguous, Values::Positive}},
                            [](const In& x) { return A::prod(x[0]); }, [](const RIn& x) { return R::prod(x[0]); }));
   {
-    GradCase c = autocast_row("cross_entropy/bfloat16", {{{6, 5}, b}, {{6}, DType::Int64, Layout::Contiguous, Values::Index, 5}},
+    OpCase c = autocast_row("cross_entropy/bfloat16", {{{6, 5}, b}, {{6}, DType::Int64, Layout::Contiguous, Values::Index, 5}},
                               [](const In& x) { return A::cross_entropy(x[0], x[1]); },
                               [](const RIn& x) { return R::cross_entropy(x[0], x[1]); });
     c.wrt = {0};
@@ -102,15 +102,15 @@ std::vector<GradCase> grad_autocast_cases() {
                            [](const In& x) { return A::softmax(x[0], 1); },
                            [](const RIn& x) { return R::softmax(x[0], 1); }));
   {
-    GradCase c = autocast_row("linear/float64", {{{4, 8}, DType::Float64}, {{3, 8}, DType::Float64}},
+    OpCase c = autocast_row("linear/float64", {{{4, 8}, DType::Float64}, {{3, 8}, DType::Float64}},
                               [](const In& x) { return A::linear(x[0], x[1]); },
                               [](const RIn& x) { return R::linear(x[0], x[1]); });
-    c.tol = grad_tolerance(DType::Float64);
+    c.grad_tol = grad_tolerance(DType::Float64);
     v.push_back(std::move(c));
   }
   // An MLP step as a model runs it: bf16 products, float32 residual add, float32 loss.
   {
-    GradCase c = autocast_row(
+    OpCase c = autocast_row(
         "mlp_step/float32",
         {{{8, 16}, f}, {{32, 16}, f}, {{32}, f}, {{5, 32}, f}, {{5}, f}, {{8}, DType::Int64, Layout::Contiguous, Values::Index, 5}},
         [](const In& x) {

@@ -1,34 +1,25 @@
-// The elementwise family's gradient table, part 1 (engine/autograd/functions/elementwise.cpp vs
-// LibTorch autograd): the one-tensor ops (unary math, activations, and the tensor-scalar forms of
-// add/sub/mul/div/pow/clamp/where, which differentiate like unary ops) and the in-place unary ops.
-// Every op runs over float32 and float64 in every layout of kLayouts (contiguous, transposed,
-// strided, expanded, 0-dim, one element, zero-size), through a view taken inside the engine
-// lambda, and chained with a second op. Part 2 (grad_cases_elementwise_binary.cpp): two-tensor
-// ops, tensor clamp bounds, where, and the in-place binary ops.
+// The elementwise family, part 3: the rows that exist for their gradients (engine/autograd/
+// functions/elementwise.cpp vs LibTorch autograd), each also checked by value. The one-tensor ops
+// whose value rows are named differently (gelu "none", softplus beta 2 / threshold 1) and the
+// tensor-scalar forms of add/sub/mul/div/pow/clamp (which differentiate like unary ops), in
+// float32 and float64 in every layout of kLayouts (contiguous, transposed, strided, expanded, 0-dim,
+// one element, zero-size), through a view taken inside the engine lambda and chained with a second
+// op; in-place tensor-scalar ops; the fused activations and in-place ops past kParallelGrain. The
+// unary ops with value rows of the same names carry their gradients there (cases_elementwise.cpp).
 #include <functional>
 #include <map>
+#include <tuple>
 #include <set>
 
-#include "engine/autograd/functions.h"
-#include "reference/elementwise.h"
 #include "reference/views.h"
-#include "suites/autograd/grad_case.h"
+#include "suites/ops/cases_elementwise.h"
 
 namespace tb::suites {
 
-std::vector<GradCase> grad_elementwise_binary_cases();  // grad_cases_elementwise_binary.cpp
-
 namespace {
 
-namespace A = tb::autograd;
-namespace R = tb::ref;
-using In = std::vector<tb::Tensor>;
-using RIn = std::vector<ref::Tensor>;
-using Tn = tb::Tensor;
-using RT = ref::Tensor;
-using ops::Scalar;
+using namespace elementwise_rows;
 using SOpt = std::optional<Scalar>;
-constexpr Layout C = Layout::Contiguous, Tr = Layout::Transposed, St = Layout::Strided, Ex = Layout::Expanded;
 
 // One op of one tensor: the case name is op/dtype/[tag_]variant.
 struct Unary {
@@ -51,29 +42,9 @@ const std::vector<LayoutRow> kLayouts = {
 
 std::vector<Unary> unary_ops() {
   const Values P = Values::Positive, NZ = Values::NonZero, N = Values::Normal;
+  // The other one-tensor ops are differentiable value rows of cases_elementwise.cpp.
   return {
-      {"exp", "", [](const Tn& x) { return A::exp(x); }, [](const RT& x) { return R::exp(x); }, N},
-      {"expm1", "", [](const Tn& x) { return A::expm1(x); }, [](const RT& x) { return R::expm1(x); }, N},
-      {"log", "", [](const Tn& x) { return A::log(x); }, [](const RT& x) { return R::log(x); }, P},
-      {"log1p", "", [](const Tn& x) { return A::log1p(x); }, [](const RT& x) { return R::log1p(x); }, P},
-      {"sqrt", "", [](const Tn& x) { return A::sqrt(x); }, [](const RT& x) { return R::sqrt(x); }, P},
-      {"rsqrt", "", [](const Tn& x) { return A::rsqrt(x); }, [](const RT& x) { return R::rsqrt(x); }, P},
-      {"reciprocal", "", [](const Tn& x) { return A::reciprocal(x); }, [](const RT& x) { return R::reciprocal(x); },
-       NZ},
-      {"sin", "", [](const Tn& x) { return A::sin(x); }, [](const RT& x) { return R::sin(x); }, N},
-      {"cos", "", [](const Tn& x) { return A::cos(x); }, [](const RT& x) { return R::cos(x); }, N},
-      {"tanh", "", [](const Tn& x) { return A::tanh(x); }, [](const RT& x) { return R::tanh(x); }, N},
-      {"sigmoid", "", [](const Tn& x) { return A::sigmoid(x); }, [](const RT& x) { return R::sigmoid(x); }, N},
-      {"neg", "", [](const Tn& x) { return A::neg(x); }, [](const RT& x) { return R::neg(x); }, N},
-      // NonZero keeps finite differences off the kink at 0.
-      {"abs", "", [](const Tn& x) { return A::abs(x); }, [](const RT& x) { return R::abs(x); }, NZ},
-      {"sign", "", [](const Tn& x) { return A::sign(x); }, [](const RT& x) { return R::sign(x); }, NZ},
-      {"relu", "", [](const Tn& x) { return A::relu(x); }, [](const RT& x) { return R::relu(x); }, NZ},
       {"gelu", "", [](const Tn& x) { return A::gelu(x); }, [](const RT& x) { return R::gelu(x); }, N},
-      {"gelu", "tanh", [](const Tn& x) { return A::gelu(x, "tanh"); }, [](const RT& x) { return R::gelu(x, "tanh"); },
-       N},
-      {"silu", "", [](const Tn& x) { return A::silu(x); }, [](const RT& x) { return R::silu(x); }, N},
-      {"softplus", "", [](const Tn& x) { return A::softplus(x); }, [](const RT& x) { return R::softplus(x); }, N},
       // beta * x crosses the threshold for about a third of the elements: both branches.
       {"softplus", "beta2_th1", [](const Tn& x) { return A::softplus(x, 2, 1); },
        [](const RT& x) { return R::softplus(x, 2, 1); }, N},
@@ -113,28 +84,24 @@ std::vector<Unary> unary_ops() {
   };
 }
 
-// In-place unary ops, run on a clone (a leaf that requires grad may not be modified in place).
+// In-place tensor-scalar ops, run on a clone (a leaf that requires grad may not be modified in
+// place). exp_, tanh_, sigmoid_, relu_ and neg_ are value rows of cases_elementwise.cpp.
 struct InPlace {
   std::string op;
   std::function<void(Tn&)> f;
-  std::function<void(const RT&)> r;
+  std::function<RT(const RT&)> r;
   Values values = Values::Normal;
 };
 
 std::vector<InPlace> inplace_ops() {
   return {
-      {"exp_", [](Tn& x) { A::exp_(x); }, [](const RT& x) { R::exp_(x); }},
-      {"tanh_", [](Tn& x) { A::tanh_(x); }, [](const RT& x) { R::tanh_(x); }},
-      {"sigmoid_", [](Tn& x) { A::sigmoid_(x); }, [](const RT& x) { R::sigmoid_(x); }},
-      {"relu_", [](Tn& x) { A::relu_(x); }, [](const RT& x) { R::relu_(x); }, Values::NonZero},
-      {"neg_", [](Tn& x) { A::neg_(x); }, [](const RT& x) { R::neg_(x); }},
-      {"add_", [](Tn& x) { A::add_(x, 1.5, -2); }, [](const RT& x) { R::add_(x, 1.5, -2); }},
-      {"mul_", [](Tn& x) { A::mul_(x, -2.5); }, [](const RT& x) { R::mul_(x, -2.5); }},
-      {"div_", [](Tn& x) { A::div_(x, 3); }, [](const RT& x) { R::div_(x, 3); }},
+      {"add_", [](Tn& x) { A::add_(x, 1.5, -2); }, [](const RT& x) { return R::add_(x, 1.5, -2); }},
+      {"mul_", [](Tn& x) { A::mul_(x, -2.5); }, [](const RT& x) { return R::mul_(x, -2.5); }},
+      {"div_", [](Tn& x) { A::div_(x, 3); }, [](const RT& x) { return R::div_(x, 3); }},
       {"clamp_", [](Tn& x) { A::clamp_(x, SOpt(-0.5), SOpt(0.5)); },
-       [](const RT& x) { R::clamp_(x, SOpt(-0.5), SOpt(0.5)); }},
+       [](const RT& x) { return R::clamp_(x, SOpt(-0.5), SOpt(0.5)); }},
       {"clamp_", [](Tn& x) { A::clamp_(x, SOpt(0.1), std::nullopt); },
-       [](const RT& x) { R::clamp_(x, SOpt(0.1), std::nullopt); }},
+       [](const RT& x) { return R::clamp_(x, SOpt(0.1), std::nullopt); }},
   };
 }
 
@@ -142,64 +109,22 @@ std::string prefixed(const std::string& tag, const std::string& variant) {
   return tag.empty() ? variant : tag + "_" + variant;
 }
 
-void unary_rows(std::vector<GradCase>& v, const Unary& u, DType dt) {
+void unary_rows(std::vector<OpCase>& v, const Unary& u, DType dt) {
   const std::string base = u.op + "/" + core::name(dt) + "/";
   auto f = u.f;
   auto r = u.r;
   for (const LayoutRow& l : kLayouts)
-    v.push_back(make_grad_case(
-        base + prefixed(u.tag, l.name), {{l.shape, dt, l.layout, u.values}}, [f](const In& x) { return one(f(x[0])); },
-        [r](const RIn& x) { return one(r(x[0])); }));
-  // A view taken inside the lambda: the gradient must land in the right elements of x.
-  v.push_back(make_grad_case(
-      base + prefixed(u.tag, "view"), {{{4, 5}, dt, C, u.values}},
-      [f](const In& x) { return one(f(x[0].t().narrow(0, 1, 3))); },
-      [r](const RIn& x) { return one(r(R::narrow(R::t(x[0]), 0, 1, 3))); }));
-  // Chained with mul: x reaches the output along two paths.
-  v.push_back(make_grad_case(
-      base + prefixed(u.tag, "chain"), {{{2, 3, 4}, dt, Tr, u.values}},
-      [f](const In& x) { return one(A::mul(f(x[0]), x[0])); },
-      [r](const RIn& x) { return one(R::mul(r(x[0]), x[0])); }));
-}
-
-void inplace_rows(std::vector<GradCase>& v, const InPlace& p, DType dt, int k) {
-  const std::string base = p.op + "/" + core::name(dt) + "/" + (k ? std::to_string(k) + "_" : "");
-  auto f = p.f;
-  auto r = p.r;
-  for (const LayoutRow& l : kLayouts) {
-    if (l.layout == Ex) continue;  // a clone of an expanded tensor is dense in both, nothing new
-    v.push_back(make_grad_case(
-        base + l.name, {{l.shape, dt, l.layout, p.values}},
-        [f](const In& x) {
-          Tn y = x[0].clone();
-          f(y);
-          return one(y);
-        },
-        [r](const RIn& x) {
-          RT y = R::clone(x[0]);
-          r(y);
-          return one(y);
-        }));
-  }
-  // In place on a view of a non-leaf: the base's history is rewritten (CopySlices).
-  v.push_back(make_grad_case(
-      base + "view", {{{3, 4}, dt, Tr, p.values}},
-      [f](const In& x) {
-        Tn y = A::mul(x[0], 2);
-        Tn w = y.narrow(1, 1, 2);
-        f(w);
-        return one(A::mul(y, x[0]));
-      },
-      [r](const RIn& x) {
-        RT y = R::mul(x[0], 2);
-        r(R::narrow(y, 1, 1, 2));
-        return one(R::mul(y, x[0]));
-      }));
+    if (l.name != std::string("one"))
+      v.push_back(make_grad_case(
+          base + prefixed(u.tag, l.name), {{l.shape, dt, l.layout, u.values}}, [f](const In& x) { return one(f(x[0])); },
+          [r](const RIn& x) { return one(r(x[0])); }));
+  grad_unary_rows(v, base + prefixed(u.tag, ""), f, r, dt, u.values);
 }
 
 // The activations with fused backward kernels, past kParallelGrain (the threaded, vectorised
-// path) in float32 and bfloat16, and bfloat16 in a strided layout.
-void hot_rows(std::vector<GradCase>& v) {
+// path) in float32 and bfloat16, and bfloat16 in a strided layout (of the ops here; the others
+// have them in cases_elementwise.cpp).
+void hot_rows(std::vector<OpCase>& v) {
   const std::set<std::string> hot = {"relu", "gelu", "silu", "sigmoid", "tanh", "softplus"};
   for (const Unary& u : unary_ops()) {
     if (!hot.count(u.op)) continue;
@@ -214,39 +139,42 @@ void hot_rows(std::vector<GradCase>& v) {
         v.push_back(make_grad_case(base + prefixed(u.tag, "strided"), {{{5, 7}, dt, St, u.values}}, e, re));
     }
   }
-  // In-place forms on the large path.
-  for (const InPlace& p : inplace_ops()) {
-    if (p.op != "relu_" && p.op != "tanh_" && p.op != "sigmoid_") continue;
-    auto f = p.f;
-    auto r = p.r;
+  // In-place forms on the large path (their other rows: cases_elementwise.cpp).
+  using InPlaceLarge = std::tuple<const char*, std::function<void(Tn&)>, std::function<RT(const RT&)>, Values>;
+  for (const InPlaceLarge& p :
+       {InPlaceLarge{"relu_", [](Tn& x) { A::relu_(x); }, [](const RT& x) { return R::relu_(x); }, Values::NonZero},
+        InPlaceLarge{"tanh_", [](Tn& x) { A::tanh_(x); }, [](const RT& x) { return R::tanh_(x); }, Values::Normal},
+        InPlaceLarge{"sigmoid_", [](Tn& x) { A::sigmoid_(x); }, [](const RT& x) { return R::sigmoid_(x); },
+                     Values::Normal}}) {
+    auto f = std::get<1>(p);
+    auto r = std::get<2>(p);
     v.push_back(make_grad_case(
-        p.op + "/float32/large", {{{257, 300}, DType::Float32, C, p.values}},
+        std::string(std::get<0>(p)) + "/float32/large", {{{257, 300}, DType::Float32, C, std::get<3>(p)}},
         [f](const In& x) {
           Tn y = x[0].clone();
           f(y);
           return one(y);
         },
-        [r](const RIn& x) {
-          RT y = R::clone(x[0]);
-          r(y);
-          return one(y);
-        }));
+        [r](const RIn& x) { return one(r(R::clone(x[0]))); }));
   }
 }
 
 }  // namespace
 
-std::vector<GradCase> grad_elementwise_cases() {
-  std::vector<GradCase> v;
+void elementwise_grad_rows(std::vector<OpCase>& v) {
   for (DType dt : {DType::Float32, DType::Float64}) {
     for (const Unary& u : unary_ops()) unary_rows(v, u, dt);
     std::map<std::string, int> seen;
-    for (const InPlace& p : inplace_ops()) inplace_rows(v, p, dt, seen[p.op]++);
+    for (const InPlace& p : inplace_ops()) {
+      const int k = seen[p.op]++;
+      const std::string base = p.op + "/" + core::name(dt) + "/" + (k ? std::to_string(k) + "_" : "");
+      // Rows of the same name elsewhere carry this gradient check: the tensor forms' contig rows of
+      // add_, mul_ and div_ (cases_elementwise_binary.cpp), and clamp_/float32/scalar there.
+      const char* merged = p.op != "clamp_" ? "contig" : (k == 0 && dt == DType::Float32 ? "scalar" : nullptr);
+      grad_inplace_rows(v, base, p.f, p.r, dt, p.values, merged);
+    }
   }
   hot_rows(v);
-  std::vector<GradCase> binary = grad_elementwise_binary_cases();
-  v.insert(v.end(), std::make_move_iterator(binary.begin()), std::make_move_iterator(binary.end()));
-  return v;
 }
 
 }  // namespace tb::suites

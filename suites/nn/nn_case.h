@@ -15,7 +15,7 @@
 #include "engine/nn/module.h"
 #include "harness/suite.h"
 #include "reference/nn_modules.h"
-#include "suites/autograd/grad_case.h"
+#include "suites/ops/op_case.h"
 #include "suites/recorded.h"
 
 namespace tb::suites {

@@ -1,8 +1,12 @@
-// The elementwise family's case table (engine/ops/elementwise.h vs reference/elementwise.h).
-// Rows are built by loops: every op over every dtype it supports, in awkward layouts
-// (transposed, strided with offset, expanded with stride 0, 0-dim, a zero-size dim, odd sizes,
-// one size past the parallel grain), with broadcasting, mixed dtypes, in-place and out= forms,
-// and Check::Error rows wherever LibTorch raises. The 16M rows at the end are the benchmarks.
+// The elementwise family's case table (engine/ops/elementwise.h and
+// engine/autograd/functions/elementwise.cpp vs reference/elementwise.h). Rows are built by loops:
+// every op over every dtype it supports, in awkward layouts (transposed, strided with offset,
+// expanded with stride 0, 0-dim, a zero-size dim, odd sizes, one size past the parallel grain),
+// with broadcasting, mixed dtypes, in-place and out= forms, and Check::Error rows wherever LibTorch
+// raises. The float32/float64 rows of differentiable ops are also gradient rows (`grad`), with
+// extra rows for one element, a view taken inside the op and a chain with a second op; the fused
+// activations also in bfloat16 and past the parallel grain. The 16M rows at the end are the
+// benchmarks.
 #include <functional>
 
 #include "suites/ops/cases_elementwise.h"
@@ -36,6 +40,12 @@ struct UnarySpec {
   Values values = Values::Normal;
   bool bool_result = false;
   bool out_transposed = true;  // see gelu below
+  // Differentiable forms (tb::autograd): with them the float32/float64 rows of kGradShapes, and
+  // the extra rows of grad_unary_rows, are also gradient rows.
+  std::function<Tn(const Tn&)> g;
+  std::function<void(Tn&)> gi;                 // in place
+  std::optional<Values> grad_values;           // inputs of the gradient rows, when not `values`
+  bool hot = false;  // fused backward kernel: gradient rows also past kParallelGrain and in bfloat16
 };
 
 struct UShape {
@@ -47,6 +57,69 @@ const std::vector<UShape> kUnaryShapes = {
     {"contig", {5, 7}, C}, {"transposed", {6, 9}, Tr}, {"strided", {4, 11}, St}, {"expanded", {3, 5}, Ex},
     {"scalar", {}, C},     {"empty", {0, 3}, C},       {"odd", {1031}, C},
 };
+
+// The unary shapes whose float32/float64 rows are also gradient rows (of specs with `g`).
+bool grad_shape(const std::string& name) {
+  return name == "contig" || name == "transposed" || name == "strided" || name == "expanded" || name == "scalar" ||
+         name == "empty";
+}
+
+}  // namespace
+
+void elementwise_rows::grad_unary_rows(std::vector<OpCase>& v, const std::string& base,
+                                       const std::function<Tn(const Tn&)>& g, const std::function<RT(const RT&)>& r,
+                                       DType d, Values vals) {
+  auto row = [&](const char* name, Input in, EngineFn e, RefFn rf) {
+    v.push_back(make_grad_case(base + name, {std::move(in)}, std::move(e), std::move(rf)));
+  };
+  row("one", {{1}, d, C, vals}, [g](const In& x) { return one(g(x[0])); }, [r](const RIn& x) { return one(r(x[0])); });
+  // A view taken inside the lambda: the gradient must land in the right elements of x.
+  row("view", {{4, 5}, d, C, vals}, [g](const In& x) { return one(g(x[0].t().narrow(0, 1, 3))); },
+      [r](const RIn& x) { return one(r(R::narrow(R::t(x[0]), 0, 1, 3))); });
+  // Chained with mul: x reaches the output along two paths.
+  row("chain", {{2, 3, 4}, d, Tr, vals}, [g](const In& x) { return one(A::mul(g(x[0]), x[0])); },
+      [r](const RIn& x) { return one(R::mul(r(x[0]), x[0])); });
+}
+
+void elementwise_rows::grad_inplace_rows(std::vector<OpCase>& v, const std::string& base,
+                                         const std::function<void(Tn&)>& f, const std::function<RT(const RT&)>& r,
+                                         DType d, Values vals, const char* skip) {
+  struct Shaped {
+    const char* name;
+    Shape shape;
+    Layout layout;
+  };
+  // No expanded layout: a clone of an expanded tensor is dense on both sides, nothing new.
+  const Shaped shapes[] = {{"contig", {5, 7}, C}, {"transposed", {6, 9}, Tr}, {"strided", {3, 5}, St},
+                           {"scalar", {}, C},     {"one", {1}, C},            {"empty", {0, 3}, C}};
+  for (const Shaped& sh : shapes) {
+    if (skip && sh.name == std::string(skip)) continue;
+    v.push_back(make_grad_case(
+        base + sh.name, {{sh.shape, d, sh.layout, vals}},
+        [f](const In& x) {
+          Tn y = x[0].clone();
+          f(y);
+          return one(y);
+        },
+        [r](const RIn& x) { return one(r(R::clone(x[0]))); }));
+  }
+  // In place on a view of a non-leaf: the base's history is rewritten (CopySlices).
+  v.push_back(make_grad_case(
+      base + "view", {{{3, 4}, d, Tr, vals}},
+      [f](const In& x) {
+        Tn y = A::mul(x[0], 2);
+        Tn w = y.narrow(1, 1, 2);
+        f(w);
+        return one(A::mul(y, x[0]));
+      },
+      [r](const RIn& x) {
+        RT y = R::mul(x[0], 2);
+        r(R::narrow(y, 1, 1, 2));
+        return one(R::mul(y, x[0]));
+      }));
+}
+
+namespace {
 
 bool unary_supports(UKind k, DType d) {
   switch (k) {
@@ -71,9 +144,20 @@ void unary_rows(std::vector<OpCase>& v, const UnarySpec& s) {
       add_row(v, base + "error", {{{5, 7}, d, C, s.values}}, e, rf, Check::Error);
       continue;
     }
-    for (const UShape& sh : kUnaryShapes) add_row(v, base + sh.name, {{sh.shape, d, sh.layout, s.values}}, e, rf);
+    auto g = s.g;
+    EngineFn eg = [g](const In& in) { return one(g(in[0])); };
+    const Values gv = s.grad_values.value_or(s.values);
+    // A value row, which is also a gradient row when `grad`.
+    auto row = [&](const std::string& name, Shape shape, Layout l, bool grad) {
+      add_row(v, name, {{std::move(shape), d, l, grad ? gv : s.values}}, grad ? eg : e, rf);
+      v.back().grad = grad;
+    };
+    for (const UShape& sh : kUnaryShapes)
+      row(base + sh.name, sh.shape, sh.layout,
+          g && ((grad_dtype(d) && grad_shape(sh.name)) || (s.hot && d == DType::BFloat16 && sh.name == "strided")));
     if (d == DType::Float32 || d == DType::BFloat16)  // past kParallelGrain: the two-thread split
-      add_row(v, base + "large", {{{70001}, d, C, s.values}}, e, rf);
+      row(base + "large", {70001}, C, g && s.hot);
+    if (g && grad_dtype(d)) grad_unary_rows(v, base, g, r, d, gv);
     const DType rd = unary_result(s, d);
     if (s.fi) {
       auto fi = s.fi;
@@ -84,6 +168,11 @@ void unary_rows(std::vector<OpCase>& v, const UnarySpec& s) {
       // The result must be castable to self's dtype (exp_ of an int tensor raises).
       if (core::category(rd) > core::category(d)) {
         add_row(v, ib + "error", {{{5, 7}, d, C, s.values}}, ei, rfi, Check::Error);
+      } else if (s.gi && grad_dtype(d)) {
+        // Gradient rows too: in place on a clone (a leaf that requires grad may not be modified).
+        grad_inplace_rows(v, ib, s.gi, s.ri, d, s.grad_values.value_or(s.values));
+        if (d == DType::Float32)
+          add_row(v, ib + "expanded_error", {{{3, 5}, d, Ex, s.values}}, ei, rfi, Check::Error);
       } else {
         add_row(v, ib + "contig", {{{5, 7}, d, C, s.values}}, ei, rfi);
         add_row(v, ib + "transposed", {{{6, 9}, d, Tr, s.values}}, ei, rfi);
@@ -122,26 +211,47 @@ std::vector<UnarySpec> unary_specs() {
     s.name = std::move(n), s.f = f, s.fi = fi, s.fo = fo, s.r = r, s.ri = ri, s.ro = ro, s.kind = k, s.values = val;
     u.push_back(std::move(s));
   };
+  // The differentiable forms of the last spec added.
+  auto grad = [&](Tn (*g)(const Tn&), Tn& (*gi)(Tn&) = nullptr) {
+    u.back().g = g;
+    if (gi) u.back().gi = [gi](Tn& x) { gi(x); };
+  };
   full("exp", O::exp, O::exp_, O::exp_out, R::exp, R::exp_, R::exp_out, U::FloatMath);
+  grad(A::exp, A::exp_);
   full("expm1", O::expm1, O::expm1_, O::expm1_out, R::expm1, R::expm1_, R::expm1_out, U::FloatMath);
+  grad(A::expm1);
   full("log", O::log, O::log_, O::log_out, R::log, R::log_, R::log_out, U::FloatMath, Values::Positive);
+  grad(A::log);
   full("log1p", O::log1p, O::log1p_, O::log1p_out, R::log1p, R::log1p_, R::log1p_out, U::FloatMath, Values::Positive);
+  grad(A::log1p);
   full("sqrt", O::sqrt, O::sqrt_, O::sqrt_out, R::sqrt, R::sqrt_, R::sqrt_out, U::FloatMath, Values::Positive);
+  grad(A::sqrt);
   full("rsqrt", O::rsqrt, O::rsqrt_, O::rsqrt_out, R::rsqrt, R::rsqrt_, R::rsqrt_out, U::FloatMath, Values::Positive);
+  grad(A::rsqrt);
   full("reciprocal", O::reciprocal, O::reciprocal_, O::reciprocal_out, R::reciprocal, R::reciprocal_,
        R::reciprocal_out, U::FloatMath, Values::NonZero);
+  grad(A::reciprocal);
   full("sin", O::sin, O::sin_, O::sin_out, R::sin, R::sin_, R::sin_out, U::FloatMath);
+  grad(A::sin);
   full("cos", O::cos, O::cos_, O::cos_out, R::cos, R::cos_, R::cos_out, U::FloatMath);
+  grad(A::cos);
   full("tanh", O::tanh, O::tanh_, O::tanh_out, R::tanh, R::tanh_, R::tanh_out, U::FloatMath);
+  grad(A::tanh, A::tanh_);
   full("sigmoid", O::sigmoid, O::sigmoid_, O::sigmoid_out, R::sigmoid, R::sigmoid_, R::sigmoid_out, U::FloatMath);
+  grad(A::sigmoid, A::sigmoid_);
   full("neg", O::neg, O::neg_, O::neg_out, R::neg, R::neg_, R::neg_out, U::Numeric);
+  grad(A::neg, A::neg_);
   full("abs", O::abs, O::abs_, O::abs_out, R::abs, R::abs_, R::abs_out, U::Numeric);
+  grad(A::abs);
   full("sign", O::sign, O::sign_, O::sign_out, R::sign, R::sign_, R::sign_out, U::Any);
+  grad(A::sign);
   full("logical_not", O::logical_not, O::logical_not_, O::logical_not_out, R::logical_not, R::logical_not_,
        R::logical_not_out, U::Any);
   u.back().bool_result = true;
   full("relu", O::relu, O::relu_, nullptr, R::relu, R::relu_, nullptr, U::Numeric);
+  grad(A::relu, A::relu_);
   full("silu", O::silu, O::silu_, O::silu_out, R::silu, R::silu_, R::silu_out, U::FloatingOnly);
+  grad(A::silu);
   for (std::string mode : {"none", "tanh"}) {
     UnarySpec s;
     s.name = "gelu", s.variant = mode + "_", s.kind = U::FloatingOnly;
@@ -154,6 +264,8 @@ std::vector<UnarySpec> unary_specs() {
     s.r = [mode](const RT& x) { return R::gelu(x, mode); };
     s.ri = [mode](const RT& x) { return R::gelu_(x, mode); };
     s.ro = [mode](const RT& o, const RT& x) { return R::gelu_out(o, x, mode); };
+    // The gradient rows of gelu "none" are named gelu/<dtype>/<layout> (cases_elementwise_grad.cpp).
+    if (mode == "tanh") s.g = [](const Tn& x) { return A::gelu(x, "tanh"); }, s.hot = true;
     u.push_back(std::move(s));
   }
   {
@@ -163,7 +275,9 @@ std::vector<UnarySpec> unary_specs() {
     s.fo = [](Tn& o, const Tn& x) -> Tn& { return O::softplus_out(o, x); };
     s.r = [](const RT& x) { return R::softplus(x); };
     s.ro = [](const RT& o, const RT& x) { return R::softplus_out(o, x); };
+    s.g = [](const Tn& x) { return A::softplus(x); }, s.hot = true;
     u.push_back(s);
+    s.g = nullptr, s.hot = false;  // beta 2 / threshold 1 has gradient rows of its own (beta2_th1)
     s.variant = "beta2_";
     s.f = [](const Tn& x) { return O::softplus(x, 2, 1); };
     s.fo = [](Tn& o, const Tn& x) -> Tn& { return O::softplus_out(o, x, 2, 1.0); };
@@ -176,6 +290,11 @@ std::vector<UnarySpec> unary_specs() {
     UnarySpec s;
     s.name = n, s.f = f, s.r = r, s.kind = U::Any, s.bool_result = true;
     u.push_back(std::move(s));
+  }
+  for (UnarySpec& k : u) {
+    // NonZero keeps finite differences off the kink at 0.
+    if (k.name == "abs" || k.name == "sign" || k.name == "relu") k.grad_values = Values::NonZero;
+    if (k.name == "tanh" || k.name == "sigmoid" || k.name == "relu" || k.name == "silu") k.hot = true;
   }
   return u;
 }
@@ -234,14 +353,13 @@ void special_unary_rows(std::vector<OpCase>& v) {
 
 }  // namespace
 
-// Binary ops, clamp, where and the benchmarks: cases_elementwise_binary.cpp.
-void elementwise_binary_rows(std::vector<OpCase>& v);
-
 std::vector<OpCase> elementwise_cases() {
   std::vector<OpCase> v;
   for (const UnarySpec& s : unary_specs()) unary_rows(v, s);
   special_unary_rows(v);
   elementwise_binary_rows(v);
+  elementwise_grad_rows(v);
+  elementwise_binary_grad_rows(v);
   return v;
 }
 

@@ -1,10 +1,15 @@
 // The elementwise family's case table, part 2: binary arithmetic, comparisons and logical ops
 // (same-dtype rows over every dtype and layout pair, mixed dtypes, 0-dim vs dimensioned, scalars,
-// in place, out=), clamp, where, and the 16M benchmark rows. Part 1 (unary ops) and the table
-// function are in cases_elementwise.cpp.
+// in place, out=), clamp, where, and the 16M benchmark rows. The float32/float64 rows of the
+// differentiable ops in grad_pair() layouts, their in-place rows and the tensor clamp and where
+// rows are also gradient rows (`grad`). Part 1 (unary ops) and the table function are in
+// cases_elementwise.cpp; the rows that exist for their gradients in
+// cases_elementwise_binary_grad.cpp.
 #include <functional>
 
 #include "suites/ops/cases_elementwise.h"
+
+#include "reference/views.h"
 
 namespace tb::suites {
 
@@ -32,6 +37,10 @@ struct BinarySpec {
   std::vector<Scalar> scalars;  // scalar second operands tried
   // Integer division by zero raises: no mixed rows with a (random, often zero) bool divisor.
   bool zero_divisor_raises = false;
+  // Differentiable forms (tb::autograd): with them the float32/float64 rows of grad_pair() and the
+  // in-place rows are also gradient rows.
+  BinFn g;
+  std::function<void(Tn&, const Tn&)> gi;
 };
 
 struct Pair {
@@ -48,6 +57,30 @@ const std::vector<Pair> kPairs = {
     {"dim_0d", {5, 7}, C, {}, C},            {"empty", {0, 3}, C, {1, 3}, C},
     {"odd", {1031}, C, {1031}, St},
 };
+// The pairs whose float32/float64 rows are also gradient rows (of specs with `g`); the other
+// layouts of the gradient table are in cases_elementwise_binary_grad.cpp.
+bool grad_pair(const std::string& name) {
+  return name == "broadcast" || name == "expanded" || name == "scalar" || name == "dim_0d" || name == "empty";
+}
+
+// An in-place binary row with gradients: self is a non-leaf (a * 3; a leaf that requires grad may
+// not be modified in place) and the output uses a again, so both paths count.
+void add_inplace_grad_row(std::vector<OpCase>& v, std::string name, std::vector<Input> in,
+                          std::function<void(Tn&, const Tn&)> f, std::function<RT(const RT&, const RT&)> r) {
+  v.push_back(make_grad_case(
+      std::move(name), std::move(in),
+      [f](const In& x) {
+        Tn y = A::mul(x[0], 3);
+        f(y, x[1]);
+        return one(A::add(y, x[0]));
+      },
+      [r](const RIn& x) {
+        RT y = R::mul(x[0], 3);
+        r(y, x[1]);
+        return one(R::add(y, x[0]));
+      }));
+}
+
 const std::vector<std::pair<DType, DType>> kMixed = {
     {DType::Int32, DType::Int64},    {DType::Int64, DType::Float32},    {DType::BFloat16, DType::Float16},
     {DType::Float32, DType::Float64}, {DType::Bool, DType::Int32},       {DType::BFloat16, DType::Float32},
@@ -65,7 +98,13 @@ void binary_rows(std::vector<OpCase>& v, const BinarySpec& s) {
       add_row(v, base + "error", {{{5, 7}, d, C, s.va}, {{5, 7}, d, C, s.vb}}, e, rf, Check::Error);
       continue;
     }
-    for (const Pair& p : kPairs) add_row(v, base + p.name, {{p.sa, d, p.la, s.va}, {p.sb, d, p.lb, s.vb}}, e, rf);
+    auto g = s.g;
+    for (const Pair& p : kPairs) {
+      const bool grad = g && grad_dtype(d) && grad_pair(p.name);
+      add_row(v, base + p.name, {{p.sa, d, p.la, s.va}, {p.sb, d, p.lb, s.vb}},
+              grad ? EngineFn([g](const In& in) { return one(g(in[0], in[1])); }) : e, rf);
+      v.back().grad = grad;
+    }
     if (d == DType::Float32 || d == DType::Int64)  // past kParallelGrain: the two-thread split
       add_row(v, base + "large", {{{70001}, d, C, s.va}, {{70001}, d, C, s.vb}}, e, rf);
     for (const Scalar& sc : s.scalars) {
@@ -86,6 +125,10 @@ void binary_rows(std::vector<OpCase>& v, const BinarySpec& s) {
       const std::string ib = s.name + "_/" + dn(d) + "/" + s.variant;
       if (core::category(rd) > core::category(d)) {
         add_row(v, ib + "error", {{{5, 7}, d, C, s.va}, {{5, 7}, d, C, s.vb}}, ei, rfi, Check::Error);
+      } else if (s.gi && grad_dtype(d)) {
+        add_inplace_grad_row(v, ib + "contig", {{{5, 7}, d, C, s.va}, {{5, 7}, d, C, s.vb}}, s.gi, s.ri);
+        add_inplace_grad_row(v, ib + "broadcast", {{{4, 5, 6}, d, Tr, s.va}, {{5, 1}, d, C, s.vb}}, s.gi, s.ri);
+        add_row(v, ib + "shape_error", {{{5, 1}, d, C, s.va}, {{5, 6}, d, C, s.vb}}, ei, rfi, Check::Error);
       } else {
         add_row(v, ib + "contig", {{{5, 7}, d, C, s.va}, {{5, 7}, d, C, s.vb}}, ei, rfi);
         add_row(v, ib + "broadcast", {{{4, 5, 6}, d, Tr, s.va}, {{5, 1}, d, C, s.vb}}, ei, rfi);
@@ -141,11 +184,15 @@ std::vector<BinarySpec> binary_specs() {
     s.ro = [](const RT& o, const RT& x, const RT& y) { return R::add_out(o, x, y); };
     s.rs = [](const RT& x, const Scalar& c) { return R::add(x, c); };
     s.scalars = {Scalar(2), Scalar(2.5), Scalar(true)};
+    s.g = [](const Tn& x, const Tn& y) { return A::add(x, y); };
+    s.gi = [](Tn& x, const Tn& y) { A::add_(x, y); };
     b.push_back(s);
     // alpha: a + 2 * b (an integer alpha works on every dtype but bool)
     s.variant = "alpha_";
     s.f = [](const Tn& x, const Tn& y) { return O::add(x, y, 2); };
     s.r = [](const RT& x, const RT& y) { return R::add(x, y, 2); };
+    s.g = [](const Tn& x, const Tn& y) { return A::add(x, y, 2); };
+    s.gi = [](Tn& x, const Tn& y) { A::add_(x, y, 2); };
     s.fi = [](Tn& x, const Tn& y) -> Tn& { return O::add_(x, y, 2); };
     s.ri = [](const RT& x, const RT& y) { return R::add_(x, y, 2); };
     s.fo = nullptr;
@@ -167,6 +214,8 @@ std::vector<BinarySpec> binary_specs() {
     s.ro = [](const RT& o, const RT& x, const RT& y) { return R::sub_out(o, x, y); };
     s.rs = [](const RT& x, const Scalar& c) { return R::sub(x, c); };
     s.scalars = {Scalar(2), Scalar(2.5), Scalar(true)};
+    s.g = [](const Tn& x, const Tn& y) { return A::sub(x, y); };
+    s.gi = [](Tn& x, const Tn& y) { A::sub_(x, y); };
     b.push_back(s);
     s.variant = "alpha_";
     // alpha 2: alpha * b is exact in bf16/f16. LibTorch rounds alpha * b to bf16 on its scalar
@@ -174,7 +223,8 @@ std::vector<BinarySpec> binary_specs() {
     // itself by an ulp of alpha * b where a - alpha * b cancels.
     s.f = [](const Tn& x, const Tn& y) { return O::sub(x, y, 2); };
     s.r = [](const RT& x, const RT& y) { return R::sub(x, y, 2); };
-    s.fi = nullptr, s.fo = nullptr, s.fs = nullptr;
+    s.g = [](const Tn& x, const Tn& y) { return A::sub(x, y, 2); };
+    s.fi = nullptr, s.fo = nullptr, s.fs = nullptr, s.gi = nullptr;
     b.push_back(std::move(s));
   }
   {
@@ -189,6 +239,8 @@ std::vector<BinarySpec> binary_specs() {
     s.ro = [](const RT& o, const RT& x, const RT& y) { return R::mul_out(o, x, y); };
     s.rs = [](const RT& x, const Scalar& c) { return R::mul(x, c); };
     s.scalars = {Scalar(3), Scalar(0.1), Scalar(true)};
+    s.g = [](const Tn& x, const Tn& y) { return A::mul(x, y); };
+    s.gi = [](Tn& x, const Tn& y) { A::mul_(x, y); };
     b.push_back(std::move(s));
   }
   for (std::optional<std::string> mode : {std::optional<std::string>{}, std::optional<std::string>{"trunc"},
@@ -208,13 +260,17 @@ std::vector<BinarySpec> binary_specs() {
     s.ro = [mode](const RT& o, const RT& x, const RT& y) { return R::div_out(o, x, y, mode); };
     s.rs = [mode](const RT& x, const Scalar& c) { return R::div(x, c, mode); };
     s.scalars = {Scalar(-3), Scalar(0.7)};
+    if (!mode) {
+      s.g = [](const Tn& x, const Tn& y) { return A::div(x, y); };
+      s.gi = [](Tn& x, const Tn& y) { A::div_(x, y); };
+    }
     b.push_back(s);
     // Negative divisors (NonZero integers are positive): a / -b.
     s.variant += "negdiv_";
     s.f = [mode](const Tn& x, const Tn& y) { return O::div(x, O::neg(y), mode); };
     s.r = [mode](const RT& x, const RT& y) { return R::div(x, R::neg(y), mode); };
     s.raises = [mode](DType a, DType b) { return b == DType::Bool || (mode && both_bool(a, b)); };
-    s.fi = nullptr, s.fo = nullptr, s.fs = nullptr;
+    s.fi = nullptr, s.fo = nullptr, s.fs = nullptr, s.g = nullptr, s.gi = nullptr;
     b.push_back(std::move(s));
   }
   {
@@ -232,12 +288,13 @@ std::vector<BinarySpec> binary_specs() {
     s.ro = [](const RT& o, const RT& x, const RT& y) { return R::remainder_out(o, x, y); };
     s.rs = [](const RT& x, const Scalar& c) { return R::remainder(x, c); };
     s.scalars = {Scalar(-3), Scalar(1.5)};
+    s.g = [](const Tn& x, const Tn& y) { return A::remainder(x, y); };
     b.push_back(s);
     s.variant = "negdiv_";
     s.f = [](const Tn& x, const Tn& y) { return O::remainder(x, O::neg(y)); };
     s.r = [](const RT& x, const RT& y) { return R::remainder(x, R::neg(y)); };
     s.raises = [](DType, DType b) { return b == DType::Bool; };
-    s.fi = nullptr, s.fo = nullptr, s.fs = nullptr;
+    s.fi = nullptr, s.fo = nullptr, s.fs = nullptr, s.g = nullptr;
     b.push_back(std::move(s));
   }
   {
@@ -254,9 +311,10 @@ std::vector<BinarySpec> binary_specs() {
     s.ro = [](const RT& o, const RT& x, const RT& y) { return R::pow_out(o, x, y); };
     s.rs = [](const RT& x, const Scalar& c) { return R::pow(x, c); };
     s.scalars = {Scalar(2), Scalar(3), Scalar(0.5), Scalar(-1.0), Scalar(1.7)};
+    s.g = [](const Tn& x, const Tn& y) { return A::pow(x, y); };
     b.push_back(s);
     // Integer bases of either sign with exponents in [-5, 5] (negative powers give 0 or +-1).
-    s.variant = "signed_", s.va = Values::Normal, s.fi = nullptr, s.fo = nullptr, s.fs = nullptr;
+    s.variant = "signed_", s.va = Values::Normal, s.fi = nullptr, s.fo = nullptr, s.fs = nullptr, s.g = nullptr;
     b.push_back(std::move(s));
   }
   for (bool is_max : {true, false}) {
@@ -270,6 +328,7 @@ std::vector<BinarySpec> binary_specs() {
     s.ro = [is_max](const RT& o, const RT& x, const RT& y) {
       return is_max ? R::maximum_out(o, x, y) : R::minimum_out(o, x, y);
     };
+    s.g = [is_max](const Tn& x, const Tn& y) { return is_max ? A::maximum(x, y) : A::minimum(x, y); };
     b.push_back(std::move(s));
   }
   using CmpFns = std::tuple<const char*, Tn (*)(const Tn&, const Tn&), Tn (*)(const Tn&, const Scalar&),
@@ -413,25 +472,35 @@ void clamp_where_rows(std::vector<OpCase>& v) {
     // Tensor bounds, broadcast: x (4, 5), lo (5), hi (4, 1).
     const std::vector<Input> in3 = {{{4, 5}, d, C}, {{5}, d, St}, {{4, 1}, d, C}};
     const Check both_ck = d == DType::Bool ? Check::Error : Check::Values;
+    // float32/float64: also gradient rows (the differentiable clamp and where).
+    const bool grad = grad_dtype(d);
     add_row(v, "clamp/" + dn(d) + "/tensor_both", in3,
-            [](const In& in) { return one(O::clamp(in[0], OT(in[1]), OT(in[2]))); },
+            grad ? EngineFn([](const In& in) { return one(A::clamp(in[0], OT(in[1]), OT(in[2]))); })
+                 : EngineFn([](const In& in) { return one(O::clamp(in[0], OT(in[1]), OT(in[2]))); }),
             [](const RIn& in) { return one(R::clamp(in[0], ORT(in[1]), ORT(in[2]))); }, both_ck);
+    v.back().grad = grad;
     add_row(v, "clamp/" + dn(d) + "/tensor_min", in3,
-            [](const In& in) { return one(O::clamp(in[0], OT(in[1]), OT())); },
+            grad ? EngineFn([](const In& in) { return one(A::clamp(in[0], OT(in[1]), OT())); })
+                 : EngineFn([](const In& in) { return one(O::clamp(in[0], OT(in[1]), OT())); }),
             [](const RIn& in) { return one(R::clamp(in[0], ORT(in[1]), ORT())); });
+    v.back().grad = grad;
     add_row(v, "clamp/" + dn(d) + "/tensor_max", in3,
-            [](const In& in) { return one(O::clamp(in[0], OT(), OT(in[2]))); },
+            grad ? EngineFn([](const In& in) { return one(A::clamp(in[0], OT(), OT(in[2]))); })
+                 : EngineFn([](const In& in) { return one(O::clamp(in[0], OT(), OT(in[2]))); }),
             [](const RIn& in) { return one(R::clamp(in[0], ORT(), ORT(in[2]))); });
+    v.back().grad = grad;
     // where: cond (4, 1, 6), a (5, 6), b (4, 5, 1).
     const std::vector<Input> w = {{{4, 1, 6}, DType::Bool, C, Values::Bool}, {{5, 6}, d, Tr}, {{4, 5, 1}, d, C}};
-    add_row(v, "where/" + dn(d) + "/broadcast", w, [](const In& in) { return one(O::where(in[0], in[1], in[2])); },
-            [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
+    const EngineFn where_e = grad ? EngineFn([](const In& in) { return one(A::where(in[0], in[1], in[2])); })
+                                  : EngineFn([](const In& in) { return one(O::where(in[0], in[1], in[2])); });
+    add_row(v, "where/" + dn(d) + "/broadcast", w, where_e, [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
+    v.back().grad = grad;
     add_row(v, "where/" + dn(d) + "/contig", {{{5, 7}, DType::Bool, St, Values::Bool}, {{5, 7}, d}, {{5, 7}, d}},
             [](const In& in) { return one(O::where(in[0], in[1], in[2])); },
             [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
-    add_row(v, "where/" + dn(d) + "/empty", {{{0, 3}, DType::Bool, C, Values::Bool}, {{3}, d}, {{}, d}},
-            [](const In& in) { return one(O::where(in[0], in[1], in[2])); },
+    add_row(v, "where/" + dn(d) + "/empty", {{{0, 3}, DType::Bool, C, Values::Bool}, {{3}, d}, {{}, d}}, where_e,
             [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
+    v.back().grad = grad;
     add_row(v, "where/" + dn(d) + "/scalar_float", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 7}, d, Ex}},
             [](const In& in) { return one(O::where(in[0], in[1], 2.5)); },
             [](const RIn& in) { return one(R::where(in[0], in[1], 2.5)); });
@@ -448,8 +517,10 @@ void clamp_where_rows(std::vector<OpCase>& v) {
   add_row(v, "clamp/int32_int64_float32/tensor_mixed", {{{4, 5}, DType::Int32}, {{5}, DType::Int64}, {{}, f32}},
           [](const In& in) { return one(O::clamp(in[0], OT(in[1]), OT(in[2]))); },
           [](const RIn& in) { return one(R::clamp(in[0], ORT(in[1]), ORT(in[2]))); });
-  add_row(v, "clamp_/float32/scalar", {{{6, 9}, f32, Tr}}, [](const In& in) { Tn x = in[0]; O::clamp_(x, -0.5, 0.5); return one(x); },
-          [](const RIn& in) { return one(R::clamp_(in[0], -0.5, 0.5)); });
+  // Also a gradient row: in place on a clone (a leaf that requires grad may not be modified).
+  v.push_back(make_grad_case("clamp_/float32/scalar", {{{6, 9}, f32, Tr}},
+                             [](const In& in) { Tn x = in[0].clone(); A::clamp_(x, -0.5, 0.5); return one(x); },
+                             [](const RIn& in) { return one(R::clamp_(R::clone(in[0]), -0.5, 0.5)); }));
   add_row(v, "clamp_/int32/float_bound_error", {{{6, 9}, DType::Int32}},
           [](const In& in) { Tn x = in[0]; O::clamp_(x, 0.5); return one(x); },
           [](const RIn& in) { return one(R::clamp_(in[0], 0.5)); }, Check::Error);

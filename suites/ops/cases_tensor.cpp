@@ -1,5 +1,6 @@
 // The tensor family: views (checked for sizes, strides, offsets and storage sharing), copies,
-// casts (round to nearest even into bf16/f16), creation ops, and the errors of bad input.
+// casts (round to nearest even into bf16/f16), creation ops, and the errors of bad input. Part 2
+// (cases_tensor_views.cpp): the same view and copy methods with gradients.
 #include "engine/tensor/factories.h"
 #include "reference/views.h"
 #include "suites/ops/op_case.h"
@@ -194,11 +195,15 @@ void creation_cases(std::vector<OpCase>& cs) {
 
 }  // namespace
 
+// Differentiable view and copy rows: cases_tensor_views.cpp.
+std::vector<OpCase> tensor_view_grad_rows();
+
 std::vector<OpCase> tensor_cases() {
   std::vector<OpCase> cs;
   view_cases(cs);
   cast_cases(cs);
   creation_cases(cs);
+  for (OpCase& c : tensor_view_grad_rows()) cs.push_back(std::move(c));
   return cs;
 }
 

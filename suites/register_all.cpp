@@ -6,7 +6,6 @@
 #include "engine/tensor/iterator.h"
 #include "harness/suite.h"
 #include "reference/tensor.h"
-#include "suites/autograd/grad_case.h"
 #include "suites/autograd/semantics.h"
 #include "suites/checkpoint/checkpoint_suite.h"
 #include "suites/collectives/collectives_suite.h"
@@ -61,12 +60,11 @@ void register_all() {
       "every differentiable op's gradients against LibTorch autograd and finite differences; graph semantics",
       [] {
         std::vector<harness::TestCase> tests;
-        for (GradCase& c : all_grad_cases()) {
-          auto shared = std::make_shared<GradCase>(std::move(c));
+        for (OpCase& c : all_grad_cases()) {
+          auto shared = std::make_shared<OpCase>(std::move(c));
           tests.push_back({"grad/" + shared->name, [shared] { return run_grad_case(*shared); }});
-          bool f64 = shared->gradcheck;
-          for (const Input& in : shared->inputs) f64 &= !core::is_floating(in.dtype) || in.dtype == DType::Float64;
-          if (f64) tests.push_back({"gradcheck/" + shared->name, [shared] { return run_gradcheck(*shared); }});
+          if (wants_gradcheck(*shared))
+            tests.push_back({"gradcheck/" + shared->name, [shared] { return run_gradcheck(*shared); }});
         }
         for (harness::TestCase& t : semantics_tests()) tests.push_back(std::move(t));
         return tests;

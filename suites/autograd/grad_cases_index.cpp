@@ -11,11 +11,10 @@
 #include "reference/index.h"
 #include "reference/reduce.h"
 #include "reference/views.h"
-#include "suites/autograd/grad_case.h"
+#include "suites/ops/op_case.h"
 
 namespace tb::suites {
 
-std::vector<GradCase> grad_view_cases();  // grad_cases_views.cpp
 
 namespace {
 
@@ -40,8 +39,8 @@ ref::Tensor rperm(const ref::Tensor& x, int64_t dim, int64_t k) {
 }
 
 struct Table {
-  std::vector<GradCase> v;
-  GradCase& add(std::string name, std::vector<Input> inputs, EngineFn e, RefFn r) {
+  std::vector<OpCase> v;
+  OpCase& add(std::string name, std::vector<Input> inputs, EngineFn e, RefFn r) {
     v.push_back(make_grad_case(std::move(name), std::move(inputs), std::move(e), std::move(r)));
     return v.back();
   }
@@ -269,7 +268,7 @@ void mask_order_rows(Table& t, DType dt, const std::string& d) {
 
 }  // namespace
 
-std::vector<GradCase> grad_index_cases() {
+std::vector<OpCase> grad_index_cases() {
   Table t;
   for (DType dt : {DType::Float32, DType::Float64}) {
     const std::string d = core::name(dt);
@@ -281,8 +280,6 @@ std::vector<GradCase> grad_index_cases() {
   t.add("cat/float32/promote_float64", {in({2, 3}, DType::Float32), in({1, 3}, DType::Float64, Tr)},
         [](const In& x) { return one(tb::cat({x[0], x[1]}, 0)); },
         [](const RIn& x) { return one(R::cat({x[0], x[1]}, 0)); });
-  std::vector<GradCase> views = grad_view_cases();
-  t.v.insert(t.v.end(), std::make_move_iterator(views.begin()), std::make_move_iterator(views.end()));
   return std::move(t.v);
 }
 

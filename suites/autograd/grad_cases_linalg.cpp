@@ -8,7 +8,7 @@
 #include "reference/linalg.h"
 #include "reference/reduce.h"
 #include "reference/views.h"
-#include "suites/autograd/grad_case.h"
+#include "suites/ops/op_case.h"
 
 namespace tb::suites {
 
@@ -61,9 +61,9 @@ const std::vector<EinsumRow> kEinsum = {
 
 }  // namespace
 
-std::vector<GradCase> grad_linalg_cases() {
-  std::vector<GradCase> v;
-  auto row = [&v](std::string name, std::vector<Input> in, EngineFn e, RefFn r) -> GradCase& {
+std::vector<OpCase> grad_linalg_cases() {
+  std::vector<OpCase> v;
+  auto row = [&v](std::string name, std::vector<Input> in, EngineFn e, RefFn r) -> OpCase& {
     v.push_back(make_grad_case(std::move(name), std::move(in), std::move(e), std::move(r)));
     return v.back();
   };

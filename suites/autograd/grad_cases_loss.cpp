@@ -11,7 +11,7 @@
 #include "reference/loss.h"
 #include "reference/nn_norm.h"
 #include "reference/views.h"
-#include "suites/autograd/grad_case.h"
+#include "suites/ops/op_case.h"
 
 namespace tb::suites {
 
@@ -48,7 +48,7 @@ struct ClassOpts {
   double label_smoothing;
 };
 
-void nll_rows(std::vector<GradCase>& v, DType dt) {
+void nll_rows(std::vector<OpCase>& v, DType dt) {
   const std::string d = core::name(dt);
   const std::vector<ClassOpts> opts = {
       {"plain", false, -100, 0}, {"weight", true, -100, 0}, {"ignore", false, 1, 0}, {"weight_ignore", true, 2, 0}};
@@ -61,27 +61,27 @@ void nll_rows(std::vector<GradCase>& v, DType dt) {
         if (o.weight) in.push_back({{C}, dt, Layout::Contiguous, Values::Positive});
         const std::string r = red;
         const int64_t ig = o.ignore_index;
-        GradCase c = make_grad_case("nll_loss/" + d + "/" + s.name + "_" + o.name + "_" + r, in,
-                                    [=](const In& x) { return one(tb::nll_loss(x[0], x[1], opt(x, wi), r, ig)); },
+        OpCase c = make_grad_case("nll_loss/" + d + "/" + s.name + "_" + o.name + "_" + r, in,
+                                    [=](const In& x) { return one(A::nll_loss(x[0], x[1], opt(x, wi), r, ig)); },
                                     [=](const RIn& x) { return one(R::nll_loss(x[0], x[1], opt(x, wi), r, ig)); });
         c.wrt = {0};
         v.push_back(std::move(c));
       }
   // Chain: log_softmax then nll_loss over a view (what cross_entropy fuses).
-  GradCase c = make_grad_case(
+  OpCase c = make_grad_case(
       "nll_loss/" + d + "/chain_log_softmax_view", {{{4, 6}, dt}, {{6}, DType::Int64, Layout::Contiguous, Values::Index, 4}},
-      [](const In& x) { return one(tb::nll_loss(tb::log_softmax(x[0].t(), 1), x[1])); },
+      [](const In& x) { return one(A::nll_loss(A::log_softmax(x[0].t(), 1), x[1])); },
       [](const RIn& x) { return one(R::nll_loss(R::log_softmax(R::t(x[0]), 1), x[1])); });
   c.wrt = {0};
   v.push_back(std::move(c));
-  GradCase z = make_grad_case("nll_loss/" + d + "/zero_batch_sum", {{{0, 3}, dt}, {{0}, DType::Int64, Layout::Contiguous, Values::Index, 3}},
-                              [](const In& x) { return one(tb::nll_loss(x[0], x[1], {}, "sum")); },
+  OpCase z = make_grad_case("nll_loss/" + d + "/zero_batch_sum", {{{0, 3}, dt}, {{0}, DType::Int64, Layout::Contiguous, Values::Index, 3}},
+                              [](const In& x) { return one(A::nll_loss(x[0], x[1], {}, "sum")); },
                               [](const RIn& x) { return one(R::nll_loss(x[0], x[1], {}, "sum")); });
   z.wrt = {0};
   v.push_back(std::move(z));
 }
 
-void cross_entropy_rows(std::vector<GradCase>& v, DType dt) {
+void cross_entropy_rows(std::vector<OpCase>& v, DType dt) {
   const std::string d = core::name(dt);
   const std::vector<ClassOpts> opts = {{"plain", false, -100, 0},       {"weight", true, -100, 0},
                                        {"ignore", false, 1, 0},         {"smooth", false, -100, 0.1},
@@ -96,9 +96,9 @@ void cross_entropy_rows(std::vector<GradCase>& v, DType dt) {
         const std::string r = red;
         const int64_t ig = o.ignore_index;
         const double ls = o.label_smoothing;
-        GradCase c = make_grad_case(
+        OpCase c = make_grad_case(
             "cross_entropy/" + d + "/" + s.name + "_" + o.name + "_" + r, in,
-            [=](const In& x) { return one(tb::cross_entropy(x[0], x[1], opt(x, wi), r, ig, ls)); },
+            [=](const In& x) { return one(A::cross_entropy(x[0], x[1], opt(x, wi), r, ig, ls)); },
             [=](const RIn& x) { return one(R::cross_entropy(x[0], x[1], opt(x, wi), r, ig, ls)); });
         c.wrt = {0};
         v.push_back(std::move(c));
@@ -114,59 +114,59 @@ void cross_entropy_rows(std::vector<GradCase>& v, DType dt) {
         if (o.weight) in.push_back({{C}, dt, Layout::Contiguous, Values::Positive});
         const std::string r = red;
         const double ls = o.label_smoothing;
-        GradCase c = make_grad_case(
+        OpCase c = make_grad_case(
             "cross_entropy/" + d + "/" + s.name + "_" + o.name + "_" + r, in,
-            [=](const In& x) { return one(tb::cross_entropy(x[0], x[1], opt(x, wi), r, -100, ls)); },
+            [=](const In& x) { return one(A::cross_entropy(x[0], x[1], opt(x, wi), r, -100, ls)); },
             [=](const RIn& x) { return one(R::cross_entropy(x[0], x[1], opt(x, wi), r, -100, ls)); });
         c.wrt = {0};
         v.push_back(std::move(c));
       }
   // The target's gradient too (probability targets are differentiable in PyTorch).
-  GradCase t = make_grad_case("cross_entropy/" + d + "/prob_target_grad", {{{3, 5}, dt}, {{3, 5}, dt, Layout::Transposed, Values::Positive}},
-                              [](const In& x) { return one(tb::cross_entropy(x[0], x[1], {}, "mean", -100, 0.3)); },
+  OpCase t = make_grad_case("cross_entropy/" + d + "/prob_target_grad", {{{3, 5}, dt}, {{3, 5}, dt, Layout::Transposed, Values::Positive}},
+                              [](const In& x) { return one(A::cross_entropy(x[0], x[1], {}, "mean", -100, 0.3)); },
                               [](const RIn& x) { return one(R::cross_entropy(x[0], x[1], {}, "mean", -100, 0.3)); });
   t.wrt = {0, 1};
   v.push_back(std::move(t));
   // A view first: logits of the middle of a (B, T, V) batch, flattened as a language model does.
-  GradCase c = make_grad_case(
+  OpCase c = make_grad_case(
       "cross_entropy/" + d + "/view_lm", {{{2, 4, 6}, dt}, {{4}, DType::Int64, Layout::Contiguous, Values::Index, 6}},
-      [](const In& x) { return one(tb::cross_entropy(x[0].narrow(1, 1, 2).reshape({4, 6}), x[1])); },
+      [](const In& x) { return one(A::cross_entropy(x[0].narrow(1, 1, 2).reshape({4, 6}), x[1])); },
       [](const RIn& x) { return one(R::cross_entropy(R::reshape(R::narrow(x[0], 1, 1, 2), {4, 6}), x[1])); });
   c.wrt = {0};
   v.push_back(std::move(c));
   if (dt == DType::Float32) {
     // A GPT-like head: 64 positions over a 512-word vocabulary.
-    GradCase lm = make_grad_case(
+    OpCase lm = make_grad_case(
         "cross_entropy/" + d + "/lm_rows", {{{64, 512}, dt}, {{64}, DType::Int64, Layout::Contiguous, Values::Index, 512}},
-        [](const In& x) { return one(tb::cross_entropy(x[0], x[1])); },
+        [](const In& x) { return one(A::cross_entropy(x[0], x[1])); },
         [](const RIn& x) { return one(R::cross_entropy(x[0], x[1])); });
     lm.wrt = {0};
     v.push_back(std::move(lm));
   }
 }
 
-void elementwise_loss_rows(std::vector<GradCase>& v, DType dt) {
+void elementwise_loss_rows(std::vector<OpCase>& v, DType dt) {
   const std::string d = core::name(dt);
   for (const char* red : kReductions) {
     const std::string r = red;
     v.push_back(make_grad_case("mse_loss/" + d + "/" + r, {{{3, 4}, dt, Layout::Transposed}, {{3, 4}, dt, Layout::Strided}},
-                               [r](const In& x) { return one(tb::mse_loss(x[0], x[1], r)); },
+                               [r](const In& x) { return one(A::mse_loss(x[0], x[1], r)); },
                                [r](const RIn& x) { return one(R::mse_loss(x[0], x[1], r)); }));
     v.push_back(make_grad_case("l1_loss/" + d + "/" + r, {{{3, 4}, dt, Layout::Strided}, {{3, 4}, dt}},
-                               [r](const In& x) { return one(tb::l1_loss(x[0], x[1], r)); },
+                               [r](const In& x) { return one(A::l1_loss(x[0], x[1], r)); },
                                [r](const RIn& x) { return one(R::l1_loss(x[0], x[1], r)); }));
     // Target not differentiated (the usual case).
-    GradCase m = make_grad_case("mse_loss/" + d + "/input_only_" + r, {{{5}, dt}, {{5}, dt}},
-                                [r](const In& x) { return one(tb::mse_loss(x[0], x[1], r)); },
+    OpCase m = make_grad_case("mse_loss/" + d + "/input_only_" + r, {{{5}, dt}, {{5}, dt}},
+                                [r](const In& x) { return one(A::mse_loss(x[0], x[1], r)); },
                                 [r](const RIn& x) { return one(R::mse_loss(x[0], x[1], r)); });
     m.wrt = {0};
     v.push_back(std::move(m));
   }
   v.push_back(make_grad_case("mse_loss/" + d + "/scalar", {{{}, dt}, {{}, dt}},
-                             [](const In& x) { return one(tb::mse_loss(x[0], x[1])); },
+                             [](const In& x) { return one(A::mse_loss(x[0], x[1])); },
                              [](const RIn& x) { return one(R::mse_loss(x[0], x[1])); }));
   v.push_back(make_grad_case("l1_loss/" + d + "/view_chain", {{{4, 3}, dt}, {{3, 2}, dt}},
-                             [](const In& x) { return one(tb::l1_loss(tb::softmax(x[0].t().narrow(1, 0, 2), 1), x[1], "sum")); },
+                             [](const In& x) { return one(A::l1_loss(A::softmax(x[0].t().narrow(1, 0, 2), 1), x[1], "sum")); },
                              [](const RIn& x) { return one(R::l1_loss(R::softmax(R::narrow(R::t(x[0]), 1, 0, 2), 1), x[1], "sum")); }));
 
   // binary_cross_entropy_with_logits: weight (per column, broadcast) and pos_weight (per class).
@@ -183,9 +183,9 @@ void elementwise_loss_rows(std::vector<GradCase>& v, DType dt) {
       if (o.weight) in.push_back({{3}, dt, Layout::Contiguous, Values::Positive});
       const int pi = o.pos_weight ? int(in.size()) : -1;
       if (o.pos_weight) in.push_back({{3}, dt, Layout::Contiguous, Values::Positive});
-      GradCase c = make_grad_case(
+      OpCase c = make_grad_case(
           "binary_cross_entropy_with_logits/" + d + "/" + o.name + "_" + r, in,
-          [=](const In& x) { return one(tb::binary_cross_entropy_with_logits(x[0], x[1], opt(x, wi), r, opt(x, pi))); },
+          [=](const In& x) { return one(A::binary_cross_entropy_with_logits(x[0], x[1], opt(x, wi), r, opt(x, pi))); },
           [=](const RIn& x) { return one(R::binary_cross_entropy_with_logits(x[0], x[1], opt(x, wi), r, opt(x, pi))); });
       c.wrt = {0};
       v.push_back(std::move(c));
@@ -193,13 +193,13 @@ void elementwise_loss_rows(std::vector<GradCase>& v, DType dt) {
   // Infinite logits against targets 0, 1/2 and 1: PyTorch's grouping (1 - t) x + softplus(-x) gives
   // inf at (+inf, 0) and NaN at (+inf, 1) and (-inf, t); the gradient stays sigmoid(x) - t.
   for (const bool pw : {false, true}) {
-    GradCase c = make_grad_case(
+    OpCase c = make_grad_case(
         "binary_cross_entropy_with_logits/" + d + (pw ? "/infinite_logits_pos_weight" : "/infinite_logits"),
         {{{2, 3}, dt}, {{3}, dt, Layout::Contiguous, Values::Positive}},
         [dt, pw](const In& x) {
           const tb::Tensor shift = tb::from_vector({INFINITY, INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY}, {2, 3}, dt);
           const tb::Tensor t = tb::from_vector({0, 0.5, 1, 0, 0.5, 1}, {2, 3}, dt);
-          return one(tb::binary_cross_entropy_with_logits(tb::add(x[0], shift), t, {}, "none", pw ? x[1] : tb::Tensor()));
+          return one(A::binary_cross_entropy_with_logits(A::add(x[0], shift), t, {}, "none", pw ? x[1] : tb::Tensor()));
         },
         [dt, pw](const RIn& x) {
           const ref::Tensor shift = ref::to_ref(tb::from_vector({INFINITY, INFINITY, INFINITY, -INFINITY, -INFINITY, -INFINITY}, {2, 3}, dt));
@@ -211,11 +211,11 @@ void elementwise_loss_rows(std::vector<GradCase>& v, DType dt) {
     v.push_back(std::move(c));
   }
   // The target's gradient too (weight and pos_weight are not differentiable in LibTorch).
-  GradCase all = make_grad_case(
+  OpCase all = make_grad_case(
       "binary_cross_entropy_with_logits/" + d + "/target_grad",
       {{{2, 3}, dt}, {{2, 3}, dt, Layout::Strided, Values::Unit}, {{2, 1}, dt, Layout::Contiguous, Values::Positive},
        {{3}, dt, Layout::Contiguous, Values::Positive}},
-      [](const In& x) { return one(tb::binary_cross_entropy_with_logits(x[0], x[1], x[2], "mean", x[3])); },
+      [](const In& x) { return one(A::binary_cross_entropy_with_logits(x[0], x[1], x[2], "mean", x[3])); },
       [](const RIn& x) { return one(R::binary_cross_entropy_with_logits(x[0], x[1], x[2], "mean", x[3])); });
   all.wrt = {0, 1};
   v.push_back(std::move(all));
@@ -223,8 +223,8 @@ void elementwise_loss_rows(std::vector<GradCase>& v, DType dt) {
 
 }  // namespace
 
-std::vector<GradCase> grad_loss_cases() {
-  std::vector<GradCase> v;
+std::vector<OpCase> grad_loss_cases() {
+  std::vector<OpCase> v;
   for (DType dt : {DType::Float32, DType::Float64}) {
     nll_rows(v, dt);
     cross_entropy_rows(v, dt);

@@ -13,7 +13,7 @@
 #include "reference/elementwise.h"
 #include "reference/nn.h"
 #include "reference/views.h"
-#include "suites/autograd/grad_case.h"
+#include "suites/ops/op_case.h"
 
 namespace tb::suites {
 
@@ -26,7 +26,7 @@ using RIn = std::vector<ref::Tensor>;
 using L = Layout;
 constexpr DType kF32 = DType::Float32, kF64 = DType::Float64;
 
-void add_conv(std::vector<GradCase>& v) {
+void add_conv(std::vector<OpCase>& v) {
   struct Var { const char* tag; Shape x, w; bool bias; Shape stride, padding, dilation; int64_t groups; L xl, wl; };
   const Var vars[] = {
       {"basic", {2, 2, 5, 5}, {3, 2, 3, 3}, true, {1}, {0}, {1}, 1, L::Contiguous, L::Contiguous},
@@ -58,7 +58,7 @@ void add_conv(std::vector<GradCase>& v) {
           }));
     }
     // Only the weight and bias require grad (a first layer's input does not).
-    GradCase wonly = make_grad_case(
+    OpCase wonly = make_grad_case(
         "conv2d/" + d + "/weight_only", {{{2, 2, 5, 5}, dt}, {{3, 2, 3, 3}, dt}, {{3}, dt}},
         [](const In& t) { return one(tb::conv2d(t[0], t[1], t[2], {1}, {1})); },
         [](const RIn& t) { return one(R::conv2d(t[0], t[1], t[2], {1}, {1}, {1}, 1)); });
@@ -85,15 +85,15 @@ void add_conv(std::vector<GradCase>& v) {
   // Past oneDNN's small-shape paths: blocked layouts and reorders on both backward primitives.
   // Gradients of the weight sum 2 * 10 * 10 = 200 products (and the input's 16 * 9 = 144): float32
   // accumulation order differs from LibTorch's, hence the long-sum tolerance.
-  GradCase big = make_grad_case(
+  OpCase big = make_grad_case(
       "conv2d/float32/blocked", {{{2, 16, 10, 10}, kF32}, {{16, 16, 3, 3}, kF32}, {{16}, kF32}},
       [](const In& t) { return one(tb::conv2d(t[0], t[1], t[2], {1}, {1})); },
       [](const RIn& t) { return one(R::conv2d(t[0], t[1], t[2], {1}, {1}, {1}, 1)); });
-  big.tol = Tolerance{1e-4, 1e-4};
+  big.grad_tol = Tolerance{1e-4, 1e-4};
   v.push_back(big);
 }
 
-void add_pool(std::vector<GradCase>& v) {
+void add_pool(std::vector<OpCase>& v) {
   struct Var { const char* tag; Shape x, k, s, p, d; bool ceil; L layout; };
   const Var vars[] = {
       {"k2", {2, 2, 4, 4}, {2}, {}, {0}, {1}, false, L::Contiguous},
@@ -134,7 +134,7 @@ void add_pool(std::vector<GradCase>& v) {
         }));
     // Integer-valued inputs: windows hold ties, and the gradient must go to the first maximum (in
     // row-major order), where LibTorch sends it. Finite differences are meaningless at a tie.
-    GradCase ties = make_grad_case(
+    OpCase ties = make_grad_case(
         "max_pool2d/" + d + "/ties", {{{2, 2, 6, 6}, dt, L::Contiguous, Values::Index, 3}},
         [](const In& t) { return one(tb::max_pool2d(t[0], {3}, {1}, {1})); },
         [](const RIn& t) { return one(R::max_pool2d(t[0], {3}, {1}, {1}, {1}, false)); });
@@ -163,13 +163,13 @@ void add_pool(std::vector<GradCase>& v) {
   }
 }
 
-void add_embedding(std::vector<GradCase>& v) {
+void add_embedding(std::vector<OpCase>& v) {
   for (DType dt : {kF32, kF64}) {
     const std::string d = core::name(dt);
     for (int64_t pad_idx : {int64_t(-1), int64_t(2)}) {
       for (L wl : {L::Contiguous, L::Transposed}) {
         // 15 indices over 4 rows: repeats are certain, so their gradients must accumulate.
-        GradCase c = make_grad_case(
+        OpCase c = make_grad_case(
             "embedding/" + d + "/" + (pad_idx < 0 ? "repeats" : "padding_idx") +
                 (wl == L::Transposed ? "_transposed" : ""),
             {{{6, 5}, dt, wl}, {{3, 5}, DType::Int64, L::Contiguous, Values::Index, 4}},
@@ -182,7 +182,7 @@ void add_embedding(std::vector<GradCase>& v) {
         v.push_back(c);
       }
     }
-    GradCase i32 = make_grad_case(
+    OpCase i32 = make_grad_case(
         "embedding/" + d + "/int32_strided_indices",
         {{{5, 3}, dt}, {{4, 6}, DType::Int32, L::Strided, Values::Index, 5}},
         [](const In& t) { return one(tb::embedding(t[0], t[1], 0)); },
@@ -190,14 +190,14 @@ void add_embedding(std::vector<GradCase>& v) {
     i32.wrt = {0};
     i32.gradcheck = false;  // padding_idx 0: its zero gradient is not the derivative (as above)
     v.push_back(i32);
-    GradCase empty = make_grad_case(
+    OpCase empty = make_grad_case(
         "embedding/" + d + "/empty_indices", {{{5, 3}, dt}, {{0, 2}, DType::Int64, L::Contiguous, Values::Index, 5}},
         [](const In& t) { return one(tb::embedding(t[0], t[1])); },
         [](const RIn& t) { return one(R::embedding(t[0], t[1])); });
     empty.wrt = {0};
     v.push_back(empty);
     // A view of the table (rows 1..6) and a chain into pooling.
-    GradCase chain = make_grad_case(
+    OpCase chain = make_grad_case(
         "embedding/" + d + "/view_then_pool",
         {{{8, 4}, dt}, {{2, 3, 4}, DType::Int64, L::Contiguous, Values::Index, 6}},
         [](const In& t) { return one(tb::avg_pool2d(tb::embedding(t[0].narrow(0, 1, 6), t[1]), {2})); },
@@ -212,7 +212,7 @@ void add_embedding(std::vector<GradCase>& v) {
 
 constexpr uint64_t kSeed = 20240611;  // the dropout rows' fixed generator seed
 
-void add_dropout(std::vector<GradCase>& v) {
+void add_dropout(std::vector<OpCase>& v) {
   for (DType dt : {kF32, kF64}) {
     const std::string d = core::name(dt);
     // Deterministic rows LibTorch matches exactly: p = 0, eval mode, p = 1.
@@ -258,7 +258,7 @@ void add_dropout(std::vector<GradCase>& v) {
   }
 }
 
-void add_pad(std::vector<GradCase>& v) {
+void add_pad(std::vector<OpCase>& v) {
   struct Var { const char* tag; Shape x; Shape pad; const char* mode; double value; L layout; };
   const Var vars[] = {
       {"constant", {2, 3, 4}, {1, 2, 2, 1}, "constant", 0.5, L::Contiguous},
@@ -291,8 +291,8 @@ void add_pad(std::vector<GradCase>& v) {
 
 }  // namespace
 
-std::vector<GradCase> grad_nn_cases() {
-  std::vector<GradCase> v;
+std::vector<OpCase> grad_nn_cases() {
+  std::vector<OpCase> v;
   add_conv(v);
   add_pool(v);
   add_embedding(v);

@@ -10,7 +10,7 @@
 #include "reference/index.h"
 #include "reference/nn_norm.h"
 #include "reference/views.h"
-#include "suites/autograd/grad_case.h"
+#include "suites/ops/op_case.h"
 
 namespace tb::suites {
 
@@ -31,7 +31,7 @@ struct SoftRow {
   int64_t dim;
 };
 
-void softmax_rows(std::vector<GradCase>& v, DType dt) {
+void softmax_rows(std::vector<OpCase>& v, DType dt) {
   const std::string d = core::name(dt);
   const std::vector<SoftRow> rows = {
       {"inner", {3, 5}, Layout::Contiguous, 1},  {"outer", {4, 3}, Layout::Transposed, 0},
@@ -84,7 +84,7 @@ void softmax_rows(std::vector<GradCase>& v, DType dt) {
   if (dt == DType::Float64) v.back().gradcheck = false;  // a float32 forward: too coarse for finite differences
 }
 
-void layer_norm_rows(std::vector<GradCase>& v, DType dt) {
+void layer_norm_rows(std::vector<OpCase>& v, DType dt) {
   const std::string d = core::name(dt);
   struct Row {
     std::string name;
@@ -128,7 +128,7 @@ void layer_norm_rows(std::vector<GradCase>& v, DType dt) {
   }
 }
 
-void group_norm_rows(std::vector<GradCase>& v, DType dt) {
+void group_norm_rows(std::vector<OpCase>& v, DType dt) {
   const std::string d = core::name(dt);
   struct Row {
     std::string name;
@@ -157,14 +157,14 @@ void group_norm_rows(std::vector<GradCase>& v, DType dt) {
   // x * a + b form left x - mean ~ ulp, and the gradient after it off by O(1)). No gradcheck: rstd
   // is 1/sqrt(eps) there, too steep for finite differences.
   for (const double c : {37.3, -2.25}) {
-    GradCase k = make_grad_case("group_norm/" + d + "/constant_groups_" + (c > 0 ? "pos" : "neg"),
+    OpCase k = make_grad_case("group_norm/" + d + "/constant_groups_" + (c > 0 ? "pos" : "neg"),
                                 {{{2, 6, 5}, dt, Layout::Contiguous, Values::Zeros}},
                                 [c](const In& x) { return one(tb::group_norm(tb::add(x[0], c), 3)); },
                                 [c](const RIn& x) { return one(R::group_norm(R::add(x[0], c), 3)); });
     k.gradcheck = false;
     // LibTorch's float32 backward forms sum(g x) - mean * sum(g), which cancels for a constant
     // group (3e-5 relative measured at 37.3): wider than grad_tolerance, far below the O(1) fault.
-    if (dt == DType::Float32) k.tol = Tolerance{2e-4, 2e-4};
+    if (dt == DType::Float32) k.grad_tol = Tolerance{2e-4, 2e-4};
     v.push_back(std::move(k));
   }
   v.push_back(make_grad_case("group_norm/" + d + "/view_weight_only", {{{3, 2, 4}, dt}, {{4}, dt}},
@@ -172,7 +172,7 @@ void group_norm_rows(std::vector<GradCase>& v, DType dt) {
                              [](const RIn& x) { return one(R::group_norm(R::transpose(x[0], 1, 2), 2, x[1], {}, 1e-3)); }));
 }
 
-void batch_norm_rows(std::vector<GradCase>& v, DType dt) {
+void batch_norm_rows(std::vector<OpCase>& v, DType dt) {
   const std::string d = core::name(dt);
   struct Row {
     std::string name;
@@ -194,7 +194,7 @@ void batch_norm_rows(std::vector<GradCase>& v, DType dt) {
     // Inputs: x, running_mean, running_var (positive), weight, bias; stats and affine optional.
     std::vector<Input> in = {{r.shape, dt, r.layout}, {{C}, dt}, {{C}, dt, Layout::Contiguous, Values::Positive},
                              {{C}, dt}, {{C}, dt}};
-    GradCase c = make_grad_case(
+    OpCase c = make_grad_case(
         "batch_norm/" + d + "/" + r.name, in,
         [=](const In& x) {
           tb::Tensor rm = st ? x[1] : tb::Tensor(), rv = st ? x[2] : tb::Tensor();
@@ -210,7 +210,7 @@ void batch_norm_rows(std::vector<GradCase>& v, DType dt) {
     v.push_back(std::move(c));
   }
   // A view first (channels from the last dim) and a chain into log_softmax.
-  GradCase c = make_grad_case(
+  OpCase c = make_grad_case(
       "batch_norm/" + d + "/view_chain", {{{5, 3}, dt}, {{3}, dt}, {{3}, dt}},
       [](const In& x) { return one(tb::log_softmax(tb::batch_norm(x[0].t().t(), {}, {}, x[1], x[2], true, 0.1, 1e-3), 1)); },
       [](const RIn& x) { return one(R::log_softmax(R::batch_norm(R::t(R::t(x[0])), {}, {}, x[1], x[2], true, 0.1, 1e-3), 1)); });
@@ -219,8 +219,8 @@ void batch_norm_rows(std::vector<GradCase>& v, DType dt) {
 
 }  // namespace
 
-std::vector<GradCase> grad_nn_norm_cases() {
-  std::vector<GradCase> v;
+std::vector<OpCase> grad_nn_norm_cases() {
+  std::vector<OpCase> v;
   for (DType dt : {DType::Float32, DType::Float64}) {
     softmax_rows(v, dt);
     layer_norm_rows(v, dt);

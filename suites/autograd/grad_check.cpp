@@ -1,4 +1,5 @@
-// Running a GradCase: the LibTorch comparison and the finite-difference gradcheck.
+// The gradient modes of an OpCase with `grad` set: the LibTorch autograd comparison (grad/) and
+// the finite-difference gradcheck (gradcheck/).
 #include <chrono>
 #include <cmath>
 
@@ -6,14 +7,14 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/tensor/factories.h"
 #include "reference/autograd.h"
-#include "suites/autograd/grad_case.h"
+#include "suites/ops/op_case.h"
 #include "suites/recorded.h"
 
 namespace tb::suites {
 
 namespace {
 
-std::vector<size_t> wrt_of(const GradCase& c, const std::vector<tb::Tensor>& in) {
+std::vector<size_t> wrt_of(const OpCase& c, const std::vector<tb::Tensor>& in) {
   if (!c.wrt.empty()) return c.wrt;
   std::vector<size_t> w;
   for (size_t i = 0; i < in.size(); ++i)
@@ -29,7 +30,7 @@ std::vector<size_t> diff_outputs(const std::vector<tb::Tensor>& out) {
   return d;
 }
 
-harness::Record guarded_record(const GradCase& c, const std::string& prefix,
+harness::Record guarded_record(const OpCase& c, const std::string& prefix,
                                const std::function<void(harness::Record&)>& body) {
   // The seed recorded is the inputs' (keyed by the case name, not the record's prefixed name).
   return run_recorded(
@@ -68,12 +69,9 @@ bool compare(const std::string& what, tb::Tensor actual, tb::Tensor expected, To
 
 }  // namespace
 
-harness::Record run_grad_case(const GradCase& c) {
+harness::Record run_grad_case(const OpCase& c) {
   return guarded_record(c, "grad/", [&](harness::Record& rec) {
-    OpCase shape_only;
-    shape_only.name = c.name;
-    shape_only.inputs = c.inputs;
-    std::vector<tb::Tensor> in = make_inputs(shape_only);
+    std::vector<tb::Tensor> in = make_inputs(c);
     std::vector<ref::Tensor> rin;
     for (const tb::Tensor& t : in) rin.push_back(ref::to_ref(t));
     const std::vector<size_t> wrt = wrt_of(c, in);
@@ -91,7 +89,7 @@ harness::Record run_grad_case(const GradCase& c) {
     DType dt = DType::Float32;  // the first floating input's dtype sets the default tolerance
     for (auto it = c.inputs.rbegin(); it != c.inputs.rend(); ++it)
       if (core::is_floating(it->dtype)) dt = it->dtype;
-    Tolerance tol = c.tol.value_or(grad_tolerance(dt));
+    Tolerance tol = c.grad_tol.value_or(grad_tolerance(dt));
     rec.tolerances = {{"rtol", tol.rtol}, {"atol", tol.atol}};
     for (size_t k = 0; k < out.size(); ++k)
       if (!compare("output " + std::to_string(k), out[k], ref::from_ref(rout[k]), tol, rec)) return;
@@ -129,7 +127,7 @@ harness::Record run_grad_case(const GradCase& c) {
 namespace {
 
 // sum_k <f_k(inputs), v_k> with grad mode off.
-double project(const GradCase& c, const std::vector<tb::Tensor>& in, const std::vector<tb::Tensor>& v,
+double project(const OpCase& c, const std::vector<tb::Tensor>& in, const std::vector<tb::Tensor>& v,
                const std::vector<size_t>& outs) {
   autograd::NoGradGuard no_grad;
   std::vector<tb::Tensor> out = c.engine(in);
@@ -146,15 +144,12 @@ double project(const GradCase& c, const std::vector<tb::Tensor>& in, const std::
 
 }  // namespace
 
-harness::Record run_gradcheck(const GradCase& c) {
+harness::Record run_gradcheck(const OpCase& c) {
   return guarded_record(c, "gradcheck/", [&](harness::Record& rec) {
     constexpr double eps = 1e-6, atol = 1e-5, rtol = 1e-3;  // torch.autograd.gradcheck's defaults
     constexpr int64_t max_points = 40;                      // per input: keeps the suite fast
     rec.tolerances = {{"rtol", rtol}, {"atol", atol}, {"eps", eps}};
-    OpCase shape_only;
-    shape_only.name = c.name;
-    shape_only.inputs = c.inputs;
-    std::vector<tb::Tensor> in = make_inputs(shape_only);
+    std::vector<tb::Tensor> in = make_inputs(c);
     for (tb::Tensor& t : in) t = t.contiguous().detach();  // perturb plain storage
     const std::vector<size_t> wrt = wrt_of(c, in);
     for (size_t i : wrt) in[i].requires_grad_();
@@ -205,13 +200,30 @@ harness::Record run_gradcheck(const GradCase& c) {
   });
 }
 
-std::vector<GradCase> all_grad_cases() {
-  std::vector<GradCase> all;
-  for (auto family : {grad_elementwise_cases, grad_reduce_cases, grad_linalg_cases, grad_nn_cases,
-                      grad_loss_cases, grad_nn_norm_cases, grad_index_cases, grad_autocast_cases}) {
-    auto cs = family();
-    all.insert(all.end(), std::make_move_iterator(cs.begin()), std::make_move_iterator(cs.end()));
+bool wants_gradcheck(const OpCase& c) {
+  if (!c.grad || !c.gradcheck) return false;
+  for (const Input& in : c.inputs)
+    if (core::is_floating(in.dtype) && in.dtype != DType::Float64) return false;
+  return true;
+}
+
+std::vector<OpCase> unmerged_grad_cases() {
+  std::vector<OpCase> all;
+  for (auto family : {grad_linalg_cases, grad_nn_cases, grad_loss_cases,
+                      grad_nn_norm_cases, grad_index_cases, grad_autocast_cases}) {
+    for (OpCase& c : family()) {
+      c.grad = true;  // every row of those tables is differentiable
+      all.push_back(std::move(c));
+    }
   }
+  return all;
+}
+
+std::vector<OpCase> all_grad_cases() {
+  std::vector<OpCase> all;
+  for (OpCase& c : all_op_cases())
+    if (c.grad) all.push_back(std::move(c));
+  for (OpCase& c : unmerged_grad_cases()) all.push_back(std::move(c));
   return all;
 }
 

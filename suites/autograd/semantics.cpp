@@ -18,7 +18,7 @@
 #include "reference/linalg.h"
 #include "reference/reduce.h"
 #include "reference/views.h"
-#include "suites/autograd/grad_case.h"
+#include "suites/ops/op_case.h"
 #include "suites/recorded.h"
 
 namespace tb::suites {
@@ -88,11 +88,8 @@ harness::TestCase semantic(const std::string& name, std::function<void(harness::
   return recorded_case("autograd", "semantics/" + name, std::move(body), /*with_seed=*/false);
 }
 
-}  // namespace
-
-std::vector<harness::TestCase> semantics_tests() {
-  std::vector<harness::TestCase> t;
-
+// Backward, retain_graph, leaves and non-leaves.
+void backward_tests(std::vector<harness::TestCase>& t) {
   t.push_back(semantic("accumulate_two_backward", [](harness::Record&) {
     Pair x = leaf({1.5, -2, 3});
     E y = tb::sum(tb::mul(x.e, x.e));
@@ -149,7 +146,10 @@ std::vector<harness::TestCase> semantics_tests() {
     expect(y.retains_grad(), "retains_grad() is false after retain_grad()");
     expect_close(y.grad(), R::grad_of(ry), "retained non-leaf grad");
   }));
+}
 
+// Grad modes: no_grad, inference_mode, detach.
+void grad_mode_tests(std::vector<harness::TestCase>& t) {
   t.push_back(semantic("no_grad", [](harness::Record&) {
     Pair x = leaf({1, 2});
     E y;
@@ -203,7 +203,10 @@ std::vector<harness::TestCase> semantics_tests() {
     expect_both_raise(engine_error([&] { y.backward(); }), ref_error([&] { R::backward(ry); }),
                       "modified by an inplace operation");
   }));
+}
 
+// In-place changes autograd must refuse.
+void inplace_tests(std::vector<harness::TestCase>& t) {
   t.push_back(semantic("inplace_on_saved_tensor", [](harness::Record&) {
     Pair x = leaf({0.5, -1, 2});
     E a = tb::mul(x.e, 1.0);
@@ -276,7 +279,10 @@ std::vector<harness::TestCase> semantics_tests() {
     expect_both_raise(engine_error([&] { tb::sum(y).backward(); }), ref_error([&] { R::backward(R::sum(ry)); }),
                       "modified by an inplace operation");
   }));
+}
 
+// Tensor hooks.
+void hook_tests(std::vector<harness::TestCase>& t) {
   t.push_back(semantic("tensor_hooks", [](harness::Record&) {
     Pair x = leaf({1, -2, 3});
     E y = tb::mul(x.e, x.e);
@@ -297,7 +303,10 @@ std::vector<harness::TestCase> semantics_tests() {
     R::backward(R::sum(z.r));
     expect_close(z.e.grad(), R::grad_of(z.r), "grad after remove_hook");
   }));
+}
 
+// Gradient buffers (Note [Gradient buffers]).
+void gradient_buffer_tests(std::vector<harness::TestCase>& t) {
   // Note [Gradient buffers]: a buffer offered to a leaf's accumulator receives linear's weight
   // gradient and becomes .grad -- but only where nobody could see it before (not under grad(),
   // not past tensor hooks, not when .grad holds a gradient, once per offer) -- and every
@@ -383,7 +392,10 @@ std::vector<harness::TestCase> semantics_tests() {
     expect_close(w.e.grad(), want[0], "weight gradient with a tensor hook");
     expect(!w.e.grad().shares_storage(buf), "the buffer was lent past a tensor hook");
   }));
+}
 
+// The API around backward: grad(), non-scalar backward, requires_grad rules, anomaly mode, node names.
+void api_tests(std::vector<harness::TestCase>& t) {
   t.push_back(semantic("grad_function", [](harness::Record&) {
     Pair x = leaf({1, 2, 3}), w = leaf({0.5, -1, 2});
     E y = tb::sum(tb::mul(tb::exp(x.e), w.e));
@@ -455,7 +467,10 @@ std::vector<harness::TestCase> semantics_tests() {
            "grad_fn name: engine " + (y.grad_fn() ? y.grad_fn()->name() : std::string("none")) + " vs LibTorch " +
                R::grad_fn_name(ry));
   }));
+}
 
+// Views rebased by in-place ops, version counters.
+void version_tests(std::vector<harness::TestCase>& t) {
   t.push_back(semantic("view_then_inplace_rebases_base", [](harness::Record&) {
     Pair x = leaf({1, 2, 3, 4});
     E b = tb::mul(x.e, 1.0);
@@ -480,6 +495,19 @@ std::vector<harness::TestCase> semantics_tests() {
                                                         std::to_string(a.version()) + " vs LibTorch " +
                                                         std::to_string(R::version(ra)));
   }));
+}
+
+}  // namespace
+
+std::vector<harness::TestCase> semantics_tests() {
+  std::vector<harness::TestCase> t;
+  backward_tests(t);
+  grad_mode_tests(t);
+  inplace_tests(t);
+  hook_tests(t);
+  gradient_buffer_tests(t);
+  api_tests(t);
+  version_tests(t);
   return t;
 }
 

@@ -15,8 +15,7 @@
 #include "engine/nn/module.h"
 #include "harness/suite.h"
 #include "reference/nn_modules.h"
-#include "suites/autograd/grad_case.h"
-#include "suites/compare.h"
+#include "suites/ops/op_case.h"
 #include "suites/recorded.h"
 
 namespace tb::suites {
@@ -44,6 +43,9 @@ harness::Record run_layer_case(const LayerCase& c);  // never throws
 // A module-semantics case: body throws CheckFailed (via check(), suites/recorded.h) to fail.
 harness::TestCase semantic_case(const std::string& name, std::function<void(harness::Record&)> body);
 
+// Compares two tensors (undefined = zeros) under tol; on failure fills rec and returns false.
+bool compare_into(const std::string& what, tb::Tensor actual, tb::Tensor expected, Tolerance tol,
+                  harness::Record& rec);
 // The engine state dict as named reference tensors (same bytes).
 ref::NamedTensors to_ref_state(const nn::StateDict& s);
 

@@ -44,7 +44,6 @@
 #include "reference/nn_norm.h"
 #include "reference/reduce.h"
 #include "reference/views.h"
-#include "suites/autograd/grad_case.h"
 #include "suites/ops/op_case.h"
 #include "suites/recorded.h"
 

@@ -1,11 +1,14 @@
-// The elementwise family's case table (engine/ops/elementwise.h vs reference/elementwise.h).
-// Rows are built by loops: every op over every dtype it supports, in awkward layouts
-// (transposed, strided with offset, expanded with stride 0, 0-dim, a zero-size dim, odd sizes,
-// one size past the parallel grain), with broadcasting, mixed dtypes, in-place and out= forms,
-// and Check::Error rows wherever LibTorch raises. The 16M rows at the end are the benchmarks.
+// The elementwise family's case table (engine/ops/elementwise.h and
+// engine/autograd/functions/elementwise.cpp vs reference/elementwise.h). Rows are built by loops:
+// every op over every dtype it supports, in awkward layouts (transposed, strided with offset,
+// expanded with stride 0, 0-dim, a zero-size dim, odd sizes, one size past the parallel grain),
+// with broadcasting, mixed dtypes, in-place and out= forms, and Check::Error rows wherever LibTorch
+// raises. The float32/float64 rows of differentiable ops are also gradient rows (`grad`), with
+// extra rows for one element, a view taken inside the op and a chain with a second op; the fused
+// activations also in bfloat16 and past the parallel grain. The 16M rows at the end are the
+// benchmarks.
 #include <functional>
 
-#include "engine/autograd/functions.h"
 #include "suites/ops/cases_elementwise.h"
 
 #include "reference/views.h"
@@ -37,6 +40,12 @@ struct UnarySpec {
   Values values = Values::Normal;
   bool bool_result = false;
   bool out_transposed = true;  // see gelu below
+  // Differentiable forms (tb::autograd): with them the float32/float64 rows of kGradShapes, and
+  // the extra rows of grad_unary_rows, are also gradient rows.
+  std::function<Tn(const Tn&)> g;
+  std::function<void(Tn&)> gi;                 // in place
+  std::optional<Values> grad_values;           // inputs of the gradient rows, when not `values`
+  bool hot = false;  // fused backward kernel: gradient rows also past kParallelGrain and in bfloat16
 };
 
 struct UShape {
@@ -48,6 +57,69 @@ const std::vector<UShape> kUnaryShapes = {
     {"contig", {5, 7}, C}, {"transposed", {6, 9}, Tr}, {"strided", {4, 11}, St}, {"expanded", {3, 5}, Ex},
     {"scalar", {}, C},     {"empty", {0, 3}, C},       {"odd", {1031}, C},
 };
+
+// The unary shapes whose float32/float64 rows are also gradient rows (of specs with `g`).
+bool grad_shape(const std::string& name) {
+  return name == "contig" || name == "transposed" || name == "strided" || name == "expanded" || name == "scalar" ||
+         name == "empty";
+}
+
+}  // namespace
+
+void elementwise_rows::grad_unary_rows(std::vector<OpCase>& v, const std::string& base,
+                                       const std::function<Tn(const Tn&)>& g, const std::function<RT(const RT&)>& r,
+                                       DType d, Values vals) {
+  auto row = [&](const char* name, Input in, EngineFn e, RefFn rf) {
+    v.push_back(make_grad_case(base + name, {std::move(in)}, std::move(e), std::move(rf)));
+  };
+  row("one", {{1}, d, C, vals}, [g](const In& x) { return one(g(x[0])); }, [r](const RIn& x) { return one(r(x[0])); });
+  // A view taken inside the lambda: the gradient must land in the right elements of x.
+  row("view", {{4, 5}, d, C, vals}, [g](const In& x) { return one(g(x[0].t().narrow(0, 1, 3))); },
+      [r](const RIn& x) { return one(r(R::narrow(R::t(x[0]), 0, 1, 3))); });
+  // Chained with mul: x reaches the output along two paths.
+  row("chain", {{2, 3, 4}, d, Tr, vals}, [g](const In& x) { return one(A::mul(g(x[0]), x[0])); },
+      [r](const RIn& x) { return one(R::mul(r(x[0]), x[0])); });
+}
+
+void elementwise_rows::grad_inplace_rows(std::vector<OpCase>& v, const std::string& base,
+                                         const std::function<void(Tn&)>& f, const std::function<RT(const RT&)>& r,
+                                         DType d, Values vals, const char* skip) {
+  struct Shaped {
+    const char* name;
+    Shape shape;
+    Layout layout;
+  };
+  // No expanded layout: a clone of an expanded tensor is dense on both sides, nothing new.
+  const Shaped shapes[] = {{"contig", {5, 7}, C}, {"transposed", {6, 9}, Tr}, {"strided", {3, 5}, St},
+                           {"scalar", {}, C},     {"one", {1}, C},            {"empty", {0, 3}, C}};
+  for (const Shaped& sh : shapes) {
+    if (skip && sh.name == std::string(skip)) continue;
+    v.push_back(make_grad_case(
+        base + sh.name, {{sh.shape, d, sh.layout, vals}},
+        [f](const In& x) {
+          Tn y = x[0].clone();
+          f(y);
+          return one(y);
+        },
+        [r](const RIn& x) { return one(r(R::clone(x[0]))); }));
+  }
+  // In place on a view of a non-leaf: the base's history is rewritten (CopySlices).
+  v.push_back(make_grad_case(
+      base + "view", {{{3, 4}, d, Tr, vals}},
+      [f](const In& x) {
+        Tn y = A::mul(x[0], 2);
+        Tn w = y.narrow(1, 1, 2);
+        f(w);
+        return one(A::mul(y, x[0]));
+      },
+      [r](const RIn& x) {
+        RT y = R::mul(x[0], 2);
+        r(R::narrow(y, 1, 1, 2));
+        return one(R::mul(y, x[0]));
+      }));
+}
+
+namespace {
 
 bool unary_supports(UKind k, DType d) {
   switch (k) {
@@ -72,9 +144,20 @@ void unary_rows(std::vector<OpCase>& v, const UnarySpec& s) {
       add_row(v, base + "error", {{{5, 7}, d, C, s.values}}, e, rf, Check::Error);
       continue;
     }
-    for (const UShape& sh : kUnaryShapes) add_row(v, base + sh.name, {{sh.shape, d, sh.layout, s.values}}, e, rf);
+    auto g = s.g;
+    EngineFn eg = [g](const In& in) { return one(g(in[0])); };
+    const Values gv = s.grad_values.value_or(s.values);
+    // A value row, which is also a gradient row when `grad`.
+    auto row = [&](const std::string& name, Shape shape, Layout l, bool grad) {
+      add_row(v, name, {{std::move(shape), d, l, grad ? gv : s.values}}, grad ? eg : e, rf);
+      v.back().grad = grad;
+    };
+    for (const UShape& sh : kUnaryShapes)
+      row(base + sh.name, sh.shape, sh.layout,
+          g && ((grad_dtype(d) && grad_shape(sh.name)) || (s.hot && d == DType::BFloat16 && sh.name == "strided")));
     if (d == DType::Float32 || d == DType::BFloat16)  // past kParallelGrain: the two-thread split
-      add_row(v, base + "large", {{{70001}, d, C, s.values}}, e, rf);
+      row(base + "large", {70001}, C, g && s.hot);
+    if (g && grad_dtype(d)) grad_unary_rows(v, base, g, r, d, gv);
     const DType rd = unary_result(s, d);
     if (s.fi) {
       auto fi = s.fi;
@@ -85,6 +168,11 @@ void unary_rows(std::vector<OpCase>& v, const UnarySpec& s) {
       // The result must be castable to self's dtype (exp_ of an int tensor raises).
       if (core::category(rd) > core::category(d)) {
         add_row(v, ib + "error", {{{5, 7}, d, C, s.values}}, ei, rfi, Check::Error);
+      } else if (s.gi && grad_dtype(d)) {
+        // Gradient rows too: in place on a clone (a leaf that requires grad may not be modified).
+        grad_inplace_rows(v, ib, s.gi, s.ri, d, s.grad_values.value_or(s.values));
+        if (d == DType::Float32)
+          add_row(v, ib + "expanded_error", {{{3, 5}, d, Ex, s.values}}, ei, rfi, Check::Error);
       } else {
         add_row(v, ib + "contig", {{{5, 7}, d, C, s.values}}, ei, rfi);
         add_row(v, ib + "transposed", {{{6, 9}, d, Tr, s.values}}, ei, rfi);
@@ -123,60 +211,90 @@ std::vector<UnarySpec> unary_specs() {
     s.name = std::move(n), s.f = f, s.fi = fi, s.fo = fo, s.r = r, s.ri = ri, s.ro = ro, s.kind = k, s.values = val;
     u.push_back(std::move(s));
   };
-  full("exp", tb::exp, tb::exp_, tb::exp_out, R::exp, R::exp_, R::exp_out, U::FloatMath);
-  full("expm1", tb::expm1, tb::expm1_, tb::expm1_out, R::expm1, R::expm1_, R::expm1_out, U::FloatMath);
-  full("log", tb::log, tb::log_, tb::log_out, R::log, R::log_, R::log_out, U::FloatMath, Values::Positive);
-  full("log1p", tb::log1p, tb::log1p_, tb::log1p_out, R::log1p, R::log1p_, R::log1p_out, U::FloatMath, Values::Positive);
-  full("sqrt", tb::sqrt, tb::sqrt_, tb::sqrt_out, R::sqrt, R::sqrt_, R::sqrt_out, U::FloatMath, Values::Positive);
-  full("rsqrt", tb::rsqrt, tb::rsqrt_, tb::rsqrt_out, R::rsqrt, R::rsqrt_, R::rsqrt_out, U::FloatMath, Values::Positive);
-  full("reciprocal", tb::reciprocal, tb::reciprocal_, tb::reciprocal_out, R::reciprocal, R::reciprocal_,
+  // The differentiable forms of the last spec added.
+  auto grad = [&](Tn (*g)(const Tn&), Tn& (*gi)(Tn&) = nullptr) {
+    u.back().g = g;
+    if (gi) u.back().gi = [gi](Tn& x) { gi(x); };
+  };
+  full("exp", O::exp, O::exp_, O::exp_out, R::exp, R::exp_, R::exp_out, U::FloatMath);
+  grad(A::exp, A::exp_);
+  full("expm1", O::expm1, O::expm1_, O::expm1_out, R::expm1, R::expm1_, R::expm1_out, U::FloatMath);
+  grad(A::expm1);
+  full("log", O::log, O::log_, O::log_out, R::log, R::log_, R::log_out, U::FloatMath, Values::Positive);
+  grad(A::log);
+  full("log1p", O::log1p, O::log1p_, O::log1p_out, R::log1p, R::log1p_, R::log1p_out, U::FloatMath, Values::Positive);
+  grad(A::log1p);
+  full("sqrt", O::sqrt, O::sqrt_, O::sqrt_out, R::sqrt, R::sqrt_, R::sqrt_out, U::FloatMath, Values::Positive);
+  grad(A::sqrt);
+  full("rsqrt", O::rsqrt, O::rsqrt_, O::rsqrt_out, R::rsqrt, R::rsqrt_, R::rsqrt_out, U::FloatMath, Values::Positive);
+  grad(A::rsqrt);
+  full("reciprocal", O::reciprocal, O::reciprocal_, O::reciprocal_out, R::reciprocal, R::reciprocal_,
        R::reciprocal_out, U::FloatMath, Values::NonZero);
-  full("sin", tb::sin, tb::sin_, tb::sin_out, R::sin, R::sin_, R::sin_out, U::FloatMath);
-  full("cos", tb::cos, tb::cos_, tb::cos_out, R::cos, R::cos_, R::cos_out, U::FloatMath);
-  full("tanh", tb::tanh, tb::tanh_, tb::tanh_out, R::tanh, R::tanh_, R::tanh_out, U::FloatMath);
-  full("sigmoid", tb::sigmoid, tb::sigmoid_, tb::sigmoid_out, R::sigmoid, R::sigmoid_, R::sigmoid_out, U::FloatMath);
-  full("neg", tb::neg, tb::neg_, tb::neg_out, R::neg, R::neg_, R::neg_out, U::Numeric);
-  full("abs", tb::abs, tb::abs_, tb::abs_out, R::abs, R::abs_, R::abs_out, U::Numeric);
-  full("sign", tb::sign, tb::sign_, tb::sign_out, R::sign, R::sign_, R::sign_out, U::Any);
-  full("logical_not", tb::logical_not, tb::logical_not_, tb::logical_not_out, R::logical_not, R::logical_not_,
+  grad(A::reciprocal);
+  full("sin", O::sin, O::sin_, O::sin_out, R::sin, R::sin_, R::sin_out, U::FloatMath);
+  grad(A::sin);
+  full("cos", O::cos, O::cos_, O::cos_out, R::cos, R::cos_, R::cos_out, U::FloatMath);
+  grad(A::cos);
+  full("tanh", O::tanh, O::tanh_, O::tanh_out, R::tanh, R::tanh_, R::tanh_out, U::FloatMath);
+  grad(A::tanh, A::tanh_);
+  full("sigmoid", O::sigmoid, O::sigmoid_, O::sigmoid_out, R::sigmoid, R::sigmoid_, R::sigmoid_out, U::FloatMath);
+  grad(A::sigmoid, A::sigmoid_);
+  full("neg", O::neg, O::neg_, O::neg_out, R::neg, R::neg_, R::neg_out, U::Numeric);
+  grad(A::neg, A::neg_);
+  full("abs", O::abs, O::abs_, O::abs_out, R::abs, R::abs_, R::abs_out, U::Numeric);
+  grad(A::abs);
+  full("sign", O::sign, O::sign_, O::sign_out, R::sign, R::sign_, R::sign_out, U::Any);
+  grad(A::sign);
+  full("logical_not", O::logical_not, O::logical_not_, O::logical_not_out, R::logical_not, R::logical_not_,
        R::logical_not_out, U::Any);
   u.back().bool_result = true;
-  full("relu", tb::relu, tb::relu_, nullptr, R::relu, R::relu_, nullptr, U::Numeric);
-  full("silu", tb::silu, tb::silu_, tb::silu_out, R::silu, R::silu_, R::silu_out, U::FloatingOnly);
+  full("relu", O::relu, O::relu_, nullptr, R::relu, R::relu_, nullptr, U::Numeric);
+  grad(A::relu, A::relu_);
+  full("silu", O::silu, O::silu_, O::silu_out, R::silu, R::silu_, R::silu_out, U::FloatingOnly);
+  grad(A::silu);
   for (std::string mode : {"none", "tanh"}) {
     UnarySpec s;
     s.name = "gelu", s.variant = mode + "_", s.kind = U::FloatingOnly;
     // LibTorch 2.x's gelu_out(approximate="none") leaves a non-contiguous out untouched (all
     // zeros, checked in Python), so that row would test LibTorch's bug, not the engine.
     s.out_transposed = mode != "none";
-    s.f = [mode](const Tn& x) { return tb::gelu(x, mode); };
-    s.fi = [mode](Tn& x) -> Tn& { return tb::gelu_(x, mode); };
-    s.fo = [mode](Tn& o, const Tn& x) -> Tn& { return tb::gelu_out(o, x, mode); };
+    s.f = [mode](const Tn& x) { return O::gelu(x, mode); };
+    s.fi = [mode](Tn& x) -> Tn& { return O::gelu_(x, mode); };
+    s.fo = [mode](Tn& o, const Tn& x) -> Tn& { return O::gelu_out(o, x, mode); };
     s.r = [mode](const RT& x) { return R::gelu(x, mode); };
     s.ri = [mode](const RT& x) { return R::gelu_(x, mode); };
     s.ro = [mode](const RT& o, const RT& x) { return R::gelu_out(o, x, mode); };
+    // The gradient rows of gelu "none" are named gelu/<dtype>/<layout> (cases_elementwise_grad.cpp).
+    if (mode == "tanh") s.g = [](const Tn& x) { return A::gelu(x, "tanh"); }, s.hot = true;
     u.push_back(std::move(s));
   }
   {
     UnarySpec s;  // default beta/threshold, and beta 2 / threshold 1 so both branches are taken
     s.name = "softplus", s.kind = U::FloatingOnly;
-    s.f = [](const Tn& x) { return tb::softplus(x); };
-    s.fo = [](Tn& o, const Tn& x) -> Tn& { return tb::softplus_out(o, x); };
+    s.f = [](const Tn& x) { return O::softplus(x); };
+    s.fo = [](Tn& o, const Tn& x) -> Tn& { return O::softplus_out(o, x); };
     s.r = [](const RT& x) { return R::softplus(x); };
     s.ro = [](const RT& o, const RT& x) { return R::softplus_out(o, x); };
+    s.g = [](const Tn& x) { return A::softplus(x); }, s.hot = true;
     u.push_back(s);
+    s.g = nullptr, s.hot = false;  // beta 2 / threshold 1 has gradient rows of its own (beta2_th1)
     s.variant = "beta2_";
-    s.f = [](const Tn& x) { return tb::softplus(x, 2, 1); };
-    s.fo = [](Tn& o, const Tn& x) -> Tn& { return tb::softplus_out(o, x, 2, 1.0); };
+    s.f = [](const Tn& x) { return O::softplus(x, 2, 1); };
+    s.fo = [](Tn& o, const Tn& x) -> Tn& { return O::softplus_out(o, x, 2, 1.0); };
     s.r = [](const RT& x) { return R::softplus(x, 2, 1); };
     s.ro = [](const RT& o, const RT& x) { return R::softplus_out(o, x, 2, 1.0); };
     u.push_back(std::move(s));
   }
-  for (auto [n, f, r] : {std::tuple{"isnan", &tb::isnan, &R::isnan}, std::tuple{"isinf", &tb::isinf, &R::isinf},
-                         std::tuple{"isfinite", &tb::isfinite, &R::isfinite}}) {
+  for (auto [n, f, r] : {std::tuple{"isnan", &O::isnan, &R::isnan}, std::tuple{"isinf", &O::isinf, &R::isinf},
+                         std::tuple{"isfinite", &O::isfinite, &R::isfinite}}) {
     UnarySpec s;
     s.name = n, s.f = f, s.r = r, s.kind = U::Any, s.bool_result = true;
     u.push_back(std::move(s));
+  }
+  for (UnarySpec& k : u) {
+    // NonZero keeps finite differences off the kink at 0.
+    if (k.name == "abs" || k.name == "sign" || k.name == "relu") k.grad_values = Values::NonZero;
+    if (k.name == "tanh" || k.name == "sigmoid" || k.name == "relu" || k.name == "silu") k.hot = true;
   }
   return u;
 }
@@ -187,62 +305,61 @@ void special_unary_rows(std::vector<OpCase>& v) {
     const std::vector<Input> nan_in = {{{5, 7}, d}};
     const std::vector<Input> inf_in = {{{5, 7}, d}, {{5, 7}, d, C, Values::Zeros}};
     auto add_nan = [&](const std::string& n, std::function<Tn(const Tn&)> f, std::function<RT(const RT&)> r) {
-      add_row(v, n + "/" + dn(d) + "/nan", nan_in, [f](const In& in) { return one(f(tb::log(in[0]))); },
+      add_row(v, n + "/" + dn(d) + "/nan", nan_in, [f](const In& in) { return one(f(O::log(in[0]))); },
               [r](const RIn& in) { return one(r(R::log(in[0]))); });
-      add_row(v, n + "/" + dn(d) + "/inf", inf_in, [f](const In& in) { return one(f(tb::div(in[0], in[1]))); },
+      add_row(v, n + "/" + dn(d) + "/inf", inf_in, [f](const In& in) { return one(f(O::div(in[0], in[1]))); },
               [r](const RIn& in) { return one(r(R::div(in[0], in[1]))); });
     };
-    add_nan("isnan", tb::isnan, R::isnan);
-    add_nan("isinf", tb::isinf, R::isinf);
-    add_nan("isfinite", tb::isfinite, R::isfinite);
-    add_nan("sign", tb::sign, R::sign);
-    add_nan("relu", tb::relu, R::relu);
-    add_nan("sigmoid", tb::sigmoid, R::sigmoid);
-    add_nan("logical_not", tb::logical_not, R::logical_not);
+    add_nan("isnan", O::isnan, R::isnan);
+    add_nan("isinf", O::isinf, R::isinf);
+    add_nan("isfinite", O::isfinite, R::isfinite);
+    add_nan("sign", O::sign, R::sign);
+    add_nan("relu", O::relu, R::relu);
+    add_nan("sigmoid", O::sigmoid, R::sigmoid);
+    add_nan("logical_not", O::logical_not, R::logical_not);
   }
   // Output layout (TensorIterator's rule): results follow the inputs' dense stride order, so
   // sizes, strides and offset are compared (Check::View) -- a later .view() then works on both
   // sides or on neither.
   for (DType d : {DType::Float32, DType::Int64}) {
     const std::string t = dn(d);
-    add_row(v, "neg/" + t + "/layout_transposed", {{{3, 4, 5}, d, Tr}}, [](const In& in) { return one(tb::neg(in[0])); },
+    add_row(v, "neg/" + t + "/layout_transposed", {{{3, 4, 5}, d, Tr}}, [](const In& in) { return one(O::neg(in[0])); },
             [](const RIn& in) { return one(R::neg(in[0])); }, Check::View);
     add_row(v, "abs/" + t + "/layout_permuted", {{{3, 4, 5}, d}},
-            [](const In& in) { return one(tb::abs(in[0].permute({2, 0, 1}))); },
+            [](const In& in) { return one(O::abs(in[0].permute({2, 0, 1}))); },
             [](const RIn& in) { return one(R::abs(R::permute(in[0], {2, 0, 1}))); }, Check::View);
     add_row(v, "add/" + t + "/layout_permuted_broadcast", {{{3, 4, 5}, d}, {{4}, d}},
-            [](const In& in) { return one(tb::add(in[0].permute({2, 0, 1}), in[1])); },
+            [](const In& in) { return one(O::add(in[0].permute({2, 0, 1}), in[1])); },
             [](const RIn& in) { return one(R::add(R::permute(in[0], {2, 0, 1}), in[1])); }, Check::View);
     add_row(v, "mul/" + t + "/layout_contiguous_first", {{{4, 5}, d}, {{4, 5}, d, Tr}},
-            [](const In& in) { return one(tb::mul(in[0], in[1])); }, [](const RIn& in) { return one(R::mul(in[0], in[1])); },
+            [](const In& in) { return one(O::mul(in[0], in[1])); }, [](const RIn& in) { return one(R::mul(in[0], in[1])); },
             Check::View);
     add_row(v, "mul/" + t + "/layout_transposed_first", {{{4, 5}, d, Tr}, {{4, 5}, d}},
-            [](const In& in) { return one(tb::mul(in[0], in[1])); }, [](const RIn& in) { return one(R::mul(in[0], in[1])); },
+            [](const In& in) { return one(O::mul(in[0], in[1])); }, [](const RIn& in) { return one(R::mul(in[0], in[1])); },
             Check::View);
     add_row(v, "maximum/" + t + "/layout_strided_transposed", {{{4, 6}, d, St}},
-            [](const In& in) { return one(tb::maximum(in[0].t(), in[0].t())); },
+            [](const In& in) { return one(O::maximum(in[0].t(), in[0].t())); },
             [](const RIn& in) { return one(R::maximum(R::t(in[0]), R::t(in[0]))); }, Check::View);
     add_row(v, "where/" + t + "/layout_transposed", {{{3, 4}, DType::Bool, Tr, Values::Bool}, {{3, 4}, d, Tr}, {{4}, d}},
-            [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
+            [](const In& in) { return one(O::where(in[0], in[1], in[2])); },
             [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::View);
   }
   add_row(v, "exp/float64/layout_permuted_int_input", {{{2, 3, 4}, DType::Int32}},
-          [](const In& in) { return one(tb::exp(in[0].permute({1, 2, 0}))); },
+          [](const In& in) { return one(O::exp(in[0].permute({1, 2, 0}))); },
           [](const RIn& in) { return one(R::exp(R::permute(in[0], {1, 2, 0}))); }, Check::View);
-  add_row(v, "gelu/float32/bad_mode", {{{5, 7}}}, [](const In& in) { return one(tb::gelu(in[0], "erf")); },
+  add_row(v, "gelu/float32/bad_mode", {{{5, 7}}}, [](const In& in) { return one(O::gelu(in[0], "erf")); },
           [](const RIn& in) { return one(R::gelu(in[0], "erf")); }, Check::Error);
 }
 
 }  // namespace
-
-// Binary ops, clamp, where and the benchmarks: cases_elementwise_binary.cpp.
-void elementwise_binary_rows(std::vector<OpCase>& v);
 
 std::vector<OpCase> elementwise_cases() {
   std::vector<OpCase> v;
   for (const UnarySpec& s : unary_specs()) unary_rows(v, s);
   special_unary_rows(v);
   elementwise_binary_rows(v);
+  elementwise_grad_rows(v);
+  elementwise_binary_grad_rows(v);
   return v;
 }
 

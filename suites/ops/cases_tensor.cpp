@@ -1,5 +1,6 @@
 // The tensor family: views (checked for sizes, strides, offsets and storage sharing), copies,
-// casts (round to nearest even into bf16/f16), creation ops, and the errors of bad input.
+// casts (round to nearest even into bf16/f16), creation ops, and the errors of bad input. Part 2
+// (cases_tensor_views.cpp): the same view and copy methods with gradients.
 #include "engine/tensor/factories.h"
 #include "reference/views.h"
 #include "suites/ops/op_case.h"
@@ -11,16 +12,18 @@ namespace {
 using E = std::vector<tb::Tensor>;
 using R = std::vector<ref::Tensor>;
 
-// A view case on one input of `shape` in `layout`.
+// A view case on one input of `shape` in `layout`; with `grad_f32` its float32 row is also a
+// gradient row (Tensor's view methods are differentiable).
 void add_view(std::vector<OpCase>& cs, const std::string& op, const std::string& variant, Shape shape,
               Layout layout, std::function<tb::Tensor(const tb::Tensor&)> e,
-              std::function<ref::Tensor(const ref::Tensor&)> r, Check check = Check::View) {
+              std::function<ref::Tensor(const ref::Tensor&)> r, Check check = Check::View, bool grad_f32 = false) {
   for (DType dt : {DType::Float32, DType::Int64}) {
     cs.push_back({op + "/" + core::name(dt) + "/" + variant,
                   {{shape, dt, layout}},
                   [e](const E& in) { return one(e(in[0])); },
                   [r](const R& in) { return one(r(in[0])); },
                   check});
+    cs.back().grad = grad_f32 && dt == DType::Float32;
   }
 }
 
@@ -63,9 +66,12 @@ void view_cases(std::vector<OpCase>& cs) {
              [](auto& x) { return ref::reshape(x, {3, -1}); });
     add_view(cs, "flatten", ln, {2, 3, 4}, l, [](auto& x) { return x.flatten(1); },
              [](auto& x) { return ref::flatten(x, 1, -1); });
+    // contiguous/float32/transposed, clone/float32/{strided,expanded}: also the gradient rows of
+    // those names (their float64 rows: cases_tensor_views.cpp).
     add_view(cs, "contiguous", ln, {3, 5}, l, [](auto& x) { return x.contiguous(); },
-             [](auto& x) { return ref::contiguous(x); });
-    add_view(cs, "clone", ln, {3, 5}, l, [](auto& x) { return x.clone(); }, [](auto& x) { return ref::clone(x); });
+             [](auto& x) { return ref::contiguous(x); }, Check::View, l == Tr);
+    add_view(cs, "clone", ln, {3, 5}, l, [](auto& x) { return x.clone(); }, [](auto& x) { return ref::clone(x); },
+             Check::View, l == St || l == Ex);
   }
   add_view(cs, "view", "split_dim", {4, 6}, C, [](auto& x) { return x.view({2, 2, 3, 2}); },
            [](auto& x) { return ref::view(x, {2, 2, 3, 2}); });
@@ -194,11 +200,15 @@ void creation_cases(std::vector<OpCase>& cs) {
 
 }  // namespace
 
+// Differentiable view and copy rows: cases_tensor_views.cpp.
+std::vector<OpCase> tensor_view_grad_rows();
+
 std::vector<OpCase> tensor_cases() {
   std::vector<OpCase> cs;
   view_cases(cs);
   cast_cases(cs);
   creation_cases(cs);
+  for (OpCase& c : tensor_view_grad_rows()) cs.push_back(std::move(c));
   return cs;
 }
 

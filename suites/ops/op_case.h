@@ -1,8 +1,10 @@
-// One table of cases per op family drives three modes: the LibTorch check (trainbench test
-// --suite ops, and the GoogleTest program ops_test), the benchmarks (trainbench bench --suite
-// ops, rows with `bench` set) and, with autograd, the gradient check. A case names how to make
-// its inputs (shape, dtype, awkward layout, value range); both sides get the same bytes in the
-// same layout and the outputs are compared under per-dtype tolerances (tolerance.h).
+// One table of rows per op family drives every mode: the value check against LibTorch (trainbench
+// test --suite ops, and the GoogleTest program ops_test), the benchmarks (trainbench bench --suite
+// ops, rows with `bench` set) and, for rows with `grad` set, the gradient check against LibTorch
+// autograd (grad/<name>) and the finite-difference check (gradcheck/<name>, float64 rows) in the
+// autograd suite (suites/autograd/grad_check.cpp). A row names how to make its inputs (shape,
+// dtype, awkward layout, value range); both sides get the same bytes in the same layout and the
+// outputs are compared under per-dtype tolerances (tolerance.h).
 #pragma once
 #include <functional>
 #include <optional>
@@ -66,6 +68,15 @@ struct OpCase {
   double flops = 0;                 // per call, for GFLOP/s
   double bytes = 0;                 // read + written per call, for GB/s
   double stats_mean = 0, stats_std = 1;  // Check::Stats: expected moments
+  // Autograd (suite autograd): when `grad` is set, grad/<name> compares the forward outputs and
+  // the gradient of every input in `wrt` with LibTorch autograd (same random output gradients),
+  // and for float64 rows with `gradcheck`, gradcheck/<name> compares with central finite
+  // differences of the engine's own forward. Engine lambdas of such rows call the
+  // differentiable functions (tb::autograd::).
+  bool grad = false;
+  std::vector<size_t> wrt;             // empty: every floating input
+  std::optional<Tolerance> grad_tol;   // overrides grad_tolerance(dtype); say why beside it
+  bool gradcheck = true;
 };
 
 // The family tables (suites/ops/cases_<family>.cpp).
@@ -76,7 +87,26 @@ std::vector<OpCase> linalg_cases();
 std::vector<OpCase> index_cases();         // shape and index ops
 std::vector<OpCase> nn_cases();           // conv, pooling, embedding, dropout, one_hot, pad
 std::vector<OpCase> nn_norm_cases();      // softmax, log_softmax, layer_norm, batch_norm
-std::vector<OpCase> all_op_cases();
+std::vector<OpCase> all_op_cases();       // every family's rows
+
+// Gradient tables of families whose rows are not yet merged into their cases_<family>.cpp
+// (suites/autograd/grad_cases_<family>.cpp; every row has `grad` set). Only the autograd suite
+// runs them; a family leaves this list when its two tables become one.
+std::vector<OpCase> grad_linalg_cases();
+std::vector<OpCase> grad_nn_cases();       // conv, pooling, embedding, dropout, pad
+std::vector<OpCase> grad_loss_cases();     // nll, cross_entropy, mse, l1, bce_with_logits
+std::vector<OpCase> grad_autocast_cases(); // under AutocastGuard vs LibTorch's CPU autocast
+std::vector<OpCase> grad_nn_norm_cases();  // softmax, log_softmax, layer/group/batch norm
+std::vector<OpCase> grad_index_cases();    // shape and index ops
+std::vector<OpCase> unmerged_grad_cases(); // all of the above
+
+// Every row the autograd suite checks: the rows of all_op_cases() with `grad` set, then
+// unmerged_grad_cases().
+std::vector<OpCase> all_grad_cases();
+harness::Record run_grad_case(const OpCase& c);  // grad/<name>; never throws
+harness::Record run_gradcheck(const OpCase& c);  // gradcheck/<name>; never throws
+// Whether a row gets a gradcheck/ record: `grad` and `gradcheck` set, every floating input float64.
+bool wants_gradcheck(const OpCase& c);
 
 // One input of a case, drawn from `gen` (suites/autograd builds its inputs the same way).
 tb::Tensor make_input(const Input& in, core::Generator& gen);
@@ -97,6 +127,14 @@ inline OpCase make_case(std::string name, std::vector<Input> inputs, EngineFn en
   c.engine = std::move(engine);
   c.reference = std::move(reference);
   c.check = check;
+  return c;
+}
+
+// A differentiable row: checked by value, by gradient against LibTorch autograd and (float64) by
+// finite differences. `engine` calls tb::autograd:: functions.
+inline OpCase make_grad_case(std::string name, std::vector<Input> inputs, EngineFn engine, RefFn reference) {
+  OpCase c = make_case(std::move(name), std::move(inputs), std::move(engine), std::move(reference));
+  c.grad = true;
   return c;
 }
 

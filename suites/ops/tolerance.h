@@ -20,4 +20,16 @@ inline Tolerance default_tolerance(core::DType t) {
   }
 }
 
+// Gradients pass through more arithmetic than one op's forward: a little looser than
+// default_tolerance for float32.
+inline Tolerance grad_tolerance(core::DType t) {
+  switch (t) {
+    case core::DType::Float32: return {1e-5, 1e-5};
+    case core::DType::Float64: return {1e-7, 1e-7};
+    case core::DType::BFloat16: return {1.6e-2, 1e-2};
+    case core::DType::Float16: return {1e-3, 1e-3};
+    default: return {0, 0};
+  }
+}
+
 }  // namespace tb::suites

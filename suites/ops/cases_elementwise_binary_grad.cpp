@@ -1,30 +1,25 @@
-// The elementwise family's gradient table, part 2: two-tensor arithmetic (add, sub, mul, div, pow,
-// maximum, minimum, remainder) with broadcasting in every direction, clamp with tensor bounds,
-// where, and the in-place binary ops (add_, sub_, mul_, div_), in float32 and float64. Broadcast
-// inputs check that the engine sums gradients back to each input's shape; mixed float32/float64
-// rows check the cast back to each input's dtype; tie rows check maximum/minimum split the
-// gradient in half and clamp passes it at its bounds. Part 1: grad_cases_elementwise.cpp.
+// The elementwise family, part 4: the two-tensor rows that exist for their gradients, each also
+// checked by value: add, sub, mul, div, pow, maximum, minimum, remainder with broadcasting in every
+// direction, through views and chained; clamp with tensor bounds, where, and the in-place binary
+// ops (add_, sub_, mul_, div_) on non-leaf tensors, in float32 and float64. Broadcast inputs check
+// that the engine sums gradients back to each input's shape; mixed float32/float64 rows check the
+// cast back to each input's dtype; tie rows check maximum/minimum split the gradient in half and
+// clamp passes it at its bounds. The layouts whose value rows carry the same names (broadcast,
+// expanded, 0-dim, empty; tensor clamp bounds; where broadcast/empty; in-place broadcast) are
+// gradient rows in cases_elementwise_binary.cpp.
 #include <functional>
 #include <optional>
 
-#include "engine/autograd/functions.h"
-#include "reference/elementwise.h"
 #include "reference/views.h"
-#include "suites/autograd/grad_case.h"
+#include "suites/ops/cases_elementwise.h"
 
 namespace tb::suites {
 
 namespace {
 
-namespace A = tb::autograd;
-namespace R = tb::ref;
-using In = std::vector<tb::Tensor>;
-using RIn = std::vector<ref::Tensor>;
-using Tn = tb::Tensor;
-using RT = ref::Tensor;
+using namespace elementwise_rows;
 using TOpt = std::optional<Tn>;
 using ROpt = std::optional<RT>;
-constexpr Layout C = Layout::Contiguous, Tr = Layout::Transposed, St = Layout::Strided, Ex = Layout::Expanded;
 constexpr Values N = Values::Normal, P = Values::Positive, NZ = Values::NonZero, B = Values::Bool;
 
 struct Binary {
@@ -36,25 +31,25 @@ struct Binary {
 
 std::vector<Binary> binary_ops() {
   return {
-      {"add", "", [](const Tn& a, const Tn& b) { return tb::add(a, b); },
+      {"add", "", [](const Tn& a, const Tn& b) { return A::add(a, b); },
        [](const RT& a, const RT& b) { return R::add(a, b); }},
-      {"add", "alpha", [](const Tn& a, const Tn& b) { return tb::add(a, b, -2); },
+      {"add", "alpha", [](const Tn& a, const Tn& b) { return A::add(a, b, -2); },
        [](const RT& a, const RT& b) { return R::add(a, b, -2); }},
-      {"sub", "", [](const Tn& a, const Tn& b) { return tb::sub(a, b); },
+      {"sub", "", [](const Tn& a, const Tn& b) { return A::sub(a, b); },
        [](const RT& a, const RT& b) { return R::sub(a, b); }},
-      {"sub", "alpha", [](const Tn& a, const Tn& b) { return tb::sub(a, b, 0.5); },
+      {"sub", "alpha", [](const Tn& a, const Tn& b) { return A::sub(a, b, 0.5); },
        [](const RT& a, const RT& b) { return R::sub(a, b, 0.5); }},
-      {"mul", "", [](const Tn& a, const Tn& b) { return tb::mul(a, b); },
+      {"mul", "", [](const Tn& a, const Tn& b) { return A::mul(a, b); },
        [](const RT& a, const RT& b) { return R::mul(a, b); }},
-      {"div", "", [](const Tn& a, const Tn& b) { return tb::div(a, b); },
+      {"div", "", [](const Tn& a, const Tn& b) { return A::div(a, b); },
        [](const RT& a, const RT& b) { return R::div(a, b); }, N, NZ},
-      {"pow", "", [](const Tn& a, const Tn& b) { return tb::pow(a, b); },
+      {"pow", "", [](const Tn& a, const Tn& b) { return A::pow(a, b); },
        [](const RT& a, const RT& b) { return R::pow(a, b); }, P, N},
-      {"maximum", "", [](const Tn& a, const Tn& b) { return tb::maximum(a, b); },
+      {"maximum", "", [](const Tn& a, const Tn& b) { return A::maximum(a, b); },
        [](const RT& a, const RT& b) { return R::maximum(a, b); }},
-      {"minimum", "", [](const Tn& a, const Tn& b) { return tb::minimum(a, b); },
+      {"minimum", "", [](const Tn& a, const Tn& b) { return A::minimum(a, b); },
        [](const RT& a, const RT& b) { return R::minimum(a, b); }},
-      {"remainder", "", [](const Tn& a, const Tn& b) { return tb::remainder(a, b); },
+      {"remainder", "", [](const Tn& a, const Tn& b) { return A::remainder(a, b); },
        [](const RT& a, const RT& b) { return R::remainder(a, b); }, N, NZ},
   };
 }
@@ -66,19 +61,20 @@ struct PairRow {
   Shape sb;
   Layout lb;
 };
+// broadcast, expanded, scalar and empty: the value rows of those names (cases_elementwise_binary.cpp).
 const std::vector<PairRow> kPairs = {
-    {"same", {3, 4}, C, {3, 4}, C},      {"layouts", {3, 4}, Tr, {3, 4}, St},
-    {"broadcast", {3, 4}, Tr, {4}, C},   {"outer", {3, 1}, C, {2, 1, 4}, St},  // both sides broadcast
-    {"expanded", {3, 4}, Ex, {3, 4}, C}, {"scalar", {3, 4}, St, {}, C},        // 0-dim second operand
-    {"scalar_first", {}, C, {2, 3}, Tr}, {"one", {1}, C, {1}, C},
-    {"empty", {0, 4}, C, {4}, C},
+    {"same", {3, 4}, C, {3, 4}, C},
+    {"layouts", {3, 4}, Tr, {3, 4}, St},
+    {"outer", {3, 1}, C, {2, 1, 4}, St},  // both sides broadcast
+    {"scalar_first", {}, C, {2, 3}, Tr},
+    {"one", {1}, C, {1}, C},
 };
 
 std::string prefixed(const std::string& tag, const std::string& variant) {
   return tag.empty() ? variant : tag + "_" + variant;
 }
 
-void binary_rows(std::vector<GradCase>& v, const Binary& op, DType dt) {
+void binary_rows(std::vector<OpCase>& v, const Binary& op, DType dt) {
   const std::string base = op.op + "/" + core::name(dt) + "/";
   auto f = op.f;
   auto r = op.r;
@@ -93,10 +89,10 @@ void binary_rows(std::vector<GradCase>& v, const Binary& op, DType dt) {
       [r](const RIn& x) { return one(r(R::t(x[0]), R::narrow(x[1], 1, 1, 4))); }));
   v.push_back(make_grad_case(
       base + prefixed(op.tag, "chain"), {{{2, 3}, dt, Tr, op.va}, {{3}, dt, C, op.vb}},
-      [f](const In& x) { return one(tb::mul(f(x[0], x[1]), x[1])); },
+      [f](const In& x) { return one(A::mul(f(x[0], x[1]), x[1])); },
       [r](const RIn& x) { return one(R::mul(r(x[0], x[1]), x[1])); }));
   // Only one side requires grad.
-  GradCase only_b =
+  OpCase only_b =
       make_grad_case(base + prefixed(op.tag, "wrt_b"), {{{3, 4}, dt, C, op.va}, {{4}, dt, C, op.vb}}, e, re);
   only_b.wrt = {1};
   v.push_back(std::move(only_b));
@@ -108,88 +104,75 @@ void binary_rows(std::vector<GradCase>& v, const Binary& op, DType dt) {
 
 // maximum/minimum where some elements tie (b is a where() of a): the tied gradient splits in half
 // on each side, and a gets both halves back.
-void tie_rows(std::vector<GradCase>& v, DType dt) {
+void tie_rows(std::vector<OpCase>& v, DType dt) {
   const std::string d = core::name(dt);
   const std::vector<Input> in = {{{3, 4}, dt, Tr}, {{3, 4}, dt, C}, {{3, 4}, DType::Bool, C, B}};
   v.push_back(make_grad_case(
-      "maximum/" + d + "/ties", in, [](const In& x) { return one(tb::maximum(x[0], tb::where(x[2], x[0], x[1]))); },
+      "maximum/" + d + "/ties", in, [](const In& x) { return one(A::maximum(x[0], A::where(x[2], x[0], x[1]))); },
       [](const RIn& x) { return one(R::maximum(x[0], R::where(x[2], x[0], x[1]))); }));
   v.push_back(make_grad_case(
-      "minimum/" + d + "/ties", in, [](const In& x) { return one(tb::minimum(tb::where(x[2], x[0], x[1]), x[0])); },
+      "minimum/" + d + "/ties", in, [](const In& x) { return one(A::minimum(A::where(x[2], x[0], x[1]), x[0])); },
       [](const RIn& x) { return one(R::minimum(R::where(x[2], x[0], x[1]), x[0])); }));
   // Tensor clamp with min equal to x at some elements: the gradient passes to x there.
   v.push_back(make_grad_case(
       "clamp/" + d + "/tensor_ties", in,
-      [](const In& x) { return one(tb::clamp(x[0], TOpt(tb::where(x[2], x[0], x[1])), std::nullopt)); },
+      [](const In& x) { return one(A::clamp(x[0], TOpt(A::where(x[2], x[0], x[1])), std::nullopt)); },
       [](const RIn& x) { return one(R::clamp(x[0], ROpt(R::where(x[2], x[0], x[1])), std::nullopt)); }));
 }
 
 // pow at a zero base: d/dbase where base = 0 (exponent > 0) and d/dexponent there are 0, and an
 // exponent of 0 gives a zero base gradient even where base^-1 is infinite.
-void pow_zero_rows(std::vector<GradCase>& v, DType dt) {
+void pow_zero_rows(std::vector<OpCase>& v, DType dt) {
   const std::string d = core::name(dt);
   v.push_back(make_grad_case(
       "pow/" + d + "/zero_base", {{{3, 4}, dt, Tr, NZ}, {{3, 4}, dt, C, P}},
-      [](const In& x) { return one(tb::pow(tb::relu(x[0]), x[1])); },
+      [](const In& x) { return one(A::pow(A::relu(x[0]), x[1])); },
       [](const RIn& x) { return one(R::pow(R::relu(x[0]), x[1])); }));
   v.push_back(make_grad_case(
       "pow/" + d + "/zero_exponent", {{{3, 4}, dt, C, NZ}, {{4}, dt, C, N}},
-      [](const In& x) { return one(tb::pow(tb::relu(x[0]), tb::mul(x[1], 0))); },
+      [](const In& x) { return one(A::pow(A::relu(x[0]), A::mul(x[1], 0))); },
       [](const RIn& x) { return one(R::pow(R::relu(x[0]), R::mul(x[1], 0))); }));
 }
 
-void clamp_rows(std::vector<GradCase>& v, DType dt) {
+void clamp_rows(std::vector<OpCase>& v, DType dt) {
   const std::string base = std::string("clamp/") + core::name(dt) + "/";
-  // Normal bounds cross (min > max) at about a quarter of the elements: both regimes.
-  v.push_back(make_grad_case(
-      base + "tensor_both", {{{3, 4}, dt, Tr}, {{3, 4}, dt, C}, {{4}, dt, C}},
-      [](const In& x) { return one(tb::clamp(x[0], TOpt(x[1]), TOpt(x[2]))); },
-      [](const RIn& x) { return one(R::clamp(x[0], ROpt(x[1]), ROpt(x[2]))); }));
-  v.push_back(make_grad_case(
-      base + "tensor_min", {{{3, 4}, dt, St}, {{3, 1}, dt, C}},
-      [](const In& x) { return one(tb::clamp(x[0], TOpt(x[1]), std::nullopt)); },
-      [](const RIn& x) { return one(R::clamp(x[0], ROpt(x[1]), std::nullopt)); }));
-  v.push_back(make_grad_case(
-      base + "tensor_max", {{{3, 4}, dt, C}, {{}, dt, C}},
-      [](const In& x) { return one(tb::clamp(x[0], std::nullopt, TOpt(x[1]))); },
-      [](const RIn& x) { return one(R::clamp(x[0], std::nullopt, ROpt(x[1]))); }));
+  // tensor_both, tensor_min, tensor_max: the value rows of those names (cases_elementwise_binary.cpp).
   v.push_back(make_grad_case(
       base + "tensor_broadcast_x", {{{4}, dt, C}, {{3, 1}, dt, C}, {{3, 4}, dt, Ex}},
-      [](const In& x) { return one(tb::clamp(x[0], TOpt(x[1]), TOpt(x[2]))); },
+      [](const In& x) { return one(A::clamp(x[0], TOpt(x[1]), TOpt(x[2]))); },
       [](const RIn& x) { return one(R::clamp(x[0], ROpt(x[1]), ROpt(x[2]))); }));
   v.push_back(make_grad_case(
       base + "tensor_view", {{{4, 3}, dt, C}, {{3, 6}, dt, C}, {{3, 4}, dt, St}},
-      [](const In& x) { return one(tb::clamp(x[0].t(), TOpt(x[1].narrow(1, 0, 4)), TOpt(x[2]))); },
+      [](const In& x) { return one(A::clamp(x[0].t(), TOpt(x[1].narrow(1, 0, 4)), TOpt(x[2]))); },
       [](const RIn& x) { return one(R::clamp(R::t(x[0]), ROpt(R::narrow(x[1], 1, 0, 4)), ROpt(x[2]))); }));
-  GradCase only_min = make_grad_case(
+  OpCase only_min = make_grad_case(
       base + "tensor_wrt_min", {{{3, 4}, dt, C}, {{3, 4}, dt, C}, {{3, 4}, dt, C}},
-      [](const In& x) { return one(tb::clamp(x[0], TOpt(x[1]), TOpt(x[2]))); },
+      [](const In& x) { return one(A::clamp(x[0], TOpt(x[1]), TOpt(x[2]))); },
       [](const RIn& x) { return one(R::clamp(x[0], ROpt(x[1]), ROpt(x[2]))); });
   only_min.wrt = {1};
   v.push_back(std::move(only_min));
 }
 
-void where_rows(std::vector<GradCase>& v, DType dt) {
+// broadcast and empty: the value rows of those names (cases_elementwise_binary.cpp).
+void where_rows(std::vector<OpCase>& v, DType dt) {
   const std::string base = std::string("where/") + core::name(dt) + "/";
-  EngineFn e = [](const In& x) { return one(tb::where(x[0], x[1], x[2])); };
+  EngineFn e = [](const In& x) { return one(A::where(x[0], x[1], x[2])); };
   RefFn re = [](const RIn& x) { return one(R::where(x[0], x[1], x[2])); };
   const DType b = DType::Bool;
   v.push_back(make_grad_case(base + "same", {{{3, 4}, b, C, B}, {{3, 4}, dt, Tr}, {{3, 4}, dt, St}}, e, re));
-  v.push_back(make_grad_case(base + "broadcast", {{{3, 4}, b, Tr, B}, {{3, 4}, dt, Ex}, {{4}, dt, C}}, e, re));
   v.push_back(make_grad_case(base + "broadcast_cond", {{{4}, b, C, B}, {{3, 1}, dt, C}, {{2, 3, 4}, dt, St}}, e, re));
   v.push_back(make_grad_case(base + "scalar_cond", {{{}, b, C, B}, {{2, 3}, dt, C}, {{2, 3}, dt, Tr}}, e, re));
-  v.push_back(make_grad_case(base + "empty", {{{0, 3}, b, C, B}, {{0, 3}, dt, C}, {{3}, dt, C}}, e, re));
   v.push_back(make_grad_case(
       base + "view", {{{3, 4}, b, C, B}, {{4, 3}, dt, C}, {{3, 6}, dt, C}},
-      [](const In& x) { return one(tb::where(x[0], x[1].t(), x[2].narrow(1, 2, 4))); },
+      [](const In& x) { return one(A::where(x[0], x[1].t(), x[2].narrow(1, 2, 4))); },
       [](const RIn& x) { return one(R::where(x[0], R::t(x[1]), R::narrow(x[2], 1, 2, 4))); }));
   v.push_back(make_grad_case(
       base + "tensor_scalar", {{{3, 4}, b, C, B}, {{3, 4}, dt, St}},
-      [](const In& x) { return one(tb::where(x[0], x[1], 0.5)); },
+      [](const In& x) { return one(A::where(x[0], x[1], 0.5)); },
       [](const RIn& x) { return one(R::where(x[0], x[1], 0.5)); }));
   v.push_back(make_grad_case(
       base + "tensor_scalar_broadcast", {{{3, 4}, b, C, B}, {{4}, dt, C}},
-      [](const In& x) { return one(tb::mul(tb::where(x[0], x[1], -1), x[1])); },
+      [](const In& x) { return one(A::mul(A::where(x[0], x[1], -1), x[1])); },
       [](const RIn& x) { return one(R::mul(R::where(x[0], x[1], -1), x[1])); }));
   if (dt == DType::Float32)
     v.push_back(make_grad_case(base + "mixed", {{{3, 4}, b, C, B}, {{3, 4}, dt, C}, {{4}, DType::Float64, C}}, e, re));
@@ -205,22 +188,22 @@ struct InPlaceBinary {
 
 std::vector<InPlaceBinary> inplace_binary_ops() {
   return {
-      {"add_", [](Tn& a, const Tn& b) { tb::add_(a, b, 2); }, [](const RT& a, const RT& b) { R::add_(a, b, 2); }},
-      {"sub_", [](Tn& a, const Tn& b) { tb::sub_(a, b, 1.5); }, [](const RT& a, const RT& b) { R::sub_(a, b, 1.5); }},
-      {"mul_", [](Tn& a, const Tn& b) { tb::mul_(a, b); }, [](const RT& a, const RT& b) { R::mul_(a, b); }},
-      {"div_", [](Tn& a, const Tn& b) { tb::div_(a, b); }, [](const RT& a, const RT& b) { R::div_(a, b); }, NZ},
+      {"add_", [](Tn& a, const Tn& b) { A::add_(a, b, 2); }, [](const RT& a, const RT& b) { R::add_(a, b, 2); }},
+      {"sub_", [](Tn& a, const Tn& b) { A::sub_(a, b, 1.5); }, [](const RT& a, const RT& b) { R::sub_(a, b, 1.5); }},
+      {"mul_", [](Tn& a, const Tn& b) { A::mul_(a, b); }, [](const RT& a, const RT& b) { R::mul_(a, b); }},
+      {"div_", [](Tn& a, const Tn& b) { A::div_(a, b); }, [](const RT& a, const RT& b) { R::div_(a, b); }, NZ},
   };
 }
 
-void inplace_binary_rows(std::vector<GradCase>& v, const InPlaceBinary& op, DType dt) {
+void inplace_binary_rows(std::vector<OpCase>& v, const InPlaceBinary& op, DType dt) {
   const std::string base = op.op + "/" + core::name(dt) + "/";
   auto f = op.f;
   auto r = op.r;
   // self = a * 3 (a non-leaf), then op_(self, b); the output uses a again so both paths count.
   EngineFn e = [f](const In& x) {
-    Tn y = tb::mul(x[0], 3);
+    Tn y = A::mul(x[0], 3);
     f(y, x[1]);
-    return one(tb::add(y, x[0]));
+    return one(A::add(y, x[0]));
   };
   RefFn re = [r](const RIn& x) {
     RT y = R::mul(x[0], 3);
@@ -233,8 +216,7 @@ void inplace_binary_rows(std::vector<GradCase>& v, const InPlaceBinary& op, DTyp
     Layout la;
     Shape sb;
     Layout lb;
-  } shapes[] = {{"same", {3, 4}, C, {3, 4}, Tr},
-                {"broadcast", {3, 4}, St, {4}, C},
+  } shapes[] = {{"same", {3, 4}, C, {3, 4}, Tr},  // broadcast: the value row (cases_elementwise_binary.cpp)
                 {"scalar", {}, C, {}, C},
                 {"scalar_other", {2, 3}, Tr, {}, C},
                 {"empty", {0, 3}, C, {3}, C}};
@@ -244,20 +226,20 @@ void inplace_binary_rows(std::vector<GradCase>& v, const InPlaceBinary& op, DTyp
   v.push_back(make_grad_case(
       base + "view", {{{3, 4}, dt, Tr}, {{3, 2}, dt, C, op.vb}},
       [f](const In& x) {
-        Tn y = tb::mul(x[0], 3);
+        Tn y = A::mul(x[0], 3);
         Tn w = y.narrow(1, 1, 2);
         f(w, x[1]);
-        return one(tb::mul(y, x[0]));
+        return one(A::mul(y, x[0]));
       },
       [r](const RIn& x) {
         RT y = R::mul(x[0], 3);
         r(R::narrow(y, 1, 1, 2), x[1]);
         return one(R::mul(y, x[0]));
       }));
-  GradCase only_self = make_grad_case(base + "wrt_self", {{{3, 4}, dt, C}, {{4}, dt, C, op.vb}}, e, re);
+  OpCase only_self = make_grad_case(base + "wrt_self", {{{3, 4}, dt, C}, {{4}, dt, C, op.vb}}, e, re);
   only_self.wrt = {0};
   v.push_back(std::move(only_self));
-  GradCase only_other = make_grad_case(base + "wrt_other", {{{3, 4}, dt, C}, {{4}, dt, C, op.vb}}, e, re);
+  OpCase only_other = make_grad_case(base + "wrt_other", {{{3, 4}, dt, C}, {{4}, dt, C, op.vb}}, e, re);
   only_other.wrt = {1};
   v.push_back(std::move(only_other));
   // self float32, other float64: the op computes in float64 and writes float32.
@@ -267,8 +249,7 @@ void inplace_binary_rows(std::vector<GradCase>& v, const InPlaceBinary& op, DTyp
 
 }  // namespace
 
-std::vector<GradCase> grad_elementwise_binary_cases() {
-  std::vector<GradCase> v;
+void elementwise_binary_grad_rows(std::vector<OpCase>& v) {
   for (DType dt : {DType::Float32, DType::Float64}) {
     for (const Binary& op : binary_ops()) binary_rows(v, op, dt);
     tie_rows(v, dt);
@@ -277,7 +258,6 @@ std::vector<GradCase> grad_elementwise_binary_cases() {
     where_rows(v, dt);
     for (const InPlaceBinary& op : inplace_binary_ops()) inplace_binary_rows(v, op, dt);
   }
-  return v;
 }
 
 }  // namespace tb::suites

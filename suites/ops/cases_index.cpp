@@ -1,16 +1,23 @@
 // The index family's case table (shape and index ops: cat, stack, split, chunk, repeat,
 // index_select, gather, scatter, scatter_add, index_add, masked_fill, masked_select, nonzero,
 // topk, sort, tril/triu). Built by loops over dtypes and layouts. Index tensors that must not
-// repeat along the scattered dim (plain scatter: which duplicate wins is unspecified) and
-// deliberately bad indices are made inside the lambdas, identically on both sides.
+// repeat along the scattered dim (plain scatter: which duplicate wins is unspecified, and finite
+// differences would see only the winner) and deliberately bad indices are made inside the
+// lambdas, identically on both sides. Rows with `grad` also check the gradients
+// (engine/autograd/functions/index.cpp), float32 and float64; the views' rows are in cases_tensor.cpp.
+#include "engine/autograd/functions.h"
 #include "engine/ops/index.h"
+#include "reference/elementwise.h"
 #include "reference/index.h"
+#include "reference/reduce.h"
+#include "reference/views.h"
 #include "suites/ops/op_case.h"
 
 namespace tb::suites {
 
 namespace {
 
+namespace A = tb::autograd;
 namespace E = tb::ops;
 namespace R = tb::ref;
 using TV = std::vector<tb::Tensor>;
@@ -22,6 +29,9 @@ const DType kAll[] = {F32, F64, BF16, F16, I64, I32, BOOL};
 const DType kNumeric[] = {F32, F64, BF16, F16, I64, I32};
 
 std::string nm(DType t) { return core::name(t); }
+
+// The dtypes whose rows also check gradients.
+bool differentiable(DType t) { return t == F32 || t == F64; }
 Input in(Shape s, DType t, Layout l = Layout::Contiguous, Values v = Values::Normal) { return {std::move(s), t, l, v, 0}; }
 Input idx(Shape s, int64_t hi, DType t = I64, Layout l = Layout::Contiguous) { return {std::move(s), t, l, Values::Index, hi}; }
 Input mask(Shape s, Layout l = Layout::Contiguous) { return {std::move(s), BOOL, l, Values::Bool, 0}; }
@@ -43,27 +53,33 @@ tb::Tensor perm_index(const Shape& shape, int64_t dim, int64_t n) {
   return t;
 }
 
-void add(std::vector<OpCase>& v, std::string name, std::vector<Input> inputs, EngineFn e, RefFn r,
-         Check c = Check::Values) {
+OpCase& add(std::vector<OpCase>& v, std::string name, std::vector<Input> inputs, EngineFn e, RefFn r,
+            Check c = Check::Values) {
   v.push_back(make_case(std::move(name), std::move(inputs), std::move(e), std::move(r), c));
+  return v.back();
 }
 
 void join_cases(std::vector<OpCase>& v) {
   for (DType t : kAll) {
     const std::string d = nm(t);
+    const bool g = differentiable(t);
     add(v, "cat/" + d + "/dim0", {in({2, 3}, t), in({4, 3}, t, Layout::Transposed)},
-        [](const TV& x) { return one(E::cat({x[0], x[1]}, 0)); }, [](const RV& x) { return one(R::cat({x[0], x[1]}, 0)); });
+        [](const TV& x) { return one(A::cat({x[0], x[1]}, 0)); }, [](const RV& x) { return one(R::cat({x[0], x[1]}, 0)); })
+        .grad = g;
     add(v, "cat/" + d + "/dim1_strided", {in({3, 2}, t, Layout::Strided), in({3, 5}, t), in({3, 1}, t, Layout::Expanded)},
         [](const TV& x) { return one(E::cat({x[0], x[1], x[2]}, -1)); },
         [](const RV& x) { return one(R::cat({x[0], x[1], x[2]}, -1)); });
     add(v, "cat/" + d + "/zero_size", {in({0, 3}, t), in({2, 3}, t), in({0, 3}, t)},
-        [](const TV& x) { return one(E::cat({x[0], x[1], x[2]}, 0)); },
-        [](const RV& x) { return one(R::cat({x[0], x[1], x[2]}, 0)); });
+        [](const TV& x) { return one(A::cat({x[0], x[1], x[2]}, 0)); },
+        [](const RV& x) { return one(R::cat({x[0], x[1], x[2]}, 0)); })
+        .grad = g;
     add(v, "stack/" + d + "/dim0", {in({2, 3}, t), in({2, 3}, t, Layout::Transposed), in({2, 3}, t, Layout::Strided)},
-        [](const TV& x) { return one(E::stack({x[0], x[1], x[2]}, 0)); },
-        [](const RV& x) { return one(R::stack({x[0], x[1], x[2]}, 0)); });
+        [](const TV& x) { return one(A::stack({x[0], x[1], x[2]}, 0)); },
+        [](const RV& x) { return one(R::stack({x[0], x[1], x[2]}, 0)); })
+        .grad = g;
     add(v, "stack/" + d + "/dim_last", {in({3, 1, 2}, t), in({3, 1, 2}, t, Layout::Expanded)},
-        [](const TV& x) { return one(E::stack({x[0], x[1]}, -1)); }, [](const RV& x) { return one(R::stack({x[0], x[1]}, -1)); });
+        [](const TV& x) { return one(A::stack({x[0], x[1]}, -1)); }, [](const RV& x) { return one(R::stack({x[0], x[1]}, -1)); })
+        .grad = g;
     add(v, "stack/" + d + "/scalars", {in({}, t), in({}, t)},
         [](const TV& x) { return one(E::stack({x[0], x[1]}, 0)); }, [](const RV& x) { return one(R::stack({x[0], x[1]}, 0)); });
   }
@@ -156,7 +172,8 @@ void split_cases(std::vector<OpCase>& v) {
   add(v, "repeat/float32/0dim_to_2d", {in({}, F32)},
       [](const TV& x) { return one(E::repeat(x[0], {2, 3})); }, [](const RV& x) { return one(R::repeat(x[0], {2, 3})); });
   add(v, "repeat/float32/zero_repeat", {in({2, 3}, F32)},
-      [](const TV& x) { return one(E::repeat(x[0], {0, 2})); }, [](const RV& x) { return one(R::repeat(x[0], {0, 2})); });
+      [](const TV& x) { return one(A::repeat(x[0], {0, 2})); }, [](const RV& x) { return one(R::repeat(x[0], {0, 2})); })
+      .grad = true;
   add(v, "repeat/float32/zero_size", {in({0, 3}, F32)},
       [](const TV& x) { return one(E::repeat(x[0], {2, 2})); }, [](const RV& x) { return one(R::repeat(x[0], {2, 2})); });
   add(v, "repeat/float32/error_fewer_dims", {in({2, 3}, F32)},
@@ -171,9 +188,11 @@ void triangle_cases(std::vector<OpCase>& v) {
     for (int64_t k : {0, 1, -2}) {
       const std::string ks = k < 0 ? "m" + std::to_string(-k) : std::to_string(k);
       add(v, "tril/" + d + "/k" + ks, {in({4, 5}, t)},
-          [k](const TV& x) { return one(E::tril(x[0], k)); }, [k](const RV& x) { return one(R::tril(x[0], k)); });
+          [k](const TV& x) { return one(A::tril(x[0], k)); }, [k](const RV& x) { return one(R::tril(x[0], k)); })
+          .grad = differentiable(t);
       add(v, "triu/" + d + "/k" + ks, {in({4, 5}, t, Layout::Transposed)},
-          [k](const TV& x) { return one(E::triu(x[0], k)); }, [k](const RV& x) { return one(R::triu(x[0], k)); });
+          [k](const TV& x) { return one(A::triu(x[0], k)); }, [k](const RV& x) { return one(R::triu(x[0], k)); })
+          .grad = differentiable(t);
     }
     add(v, "tril/" + d + "/batched_strided", {in({2, 3, 4}, t, Layout::Strided)},
         [](const TV& x) { return one(E::tril(x[0], 1)); }, [](const RV& x) { return one(R::tril(x[0], 1)); });
@@ -220,7 +239,8 @@ void index_gather_cases(std::vector<OpCase>& v) {
         [](const TV& x) { return one(E::index_select(x[0], 1, x[1])); },
         [](const RV& x) { return one(R::index_select(x[0], 1, x[1])); });
     add(v, "gather/" + d + "/dim1", {in({4, 5}, t), idx({4, 3}, 5)},
-        [](const TV& x) { return one(E::gather(x[0], 1, x[1])); }, [](const RV& x) { return one(R::gather(x[0], 1, x[1])); });
+        [](const TV& x) { return one(A::gather(x[0], 1, x[1])); }, [](const RV& x) { return one(R::gather(x[0], 1, x[1])); })
+        .grad = differentiable(t);
     add(v, "gather/" + d + "/dim0_transposed", {in({4, 5}, t, Layout::Transposed), idx({6, 5}, 4, I64, Layout::Strided)},
         [](const TV& x) { return one(E::gather(x[0], 0, x[1])); }, [](const RV& x) { return one(R::gather(x[0], 0, x[1])); });
     add(v, "scatter/" + d + "/src_dim0", {in({5, 4}, t), in({4, 4}, t, Layout::Transposed)},
@@ -262,13 +282,19 @@ void index_gather_cases(std::vector<OpCase>& v) {
         [](const TV& x) { return one(E::index_add(x[0], 1, x[1], x[2], 2)); },
         [](const RV& x) { return one(R::index_add(x[0], 1, x[1], x[2], 2)); });
   }
+}
+
+// Edge cases of each: 0-dim, empty index, zero-size self, out=, in place on views, fractional
+// alpha, and the index_select benchmark row.
+void index_gather_edge_cases(std::vector<OpCase>& v) {
   // index_select: 0-dim index and self, empty index, zero-size self, out=.
   add(v, "index_select/float32/index_0dim", {in({4, 3}, F32), idx({}, 4)},
       [](const TV& x) { return one(E::index_select(x[0], 0, x[1])); }, [](const RV& x) { return one(R::index_select(x[0], 0, x[1])); });
   add(v, "index_select/float32/self_0dim", {in({}, F32), idx({1}, 1)},
       [](const TV& x) { return one(E::index_select(x[0], 0, x[1])); }, [](const RV& x) { return one(R::index_select(x[0], 0, x[1])); });
   add(v, "index_select/float32/empty_index", {in({4, 3}, F32), idx({0}, 4)},
-      [](const TV& x) { return one(E::index_select(x[0], -1, x[1])); }, [](const RV& x) { return one(R::index_select(x[0], -1, x[1])); });
+      [](const TV& x) { return one(A::index_select(x[0], -1, x[1])); }, [](const RV& x) { return one(R::index_select(x[0], -1, x[1])); })
+      .grad = true;
   add(v, "index_select/float32/zero_size_self", {in({0, 3}, F32), idx({5}, 3)},
       [](const TV& x) { return one(E::index_select(x[0], 1, x[1])); }, [](const RV& x) { return one(R::index_select(x[0], 1, x[1])); });
   add(v, "index_select/float32/3d_middle_expanded", {in({3, 4, 5}, F32, Layout::Expanded), idx({6}, 4)},
@@ -323,8 +349,10 @@ void index_gather_cases(std::vector<OpCase>& v) {
       [](const TV& x) { return one(E::index_add(x[0], 0, x[1], x[2])); }, [](const RV& x) { return one(R::index_add(x[0], 0, x[1], x[2])); });
   add(v, "index_add/float32/3d_middle", {in({2, 4, 3}, F32, Layout::Transposed), idx({5}, 4), in({2, 5, 3}, F32)},
       [](const TV& x) { return one(E::index_add(x[0], 1, x[1], x[2])); }, [](const RV& x) { return one(R::index_add(x[0], 1, x[1], x[2])); });
+}
 
-  // Bad input: out-of-range and negative indices must raise before anything is written.
+// Bad input: out-of-range and negative indices must raise before anything is written.
+void index_gather_error_cases(std::vector<OpCase>& v) {
   add(v, "index_select/float32/error_out_of_range", {in({3, 4}, F32)},
       [](const TV& x) { return one(E::index_select(x[0], 0, ivec({0, 3}, {2}))); },
       [](const RV& x) { return one(R::index_select(x[0], 0, rvec({0, 3}, {2}))); }, Check::Error);
@@ -395,7 +423,8 @@ void mask_cases(std::vector<OpCase>& v) {
         [](const TV& x) { return one(E::masked_fill(x[0], x[1], x[2])); },
         [](const RV& x) { return one(R::masked_fill(x[0], x[1], x[2])); });
     add(v, "masked_select/" + d + "/same_shape", {in({3, 4}, t, Layout::Transposed), mask({3, 4})},
-        [](const TV& x) { return one(E::masked_select(x[0], x[1])); }, [](const RV& x) { return one(R::masked_select(x[0], x[1])); });
+        [](const TV& x) { return one(A::masked_select(x[0], x[1])); }, [](const RV& x) { return one(R::masked_select(x[0], x[1])); })
+        .grad = differentiable(t);
     add(v, "nonzero/" + d + "/2d", {in({4, 5}, t, Layout::Contiguous, Values::Bool)},
         [](const TV& x) { return one(E::nonzero(x[0])); }, [](const RV& x) { return one(R::nonzero(x[0])); });
   }
@@ -427,7 +456,8 @@ void mask_cases(std::vector<OpCase>& v) {
   add(v, "masked_select/float32/broadcast_mask", {in({3, 4}, F32), mask({3, 1})},
       [](const TV& x) { return one(E::masked_select(x[0], x[1])); }, [](const RV& x) { return one(R::masked_select(x[0], x[1])); });
   add(v, "masked_select/float32/zero_size", {in({0, 4}, F32), mask({0, 4})},
-      [](const TV& x) { return one(E::masked_select(x[0], x[1])); }, [](const RV& x) { return one(R::masked_select(x[0], x[1])); });
+      [](const TV& x) { return one(A::masked_select(x[0], x[1])); }, [](const RV& x) { return one(R::masked_select(x[0], x[1])); })
+      .grad = true;
   add(v, "masked_select/float32/0dim", {in({}, F32), mask({})},
       [](const TV& x) { return one(E::masked_select(x[0], x[1])); }, [](const RV& x) { return one(R::masked_select(x[0], x[1])); });
   add(v, "masked_select/float32/error_int_mask", {in({3}, F32), in({3}, I64)},
@@ -461,8 +491,8 @@ void order_cases(std::vector<OpCase>& v) {
     if (t == BOOL) continue;  // topk refuses bool on CPU (error row below)
     add(v, "topk/" + d + "/largest", {in({4, 9}, t)},
         [tie_free](const TV& x) {
-          auto [s, i] = E::topk(x[0], 3);
-          TV r{s, E::gather(x[0], -1, i)};
+          auto [s, i] = A::topk(x[0], 3);
+          TV r{s, A::gather(x[0], -1, i)};
           if (tie_free) r.push_back(i);
           return r;
         },
@@ -471,7 +501,8 @@ void order_cases(std::vector<OpCase>& v) {
           RV r{s, s};
           if (tie_free) r.push_back(i);
           return r;
-        });
+        })
+        .grad = differentiable(t);
     add(v, "topk/" + d + "/smallest_dim0_transposed", {in({7, 3}, t, Layout::Transposed)},
         [tie_free](const TV& x) {
           auto [s, i] = E::topk(x[0], 4, 0, false);
@@ -491,8 +522,9 @@ void order_cases(std::vector<OpCase>& v) {
       [](const TV& x) { auto [s, i] = E::topk(x[0], 3, -1, true, false); return one(std::get<0>(E::sort(s, -1, true))); },
       [](const RV& x) { auto [s, i] = R::topk(x[0], 3, -1, true, false); return one(std::get<0>(R::sort(s, true, -1, true))); });
   add(v, "topk/float32/k0", {in({3, 4}, F32)},
-      [](const TV& x) { auto [s, i] = E::topk(x[0], 0); return TV{s, i}; },
-      [](const RV& x) { auto [s, i] = R::topk(x[0], 0); return RV{s, i}; });
+      [](const TV& x) { auto [s, i] = A::topk(x[0], 0); return TV{s, i}; },
+      [](const RV& x) { auto [s, i] = R::topk(x[0], 0); return RV{s, i}; })
+      .grad = true;
   add(v, "topk/float32/k_full", {in({3, 4}, F32)},
       [](const TV& x) { auto [s, i] = E::topk(x[0], 4); return TV{s, i}; },
       [](const RV& x) { auto [s, i] = R::topk(x[0], 4); return RV{s, i}; });
@@ -529,9 +561,203 @@ void order_cases(std::vector<OpCase>& v) {
   }
 }
 
-void index_mask_order_cases(std::vector<OpCase>& v) {
-  mask_cases(v);
-  order_cases(v);
+// ---- Gradient rows (float32 and float64): configurations only the gradient check had. ----
+
+using In = std::vector<tb::Tensor>;
+using RIn = std::vector<ref::Tensor>;
+constexpr Layout Tr = Layout::Transposed, St = Layout::Strided, Ex = Layout::Expanded;
+
+// Indices distinct along `dim`: the first k of the argsort of x along dim (x takes no gradient).
+tb::Tensor perm(const tb::Tensor& x, int64_t dim, int64_t k) {
+  return std::get<1>(E::sort(x.detach(), dim)).narrow(dim, 0, k);
+}
+ref::Tensor rperm(const ref::Tensor& x, int64_t dim, int64_t k) {
+  return R::narrow(std::get<1>(R::sort(x, true, dim)), dim, 0, k);
+}
+
+OpCase& grad_row(std::vector<OpCase>& v, std::string name, std::vector<Input> inputs, EngineFn e, RefFn r) {
+  v.push_back(make_grad_case(std::move(name), std::move(inputs), std::move(e), std::move(r)));
+  return v.back();
+}
+
+// cat and stack (views first, an input twice, one input differentiated), split and chunk (some
+// pieces unused, of a non-leaf written in place), repeat.
+void join_split_grads(std::vector<OpCase>& v, DType dt) {
+  const std::string d = nm(dt);
+  grad_row(v, "cat/" + d + "/dim_last_three", {in({3, 2}, dt, St), in({3, 4}, dt), in({3, 1}, dt, Ex)},
+           [](const In& x) { return one(A::cat({x[0], x[1], x[2]}, -1)); },
+           [](const RIn& x) { return one(R::cat({x[0], x[1], x[2]}, -1)); });
+  grad_row(v, "cat/" + d + "/skip_empty_1d", {in({2, 3}, dt), in({0}, dt), in({1, 3}, dt)},
+           [](const In& x) { return one(A::cat({x[0], x[1], x[2]}, 0)); },
+           [](const RIn& x) { return one(R::cat({x[0], x[1], x[2]}, 0)); });
+  // The same input twice, after views: both slabs' gradients accumulate into it.
+  grad_row(v, "cat/" + d + "/views_twice", {in({3, 4}, dt)},
+           [](const In& x) { return one(A::tril(A::cat({x[0].t().narrow(0, 0, 3), x[0].narrow(1, 1, 3)}, 1))); },
+           [](const RIn& x) { return one(R::tril(R::cat({R::narrow(R::t(x[0]), 0, 0, 3), R::narrow(x[0], 1, 1, 3)}, 1))); });
+  // Only the second input requires grad.
+  grad_row(v, "cat/" + d + "/partial_wrt", {in({2, 3}, dt), in({1, 3}, dt, St)},
+           [](const In& x) { return one(A::cat({x[0], x[1]}, 0)); }, [](const RIn& x) { return one(R::cat({x[0], x[1]}, 0)); })
+      .wrt = {1};
+  grad_row(v, "stack/" + d + "/zero_dim", {in({}, dt), in({}, dt)}, [](const In& x) { return one(A::stack({x[0], x[1]})); },
+           [](const RIn& x) { return one(R::stack({x[0], x[1]})); });
+  grad_row(v, "stack/" + d + "/zero_size", {in({0, 2}, dt), in({0, 2}, dt)},
+           [](const In& x) { return one(A::stack({x[0], x[1]}, 1)); }, [](const RIn& x) { return one(R::stack({x[0], x[1]}, 1)); });
+  grad_row(v, "split/" + d + "/all_pieces", {in({5, 3}, dt, Tr)}, [](const In& x) { return A::split(x[0], 2, 0); },
+           [](const RIn& x) { return R::split(x[0], 2, 0); });
+  // Only some pieces reach the loss: the others' regions get a zero gradient.
+  grad_row(v, "split/" + d + "/some_pieces", {in({3, 7}, dt, St)},
+           [](const In& x) {
+             auto p = A::split(x[0], 3, 1);
+             return In{A::mul(p[2], p[2]), A::sum(p[0], {0})};
+           },
+           [](const RIn& x) {
+             auto p = R::split(x[0], 3, 1);
+             return RIn{R::mul(p[2], p[2]), R::sum(p[0], {0})};
+           });
+  grad_row(v, "chunk/" + d + "/dim1", {in({3, 7}, dt)}, [](const In& x) { return A::chunk(x[0], 3, 1); },
+           [](const RIn& x) { return R::chunk(x[0], 3, 1); });
+  grad_row(v, "chunk/" + d + "/one_piece", {in({6, 2}, dt, Tr)}, [](const In& x) { return one(A::chunk(x[0], 3, 0)[1].t()); },
+           [](const RIn& x) { return one(R::t(R::chunk(x[0], 3, 0)[1])); });
+  // Chunks of a non-leaf written in place before the split (PyTorch refuses in-place writes to
+  // the outputs of split/chunk themselves).
+  grad_row(v, "chunk/" + d + "/of_inplace_nonleaf", {in({4, 3}, dt), in({3}, dt, St)},
+           [](const In& x) {
+             tb::Tensor y = A::add(x[0], 0.5);
+             tb::Tensor row = y.select(0, 2);
+             A::add_(row, x[1], 2);
+             auto c = A::chunk(y, 2, 0);
+             return In{A::mul(c[1], c[1]), c[0]};
+           },
+           [](const RIn& x) {
+             ref::Tensor y = R::add(x[0], 0.5);
+             R::add_(R::select(y, 0, 2), x[1], 2);
+             auto c = R::chunk(y, 2, 0);
+             return RIn{R::mul(c[1], c[1]), c[0]};
+           });
+  grad_row(v, "repeat/" + d + "/lead_dim", {in({2, 3}, dt, Tr)}, [](const In& x) { return one(A::repeat(x[0], {2, 1, 3})); },
+           [](const RIn& x) { return one(R::repeat(x[0], {2, 1, 3})); });
+  grad_row(v, "repeat/" + d + "/expanded", {in({3, 2}, dt, Ex)}, [](const In& x) { return one(A::repeat(x[0], {2, 2})); },
+           [](const RIn& x) { return one(R::repeat(x[0], {2, 2})); });
+  grad_row(v, "repeat/" + d + "/zero_dim", {in({}, dt)}, [](const In& x) { return one(A::repeat(x[0], {3, 2})); },
+           [](const RIn& x) { return one(R::repeat(x[0], {3, 2})); });
+  if (dt == F64)  // float32's is a row of split_cases
+    grad_row(v, "repeat/" + d + "/zero_repeat", {in({2, 3}, dt)}, [](const In& x) { return one(A::repeat(x[0], {0, 2})); },
+             [](const RIn& x) { return one(R::repeat(x[0], {0, 2})); });
+}
+
+// index_select, gather, scatter (distinct indices), scatter_add and index_add (repeated indices).
+void index_grads(std::vector<OpCase>& v, DType dt) {
+  const std::string d = nm(dt);
+  grad_row(v, "index_select/" + d + "/dim0_dups", {in({5, 3}, dt, St), idx({7}, 5)},
+           [](const In& x) { return one(A::index_select(x[0], 0, x[1])); },
+           [](const RIn& x) { return one(R::index_select(x[0], 0, x[1])); });
+  grad_row(v, "index_select/" + d + "/dim1_int32", {in({3, 5}, dt, Tr), idx({4}, 5, I32)},
+           [](const In& x) { return one(A::index_select(x[0], -1, x[1])); },
+           [](const RIn& x) { return one(R::index_select(x[0], -1, x[1])); });
+  if (dt == F64)  // float32's is a row of index_gather_cases
+    grad_row(v, "index_select/" + d + "/empty_index", {in({4, 3}, dt), idx({0}, 4)},
+             [](const In& x) { return one(A::index_select(x[0], 0, x[1])); },
+             [](const RIn& x) { return one(R::index_select(x[0], 0, x[1])); });
+  grad_row(v, "index_select/" + d + "/view_input", {in({2, 4, 3}, dt), idx({5}, 4)},
+           [](const In& x) { return one(A::index_select(x[0].select(0, 1).transpose(0, 1), 1, x[1])); },
+           [](const RIn& x) { return one(R::index_select(R::transpose(R::select(x[0], 0, 1), 0, 1), 1, x[1])); });
+  grad_row(v, "gather/" + d + "/dim0_smaller", {in({4, 3}, dt, St), idx({6, 2}, 4)},
+           [](const In& x) { return one(A::gather(x[0], 0, x[1])); }, [](const RIn& x) { return one(R::gather(x[0], 0, x[1])); });
+  grad_row(v, "gather/" + d + "/zero_size", {in({4, 3}, dt), idx({0, 3}, 4)},
+           [](const In& x) { return one(A::gather(x[0], 0, x[1])); }, [](const RIn& x) { return one(R::gather(x[0], 0, x[1])); });
+  grad_row(v, "scatter/" + d + "/dim1", {in({3, 5}, dt, Tr), in({3, 3}, dt, St), in({3, 5}, dt)},
+           [](const In& x) { return one(A::scatter(x[0], 1, perm(x[2], 1, 3), x[1])); },
+           [](const RIn& x) { return one(R::scatter(x[0], 1, rperm(x[2], 1, 3), x[1])); })
+      .wrt = {0, 1};
+  grad_row(v, "scatter/" + d + "/dim0_chain", {in({4, 3}, dt), in({2, 3}, dt, Tr), in({4, 3}, dt)},
+           [](const In& x) { return one(A::mul(A::scatter(x[0], 0, perm(x[2], 0, 2), x[1]), x[0])); },
+           [](const RIn& x) { return one(R::mul(R::scatter(x[0], 0, rperm(x[2], 0, 2), x[1]), x[0])); })
+      .wrt = {0, 1};
+  grad_row(v, "scatter_add/" + d + "/dim1_dups", {in({3, 5}, dt), idx({3, 4}, 5), in({3, 4}, dt, Tr)},
+           [](const In& x) { return one(A::scatter_add(x[0], 1, x[1], x[2])); },
+           [](const RIn& x) { return one(R::scatter_add(x[0], 1, x[1], x[2])); });
+  grad_row(v, "scatter_add/" + d + "/dim0_broadcast_self", {in({4, 3}, dt, Ex), idx({5, 3}, 4), in({5, 3}, dt, St)},
+           [](const In& x) { return one(A::scatter_add(x[0], 0, x[1], x[2])); },
+           [](const RIn& x) { return one(R::scatter_add(x[0], 0, x[1], x[2])); });
+  grad_row(v, "index_add/" + d + "/dim0_alpha", {in({5, 3}, dt, Tr), idx({4}, 5), in({4, 3}, dt)},
+           [](const In& x) { return one(A::index_add(x[0], 0, x[1], x[2], 2.5)); },
+           [](const RIn& x) { return one(R::index_add(x[0], 0, x[1], x[2], 2.5)); });
+  grad_row(v, "index_add/" + d + "/dim1_int32", {in({3, 5}, dt), idx({6}, 5, I32), in({3, 6}, dt, St)},
+           [](const In& x) { return one(A::index_add(x[0], 1, x[1], x[2])); },
+           [](const RIn& x) { return one(R::index_add(x[0], 1, x[1], x[2])); });
+  grad_row(v, "index_add/" + d + "/source_only", {in({4, 2}, dt), idx({3}, 4), in({3, 2}, dt, Tr)},
+           [](const In& x) { return one(A::index_add(x[0], 0, x[1], x[2], -1)); },
+           [](const RIn& x) { return one(R::index_add(x[0], 0, x[1], x[2], -1)); })
+      .wrt = {2};
+}
+
+// masked_fill (broadcasts, in place on a non-leaf and on a view of one), masked_select, sort,
+// topk, tril/triu.
+void mask_order_grads(std::vector<OpCase>& v, DType dt) {
+  const std::string d = nm(dt);
+  grad_row(v, "masked_fill/" + d + "/mask_broadcast", {in({3, 4}, dt, Tr), mask({4})},
+           [](const In& x) { return one(A::masked_fill(x[0], x[1], -2.0)); },
+           [](const RIn& x) { return one(R::masked_fill(x[0], x[1], -2.0)); });
+  grad_row(v, "masked_fill/" + d + "/self_broadcast", {in({4}, dt), mask({3, 4})},
+           [](const In& x) { return one(A::masked_fill(x[0], x[1], 1.0)); },
+           [](const RIn& x) { return one(R::masked_fill(x[0], x[1], 1.0)); });
+  grad_row(v, "masked_fill/" + d + "/zero_dim", {in({}, dt), mask({})},
+           [](const In& x) { return one(A::masked_fill(x[0], x[1], 3.0)); },
+           [](const RIn& x) { return one(R::masked_fill(x[0], x[1], 3.0)); });
+  grad_row(v, "masked_fill_/" + d + "/nonleaf", {in({3, 4}, dt, St), mask({3, 4})},
+           [](const In& x) {
+             tb::Tensor y = A::mul(x[0], x[0]);
+             return one(A::masked_fill_(y, x[1], 0.25));
+           },
+           [](const RIn& x) {
+             ref::Tensor y = R::mul(x[0], x[0]);
+             return one(R::masked_fill_(y, x[1], 0.25));
+           });
+  // In place on a view of a non-leaf (CopySlices): the view's masked region gets zero gradient.
+  grad_row(v, "masked_fill_/" + d + "/view_of_nonleaf", {in({4, 3}, dt, Tr), mask({3})},
+           [](const In& x) {
+             tb::Tensor y = A::add(x[0], 1.0);
+             tb::Tensor w = y.narrow(0, 1, 2);
+             A::masked_fill_(w, x[1], -1.0);
+             return In{A::mul(y, x[0]), w};
+           },
+           [](const RIn& x) {
+             ref::Tensor y = R::add(x[0], 1.0);
+             ref::Tensor w = R::narrow(y, 0, 1, 2);
+             R::masked_fill_(w, x[1], -1.0);
+             return RIn{R::mul(y, x[0]), w};
+           });
+  grad_row(v, "masked_select/" + d + "/self_broadcast", {in({4}, dt, St), mask({3, 4})},
+           [](const In& x) { return one(A::masked_select(x[0], x[1])); },
+           [](const RIn& x) { return one(R::masked_select(x[0], x[1])); });
+  if (dt == F64)  // float32's is a row of mask_cases
+    grad_row(v, "masked_select/" + d + "/zero_size", {in({0, 3}, dt), mask({0, 3})},
+             [](const In& x) { return one(A::masked_select(x[0], x[1])); },
+             [](const RIn& x) { return one(R::masked_select(x[0], x[1])); });
+  grad_row(v, "sort/" + d + "/dim_last", {in({3, 5}, dt, Tr)},
+           [](const In& x) { auto [s, i] = A::sort(x[0]); return In{s, i}; },
+           [](const RIn& x) { auto [s, i] = R::sort(x[0], true); return RIn{s, i}; });
+  grad_row(v, "sort/" + d + "/dim0_descending", {in({4, 3}, dt, St)},
+           [](const In& x) { auto [s, i] = A::sort(x[0], 0, true); return In{s, i}; },
+           [](const RIn& x) { auto [s, i] = R::sort(x[0], true, 0, true); return RIn{s, i}; });
+  grad_row(v, "sort/" + d + "/zero_dim", {in({}, dt)}, [](const In& x) { auto [s, i] = A::sort(x[0]); return In{s, i}; },
+           [](const RIn& x) { auto [s, i] = R::sort(x[0], true); return RIn{s, i}; });
+  grad_row(v, "sort/" + d + "/chain", {in({2, 6}, dt)},
+           [](const In& x) { return one(A::mul(std::get<0>(A::sort(x[0], 1)).narrow(1, 3, 3), x[0].narrow(1, 0, 3))); },
+           [](const RIn& x) {
+             return one(R::mul(R::narrow(std::get<0>(R::sort(x[0], true, 1)), 1, 3, 3), R::narrow(x[0], 1, 0, 3)));
+           });
+  grad_row(v, "topk/" + d + "/smallest_dim0", {in({5, 3}, dt, St)},
+           [](const In& x) { auto [s, i] = A::topk(x[0], 2, 0, false); return In{s, i}; },
+           [](const RIn& x) { auto [s, i] = R::topk(x[0], 2, 0, false); return RIn{s, i}; });
+  if (dt == F64)  // float32's is a row of order_cases
+    grad_row(v, "topk/" + d + "/k0", {in({2, 4}, dt)}, [](const In& x) { auto [s, i] = A::topk(x[0], 0); return In{s, i}; },
+             [](const RIn& x) { auto [s, i] = R::topk(x[0], 0); return RIn{s, i}; });
+  grad_row(v, "tril/" + d + "/batched_kneg", {in({2, 3, 4}, dt, St)}, [](const In& x) { return one(A::tril(x[0], -1)); },
+           [](const RIn& x) { return one(R::tril(x[0], -1)); });
+  grad_row(v, "triu/" + d + "/view_chain", {in({3, 4}, dt, Tr)},
+           [](const In& x) { return one(A::triu(A::tril(x[0].t(), 1), -1)); },
+           [](const RIn& x) { return one(R::triu(R::tril(R::t(x[0]), 1), -1)); });
 }
 
 }  // namespace
@@ -542,7 +768,18 @@ std::vector<OpCase> index_cases() {
   split_cases(v);
   triangle_cases(v);
   index_gather_cases(v);
-  index_mask_order_cases(v);
+  index_gather_edge_cases(v);
+  index_gather_error_cases(v);
+  mask_cases(v);
+  order_cases(v);
+  for (DType dt : {F32, F64}) {
+    join_split_grads(v, dt);
+    index_grads(v, dt);
+    mask_order_grads(v, dt);
+  }
+  // Mixed dtypes promote; each input's gradient is cast back to its dtype.
+  grad_row(v, "cat/float32/promote_float64", {in({2, 3}, F32), in({1, 3}, F64, Tr)},
+           [](const In& x) { return one(A::cat({x[0], x[1]}, 0)); }, [](const RIn& x) { return one(R::cat({x[0], x[1]}, 0)); });
   return v;
 }
 

@@ -207,23 +207,10 @@ bool wants_gradcheck(const OpCase& c) {
   return true;
 }
 
-std::vector<OpCase> unmerged_grad_cases() {
-  std::vector<OpCase> all;
-  for (auto family : {grad_linalg_cases, grad_nn_cases, grad_loss_cases,
-                      grad_nn_norm_cases, grad_index_cases, grad_autocast_cases}) {
-    for (OpCase& c : family()) {
-      c.grad = true;  // every row of those tables is differentiable
-      all.push_back(std::move(c));
-    }
-  }
-  return all;
-}
-
 std::vector<OpCase> all_grad_cases() {
   std::vector<OpCase> all;
   for (OpCase& c : all_op_cases())
     if (c.grad) all.push_back(std::move(c));
-  for (OpCase& c : unmerged_grad_cases()) all.push_back(std::move(c));
   return all;
 }
 

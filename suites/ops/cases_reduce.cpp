@@ -10,6 +10,7 @@
 #include "reference/elementwise.h"
 #include "reference/reduce.h"
 #include "reference/views.h"
+#include "suites/ops/autocast_case.h"
 #include "suites/ops/op_case.h"
 
 namespace tb::suites {
@@ -686,6 +687,9 @@ std::vector<OpCase> reduce_cases() {
     grad_empty_rows(cs, dt);
     grad_view_chain_rows(cs, dt);
   }
+  // Under autocast prod is on the float32 list: bf16 inputs compute in float32 (autocast_case.h).
+  cs.push_back(autocast_case("prod/bfloat16", {{{6}, DType::BFloat16, Layout::Contiguous, Values::Positive}},
+                             [](const In& x) { return A::prod(x[0]); }, [](const RIn& x) { return R::prod(x[0]); }));
   return cs;
 }
 

@@ -87,21 +87,10 @@ std::vector<OpCase> linalg_cases();
 std::vector<OpCase> index_cases();         // shape and index ops
 std::vector<OpCase> nn_cases();           // conv, pooling, embedding, dropout, one_hot, pad
 std::vector<OpCase> nn_norm_cases();      // softmax, log_softmax, layer_norm, batch_norm
+std::vector<OpCase> loss_cases();         // nll, cross_entropy, mse, l1, bce_with_logits
 std::vector<OpCase> all_op_cases();       // every family's rows
 
-// Gradient tables of families whose rows are not yet merged into their cases_<family>.cpp
-// (suites/autograd/grad_cases_<family>.cpp; every row has `grad` set). Only the autograd suite
-// runs them; a family leaves this list when its two tables become one.
-std::vector<OpCase> grad_linalg_cases();
-std::vector<OpCase> grad_nn_cases();       // conv, pooling, embedding, dropout, pad
-std::vector<OpCase> grad_loss_cases();     // nll, cross_entropy, mse, l1, bce_with_logits
-std::vector<OpCase> grad_autocast_cases(); // under AutocastGuard vs LibTorch's CPU autocast
-std::vector<OpCase> grad_nn_norm_cases();  // softmax, log_softmax, layer/group/batch norm
-std::vector<OpCase> grad_index_cases();    // shape and index ops
-std::vector<OpCase> unmerged_grad_cases(); // all of the above
-
-// Every row the autograd suite checks: the rows of all_op_cases() with `grad` set, then
-// unmerged_grad_cases().
+// Every row the autograd suite checks: the rows of all_op_cases() with `grad` set.
 std::vector<OpCase> all_grad_cases();
 harness::Record run_grad_case(const OpCase& c);  // grad/<name>; never throws
 harness::Record run_gradcheck(const OpCase& c);  // gradcheck/<name>; never throws

@@ -234,7 +234,8 @@ harness::BenchCase make_bench(const OpCase& c) {
 
 std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
-  for (auto family : {tensor_cases, elementwise_cases, reduce_cases, linalg_cases, index_cases, nn_cases, nn_norm_cases}) {
+  for (auto family :
+       {tensor_cases, elementwise_cases, reduce_cases, linalg_cases, index_cases, nn_cases, nn_norm_cases, loss_cases}) {
     auto cs = family();
     all.insert(all.end(), std::make_move_iterator(cs.begin()), std::make_move_iterator(cs.end()));
   }

@@ -1,16 +1,19 @@
-// Gradient table of the losses (engine/autograd/functions/loss.cpp): every loss x reduction
-// (mean, sum, none) x its options (class weights, ignore_index, label_smoothing, probability
-// targets, weight, pos_weight), float32 and float64, plain and awkward layouts, views first and
-// chains. Class-index targets are int64 inputs; floating targets and weights that PyTorch does
-// not differentiate by default are left out of .wrt.
+// Case table of the loss family (engine/autograd/functions/loss.cpp vs reference/loss.h): every
+// loss x reduction (mean, sum, none) x its options (class weights, ignore_index, label_smoothing,
+// probability targets, weight, pos_weight), float32 and float64, plain and awkward layouts, views
+// first and chains, and the losses under autocast. Every row checks the value and the gradients.
+// Class-index targets are int64 inputs; floating targets and weights that PyTorch does not
+// differentiate by default are left out of .wrt.
 #include <cmath>
 
 #include "engine/autograd/functions.h"
 #include "engine/tensor/factories.h"
 #include "reference/elementwise.h"
+#include "reference/linalg.h"
 #include "reference/loss.h"
 #include "reference/nn_norm.h"
 #include "reference/views.h"
+#include "suites/ops/autocast_case.h"
 #include "suites/ops/op_case.h"
 
 namespace tb::suites {
@@ -221,15 +224,40 @@ void elementwise_loss_rows(std::vector<OpCase>& v, DType dt) {
   v.push_back(std::move(all));
 }
 
+// Losses under autocast: LibTorch's float32 list (bf16 inputs compute in float32), and an MLP step
+// as a model runs it (bf16 products, float32 residual add, float32 loss).
+void autocast_rows(std::vector<OpCase>& v) {
+  const DType f = DType::Float32, b = DType::BFloat16;
+  v.push_back(autocast_case("cross_entropy/bfloat16", {{{6, 5}, b}, {{6}, DType::Int64, Layout::Contiguous, Values::Index, 5}},
+                            [](const In& x) { return A::cross_entropy(x[0], x[1]); },
+                            [](const RIn& x) { return R::cross_entropy(x[0], x[1]); }));
+  v.back().wrt = {0};
+  v.push_back(autocast_case("mse_loss/bfloat16", {{{4, 5}, b}, {{4, 5}, b}}, [](const In& x) { return A::mse_loss(x[0], x[1]); },
+                            [](const RIn& x) { return R::mse_loss(x[0], x[1]); }));
+  v.push_back(autocast_case(
+      "mlp_step/float32",
+      {{{8, 16}, f}, {{32, 16}, f}, {{32}, f}, {{5, 32}, f}, {{5}, f}, {{8}, DType::Int64, Layout::Contiguous, Values::Index, 5}},
+      [](const In& x) {
+        const tb::Tensor h = A::relu(A::linear(x[0], x[1], x[2]));
+        return A::cross_entropy(A::linear(h, x[3], x[4]), x[5]);
+      },
+      [](const RIn& x) {
+        const R::Tensor h = R::relu(R::linear(x[0], x[1], x[2]));
+        return R::cross_entropy(R::linear(h, x[3], x[4]), x[5]);
+      }));
+  v.back().wrt = {0, 1, 2, 3, 4};
+}
+
 }  // namespace
 
-std::vector<OpCase> grad_loss_cases() {
+std::vector<OpCase> loss_cases() {
   std::vector<OpCase> v;
   for (DType dt : {DType::Float32, DType::Float64}) {
     nll_rows(v, dt);
     cross_entropy_rows(v, dt);
     elementwise_loss_rows(v, dt);
   }
+  autocast_rows(v);
   return v;
 }
 

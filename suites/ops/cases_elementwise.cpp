@@ -77,7 +77,7 @@ void elementwise_rows::grad_unary_rows(std::vector<OpCase>& v, const std::string
   row("view", {{4, 5}, d, C, vals}, [g](const In& x) { return one(g(x[0].t().narrow(0, 1, 3))); },
       [r](const RIn& x) { return one(r(R::narrow(R::t(x[0]), 0, 1, 3))); });
   // Chained with mul: x reaches the output along two paths.
-  row("chain", {{2, 3, 4}, d, Tr, vals}, [g](const In& x) { return one(A::mul(g(x[0]), x[0])); },
+  row("chain", {{2, 3, 4}, d, Tr, vals}, [g](const In& x) { return one(tb::mul(g(x[0]), x[0])); },
       [r](const RIn& x) { return one(R::mul(r(x[0]), x[0])); });
 }
 
@@ -107,10 +107,10 @@ void elementwise_rows::grad_inplace_rows(std::vector<OpCase>& v, const std::stri
   v.push_back(make_grad_case(
       base + "view", {{{3, 4}, d, Tr, vals}},
       [f](const In& x) {
-        Tn y = A::mul(x[0], 2);
+        Tn y = tb::mul(x[0], 2);
         Tn w = y.narrow(1, 1, 2);
         f(w);
-        return one(A::mul(y, x[0]));
+        return one(tb::mul(y, x[0]));
       },
       [r](const RIn& x) {
         RT y = R::mul(x[0], 2);
@@ -216,77 +216,77 @@ std::vector<UnarySpec> unary_specs() {
     u.back().g = g;
     if (gi) u.back().gi = [gi](Tn& x) { gi(x); };
   };
-  full("exp", O::exp, O::exp_, O::exp_out, R::exp, R::exp_, R::exp_out, U::FloatMath);
-  grad(A::exp, A::exp_);
-  full("expm1", O::expm1, O::expm1_, O::expm1_out, R::expm1, R::expm1_, R::expm1_out, U::FloatMath);
-  grad(A::expm1);
-  full("log", O::log, O::log_, O::log_out, R::log, R::log_, R::log_out, U::FloatMath, Values::Positive);
-  grad(A::log);
-  full("log1p", O::log1p, O::log1p_, O::log1p_out, R::log1p, R::log1p_, R::log1p_out, U::FloatMath, Values::Positive);
-  grad(A::log1p);
-  full("sqrt", O::sqrt, O::sqrt_, O::sqrt_out, R::sqrt, R::sqrt_, R::sqrt_out, U::FloatMath, Values::Positive);
-  grad(A::sqrt);
-  full("rsqrt", O::rsqrt, O::rsqrt_, O::rsqrt_out, R::rsqrt, R::rsqrt_, R::rsqrt_out, U::FloatMath, Values::Positive);
-  grad(A::rsqrt);
-  full("reciprocal", O::reciprocal, O::reciprocal_, O::reciprocal_out, R::reciprocal, R::reciprocal_,
+  full("exp", tb::exp, tb::exp_, tb::exp_out, R::exp, R::exp_, R::exp_out, U::FloatMath);
+  grad(tb::exp, tb::exp_);
+  full("expm1", tb::expm1, tb::expm1_, tb::expm1_out, R::expm1, R::expm1_, R::expm1_out, U::FloatMath);
+  grad(tb::expm1);
+  full("log", tb::log, tb::log_, tb::log_out, R::log, R::log_, R::log_out, U::FloatMath, Values::Positive);
+  grad(tb::log);
+  full("log1p", tb::log1p, tb::log1p_, tb::log1p_out, R::log1p, R::log1p_, R::log1p_out, U::FloatMath, Values::Positive);
+  grad(tb::log1p);
+  full("sqrt", tb::sqrt, tb::sqrt_, tb::sqrt_out, R::sqrt, R::sqrt_, R::sqrt_out, U::FloatMath, Values::Positive);
+  grad(tb::sqrt);
+  full("rsqrt", tb::rsqrt, tb::rsqrt_, tb::rsqrt_out, R::rsqrt, R::rsqrt_, R::rsqrt_out, U::FloatMath, Values::Positive);
+  grad(tb::rsqrt);
+  full("reciprocal", tb::reciprocal, tb::reciprocal_, tb::reciprocal_out, R::reciprocal, R::reciprocal_,
        R::reciprocal_out, U::FloatMath, Values::NonZero);
-  grad(A::reciprocal);
-  full("sin", O::sin, O::sin_, O::sin_out, R::sin, R::sin_, R::sin_out, U::FloatMath);
-  grad(A::sin);
-  full("cos", O::cos, O::cos_, O::cos_out, R::cos, R::cos_, R::cos_out, U::FloatMath);
-  grad(A::cos);
-  full("tanh", O::tanh, O::tanh_, O::tanh_out, R::tanh, R::tanh_, R::tanh_out, U::FloatMath);
-  grad(A::tanh, A::tanh_);
-  full("sigmoid", O::sigmoid, O::sigmoid_, O::sigmoid_out, R::sigmoid, R::sigmoid_, R::sigmoid_out, U::FloatMath);
-  grad(A::sigmoid, A::sigmoid_);
-  full("neg", O::neg, O::neg_, O::neg_out, R::neg, R::neg_, R::neg_out, U::Numeric);
-  grad(A::neg, A::neg_);
-  full("abs", O::abs, O::abs_, O::abs_out, R::abs, R::abs_, R::abs_out, U::Numeric);
-  grad(A::abs);
-  full("sign", O::sign, O::sign_, O::sign_out, R::sign, R::sign_, R::sign_out, U::Any);
-  grad(A::sign);
-  full("logical_not", O::logical_not, O::logical_not_, O::logical_not_out, R::logical_not, R::logical_not_,
+  grad(tb::reciprocal);
+  full("sin", tb::sin, tb::sin_, tb::sin_out, R::sin, R::sin_, R::sin_out, U::FloatMath);
+  grad(tb::sin);
+  full("cos", tb::cos, tb::cos_, tb::cos_out, R::cos, R::cos_, R::cos_out, U::FloatMath);
+  grad(tb::cos);
+  full("tanh", tb::tanh, tb::tanh_, tb::tanh_out, R::tanh, R::tanh_, R::tanh_out, U::FloatMath);
+  grad(tb::tanh, tb::tanh_);
+  full("sigmoid", tb::sigmoid, tb::sigmoid_, tb::sigmoid_out, R::sigmoid, R::sigmoid_, R::sigmoid_out, U::FloatMath);
+  grad(tb::sigmoid, tb::sigmoid_);
+  full("neg", tb::neg, tb::neg_, tb::neg_out, R::neg, R::neg_, R::neg_out, U::Numeric);
+  grad(tb::neg, tb::neg_);
+  full("abs", tb::abs, tb::abs_, tb::abs_out, R::abs, R::abs_, R::abs_out, U::Numeric);
+  grad(tb::abs);
+  full("sign", tb::sign, tb::sign_, tb::sign_out, R::sign, R::sign_, R::sign_out, U::Any);
+  grad(tb::sign);
+  full("logical_not", tb::logical_not, tb::logical_not_, tb::logical_not_out, R::logical_not, R::logical_not_,
        R::logical_not_out, U::Any);
   u.back().bool_result = true;
-  full("relu", O::relu, O::relu_, nullptr, R::relu, R::relu_, nullptr, U::Numeric);
-  grad(A::relu, A::relu_);
-  full("silu", O::silu, O::silu_, O::silu_out, R::silu, R::silu_, R::silu_out, U::FloatingOnly);
-  grad(A::silu);
+  full("relu", tb::relu, tb::relu_, nullptr, R::relu, R::relu_, nullptr, U::Numeric);
+  grad(tb::relu, tb::relu_);
+  full("silu", tb::silu, tb::silu_, tb::silu_out, R::silu, R::silu_, R::silu_out, U::FloatingOnly);
+  grad(tb::silu);
   for (std::string mode : {"none", "tanh"}) {
     UnarySpec s;
     s.name = "gelu", s.variant = mode + "_", s.kind = U::FloatingOnly;
     // LibTorch 2.x's gelu_out(approximate="none") leaves a non-contiguous out untouched (all
     // zeros, checked in Python), so that row would test LibTorch's bug, not the engine.
     s.out_transposed = mode != "none";
-    s.f = [mode](const Tn& x) { return O::gelu(x, mode); };
-    s.fi = [mode](Tn& x) -> Tn& { return O::gelu_(x, mode); };
-    s.fo = [mode](Tn& o, const Tn& x) -> Tn& { return O::gelu_out(o, x, mode); };
+    s.f = [mode](const Tn& x) { return tb::gelu(x, mode); };
+    s.fi = [mode](Tn& x) -> Tn& { return tb::gelu_(x, mode); };
+    s.fo = [mode](Tn& o, const Tn& x) -> Tn& { return tb::gelu_out(o, x, mode); };
     s.r = [mode](const RT& x) { return R::gelu(x, mode); };
     s.ri = [mode](const RT& x) { return R::gelu_(x, mode); };
     s.ro = [mode](const RT& o, const RT& x) { return R::gelu_out(o, x, mode); };
     // The gradient rows of gelu "none" are named gelu/<dtype>/<layout> (cases_elementwise_grad.cpp).
-    if (mode == "tanh") s.g = [](const Tn& x) { return A::gelu(x, "tanh"); }, s.hot = true;
+    if (mode == "tanh") s.g = [](const Tn& x) { return tb::gelu(x, "tanh"); }, s.hot = true;
     u.push_back(std::move(s));
   }
   {
     UnarySpec s;  // default beta/threshold, and beta 2 / threshold 1 so both branches are taken
     s.name = "softplus", s.kind = U::FloatingOnly;
-    s.f = [](const Tn& x) { return O::softplus(x); };
-    s.fo = [](Tn& o, const Tn& x) -> Tn& { return O::softplus_out(o, x); };
+    s.f = [](const Tn& x) { return tb::softplus(x); };
+    s.fo = [](Tn& o, const Tn& x) -> Tn& { return tb::softplus_out(o, x); };
     s.r = [](const RT& x) { return R::softplus(x); };
     s.ro = [](const RT& o, const RT& x) { return R::softplus_out(o, x); };
-    s.g = [](const Tn& x) { return A::softplus(x); }, s.hot = true;
+    s.g = [](const Tn& x) { return tb::softplus(x); }, s.hot = true;
     u.push_back(s);
     s.g = nullptr, s.hot = false;  // beta 2 / threshold 1 has gradient rows of its own (beta2_th1)
     s.variant = "beta2_";
-    s.f = [](const Tn& x) { return O::softplus(x, 2, 1); };
-    s.fo = [](Tn& o, const Tn& x) -> Tn& { return O::softplus_out(o, x, 2, 1.0); };
+    s.f = [](const Tn& x) { return tb::softplus(x, 2, 1); };
+    s.fo = [](Tn& o, const Tn& x) -> Tn& { return tb::softplus_out(o, x, 2, 1.0); };
     s.r = [](const RT& x) { return R::softplus(x, 2, 1); };
     s.ro = [](const RT& o, const RT& x) { return R::softplus_out(o, x, 2, 1.0); };
     u.push_back(std::move(s));
   }
-  for (auto [n, f, r] : {std::tuple{"isnan", &O::isnan, &R::isnan}, std::tuple{"isinf", &O::isinf, &R::isinf},
-                         std::tuple{"isfinite", &O::isfinite, &R::isfinite}}) {
+  for (auto [n, f, r] : {std::tuple{"isnan", &tb::isnan, &R::isnan}, std::tuple{"isinf", &tb::isinf, &R::isinf},
+                         std::tuple{"isfinite", &tb::isfinite, &R::isfinite}}) {
     UnarySpec s;
     s.name = n, s.f = f, s.r = r, s.kind = U::Any, s.bool_result = true;
     u.push_back(std::move(s));
@@ -305,49 +305,49 @@ void special_unary_rows(std::vector<OpCase>& v) {
     const std::vector<Input> nan_in = {{{5, 7}, d}};
     const std::vector<Input> inf_in = {{{5, 7}, d}, {{5, 7}, d, C, Values::Zeros}};
     auto add_nan = [&](const std::string& n, std::function<Tn(const Tn&)> f, std::function<RT(const RT&)> r) {
-      add_row(v, n + "/" + dn(d) + "/nan", nan_in, [f](const In& in) { return one(f(O::log(in[0]))); },
+      add_row(v, n + "/" + dn(d) + "/nan", nan_in, [f](const In& in) { return one(f(tb::log(in[0]))); },
               [r](const RIn& in) { return one(r(R::log(in[0]))); });
-      add_row(v, n + "/" + dn(d) + "/inf", inf_in, [f](const In& in) { return one(f(O::div(in[0], in[1]))); },
+      add_row(v, n + "/" + dn(d) + "/inf", inf_in, [f](const In& in) { return one(f(tb::div(in[0], in[1]))); },
               [r](const RIn& in) { return one(r(R::div(in[0], in[1]))); });
     };
-    add_nan("isnan", O::isnan, R::isnan);
-    add_nan("isinf", O::isinf, R::isinf);
-    add_nan("isfinite", O::isfinite, R::isfinite);
-    add_nan("sign", O::sign, R::sign);
-    add_nan("relu", O::relu, R::relu);
-    add_nan("sigmoid", O::sigmoid, R::sigmoid);
-    add_nan("logical_not", O::logical_not, R::logical_not);
+    add_nan("isnan", tb::isnan, R::isnan);
+    add_nan("isinf", tb::isinf, R::isinf);
+    add_nan("isfinite", tb::isfinite, R::isfinite);
+    add_nan("sign", tb::sign, R::sign);
+    add_nan("relu", tb::relu, R::relu);
+    add_nan("sigmoid", tb::sigmoid, R::sigmoid);
+    add_nan("logical_not", tb::logical_not, R::logical_not);
   }
   // Output layout (TensorIterator's rule): results follow the inputs' dense stride order, so
   // sizes, strides and offset are compared (Check::View) -- a later .view() then works on both
   // sides or on neither.
   for (DType d : {DType::Float32, DType::Int64}) {
     const std::string t = dn(d);
-    add_row(v, "neg/" + t + "/layout_transposed", {{{3, 4, 5}, d, Tr}}, [](const In& in) { return one(O::neg(in[0])); },
+    add_row(v, "neg/" + t + "/layout_transposed", {{{3, 4, 5}, d, Tr}}, [](const In& in) { return one(tb::neg(in[0])); },
             [](const RIn& in) { return one(R::neg(in[0])); }, Check::View);
     add_row(v, "abs/" + t + "/layout_permuted", {{{3, 4, 5}, d}},
-            [](const In& in) { return one(O::abs(in[0].permute({2, 0, 1}))); },
+            [](const In& in) { return one(tb::abs(in[0].permute({2, 0, 1}))); },
             [](const RIn& in) { return one(R::abs(R::permute(in[0], {2, 0, 1}))); }, Check::View);
     add_row(v, "add/" + t + "/layout_permuted_broadcast", {{{3, 4, 5}, d}, {{4}, d}},
-            [](const In& in) { return one(O::add(in[0].permute({2, 0, 1}), in[1])); },
+            [](const In& in) { return one(tb::add(in[0].permute({2, 0, 1}), in[1])); },
             [](const RIn& in) { return one(R::add(R::permute(in[0], {2, 0, 1}), in[1])); }, Check::View);
     add_row(v, "mul/" + t + "/layout_contiguous_first", {{{4, 5}, d}, {{4, 5}, d, Tr}},
-            [](const In& in) { return one(O::mul(in[0], in[1])); }, [](const RIn& in) { return one(R::mul(in[0], in[1])); },
+            [](const In& in) { return one(tb::mul(in[0], in[1])); }, [](const RIn& in) { return one(R::mul(in[0], in[1])); },
             Check::View);
     add_row(v, "mul/" + t + "/layout_transposed_first", {{{4, 5}, d, Tr}, {{4, 5}, d}},
-            [](const In& in) { return one(O::mul(in[0], in[1])); }, [](const RIn& in) { return one(R::mul(in[0], in[1])); },
+            [](const In& in) { return one(tb::mul(in[0], in[1])); }, [](const RIn& in) { return one(R::mul(in[0], in[1])); },
             Check::View);
     add_row(v, "maximum/" + t + "/layout_strided_transposed", {{{4, 6}, d, St}},
-            [](const In& in) { return one(O::maximum(in[0].t(), in[0].t())); },
+            [](const In& in) { return one(tb::maximum(in[0].t(), in[0].t())); },
             [](const RIn& in) { return one(R::maximum(R::t(in[0]), R::t(in[0]))); }, Check::View);
     add_row(v, "where/" + t + "/layout_transposed", {{{3, 4}, DType::Bool, Tr, Values::Bool}, {{3, 4}, d, Tr}, {{4}, d}},
-            [](const In& in) { return one(O::where(in[0], in[1], in[2])); },
+            [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
             [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::View);
   }
   add_row(v, "exp/float64/layout_permuted_int_input", {{{2, 3, 4}, DType::Int32}},
-          [](const In& in) { return one(O::exp(in[0].permute({1, 2, 0}))); },
+          [](const In& in) { return one(tb::exp(in[0].permute({1, 2, 0}))); },
           [](const RIn& in) { return one(R::exp(R::permute(in[0], {1, 2, 0}))); }, Check::View);
-  add_row(v, "gelu/float32/bad_mode", {{{5, 7}}}, [](const In& in) { return one(O::gelu(in[0], "erf")); },
+  add_row(v, "gelu/float32/bad_mode", {{{5, 7}}}, [](const In& in) { return one(tb::gelu(in[0], "erf")); },
           [](const RIn& in) { return one(R::gelu(in[0], "erf")); }, Check::Error);
 }
 

@@ -70,9 +70,9 @@ void add_inplace_grad_row(std::vector<OpCase>& v, std::string name, std::vector<
   v.push_back(make_grad_case(
       std::move(name), std::move(in),
       [f](const In& x) {
-        Tn y = A::mul(x[0], 3);
+        Tn y = tb::mul(x[0], 3);
         f(y, x[1]);
-        return one(A::add(y, x[0]));
+        return one(tb::add(y, x[0]));
       },
       [r](const RIn& x) {
         RT y = R::mul(x[0], 3);
@@ -175,28 +175,28 @@ std::vector<BinarySpec> binary_specs() {
   {
     BinarySpec s;
     s.name = "add";
-    s.f = [](const Tn& x, const Tn& y) { return O::add(x, y); };
-    s.fi = [](Tn& x, const Tn& y) -> Tn& { return O::add_(x, y); };
-    s.fo = [](Tn& o, const Tn& x, const Tn& y) -> Tn& { return O::add_out(o, x, y); };
-    s.fs = [](const Tn& x, const Scalar& c) { return O::add(x, c); };
+    s.f = [](const Tn& x, const Tn& y) { return tb::add(x, y); };
+    s.fi = [](Tn& x, const Tn& y) -> Tn& { return tb::add_(x, y); };
+    s.fo = [](Tn& o, const Tn& x, const Tn& y) -> Tn& { return tb::add_out(o, x, y); };
+    s.fs = [](const Tn& x, const Scalar& c) { return tb::add(x, c); };
     s.r = [](const RT& x, const RT& y) { return R::add(x, y); };
     s.ri = [](const RT& x, const RT& y) { return R::add_(x, y); };
     s.ro = [](const RT& o, const RT& x, const RT& y) { return R::add_out(o, x, y); };
     s.rs = [](const RT& x, const Scalar& c) { return R::add(x, c); };
     s.scalars = {Scalar(2), Scalar(2.5), Scalar(true)};
-    s.g = [](const Tn& x, const Tn& y) { return A::add(x, y); };
-    s.gi = [](Tn& x, const Tn& y) { A::add_(x, y); };
+    s.g = [](const Tn& x, const Tn& y) { return tb::add(x, y); };
+    s.gi = [](Tn& x, const Tn& y) { tb::add_(x, y); };
     b.push_back(s);
     // alpha: a + 2 * b (an integer alpha works on every dtype but bool)
     s.variant = "alpha_";
-    s.f = [](const Tn& x, const Tn& y) { return O::add(x, y, 2); };
+    s.f = [](const Tn& x, const Tn& y) { return tb::add(x, y, 2); };
     s.r = [](const RT& x, const RT& y) { return R::add(x, y, 2); };
-    s.g = [](const Tn& x, const Tn& y) { return A::add(x, y, 2); };
-    s.gi = [](Tn& x, const Tn& y) { A::add_(x, y, 2); };
-    s.fi = [](Tn& x, const Tn& y) -> Tn& { return O::add_(x, y, 2); };
+    s.g = [](const Tn& x, const Tn& y) { return tb::add(x, y, 2); };
+    s.gi = [](Tn& x, const Tn& y) { tb::add_(x, y, 2); };
+    s.fi = [](Tn& x, const Tn& y) -> Tn& { return tb::add_(x, y, 2); };
     s.ri = [](const RT& x, const RT& y) { return R::add_(x, y, 2); };
     s.fo = nullptr;
-    s.fs = [](const Tn& x, const Scalar& c) { return O::add(x, c, 3); };
+    s.fs = [](const Tn& x, const Scalar& c) { return tb::add(x, c, 3); };
     s.rs = [](const RT& x, const Scalar& c) { return R::add(x, c, 3); };
     s.scalars = {Scalar(2), Scalar(2.5)};
     b.push_back(std::move(s));
@@ -205,42 +205,42 @@ std::vector<BinarySpec> binary_specs() {
     BinarySpec s;
     s.name = "sub";
     s.raises = has_bool;
-    s.f = [](const Tn& x, const Tn& y) { return O::sub(x, y); };
-    s.fi = [](Tn& x, const Tn& y) -> Tn& { return O::sub_(x, y); };
-    s.fo = [](Tn& o, const Tn& x, const Tn& y) -> Tn& { return O::sub_out(o, x, y); };
-    s.fs = [](const Tn& x, const Scalar& c) { return O::sub(x, c); };
+    s.f = [](const Tn& x, const Tn& y) { return tb::sub(x, y); };
+    s.fi = [](Tn& x, const Tn& y) -> Tn& { return tb::sub_(x, y); };
+    s.fo = [](Tn& o, const Tn& x, const Tn& y) -> Tn& { return tb::sub_out(o, x, y); };
+    s.fs = [](const Tn& x, const Scalar& c) { return tb::sub(x, c); };
     s.r = [](const RT& x, const RT& y) { return R::sub(x, y); };
     s.ri = [](const RT& x, const RT& y) { return R::sub_(x, y); };
     s.ro = [](const RT& o, const RT& x, const RT& y) { return R::sub_out(o, x, y); };
     s.rs = [](const RT& x, const Scalar& c) { return R::sub(x, c); };
     s.scalars = {Scalar(2), Scalar(2.5), Scalar(true)};
-    s.g = [](const Tn& x, const Tn& y) { return A::sub(x, y); };
-    s.gi = [](Tn& x, const Tn& y) { A::sub_(x, y); };
+    s.g = [](const Tn& x, const Tn& y) { return tb::sub(x, y); };
+    s.gi = [](Tn& x, const Tn& y) { tb::sub_(x, y); };
     b.push_back(s);
     s.variant = "alpha_";
     // alpha 2: alpha * b is exact in bf16/f16. LibTorch rounds alpha * b to bf16 on its scalar
     // (non-contiguous) path but not on its vector path, so another alpha makes it disagree with
     // itself by an ulp of alpha * b where a - alpha * b cancels.
-    s.f = [](const Tn& x, const Tn& y) { return O::sub(x, y, 2); };
+    s.f = [](const Tn& x, const Tn& y) { return tb::sub(x, y, 2); };
     s.r = [](const RT& x, const RT& y) { return R::sub(x, y, 2); };
-    s.g = [](const Tn& x, const Tn& y) { return A::sub(x, y, 2); };
+    s.g = [](const Tn& x, const Tn& y) { return tb::sub(x, y, 2); };
     s.fi = nullptr, s.fo = nullptr, s.fs = nullptr, s.gi = nullptr;
     b.push_back(std::move(s));
   }
   {
     BinarySpec s;
     s.name = "mul";
-    s.f = [](const Tn& x, const Tn& y) { return O::mul(x, y); };
-    s.fi = [](Tn& x, const Tn& y) -> Tn& { return O::mul_(x, y); };
-    s.fo = [](Tn& o, const Tn& x, const Tn& y) -> Tn& { return O::mul_out(o, x, y); };
-    s.fs = [](const Tn& x, const Scalar& c) { return O::mul(x, c); };
+    s.f = [](const Tn& x, const Tn& y) { return tb::mul(x, y); };
+    s.fi = [](Tn& x, const Tn& y) -> Tn& { return tb::mul_(x, y); };
+    s.fo = [](Tn& o, const Tn& x, const Tn& y) -> Tn& { return tb::mul_out(o, x, y); };
+    s.fs = [](const Tn& x, const Scalar& c) { return tb::mul(x, c); };
     s.r = [](const RT& x, const RT& y) { return R::mul(x, y); };
     s.ri = [](const RT& x, const RT& y) { return R::mul_(x, y); };
     s.ro = [](const RT& o, const RT& x, const RT& y) { return R::mul_out(o, x, y); };
     s.rs = [](const RT& x, const Scalar& c) { return R::mul(x, c); };
     s.scalars = {Scalar(3), Scalar(0.1), Scalar(true)};
-    s.g = [](const Tn& x, const Tn& y) { return A::mul(x, y); };
-    s.gi = [](Tn& x, const Tn& y) { A::mul_(x, y); };
+    s.g = [](const Tn& x, const Tn& y) { return tb::mul(x, y); };
+    s.gi = [](Tn& x, const Tn& y) { tb::mul_(x, y); };
     b.push_back(std::move(s));
   }
   for (std::optional<std::string> mode : {std::optional<std::string>{}, std::optional<std::string>{"trunc"},
@@ -251,23 +251,23 @@ std::vector<BinarySpec> binary_specs() {
     s.vb = Values::NonZero;
     if (mode) s.raises = both_bool, s.zero_divisor_raises = true;
     else s.result = [](DType d) { return O::to_float_dtype(d); };
-    s.f = [mode](const Tn& x, const Tn& y) { return O::div(x, y, mode); };
-    s.fi = [mode](Tn& x, const Tn& y) -> Tn& { return O::div_(x, y, mode); };
-    s.fo = [mode](Tn& o, const Tn& x, const Tn& y) -> Tn& { return O::div_out(o, x, y, mode); };
-    s.fs = [mode](const Tn& x, const Scalar& c) { return O::div(x, c, mode); };
+    s.f = [mode](const Tn& x, const Tn& y) { return tb::div(x, y, mode); };
+    s.fi = [mode](Tn& x, const Tn& y) -> Tn& { return tb::div_(x, y, mode); };
+    s.fo = [mode](Tn& o, const Tn& x, const Tn& y) -> Tn& { return tb::div_out(o, x, y, mode); };
+    s.fs = [mode](const Tn& x, const Scalar& c) { return tb::div(x, c, mode); };
     s.r = [mode](const RT& x, const RT& y) { return R::div(x, y, mode); };
     s.ri = [mode](const RT& x, const RT& y) { return R::div_(x, y, mode); };
     s.ro = [mode](const RT& o, const RT& x, const RT& y) { return R::div_out(o, x, y, mode); };
     s.rs = [mode](const RT& x, const Scalar& c) { return R::div(x, c, mode); };
     s.scalars = {Scalar(-3), Scalar(0.7)};
     if (!mode) {
-      s.g = [](const Tn& x, const Tn& y) { return A::div(x, y); };
-      s.gi = [](Tn& x, const Tn& y) { A::div_(x, y); };
+      s.g = [](const Tn& x, const Tn& y) { return tb::div(x, y); };
+      s.gi = [](Tn& x, const Tn& y) { tb::div_(x, y); };
     }
     b.push_back(s);
     // Negative divisors (NonZero integers are positive): a / -b.
     s.variant += "negdiv_";
-    s.f = [mode](const Tn& x, const Tn& y) { return O::div(x, O::neg(y), mode); };
+    s.f = [mode](const Tn& x, const Tn& y) { return tb::div(x, tb::neg(y), mode); };
     s.r = [mode](const RT& x, const RT& y) { return R::div(x, R::neg(y), mode); };
     s.raises = [mode](DType a, DType b) { return b == DType::Bool || (mode && both_bool(a, b)); };
     s.fi = nullptr, s.fo = nullptr, s.fs = nullptr, s.g = nullptr, s.gi = nullptr;
@@ -279,19 +279,19 @@ std::vector<BinarySpec> binary_specs() {
     s.vb = Values::NonZero;
     s.zero_divisor_raises = true;
     s.raises = both_bool;
-    s.f = [](const Tn& x, const Tn& y) { return O::remainder(x, y); };
-    s.fi = [](Tn& x, const Tn& y) -> Tn& { return O::remainder_(x, y); };
-    s.fo = [](Tn& o, const Tn& x, const Tn& y) -> Tn& { return O::remainder_out(o, x, y); };
-    s.fs = [](const Tn& x, const Scalar& c) { return O::remainder(x, c); };
+    s.f = [](const Tn& x, const Tn& y) { return tb::remainder(x, y); };
+    s.fi = [](Tn& x, const Tn& y) -> Tn& { return tb::remainder_(x, y); };
+    s.fo = [](Tn& o, const Tn& x, const Tn& y) -> Tn& { return tb::remainder_out(o, x, y); };
+    s.fs = [](const Tn& x, const Scalar& c) { return tb::remainder(x, c); };
     s.r = [](const RT& x, const RT& y) { return R::remainder(x, y); };
     s.ri = [](const RT& x, const RT& y) { return R::remainder_(x, y); };
     s.ro = [](const RT& o, const RT& x, const RT& y) { return R::remainder_out(o, x, y); };
     s.rs = [](const RT& x, const Scalar& c) { return R::remainder(x, c); };
     s.scalars = {Scalar(-3), Scalar(1.5)};
-    s.g = [](const Tn& x, const Tn& y) { return A::remainder(x, y); };
+    s.g = [](const Tn& x, const Tn& y) { return tb::remainder(x, y); };
     b.push_back(s);
     s.variant = "negdiv_";
-    s.f = [](const Tn& x, const Tn& y) { return O::remainder(x, O::neg(y)); };
+    s.f = [](const Tn& x, const Tn& y) { return tb::remainder(x, tb::neg(y)); };
     s.r = [](const RT& x, const RT& y) { return R::remainder(x, R::neg(y)); };
     s.raises = [](DType, DType b) { return b == DType::Bool; };
     s.fi = nullptr, s.fo = nullptr, s.fs = nullptr, s.g = nullptr;
@@ -302,16 +302,16 @@ std::vector<BinarySpec> binary_specs() {
     s.name = "pow";
     s.va = Values::Positive;  // float bases > 0 keep fractional powers real
     s.raises = both_bool;
-    s.f = [](const Tn& x, const Tn& y) { return O::pow(x, y); };
-    s.fi = [](Tn& x, const Tn& y) -> Tn& { return O::pow_(x, y); };
-    s.fo = [](Tn& o, const Tn& x, const Tn& y) -> Tn& { return O::pow_out(o, x, y); };
-    s.fs = [](const Tn& x, const Scalar& c) { return O::pow(x, c); };
+    s.f = [](const Tn& x, const Tn& y) { return tb::pow(x, y); };
+    s.fi = [](Tn& x, const Tn& y) -> Tn& { return tb::pow_(x, y); };
+    s.fo = [](Tn& o, const Tn& x, const Tn& y) -> Tn& { return tb::pow_out(o, x, y); };
+    s.fs = [](const Tn& x, const Scalar& c) { return tb::pow(x, c); };
     s.r = [](const RT& x, const RT& y) { return R::pow(x, y); };
     s.ri = [](const RT& x, const RT& y) { return R::pow_(x, y); };
     s.ro = [](const RT& o, const RT& x, const RT& y) { return R::pow_out(o, x, y); };
     s.rs = [](const RT& x, const Scalar& c) { return R::pow(x, c); };
     s.scalars = {Scalar(2), Scalar(3), Scalar(0.5), Scalar(-1.0), Scalar(1.7)};
-    s.g = [](const Tn& x, const Tn& y) { return A::pow(x, y); };
+    s.g = [](const Tn& x, const Tn& y) { return tb::pow(x, y); };
     b.push_back(s);
     // Integer bases of either sign with exponents in [-5, 5] (negative powers give 0 or +-1).
     s.variant = "signed_", s.va = Values::Normal, s.fi = nullptr, s.fo = nullptr, s.fs = nullptr, s.g = nullptr;
@@ -320,27 +320,27 @@ std::vector<BinarySpec> binary_specs() {
   for (bool is_max : {true, false}) {
     BinarySpec s;
     s.name = is_max ? "maximum" : "minimum";
-    s.f = [is_max](const Tn& x, const Tn& y) { return is_max ? O::maximum(x, y) : O::minimum(x, y); };
+    s.f = [is_max](const Tn& x, const Tn& y) { return is_max ? tb::maximum(x, y) : tb::minimum(x, y); };
     s.fo = [is_max](Tn& o, const Tn& x, const Tn& y) -> Tn& {
-      return is_max ? O::maximum_out(o, x, y) : O::minimum_out(o, x, y);
+      return is_max ? tb::maximum_out(o, x, y) : tb::minimum_out(o, x, y);
     };
     s.r = [is_max](const RT& x, const RT& y) { return is_max ? R::maximum(x, y) : R::minimum(x, y); };
     s.ro = [is_max](const RT& o, const RT& x, const RT& y) {
       return is_max ? R::maximum_out(o, x, y) : R::minimum_out(o, x, y);
     };
-    s.g = [is_max](const Tn& x, const Tn& y) { return is_max ? A::maximum(x, y) : A::minimum(x, y); };
+    s.g = [is_max](const Tn& x, const Tn& y) { return is_max ? tb::maximum(x, y) : tb::minimum(x, y); };
     b.push_back(std::move(s));
   }
   using CmpFns = std::tuple<const char*, Tn (*)(const Tn&, const Tn&), Tn (*)(const Tn&, const Scalar&),
                             Tn& (*)(Tn&, const Tn&), Tn& (*)(Tn&, const Tn&, const Tn&), RT (*)(const RT&, const RT&),
                             RT (*)(const RT&, const Scalar&), RT (*)(const RT&, const RT&),
                             RT (*)(const RT&, const RT&, const RT&)>;
-  for (const CmpFns& c : {CmpFns{"eq", O::eq, O::eq, O::eq_, O::eq_out, R::eq, R::eq, R::eq_, R::eq_out},
-                          CmpFns{"ne", O::ne, O::ne, O::ne_, O::ne_out, R::ne, R::ne, R::ne_, R::ne_out},
-                          CmpFns{"lt", O::lt, O::lt, O::lt_, O::lt_out, R::lt, R::lt, R::lt_, R::lt_out},
-                          CmpFns{"le", O::le, O::le, O::le_, O::le_out, R::le, R::le, R::le_, R::le_out},
-                          CmpFns{"gt", O::gt, O::gt, O::gt_, O::gt_out, R::gt, R::gt, R::gt_, R::gt_out},
-                          CmpFns{"ge", O::ge, O::ge, O::ge_, O::ge_out, R::ge, R::ge, R::ge_, R::ge_out}}) {
+  for (const CmpFns& c : {CmpFns{"eq", tb::eq, tb::eq, tb::eq_, tb::eq_out, R::eq, R::eq, R::eq_, R::eq_out},
+                          CmpFns{"ne", tb::ne, tb::ne, tb::ne_, tb::ne_out, R::ne, R::ne, R::ne_, R::ne_out},
+                          CmpFns{"lt", tb::lt, tb::lt, tb::lt_, tb::lt_out, R::lt, R::lt, R::lt_, R::lt_out},
+                          CmpFns{"le", tb::le, tb::le, tb::le_, tb::le_out, R::le, R::le, R::le_, R::le_out},
+                          CmpFns{"gt", tb::gt, tb::gt, tb::gt_, tb::gt_out, R::gt, R::gt, R::gt_, R::gt_out},
+                          CmpFns{"ge", tb::ge, tb::ge, tb::ge_, tb::ge_out, R::ge, R::ge, R::ge_, R::ge_out}}) {
     BinarySpec s;
     s.name = std::get<0>(c);
     s.f = std::get<1>(c), s.fs = std::get<2>(c), s.fi = std::get<3>(c), s.fo = std::get<4>(c);
@@ -360,11 +360,11 @@ std::vector<BinarySpec> binary_specs() {
                               Tn& (*)(Tn&, const Tn&, const Tn&), RT (*)(const RT&, const RT&),
                               RT (*)(const RT&, const RT&), RT (*)(const RT&, const RT&, const RT&)>;
   for (const LogicFns& c :
-       {LogicFns{"logical_and", O::logical_and, O::logical_and_, O::logical_and_out, R::logical_and, R::logical_and_,
+       {LogicFns{"logical_and", tb::logical_and, tb::logical_and_, tb::logical_and_out, R::logical_and, R::logical_and_,
                  R::logical_and_out},
-        LogicFns{"logical_or", O::logical_or, O::logical_or_, O::logical_or_out, R::logical_or, R::logical_or_,
+        LogicFns{"logical_or", tb::logical_or, tb::logical_or_, tb::logical_or_out, R::logical_or, R::logical_or_,
                  R::logical_or_out},
-        LogicFns{"logical_xor", O::logical_xor, O::logical_xor_, O::logical_xor_out, R::logical_xor, R::logical_xor_,
+        LogicFns{"logical_xor", tb::logical_xor, tb::logical_xor_, tb::logical_xor_out, R::logical_xor, R::logical_xor_,
                  R::logical_xor_out}}) {
     BinarySpec s;
     s.name = std::get<0>(c);
@@ -386,61 +386,61 @@ void special_binary_rows(std::vector<OpCase>& v) {
   };
   const std::vector<Input> ii = {{{5, 7}, i64}, {{5, 7}, i64}}, ff = {{{5, 7}, f32}, {{5, 7}, f32}};
   const std::vector<Input> bb = {{{5, 7}, DType::Bool}, {{5, 7}, DType::Bool}};
-  row("add/float32/alpha_float", ff, [](auto& a, auto& b) { return O::add(a, b, 2.5); },
+  row("add/float32/alpha_float", ff, [](auto& a, auto& b) { return tb::add(a, b, 2.5); },
       [](auto& a, auto& b) { return R::add(a, b, 2.5); });
   row("sub/float64/alpha_float", {{{5, 7}, DType::Float64}, {{5, 7}, DType::Float64}},
-      [](auto& a, auto& b) { return O::sub(a, b, -0.5); }, [](auto& a, auto& b) { return R::sub(a, b, -0.5); });
-  row("add/int64/alpha_float_error", ii, [](auto& a, auto& b) { return O::add(a, b, 2.5); },
+      [](auto& a, auto& b) { return tb::sub(a, b, -0.5); }, [](auto& a, auto& b) { return R::sub(a, b, -0.5); });
+  row("add/int64/alpha_float_error", ii, [](auto& a, auto& b) { return tb::add(a, b, 2.5); },
       [](auto& a, auto& b) { return R::add(a, b, 2.5); }, Check::Error);
   row("add/int32/alpha_bool_error", {{{5, 7}, DType::Int32}, {{5, 7}, DType::Int32}},
-      [](auto& a, auto& b) { return O::add(a, b, true); }, [](auto& a, auto& b) { return R::add(a, b, true); },
+      [](auto& a, auto& b) { return tb::add(a, b, true); }, [](auto& a, auto& b) { return R::add(a, b, true); },
       Check::Error);
-  row("add/bool/alpha_bool", bb, [](auto& a, auto& b) { return O::add(a, b, true); },
+  row("add/bool/alpha_bool", bb, [](auto& a, auto& b) { return tb::add(a, b, true); },
       [](auto& a, auto& b) { return R::add(a, b, true); });
-  row("add/float32/shape_error", {{{5, 7}, f32}, {{5, 6}, f32}}, [](auto& a, auto& b) { return O::add(a, b); },
+  row("add/float32/shape_error", {{{5, 7}, f32}, {{5, 6}, f32}}, [](auto& a, auto& b) { return tb::add(a, b); },
       [](auto& a, auto& b) { return R::add(a, b); }, Check::Error);
   row("mul/int32/shape_error", {{{2, 3}, DType::Int32}, {{3, 2}, DType::Int32}},
-      [](auto& a, auto& b) { return O::mul(a, b); }, [](auto& a, auto& b) { return R::mul(a, b); }, Check::Error);
-  row("div/float32/bad_mode", ff, [](auto& a, auto& b) { return O::div(a, b, "round"); },
+      [](auto& a, auto& b) { return tb::mul(a, b); }, [](auto& a, auto& b) { return R::mul(a, b); }, Check::Error);
+  row("div/float32/bad_mode", ff, [](auto& a, auto& b) { return tb::div(a, b, "round"); },
       [](auto& a, auto& b) { return R::div(a, b, std::string("round")); }, Check::Error);
   const std::vector<Input> iz = {{{5, 7}, i64}, {{5, 7}, i64, C, Values::Zeros}};
   for (const char* m : {"trunc", "floor"}) {
     const std::string mode = m;
-    row("div/int64/" + mode + "_zero_error", iz, [mode](auto& a, auto& b) { return O::div(a, b, mode); },
+    row("div/int64/" + mode + "_zero_error", iz, [mode](auto& a, auto& b) { return tb::div(a, b, mode); },
         [mode](auto& a, auto& b) { return R::div(a, b, mode); }, Check::Error);
     row("div/int32/" + mode + "_scalar_zero_error", {{{5, 7}, DType::Int32}, {{1}, i64}},
-        [mode](auto& a, auto&) { return O::div(a, 0, mode); }, [mode](auto& a, auto&) { return R::div(a, 0, mode); },
+        [mode](auto& a, auto&) { return tb::div(a, 0, mode); }, [mode](auto& a, auto&) { return R::div(a, 0, mode); },
         Check::Error);
   }
-  row("div/int64/true_zero", iz, [](auto& a, auto& b) { return O::div(a, b); },
+  row("div/int64/true_zero", iz, [](auto& a, auto& b) { return tb::div(a, b); },
       [](auto& a, auto& b) { return R::div(a, b); });
   row("div/float32/floor_zero", {{{5, 7}, f32}, {{5, 7}, f32, C, Values::Zeros}},
-      [](auto& a, auto& b) { return O::div(a, b, "floor"); }, [](auto& a, auto& b) { return R::div(a, b, "floor"); });
-  row("remainder/int64/zero_error", iz, [](auto& a, auto& b) { return O::remainder(a, b); },
+      [](auto& a, auto& b) { return tb::div(a, b, "floor"); }, [](auto& a, auto& b) { return R::div(a, b, "floor"); });
+  row("remainder/int64/zero_error", iz, [](auto& a, auto& b) { return tb::remainder(a, b); },
       [](auto& a, auto& b) { return R::remainder(a, b); }, Check::Error);
-  row("remainder/int64/scalar_zero_error", ii, [](auto& a, auto&) { return O::remainder(a, 0); },
+  row("remainder/int64/scalar_zero_error", ii, [](auto& a, auto&) { return tb::remainder(a, 0); },
       [](auto& a, auto&) { return R::remainder(a, 0); }, Check::Error);
   row("remainder/float32/zero", {{{5, 7}, f32}, {{5, 7}, f32, C, Values::Zeros}},
-      [](auto& a, auto& b) { return O::remainder(a, b); }, [](auto& a, auto& b) { return R::remainder(a, b); });
-  row("pow/int64/scalar_neg_error", ii, [](auto& a, auto&) { return O::pow(a, -1); },
+      [](auto& a, auto& b) { return tb::remainder(a, b); }, [](auto& a, auto& b) { return R::remainder(a, b); });
+  row("pow/int64/scalar_neg_error", ii, [](auto& a, auto&) { return tb::pow(a, -1); },
       [](auto& a, auto&) { return R::pow(a, -1); }, Check::Error);
-  row("pow/bool/scalar_int", bb, [](auto& a, auto&) { return O::pow(a, 2); }, [](auto& a, auto&) { return R::pow(a, 2); });
+  row("pow/bool/scalar_int", bb, [](auto& a, auto&) { return tb::pow(a, 2); }, [](auto& a, auto&) { return R::pow(a, 2); });
   for (DType d : {f32, DType::Float64, DType::BFloat16, i64, DType::Int32}) {
-    row("pow/" + dn(d) + "/scalar_base", {{{5, 7}, d}, {{1}, d}}, [](auto& a, auto&) { return O::pow(2, a); },
+    row("pow/" + dn(d) + "/scalar_base", {{{5, 7}, d}, {{1}, d}}, [](auto& a, auto&) { return tb::pow(2, a); },
         [](auto& a, auto&) { return R::pow(2, a); });
-    row("pow/" + dn(d) + "/scalar_base_float", {{{5, 7}, d}, {{1}, d}}, [](auto& a, auto&) { return O::pow(1.5, a); },
+    row("pow/" + dn(d) + "/scalar_base_float", {{{5, 7}, d}, {{1}, d}}, [](auto& a, auto&) { return tb::pow(1.5, a); },
         [](auto& a, auto&) { return R::pow(1.5, a); });
   }
   // NaN propagation: log of the negative entries of a.
   for (DType d : {f32, DType::BFloat16, DType::Float64}) {
     const std::vector<Input> in = {{{5, 7}, d}, {{5, 7}, d}};
-    row("maximum/" + dn(d) + "/nan", in, [](auto& a, auto& b) { return O::maximum(O::log(a), b); },
+    row("maximum/" + dn(d) + "/nan", in, [](auto& a, auto& b) { return tb::maximum(tb::log(a), b); },
         [](auto& a, auto& b) { return R::maximum(R::log(a), b); });
-    row("minimum/" + dn(d) + "/nan", in, [](auto& a, auto& b) { return O::minimum(b, O::log(a)); },
+    row("minimum/" + dn(d) + "/nan", in, [](auto& a, auto& b) { return tb::minimum(b, tb::log(a)); },
         [](auto& a, auto& b) { return R::minimum(b, R::log(a)); });
-    row("eq/" + dn(d) + "/nan", in, [](auto& a, auto&) { auto l = O::log(a); return O::eq(l, l); },
+    row("eq/" + dn(d) + "/nan", in, [](auto& a, auto&) { auto l = tb::log(a); return tb::eq(l, l); },
         [](auto& a, auto&) { auto l = R::log(a); return R::eq(l, l); });
-    row("logical_and/" + dn(d) + "/nan", in, [](auto& a, auto& b) { return O::logical_and(O::log(a), b); },
+    row("logical_and/" + dn(d) + "/nan", in, [](auto& a, auto& b) { return tb::logical_and(tb::log(a), b); },
         [](auto& a, auto& b) { return R::logical_and(R::log(a), b); });
   }
 }
@@ -462,11 +462,11 @@ void clamp_where_rows(std::vector<OpCase>& v) {
       const OS lo = bd.lo, hi = bd.hi;
       const std::string nm = bd.name;
       const Check ck = nm == "none_error" ? Check::Error : Check::Values;
-      add_row(v, "clamp/" + dn(d) + "/" + nm, {{{6, 9}, d, Tr}}, [lo, hi](const In& in) { return one(O::clamp(in[0], lo, hi)); },
+      add_row(v, "clamp/" + dn(d) + "/" + nm, {{{6, 9}, d, Tr}}, [lo, hi](const In& in) { return one(tb::clamp(in[0], lo, hi)); },
               [lo, hi](const RIn& in) { return one(R::clamp(in[0], lo, hi)); }, ck);
       if (ck == Check::Error) continue;
       add_row(v, "clamp/" + dn(d) + "/" + nm + "_scalar", {{{}, d}},
-              [lo, hi](const In& in) { return one(O::clamp(in[0], lo, hi)); },
+              [lo, hi](const In& in) { return one(tb::clamp(in[0], lo, hi)); },
               [lo, hi](const RIn& in) { return one(R::clamp(in[0], lo, hi)); });
     }
     // Tensor bounds, broadcast: x (4, 5), lo (5), hi (4, 1).
@@ -475,79 +475,79 @@ void clamp_where_rows(std::vector<OpCase>& v) {
     // float32/float64: also gradient rows (the differentiable clamp and where).
     const bool grad = grad_dtype(d);
     add_row(v, "clamp/" + dn(d) + "/tensor_both", in3,
-            grad ? EngineFn([](const In& in) { return one(A::clamp(in[0], OT(in[1]), OT(in[2]))); })
-                 : EngineFn([](const In& in) { return one(O::clamp(in[0], OT(in[1]), OT(in[2]))); }),
+            grad ? EngineFn([](const In& in) { return one(tb::clamp(in[0], OT(in[1]), OT(in[2]))); })
+                 : EngineFn([](const In& in) { return one(tb::clamp(in[0], OT(in[1]), OT(in[2]))); }),
             [](const RIn& in) { return one(R::clamp(in[0], ORT(in[1]), ORT(in[2]))); }, both_ck);
     v.back().grad = grad;
     add_row(v, "clamp/" + dn(d) + "/tensor_min", in3,
-            grad ? EngineFn([](const In& in) { return one(A::clamp(in[0], OT(in[1]), OT())); })
-                 : EngineFn([](const In& in) { return one(O::clamp(in[0], OT(in[1]), OT())); }),
+            grad ? EngineFn([](const In& in) { return one(tb::clamp(in[0], OT(in[1]), OT())); })
+                 : EngineFn([](const In& in) { return one(tb::clamp(in[0], OT(in[1]), OT())); }),
             [](const RIn& in) { return one(R::clamp(in[0], ORT(in[1]), ORT())); });
     v.back().grad = grad;
     add_row(v, "clamp/" + dn(d) + "/tensor_max", in3,
-            grad ? EngineFn([](const In& in) { return one(A::clamp(in[0], OT(), OT(in[2]))); })
-                 : EngineFn([](const In& in) { return one(O::clamp(in[0], OT(), OT(in[2]))); }),
+            grad ? EngineFn([](const In& in) { return one(tb::clamp(in[0], OT(), OT(in[2]))); })
+                 : EngineFn([](const In& in) { return one(tb::clamp(in[0], OT(), OT(in[2]))); }),
             [](const RIn& in) { return one(R::clamp(in[0], ORT(), ORT(in[2]))); });
     v.back().grad = grad;
     // where: cond (4, 1, 6), a (5, 6), b (4, 5, 1).
     const std::vector<Input> w = {{{4, 1, 6}, DType::Bool, C, Values::Bool}, {{5, 6}, d, Tr}, {{4, 5, 1}, d, C}};
-    const EngineFn where_e = grad ? EngineFn([](const In& in) { return one(A::where(in[0], in[1], in[2])); })
-                                  : EngineFn([](const In& in) { return one(O::where(in[0], in[1], in[2])); });
+    const EngineFn where_e = grad ? EngineFn([](const In& in) { return one(tb::where(in[0], in[1], in[2])); })
+                                  : EngineFn([](const In& in) { return one(tb::where(in[0], in[1], in[2])); });
     add_row(v, "where/" + dn(d) + "/broadcast", w, where_e, [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
     v.back().grad = grad;
     add_row(v, "where/" + dn(d) + "/contig", {{{5, 7}, DType::Bool, St, Values::Bool}, {{5, 7}, d}, {{5, 7}, d}},
-            [](const In& in) { return one(O::where(in[0], in[1], in[2])); },
+            [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
             [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
     add_row(v, "where/" + dn(d) + "/empty", {{{0, 3}, DType::Bool, C, Values::Bool}, {{3}, d}, {{}, d}}, where_e,
             [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
     v.back().grad = grad;
     add_row(v, "where/" + dn(d) + "/scalar_float", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 7}, d, Ex}},
-            [](const In& in) { return one(O::where(in[0], in[1], 2.5)); },
+            [](const In& in) { return one(tb::where(in[0], in[1], 2.5)); },
             [](const RIn& in) { return one(R::where(in[0], in[1], 2.5)); });
     add_row(v, "where/" + dn(d) + "/scalar_int", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 7}, d}},
-            [](const In& in) { return one(O::where(in[0], in[1], 3)); },
+            [](const In& in) { return one(tb::where(in[0], in[1], 3)); },
             [](const RIn& in) { return one(R::where(in[0], in[1], 3)); });
   }
   const DType f32 = DType::Float32;
-  add_row(v, "clamp/float32/nan", {{{5, 7}, f32}}, [](const In& in) { return one(O::clamp(O::log(in[0]), -0.5, 0.5)); },
+  add_row(v, "clamp/float32/nan", {{{5, 7}, f32}}, [](const In& in) { return one(tb::clamp(tb::log(in[0]), -0.5, 0.5)); },
           [](const RIn& in) { return one(R::clamp(R::log(in[0]), -0.5, 0.5)); });
   add_row(v, "clamp/float32/tensor_nan", {{{5, 7}, f32}, {{7}, f32}, {{5, 1}, f32}},
-          [](const In& in) { return one(O::clamp(in[0], OT(O::log(in[1])), OT(in[2]))); },
+          [](const In& in) { return one(tb::clamp(in[0], OT(tb::log(in[1])), OT(in[2]))); },
           [](const RIn& in) { return one(R::clamp(in[0], ORT(R::log(in[1])), ORT(in[2]))); });
   add_row(v, "clamp/int32_int64_float32/tensor_mixed", {{{4, 5}, DType::Int32}, {{5}, DType::Int64}, {{}, f32}},
-          [](const In& in) { return one(O::clamp(in[0], OT(in[1]), OT(in[2]))); },
+          [](const In& in) { return one(tb::clamp(in[0], OT(in[1]), OT(in[2]))); },
           [](const RIn& in) { return one(R::clamp(in[0], ORT(in[1]), ORT(in[2]))); });
   // Also a gradient row: in place on a clone (a leaf that requires grad may not be modified).
   v.push_back(make_grad_case("clamp_/float32/scalar", {{{6, 9}, f32, Tr}},
-                             [](const In& in) { Tn x = in[0].clone(); A::clamp_(x, -0.5, 0.5); return one(x); },
+                             [](const In& in) { Tn x = in[0].clone(); tb::clamp_(x, -0.5, 0.5); return one(x); },
                              [](const RIn& in) { return one(R::clamp_(R::clone(in[0]), -0.5, 0.5)); }));
   add_row(v, "clamp_/int32/float_bound_error", {{{6, 9}, DType::Int32}},
-          [](const In& in) { Tn x = in[0]; O::clamp_(x, 0.5); return one(x); },
+          [](const In& in) { Tn x = in[0]; tb::clamp_(x, 0.5); return one(x); },
           [](const RIn& in) { return one(R::clamp_(in[0], 0.5)); }, Check::Error);
   add_row(v, "clamp_/float32/tensor", {{{4, 5}, f32}, {{5}, f32}, {{4, 1}, f32}},
-          [](const In& in) { Tn x = in[0]; O::clamp_(x, OT(in[1]), OT(in[2])); return one(x); },
+          [](const In& in) { Tn x = in[0]; tb::clamp_(x, OT(in[1]), OT(in[2])); return one(x); },
           [](const RIn& in) { return one(R::clamp_(in[0], ORT(in[1]), ORT(in[2]))); });
   add_row(v, "clamp_out/float32/scalar", {{{6, 9}, f32, Tr}, {{6, 9}, f32, C, Values::Zeros}},
-          [](const In& in) { Tn o = in[1]; O::clamp_out(o, in[0], -1, 0.5); return one(o); },
+          [](const In& in) { Tn o = in[1]; tb::clamp_out(o, in[0], -1, 0.5); return one(o); },
           [](const RIn& in) { return one(R::clamp_out(in[1], in[0], -1, 0.5)); });
   add_row(v, "clamp_out/float32/tensor", {{{4, 5}, f32}, {{5}, f32}, {{4, 1}, f32}, {{4, 5}, DType::Float64, C, Values::Zeros}},
-          [](const In& in) { Tn o = in[3]; O::clamp_out(o, in[0], OT(in[1]), OT(in[2])); return one(o); },
+          [](const In& in) { Tn o = in[3]; tb::clamp_out(o, in[0], OT(in[1]), OT(in[2])); return one(o); },
           [](const RIn& in) { return one(R::clamp_out(in[3], in[0], ORT(in[1]), ORT(in[2]))); });
   add_row(v, "where/int64_float32/mixed", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 7}, DType::Int64}, {{}, f32}},
-          [](const In& in) { return one(O::where(in[0], in[1], in[2])); },
+          [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
           [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
   add_row(v, "where/bfloat16_float16/mixed", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 7}, DType::BFloat16}, {{5, 7}, DType::Float16}},
-          [](const In& in) { return one(O::where(in[0], in[1], in[2])); },
+          [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
           [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
   add_row(v, "where/float32/cond_int_error", {{{5, 7}, DType::Int64}, {{5, 7}, f32}, {{5, 7}, f32}},
-          [](const In& in) { return one(O::where(in[0], in[1], in[2])); },
+          [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
           [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::Error);
   add_row(v, "where/float32/shape_error", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 6}, f32}, {{5, 7}, f32}},
-          [](const In& in) { return one(O::where(in[0], in[1], in[2])); },
+          [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
           [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::Error);
   add_row(v, "where_out/float32/broadcast",
           {{{4, 1, 6}, DType::Bool, C, Values::Bool}, {{5, 6}, f32}, {{4, 5, 1}, f32}, {{4, 5, 6}, f32, Tr, Values::Zeros}},
-          [](const In& in) { Tn o = in[3]; O::where_out(o, in[0], in[1], in[2]); return one(o); },
+          [](const In& in) { Tn o = in[3]; tb::where_out(o, in[0], in[1], in[2]); return one(o); },
           [](const RIn& in) { return one(R::where_out(in[3], in[0], in[1], in[2])); });
 }
 
@@ -565,15 +565,15 @@ void bench_rows(std::vector<OpCase>& v) {
     const double isz = double(core::itemsize(d));
     const std::string dt = dn(d);
     const std::vector<Input> ab = {{{n}, d}, {{n}, d}, {{n}, d, C, Values::Zeros}};
-    bench("add/" + dt + "/16M", ab, [](const In& in) { Tn o = in[2]; O::add_out(o, in[0], in[1]); return one(o); },
+    bench("add/" + dt + "/16M", ab, [](const In& in) { Tn o = in[2]; tb::add_out(o, in[0], in[1]); return one(o); },
           [](const RIn& in) { return one(R::add_out(in[2], in[0], in[1])); }, 3 * isz * double(n), double(n));
     bench("gelu/" + dt + "/16M", {{{n}, d}, {{n}, d, C, Values::Zeros}},
-          [](const In& in) { Tn o = in[1]; O::gelu_out(o, in[0]); return one(o); },
+          [](const In& in) { Tn o = in[1]; tb::gelu_out(o, in[0]); return one(o); },
           [](const RIn& in) { return one(R::gelu_out(in[1], in[0])); }, 2 * isz * double(n), 0);
-    bench("mul/" + dt + "/16M", ab, [](const In& in) { Tn o = in[2]; O::mul_out(o, in[0], in[1]); return one(o); },
+    bench("mul/" + dt + "/16M", ab, [](const In& in) { Tn o = in[2]; tb::mul_out(o, in[0], in[1]); return one(o); },
           [](const RIn& in) { return one(R::mul_out(in[2], in[0], in[1])); }, 3 * isz * double(n), double(n));
     // LibTorch has no relu out=: both sides allocate (from their caching allocators).
-    bench("relu/" + dt + "/16M", {{{n}, d}}, [](const In& in) { return one(O::relu(in[0])); },
+    bench("relu/" + dt + "/16M", {{{n}, d}}, [](const In& in) { return one(tb::relu(in[0])); },
           [](const RIn& in) { return one(R::relu(in[0])); }, 2 * isz * double(n), double(n));
   }
 }

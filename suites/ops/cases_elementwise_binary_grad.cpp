@@ -31,25 +31,25 @@ struct Binary {
 
 std::vector<Binary> binary_ops() {
   return {
-      {"add", "", [](const Tn& a, const Tn& b) { return A::add(a, b); },
+      {"add", "", [](const Tn& a, const Tn& b) { return tb::add(a, b); },
        [](const RT& a, const RT& b) { return R::add(a, b); }},
-      {"add", "alpha", [](const Tn& a, const Tn& b) { return A::add(a, b, -2); },
+      {"add", "alpha", [](const Tn& a, const Tn& b) { return tb::add(a, b, -2); },
        [](const RT& a, const RT& b) { return R::add(a, b, -2); }},
-      {"sub", "", [](const Tn& a, const Tn& b) { return A::sub(a, b); },
+      {"sub", "", [](const Tn& a, const Tn& b) { return tb::sub(a, b); },
        [](const RT& a, const RT& b) { return R::sub(a, b); }},
-      {"sub", "alpha", [](const Tn& a, const Tn& b) { return A::sub(a, b, 0.5); },
+      {"sub", "alpha", [](const Tn& a, const Tn& b) { return tb::sub(a, b, 0.5); },
        [](const RT& a, const RT& b) { return R::sub(a, b, 0.5); }},
-      {"mul", "", [](const Tn& a, const Tn& b) { return A::mul(a, b); },
+      {"mul", "", [](const Tn& a, const Tn& b) { return tb::mul(a, b); },
        [](const RT& a, const RT& b) { return R::mul(a, b); }},
-      {"div", "", [](const Tn& a, const Tn& b) { return A::div(a, b); },
+      {"div", "", [](const Tn& a, const Tn& b) { return tb::div(a, b); },
        [](const RT& a, const RT& b) { return R::div(a, b); }, N, NZ},
-      {"pow", "", [](const Tn& a, const Tn& b) { return A::pow(a, b); },
+      {"pow", "", [](const Tn& a, const Tn& b) { return tb::pow(a, b); },
        [](const RT& a, const RT& b) { return R::pow(a, b); }, P, N},
-      {"maximum", "", [](const Tn& a, const Tn& b) { return A::maximum(a, b); },
+      {"maximum", "", [](const Tn& a, const Tn& b) { return tb::maximum(a, b); },
        [](const RT& a, const RT& b) { return R::maximum(a, b); }},
-      {"minimum", "", [](const Tn& a, const Tn& b) { return A::minimum(a, b); },
+      {"minimum", "", [](const Tn& a, const Tn& b) { return tb::minimum(a, b); },
        [](const RT& a, const RT& b) { return R::minimum(a, b); }},
-      {"remainder", "", [](const Tn& a, const Tn& b) { return A::remainder(a, b); },
+      {"remainder", "", [](const Tn& a, const Tn& b) { return tb::remainder(a, b); },
        [](const RT& a, const RT& b) { return R::remainder(a, b); }, N, NZ},
   };
 }
@@ -89,7 +89,7 @@ void binary_rows(std::vector<OpCase>& v, const Binary& op, DType dt) {
       [r](const RIn& x) { return one(r(R::t(x[0]), R::narrow(x[1], 1, 1, 4))); }));
   v.push_back(make_grad_case(
       base + prefixed(op.tag, "chain"), {{{2, 3}, dt, Tr, op.va}, {{3}, dt, C, op.vb}},
-      [f](const In& x) { return one(A::mul(f(x[0], x[1]), x[1])); },
+      [f](const In& x) { return one(tb::mul(f(x[0], x[1]), x[1])); },
       [r](const RIn& x) { return one(R::mul(r(x[0], x[1]), x[1])); }));
   // Only one side requires grad.
   OpCase only_b =
@@ -108,15 +108,15 @@ void tie_rows(std::vector<OpCase>& v, DType dt) {
   const std::string d = core::name(dt);
   const std::vector<Input> in = {{{3, 4}, dt, Tr}, {{3, 4}, dt, C}, {{3, 4}, DType::Bool, C, B}};
   v.push_back(make_grad_case(
-      "maximum/" + d + "/ties", in, [](const In& x) { return one(A::maximum(x[0], A::where(x[2], x[0], x[1]))); },
+      "maximum/" + d + "/ties", in, [](const In& x) { return one(tb::maximum(x[0], tb::where(x[2], x[0], x[1]))); },
       [](const RIn& x) { return one(R::maximum(x[0], R::where(x[2], x[0], x[1]))); }));
   v.push_back(make_grad_case(
-      "minimum/" + d + "/ties", in, [](const In& x) { return one(A::minimum(A::where(x[2], x[0], x[1]), x[0])); },
+      "minimum/" + d + "/ties", in, [](const In& x) { return one(tb::minimum(tb::where(x[2], x[0], x[1]), x[0])); },
       [](const RIn& x) { return one(R::minimum(R::where(x[2], x[0], x[1]), x[0])); }));
   // Tensor clamp with min equal to x at some elements: the gradient passes to x there.
   v.push_back(make_grad_case(
       "clamp/" + d + "/tensor_ties", in,
-      [](const In& x) { return one(A::clamp(x[0], TOpt(A::where(x[2], x[0], x[1])), std::nullopt)); },
+      [](const In& x) { return one(tb::clamp(x[0], TOpt(tb::where(x[2], x[0], x[1])), std::nullopt)); },
       [](const RIn& x) { return one(R::clamp(x[0], ROpt(R::where(x[2], x[0], x[1])), std::nullopt)); }));
 }
 
@@ -126,11 +126,11 @@ void pow_zero_rows(std::vector<OpCase>& v, DType dt) {
   const std::string d = core::name(dt);
   v.push_back(make_grad_case(
       "pow/" + d + "/zero_base", {{{3, 4}, dt, Tr, NZ}, {{3, 4}, dt, C, P}},
-      [](const In& x) { return one(A::pow(A::relu(x[0]), x[1])); },
+      [](const In& x) { return one(tb::pow(tb::relu(x[0]), x[1])); },
       [](const RIn& x) { return one(R::pow(R::relu(x[0]), x[1])); }));
   v.push_back(make_grad_case(
       "pow/" + d + "/zero_exponent", {{{3, 4}, dt, C, NZ}, {{4}, dt, C, N}},
-      [](const In& x) { return one(A::pow(A::relu(x[0]), A::mul(x[1], 0))); },
+      [](const In& x) { return one(tb::pow(tb::relu(x[0]), tb::mul(x[1], 0))); },
       [](const RIn& x) { return one(R::pow(R::relu(x[0]), R::mul(x[1], 0))); }));
 }
 
@@ -139,15 +139,15 @@ void clamp_rows(std::vector<OpCase>& v, DType dt) {
   // tensor_both, tensor_min, tensor_max: the value rows of those names (cases_elementwise_binary.cpp).
   v.push_back(make_grad_case(
       base + "tensor_broadcast_x", {{{4}, dt, C}, {{3, 1}, dt, C}, {{3, 4}, dt, Ex}},
-      [](const In& x) { return one(A::clamp(x[0], TOpt(x[1]), TOpt(x[2]))); },
+      [](const In& x) { return one(tb::clamp(x[0], TOpt(x[1]), TOpt(x[2]))); },
       [](const RIn& x) { return one(R::clamp(x[0], ROpt(x[1]), ROpt(x[2]))); }));
   v.push_back(make_grad_case(
       base + "tensor_view", {{{4, 3}, dt, C}, {{3, 6}, dt, C}, {{3, 4}, dt, St}},
-      [](const In& x) { return one(A::clamp(x[0].t(), TOpt(x[1].narrow(1, 0, 4)), TOpt(x[2]))); },
+      [](const In& x) { return one(tb::clamp(x[0].t(), TOpt(x[1].narrow(1, 0, 4)), TOpt(x[2]))); },
       [](const RIn& x) { return one(R::clamp(R::t(x[0]), ROpt(R::narrow(x[1], 1, 0, 4)), ROpt(x[2]))); }));
   OpCase only_min = make_grad_case(
       base + "tensor_wrt_min", {{{3, 4}, dt, C}, {{3, 4}, dt, C}, {{3, 4}, dt, C}},
-      [](const In& x) { return one(A::clamp(x[0], TOpt(x[1]), TOpt(x[2]))); },
+      [](const In& x) { return one(tb::clamp(x[0], TOpt(x[1]), TOpt(x[2]))); },
       [](const RIn& x) { return one(R::clamp(x[0], ROpt(x[1]), ROpt(x[2]))); });
   only_min.wrt = {1};
   v.push_back(std::move(only_min));
@@ -156,7 +156,7 @@ void clamp_rows(std::vector<OpCase>& v, DType dt) {
 // broadcast and empty: the value rows of those names (cases_elementwise_binary.cpp).
 void where_rows(std::vector<OpCase>& v, DType dt) {
   const std::string base = std::string("where/") + core::name(dt) + "/";
-  EngineFn e = [](const In& x) { return one(A::where(x[0], x[1], x[2])); };
+  EngineFn e = [](const In& x) { return one(tb::where(x[0], x[1], x[2])); };
   RefFn re = [](const RIn& x) { return one(R::where(x[0], x[1], x[2])); };
   const DType b = DType::Bool;
   v.push_back(make_grad_case(base + "same", {{{3, 4}, b, C, B}, {{3, 4}, dt, Tr}, {{3, 4}, dt, St}}, e, re));
@@ -164,15 +164,15 @@ void where_rows(std::vector<OpCase>& v, DType dt) {
   v.push_back(make_grad_case(base + "scalar_cond", {{{}, b, C, B}, {{2, 3}, dt, C}, {{2, 3}, dt, Tr}}, e, re));
   v.push_back(make_grad_case(
       base + "view", {{{3, 4}, b, C, B}, {{4, 3}, dt, C}, {{3, 6}, dt, C}},
-      [](const In& x) { return one(A::where(x[0], x[1].t(), x[2].narrow(1, 2, 4))); },
+      [](const In& x) { return one(tb::where(x[0], x[1].t(), x[2].narrow(1, 2, 4))); },
       [](const RIn& x) { return one(R::where(x[0], R::t(x[1]), R::narrow(x[2], 1, 2, 4))); }));
   v.push_back(make_grad_case(
       base + "tensor_scalar", {{{3, 4}, b, C, B}, {{3, 4}, dt, St}},
-      [](const In& x) { return one(A::where(x[0], x[1], 0.5)); },
+      [](const In& x) { return one(tb::where(x[0], x[1], 0.5)); },
       [](const RIn& x) { return one(R::where(x[0], x[1], 0.5)); }));
   v.push_back(make_grad_case(
       base + "tensor_scalar_broadcast", {{{3, 4}, b, C, B}, {{4}, dt, C}},
-      [](const In& x) { return one(A::mul(A::where(x[0], x[1], -1), x[1])); },
+      [](const In& x) { return one(tb::mul(tb::where(x[0], x[1], -1), x[1])); },
       [](const RIn& x) { return one(R::mul(R::where(x[0], x[1], -1), x[1])); }));
   if (dt == DType::Float32)
     v.push_back(make_grad_case(base + "mixed", {{{3, 4}, b, C, B}, {{3, 4}, dt, C}, {{4}, DType::Float64, C}}, e, re));
@@ -188,10 +188,10 @@ struct InPlaceBinary {
 
 std::vector<InPlaceBinary> inplace_binary_ops() {
   return {
-      {"add_", [](Tn& a, const Tn& b) { A::add_(a, b, 2); }, [](const RT& a, const RT& b) { R::add_(a, b, 2); }},
-      {"sub_", [](Tn& a, const Tn& b) { A::sub_(a, b, 1.5); }, [](const RT& a, const RT& b) { R::sub_(a, b, 1.5); }},
-      {"mul_", [](Tn& a, const Tn& b) { A::mul_(a, b); }, [](const RT& a, const RT& b) { R::mul_(a, b); }},
-      {"div_", [](Tn& a, const Tn& b) { A::div_(a, b); }, [](const RT& a, const RT& b) { R::div_(a, b); }, NZ},
+      {"add_", [](Tn& a, const Tn& b) { tb::add_(a, b, 2); }, [](const RT& a, const RT& b) { R::add_(a, b, 2); }},
+      {"sub_", [](Tn& a, const Tn& b) { tb::sub_(a, b, 1.5); }, [](const RT& a, const RT& b) { R::sub_(a, b, 1.5); }},
+      {"mul_", [](Tn& a, const Tn& b) { tb::mul_(a, b); }, [](const RT& a, const RT& b) { R::mul_(a, b); }},
+      {"div_", [](Tn& a, const Tn& b) { tb::div_(a, b); }, [](const RT& a, const RT& b) { R::div_(a, b); }, NZ},
   };
 }
 
@@ -201,9 +201,9 @@ void inplace_binary_rows(std::vector<OpCase>& v, const InPlaceBinary& op, DType 
   auto r = op.r;
   // self = a * 3 (a non-leaf), then op_(self, b); the output uses a again so both paths count.
   EngineFn e = [f](const In& x) {
-    Tn y = A::mul(x[0], 3);
+    Tn y = tb::mul(x[0], 3);
     f(y, x[1]);
-    return one(A::add(y, x[0]));
+    return one(tb::add(y, x[0]));
   };
   RefFn re = [r](const RIn& x) {
     RT y = R::mul(x[0], 3);
@@ -226,10 +226,10 @@ void inplace_binary_rows(std::vector<OpCase>& v, const InPlaceBinary& op, DType 
   v.push_back(make_grad_case(
       base + "view", {{{3, 4}, dt, Tr}, {{3, 2}, dt, C, op.vb}},
       [f](const In& x) {
-        Tn y = A::mul(x[0], 3);
+        Tn y = tb::mul(x[0], 3);
         Tn w = y.narrow(1, 1, 2);
         f(w, x[1]);
-        return one(A::mul(y, x[0]));
+        return one(tb::mul(y, x[0]));
       },
       [r](const RIn& x) {
         RT y = R::mul(x[0], 3);

@@ -44,42 +44,42 @@ std::vector<Unary> unary_ops() {
   const Values P = Values::Positive, NZ = Values::NonZero, N = Values::Normal;
   // The other one-tensor ops are differentiable value rows of cases_elementwise.cpp.
   return {
-      {"gelu", "", [](const Tn& x) { return A::gelu(x); }, [](const RT& x) { return R::gelu(x); }, N},
+      {"gelu", "", [](const Tn& x) { return tb::gelu(x); }, [](const RT& x) { return R::gelu(x); }, N},
       // beta * x crosses the threshold for about a third of the elements: both branches.
-      {"softplus", "beta2_th1", [](const Tn& x) { return A::softplus(x, 2, 1); },
+      {"softplus", "beta2_th1", [](const Tn& x) { return tb::softplus(x, 2, 1); },
        [](const RT& x) { return R::softplus(x, 2, 1); }, N},
       // Tensor-scalar forms.
-      {"add", "scalar", [](const Tn& x) { return A::add(x, 2.5, 2); }, [](const RT& x) { return R::add(x, 2.5, 2); },
+      {"add", "scalar", [](const Tn& x) { return tb::add(x, 2.5, 2); }, [](const RT& x) { return R::add(x, 2.5, 2); },
        N},
-      {"sub", "scalar", [](const Tn& x) { return A::sub(x, 1.5, -3); }, [](const RT& x) { return R::sub(x, 1.5, -3); },
+      {"sub", "scalar", [](const Tn& x) { return tb::sub(x, 1.5, -3); }, [](const RT& x) { return R::sub(x, 1.5, -3); },
        N},
-      {"mul", "scalar", [](const Tn& x) { return A::mul(x, -1.75); }, [](const RT& x) { return R::mul(x, -1.75); }, N},
-      {"mul", "intscalar", [](const Tn& x) { return A::mul(x, 3); }, [](const RT& x) { return R::mul(x, 3); }, N},
-      {"div", "scalar", [](const Tn& x) { return A::div(x, -2.5); }, [](const RT& x) { return R::div(x, -2.5); }, N},
-      {"pow", "square", [](const Tn& x) { return A::pow(x, 2); }, [](const RT& x) { return R::pow(x, 2); }, N},
-      {"pow", "cube", [](const Tn& x) { return A::pow(x, 3.0); }, [](const RT& x) { return R::pow(x, 3.0); }, N},
-      {"pow", "half", [](const Tn& x) { return A::pow(x, 0.5); }, [](const RT& x) { return R::pow(x, 0.5); }, P},
-      {"pow", "neg1_5", [](const Tn& x) { return A::pow(x, -1.5); }, [](const RT& x) { return R::pow(x, -1.5); }, P},
-      {"pow", "neg1", [](const Tn& x) { return A::pow(x, -1); }, [](const RT& x) { return R::pow(x, -1); }, NZ},
-      {"pow", "one", [](const Tn& x) { return A::pow(x, 1); }, [](const RT& x) { return R::pow(x, 1); }, N},
+      {"mul", "scalar", [](const Tn& x) { return tb::mul(x, -1.75); }, [](const RT& x) { return R::mul(x, -1.75); }, N},
+      {"mul", "intscalar", [](const Tn& x) { return tb::mul(x, 3); }, [](const RT& x) { return R::mul(x, 3); }, N},
+      {"div", "scalar", [](const Tn& x) { return tb::div(x, -2.5); }, [](const RT& x) { return R::div(x, -2.5); }, N},
+      {"pow", "square", [](const Tn& x) { return tb::pow(x, 2); }, [](const RT& x) { return R::pow(x, 2); }, N},
+      {"pow", "cube", [](const Tn& x) { return tb::pow(x, 3.0); }, [](const RT& x) { return R::pow(x, 3.0); }, N},
+      {"pow", "half", [](const Tn& x) { return tb::pow(x, 0.5); }, [](const RT& x) { return R::pow(x, 0.5); }, P},
+      {"pow", "neg1_5", [](const Tn& x) { return tb::pow(x, -1.5); }, [](const RT& x) { return R::pow(x, -1.5); }, P},
+      {"pow", "neg1", [](const Tn& x) { return tb::pow(x, -1); }, [](const RT& x) { return R::pow(x, -1); }, NZ},
+      {"pow", "one", [](const Tn& x) { return tb::pow(x, 1); }, [](const RT& x) { return R::pow(x, 1); }, N},
       // Exponent 0: the gradient is zero, even at x = 0 where x^-1 is infinite.
-      {"pow", "zero", [](const Tn& x) { return A::pow(A::relu(x), Scalar(0)); },
+      {"pow", "zero", [](const Tn& x) { return tb::pow(tb::relu(x), Scalar(0)); },
        [](const RT& x) { return R::pow(R::relu(x), Scalar(0)); }, NZ},
-      {"pow", "base2_5", [](const Tn& x) { return A::pow(2.5, x); }, [](const RT& x) { return R::pow(2.5, x); }, N},
-      {"pow", "base0_5", [](const Tn& x) { return A::pow(0.5, x); }, [](const RT& x) { return R::pow(0.5, x); }, N},
+      {"pow", "base2_5", [](const Tn& x) { return tb::pow(2.5, x); }, [](const RT& x) { return R::pow(2.5, x); }, N},
+      {"pow", "base0_5", [](const Tn& x) { return tb::pow(0.5, x); }, [](const RT& x) { return R::pow(0.5, x); }, N},
       // Base 0: the gradient is 0 where the exponent is >= 0.
-      {"pow", "base0", [](const Tn& x) { return A::pow(Scalar(0), x); },
+      {"pow", "base0", [](const Tn& x) { return tb::pow(Scalar(0), x); },
        [](const RT& x) { return R::pow(Scalar(0), x); }, P},
-      {"clamp", "both", [](const Tn& x) { return A::clamp(x, SOpt(-0.5), SOpt(0.5)); },
+      {"clamp", "both", [](const Tn& x) { return tb::clamp(x, SOpt(-0.5), SOpt(0.5)); },
        [](const RT& x) { return R::clamp(x, SOpt(-0.5), SOpt(0.5)); }, N},
-      {"clamp", "min", [](const Tn& x) { return A::clamp(x, SOpt(-0.25), std::nullopt); },
+      {"clamp", "min", [](const Tn& x) { return tb::clamp(x, SOpt(-0.25), std::nullopt); },
        [](const RT& x) { return R::clamp(x, SOpt(-0.25), std::nullopt); }, N},
-      {"clamp", "max", [](const Tn& x) { return A::clamp(x, std::nullopt, SOpt(0.25)); },
+      {"clamp", "max", [](const Tn& x) { return tb::clamp(x, std::nullopt, SOpt(0.25)); },
        [](const RT& x) { return R::clamp(x, std::nullopt, SOpt(0.25)); }, N},
       // min > max: the result is max everywhere and no gradient reaches x.
-      {"clamp", "crossed", [](const Tn& x) { return A::clamp(x, SOpt(0.5), SOpt(-0.5)); },
+      {"clamp", "crossed", [](const Tn& x) { return tb::clamp(x, SOpt(0.5), SOpt(-0.5)); },
        [](const RT& x) { return R::clamp(x, SOpt(0.5), SOpt(-0.5)); }, N},
-      {"clamp", "int_bounds", [](const Tn& x) { return A::clamp(x, SOpt(-1), SOpt(1)); },
+      {"clamp", "int_bounds", [](const Tn& x) { return tb::clamp(x, SOpt(-1), SOpt(1)); },
        [](const RT& x) { return R::clamp(x, SOpt(-1), SOpt(1)); }, N},
   };
 }
@@ -95,12 +95,12 @@ struct InPlace {
 
 std::vector<InPlace> inplace_ops() {
   return {
-      {"add_", [](Tn& x) { A::add_(x, 1.5, -2); }, [](const RT& x) { return R::add_(x, 1.5, -2); }},
-      {"mul_", [](Tn& x) { A::mul_(x, -2.5); }, [](const RT& x) { return R::mul_(x, -2.5); }},
-      {"div_", [](Tn& x) { A::div_(x, 3); }, [](const RT& x) { return R::div_(x, 3); }},
-      {"clamp_", [](Tn& x) { A::clamp_(x, SOpt(-0.5), SOpt(0.5)); },
+      {"add_", [](Tn& x) { tb::add_(x, 1.5, -2); }, [](const RT& x) { return R::add_(x, 1.5, -2); }},
+      {"mul_", [](Tn& x) { tb::mul_(x, -2.5); }, [](const RT& x) { return R::mul_(x, -2.5); }},
+      {"div_", [](Tn& x) { tb::div_(x, 3); }, [](const RT& x) { return R::div_(x, 3); }},
+      {"clamp_", [](Tn& x) { tb::clamp_(x, SOpt(-0.5), SOpt(0.5)); },
        [](const RT& x) { return R::clamp_(x, SOpt(-0.5), SOpt(0.5)); }},
-      {"clamp_", [](Tn& x) { A::clamp_(x, SOpt(0.1), std::nullopt); },
+      {"clamp_", [](Tn& x) { tb::clamp_(x, SOpt(0.1), std::nullopt); },
        [](const RT& x) { return R::clamp_(x, SOpt(0.1), std::nullopt); }},
   };
 }
@@ -142,9 +142,9 @@ void hot_rows(std::vector<OpCase>& v) {
   // In-place forms on the large path (their other rows: cases_elementwise.cpp).
   using InPlaceLarge = std::tuple<const char*, std::function<void(Tn&)>, std::function<RT(const RT&)>, Values>;
   for (const InPlaceLarge& p :
-       {InPlaceLarge{"relu_", [](Tn& x) { A::relu_(x); }, [](const RT& x) { return R::relu_(x); }, Values::NonZero},
-        InPlaceLarge{"tanh_", [](Tn& x) { A::tanh_(x); }, [](const RT& x) { return R::tanh_(x); }, Values::Normal},
-        InPlaceLarge{"sigmoid_", [](Tn& x) { A::sigmoid_(x); }, [](const RT& x) { return R::sigmoid_(x); },
+       {InPlaceLarge{"relu_", [](Tn& x) { tb::relu_(x); }, [](const RT& x) { return R::relu_(x); }, Values::NonZero},
+        InPlaceLarge{"tanh_", [](Tn& x) { tb::tanh_(x); }, [](const RT& x) { return R::tanh_(x); }, Values::Normal},
+        InPlaceLarge{"sigmoid_", [](Tn& x) { tb::sigmoid_(x); }, [](const RT& x) { return R::sigmoid_(x); },
                      Values::Normal}}) {
     auto f = std::get<1>(p);
     auto r = std::get<2>(p);

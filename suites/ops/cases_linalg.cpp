@@ -85,7 +85,7 @@ void add_mm(std::vector<OpCase>& cs) {
   for (DType dt : kProductDTypes)
     for (const Shp& s : shapes) {
       cs.push_back(binary("mm/" + dn(dt) + "/" + s.tag, {s.a, dt, s.la}, {s.b, dt, s.lb},
-                          [](auto& a, auto& b) { return A::mm(a, b); }, [](auto& a, auto& b) { return R::mm(a, b); }));
+                          [](auto& a, auto& b) { return tb::mm(a, b); }, [](auto& a, auto& b) { return R::mm(a, b); }));
       cs.back().tol = long_dot_tol(dt, s.a[1]);  // the ld256 rows sum 300 products
       cs.back().grad = s.grad && differentiable(dt);
     }
@@ -95,7 +95,7 @@ void add_mm(std::vector<OpCase>& cs) {
     c.inputs = {{{3, 5}, dt, L::Contiguous, V::Zeros}, {{3, 4}, dt}, {{4, 5}, dt}};
     c.engine = [](const std::vector<tb::Tensor>& in) {
       tb::Tensor out = in[0];
-      ops::mm_out(out, in[1], in[2]);
+      tb::mm_out(out, in[1], in[2]);
       return std::vector<tb::Tensor>{out, in[0]};  // the result, and the caller's buffer holding it
     };
     c.reference = [](const std::vector<ref::Tensor>& in) {
@@ -104,7 +104,7 @@ void add_mm(std::vector<OpCase>& cs) {
     };
     cs.push_back(c);
   }
-  auto mm_e = [](auto& a, auto& b) { return A::mm(a, b); };
+  auto mm_e = [](auto& a, auto& b) { return tb::mm(a, b); };
   auto mm_r = [](auto& a, auto& b) { return ref::mm(a, b); };
   cs.push_back(binary("mm/float32/error_shape", {{3, 4}, kF32}, {{5, 2}, kF32}, mm_e, mm_r, Check::Error));
   cs.push_back(binary("mm/float32/error_1d", {{4}, kF32}, {{4, 2}, kF32}, mm_e, mm_r, Check::Error));
@@ -113,7 +113,7 @@ void add_mm(std::vector<OpCase>& cs) {
 }
 
 void add_bmm(std::vector<OpCase>& cs) {
-  auto e = [](auto& a, auto& b) { return A::bmm(a, b); };
+  auto e = [](auto& a, auto& b) { return tb::bmm(a, b); };
   auto r = [](auto& a, auto& b) { return ref::bmm(a, b); };
   for (DType dt : kProductDTypes) {
     cs.push_back(binary("bmm/" + dn(dt) + "/2x3x4x5", {{2, 3, 4}, dt}, {{2, 4, 5}, dt}, e, r));
@@ -129,7 +129,7 @@ void add_bmm(std::vector<OpCase>& cs) {
 }
 
 void add_matmul(std::vector<OpCase>& cs) {
-  auto e = [](auto& a, auto& b) { return A::matmul(a, b); };
+  auto e = [](auto& a, auto& b) { return tb::matmul(a, b); };
   auto r = [](auto& a, auto& b) { return ref::matmul(a, b); };
   struct Shp { const char* tag; Input a, b; bool grad = false; };
   for (DType dt : kProductDTypes) {
@@ -156,14 +156,14 @@ void add_matmul(std::vector<OpCase>& cs) {
     // k's heads transposed again (a column-major inner matrix), and times a contiguous operand.
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_heads_view", {{2, 5, 3, 4}, dt}, {{2, 6, 3, 4}, dt},
-        [](auto& a, auto& b) { return A::matmul(a.transpose(1, 2), b.transpose(1, 2).transpose(-2, -1)); },
+        [](auto& a, auto& b) { return tb::matmul(a.transpose(1, 2), b.transpose(1, 2).transpose(-2, -1)); },
         [](auto& a, auto& b) {
           return ref::matmul(ref::transpose(a, 1, 2), ref::transpose(ref::transpose(b, 1, 2), -2, -1));
         }));
     cs.back().grad = differentiable(dt);
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_heads_view_rhs", {{2, 3, 5, 6}, dt}, {{2, 6, 3, 4}, dt},
-        [](auto& a, auto& b) { return A::matmul(a, b.transpose(1, 2)); },
+        [](auto& a, auto& b) { return tb::matmul(a, b.transpose(1, 2)); },
         [](auto& a, auto& b) { return ref::matmul(a, ref::transpose(b, 1, 2)); }));
     cs.back().grad = differentiable(dt);
     // 4-D operands whose batch strides oneDNN cannot describe (stride 0 of an expand, a step in a
@@ -171,19 +171,19 @@ void add_matmul(std::vector<OpCase>& cs) {
     // descriptor using strides".
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_expanded_batch", {{1, 3, 4, 5}, dt}, {{2, 3, 5, 2}, dt},
-        [](auto& a, auto& b) { return A::matmul(a.expand({2, 3, 4, 5}), b); },
+        [](auto& a, auto& b) { return tb::matmul(a.expand({2, 3, 4, 5}), b); },
         [](auto& a, auto& b) { return ref::matmul(ref::expand(a, {2, 3, 4, 5}), b); }));
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_both_expanded", {{2, 1, 4, 5}, dt}, {{1, 3, 5, 2}, dt, L::Transposed},
-        [](auto& a, auto& b) { return A::matmul(a.expand({2, 3, 4, 5}), b.expand({2, 3, 5, 2})); },
+        [](auto& a, auto& b) { return tb::matmul(a.expand({2, 3, 4, 5}), b.expand({2, 3, 5, 2})); },
         [](auto& a, auto& b) { return ref::matmul(ref::expand(a, {2, 3, 4, 5}), ref::expand(b, {2, 3, 5, 2})); }));
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_stepped_batch", {{2, 6, 4, 5}, dt}, {{2, 3, 5, 2}, dt, L::Transposed},
-        [](auto& a, auto& b) { return A::matmul(a.slice(1, 0, 6, 2), b); },
+        [](auto& a, auto& b) { return tb::matmul(a.slice(1, 0, 6, 2), b); },
         [](auto& a, auto& b) { return ref::matmul(ref::slice(a, 1, 0, 6, 2), b); }));
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_permuted_batch", {{3, 2, 4, 5}, dt}, {{3, 2, 4, 5}, dt},
-        [](auto& a, auto& b) { return A::matmul(a.transpose(0, 1), b.transpose(0, 1).transpose(2, 3)); },
+        [](auto& a, auto& b) { return tb::matmul(a.transpose(0, 1), b.transpose(0, 1).transpose(2, 3)); },
         [](auto& a, auto& b) { return ref::matmul(ref::transpose(a, 0, 1), ref::transpose(ref::transpose(b, 0, 1), 2, 3)); }));
   }
   // A long float32 reduction (K = 512): see long_dot_tol.
@@ -194,7 +194,7 @@ void add_matmul(std::vector<OpCase>& cs) {
   cs.push_back(binary("matmul/float32/error_shape", {{2, 3, 4}, kF32}, {{5, 2}, kF32}, e, r, Check::Error));
   cs.push_back(binary("matmul/float32/error_batch", {{2, 3, 4}, kF32}, {{3, 4, 2}, kF32}, e, r, Check::Error));
 
-  auto de = [](auto& a, auto& b) { return A::dot(a, b); };
+  auto de = [](auto& a, auto& b) { return tb::dot(a, b); };
   auto dr = [](auto& a, auto& b) { return ref::dot(a, b); };
   for (DType dt : kProductDTypes) {
     cs.push_back(binary("dot/" + dn(dt) + "/9", {{9}, dt}, {{9}, dt, L::Strided}, de, dr));
@@ -215,7 +215,7 @@ void add_addmm(std::vector<OpCase>& cs) {
         c.name = "addmm/" + dn(dt) + "/" + s.tag + "_" + stag;
         c.inputs = {{sshape, dt}, {{3, 4}, dt, L::Transposed}, {{4, 5}, dt}};
         const double beta = s.beta, alpha = s.alpha;
-        c.engine = [=](const std::vector<tb::Tensor>& in) { return one(A::addmm(in[0], in[1], in[2], beta, alpha)); };
+        c.engine = [=](const std::vector<tb::Tensor>& in) { return one(tb::addmm(in[0], in[1], in[2], beta, alpha)); };
         c.reference = [=](const std::vector<ref::Tensor>& in) { return one(ref::addmm(in[0], in[1], in[2], beta, alpha)); };
         cs.push_back(c);
       }
@@ -225,14 +225,14 @@ void add_addmm(std::vector<OpCase>& cs) {
   OpCase fa;
   fa.name = "addmm/int64/float_alpha";
   fa.inputs = {{{5}, kI64}, {{3, 4}, kI64}, {{4, 5}, kI64}};
-  fa.engine = [](const std::vector<tb::Tensor>& in) { return one(ops::addmm(in[0], in[1], in[2], 2, 1.5)); };
+  fa.engine = [](const std::vector<tb::Tensor>& in) { return one(tb::addmm(in[0], in[1], in[2], 2, 1.5)); };
   fa.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::addmm(in[0], in[1], in[2], 2, 1.5)); };
   cs.push_back(fa);
   OpCase err2;
   err2.check = Check::Error;
   err2.name = "addmm/float32/error_self_shape";
   err2.inputs = {{{4}, kF32}, {{3, 4}, kF32}, {{4, 5}, kF32}};
-  err2.engine = [](const std::vector<tb::Tensor>& in) { return one(ops::addmm(in[0], in[1], in[2])); };
+  err2.engine = [](const std::vector<tb::Tensor>& in) { return one(tb::addmm(in[0], in[1], in[2])); };
   err2.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::addmm(in[0], in[1], in[2])); };
   cs.push_back(err2);
 }
@@ -254,7 +254,7 @@ void add_linear(std::vector<OpCase>& cs) {
       c.inputs = {s.x, {s.w, dt}};
       if (s.bias) c.inputs.push_back({{s.w[0]}, dt});
       c.engine = [](const std::vector<tb::Tensor>& in) {
-        return one(A::linear(in[0], in[1], in.size() > 2 ? in[2] : tb::Tensor()));
+        return one(tb::linear(in[0], in[1], in.size() > 2 ? in[2] : tb::Tensor()));
       };
       c.reference = [](const std::vector<ref::Tensor>& in) {
         return one(ref::linear(in[0], in[1], in.size() > 2 ? in[2] : ref::Tensor()));
@@ -266,7 +266,7 @@ void add_linear(std::vector<OpCase>& cs) {
       OpCase r = c;
       r.name = "linear_relu/" + dn(dt) + "/" + s.tag;
       r.engine = [](const std::vector<tb::Tensor>& in) {
-        return one(A::linear_relu(in[0], in[1], in.size() > 2 ? in[2] : tb::Tensor()));
+        return one(tb::linear_relu(in[0], in[1], in.size() > 2 ? in[2] : tb::Tensor()));
       };
       r.reference = [](const std::vector<ref::Tensor>& in) {
         return one(ref::relu(ref::linear(in[0], in[1], in.size() > 2 ? in[2] : ref::Tensor())));
@@ -277,7 +277,7 @@ void add_linear(std::vector<OpCase>& cs) {
     OpCase big;
     big.name = "linear_relu/" + dn(dt) + "/mlp_hidden";
     big.inputs = {{{64, 1024}, dt}, {{256, 1024}, dt}, {{256}, dt}};
-    big.engine = [](const std::vector<tb::Tensor>& in) { return one(A::linear_relu(in[0], in[1], in[2])); };
+    big.engine = [](const std::vector<tb::Tensor>& in) { return one(tb::linear_relu(in[0], in[1], in[2])); };
     big.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::relu(ref::linear(in[0], in[1], in[2]))); };
     big.tol = long_dot_tol(dt, 1024);
     if (dt == kF16) big.tol = Tolerance{1e-3, 4 * 1024 * 4.9e-4};  // float16 result rounding of a K = 1024 sum
@@ -286,21 +286,21 @@ void add_linear(std::vector<OpCase>& cs) {
   OpCase err_relu;
   err_relu.name = "linear_relu/float32/error_in_features";
   err_relu.inputs = {{{4, 3}, kF32}, {{5, 4}, kF32}};
-  err_relu.engine = [](const std::vector<tb::Tensor>& in) { return one(A::linear_relu(in[0], in[1])); };
+  err_relu.engine = [](const std::vector<tb::Tensor>& in) { return one(tb::linear_relu(in[0], in[1])); };
   err_relu.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::relu(ref::linear(in[0], in[1]))); };
   err_relu.check = Check::Error;
   cs.push_back(err_relu);
   OpCase err;
   err.name = "linear/float32/error_in_features";
   err.inputs = {{{4, 3}, kF32}, {{5, 4}, kF32}};
-  err.engine = [](const std::vector<tb::Tensor>& in) { return one(A::linear(in[0], in[1])); };
+  err.engine = [](const std::vector<tb::Tensor>& in) { return one(tb::linear(in[0], in[1])); };
   err.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::linear(in[0], in[1])); };
   err.check = Check::Error;
   cs.push_back(err);
 }
 
 void add_outer(std::vector<OpCase>& cs) {
-  auto e = [](auto& a, auto& b) { return A::outer(a, b); };
+  auto e = [](auto& a, auto& b) { return tb::outer(a, b); };
   auto r = [](auto& a, auto& b) { return ref::outer(a, b); };
   for (DType dt : {kF32, kF64, kBF16, kF16, kI64, kI32, kBool}) {
     cs.push_back(binary("outer/" + dn(dt) + "/3x4", {{3}, dt}, {{4}, dt, L::Strided}, e, r));
@@ -337,7 +337,7 @@ void add_einsum(std::vector<OpCase>& cs) {
       c.name = "einsum/" + dn(dt) + "/" + q.tag;
       c.inputs = q.in;
       const std::string eq = q.eq;
-      c.engine = [eq](const std::vector<tb::Tensor>& in) { return one(A::einsum(eq, in)); };
+      c.engine = [eq](const std::vector<tb::Tensor>& in) { return one(tb::einsum(eq, in)); };
       c.reference = [eq](const std::vector<ref::Tensor>& in) { return one(ref::einsum(eq, in)); };
       c.grad = q.grad && differentiable(dt);
       cs.push_back(c);
@@ -355,7 +355,7 @@ void add_einsum(std::vector<OpCase>& cs) {
     c.name = std::string("einsum/float32/") + q.tag;
     c.inputs = q.in;
     const std::string eq = q.eq;
-    c.engine = [eq](const std::vector<tb::Tensor>& in) { return one(A::einsum(eq, in)); };
+    c.engine = [eq](const std::vector<tb::Tensor>& in) { return one(tb::einsum(eq, in)); };
     c.reference = [eq](const std::vector<ref::Tensor>& in) { return one(ref::einsum(eq, in)); };
     c.check = Check::Error;
     cs.push_back(c);
@@ -363,7 +363,7 @@ void add_einsum(std::vector<OpCase>& cs) {
 }
 
 void add_bench(std::vector<OpCase>& cs) {
-  auto e = [](auto& a, auto& b) { return ops::matmul(a, b); };
+  auto e = [](auto& a, auto& b) { return tb::matmul(a, b); };
   auto r = [](auto& a, auto& b) { return ref::matmul(a, b); };
   for (int64_t n : {256, 512, 1024, 2048}) {
     OpCase c = binary("matmul/float32/" + std::to_string(n), {{n, n}, kF32}, {{n, n}, kF32}, e, r);
@@ -385,7 +385,7 @@ void add_bench(std::vector<OpCase>& cs) {
   cs.push_back(bf);
   for (DType d : {kF32, kBF16}) {
     OpCase bb = binary(std::string("bmm/") + core::name(d) + "/16x256x256x256", {{16, 256, 256}, d}, {{16, 256, 256}, d},
-                       [](auto& a, auto& b) { return ops::bmm(a, b); }, [](auto& a, auto& b) { return ref::bmm(a, b); });
+                       [](auto& a, auto& b) { return tb::bmm(a, b); }, [](auto& a, auto& b) { return ref::bmm(a, b); });
     bb.tol = long_dot_tol(d, 256);
     bb.bench = true;
     bb.flops = 2.0 * 16 * 256 * 256 * 256;
@@ -437,24 +437,24 @@ void add_layout_grads(std::vector<OpCase>& cs, DType dt) {
     const std::string ln = l.name;
     if (l.layout == L::Contiguous || l.layout == L::Transposed)
       grad_row(cs, "mm/" + d + "/" + ln, {{{3, 4}, dt, l.layout}, {{4, 5}, dt, l.layout}},
-               [](const In& x) { return one(A::mm(x[0], x[1])); }, [](const RIn& x) { return one(R::mm(x[0], x[1])); });
+               [](const In& x) { return one(tb::mm(x[0], x[1])); }, [](const RIn& x) { return one(R::mm(x[0], x[1])); });
     if (l.layout == L::Contiguous || l.layout == L::Strided)
       grad_row(cs, "bmm/" + d + "/" + ln, {{{2, 3, 4}, dt, l.layout}, {{2, 4, 3}, dt}},
-               [](const In& x) { return one(A::bmm(x[0], x[1])); }, [](const RIn& x) { return one(R::bmm(x[0], x[1])); });
+               [](const In& x) { return one(tb::bmm(x[0], x[1])); }, [](const RIn& x) { return one(R::bmm(x[0], x[1])); });
     if (l.layout != L::Transposed)
       grad_row(cs, "matmul/" + d + "/3d_2d_" + ln, {{{2, 3, 4}, dt, l.layout}, {{4, 3}, dt, l.layout}},
-               [](const In& x) { return one(A::matmul(x[0], x[1])); },
+               [](const In& x) { return one(tb::matmul(x[0], x[1])); },
                [](const RIn& x) { return one(R::matmul(x[0], x[1])); });
     grad_row(cs, "dot/" + d + "/" + ln, {{{6}, dt, l.layout}, {{6}, dt, L::Strided}},
-             [](const In& x) { return one(A::dot(x[0], x[1])); }, [](const RIn& x) { return one(R::dot(x[0], x[1])); });
+             [](const In& x) { return one(tb::dot(x[0], x[1])); }, [](const RIn& x) { return one(R::dot(x[0], x[1])); });
     grad_row(cs, "addmm/" + d + "/" + ln, {{{3, 5}, dt, l.layout}, {{3, 4}, dt, l.layout}, {{4, 5}, dt, L::Transposed}},
-             [](const In& x) { return one(A::addmm(x[0], x[1], x[2])); },
+             [](const In& x) { return one(tb::addmm(x[0], x[1], x[2])); },
              [](const RIn& x) { return one(R::addmm(x[0], x[1], x[2])); });
     grad_row(cs, "linear/" + d + "/" + ln, {{{4, 3}, dt, l.layout}, {{5, 3}, dt, l.layout}, {{5}, dt, L::Strided}},
-             [](const In& x) { return one(A::linear(x[0], x[1], x[2])); },
+             [](const In& x) { return one(tb::linear(x[0], x[1], x[2])); },
              [](const RIn& x) { return one(R::linear(x[0], x[1], x[2])); });
     grad_row(cs, "outer/" + d + "/" + ln, {{{3}, dt, l.layout}, {{4}, dt, L::Strided}},
-             [](const In& x) { return one(A::outer(x[0], x[1])); }, [](const RIn& x) { return one(R::outer(x[0], x[1])); });
+             [](const In& x) { return one(tb::outer(x[0], x[1])); }, [](const RIn& x) { return one(R::outer(x[0], x[1])); });
   }
 }
 
@@ -478,14 +478,14 @@ void add_matmul_addmm_grads(std::vector<OpCase>& cs, DType dt) {
                                                    {"1d_2d_empty_k", {0}, {0, 3}},
                                                    {"3d_empty_n", {2, 3, 4}, {4, 0}}})
     grad_row(cs, "matmul/" + d + "/" + m.name, {{m.a, dt, L::Transposed}, {m.b, dt}},
-             [](const In& x) { return one(A::matmul(x[0], x[1])); }, [](const RIn& x) { return one(R::matmul(x[0], x[1])); });
+             [](const In& x) { return one(tb::matmul(x[0], x[1])); }, [](const RIn& x) { return one(R::matmul(x[0], x[1])); });
   for (auto [beta, alpha] : {std::pair{0.5, 2.0}, std::pair{0.0, 1.5}, std::pair{1.0, -1.0}}) {
     const std::string n = "b" + std::to_string(beta).substr(0, 3) + "_a" + std::to_string(alpha).substr(0, 4);
     grad_row(cs, "addmm/" + d + "/" + n, {{{5}, dt}, {{3, 4}, dt, L::Strided}, {{4, 5}, dt}},
-             [beta, alpha](const In& x) { return one(A::addmm(x[0], x[1], x[2], beta, alpha)); },
+             [beta, alpha](const In& x) { return one(tb::addmm(x[0], x[1], x[2], beta, alpha)); },
              [beta, alpha](const RIn& x) { return one(R::addmm(x[0], x[1], x[2], beta, alpha)); });
     grad_row(cs, "addmm/" + d + "/" + n + "_col", {{{3, 1}, dt}, {{3, 4}, dt}, {{4, 5}, dt, L::Transposed}},
-             [beta, alpha](const In& x) { return one(A::addmm(x[0], x[1], x[2], beta, alpha)); },
+             [beta, alpha](const In& x) { return one(tb::addmm(x[0], x[1], x[2], beta, alpha)); },
              [beta, alpha](const RIn& x) { return one(R::addmm(x[0], x[1], x[2], beta, alpha)); });
   }
 }
@@ -495,7 +495,7 @@ void add_matmul_addmm_grads(std::vector<OpCase>& cs, DType dt) {
 // gradient in one pass), checked against LibTorch's relu(linear(...)). empty_rows is a value row.
 void add_linear_grads(std::vector<OpCase>& cs, DType dt) {
   const std::string d = dn(dt);
-  auto lin = [](const In& x) { return one(A::linear(x[0], x[1], x.size() > 2 ? x[2] : tb::Tensor())); };
+  auto lin = [](const In& x) { return one(tb::linear(x[0], x[1], x.size() > 2 ? x[2] : tb::Tensor())); };
   auto rlin = [](const RIn& x) { return one(R::linear(x[0], x[1], x.size() > 2 ? x[2] : ref::Tensor())); };
   grad_row(cs, "linear/" + d + "/3d", {{{2, 3, 4}, dt, L::Transposed}, {{5, 4}, dt}, {{5}, dt}}, lin, rlin);
   grad_row(cs, "linear/" + d + "/4d_no_bias", {{{2, 1, 3, 4}, dt, L::Strided}, {{5, 4}, dt, L::Transposed}}, lin, rlin);
@@ -503,7 +503,7 @@ void add_linear_grads(std::vector<OpCase>& cs, DType dt) {
   grad_row(cs, "linear/" + d + "/bias_numel1", {{{4, 3}, dt}, {{5, 3}, dt}, {{1}, dt}}, lin, rlin);
   grad_row(cs, "linear/" + d + "/frozen_weight", {{{4, 3}, dt}, {{5, 3}, dt}, {{5}, dt}}, lin, rlin).wrt = {0, 2};
   grad_row(cs, "linear/" + d + "/input_only", {{{4, 3}, dt}, {{5, 3}, dt}}, lin, rlin).wrt = {0};
-  auto lr = [](const In& x) { return one(A::linear_relu(x[0], x[1], x.size() > 2 ? x[2] : tb::Tensor())); };
+  auto lr = [](const In& x) { return one(tb::linear_relu(x[0], x[1], x.size() > 2 ? x[2] : tb::Tensor())); };
   auto rlr = [](const RIn& x) { return one(R::relu(R::linear(x[0], x[1], x.size() > 2 ? x[2] : ref::Tensor()))); };
   grad_row(cs, "linear_relu/" + d + "/2d", {{{6, 3}, dt, L::Transposed}, {{5, 3}, dt}, {{5}, dt, L::Strided}}, lr, rlr);
   grad_row(cs, "linear_relu/" + d + "/3d", {{{2, 3, 4}, dt, L::Transposed}, {{5, 4}, dt}, {{5}, dt}}, lr, rlr);
@@ -519,7 +519,7 @@ void add_linear_grads(std::vector<OpCase>& cs, DType dt) {
   // NaN inputs: relu keeps NaN (oneDNN's relu post-op turned it into 0); sqrt makes NaN of the
   // negative entries. No gradcheck: NaN is no point to take differences at.
   grad_row(cs, "linear_relu/" + d + "/nan", {{{4, 3}, dt}, {{5, 3}, dt}, {{5}, dt}},
-           [](const In& x) { return one(A::linear_relu(A::sqrt(x[0]), x[1], x[2])); },
+           [](const In& x) { return one(tb::linear_relu(tb::sqrt(x[0]), x[1], x[2])); },
            [](const RIn& x) { return one(R::relu(R::linear(R::sqrt(x[0]), x[1], x[2]))); })
       .gradcheck = false;
   grad_row(cs, "linear_relu/" + d + "/frozen_weight", {{{4, 3}, dt}, {{5, 3}, dt}, {{5}, dt}}, lr, rlr).wrt = {0, 2};
@@ -528,7 +528,7 @@ void add_linear_grads(std::vector<OpCase>& cs, DType dt) {
   // runs in several 64-row blocks and 256-column chunks, the columns split between threads
   // (70 * 500 is above kParallelGrain), and the last mask word is partial (500 = 15 * 32 + 20).
   grad_row(cs, "linear_relu/" + d + "/two_layers", {{{70, 6}, dt}, {{500, 6}, dt}, {{500}, dt}, {{4, 500}, dt}, {{4}, dt}},
-           [](const In& x) { return one(A::linear_relu(A::linear_relu(x[0], x[1], x[2]), x[3], x[4])); },
+           [](const In& x) { return one(tb::linear_relu(tb::linear_relu(x[0], x[1], x[2]), x[3], x[4])); },
            [](const RIn& x) { return one(R::relu(R::linear(R::relu(R::linear(x[0], x[1], x[2])), x[3], x[4]))); })
       .tol = long_dot_tol(dt, 500);  // the second layer's dot products are 500 long
 }
@@ -536,39 +536,39 @@ void add_linear_grads(std::vector<OpCase>& cs, DType dt) {
 // 0-dim results, views before the op, chains, and einsum's own forms.
 void add_view_chain_einsum_grads(std::vector<OpCase>& cs, DType dt) {
   const std::string d = dn(dt);
-  grad_row(cs, "dot/" + d + "/single", {{{1}, dt}, {{1}, dt}}, [](const In& x) { return one(A::dot(x[0], x[1])); },
+  grad_row(cs, "dot/" + d + "/single", {{{1}, dt}, {{1}, dt}}, [](const In& x) { return one(tb::dot(x[0], x[1])); },
            [](const RIn& x) { return one(R::dot(x[0], x[1])); });
   grad_row(cs, "bmm/" + d + "/view_permute", {{{3, 2, 4}, dt}, {{2, 3, 4}, dt}},
-           [](const In& x) { return one(A::bmm(x[0].permute({1, 0, 2}), x[1].transpose(1, 2))); },
+           [](const In& x) { return one(tb::bmm(x[0].permute({1, 0, 2}), x[1].transpose(1, 2))); },
            [](const RIn& x) { return one(R::bmm(R::permute(x[0], {1, 0, 2}), R::transpose(x[1], 1, 2))); });
   grad_row(cs, "matmul/" + d + "/view_select", {{{2, 3, 4}, dt}, {{4, 4}, dt}},
-           [](const In& x) { return one(A::matmul(x[0].select(0, 1), x[1].narrow(1, 1, 2))); },
+           [](const In& x) { return one(tb::matmul(x[0].select(0, 1), x[1].narrow(1, 1, 2))); },
            [](const RIn& x) { return one(R::matmul(R::select(x[0], 0, 1), R::narrow(x[1], 1, 1, 2))); });
   grad_row(cs, "linear/" + d + "/view_weight_t", {{{4, 3}, dt}, {{3, 5}, dt}, {{5}, dt}},
-           [](const In& x) { return one(A::linear(x[0], x[1].t(), x[2])); },
+           [](const In& x) { return one(tb::linear(x[0], x[1].t(), x[2])); },
            [](const RIn& x) { return one(R::linear(x[0], R::t(x[1]), x[2])); });
   // Chains: a two-layer linear stack, matmul feeding a reduction, einsum feeding mm.
   grad_row(cs, "chain/" + d + "/linear_linear", {{{4, 3}, dt}, {{5, 3}, dt}, {{5}, dt}, {{2, 5}, dt}},
-           [](const In& x) { return one(A::linear(A::linear(x[0], x[1], x[2]), x[3])); },
+           [](const In& x) { return one(tb::linear(tb::linear(x[0], x[1], x[2]), x[3])); },
            [](const RIn& x) { return one(R::linear(R::linear(x[0], x[1], x[2]), x[3])); });
   grad_row(cs, "chain/" + d + "/matmul_sum", {{{2, 3, 4}, dt}, {{4, 2}, dt, L::Transposed}},
-           [](const In& x) { return one(A::sum(A::matmul(x[0], x[1]), {1})); },
+           [](const In& x) { return one(tb::sum(tb::matmul(x[0], x[1]), {1})); },
            [](const RIn& x) { return one(R::sum(R::matmul(x[0], x[1]), {1})); });
   grad_row(cs, "chain/" + d + "/einsum_mm", {{{3, 4}, dt}, {{4, 4}, dt}},
-           [](const In& x) { return one(A::mm(A::einsum("ij,jk->ik", {x[0], x[1]}), x[1])); },
+           [](const In& x) { return one(tb::mm(tb::einsum("ij,jk->ik", {x[0], x[1]}), x[1])); },
            [](const RIn& x) { return one(R::mm(R::einsum("ij,jk->ik", {x[0], x[1]}), x[1])); });
   for (const EinsumRow& e : kEinsumGrad) {
     std::vector<Input> in;
     for (const Shape& s : e.shapes) in.push_back({s, dt, s.size() >= 2 ? L::Transposed : L::Strided});
     const std::string eq = e.equation;
-    grad_row(cs, "einsum/" + d + "/" + e.name, in, [eq](const In& x) { return one(A::einsum(eq, x)); },
+    grad_row(cs, "einsum/" + d + "/" + e.name, in, [eq](const In& x) { return one(tb::einsum(eq, x)); },
              [eq](const RIn& x) { return one(R::einsum(eq, x)); });
   }
   grad_row(cs, "einsum/" + d + "/same_operand_twice", {{{3, 4}, dt}},
-           [](const In& x) { return one(A::einsum("ij,kj->ik", {x[0], x[0]})); },
+           [](const In& x) { return one(tb::einsum("ij,kj->ik", {x[0], x[0]})); },
            [](const RIn& x) { return one(R::einsum("ij,kj->ik", {x[0], x[0]})); });
   grad_row(cs, "einsum/" + d + "/expanded_operand", {{{3, 4}, dt, L::Expanded}, {{4, 2}, dt}},
-           [](const In& x) { return one(A::einsum("ij,jk->ik", {x[0], x[1]})); },
+           [](const In& x) { return one(tb::einsum("ij,jk->ik", {x[0], x[1]})); },
            [](const RIn& x) { return one(R::einsum("ij,jk->ik", {x[0], x[1]})); });
 }
 
@@ -577,23 +577,23 @@ void add_view_chain_einsum_grads(std::vector<OpCase>& cs, DType dt) {
 void add_autocast(std::vector<OpCase>& cs) {
   const L Tr = L::Transposed;
   cs.push_back(autocast_case("linear/float32", {{{4, 3, 16}, kF32}, {{8, 16}, kF32, Tr}, {{8}, kF32}},
-                             [](const In& x) { return A::linear(x[0], x[1], x[2]); },
+                             [](const In& x) { return tb::linear(x[0], x[1], x[2]); },
                              [](const RIn& x) { return R::linear(x[0], x[1], x[2]); }));
-  cs.push_back(autocast_case("mm/float32", {{{5, 12}, kF32}, {{12, 7}, kF32, Tr}}, [](const In& x) { return A::mm(x[0], x[1]); },
+  cs.push_back(autocast_case("mm/float32", {{{5, 12}, kF32}, {{12, 7}, kF32, Tr}}, [](const In& x) { return tb::mm(x[0], x[1]); },
                              [](const RIn& x) { return R::mm(x[0], x[1]); }));
   cs.push_back(autocast_case("bmm/float32", {{{2, 5, 12}, kF32}, {{2, 12, 7}, kF32}},
-                             [](const In& x) { return A::bmm(x[0], x[1]); }, [](const RIn& x) { return R::bmm(x[0], x[1]); }));
+                             [](const In& x) { return tb::bmm(x[0], x[1]); }, [](const RIn& x) { return R::bmm(x[0], x[1]); }));
   cs.push_back(autocast_case("matmul/float32/batched_by_matrix", {{{3, 5, 12}, kF32}, {{12, 7}, kF32}},
-                             [](const In& x) { return A::matmul(x[0], x[1]); },
+                             [](const In& x) { return tb::matmul(x[0], x[1]); },
                              [](const RIn& x) { return R::matmul(x[0], x[1]); }));
   cs.push_back(autocast_case("addmm/float32", {{{7}, kF32}, {{5, 12}, kF32}, {{12, 7}, kF32}},
-                             [](const In& x) { return A::addmm(x[0], x[1], x[2], 0.5, 2); },
+                             [](const In& x) { return tb::addmm(x[0], x[1], x[2], 0.5, 2); },
                              [](const RIn& x) { return R::addmm(x[0], x[1], x[2], 0.5, 2); }));
   cs.push_back(autocast_case("einsum/float32", {{{4, 6}, kF32}, {{5, 6}, kF32}},
-                             [](const In& x) { return A::einsum("ij,kj->ik", {x[0], x[1]}); },
+                             [](const In& x) { return tb::einsum("ij,kj->ik", {x[0], x[1]}); },
                              [](const RIn& x) { return R::einsum("ij,kj->ik", {x[0], x[1]}); }));
   OpCase f64 = autocast_case("linear/float64", {{{4, 8}, kF64}, {{3, 8}, kF64}},
-                             [](const In& x) { return A::linear(x[0], x[1]); }, [](const RIn& x) { return R::linear(x[0], x[1]); });
+                             [](const In& x) { return tb::linear(x[0], x[1]); }, [](const RIn& x) { return R::linear(x[0], x[1]); });
   f64.tol.reset();  // float64 is computed as float64: the default tolerances
   f64.grad_tol.reset();
   cs.push_back(std::move(f64));

@@ -67,7 +67,7 @@ void add_conv(std::vector<OpCase>& cs) {
       if (v.bias) in.push_back({{v.w[0]}, dt});
       cs.push_back(make("conv2d/" + dn(dt) + "/" + v.tag, in,
                         [v](const std::vector<tb::Tensor>& t) {
-                          return one(A::conv2d(t[0], t[1], t.size() > 2 ? t[2] : tb::Tensor(), v.stride, v.padding,
+                          return one(tb::conv2d(t[0], t[1], t.size() > 2 ? t[2] : tb::Tensor(), v.stride, v.padding,
                                                  v.dilation, v.groups));
                         },
                         [v](const std::vector<ref::Tensor>& t) {
@@ -87,7 +87,7 @@ void add_conv(std::vector<OpCase>& cs) {
   for (const Err& e : errs) {
     const int64_t g = e.groups;
     cs.push_back(make(std::string("conv2d/") + dn(e.dt) + "/" + e.tag, {{e.x, e.dt}, {e.w, e.dt}},
-                      [g](const std::vector<tb::Tensor>& t) { return one(A::conv2d(t[0], t[1], {}, {1}, {0}, {1}, g)); },
+                      [g](const std::vector<tb::Tensor>& t) { return one(tb::conv2d(t[0], t[1], {}, {1}, {0}, {1}, g)); },
                       [g](const std::vector<ref::Tensor>& t) {
                         return one(ref::conv2d(t[0], t[1], ref::Tensor(), {1}, {0}, {1}, g));
                       },
@@ -97,7 +97,7 @@ void add_conv(std::vector<OpCase>& cs) {
   // and oneDNN accumulate in different orders (see the long-K note in cases_linalg.cpp).
   for (DType d : {kF32, kBF16}) {
     OpCase b = make(std::string("conv2d/") + core::name(d) + "/resnet", {{{8, 64, 56, 56}, d}, {{64, 64, 3, 3}, d}},
-                    [](const std::vector<tb::Tensor>& t) { return one(ops::conv2d(t[0], t[1], {}, {1}, {1})); },
+                    [](const std::vector<tb::Tensor>& t) { return one(tb::conv2d(t[0], t[1], {}, {1}, {1})); },
                     [](const std::vector<ref::Tensor>& t) {
                       return one(ref::conv2d(t[0], t[1], ref::Tensor(), {1}, {1}, {1}, 1));
                     });
@@ -124,12 +124,12 @@ void add_pool(std::vector<OpCase>& cs) {
   for (DType dt : kFloats) {
     for (const Var& v : vars) {
       cs.push_back(make("max_pool2d/" + dn(dt) + "/" + v.tag, {{v.x, dt, v.layout}},
-                        [v](const std::vector<tb::Tensor>& t) { return one(A::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); },
+                        [v](const std::vector<tb::Tensor>& t) { return one(tb::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); },
                         [v](const std::vector<ref::Tensor>& t) { return one(ref::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); }));
       cs.back().grad = differentiable(dt);
       cs.push_back(make("max_pool2d_with_indices/" + dn(dt) + "/" + v.tag, {{v.x, dt, v.layout}},
                         [v](const std::vector<tb::Tensor>& t) {
-                          auto [o, i] = A::max_pool2d_with_indices(t[0], v.k, v.s, v.p, v.d, v.ceil);
+                          auto [o, i] = tb::max_pool2d_with_indices(t[0], v.k, v.s, v.p, v.d, v.ceil);
                           return std::vector<tb::Tensor>{o, i};
                         },
                         [v](const std::vector<ref::Tensor>& t) {
@@ -142,7 +142,7 @@ void add_pool(std::vector<OpCase>& cs) {
         if (!cip && v.p[0] == 0) continue;
         cs.push_back(make("avg_pool2d/" + dn(dt) + "/" + v.tag + (cip ? "" : "_exclude_pad"), {{v.x, dt, v.layout}},
                           [v, cip](const std::vector<tb::Tensor>& t) {
-                            return one(A::avg_pool2d(t[0], v.k, v.s, v.p, v.ceil, cip));
+                            return one(tb::avg_pool2d(t[0], v.k, v.s, v.p, v.ceil, cip));
                           },
                           [v, cip](const std::vector<ref::Tensor>& t) {
                             return one(ref::avg_pool2d(t[0], v.k, v.s, v.p, v.ceil, cip, std::nullopt));
@@ -151,12 +151,12 @@ void add_pool(std::vector<OpCase>& cs) {
       }
     }
     cs.push_back(make("avg_pool2d/" + dn(dt) + "/divisor_override", {{{1, 2, 6, 6}, dt}},
-                      [](const std::vector<tb::Tensor>& t) { return one(A::avg_pool2d(t[0], {3}, {2}, {1}, false, true, 4)); },
+                      [](const std::vector<tb::Tensor>& t) { return one(tb::avg_pool2d(t[0], {3}, {2}, {1}, false, true, 4)); },
                       [](const std::vector<ref::Tensor>& t) { return one(ref::avg_pool2d(t[0], {3}, {2}, {1}, false, true, 4)); }));
     cs.back().grad = differentiable(dt);
   }
   cs.push_back(make("avg_pool2d/int64/k2", {{{1, 2, 6, 6}, kI64}},
-                    [](const std::vector<tb::Tensor>& t) { return one(ops::avg_pool2d(t[0], {2}, {}, {0})); },
+                    [](const std::vector<tb::Tensor>& t) { return one(tb::avg_pool2d(t[0], {2}, {}, {0})); },
                     [](const std::vector<ref::Tensor>& t) {
                       return one(ref::avg_pool2d(t[0], {2}, {}, {0}, false, true, std::nullopt));
                     }));
@@ -164,7 +164,7 @@ void add_pool(std::vector<OpCase>& cs) {
   for (DType dt : {kF32, kBF16}) {
     cs.push_back(make("max_pool2d_with_indices/" + dn(dt) + "/ties", {{{2, 2, 6, 6}, dt, L::Contiguous, V::Index, 3}},
                       [](const std::vector<tb::Tensor>& t) {
-                        auto [o, i] = ops::max_pool2d_with_indices(t[0], {3}, {1}, {1});
+                        auto [o, i] = tb::max_pool2d_with_indices(t[0], {3}, {1}, {1});
                         return std::vector<tb::Tensor>{o, i};
                       },
                       [](const std::vector<ref::Tensor>& t) {
@@ -174,7 +174,7 @@ void add_pool(std::vector<OpCase>& cs) {
   }
   auto mp_err = [&](const char* tag, Input in, Shape k, Shape s, Shape p) {
     cs.push_back(make(std::string("max_pool2d/") + dn(in.dtype) + "/" + tag, {in},
-                      [=](const std::vector<tb::Tensor>& t) { return one(ops::max_pool2d(t[0], k, s, p, {1}, false)); },
+                      [=](const std::vector<tb::Tensor>& t) { return one(tb::max_pool2d(t[0], k, s, p, {1}, false)); },
                       [=](const std::vector<ref::Tensor>& t) { return one(ref::max_pool2d(t[0], k, s, p, {1}, false)); },
                       Check::Error));
   };
@@ -185,7 +185,7 @@ void add_pool(std::vector<OpCase>& cs) {
 }
 
 void add_embedding(std::vector<OpCase>& cs) {
-  auto e = [](const std::vector<tb::Tensor>& t) { return one(A::embedding(t[0], t[1])); };
+  auto e = [](const std::vector<tb::Tensor>& t) { return one(tb::embedding(t[0], t[1])); };
   auto r = [](const std::vector<ref::Tensor>& t) { return one(ref::embedding(t[0], t[1])); };
   for (DType dt : {kF32, kF64, kBF16, kF16, kI64}) {
     cs.push_back(make("embedding/" + dn(dt) + "/2x3", {{{10, 4}, dt}, {{2, 3}, kI64, L::Contiguous, V::Index, 10}}, e, r));
@@ -194,7 +194,7 @@ void add_embedding(std::vector<OpCase>& cs) {
     cs.push_back(make("embedding/" + dn(dt) + "/empty_index", {{{10, 4}, dt}, {{0, 2}, kI64, L::Contiguous, V::Index, 10}}, e, r));
   }
   OpCase pi = make("embedding/float32/padding_idx", {{{10, 4}, kF32}, {{3, 4}, kI64, L::Contiguous, V::Index, 10}},
-                   [](const std::vector<tb::Tensor>& t) { return one(A::embedding(t[0], t[1], 2)); },
+                   [](const std::vector<tb::Tensor>& t) { return one(tb::embedding(t[0], t[1], 2)); },
                    [](const std::vector<ref::Tensor>& t) { return one(ref::embedding(t[0], t[1], 2)); });
   pi.grad = true;
   cs.push_back(pi);
@@ -230,7 +230,7 @@ void add_dropout(std::vector<OpCase>& cs) {
       OpCase c = make("dropout/" + dn(dt) + "/p" + std::to_string(int(p * 10)), {{shape, dt}},
                       [p](const std::vector<tb::Tensor>& t) {
                         core::Generator gen(1234);
-                        return dropout_summary(t[0], ops::dropout(t[0], p, true, &gen), p);
+                        return dropout_summary(t[0], tb::dropout(t[0], p, true, &gen), p);
                       },
                       [p](const std::vector<ref::Tensor>& t) {
                         std::vector<ref::Tensor> r;
@@ -244,15 +244,15 @@ void add_dropout(std::vector<OpCase>& cs) {
   }
   for (double p : {0.0, 1.0}) {
     cs.push_back(make("dropout/float32/p" + std::to_string(int(p)) + "_exact", {{{5, 7}, kF32, L::Strided}},
-                      [p](const std::vector<tb::Tensor>& t) { return one(ops::dropout(t[0], p, true)); },
+                      [p](const std::vector<tb::Tensor>& t) { return one(tb::dropout(t[0], p, true)); },
                       [p](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], p, true, 1)); }));
   }
   cs.push_back(make("dropout/float32/eval", {{{5, 7}, kF32, L::Transposed}},
-                    [](const std::vector<tb::Tensor>& t) { return one(A::dropout(t[0], 0.5, false)); },
+                    [](const std::vector<tb::Tensor>& t) { return one(tb::dropout(t[0], 0.5, false)); },
                     [](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], 0.5, false, 1)); }));
   cs.back().grad = true;
   cs.push_back(make("dropout/float32/error_p", {{{5}, kF32}},
-                    [](const std::vector<tb::Tensor>& t) { return one(ops::dropout(t[0], 1.5, true)); },
+                    [](const std::vector<tb::Tensor>& t) { return one(tb::dropout(t[0], 1.5, true)); },
                     [](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], 1.5, true, 1)); },
                     Check::Error));
 }
@@ -260,7 +260,7 @@ void add_dropout(std::vector<OpCase>& cs) {
 void add_one_hot(std::vector<OpCase>& cs) {
   auto row = [&](std::string tag, Input in, int64_t n, Check check = Check::Values) {
     cs.push_back(make("one_hot/" + dn(in.dtype) + "/" + tag, {in},
-                      [n](const std::vector<tb::Tensor>& t) { return one(ops::one_hot(t[0], n)); },
+                      [n](const std::vector<tb::Tensor>& t) { return one(tb::one_hot(t[0], n)); },
                       [n](const std::vector<ref::Tensor>& t) { return one(ref::one_hot(t[0], n)); }, check));
   };
   row("infer", {{2, 3}, kI64, L::Contiguous, V::Index, 5}, -1);
@@ -285,7 +285,7 @@ void add_pad(std::vector<OpCase>& cs) {
     };
     for (const Var& v : vars) {
       cs.push_back(make("pad/" + dn(dt) + "/" + v.tag, {v.x},
-                        [v](const std::vector<tb::Tensor>& t) { return one(ops::pad(t[0], v.pad, v.mode, v.value)); },
+                        [v](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], v.pad, v.mode, v.value)); },
                         [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }));
     }
   }
@@ -303,7 +303,7 @@ void add_pad(std::vector<OpCase>& cs) {
     };
     for (const Var& v : vars) {
       cs.push_back(make("pad/" + dn(dt) + "/" + v.tag, {v.x},
-                        [v](const std::vector<tb::Tensor>& t) { return one(A::pad(t[0], v.pad, v.mode, v.value)); },
+                        [v](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], v.pad, v.mode, v.value)); },
                         [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }));
       cs.back().grad = differentiable(dt);
     }
@@ -314,7 +314,7 @@ void add_pad(std::vector<OpCase>& cs) {
     std::string tag = "crop_only_transposed";
     for (int64_t p : pads) tag += "_" + std::to_string(-p);
     cs.push_back(make("pad/float32/" + tag, {{{3, 4, 5}, kF32, L::Transposed}},
-                      [pads](const std::vector<tb::Tensor>& t) { return one(ops::pad(t[0], pads, "constant", 0)); },
+                      [pads](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], pads, "constant", 0)); },
                       [pads](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], pads, "constant", 0)); },
                       Check::View));
   }
@@ -333,7 +333,7 @@ void add_pad(std::vector<OpCase>& cs) {
   };
   for (const Var& v : errs) {
     cs.push_back(make(std::string("pad/float32/") + v.tag, {v.x},
-                      [v](const std::vector<tb::Tensor>& t) { return one(ops::pad(t[0], v.pad, v.mode, v.value)); },
+                      [v](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], v.pad, v.mode, v.value)); },
                       [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); },
                       Check::Error));
   }
@@ -354,21 +354,21 @@ void add_conv_grads(std::vector<OpCase>& cs, DType dt) {
   for (const Var& c : {Var{"transposed", {1, 2, 6, 6}, {3, 2, 3, 2}, {1}, L::Transposed},
                        Var{"strided", {1, 2, 6, 5}, {3, 2, 3, 3}, {2, 1}, L::Strided}}) {
     grad_row(cs, "conv2d/" + d + "/" + c.tag, {{c.x, dt, c.layout}, {c.w, dt, c.layout}, {{c.w[0]}, dt}},
-             [c](const In& t) { return one(A::conv2d(t[0], t[1], t[2], c.stride, {1})); },
+             [c](const In& t) { return one(tb::conv2d(t[0], t[1], t[2], c.stride, {1})); },
              [c](const RIn& t) { return one(R::conv2d(t[0], t[1], t[2], c.stride, {1}, {1}, 1)); });
   }
   // Only the weight and bias require grad (a first layer's input does not).
   grad_row(cs, "conv2d/" + d + "/weight_only", {{{2, 2, 5, 5}, dt}, {{3, 2, 3, 3}, dt}, {{3}, dt}},
-           [](const In& t) { return one(A::conv2d(t[0], t[1], t[2], {1}, {1})); },
+           [](const In& t) { return one(tb::conv2d(t[0], t[1], t[2], {1}, {1})); },
            [](const RIn& t) { return one(R::conv2d(t[0], t[1], t[2], {1}, {1}, {1}, 1)); })
       .wrt = {1, 2};
   // A channels-last view: the (N, H, W, C) input permuted to (N, C, H, W).
   grad_row(cs, "conv2d/" + d + "/permuted_view", {{{1, 5, 5, 2}, dt}, {{3, 2, 3, 3}, dt}},
-           [](const In& t) { return one(A::conv2d(t[0].permute({0, 3, 1, 2}), t[1], {}, {1}, {1})); },
+           [](const In& t) { return one(tb::conv2d(t[0].permute({0, 3, 1, 2}), t[1], {}, {1}, {1})); },
            [](const RIn& t) { return one(R::conv2d(R::permute(t[0], {0, 3, 1, 2}), t[1], ref::Tensor(), {1}, {1}, {1}, 1)); });
   // reflect pad -> conv -> max pool, as in a small encoder.
   grad_row(cs, "conv2d/" + d + "/pad_conv_pool", {{{1, 2, 6, 6}, dt}, {{2, 2, 3, 3}, dt}, {{2}, dt}},
-           [](const In& t) { return one(A::max_pool2d(A::conv2d(A::pad(t[0], {1, 1, 1, 1}, "reflect"), t[1], t[2]), {2})); },
+           [](const In& t) { return one(tb::max_pool2d(tb::conv2d(tb::pad(t[0], {1, 1, 1, 1}, "reflect"), t[1], t[2]), {2})); },
            [](const RIn& t) {
              return one(R::max_pool2d(R::conv2d(R::pad(t[0], {1, 1, 1, 1}, "reflect"), t[1], t[2], {1}, {0}, {1}, 1), {2},
                                       {}, {0}, {1}, false));
@@ -378,7 +378,7 @@ void add_conv_grads(std::vector<OpCase>& cs, DType dt) {
   // Gradients of the weight sum 2 * 10 * 10 = 200 products (and the input's 16 * 9 = 144): float32
   // accumulation order differs from LibTorch's, hence the long-sum tolerances.
   OpCase& big = grad_row(cs, "conv2d/float32/blocked", {{{2, 16, 10, 10}, kF32}, {{16, 16, 3, 3}, kF32}, {{16}, kF32}},
-                         [](const In& t) { return one(A::conv2d(t[0], t[1], t[2], {1}, {1})); },
+                         [](const In& t) { return one(tb::conv2d(t[0], t[1], t[2], {1}, {1})); },
                          [](const RIn& t) { return one(R::conv2d(t[0], t[1], t[2], {1}, {1}, {1}, 1)); });
   big.tol = long_dot_tol(kF32, 16 * 9);
   big.grad_tol = Tolerance{1e-4, 1e-4};
@@ -388,26 +388,26 @@ void add_conv_grads(std::vector<OpCase>& cs, DType dt) {
 void add_pool_grads(std::vector<OpCase>& cs, DType dt) {
   const std::string d = dn(dt);
   grad_row(cs, "max_pool2d/" + d + "/overlap_s1", {{{1, 2, 5, 5}, dt}},
-           [](const In& t) { return one(A::max_pool2d(t[0], {3}, {1}, {1}, {1}, false)); },
+           [](const In& t) { return one(tb::max_pool2d(t[0], {3}, {1}, {1}, {1}, false)); },
            [](const RIn& t) { return one(R::max_pool2d(t[0], {3}, {1}, {1}, {1}, false)); });
   for (bool cip : {true, false})
     grad_row(cs, "avg_pool2d/" + d + "/overlap_s1" + (cip ? "" : "_exclude_pad"), {{{1, 2, 5, 5}, dt}},
-             [cip](const In& t) { return one(A::avg_pool2d(t[0], {3}, {1}, {1}, false, cip)); },
+             [cip](const In& t) { return one(tb::avg_pool2d(t[0], {3}, {1}, {1}, false, cip)); },
              [cip](const RIn& t) { return one(R::avg_pool2d(t[0], {3}, {1}, {1}, false, cip, std::nullopt)); });
   // Integer-valued inputs: windows hold ties, and the gradient must go to the first maximum (in
   // row-major order), where LibTorch sends it. Finite differences are meaningless at a tie.
   OpCase& ties = grad_row(cs, "max_pool2d/" + d + "/ties", {{{2, 2, 6, 6}, dt, L::Contiguous, V::Index, 3}},
-                          [](const In& t) { return one(A::max_pool2d(t[0], {3}, {1}, {1})); },
+                          [](const In& t) { return one(tb::max_pool2d(t[0], {3}, {1}, {1})); },
                           [](const RIn& t) { return one(R::max_pool2d(t[0], {3}, {1}, {1}, {1}, false)); });
   ties.gradcheck = false;
   ties.wrt = {0};
   grad_row(cs, "avg_pool2d/" + d + "/ceil_exclude_pad_override", {{{1, 2, 5, 6}, dt}},
-           [](const In& t) { return one(A::avg_pool2d(t[0], {2, 3}, {2}, {1}, true, false, 3)); },
+           [](const In& t) { return one(tb::avg_pool2d(t[0], {2, 3}, {2}, {1}, true, false, 3)); },
            [](const RIn& t) { return one(R::avg_pool2d(t[0], {2, 3}, {2}, {1}, true, false, 3)); });
   // A view before the op and a second pooling after it.
   grad_row(cs, "avg_pool2d/" + d + "/view_then_max_pool", {{{2, 3, 8, 6}, dt}},
            [](const In& t) {
-             return one(A::avg_pool2d(A::max_pool2d(t[0].select(0, 1).narrow(1, 1, 6).transpose(1, 2), {2}, {1}), {2}));
+             return one(tb::avg_pool2d(tb::max_pool2d(t[0].select(0, 1).narrow(1, 1, 6).transpose(1, 2), {2}, {1}), {2}));
            },
            [](const RIn& t) {
              ref::Tensor x = R::transpose(R::narrow(R::select(t[0], 0, 1), 1, 1, 6), 1, 2);
@@ -425,7 +425,7 @@ void add_embedding_grads(std::vector<OpCase>& cs, DType dt) {
       if (name == "padding_idx" && dt == kF32) continue;  // a row of add_embedding
       // 15 indices over 4 rows: repeats are certain, so their gradients must accumulate.
       OpCase& c = grad_row(cs, "embedding/" + d + "/" + name, {{{6, 5}, dt, wl}, {{3, 5}, kI64, L::Contiguous, V::Index, 4}},
-                           [pad_idx](const In& t) { return one(A::embedding(t[0], t[1], pad_idx)); },
+                           [pad_idx](const In& t) { return one(tb::embedding(t[0], t[1], pad_idx)); },
                            [pad_idx](const RIn& t) { return one(R::embedding(t[0], t[1], pad_idx)); });
       c.wrt = {0};
       // The padding_idx row's gradient is zero by definition, not the derivative: finite
@@ -434,15 +434,15 @@ void add_embedding_grads(std::vector<OpCase>& cs, DType dt) {
     }
   }
   OpCase& i32 = grad_row(cs, "embedding/" + d + "/int32_strided_indices", {{{5, 3}, dt}, {{4, 6}, kI32, L::Strided, V::Index, 5}},
-                         [](const In& t) { return one(A::embedding(t[0], t[1], 0)); },
+                         [](const In& t) { return one(tb::embedding(t[0], t[1], 0)); },
                          [](const RIn& t) { return one(R::embedding(t[0], t[1], 0)); });
   i32.wrt = {0};
   i32.gradcheck = false;  // padding_idx 0 (as above)
   grad_row(cs, "embedding/" + d + "/empty_indices", {{{5, 3}, dt}, {{0, 2}, kI64, L::Contiguous, V::Index, 5}},
-           [](const In& t) { return one(A::embedding(t[0], t[1])); }, [](const RIn& t) { return one(R::embedding(t[0], t[1])); })
+           [](const In& t) { return one(tb::embedding(t[0], t[1])); }, [](const RIn& t) { return one(R::embedding(t[0], t[1])); })
       .wrt = {0};
   grad_row(cs, "embedding/" + d + "/view_then_pool", {{{8, 4}, dt}, {{2, 3, 4}, kI64, L::Contiguous, V::Index, 6}},
-           [](const In& t) { return one(A::avg_pool2d(A::embedding(t[0].narrow(0, 1, 6), t[1]), {2})); },
+           [](const In& t) { return one(tb::avg_pool2d(tb::embedding(t[0].narrow(0, 1, 6), t[1]), {2})); },
            [](const RIn& t) {
              return one(R::avg_pool2d(R::embedding(R::narrow(t[0], 0, 1, 6), t[1]), {2}, {}, {0}, false, true, std::nullopt));
            })
@@ -459,10 +459,10 @@ void add_dropout_grads(std::vector<OpCase>& cs, DType dt) {
   for (Det c : {Det{"p0", 0.0, true}, Det{"eval", 0.5, false}, Det{"p1", 1.0, true}}) {
     if (std::string(c.tag) == "eval" && dt == kF32) continue;  // a row of add_dropout
     grad_row(cs, "dropout/" + d + "/" + c.tag, {{{3, 4}, dt, L::Transposed}, {{3, 4}, dt}},
-             [c](const In& t) { return one(A::mul(A::dropout(t[0], c.p, c.training), t[1])); },
+             [c](const In& t) { return one(tb::mul(tb::dropout(t[0], c.p, c.training), t[1])); },
              [c](const RIn& t) { return one(R::mul(R::dropout(t[0], c.p, c.training, kSeed), t[1])); });
   }
-  grad_row(cs, "dropout/" + d + "/p0_alone", {{{2, 3}, dt}}, [](const In& t) { return one(A::dropout(t[0], 0.0, true)); },
+  grad_row(cs, "dropout/" + d + "/p0_alone", {{{2, 3}, dt}}, [](const In& t) { return one(tb::dropout(t[0], 0.0, true)); },
            [](const RIn& t) { return one(R::dropout(t[0], 0.0, true, kSeed)); });
   struct Rnd { const char* tag; double p; Shape shape; L layout; };
   for (Rnd c : {Rnd{"p0.3", 0.3, {4, 5}, L::Contiguous}, Rnd{"p0.5_transposed", 0.5, {5, 6}, L::Transposed},
@@ -470,11 +470,11 @@ void add_dropout_grads(std::vector<OpCase>& cs, DType dt) {
     grad_row(cs, "dropout/" + d + "/" + c.tag, {{c.shape, dt, c.layout}},
              [c](const In& t) {
                core::Generator gen(kSeed);
-               return one(A::dropout(t[0], c.p, true, &gen));
+               return one(tb::dropout(t[0], c.p, true, &gen));
              },
              [c](const RIn& t) {
                core::Generator gen(kSeed);
-               const tb::Tensor mask = ops::dropout(tb::ones(t[0].sizes(), t[0].dtype()), c.p, true, &gen);
+               const tb::Tensor mask = tb::dropout(tb::ones(t[0].sizes(), t[0].dtype()), c.p, true, &gen);
                return one(R::mul(t[0], ref::to_ref(mask)));
              });
   }
@@ -482,11 +482,11 @@ void add_dropout_grads(std::vector<OpCase>& cs, DType dt) {
   grad_row(cs, "dropout/" + d + "/view_chain", {{{4, 3, 2}, dt}, {{2, 3}, dt}},
            [](const In& t) {
              core::Generator gen(kSeed + 1);
-             return one(A::mul(A::dropout(t[0].select(0, 2).transpose(0, 1), 0.4, true, &gen), t[1]));
+             return one(tb::mul(tb::dropout(t[0].select(0, 2).transpose(0, 1), 0.4, true, &gen), t[1]));
            },
            [](const RIn& t) {
              core::Generator gen(kSeed + 1);
-             const tb::Tensor mask = ops::dropout(tb::ones({2, 3}, t[0].dtype()), 0.4, true, &gen);
+             const tb::Tensor mask = tb::dropout(tb::ones({2, 3}, t[0].dtype()), 0.4, true, &gen);
              return one(R::mul(R::mul(R::transpose(R::select(t[0], 0, 2), 0, 1), ref::to_ref(mask)), t[1]));
            });
 }
@@ -505,10 +505,10 @@ void add_pad_grads(std::vector<OpCase>& cs, DType dt) {
   };
   for (const Var& c : vars)
     grad_row(cs, "pad/" + d + "/" + c.tag, {{c.x, dt, c.layout}},
-             [c](const In& t) { return one(A::pad(t[0], c.pad, c.mode, c.value)); },
+             [c](const In& t) { return one(tb::pad(t[0], c.pad, c.mode, c.value)); },
              [c](const RIn& t) { return one(R::pad(t[0], c.pad, c.mode, c.value)); });
   grad_row(cs, "pad/" + d + "/view_then_conv", {{{3, 2, 4}, dt}, {{2, 2, 3, 3}, dt}},
-           [](const In& t) { return one(A::conv2d(A::pad(t[0].permute({1, 0, 2}), {1, 1, 1, 1}, "replicate"), t[1])); },
+           [](const In& t) { return one(tb::conv2d(tb::pad(t[0].permute({1, 0, 2}), {1, 1, 1, 1}, "replicate"), t[1])); },
            [](const RIn& t) {
              return one(R::conv2d(R::pad(R::permute(t[0], {1, 0, 2}), {1, 1, 1, 1}, "replicate"), t[1], ref::Tensor(), {1},
                                   {0}, {1}, 1));
@@ -524,14 +524,14 @@ void add_pad_grads(std::vector<OpCase>& cs, DType dt) {
 // oneDNN's kernels and the engine's float32 fallback implement.
 void add_autocast(std::vector<OpCase>& cs) {
   cs.push_back(autocast_case("conv2d/float32", {{{2, 3, 6, 6}, kF32}, {{4, 3, 3, 3}, kF32}, {{4}, kF32}},
-                             [](const In& x) { return A::conv2d(x[0], x[1], x[2], {1}, {1}); },
+                             [](const In& x) { return tb::conv2d(x[0], x[1], x[2], {1}, {1}); },
                              [](const RIn& x) {
                                if (ops::cpu::dnnl_has_bf16()) return R::conv2d(x[0], x[1], x[2], {1}, {1}, {1}, 1);
                                auto exact = [](const R::Tensor& t) { return R::to(R::to(t, kBF16), kF64); };
                                return R::to(R::conv2d(exact(x[0]), exact(x[1]), exact(x[2]), {1}, {1}, {1}, 1), kBF16);
                              }));
   cs.push_back(autocast_case("pad_reflect/bfloat16", {{{2, 3, 4, 4}, kBF16}},
-                             [](const In& x) { return A::pad(x[0], {1, 1, 2, 0}, "reflect"); },
+                             [](const In& x) { return tb::pad(x[0], {1, 1, 2, 0}, "reflect"); },
                              [](const RIn& x) { return R::pad(x[0], {1, 1, 2, 0}, "reflect"); }));
 }
 

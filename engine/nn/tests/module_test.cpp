@@ -35,7 +35,7 @@ TEST(Module, LinearByHand) {
   Tensor y = lin(from_vector({1, 2, 3}, {1, 3}));
   // [1 - 3 + 0.5, 2 + 2 - 0.5]
   EXPECT_EQ(values(y), V({-1.5, 3.5}));
-  A::sum(y).backward();
+  tb::sum(y).backward();
   EXPECT_EQ(values(lin.weight.grad()), V({1, 2, 3, 1, 2, 3}));  // dL/dW = 1^T x
   EXPECT_EQ(values(lin.bias.grad()), V({1, 1}));
   lin.zero_grad();

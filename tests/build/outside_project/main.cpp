@@ -9,7 +9,7 @@ int main() {
   tb::Tensor a = tb::from_vector({1, 2, 3});
   a.requires_grad_();
   const tb::Tensor b = tb::from_vector({4, 5, 6});
-  const tb::Tensor y = tb::autograd::sum(tb::autograd::mul(a, b));  // 1*4 + 2*5 + 3*6
+  const tb::Tensor y = tb::sum(tb::mul(a, b));  // 1*4 + 2*5 + 3*6
   y.backward();
   const float value = y.item<float>();
   const float* grad = a.grad().data_ptr<float>();  // d(sum(a*b))/da = b

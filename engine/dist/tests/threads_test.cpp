@@ -205,7 +205,7 @@ TEST(CollectiveWorker, TimedOutWaitLeavesTheCallRunning) {
 // its own thread while the call is stuck, writes the dump and ends the process with exit code 3.
 TEST(Watchdog, HungCallEndsTheProcessWithADiagnosis) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  const Options o = options(shared_dir("hang"), 300ms);
+  const Options o = options(shared_dir("hang"), 1s);  // long enough for the first call on a loaded machine
   EXPECT_EXIT(
       {
         LoopbackGroup pg(o);

@@ -77,24 +77,24 @@ std::optional<std::string> try_call(const std::function<void()>& fn, const char*
 
 // iterations: 0 lets Google Benchmark grow the count until --min-time is reached (the first
 // repetition); later repetitions reuse that count instead of searching again.
-void register_side(const std::string& name, const std::function<void()>* fn,
-                   const BenchOptions& opt, int64_t iterations) {
+void register_side(const std::string& name, const std::function<void()>* fn, const BenchOptions& opt,
+                   int64_t iterations) {
   benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name.c_str(),
-                               [fn](benchmark::State& st) {
-                                 for (auto _ : st) {
-                                   try {
-                                     (*fn)();
-                                   } catch (const std::exception& e) {
-                                     st.SkipWithError(e.what());
-                                     break;
-                                   } catch (...) {
-                                     st.SkipWithError("exception of unknown type");
-                                     break;
-                                   }
-                                 }
-                               })
-      ->Repetitions(1)
-      ->UseRealTime();
+                                                                   [fn](benchmark::State& st) {
+                                                                     for (auto _ : st) {
+                                                                       try {
+                                                                         (*fn)();
+                                                                       } catch (const std::exception& e) {
+                                                                         st.SkipWithError(e.what());
+                                                                         break;
+                                                                       } catch (...) {
+                                                                         st.SkipWithError("exception of unknown type");
+                                                                         break;
+                                                                       }
+                                                                     }
+                                                                   })
+                                          ->Repetitions(1)
+                                          ->UseRealTime();
   if (iterations > 0) b->Iterations(iterations);
   else b->MinTime(opt.min_time_s > 0 ? opt.min_time_s : 0.01);
 }
@@ -145,8 +145,7 @@ Record bench_one(const PlannedBench& p, const BenchOptions& opt) {
     const Samples& ref = rep.get(ref_name);
     if (!err && eng.error) err = "engine: " + *eng.error;
     if (!err && ref.error) err = "reference: " + *ref.error;
-    if (!err && (eng.seconds.empty() || ref.seconds.empty()))
-      err = "Google Benchmark reported no timings";
+    if (!err && (eng.seconds.empty() || ref.seconds.empty())) err = "Google Benchmark reported no timings";
     if (!err) {
       nlohmann::json m = b.extra.is_object() ? b.extra : nlohmann::json::object();
       if (measured.is_object()) m.update(measured);
@@ -181,8 +180,7 @@ Record bench_one(const PlannedBench& p, const BenchOptions& opt) {
 
 }  // namespace
 
-std::vector<Record> run_benches(const std::vector<PlannedBench>& benches,
-                                const BenchOptions& opt, Progress* progress) {
+std::vector<Record> run_benches(const std::vector<PlannedBench>& benches, const BenchOptions& opt, Progress* progress) {
   init_google_benchmark();
   std::vector<Record> out;
   out.reserve(benches.size());

@@ -41,12 +41,12 @@ struct Options {
   std::vector<std::string> inputs;  // report
   bool allow_empty = false;         // test / bench / all: a selection without cases is not an error
   double peak_gflops = 0, peak_gbps = 0;
-  double launch_timeout = 1800;     // distributed suites: seconds per world size
-  std::string hostfile;             // distributed suites / launch: mpirun's hostfile
-  RankOptions rank;                 // the hidden `rank` subcommand
-  int ranks = 2;                    // launch
-  bool dry_run = false;             // launch
-  std::vector<std::string> program; // launch
+  double launch_timeout = 1800;      // distributed suites: seconds per world size
+  std::string hostfile;              // distributed suites / launch: mpirun's hostfile
+  RankOptions rank;                  // the hidden `rank` subcommand
+  int ranks = 2;                     // launch
+  bool dry_run = false;              // launch
+  std::vector<std::string> program;  // launch
 };
 
 std::string number_text(double v) {
@@ -70,28 +70,24 @@ CLI::Validator between(double lo, double hi, const std::string& unit, bool integ
           used = 0;
         }
         if (used == 0 || used != text.size() || !std::isfinite(v) || v < lo || v > hi)
-          return std::string("must be ") + (integer ? "a whole number " : "") + "between " + range +
-                 " (got '" + text + "')";
+          return std::string("must be ") + (integer ? "a whole number " : "") + "between " + range + " (got '" + text +
+                 "')";
         return {};
       },
       "[" + number_text(lo) + "-" + number_text(hi) + "]");
 }
 
 void add_selection(CLI::App* sub, Options& o) {
-  sub->add_option("--suite", o.suites, "Suite to run (repeatable); default: the default suites")
-      ->type_name("NAME");
-  sub->add_option("--filter", o.filter, "Regex searched in case names (ECMAScript)")
-      ->type_name("REGEX");
+  sub->add_option("--suite", o.suites, "Suite to run (repeatable); default: the default suites")->type_name("NAME");
+  sub->add_option("--filter", o.filter, "Regex searched in case names (ECMAScript)")->type_name("REGEX");
 }
 
 void add_run_options(CLI::App* sub, Options& o, const std::string& name) {
   add_selection(sub, o);
-  sub->add_option("--json", o.json, "Result file; default: results/" + name + "-<timestamp>.json")
-      ->type_name("PATH");
+  sub->add_option("--json", o.json, "Result file; default: results/" + name + "-<timestamp>.json")->type_name("PATH");
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   sub->add_option("--threads", o.threads,
-                  "Threads for the engine and LibTorch; default: all cores (" +
-                      std::to_string(cores) + ")")
+                  "Threads for the engine and LibTorch; default: all cores (" + std::to_string(cores) + ")")
       ->check(between(1, 4096, "threads", true))
       ->type_name("N");
   sub->add_option("--launch-timeout", o.launch_timeout,
@@ -122,8 +118,7 @@ void add_peak_options(CLI::App* sub, Options& o) {
                   "Machine peak GFLOP/s drawn on the throughput plot (report default: 234, or 175 for AVX2 results)")
       ->type_name("X")
       ->check(between(0.001, 1e9, "GFLOP/s"));
-  sub->add_option("--peak-gbps", o.peak_gbps,
-                  "Machine memory bandwidth GB/s drawn on the plot (report default: 50)")
+  sub->add_option("--peak-gbps", o.peak_gbps, "Machine memory bandwidth GB/s drawn on the plot (report default: 50)")
       ->type_name("X")
       ->check(between(0.001, 1e9, "GB/s"));
 }
@@ -186,16 +181,16 @@ int cmd_list(const Options& o) {
     };
     std::size_t kind_width = 10;
     for (const Listed& l : listed) kind_width = std::max(kind_width, kind(*l.suite).size());
-    std::cout << std::left << std::setw(int(name_width)) << "suite" << "  " << std::setw(int(kind_width))
-              << "kind" << std::right << std::setw(8) << "tests" << std::setw(12) << "benchmarks"
+    std::cout << std::left << std::setw(int(name_width)) << "suite"
+              << "  " << std::setw(int(kind_width)) << "kind" << std::right << std::setw(8) << "tests" << std::setw(12)
+              << "benchmarks"
               << "  default  description\n";
     for (const Listed& l : listed)
-      std::cout << std::left << std::setw(int(name_width)) << l.suite->name << "  "
-                << std::setw(int(kind_width)) << kind(*l.suite) << std::right << std::setw(8)
-                << l.tests.size() << std::setw(12) << l.benches.size() << "  "
-                << (l.suite->run_by_default ? "yes      " : "no       ") << l.suite->description << '\n';
-    std::cerr << total << " cases" << (o.filter.empty() ? "" : " matching --filter '" + o.filter + "'")
-              << " in " << listed.size() << " suites; `trainbench list --suite NAME` lists a suite's cases\n";
+      std::cout << std::left << std::setw(int(name_width)) << l.suite->name << "  " << std::setw(int(kind_width))
+                << kind(*l.suite) << std::right << std::setw(8) << l.tests.size() << std::setw(12) << l.benches.size()
+                << "  " << (l.suite->run_by_default ? "yes      " : "no       ") << l.suite->description << '\n';
+    std::cerr << total << " cases" << (o.filter.empty() ? "" : " matching --filter '" + o.filter + "'") << " in "
+              << listed.size() << " suites; `trainbench list --suite NAME` lists a suite's cases\n";
     return 0;
   }
 
@@ -237,11 +232,9 @@ void check_selection_not_empty(const Options& o, const std::string& sub,
     where = (empty.size() == 1 ? "suite " : "suites ");
     for (std::size_t i = 0; i < empty.size(); ++i) where += (i ? ", '" : "'") + empty[i] + "'";
   }
-  const std::string msg = std::string("no ") + what + " in " + where +
-                          (filter.empty() ? "" : filter) + "; `trainbench list" +
-                          (empty.size() == 1 ? " --suite " + empty[0] : std::string()) +
-                          (o.filter.empty() ? "" : " --filter '" + o.filter + "'") +
-                          "` shows what there is";
+  const std::string msg = std::string("no ") + what + " in " + where + (filter.empty() ? "" : filter) +
+                          "; `trainbench list" + (empty.size() == 1 ? " --suite " + empty[0] : std::string()) +
+                          (o.filter.empty() ? "" : " --filter '" + o.filter + "'") + "` shows what there is";
   if (!o.allow_empty) throw UsageError(msg + " (--allow-empty accepts an empty selection)");
   std::cerr << "trainbench: warning: " << msg << '\n';
 }
@@ -297,20 +290,16 @@ int cmd_run(const Options& o, const std::string& sub, int argc, char** argv) {
   std::vector<Record> records = run_tests(tests, &progress);
   BenchOptions bo{o.repetitions, o.min_time, threads};
   std::vector<Record> brecs = run_benches(benches, bo, &progress);
-  records.insert(records.end(), std::make_move_iterator(brecs.begin()),
-                 std::make_move_iterator(brecs.end()));
+  records.insert(records.end(), std::make_move_iterator(brecs.begin()), std::make_move_iterator(brecs.end()));
   for (const Suite* s : distributed) {
     std::vector<Record> drecs = run_distributed(*s, dopt, &progress);
-    records.insert(records.end(), std::make_move_iterator(drecs.begin()),
-                   std::make_move_iterator(drecs.end()));
+    records.insert(records.end(), std::make_move_iterator(drecs.begin()), std::make_move_iterator(drecs.end()));
   }
 
   // The tally first: it is the line CI logs are read for, even if the JSON cannot be written.
   const Counts c = count(records);
-  std::cout << c.passed << " passed, " << c.failed + c.errors << " failed, " << c.skipped
-            << " skipped" << std::endl;
-  if (c.errors)
-    std::cout << "(" << c.errors << " of the failures are errors: a case threw or could not run)\n";
+  std::cout << c.passed << " passed, " << c.failed + c.errors << " failed, " << c.skipped << " skipped" << std::endl;
+  if (c.errors) std::cout << "(" << c.errors << " of the failures are errors: a case threw or could not run)\n";
 
   write_result(json, make_result(RunInfo{join_argv(argc, argv), threads}, records));
   std::cout << "results: " << json.string() << std::endl;
@@ -401,13 +390,13 @@ int cmd_launch(const Options& o) {
   const LaunchResult res = launch(spec);
   if (!res.ok() && !res.timed_out) {
     if (res.launcher_output.find("unable to find the specified executable") != std::string::npos) {
-      std::cerr << "trainbench: launch: not found: " << spec.argv.front() << " (on a host of "
-                << spec.hostfile << ")\n";
+      std::cerr << "trainbench: launch: not found: " << spec.argv.front() << " (on a host of " << spec.hostfile
+                << ")\n";
       return 127;
     }
     if (res.launcher_output.find("could not access") != std::string::npos) {
-      std::cerr << "trainbench: launch: cannot execute " << spec.argv.front() << " (on a host of "
-                << spec.hostfile << ")\n";
+      std::cerr << "trainbench: launch: cannot execute " << spec.argv.front() << " (on a host of " << spec.hostfile
+                << ")\n";
       return 126;
     }
   }
@@ -436,17 +425,15 @@ int cmd_report(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"trainbench: correctness tests and benchmarks of the engine against LibTorch",
-               "trainbench"};
+  CLI::App app{"trainbench: correctness tests and benchmarks of the engine against LibTorch", "trainbench"};
   app.set_version_flag("--version", TB_VERSION);
   app.require_subcommand(1);
   Options o;
 
-  CLI::App* list = app.add_subcommand(
-      "list", "List the suites (kind, case counts), or the cases of the suites named by --suite");
+  CLI::App* list =
+      app.add_subcommand("list", "List the suites (kind, case counts), or the cases of the suites named by --suite");
   add_selection(list, o);
-  list->get_option("--suite")->description(
-      "Suite whose cases to list (repeatable); default: the table of suites");
+  list->get_option("--suite")->description("Suite whose cases to list (repeatable); default: the table of suites");
 
   CLI::App* test = app.add_subcommand("test", "Run correctness cases, write result JSON");
   add_run_options(test, o, "test");
@@ -456,17 +443,15 @@ int main(int argc, char** argv) {
   add_bench_options(bench, o);
 
   CLI::App* report = app.add_subcommand("report", "Make the HTML/PNG/Markdown report from JSON");
-  report->add_option("--out", o.report_out, "Report folder; default: report/ beside the first JSON")
-      ->type_name("DIR");
+  report->add_option("--out", o.report_out, "Report folder; default: report/ beside the first JSON")->type_name("DIR");
   add_peak_options(report, o);
   report->add_option("json", o.inputs, "Result JSON files")->required()->type_name("JSON");
 
-  CLI::App* all = app.add_subcommand(
-      "all", "The main job: tests and benchmarks of the default suites, one JSON, the report");
+  CLI::App* all = app.add_subcommand("all",
+                                     "The main job: tests and benchmarks of the default suites, one JSON, the report");
   add_run_options(all, o, "all");
   add_bench_options(all, o);
-  all->add_option("--out", o.report_out, "Report folder; default: report/ beside the JSON")
-      ->type_name("DIR");
+  all->add_option("--out", o.report_out, "Report folder; default: report/ beside the JSON")->type_name("DIR");
   all->add_flag("--no-report", o.no_report, "Write the JSON only");
   add_peak_options(all, o);
 
@@ -481,12 +466,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(between(1, 86400, "seconds"))
       ->type_name("S");
-  launch->add_option("--hostfile", o.hostfile, "mpirun hostfile (default: every rank on this host)")
-      ->type_name("PATH");
+  launch->add_option("--hostfile", o.hostfile, "mpirun hostfile (default: every rank on this host)")->type_name("PATH");
   launch->add_flag("--dry-run", o.dry_run, "Print the mpirun command instead of running it");
-  launch->add_option(
-          "program", o.program,
-          "The program and its arguments (after --); exit 127 if it is not found, 126 if it cannot run")
+  launch
+      ->add_option("program", o.program,
+                   "The program and its arguments (after --); exit 127 if it is not found, 126 if it cannot run")
       ->required()
       ->type_name("PROGRAM");
 
@@ -515,8 +499,7 @@ int main(int argc, char** argv) {
       std::string list;
       for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
       std::cerr << "trainbench: "
-                << (word.empty() ? std::string("a subcommand is required")
-                                 : "unknown subcommand '" + word + "'")
+                << (word.empty() ? std::string("a subcommand is required") : "unknown subcommand '" + word + "'")
                 << "; valid subcommands: " << list << " (trainbench --help)\n";
       return 2;
     }

@@ -86,14 +86,12 @@ Record merge(const std::vector<Record>& per_rank) {
   return out;
 }
 
-std::vector<Record> run_world(const Suite& s, int world, bool benches, const DistRunOptions& o,
-                              Progress* progress) {
+std::vector<Record> run_world(const Suite& s, int world, bool benches, const DistRunOptions& o, Progress* progress) {
   const std::vector<TestCase> cases = rank_cases(s, world, benches, o.filter);
   if (cases.empty()) return {};
   static int launch_counter = 0;
-  const fs::path dir = o.work_dir / (s.name + "-" + (benches ? "bench" : "test") + "-w" +
-                                     std::to_string(world) + "-" + std::to_string(getpid()) + "-" +
-                                     std::to_string(++launch_counter));
+  const fs::path dir = o.work_dir / (s.name + "-" + (benches ? "bench" : "test") + "-w" + std::to_string(world) + "-" +
+                                     std::to_string(getpid()) + "-" + std::to_string(++launch_counter));
   fs::remove_all(dir);
   fs::create_directories(dir);
   const int rank_threads = std::max(1, o.threads / world);
@@ -103,16 +101,19 @@ std::vector<Record> run_world(const Suite& s, int world, bool benches, const Dis
   spec.run_dir = dir;
   spec.timeout = o.launch_timeout;
   spec.hostfile = o.hostfile;
-  spec.argv = {self_exe(), "rank", "--suite", s.name, "--world", std::to_string(world),
-               "--threads", std::to_string(rank_threads), "--out", dir.string()};
+  spec.argv = {self_exe(),  "rank",
+               "--suite",   s.name,
+               "--world",   std::to_string(world),
+               "--threads", std::to_string(rank_threads),
+               "--out",     dir.string()};
   if (!o.filter.empty()) spec.argv.insert(spec.argv.end(), {"--filter", o.filter});
   if (benches) spec.argv.push_back("--benches");
   std::size_t start = 0, total = 0;
   if (progress) {
     start = progress->done();
     total = progress->total();
-    spec.argv.insert(spec.argv.end(), {"--progress-start", std::to_string(start), "--progress-total",
-                                       std::to_string(total)});
+    spec.argv.insert(spec.argv.end(),
+                     {"--progress-start", std::to_string(start), "--progress-total", std::to_string(total)});
   }
   spec.env["TRAINBENCH_RANK_THREADS"] = std::to_string(rank_threads);
   // A hang is diagnosed by the ranks' watchdogs well before the launch timeout ends it.
@@ -278,8 +279,8 @@ int rank_main(const RankOptions& o) {
     pid << getpid() << '\n';
   }
   if (w.size != o.world) {
-    std::cerr << "trainbench rank: launched as world size " << w.size << " (" << w.source
-              << ") but asked for " << o.world << '\n';
+    std::cerr << "trainbench rank: launched as world size " << w.size << " (" << w.source << ") but asked for "
+              << o.world << '\n';
     return 2;
   }
   const Suite* suite = nullptr;

@@ -20,8 +20,8 @@ struct DistRunOptions {
   bool tests = true, benches = false;  // rank_tests / rank_benches (+ peer)
   int threads = 1;                     // the run's --threads; each rank gets max(1, threads / W)
   std::chrono::seconds launch_timeout{1800};
-  std::string hostfile;                // empty: every rank on this host
-  std::filesystem::path work_dir;      // a fresh folder per launch is made below it
+  std::string hostfile;            // empty: every rank on this host
+  std::filesystem::path work_dir;  // a fresh folder per launch is made below it
 };
 
 // A rank case's name with the world size in it: "<name>/w<W>" unless it already has "/w<W>".

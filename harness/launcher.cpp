@@ -38,16 +38,15 @@ std::vector<std::string> mpirun_command(const LaunchSpec& spec) {
     // Ranks sharing a few cores with each other (and with whatever else runs) must not busy-poll
     // away each other's timeslices: without this, 2 ranks on a loaded 2-core machine swing from
     // 0.5 us to 14 ms per 8-byte all_reduce, raw MPI included. Costs ~1-2 us of latency.
-    if (!std::getenv("OMPI_MCA_mpi_yield_when_idle"))
-      cmd.insert(cmd.end(), {"--mca", "mpi_yield_when_idle", "1"});
+    if (!std::getenv("OMPI_MCA_mpi_yield_when_idle")) cmd.insert(cmd.end(), {"--mca", "mpi_yield_when_idle", "1"});
   } else {
     cmd.insert(cmd.end(), {"--hostfile", spec.hostfile});
   }
   // Every variable a rank needs, forwarded explicitly so remote hosts get it too.
   std::vector<std::string> names = {"TRAINBENCH_DIST_DIR"};
   for (const auto& [k, v] : spec.env) names.push_back(k);
-  for (const char* inherited : {"TRAINBENCH_VENV", "TRAINBENCH_SEED", "TRAINBENCH_DIST_TIMEOUT",
-                                "TRAINBENCH_MEMORY_LIMIT", "OMP_NUM_THREADS"})
+  for (const char* inherited :
+       {"TRAINBENCH_VENV", "TRAINBENCH_SEED", "TRAINBENCH_DIST_TIMEOUT", "TRAINBENCH_MEMORY_LIMIT", "OMP_NUM_THREADS"})
     if (std::getenv(inherited) && !spec.env.count(inherited)) names.push_back(inherited);
   for (const std::string& n : names) cmd.insert(cmd.end(), {"-x", n});
   cmd.insert(cmd.end(), spec.mpirun_args.begin(), spec.mpirun_args.end());
@@ -57,25 +56,21 @@ std::vector<std::string> mpirun_command(const LaunchSpec& spec) {
 
 std::string LaunchResult::diagnosis(std::size_t lines) const {
   std::ostringstream os;
-  if (timed_out)
-    os << "the ranks did not finish within the launch timeout (" << seconds << " s) and were killed";
-  else
-    os << "mpirun exited with status " << exit_code << " after " << seconds << " s";
+  if (timed_out) os << "the ranks did not finish within the launch timeout (" << seconds << " s) and were killed";
+  else os << "mpirun exited with status " << exit_code << " after " << seconds << " s";
   for (std::size_t r = 0; r < rank_output.size(); ++r) {
     std::vector<std::string> all;
     std::istringstream is(rank_output[r]);
     for (std::string l; std::getline(is, l);) all.push_back(l);
     os << "\n  rank " << r << (all.empty() ? ": (no output)" : ":");
-    for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i)
-      os << "\n    " << all[i];
+    for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) os << "\n    " << all[i];
   }
   if (!launcher_output.empty()) {
     std::istringstream is(launcher_output);
     std::vector<std::string> all;
     for (std::string l; std::getline(is, l);) all.push_back(l);
     os << "\n  mpirun:";
-    for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i)
-      os << "\n    " << all[i];
+    for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) os << "\n    " << all[i];
   }
   return os.str();
 }

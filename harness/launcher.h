@@ -15,18 +15,18 @@ namespace tb::harness {
 
 struct LaunchSpec {
   int ranks = 1;
-  std::vector<std::string> argv;               // the program and its arguments, same for every rank
-  std::chrono::seconds timeout{3600};          // whole run; then SIGTERM, 5 s later SIGKILL
-  std::filesystem::path run_dir;               // created; rank<R>.log files; exported as TRAINBENCH_DIST_DIR
-  std::map<std::string, std::string> env;      // exported to every rank (mpirun -x)
-  std::string hostfile;                        // empty: every rank on this host (oversubscribed if needed)
-  std::vector<std::string> mpirun_args;        // extra mpirun arguments, before the program
-  std::ostream* echo = nullptr;                // live lines "[rank R] ..." (null: quiet)
-  bool echo_rank0_plain = false;               // rank 0's lines without the prefix (progress lines)
+  std::vector<std::string> argv;           // the program and its arguments, same for every rank
+  std::chrono::seconds timeout{3600};      // whole run; then SIGTERM, 5 s later SIGKILL
+  std::filesystem::path run_dir;           // created; rank<R>.log files; exported as TRAINBENCH_DIST_DIR
+  std::map<std::string, std::string> env;  // exported to every rank (mpirun -x)
+  std::string hostfile;                    // empty: every rank on this host (oversubscribed if needed)
+  std::vector<std::string> mpirun_args;    // extra mpirun arguments, before the program
+  std::ostream* echo = nullptr;            // live lines "[rank R] ..." (null: quiet)
+  bool echo_rank0_plain = false;           // rank 0's lines without the prefix (progress lines)
 };
 
 struct LaunchResult {
-  int exit_code = -1;         // mpirun's exit status (128+signal if killed by one)
+  int exit_code = -1;  // mpirun's exit status (128+signal if killed by one)
   bool timed_out = false;
   double seconds = 0;
   std::vector<std::string> rank_output;  // per rank: its stdout and stderr lines, in arrival order

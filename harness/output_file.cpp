@@ -36,8 +36,7 @@ std::runtime_error failure(const fs::path& asked, const fs::path& real, const st
 
 // /dev/stdout and friends name one of this process's descriptors.
 std::optional<int> own_descriptor(const fs::path& p) {
-  static const std::regex re(
-      R"(^/(?:dev/(stdin|stdout|stderr)|dev/fd/(\d{1,9})|proc/(self|\d{1,9})/fd/(\d{1,9}))$)");
+  static const std::regex re(R"(^/(?:dev/(stdin|stdout|stderr)|dev/fd/(\d{1,9})|proc/(self|\d{1,9})/fd/(\d{1,9}))$)");
   const std::string s = p.lexically_normal().string();
   std::smatch m;
   if (!std::regex_match(s, m, re)) return std::nullopt;
@@ -70,8 +69,7 @@ Target resolve(const fs::path& asked) {
     if (S_ISREG(st.st_mode)) return {Target::kRegular, p, -1, st.st_mode & 07777};
     if (S_ISDIR(st.st_mode))
       throw failure(asked, p, "is a directory; name a file, e.g. " + (asked / "result.json").string());
-    if (S_ISSOCK(st.st_mode))
-      throw failure(asked, p, "is a socket; results go to a file, a device or a FIFO");
+    if (S_ISSOCK(st.st_mode)) throw failure(asked, p, "is a socket; results go to a file, a device or a FIFO");
     return {Target::kInPlace, p};
   }
 }
@@ -182,9 +180,7 @@ void write_output_file(const fs::path& path, std::string_view bytes) {
       return;
     }
     case Target::kCreate:
-    case Target::kRegular:
-      write_atomically(path, t, bytes);
-      return;
+    case Target::kRegular: write_atomically(path, t, bytes); return;
   }
 }
 

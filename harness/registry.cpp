@@ -34,7 +34,6 @@ std::string known_suites() {
   return out.empty() ? "(none registered)" : out;
 }
 
-
 // A suite whose case list cannot even be built (LibTorch failed to load, a fixture threw) still
 // shows up as one error record instead of aborting the whole run and hiding the other suites.
 constexpr const char* kSetupCase = "(setup)";
@@ -63,8 +62,7 @@ using detail::compile_filter;
 void register_suite(Suite s) {
   if (s.name.empty()) throw std::invalid_argument("register_suite: a suite needs a name");
   for (const Suite& other : suite_list())
-    if (other.name == s.name)
-      throw std::invalid_argument("register_suite: suite '" + s.name + "' registered twice");
+    if (other.name == s.name) throw std::invalid_argument("register_suite: suite '" + s.name + "' registered twice");
   suite_list().push_back(std::move(s));
 }
 
@@ -74,9 +72,7 @@ void register_thread_setter(std::function<void(int)> setter) {
   if (setter) setter_list().push_back(std::move(setter));
 }
 
-void add_run_info(const std::string& key, nlohmann::json value) {
-  run_info_obj()[key] = std::move(value);
-}
+void add_run_info(const std::string& key, nlohmann::json value) { run_info_obj()[key] = std::move(value); }
 
 namespace detail {
 const nlohmann::json& extra_run_info() { return run_info_obj(); }
@@ -132,9 +128,7 @@ std::vector<PlannedBench> collect_benches(const Selection& sel) {
       const std::string msg = e.what();
       BenchCase b;
       b.name = kSetupCase;
-      b.engine = [msg] {
-        throw std::runtime_error("listing the suite's benchmarks failed: " + msg);
-      };
+      b.engine = [msg] { throw std::runtime_error("listing the suite's benchmarks failed: " + msg); };
       b.reference = [] {};
       out.push_back({s->name, std::move(b)});
       continue;

@@ -41,8 +41,7 @@ fs::path run_report(const ReportRequest& req) {
   const fs::path out = req.out_dir.empty() ? default_report_dir(req.inputs) : req.out_dir;
   const std::string python = report_python();
 
-  std::vector<std::string> args = {python, "-m", "trainbench_reports", "--quiet",
-                                   "--out", out.string()};
+  std::vector<std::string> args = {python, "-m", "trainbench_reports", "--quiet", "--out", out.string()};
   auto num = [](double v) {
     std::ostringstream os;
     os.precision(17);
@@ -69,8 +68,8 @@ fs::path run_report(const ReportRequest& req) {
     throw ReportError(std::string("report: ") + e.what(), 1, false);
   }
   if (!run.started())
-    throw ReportError("report: cannot start the Python interpreter '" + python +
-                          "': " + std::strerror(run.exec_errno) + "; " + project_python_hint(),
+    throw ReportError("report: cannot start the Python interpreter '" + python + "': " + std::strerror(run.exec_errno) +
+                          "; " + project_python_hint(),
                       127, false);
   const int code = run.status_code();
   const std::string cmd = "'" + python + " -m trainbench_reports'";
@@ -78,12 +77,11 @@ fs::path run_report(const ReportRequest& req) {
   if (code == 3)  // the package's own exit status for a missing dependency or an old Python
     throw ReportError("report: " + project_python_hint(), 3, false);
   if (code != 0)
-    throw ReportError("report: " + cmd + " failed (exit " + std::to_string(code) +
-                          "); its output above says why",
-                      code, false);
+    throw ReportError("report: " + cmd + " failed (exit " + std::to_string(code) + "); its output above says why", code,
+                      false);
   if (!fs::exists(out / "report.html"))
-    throw ReportError("report: " + cmd + " exited 0 but wrote no " + (out / "report.html").string() +
-                          "; is '" + python + "' a Python interpreter? " + project_python_hint(),
+    throw ReportError("report: " + cmd + " exited 0 but wrote no " + (out / "report.html").string() + "; is '" +
+                          python + "' a Python interpreter? " + project_python_hint(),
                       1, false);
   return out / "report.html";
 }

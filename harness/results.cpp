@@ -143,7 +143,8 @@ Record record_from_json(const nlohmann::json& j, const std::string& default_kind
   r.duration_s = j.value("duration_s", 0.0);
   r.message = j.value("message", "");
   if (!status_from_string(status))  // another program's record, not one of ours
-    r.message = "status '" + status + "' is not pass, skip, fail or error" + (r.message.empty() ? "" : ": " + r.message);
+    r.message = "status '" + status + "' is not pass, skip, fail or error" +
+                (r.message.empty() ? "" : ": " + r.message);
   r.series = j.value("series", nlohmann::json::object());
   return r;
 }

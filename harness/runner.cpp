@@ -22,9 +22,8 @@ void Progress::finish(const Record& r) {
   if (r.kind == "benchmark" && r.status == Status::Pass && r.metrics.contains("speedup")) {
     const auto& m = r.metrics;
     std::ostringstream os;
-    os << std::setprecision(3) << " (engine " << m.value("engine_median_s", 0.0) * 1e3
-       << " ms, libtorch " << m.value("reference_median_s", 0.0) * 1e3 << " ms, speedup "
-       << m.value("speedup", 0.0) << "x)";
+    os << std::setprecision(3) << " (engine " << m.value("engine_median_s", 0.0) * 1e3 << " ms, libtorch "
+       << m.value("reference_median_s", 0.0) * 1e3 << " ms, speedup " << m.value("speedup", 0.0) << "x)";
     *out_ << os.str();
   }
   if ((r.status == Status::Fail || r.status == Status::Error) && !r.message.empty()) {

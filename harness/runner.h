@@ -23,9 +23,9 @@ struct UsageError : std::runtime_error {
 };
 
 struct Selection {
-  std::vector<std::string> suites;  // empty: every suite with run_by_default (all, for `list`)
-  std::string filter;               // ECMAScript regex searched in the case name; empty: all
-  bool include_non_default = false; // with no suite named, also take run_by_default=false suites
+  std::vector<std::string> suites;   // empty: every suite with run_by_default (all, for `list`)
+  std::string filter;                // ECMAScript regex searched in the case name; empty: all
+  bool include_non_default = false;  // with no suite named, also take run_by_default=false suites
 };
 
 // Suites named by `sel`, in registration order. Throws UsageError for an unknown name, listing
@@ -50,8 +50,7 @@ std::vector<PlannedBench> collect_benches(const Selection& sel);
 class Progress {
  public:
   // `done`: cases already counted (a rank process continues its parent's numbering).
-  Progress(std::ostream* out, std::size_t total, std::size_t done = 0)
-      : out_(out), total_(total), done_(done) {}
+  Progress(std::ostream* out, std::size_t total, std::size_t done = 0) : out_(out), total_(total), done_(done) {}
   void start(const std::string& suite, const std::string& name);
   void finish(const Record& r);
   // Cases whose lines another process printed (the ranks of a distributed suite).
@@ -82,8 +81,8 @@ struct BenchOptions {
 // Times engine and reference of every case side by side with Google Benchmark, in-process, and
 // returns one "benchmark" record per case (metrics listed in docs/results.md). An exception from
 // either side becomes an "error" record.
-std::vector<Record> run_benches(const std::vector<PlannedBench>& benches,
-                                const BenchOptions& opt, Progress* progress = nullptr);
+std::vector<Record> run_benches(const std::vector<PlannedBench>& benches, const BenchOptions& opt,
+                                Progress* progress = nullptr);
 
 struct Counts {
   std::size_t passed = 0, failed = 0, skipped = 0, errors = 0;

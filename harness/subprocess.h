@@ -38,12 +38,12 @@ struct SubprocessSpec {
 };
 
 struct SubprocessResult {
-  int exec_errno = 0;     // nonzero: argv[0] could not be started (errno of execvp); nothing ran
-  int exit_code = -1;     // its exit status when it exited
-  int signal = 0;         // the signal that ended it, when one did
+  int exec_errno = 0;      // nonzero: argv[0] could not be started (errno of execvp); nothing ran
+  int exit_code = -1;      // its exit status when it exited
+  int signal = 0;          // the signal that ended it, when one did
   bool timed_out = false;  // the deadline passed and the group was killed
   double seconds = 0;
-  std::string out, err;   // captured output (err stays empty with Merge and Inherit)
+  std::string out, err;    // captured output (err stays empty with Merge and Inherit)
   bool truncated = false;  // more than max_output bytes came on a stream
   bool started() const { return exec_errno == 0; }
   // The shell's convention: the exit status, 128 + signal when killed, 127 when it never ran.

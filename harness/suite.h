@@ -41,13 +41,13 @@ inline void to_json(nlohmann::json& j, Status s) { j = std::string(to_string(s))
 struct Record {
   std::string suite;
   std::string case_name;
-  std::string kind = "correctness";   // correctness | benchmark | scenario
+  std::string kind = "correctness";  // correctness | benchmark | scenario
   Status status = Status::Pass;
   int rank = 0;
   nlohmann::json metrics = nlohmann::json::object();     // numbers with units in their names
   nlohmann::json tolerances = nlohmann::json::object();  // e.g. {"rtol":1.3e-6,"atol":1e-5}
   double duration_s = 0;
-  std::string message;                // why it failed / was skipped
+  std::string message;  // why it failed / was skipped
   // Optional curves: name -> array of numbers, e.g. per-epoch "engine_epoch_val_accuracy" beside
   // "reference_epoch_val_accuracy" (the report plots engine_X against reference_X; names with
   // "epoch" are per epoch, others per step).
@@ -55,17 +55,17 @@ struct Record {
 };
 
 struct TestCase {
-  std::string name;                   // "<op>/<dtype>/<variant>"
-  std::function<Record()> run;        // never throws: failures are records
+  std::string name;             // "<op>/<dtype>/<variant>"
+  std::function<Record()> run;  // never throws: failures are records
 };
 
 // A benchmark: both sides do the same work per call; the harness times calls.
 struct BenchCase {
-  std::string name;                   // "matmul/float32/1024"
+  std::string name;  // "matmul/float32/1024"
   std::function<void()> engine;
   std::function<void()> reference;
-  double flops_per_call = 0;          // 0 if not meaningful
-  double bytes_per_call = 0;          // bytes read + written, 0 if not meaningful
+  double flops_per_call = 0;                        // 0 if not meaningful
+  double bytes_per_call = 0;                        // bytes read + written, 0 if not meaningful
   nlohmann::json extra = nlohmann::json::object();  // copied into metrics
   // Optional: run once after the warm-up calls and before timing; its object is merged into
   // metrics (figures too slow or too stateful for the timed loop, e.g. one step's peak memory).
@@ -76,11 +76,11 @@ struct BenchCase {
 using CaseFilter = std::function<bool(const std::string& case_name)>;
 
 struct Suite {
-  std::string name;                   // "ops"
+  std::string name;  // "ops"
   std::string description;
   std::function<std::vector<TestCase>()> tests;     // may be empty
   std::function<std::vector<BenchCase>()> benches;  // may be empty
-  bool run_by_default = true;         // false: `trainbench all` runs it only when named by --suite
+  bool run_by_default = true;                       // false: `trainbench all` runs it only when named by --suite
 
   // Distributed suites (Note [Distributed suites]). For each world size W here the harness
   // launches W ranks through mpirun (harness/launcher.h) and runs `rank_tests` and `rank_benches`

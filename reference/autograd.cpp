@@ -20,12 +20,12 @@ std::string grad_fn_name(const Tensor& t) {
   return fn ? fn->name() : "";
 }
 Tensor detach(const Tensor& t) { return wrap(T(t).detach()); }
-void retain_grad(const Tensor& t) { guarded("retain_grad", [&] { T(t).retain_grad(); }); }
+void retain_grad(const Tensor& t) {
+  guarded("retain_grad", [&] { T(t).retain_grad(); });
+}
 
 void backward(const Tensor& t, const Tensor& gradient, bool retain_graph) {
-  guarded("backward", [&] {
-    T(t).backward(gradient.defined() ? T(gradient) : torch::Tensor(), retain_graph);
-  });
+  guarded("backward", [&] { T(t).backward(gradient.defined() ? T(gradient) : torch::Tensor(), retain_graph); });
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -86,7 +86,11 @@ void with_autocast(const std::function<void()>& f) {
   guarded("autocast", f);
 }
 
-void mul_inplace(const Tensor& t, double v) { guarded("mul_", [&] { T(t).mul_(v); }); }
-void add_inplace(const Tensor& t, const Tensor& o) { guarded("add_", [&] { T(t).add_(T(o)); }); }
+void mul_inplace(const Tensor& t, double v) {
+  guarded("mul_", [&] { T(t).mul_(v); });
+}
+void add_inplace(const Tensor& t, const Tensor& o) {
+  guarded("add_", [&] { T(t).add_(T(o)); });
+}
 
 }  // namespace tb::ref

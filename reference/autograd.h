@@ -12,15 +12,14 @@ namespace tb::ref {
 void requires_grad_(const Tensor& t, bool on = true);
 bool requires_grad(const Tensor& t);
 bool is_leaf(const Tensor& t);
-Tensor grad_of(const Tensor& t);  // .grad; undefined when none
+Tensor grad_of(const Tensor& t);            // .grad; undefined when none
 std::string grad_fn_name(const Tensor& t);  // "" for a leaf
 Tensor detach(const Tensor& t);
 void retain_grad(const Tensor& t);
 void backward(const Tensor& t, const Tensor& gradient = {}, bool retain_graph = false);
 // Undefined entries for unused inputs (allow_unused) or, in grad_outputs, "ones for a scalar".
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph = false,
-                         bool allow_unused = true);
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph = false, bool allow_unused = true);
 // hook(grad) -> replacement or undefined.
 void register_hook(const Tensor& t, std::function<Tensor(const Tensor&)> hook);
 bool is_inference(const Tensor& t);

@@ -23,9 +23,9 @@ class TensorList {
   std::shared_ptr<Impl> impl_;
 };
 
-TensorList to_tensor_list(const std::vector<tb::Tensor>& tensors);       // copies the bytes
-std::vector<tb::Tensor> from_tensor_list(const TensorList& list);        // copies the bytes
-void torch_save(const TensorList& list, const std::string& path);        // torch::save
-TensorList torch_load(const std::string& path);                          // torch::load
+TensorList to_tensor_list(const std::vector<tb::Tensor>& tensors);  // copies the bytes
+std::vector<tb::Tensor> from_tensor_list(const TensorList& list);   // copies the bytes
+void torch_save(const TensorList& list, const std::string& path);   // torch::save
+TensorList torch_load(const std::string& path);                     // torch::load
 
 }  // namespace tb::ref

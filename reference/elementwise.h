@@ -14,9 +14,9 @@ using ops::Scalar;
 using OptStr = std::optional<std::string>;
 
 // ---- unary (the lists of engine/ops/elementwise.h, Note [Op lists]) ----
-#define TB_REF_UNARY(op)              \
-  Tensor op(const Tensor& x);         \
-  Tensor op##_(const Tensor& self);   \
+#define TB_REF_UNARY(op)            \
+  Tensor op(const Tensor& x);       \
+  Tensor op##_(const Tensor& self); \
   Tensor op##_out(const Tensor& out, const Tensor& x);
 TB_UNARY_FLOAT_OPS(TB_REF_UNARY)
 TB_UNARY_SAME_DTYPE_OPS(TB_REF_UNARY)
@@ -71,14 +71,14 @@ Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor maximum_out(const Tensor& out, const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor minimum_out(const Tensor& out, const Tensor& a, const Tensor& b);
-#define TB_REF_COMPARISON(op)                         \
-  Tensor op(const Tensor& a, const Tensor& b);        \
-  Tensor op(const Tensor& a, const Scalar& b);        \
-  Tensor op##_(const Tensor& self, const Tensor& b);  \
+#define TB_REF_COMPARISON(op)                        \
+  Tensor op(const Tensor& a, const Tensor& b);       \
+  Tensor op(const Tensor& a, const Scalar& b);       \
+  Tensor op##_(const Tensor& self, const Tensor& b); \
   Tensor op##_out(const Tensor& out, const Tensor& a, const Tensor& b);
-#define TB_REF_LOGICAL(op)                            \
-  Tensor op(const Tensor& a, const Tensor& b);        \
-  Tensor op##_(const Tensor& self, const Tensor& b);  \
+#define TB_REF_LOGICAL(op)                           \
+  Tensor op(const Tensor& a, const Tensor& b);       \
+  Tensor op##_(const Tensor& self, const Tensor& b); \
   Tensor op##_out(const Tensor& out, const Tensor& a, const Tensor& b);
 TB_COMPARISON_OPS(TB_REF_COMPARISON)
 TB_LOGICAL_OPS(TB_REF_LOGICAL)

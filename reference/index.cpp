@@ -51,10 +51,18 @@ Tensor repeat(const Tensor& self, const Shape& repeats) {
   return guarded("repeat", [&] { return wrap(T(self).repeat(repeats)); });
 }
 
-Tensor tril(const Tensor& self, int64_t k) { return guarded("tril", [&] { return wrap(torch::tril(T(self), k)); }); }
-Tensor triu(const Tensor& self, int64_t k) { return guarded("triu", [&] { return wrap(torch::triu(T(self), k)); }); }
-Tensor tril_(Tensor& self, int64_t k) { return guarded("tril_", [&] { return wrap(T(self).tril_(k)); }); }
-Tensor triu_(Tensor& self, int64_t k) { return guarded("triu_", [&] { return wrap(T(self).triu_(k)); }); }
+Tensor tril(const Tensor& self, int64_t k) {
+  return guarded("tril", [&] { return wrap(torch::tril(T(self), k)); });
+}
+Tensor triu(const Tensor& self, int64_t k) {
+  return guarded("triu", [&] { return wrap(torch::triu(T(self), k)); });
+}
+Tensor tril_(Tensor& self, int64_t k) {
+  return guarded("tril_", [&] { return wrap(T(self).tril_(k)); });
+}
+Tensor triu_(Tensor& self, int64_t k) {
+  return guarded("triu_", [&] { return wrap(T(self).triu_(k)); });
+}
 Tensor tril_out(Tensor& out, const Tensor& self, int64_t k) {
   return guarded("tril_out", [&] {
     torch::Tensor o = T(out);
@@ -85,7 +93,9 @@ Tensor masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value) {
 Tensor masked_select(const Tensor& self, const Tensor& mask) {
   return guarded("masked_select", [&] { return wrap(torch::masked_select(T(self), T(mask))); });
 }
-Tensor nonzero(const Tensor& self) { return guarded("nonzero", [&] { return wrap(torch::nonzero(T(self))); }); }
+Tensor nonzero(const Tensor& self) {
+  return guarded("nonzero", [&] { return wrap(torch::nonzero(T(self))); });
+}
 
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   return guarded("index_select", [&] { return wrap(torch::index_select(T(self), dim, T(index))); });

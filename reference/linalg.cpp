@@ -5,7 +5,9 @@
 
 namespace tb::ref {
 
-Tensor mm(const Tensor& a, const Tensor& b) { return guarded("mm", [&] { return wrap(torch::mm(T(a), T(b))); }); }
+Tensor mm(const Tensor& a, const Tensor& b) {
+  return guarded("mm", [&] { return wrap(torch::mm(T(a), T(b))); });
+}
 Tensor mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
   return guarded("mm_out", [&] {
     torch::Tensor o = T(out);
@@ -13,11 +15,15 @@ Tensor mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
     return wrap(o);
   });
 }
-Tensor bmm(const Tensor& a, const Tensor& b) { return guarded("bmm", [&] { return wrap(torch::bmm(T(a), T(b))); }); }
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  return guarded("bmm", [&] { return wrap(torch::bmm(T(a), T(b))); });
+}
 Tensor matmul(const Tensor& a, const Tensor& b) {
   return guarded("matmul", [&] { return wrap(torch::matmul(T(a), T(b))); });
 }
-Tensor dot(const Tensor& a, const Tensor& b) { return guarded("dot", [&] { return wrap(torch::dot(T(a), T(b))); }); }
+Tensor dot(const Tensor& a, const Tensor& b) {
+  return guarded("dot", [&] { return wrap(torch::dot(T(a), T(b))); });
+}
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta, double alpha) {
   return guarded("addmm", [&] { return wrap(torch::addmm(T(self), T(a), T(b), beta, alpha)); });
 }

@@ -24,7 +24,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
   return guarded("nll_loss", [&] {
     // torch.nn.functional.nll_loss's own path (nll_loss_nd), which takes an unbatched (C) input
     // with a 0-dim target; the C++ functional's at::nll_loss wants a batch dim.
-    const int64_t red = reduction == "mean" ? at::Reduction::Mean
+    const int64_t red = reduction == "mean"   ? at::Reduction::Mean
                         : reduction == "sum"  ? at::Reduction::Sum
                         : reduction == "none" ? at::Reduction::None
                                               : throw RefError(reduction + " is not a valid value for reduction");
@@ -34,7 +34,8 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, const std::string& reduction,
                      int64_t ignore_index, double label_smoothing) {
   return guarded("cross_entropy", [&] {
-    auto o = F::CrossEntropyFuncOptions().weight(opt(weight)).ignore_index(ignore_index).label_smoothing(label_smoothing);
+    auto o =
+        F::CrossEntropyFuncOptions().weight(opt(weight)).ignore_index(ignore_index).label_smoothing(label_smoothing);
     set_reduction(o, reduction);
     return wrap(F::cross_entropy(T(input), T(target), o));
   });

@@ -18,8 +18,9 @@ struct BlockImpl : tnn::Module {
     ln1 = register_module("ln1", tnn::LayerNorm(tnn::LayerNormOptions({d})));
     attn = register_module("attn", tnn::MultiheadAttention(tnn::MultiheadAttentionOptions(d, heads).dropout(dropout)));
     ln2 = register_module("ln2", tnn::LayerNorm(tnn::LayerNormOptions({d})));
-    mlp = register_module("mlp", tnn::Sequential(tnn::Linear(d, 4 * d), tnn::GELU(tnn::GELUOptions().approximate(approx)),
-                                                 tnn::Linear(4 * d, d)));
+    mlp = register_module("mlp",
+                          tnn::Sequential(tnn::Linear(d, 4 * d), tnn::GELU(tnn::GELUOptions().approximate(approx)),
+                                          tnn::Linear(4 * d, d)));
   }
   // x: (B, T, d); the C++ MultiheadAttention takes (T, B, d) and an additive mask.
   torch::Tensor forward(const torch::Tensor& x) {
@@ -65,7 +66,8 @@ struct GPTImpl : tnn::Module {
 }  // namespace
 
 NnModule nn_mlp(int64_t in, int64_t hidden, int64_t out) {
-  return nn_sequential({nn_linear(in, hidden), nn_relu(), nn_linear(hidden, hidden), nn_relu(), nn_linear(hidden, out)});
+  return nn_sequential(
+      {nn_linear(in, hidden), nn_relu(), nn_linear(hidden, hidden), nn_relu(), nn_linear(hidden, out)});
 }
 
 NnModule nn_transformer_block(int64_t d, int64_t heads, double dropout, const std::string& approx) {

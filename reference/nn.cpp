@@ -8,8 +8,8 @@ namespace tb::ref {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
               const Shape& dilation, int64_t groups) {
   return guarded("conv2d", [&] {
-    return wrap(torch::conv2d(T(x), T(weight), bias.defined() ? T(bias) : torch::Tensor(), stride, padding, dilation,
-                              groups));
+    return wrap(
+        torch::conv2d(T(x), T(weight), bias.defined() ? T(bias) : torch::Tensor(), stride, padding, dilation, groups));
   });
 }
 Tensor max_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride, const Shape& padding,

@@ -47,9 +47,11 @@ void NnModule::to(DType dtype) const {
   guarded("nn to", [&] {
     torch::NoGradGuard no_grad;
     for (auto& item : module->named_parameters(true))
-      if (item.value().defined() && item.value().is_floating_point()) item.value().set_data(item.value().to(to_torch(dtype)));
+      if (item.value().defined() && item.value().is_floating_point())
+        item.value().set_data(item.value().to(to_torch(dtype)));
     for (auto& item : module->named_buffers(true))
-      if (item.value().defined() && item.value().is_floating_point()) item.value().set_data(item.value().to(to_torch(dtype)));
+      if (item.value().defined() && item.value().is_floating_point())
+        item.value().set_data(item.value().to(to_torch(dtype)));
   });
 }
 

@@ -19,7 +19,8 @@ Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   return guarded("log_softmax", [&] { return wrap(torch::log_softmax(T(x), dim, st(dtype))); });
 }
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
   return guarded("layer_norm", [&] {
     return wrap(torch::layer_norm(T(x), torch::IntArrayRef(normalized_shape), opt(weight), opt(bias), eps));
   });
@@ -28,8 +29,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& bias, bool training, double momentum, double eps) {
   return guarded("batch_norm", [&] {
     namespace F = torch::nn::functional;
-    return wrap(F::batch_norm(T(x), opt(running_mean), opt(running_var),
-                              F::BatchNormFuncOptions().weight(opt(weight)).bias(opt(bias)).training(training).momentum(momentum).eps(eps)));
+    return wrap(F::batch_norm(
+        T(x), opt(running_mean), opt(running_var),
+        F::BatchNormFuncOptions().weight(opt(weight)).bias(opt(bias)).training(training).momentum(momentum).eps(eps)));
   });
 }
 

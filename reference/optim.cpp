@@ -76,8 +76,7 @@ Optim::Optim(const std::string& kind, const std::vector<std::vector<Tensor>>& gr
       impl_->opt = std::make_unique<torch::optim::SGD>(pg, static_cast<torch::optim::SGDOptions&>(*def));
     else if (kind == "adam")
       impl_->opt = std::make_unique<torch::optim::Adam>(pg, static_cast<torch::optim::AdamOptions&>(*def));
-    else
-      impl_->opt = std::make_unique<torch::optim::AdamW>(pg, static_cast<torch::optim::AdamWOptions&>(*def));
+    else impl_->opt = std::make_unique<torch::optim::AdamW>(pg, static_cast<torch::optim::AdamWOptions&>(*def));
   });
 }
 
@@ -121,12 +120,18 @@ nlohmann::json Optim::group_options(size_t g) const {
     auto& o = impl_->opt->param_groups().at(g).options();
     if (impl_->kind == "sgd") {
       auto& s = static_cast<torch::optim::SGDOptions&>(o);
-      return nlohmann::json{{"lr", s.lr()}, {"momentum", s.momentum()}, {"dampening", s.dampening()},
-                            {"weight_decay", s.weight_decay()}, {"nesterov", s.nesterov()}};
+      return nlohmann::json{{"lr", s.lr()},
+                            {"momentum", s.momentum()},
+                            {"dampening", s.dampening()},
+                            {"weight_decay", s.weight_decay()},
+                            {"nesterov", s.nesterov()}};
     }
     auto fill = [](const auto& s) {
-      return nlohmann::json{{"lr", s.lr()}, {"betas", {std::get<0>(s.betas()), std::get<1>(s.betas())}},
-                            {"eps", s.eps()}, {"weight_decay", s.weight_decay()}, {"amsgrad", s.amsgrad()}};
+      return nlohmann::json{{"lr", s.lr()},
+                            {"betas", {std::get<0>(s.betas()), std::get<1>(s.betas())}},
+                            {"eps", s.eps()},
+                            {"weight_decay", s.weight_decay()},
+                            {"amsgrad", s.amsgrad()}};
     };
     if (impl_->kind == "adam") return fill(static_cast<torch::optim::AdamOptions&>(o));
     return fill(static_cast<torch::optim::AdamWOptions&>(o));

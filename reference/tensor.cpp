@@ -35,9 +35,7 @@ Shape Tensor::sizes() const { return T(*this).sizes().vec(); }
 Shape Tensor::strides() const { return T(*this).strides().vec(); }
 int64_t Tensor::storage_offset() const { return T(*this).storage_offset(); }
 DType Tensor::dtype() const { return from_torch(T(*this).scalar_type()); }
-bool Tensor::shares_storage(const Tensor& o) const {
-  return T(*this).storage().is_alias_of(T(o).storage());
-}
+bool Tensor::shares_storage(const Tensor& o) const { return T(*this).storage().is_alias_of(T(o).storage()); }
 
 Tensor to_ref(const tb::Tensor& t) {
   const int64_t n = reach(t.sizes(), t.strides(), t.storage_offset());
@@ -51,7 +49,8 @@ tb::Tensor from_ref(const Tensor& r) {
   const torch::Tensor& t = T(r);
   const int64_t n = reach(t.sizes().vec(), t.strides().vec(), t.storage_offset());
   // Negative or odd layouts (flip) have no engine form: take a contiguous copy instead.
-  for (int64_t s : t.strides()) if (s < 0) return from_ref(wrap(t.contiguous()));
+  for (int64_t s : t.strides())
+    if (s < 0) return from_ref(wrap(t.contiguous()));
   const DType dt = from_torch(t.scalar_type());
   auto storage = std::make_shared<Storage>(size_t(n) * core::itemsize(dt), memory::cpu_allocator());
   if (n > 0) std::memcpy(storage->data(), static_cast<const char*>(t.storage().data()), size_t(n) * core::itemsize(dt));
@@ -64,8 +63,10 @@ int threads() { return torch::get_num_threads(); }
 nlohmann::json info() {
   std::string config = torch::show_config();
   std::string blas = "unknown";
-  if (auto p = config.find("BLAS_INFO="); p != std::string::npos) blas = config.substr(p + 10, config.find(',', p) - p - 10);
-  return {{"libtorch_version", std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." + std::to_string(TORCH_VERSION_PATCH)},
+  if (auto p = config.find("BLAS_INFO="); p != std::string::npos)
+    blas = config.substr(p + 10, config.find(',', p) - p - 10);
+  return {{"libtorch_version", std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+                                   std::to_string(TORCH_VERSION_PATCH)},
           {"reference_blas", blas},
           {"reference_parallel", at::get_parallel_info().substr(0, 400)},
           {"reference_threads", torch::get_num_threads()}};

@@ -35,10 +35,10 @@ class Tensor {
   std::shared_ptr<Impl> impl_;
 };
 
-Tensor to_ref(const tb::Tensor& t);      // same bytes, sizes, strides, offset
-tb::Tensor from_ref(const Tensor& t);    // same bytes, sizes, strides, offset
+Tensor to_ref(const tb::Tensor& t);    // same bytes, sizes, strides, offset
+tb::Tensor from_ref(const Tensor& t);  // same bytes, sizes, strides, offset
 
-void set_threads(int n);                 // torch::set_num_threads
+void set_threads(int n);  // torch::set_num_threads
 int threads();
 // libtorch_version, reference_blas, reference_parallel: for the JSON run header.
 nlohmann::json info();

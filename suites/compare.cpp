@@ -28,7 +28,8 @@ Diff compare_values(const tb::Tensor& actual, const tb::Tensor& expected, Tolera
     if (std::isnan(x) && std::isnan(y)) continue;
     d.nan = d.nan || std::isnan(x) || std::isnan(y);
     if (std::isinf(y) || std::isinf(x)) {
-      if (x != y) mismatch(i, "at flat index " + std::to_string(i) + ": " + std::to_string(x) + " vs " + std::to_string(y));
+      if (x != y)
+        mismatch(i, "at flat index " + std::to_string(i) + ": " + std::to_string(x) + " vs " + std::to_string(y));
       continue;
     }
     const double diff = std::fabs(x - y);
@@ -37,7 +38,8 @@ Diff compare_values(const tb::Tensor& actual, const tb::Tensor& expected, Tolera
     err2 += diff * diff;
     ref2 += y * y;
     if (!(diff <= tol.atol + tol.rtol * std::fabs(y)))
-      mismatch(i, "at flat index " + std::to_string(i) + ": engine " + std::to_string(x) + " vs LibTorch " + std::to_string(y));
+      mismatch(i, "at flat index " + std::to_string(i) + ": engine " + std::to_string(x) + " vs LibTorch " +
+                      std::to_string(y));
   }
   d.nmse = ref2 > 0 ? err2 / ref2 : err2;
   return d;
@@ -69,8 +71,9 @@ bool compare_into(const std::string& what, tb::Tensor actual, tb::Tensor expecte
 }
 
 std::string mismatch_message(const std::string& what, const Diff& d, int64_t numel, Tolerance tol) {
-  return what + ": " + std::to_string(d.mismatches) + " of " + std::to_string(numel) + " elements outside rtol=" +
-         std::to_string(tol.rtol) + " atol=" + std::to_string(tol.atol) + "; first " + d.first;
+  return what + ": " + std::to_string(d.mismatches) + " of " + std::to_string(numel) +
+         " elements outside rtol=" + std::to_string(tol.rtol) + " atol=" + std::to_string(tol.atol) + "; first " +
+         d.first;
 }
 
 }  // namespace tb::suites

@@ -14,9 +14,9 @@ namespace tb::suites {
 struct Diff {
   double max_abs = 0, max_rel = 0, nmse = 0;
   int64_t mismatches = 0;
-  std::string first;          // the first mismatch, for the message
-  int64_t first_index = -1;   // its flat index
-  bool nan = false;           // one side NaN where the other is not
+  std::string first;         // the first mismatch, for the message
+  int64_t first_index = -1;  // its flat index
+  bool nan = false;          // one side NaN where the other is not
   // The largest |actual - expected| / (atol + rtol |expected|) (<= 1 passes; NaN ratios are not
   // counted) and where it is.
   double worst_ratio = 0;
@@ -34,7 +34,6 @@ std::string mismatch_message(const std::string& what, const Diff& d, int64_t num
 // The whole check of one result: compares two tensors (undefined = zeros of the other's shape)
 // under tol, folds the differences into rec's metrics, and on a shape, dtype or value mismatch
 // sets rec to fail with the reason and returns false.
-bool compare_into(const std::string& what, tb::Tensor actual, tb::Tensor expected, Tolerance tol,
-                  harness::Record& rec);
+bool compare_into(const std::string& what, tb::Tensor actual, tb::Tensor expected, Tolerance tol, harness::Record& rec);
 
 }  // namespace tb::suites

@@ -34,7 +34,8 @@ void register_all() {
   // that only with THP_MEM_ALLOC_ENABLE=1. Recorded so a reader knows which side had them.
   harness::add_run_info("engine_allocator", "caching; blocks >= 2 MiB on transparent huge pages");
   const char* thp = std::getenv("THP_MEM_ALLOC_ENABLE");
-  harness::add_run_info("reference_allocator", std::string("LibTorch default, THP_MEM_ALLOC_ENABLE=") + (thp ? thp : "unset"));
+  harness::add_run_info("reference_allocator",
+                        std::string("LibTorch default, THP_MEM_ALLOC_ENABLE=") + (thp ? thp : "unset"));
 
   harness::register_suite({
       "ops",
@@ -134,9 +135,7 @@ void register_all() {
     s.world_sizes = {1, 2, 3, 4};
     s.rank_tests = [](int world) { return ddp_rank_tests(world); };
     // Scaling is measured at worlds 1, 2 and 4 (the issue's); world 3 only checks correctness.
-    s.rank_benches = [](int world) {
-      return world == 3 ? std::vector<harness::TestCase>{} : ddp_rank_benches(world);
-    };
+    s.rank_benches = [](int world) { return world == 3 ? std::vector<harness::TestCase>{} : ddp_rank_benches(world); };
     s.peer = [](int world, const harness::CaseFilter& wanted) {
       return world == 3 ? std::vector<harness::Record>{} : ddp_peer(world, wanted);
     };

@@ -18,8 +18,8 @@ bool autocast_enabled() { return enabled; }
 DType autocast_dtype() { return dtype; }
 
 AutocastGuard::AutocastGuard(bool on, DType d) : prev_enabled_(enabled), prev_dtype_(dtype) {
-  TB_CHECK(d == DType::BFloat16 || d == DType::Float16, "autocast",
-           "CPU autocast supports bfloat16 and float16, not ", core::name(d));
+  TB_CHECK(d == DType::BFloat16 || d == DType::Float16, "autocast", "CPU autocast supports bfloat16 and float16, not ",
+           core::name(d));
   enabled = on;
   dtype = d;
 }

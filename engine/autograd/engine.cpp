@@ -49,7 +49,7 @@ thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
 struct NodeTask {
   TensorList buffer;  // gradients arriving for the node's outputs
   int64_t deps = 0;
-  bool exec = true;   // runs apply(); false for nodes that only feed nothing needed
+  bool exec = true;  // runs apply(); false for nodes that only feed nothing needed
   bool captured = false;
 };
 
@@ -118,7 +118,10 @@ TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool 
       tasks[n].exec = exec;
     }
   }
-  auto wanted = [&](Node* c) { const NodeTask& t = tasks[c]; return t.exec || t.captured; };
+  auto wanted = [&](Node* c) {
+    const NodeTask& t = tasks[c];
+    return t.exec || t.captured;
+  };
   for (Node* n : post)
     if (tasks[n].exec)
       for (const Edge& e : n->next_edges)
@@ -200,8 +203,8 @@ TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool 
 }
 
 std::vector<std::pair<Edge, Tensor>> make_roots(const TensorList& tensors, const TensorList& grads, const char* op) {
-  TB_CHECK(grads.empty() || grads.size() == tensors.size(), op, "got ", grads.size(), " gradients for ",
-           tensors.size(), " tensors");
+  TB_CHECK(grads.empty() || grads.size() == tensors.size(), op, "got ", grads.size(), " gradients for ", tensors.size(),
+           " tensors");
   std::vector<std::pair<Edge, Tensor>> roots;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
@@ -209,8 +212,8 @@ std::vector<std::pair<Edge, Tensor>> make_roots(const TensorList& tensors, const
     TB_CHECK(e.valid(), op, "element ", i, " of tensors does not require grad and does not have a grad_fn");
     Tensor g = i < grads.size() ? grads[i] : Tensor();
     if (!g.defined()) {
-      TB_CHECK(t.numel() == 1, op, "grad can be implicitly created only for scalar outputs (output ", i,
-               " has shape ", core::to_string(t.sizes()), "); pass a gradient");
+      TB_CHECK(t.numel() == 1, op, "grad can be implicitly created only for scalar outputs (output ", i, " has shape ",
+               core::to_string(t.sizes()), "); pass a gradient");
       g = ones_like(t);
     }
     TB_CHECK(g.sizes() == t.sizes(), op, "Mismatch in shape: grad_output[", i, "] has a shape of ",
@@ -232,8 +235,8 @@ void backward(const TensorList& tensors, const TensorList& grad_tensors, bool re
   run_backward(make_roots(tensors, grad_tensors, "backward"), retain_graph, {});
 }
 
-TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
-                bool retain_graph, bool allow_unused) {
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs, bool retain_graph,
+                bool allow_unused) {
   auto roots = make_roots(outputs, grad_outputs, "grad");
   std::vector<Capture> captures;
   std::vector<Edge> keep;  // holds accumulators made for leaf inputs until the run ends

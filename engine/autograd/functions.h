@@ -22,7 +22,7 @@ using ops::Scalar;
 
 // ---- unary lists of engine/ops/elementwise.h (Note [Op lists]): op(x) is differentiable
 // (functions/elementwise.cpp); op_out is the kernel ----
-#define TB_PUBLIC_UNARY(op) \
+#define TB_PUBLIC_UNARY(op)   \
   Tensor op(const Tensor& x); \
   using ops::op##_out;
 TB_UNARY_FLOAT_OPS(TB_PUBLIC_UNARY)
@@ -160,8 +160,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight 
 // target: class indices (int64) or class probabilities (floating, input's shape; differentiable);
 // input may also be an unbatched (C) with a 0-dim target. log_softmax and the loss are fused.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
-                     const std::string& reduction = "mean", int64_t ignore_index = -100,
-                     double label_smoothing = 0.0);
+                     const std::string& reduction = "mean", int64_t ignore_index = -100, double label_smoothing = 0.0);
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 // weight and pos_weight are not differentiable (an error if they require grad, as in PyTorch).
@@ -171,8 +170,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 // ---- shape and index ops (functions/index.cpp) ----
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
-std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim = 0);      // views
-std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim = 0);          // views
+std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim = 0);  // views
+std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim = 0);      // views
 Tensor repeat(const Tensor& self, const Shape& repeats);
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
@@ -259,7 +258,8 @@ inline Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& valu
 inline Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value) {
   return ops::scatter(self, dim, index, value);
 }
-inline Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
+inline Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce) {
   return ops::scatter(self, dim, index, src, reduce);
 }
 inline Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value, const std::string& reduce) {

@@ -60,9 +60,10 @@ Tensor SavedTensor::unpack(const Node& owner) const {
       producer = ", which is output " + std::to_string(Tensor(impl).output_nr()) + " of " + fn->name() + ",";
   TB_CHECK(false, owner.name(),
            "one of the variables needed for gradient computation has been modified by an inplace operation: [",
-           core::name(data_.dtype()), " ", core::to_string(data_.sizes()), "]", producer, " is at version ", data_.version(),
-           "; expected version ", version_, " instead. It was saved by ", owner.name(), ", the backward of ",
-           owner.forward_op(), ". Hint: clone the tensor before modifying it in place, or enable anomaly "
+           core::name(data_.dtype()), " ", core::to_string(data_.sizes()), "]", producer, " is at version ",
+           data_.version(), "; expected version ", version_, " instead. It was saved by ", owner.name(),
+           ", the backward of ", owner.forward_op(),
+           ". Hint: clone the tensor before modifying it in place, or enable anomaly "
            "mode to find the op.");
   return data_;
 }
@@ -149,7 +150,7 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
     // PyTorch's layout contract: the leaf's strides when it is dense, else row-major (an expanded
     // leaf must never adopt an expanded gradient).
     const bool layout_ok = is_non_overlapping_and_dense(variable_) ? g.strides() == variable_.strides()
-                                                                    : g.is_contiguous();
+                                                                   : g.is_contiguous();
     // Either way the buffer is .grad's alone from now on: count it as gradient memory (it may
     // have been allocated under another tag, e.g. by a create_graph backward). Note [Memory tags]
     if (alone && layout_ok && g.storage_offset() == 0) {

@@ -39,7 +39,10 @@ class SavedTensor {
   explicit SavedTensor(const Tensor& t);
   // The saved value; an error if it was modified in place since, or freed by an earlier backward.
   Tensor unpack(const Node& owner) const;
-  void release() { data_ = Tensor(); released_ = true; }
+  void release() {
+    data_ = Tensor();
+    released_ = true;
+  }
   bool defined() const { return defined_; }
 
  private:
@@ -63,7 +66,7 @@ class Node : public std::enable_shared_from_this<Node> {
   // Frees saved tensors after a backward without retain_graph.
   virtual void release_saved() {}
 
-  const std::string& name() const { return name_; }            // "MulBackward0"
+  const std::string& name() const { return name_; }              // "MulBackward0"
   const std::string& forward_op() const { return forward_op_; }  // "mul"
   uint64_t sequence_nr() const { return seq_; }
 

@@ -189,7 +189,9 @@ void on_copy(Tensor& dst, const Tensor& src) {
   if (!requires_grad(src) && !requires_grad(dst) && !(dst_view && requires_grad(meta_of(dst)->base))) return;
   // d(dst)/d(old dst) = 0; d(dst)/d(src) = 1, summed over broadcast dims and cast (by the engine).
   auto node = std::make_shared<FunctionNode>("copy_", std::vector<SavedTensor>{},
-                                             [](BackwardContext&, const TensorList& g) { return TensorList{Tensor(), g[0]}; });
+                                             [](BackwardContext&, const TensorList& g) {
+                                               return TensorList{Tensor(), g[0]};
+                                             });
   node->next_edges = {edge_of(dst), edge_of(src)};
   rebase_history(dst, node);
 }
@@ -247,9 +249,7 @@ Tensor& Tensor::requires_grad_(bool on) {
   return *this;
 }
 
-bool Tensor::is_leaf() const {
-  return !grad_fn();
-}
+bool Tensor::is_leaf() const { return !grad_fn(); }
 
 Tensor Tensor::grad() const {
   const AutogradMeta* m = meta_of(*this);
@@ -259,7 +259,8 @@ Tensor Tensor::grad() const {
 void Tensor::set_grad(const Tensor& g) const {
   if (g.defined())
     TB_CHECK(g.sizes() == sizes() && g.dtype() == dtype(), "set_grad", "assigned grad of ", core::name(g.dtype()),
-             core::to_string(g.sizes()), " does not match the tensor's ", core::name(dtype()), core::to_string(sizes()));
+             core::to_string(g.sizes()), " does not match the tensor's ", core::name(dtype()),
+             core::to_string(sizes()));
   if (!g.defined() && !meta_of(*this)) return;
   autograd::ensure_meta(*this).grad = g;
 }

@@ -10,11 +10,11 @@
 namespace tb::autograd {
 
 struct AutogradMeta {
-  bool requires_grad = false;          // leaves only; non-leaves require grad through grad_fn
+  bool requires_grad = false;  // leaves only; non-leaves require grad through grad_fn
   Tensor grad;
   std::shared_ptr<Node> grad_fn;
   uint32_t output_nr = 0;
-  std::weak_ptr<Node> grad_accumulator;  // leaves: created on first use in a graph
+  std::weak_ptr<Node> grad_accumulator;               // leaves: created on first use in a graph
   std::vector<std::pair<int64_t, TensorHook>> hooks;  // leaves (non-leaf hooks sit on grad_fn)
   bool retains_grad = false;
   // Differentiable views: the tensor whose storage this one views (never itself a view).

@@ -151,8 +151,8 @@ void AtomicWriter::commit() {
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
     abandon();
-    throw core::Error("checkpoint.write", "renaming the temporary file over '" + path_ + "' failed: " +
-                                              errno_text(err));
+    throw core::Error("checkpoint.write",
+                      "renaming the temporary file over '" + path_ + "' failed: " + errno_text(err));
   }
   committed_ = true;
   tmp_.clear();
@@ -198,8 +198,7 @@ void fsync_dir(const std::string& dir) {
   ::close(fd);
   // Some filesystems refuse fsync on directories (EINVAL); their renames are then as durable as
   // they can be made.
-  TB_CHECK(rc == 0 || err == EINVAL, "checkpoint.write", "fsync of directory '", dir, "' failed: ",
-           errno_text(err));
+  TB_CHECK(rc == 0 || err == EINVAL, "checkpoint.write", "fsync of directory '", dir, "' failed: ", errno_text(err));
 }
 
 void fsync_file(const std::string& path) {
@@ -224,7 +223,7 @@ void make_dirs(const std::string& dir) {
     if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
       throw core::Error("checkpoint.mkdir", "cannot create directory '" + cur + "': " + errno_text(errno));
   }
-  struct stat st{};
+  struct stat st {};
   TB_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "checkpoint.mkdir", "'", dir,
            "' exists and is not a directory");
 }

@@ -81,7 +81,8 @@ std::optional<uint64_t> as_uint(const nlohmann::json& v) {
 Entry parse_entry(const std::string& file, const std::string& name, const nlohmann::json& v, uint64_t data_size) {
   Entry e;
   e.name = name;
-  if (!v.is_object()) fail_tensor(file, name, "expected an object {dtype, shape, data_offsets}, got " + std::string(v.type_name()));
+  if (!v.is_object())
+    fail_tensor(file, name, "expected an object {dtype, shape, data_offsets}, got " + std::string(v.type_name()));
   auto field = [&](const char* key) -> const nlohmann::json& {
     auto it = v.find(key);
     if (it == v.end()) fail_tensor(file, name, std::string("missing \"") + key + "\"");
@@ -96,12 +97,15 @@ Entry parse_entry(const std::string& file, const std::string& name, const nlohma
 
   const nlohmann::json& sh = field("shape");
   if (!sh.is_array()) fail_tensor(file, name, "\"shape\" must be an array of non-negative integers");
-  if (sh.size() > kMaxDims) fail_tensor(file, name, "shape has " + std::to_string(sh.size()) + " dimensions, more than " + std::to_string(kMaxDims));
+  if (sh.size() > kMaxDims)
+    fail_tensor(file, name,
+                "shape has " + std::to_string(sh.size()) + " dimensions, more than " + std::to_string(kMaxDims));
   // numel * itemsize must fit in 64 bits before it is compared with anything.
   uint64_t nbytes = core::itemsize(e.dtype);
   for (const nlohmann::json& d : sh) {
     const auto n = as_uint(d);
-    if (!n || *n > uint64_t(INT64_MAX)) fail_tensor(file, name, "shape " + json_excerpt(sh) + " has an entry that is not a non-negative integer");
+    if (!n || *n > uint64_t(INT64_MAX))
+      fail_tensor(file, name, "shape " + json_excerpt(sh) + " has an entry that is not a non-negative integer");
     if (__builtin_mul_overflow(nbytes, *n, &nbytes))
       fail_tensor(file, name, "shape " + json_excerpt(sh) + " has a byte size that overflows 64 bits");
     e.shape.push_back(int64_t(*n));
@@ -110,14 +114,18 @@ Entry parse_entry(const std::string& file, const std::string& name, const nlohma
   const nlohmann::json& off = field("data_offsets");
   std::optional<uint64_t> b, en;
   if (off.is_array() && off.size() == 2) b = as_uint(off[0]), en = as_uint(off[1]);
-  if (!b || !en) fail_tensor(file, name, "\"data_offsets\" must be [begin, end] with non-negative integers, got " + json_excerpt(off));
+  if (!b || !en)
+    fail_tensor(file, name,
+                "\"data_offsets\" must be [begin, end] with non-negative integers, got " + json_excerpt(off));
   if (*b > *en) fail_tensor(file, name, "data_offsets " + json_excerpt(off) + " end before they begin");
   if (*en > data_size)
-    fail_tensor(file, name, "data_offsets " + json_excerpt(off) + " reach past the data section of " + std::to_string(data_size) +
-                                " bytes (the file is truncated or the header is corrupt)");
+    fail_tensor(file, name,
+                "data_offsets " + json_excerpt(off) + " reach past the data section of " + std::to_string(data_size) +
+                    " bytes (the file is truncated or the header is corrupt)");
   if (*en - *b != nbytes)
-    fail_tensor(file, name, "data_offsets " + json_excerpt(off) + " span " + std::to_string(*en - *b) + " bytes but shape " +
-                                json_excerpt(sh) + " of " + format_dtype_name(e.dtype) + " needs " + std::to_string(nbytes));
+    fail_tensor(file, name,
+                "data_offsets " + json_excerpt(off) + " span " + std::to_string(*en - *b) + " bytes but shape " +
+                    json_excerpt(sh) + " of " + format_dtype_name(e.dtype) + " needs " + std::to_string(nbytes));
   e.begin = *b;
   e.end = *en;
   return e;
@@ -155,7 +163,8 @@ class HeaderSax : public nlohmann::detail::json_sax_dom_parser<nlohmann::json> {
 // Parses and validates the header; nothing is read from the data section here. O(n log n) in
 // the number of tensors (std::map-backed JSON: ordered_json looks keys up linearly).
 Header parse_header(const std::string& file, std::string_view text, uint64_t data_size) {
-  if (text.empty() || text.front() != '{') fail(file, "the header does not start with '{': not a safetensors file, or a corrupt one");
+  if (text.empty() || text.front() != '{')
+    fail(file, "the header does not start with '{': not a safetensors file, or a corrupt one");
   check_json_depth(text, "checkpoint.load", file);
   nlohmann::json j;
   HeaderSax sax(j);
@@ -181,7 +190,8 @@ Header parse_header(const std::string& file, std::string_view text, uint64_t dat
     if (!value.is_object()) fail(file, "\"__metadata__\" must be an object of strings, got " + json_excerpt(value));
     for (auto m = value.begin(); m != value.end(); ++m) {
       if (!m.value().is_string())
-        fail(file, "\"__metadata__\" value of '" + text_excerpt(m.key()) + "' is not a string: " + json_excerpt(m.value()));
+        fail(file,
+             "\"__metadata__\" value of '" + text_excerpt(m.key()) + "' is not a string: " + json_excerpt(m.value()));
       const std::string& val = m.value().get_ref<const std::string&>();
       if (m.key().rfind(kChecksumPrefix, 0) == 0) {
         const auto sum = parse_hex64(val);
@@ -197,19 +207,24 @@ Header parse_header(const std::string& file, std::string_view text, uint64_t dat
     auto c = checksums.find(e.name);
     if (c != checksums.end()) e.checksum = c->second, checksums.erase(c);
   }
-  if (!checksums.empty()) fail(file, "a checksum names tensor '" + text_excerpt(checksums.begin()->first) + "', which the header does not have");
+  if (!checksums.empty())
+    fail(file,
+         "a checksum names tensor '" + text_excerpt(checksums.begin()->first) + "', which the header does not have");
 
   // The ranges must tile [0, data_size): no overlap, no gap, no trailing bytes.
-  std::stable_sort(h.entries.begin(), h.entries.end(),
-                   [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  std::stable_sort(h.entries.begin(), h.entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
   uint64_t expected = 0;
   const Entry* prev = nullptr;
   for (const Entry& e : h.entries) {
     if (e.begin < expected)
-      fail_tensor(file, e.name, "bytes [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ") overlap tensor '" +
-                                    (prev ? prev->name : "") + "'");
+      fail_tensor(file, e.name,
+                  "bytes [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ") overlap tensor '" +
+                      (prev ? prev->name : "") + "'");
     if (e.begin > expected)
-      fail_tensor(file, e.name, "a gap of " + std::to_string(e.begin - expected) + " bytes precedes it in the data section");
+      fail_tensor(file, e.name,
+                  "a gap of " + std::to_string(e.begin - expected) + " bytes precedes it in the data section");
     expected = e.end;
     prev = &e;
   }
@@ -223,7 +238,9 @@ Header parse_header(const std::string& file, std::string_view text, uint64_t dat
 using ReadAt = std::function<void(uint64_t off, void* dst, size_t n)>;
 
 LoadedFile read_tensors(const std::string& file, const Header& h, const ReadAt& read_at, const LoadOptions& opt) {
-  if (opt.dtype) TB_CHECK(core::is_floating(*opt.dtype), "checkpoint.load", "LoadOptions.dtype must be a floating dtype, got ", core::name(*opt.dtype));
+  if (opt.dtype)
+    TB_CHECK(core::is_floating(*opt.dtype), "checkpoint.load", "LoadOptions.dtype must be a floating dtype, got ",
+             core::name(*opt.dtype));
   LoadedFile out;
   out.metadata = h.metadata;
   out.tensors.reserve(h.entries.size());
@@ -234,14 +251,16 @@ LoadedFile read_tensors(const std::string& file, const Header& h, const ReadAt& 
     if (e.checksum && opt.verify_checksums) {
       const uint64_t got = XXH64(t.data(), n, 0);
       if (got != *e.checksum)
-        fail_tensor(file, e.name, "checksum mismatch (stored " + hex64(*e.checksum) + ", data gives " +
-                                      hex64(got) + "): the file is corrupt; restore it from a good copy");
+        fail_tensor(file, e.name,
+                    "checksum mismatch (stored " + hex64(*e.checksum) + ", data gives " + hex64(got) +
+                        "): the file is corrupt; restore it from a good copy");
     }
     if (e.dtype == DType::Bool) {
       // Any byte but 0 or 1 would be an invalid C++ bool.
       const auto* p = static_cast<const uint8_t*>(t.data());
       for (size_t i = 0; i < n; ++i)
-        if (p[i] > 1) fail_tensor(file, e.name, "BOOL byte " + std::to_string(i) + " is " + std::to_string(p[i]) + ", not 0 or 1");
+        if (p[i] > 1)
+          fail_tensor(file, e.name, "BOOL byte " + std::to_string(i) + " is " + std::to_string(p[i]) + ", not 0 or 1");
     }
     if (opt.dtype && core::is_floating(e.dtype)) t = t.to(*opt.dtype);
     out.tensors.emplace_back(e.name, std::move(t));
@@ -250,7 +269,6 @@ LoadedFile read_tensors(const std::string& file, const Header& h, const ReadAt& 
 }
 
 }  // namespace
-
 
 const char* format_dtype_name(DType t) {
   switch (t) {
@@ -273,7 +291,8 @@ std::optional<DType> dtype_from_format_name(std::string_view s) {
 
 std::string checksum_hex(const void* data, size_t n) { return hex64(XXH64(data, n, 0)); }
 
-void save_file(const std::string& path, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+void save_file(const std::string& path, const NamedTensors& tensors,
+               const std::map<std::string, std::string>& metadata) {
   const char* op = "checkpoint.save";
   std::set<std::string> names;
   std::vector<Tensor> data;  // contiguous versions, in the caller's order
@@ -288,7 +307,8 @@ void save_file(const std::string& path, const NamedTensors& tensors, const std::
     data.push_back(t.contiguous());
   }
   for (const auto& [k, v] : metadata)
-    TB_CHECK(k.rfind(kChecksumPrefix, 0) != 0, op, "'", path, "': metadata key '", k, "' uses the reserved prefix 'checksum.'");
+    TB_CHECK(k.rfind(kChecksumPrefix, 0) != 0, op, "'", path, "': metadata key '", k,
+             "' uses the reserved prefix 'checksum.'");
 
   // Header: __metadata__ first (as the Python writer does), then tensors in the caller's order.
   // Written piece by piece: linear in the number of tensors (an ordered_json object would
@@ -306,7 +326,9 @@ void save_file(const std::string& path, const NamedTensors& tensors, const std::
       const void* p = n > 0 ? t.data() : nullptr;
       const std::string name = quoted(tensors[i].first);
       meta_text += quoted(std::string(kChecksumPrefix) + tensors[i].first) + ":\"" + checksum_hex(p, n) + "\",";
-      const nlohmann::ordered_json entry = {{"dtype", format_dtype_name(t.dtype())}, {"shape", t.sizes()}, {"data_offsets", {offset, offset + n}}};
+      const nlohmann::ordered_json entry = {{"dtype", format_dtype_name(t.dtype())},
+                                            {"shape", t.sizes()},
+                                            {"data_offsets", {offset, offset + n}}};
       tensor_text += "," + name + ":" + entry.dump();
       offset += n;
       chunks.emplace_back(p, n);
@@ -330,18 +352,21 @@ void save_file(const std::string& path, const NamedTensors& tensors, const std::
 }
 
 LoadedFile load_bytes(std::string_view bytes, const LoadOptions& options, const std::string& name) {
-  if (bytes.size() < 8) fail(name, "it is " + std::to_string(bytes.size()) + " bytes, too short for the 8-byte header length");
+  if (bytes.size() < 8)
+    fail(name, "it is " + std::to_string(bytes.size()) + " bytes, too short for the 8-byte header length");
   uint64_t n;
   std::memcpy(&n, bytes.data(), 8);
-  if (n > kMaxHeaderBytes) fail(name, "header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes) + " bytes (corrupt file?)");
+  if (n > kMaxHeaderBytes)
+    fail(name, "header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes) +
+                   " bytes (corrupt file?)");
   if (n > bytes.size() - 8)
     fail(name, "header length " + std::to_string(n) + " exceeds the " + std::to_string(bytes.size() - 8) +
                    " bytes after the length field (the file is truncated)");
   const uint64_t data_start = 8 + n;
   const Header h = parse_header(name, bytes.substr(8, size_t(n)), bytes.size() - data_start);
-  return read_tensors(name, h, [&](uint64_t off, void* dst, size_t len) {
-    std::memcpy(dst, bytes.data() + data_start + off, len);
-  }, options);
+  return read_tensors(
+      name, h, [&](uint64_t off, void* dst, size_t len) { std::memcpy(dst, bytes.data() + data_start + off, len); },
+      options);
 }
 
 LoadedFile load_file(const std::string& path, const LoadOptions& options) {
@@ -351,7 +376,7 @@ LoadedFile load_file(const std::string& path, const LoadOptions& options) {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) fail(path, "cannot stat: " + errno_text(errno));
   if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a safetensors file");
   const uint64_t size = uint64_t(st.st_size);
@@ -371,7 +396,9 @@ LoadedFile load_file(const std::string& path, const LoadOptions& options) {
   if (size < 8) fail(path, "it is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
   uint64_t n;
   pread_all(0, &n, 8);
-  if (n > kMaxHeaderBytes) fail(path, "header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes) + " bytes (corrupt file?)");
+  if (n > kMaxHeaderBytes)
+    fail(path, "header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes) +
+                   " bytes (corrupt file?)");
   if (n > size - 8)
     fail(path, "header length " + std::to_string(n) + " exceeds the " + std::to_string(size - 8) +
                    " bytes after the length field (the file is truncated)");
@@ -379,7 +406,8 @@ LoadedFile load_file(const std::string& path, const LoadOptions& options) {
   if (n > 0) pread_all(8, text.data(), size_t(n));
   const uint64_t data_start = 8 + n;
   const Header h = parse_header(path, text, size - data_start);
-  return read_tensors(path, h, [&](uint64_t off, void* dst, size_t len) { pread_all(data_start + off, dst, len); }, options);
+  return read_tensors(
+      path, h, [&](uint64_t off, void* dst, size_t len) { pread_all(data_start + off, dst, len); }, options);
 }
 
 }  // namespace tb::checkpoint

@@ -61,8 +61,7 @@ void save_file(const std::string& path, const NamedTensors& tensors,
 // corrupted input.
 LoadedFile load_file(const std::string& path, const LoadOptions& options = {});
 // The same from bytes in memory; `name` is used in messages.
-LoadedFile load_bytes(std::string_view bytes, const LoadOptions& options = {},
-                      const std::string& name = "<memory>");
+LoadedFile load_bytes(std::string_view bytes, const LoadOptions& options = {}, const std::string& name = "<memory>");
 
 // The file format's name for a dtype ("F32") and back (throws on an unknown name).
 const char* format_dtype_name(DType t);

@@ -72,11 +72,12 @@ std::string read_latest_name(const std::string& dir) {
 }
 
 // Moves the complete staging directory to `final_dir` in one atomic step.
-void install_step_dir(const std::string& dir, const std::string& staging, const std::string& final_dir, const std::string& name) {
+void install_step_dir(const std::string& dir, const std::string& staging, const std::string& final_dir,
+                      const std::string& name) {
   if (::rename(staging.c_str(), final_dir.c_str()) == 0) return;
   const int err = errno;
-  TB_CHECK(err == EEXIST || err == ENOTEMPTY, "checkpoint.save", "cannot move '", staging, "' to '", final_dir, "': ",
-           errno_text(err));
+  TB_CHECK(err == EEXIST || err == ENOTEMPTY, "checkpoint.save", "cannot move '", staging, "' to '", final_dir,
+           "': ", errno_text(err));
   // step-<N> exists (the same step saved again): swap the two directories atomically, so a
   // `latest` naming step-<N> sees the old or the new contents, never a mix or nothing.
   if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) {
@@ -89,8 +90,9 @@ void install_step_dir(const std::string& dir, const std::string& staging, const 
     current = read_latest_name(dir);
   } catch (const core::Error&) {
   }
-  TB_CHECK(current != name, "checkpoint.save", "'", final_dir, "' exists, is the latest checkpoint, and this filesystem cannot ",
-           "exchange directories atomically (", errno_text(xerr), "); save under a new step number");
+  TB_CHECK(current != name, "checkpoint.save", "'", final_dir,
+           "' exists, is the latest checkpoint, and this filesystem cannot ", "exchange directories atomically (",
+           errno_text(xerr), "); save under a new step number");
   remove_tree_quietly(final_dir);
   TB_CHECK(::rename(staging.c_str(), final_dir.c_str()) == 0, "checkpoint.save", "cannot move '", staging, "' to '",
            final_dir, "': ", errno_text(errno));
@@ -113,8 +115,9 @@ NamedTensors load_tensors(const std::string& path, const std::string& save_id, c
   LoadedFile f = load_file(path, options);
   auto it = f.metadata.find("save_id");
   TB_CHECK(it != f.metadata.end() && it->second == save_id, "checkpoint.load", "'", path,
-           "' does not belong to the same save as state.json (save_id ", it == f.metadata.end() ? "missing" : it->second,
-           " vs ", save_id, "); the step directory was assembled from different saves");
+           "' does not belong to the same save as state.json (save_id ",
+           it == f.metadata.end() ? "missing" : it->second, " vs ", save_id,
+           "); the step directory was assembled from different saves");
   return std::move(f.tensors);
 }
 
@@ -123,8 +126,8 @@ NamedTensors load_tensors(const std::string& path, const std::string& save_id, c
 nlohmann::json rng_state(const core::Generator& gen) { return {{"seed", gen.seed()}, {"offset", gen.offset()}}; }
 
 void set_rng_state(core::Generator& gen, const nlohmann::json& state) {
-  TB_CHECK(state.is_object() && state.contains("seed") && state.contains("offset") && state["seed"].is_number_unsigned() &&
-               state["offset"].is_number_unsigned(),
+  TB_CHECK(state.is_object() && state.contains("seed") && state.contains("offset") &&
+               state["seed"].is_number_unsigned() && state["offset"].is_number_unsigned(),
            "checkpoint.rng", "expected {\"seed\": <uint64>, \"offset\": <uint64>}, got ", json_excerpt(state));
   gen.set_state(state["seed"].get<uint64_t>(), state["offset"].get<uint64_t>());
 }
@@ -143,23 +146,31 @@ void save_checkpoint(const std::string& dir, const TrainingState& state, int64_t
   for (int attempt = 0;; ++attempt) {
     staging = dir + "/." + name + kStagingTag + new_save_id();
     if (::mkdir(staging.c_str(), 0755) == 0) break;
-    TB_CHECK(errno == EEXIST && attempt < 100, "checkpoint.save", "cannot create a staging directory in '", dir, "': ",
-             errno_text(errno));
+    TB_CHECK(errno == EEXIST && attempt < 100, "checkpoint.save", "cannot create a staging directory in '", dir,
+             "': ", errno_text(errno));
   }
   const std::string save_id = new_save_id();
   try {
     const std::map<std::string, std::string> meta = {{"save_id", save_id}, {"step", std::to_string(state.step)}};
     save_file(staging + "/model.safetensors", state.model, meta);
     save_file(staging + "/optimizer.safetensors", state.optimizer_tensors, meta);
-    nlohmann::json j = {{"format", kFormat},       {"version", kVersion},          {"save_id", save_id},
-                        {"step", state.step},      {"epoch", state.epoch},         {"optimizer", state.optimizer},
-                        {"scheduler", state.scheduler}, {"scaler", state.scaler}, {"rng", state.rng},
-                        {"config", state.config},  {"extra", state.extra}};
+    nlohmann::json j = {{"format", kFormat},
+                        {"version", kVersion},
+                        {"save_id", save_id},
+                        {"step", state.step},
+                        {"epoch", state.epoch},
+                        {"optimizer", state.optimizer},
+                        {"scheduler", state.scheduler},
+                        {"scaler", state.scaler},
+                        {"rng", state.rng},
+                        {"config", state.config},
+                        {"extra", state.extra}};
     std::string text;
     try {
       text = j.dump(1);
     } catch (const nlohmann::json::exception& e) {
-      throw core::Error("checkpoint.save", "the training state's JSON cannot be written (invalid UTF-8?): " + std::string(e.what()));
+      throw core::Error("checkpoint.save",
+                        "the training state's JSON cannot be written (invalid UTF-8?): " + std::string(e.what()));
     }
     // The loader refuses deeper JSON: never write a checkpoint that cannot be loaded.
     TB_CHECK(json_depth(text) <= kMaxJsonDepth, "checkpoint.save", "the training state's JSON (optimizer, scheduler, ",
@@ -179,7 +190,8 @@ void save_checkpoint(const std::string& dir, const TrainingState& state, int64_t
 TrainingState load_checkpoint(const std::string& dir_or_step_dir, const LoadOptions& options) {
   const char* op = "checkpoint.load";
   std::error_code ec;
-  TB_CHECK(fs::is_directory(dir_or_step_dir, ec), op, "'", dir_or_step_dir, "' is not a directory (pass the checkpoint root or a step directory)");
+  TB_CHECK(fs::is_directory(dir_or_step_dir, ec), op, "'", dir_or_step_dir,
+           "' is not a directory (pass the checkpoint root or a step directory)");
   std::string step_dir = dir_or_step_dir;
   if (fs::exists(dir_or_step_dir + "/latest", ec)) step_dir = latest_checkpoint(dir_or_step_dir);
   else
@@ -192,8 +204,10 @@ TrainingState load_checkpoint(const std::string& dir_or_step_dir, const LoadOpti
     TB_CHECK(j.is_object() && j.contains(key), op, "'", state_path, "' lacks \"", key, "\"");
     return j.at(key);
   };
-  TB_CHECK(need("format") == kFormat, op, "'", state_path, "' is not a trainbench training state (format ", json_excerpt(need("format")), ")");
-  TB_CHECK(need("version") == kVersion, op, "'", state_path, "' has version ", json_excerpt(need("version")), "; this build reads version ", kVersion);
+  TB_CHECK(need("format") == kFormat, op, "'", state_path, "' is not a trainbench training state (format ",
+           json_excerpt(need("format")), ")");
+  TB_CHECK(need("version") == kVersion, op, "'", state_path, "' has version ", json_excerpt(need("version")),
+           "; this build reads version ", kVersion);
   // An unsigned value past INT64_MAX would wrap to a negative step.
   auto int64_field = [&](const char* key) {
     const nlohmann::json& v = need(key);

@@ -29,7 +29,7 @@ struct TrainingState {
   nlohmann::json optimizer;        // the optimizer's non-tensor state (groups, hyper-parameters)
   nlohmann::json scheduler;
   nlohmann::json scaler;
-  nlohmann::json rng;              // e.g. {"default": {"seed": .., "offset": ..}}, see rng_state
+  nlohmann::json rng;  // e.g. {"default": {"seed": .., "offset": ..}}, see rng_state
   int64_t step = 0;
   int64_t epoch = 0;
   nlohmann::json config;

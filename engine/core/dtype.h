@@ -39,9 +39,9 @@ struct Half {
     const uint32_t sign = x & 0x80000000u;
     x ^= sign;
     uint32_t o;
-    if (x >= (127u + 16u) << 23) {                 // >= 65536, inf or NaN
+    if (x >= (127u + 16u) << 23) {  // >= 65536, inf or NaN
       o = x > 0x7F800000u ? 0x7E00u : 0x7C00u;
-    } else if (x < (113u << 23)) {                 // result is subnormal or zero
+    } else if (x < (113u << 23)) {  // result is subnormal or zero
       const uint32_t magic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
       float ff = std::bit_cast<float>(x) + std::bit_cast<float>(magic);  // FPU rounds to even
       o = std::bit_cast<uint32_t>(ff) - magic;
@@ -65,7 +65,7 @@ struct Half {
 };
 
 size_t itemsize(DType t);
-const char* name(DType t);                 // "float32", "bfloat16", ... as torch prints them
+const char* name(DType t);                    // "float32", "bfloat16", ... as torch prints them
 DType dtype_from_name(const std::string& s);  // throws on an unknown name
 inline bool is_floating(DType t) {
   return t == DType::Float32 || t == DType::Float64 || t == DType::BFloat16 || t == DType::Float16;
@@ -79,21 +79,54 @@ DType promote_types(DType a, DType b);
 // Category used by PyTorch's result_type: 0 bool, 1 integral, 2 floating.
 inline int category(DType t) { return t == DType::Bool ? 0 : is_integral(t) ? 1 : 2; }
 
-template <typename T> struct dtype_of_t;
-template <> struct dtype_of_t<bool> { static constexpr DType value = DType::Bool; };
-template <> struct dtype_of_t<int32_t> { static constexpr DType value = DType::Int32; };
-template <> struct dtype_of_t<int64_t> { static constexpr DType value = DType::Int64; };
-template <> struct dtype_of_t<BFloat16> { static constexpr DType value = DType::BFloat16; };
-template <> struct dtype_of_t<Half> { static constexpr DType value = DType::Float16; };
-template <> struct dtype_of_t<float> { static constexpr DType value = DType::Float32; };
-template <> struct dtype_of_t<double> { static constexpr DType value = DType::Float64; };
-template <typename T> inline constexpr DType dtype_of = dtype_of_t<T>::value;
+template <typename T>
+struct dtype_of_t;
+template <>
+struct dtype_of_t<bool> {
+  static constexpr DType value = DType::Bool;
+};
+template <>
+struct dtype_of_t<int32_t> {
+  static constexpr DType value = DType::Int32;
+};
+template <>
+struct dtype_of_t<int64_t> {
+  static constexpr DType value = DType::Int64;
+};
+template <>
+struct dtype_of_t<BFloat16> {
+  static constexpr DType value = DType::BFloat16;
+};
+template <>
+struct dtype_of_t<Half> {
+  static constexpr DType value = DType::Float16;
+};
+template <>
+struct dtype_of_t<float> {
+  static constexpr DType value = DType::Float32;
+};
+template <>
+struct dtype_of_t<double> {
+  static constexpr DType value = DType::Float64;
+};
+template <typename T>
+inline constexpr DType dtype_of = dtype_of_t<T>::value;
 
 // The type arithmetic is done in: float for the reduced floats, the type itself otherwise.
-template <typename T> struct opmath { using type = T; };
-template <> struct opmath<BFloat16> { using type = float; };
-template <> struct opmath<Half> { using type = float; };
-template <typename T> using opmath_t = typename opmath<T>::type;
+template <typename T>
+struct opmath {
+  using type = T;
+};
+template <>
+struct opmath<BFloat16> {
+  using type = float;
+};
+template <>
+struct opmath<Half> {
+  using type = float;
+};
+template <typename T>
+using opmath_t = typename opmath<T>::type;
 
 // dispatch(dtype, op, f): calls f.template operator()<T>() with T the C++ type of dtype.
 template <typename F>

@@ -28,7 +28,8 @@ int64_t parse_bytes(std::string_view name, std::string_view value);
 // 1/0, true/false, yes/no, on/off (any case).
 bool parse_bool(std::string_view name, std::string_view value);
 // One of `choices`, exactly (case-sensitive).
-std::string parse_choice(std::string_view name, std::string_view value, std::initializer_list<std::string_view> choices);
+std::string parse_choice(std::string_view name, std::string_view value,
+                         std::initializer_list<std::string_view> choices);
 
 // The raw value, or nullopt when the variable is unset or empty.
 std::optional<std::string> env_string(const char* name);

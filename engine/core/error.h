@@ -31,7 +31,7 @@ std::string concat(const Args&... args) {
 }  // namespace tb::core
 
 // TB_CHECK(cond, op, parts...): throw tb::core::Error(op, concat(parts...)) unless cond holds.
-#define TB_CHECK(cond, op, ...)                                                 \
-  do {                                                                          \
+#define TB_CHECK(cond, op, ...)                                                          \
+  do {                                                                                   \
     if (!(cond)) throw ::tb::core::Error((op), ::tb::core::detail::concat(__VA_ARGS__)); \
   } while (0)

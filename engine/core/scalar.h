@@ -12,12 +12,11 @@ namespace tb::core {
 struct Scalar {
   enum class Kind : uint8_t { Bool, Int, Float };
   Kind kind = Kind::Int;
-  int64_t i = 0;   // the value for Bool and Int
-  double d = 0;    // the value for every kind
+  int64_t i = 0;  // the value for Bool and Int
+  double d = 0;   // the value for every kind
 
   template <typename T>
-    requires std::is_arithmetic_v<T>
-  Scalar(T v) {  // NOLINT: implicit like c10::Scalar, so add(a, b, 2) reads naturally
+  requires std::is_arithmetic_v<T> Scalar(T v) {  // NOLINT: implicit like c10::Scalar, so add(a, b, 2) reads naturally
     if constexpr (std::is_same_v<T, bool>) {
       kind = Kind::Bool, i = v, d = v;
     } else if constexpr (std::is_integral_v<T>) {

@@ -52,8 +52,8 @@ int64_t checked_storage_nbytes(const Shape& sizes, const Shape& strides, int64_t
   overflow |= __builtin_add_overflow(hi, int64_t(1), &elems);
   int64_t nbytes = 0;
   overflow |= __builtin_mul_overflow(elems, itemsize, &nbytes);
-  TB_CHECK(!overflow, op, "storage size calculation overflowed with sizes=", to_string(sizes), " and strides=",
-           to_string(strides), (offset ? " and offset " + std::to_string(offset) : std::string()));
+  TB_CHECK(!overflow, op, "storage size calculation overflowed with sizes=", to_string(sizes),
+           " and strides=", to_string(strides), (offset ? " and offset " + std::to_string(offset) : std::string()));
   return nbytes;
 }
 
@@ -72,8 +72,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t n = std::max<int64_t>(ndim, 1);
-  TB_CHECK(dim >= -n && dim < n, op, "dimension ", dim, " out of range for a tensor of ", ndim,
-           " dims (expected in [", -n, ", ", n - 1, "])");
+  TB_CHECK(dim >= -n && dim < n, op, "dimension ", dim, " out of range for a tensor of ", ndim, " dims (expected in [",
+           -n, ", ", n - 1, "])");
   return dim < 0 ? dim + n : dim;
 }
 

@@ -8,8 +8,8 @@ namespace tb::core {
 
 using Shape = std::vector<int64_t>;
 
-std::string to_string(const Shape& s);                    // "[2, 3]"
-int64_t checked_numel(const Shape& s, const char* op);    // throws on negative sizes or overflow
+std::string to_string(const Shape& s);                  // "[2, 3]"
+int64_t checked_numel(const Shape& s, const char* op);  // throws on negative sizes or overflow
 // Row-major strides; throws when a stride overflows int64 (also when numel is 0, as PyTorch).
 Shape contiguous_strides(const Shape& sizes, const char* op = "contiguous_strides");
 // Bytes a storage needs to hold the elements that (sizes, strides, offset) reach: 0 when any size

@@ -52,10 +52,11 @@ PaddedBatch pad_collate(const std::vector<Example>& examples, double pad_value, 
     TB_CHECK(e.input.dtype() == e0.input.dtype(), "pad_collate", "example ", b, " input dtype ",
              core::name(e.input.dtype()), " differs from example 0's ", core::name(e0.input.dtype()));
     TB_CHECK(e.target.defined() == e0.target.defined(), "pad_collate", "example ", b,
-             e.target.defined() ? " has" : " has no", " target but example 0", e0.target.defined() ? " has" : " has none");
+             e.target.defined() ? " has" : " has no", " target but example 0",
+             e0.target.defined() ? " has" : " has none");
     if (e.target.defined()) {
-      TB_CHECK(e.target.dim() == e0.target.dim() && e.target.dtype() == e0.target.dtype(), "pad_collate", "example ",
-               b, " target ", core::to_string(e.target.sizes()), " ", core::name(e.target.dtype()),
+      TB_CHECK(e.target.dim() == e0.target.dim() && e.target.dtype() == e0.target.dtype(), "pad_collate", "example ", b,
+               " target ", core::to_string(e.target.sizes()), " ", core::name(e.target.dtype()),
                " does not match example 0's ", core::to_string(e0.target.sizes()), " ", core::name(e0.target.dtype()));
       TB_CHECK(e.target.dim() == 0 || (e.target.dim() == 1 && e.target.size(0) == e.input.size(0)), "pad_collate",
                "example ", b, " target shape ", core::to_string(e.target.sizes()),

@@ -153,7 +153,7 @@ class DataLoader::Run {
   Collate collate_;
   std::vector<int64_t> order_;
   int64_t batch_size_, num_batches_, epoch_;
-  int64_t cur_;          // the batch current_ holds (consumer thread only)
+  int64_t cur_;  // the batch current_ holds (consumer thread only)
   Batch current_;
 
   std::mutex mu_;
@@ -161,8 +161,8 @@ class DataLoader::Run {
   std::condition_variable ready_;  // the consumer waits for its slot
   std::vector<Slot> slots_;        // batch k lives in slots_[k % window_]
   int64_t window_ = 1;
-  int64_t base_;                   // first batch the consumer has not taken
-  int64_t next_claim_;             // next batch a worker will build
+  int64_t base_;        // first batch the consumer has not taken
+  int64_t next_claim_;  // next batch a worker will build
   bool stop_ = false, failed_ = false;
   std::vector<std::thread> threads_;
 };
@@ -182,10 +182,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, Options options, 
   TB_CHECK(dataset_ != nullptr, "DataLoader", "dataset is null");
   check_options(options_);
   const int64_t n = dataset_->size();
-  if (options_.shuffle)
-    sampler_ = std::make_shared<RandomSampler>(n, options_.seed);
-  else
-    sampler_ = std::make_shared<SequentialSampler>(n);
+  if (options_.shuffle) sampler_ = std::make_shared<RandomSampler>(n, options_.seed);
+  else sampler_ = std::make_shared<SequentialSampler>(n);
   if (!collate_) collate_ = stack_collate_fn();
 }
 

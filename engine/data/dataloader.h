@@ -34,10 +34,10 @@ class DataLoader {
  public:
   struct Options {
     int64_t batch_size = 1;
-    bool shuffle = false;        // RandomSampler(n, seed) instead of SequentialSampler(n)
+    bool shuffle = false;  // RandomSampler(n, seed) instead of SequentialSampler(n)
     uint64_t seed = 0;
-    bool drop_last = false;      // drop the last batch when it would be smaller than batch_size
-    int64_t num_workers = 0;     // 0: batches are built on the consuming thread
+    bool drop_last = false;        // drop the last batch when it would be smaller than batch_size
+    int64_t num_workers = 0;       // 0: batches are built on the consuming thread
     int64_t prefetch_batches = 2;  // see Note [DataLoader workers] for the window it sets
   };
 

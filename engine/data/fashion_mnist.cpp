@@ -137,8 +137,8 @@ std::vector<uint8_t> FashionMNIST::read_file(const std::string& path, size_t max
 
 FashionMNIST::FashionMNIST(std::string root, bool train, bool normalize) : train_(train), normalize_(normalize) {
   std::error_code ec;
-  TB_CHECK(std::filesystem::is_directory(root, ec), "FashionMNIST", "dataset directory '", root,
-           "' does not exist; ", kInstallHint);
+  TB_CHECK(std::filesystem::is_directory(root, ec), "FashionMNIST", "dataset directory '", root, "' does not exist; ",
+           kInstallHint);
   const std::string prefix = train ? "train" : "t10k";
   const std::string images_path = resolve(root, prefix + "-images-idx3-ubyte");
   const std::string labels_path = resolve(root, prefix + "-labels-idx1-ubyte");

@@ -53,9 +53,7 @@ class Draws {
   int pos_ = 2;
 };
 
-void check_n(const char* op, int64_t n) {
-  TB_CHECK(n >= 0, op, "the number of examples must be >= 0, got ", n);
-}
+void check_n(const char* op, int64_t n) { TB_CHECK(n >= 0, op, "the number of examples must be >= 0, got ", n); }
 
 }  // namespace
 

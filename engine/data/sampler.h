@@ -67,7 +67,7 @@ class DistributedSampler : public Sampler {
  public:
   DistributedSampler(int64_t n, int64_t num_replicas, int64_t rank, bool shuffle = true, uint64_t seed = 0,
                      bool drop_last = false);
-  int64_t size() const override { return num_samples_; }   // per rank
+  int64_t size() const override { return num_samples_; }  // per rank
   std::vector<int64_t> indices(int64_t epoch) const override;
   using Sampler::indices;
   int64_t total_size() const { return num_samples_ * num_replicas_; }

@@ -20,7 +20,8 @@ std::shared_ptr<ProcessGroup> new_group(const std::string& backend, Options opti
 #if TB_WITH_MPI
     return mpi::make_group(world_from_env(), std::move(options));
 #else
-    throw DistError("new_group", "backend mpi not built (libopenmpi-dev was not found when configuring, or TB_WITH_MPI=OFF)");
+    throw DistError("new_group",
+                    "backend mpi not built (libopenmpi-dev was not found when configuring, or TB_WITH_MPI=OFF)");
 #endif
   }
   if (backend == "gloo") {

@@ -78,8 +78,12 @@ const char* call_state_name(CallState s) {
 }
 
 FlightRecorder::FlightRecorder(std::size_t capacity, std::string backend, int rank, int size)
-    : backend_(std::move(backend)), rank_(rank), size_(size), origin_(std::chrono::steady_clock::now()),
-      wall_origin_(std::chrono::system_clock::now()), ring_(std::max<std::size_t>(capacity, 1)) {}
+    : backend_(std::move(backend)),
+      rank_(rank),
+      size_(size),
+      origin_(std::chrono::steady_clock::now()),
+      wall_origin_(std::chrono::system_clock::now()),
+      ring_(std::max<std::size_t>(capacity, 1)) {}
 
 void FlightRecorder::started(uint64_t seq, uint64_t ticks) {
   RecorderSlot& r = ring_[seq % ring_.size()];

@@ -35,15 +35,15 @@ enum class CallState : uint8_t { Queued, Started, Completed, Failed };
 const char* call_state_name(CallState s);
 
 struct CallRecord {
-  uint64_t seq = 0;                  // the group's issue order (Work::seq)
-  uint64_t collective_seq = 0;       // among collectives only; 0 for send/recv (Note [Progress board])
-  std::string op;                    // "all_reduce", "recv", ...
-  std::string detail;                // "sum", "root=1", "peer=0 tag=3", ...
+  uint64_t seq = 0;             // the group's issue order (Work::seq)
+  uint64_t collective_seq = 0;  // among collectives only; 0 for send/recv (Note [Progress board])
+  std::string op;               // "all_reduce", "recv", ...
+  std::string detail;           // "sum", "root=1", "peer=0 tag=3", ...
   core::DType dtype = core::DType::Float32;
-  std::vector<core::Shape> shapes;   // inputs then outputs, as passed
+  std::vector<core::Shape> shapes;  // inputs then outputs, as passed
   std::chrono::steady_clock::time_point enqueued, started, ended;
   CallState state = CallState::Queued;
-  std::string error;                 // the failure's message
+  std::string error;  // the failure's message
 };
 
 // The ring's slot for one call. Written in place (its strings and shapes keep their capacity, so a
@@ -52,13 +52,13 @@ struct CallRecord {
 struct RecorderSlot {
   std::atomic<uint64_t> seq{0};
   uint64_t collective_seq = 0;
-  const char* op = "";                               // a static name
+  const char* op = "";  // a static name
   std::string detail, error;
   core::DType dtype = core::DType::Float32;
   std::vector<core::Shape> shapes;
-  uint64_t enqueued = 0;                             // CallClock ticks
-  std::atomic<uint64_t> started{0}, ended{0};        // CallClock ticks, 0: not yet
-  std::atomic<uint8_t> state{0};                     // CallState
+  uint64_t enqueued = 0;                       // CallClock ticks
+  std::atomic<uint64_t> started{0}, ended{0};  // CallClock ticks, 0: not yet
+  std::atomic<uint8_t> state{0};               // CallState
 };
 
 class FlightRecorder {
@@ -103,8 +103,8 @@ class FlightRecorder {
   std::chrono::steady_clock::time_point origin_;
   std::chrono::system_clock::time_point wall_origin_;
   mutable std::mutex mu_;
-  std::vector<RecorderSlot> ring_;   // slot seq % capacity
-  uint64_t newest_ = 0;              // highest seq recorded
+  std::vector<RecorderSlot> ring_;  // slot seq % capacity
+  uint64_t newest_ = 0;             // highest seq recorded
   CallRecord copy(const RecorderSlot& r) const;
 };
 

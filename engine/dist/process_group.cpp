@@ -57,8 +57,8 @@ namespace {
 constexpr auto kGrace = std::chrono::microseconds(20);
 constexpr auto kPollPeriod = std::chrono::milliseconds(1);
 constexpr auto kDeepSleepAfter = std::chrono::seconds(1);
-constexpr auto kSpin = std::chrono::microseconds(10);  // Work::wait spins this long before blocking
-constexpr auto kPeerPoll = std::chrono::microseconds(20);    // Note [Waiting for the peers]
+constexpr auto kSpin = std::chrono::microseconds(10);      // Work::wait spins this long before blocking
+constexpr auto kPeerPoll = std::chrono::microseconds(20);  // Note [Waiting for the peers]
 constexpr auto kPeerWaitMax = std::chrono::milliseconds(250);
 
 using core::env_or;
@@ -90,7 +90,8 @@ void check_tensor(const char* op, const char* what, const Tensor& t) {
 
 void check_same_dtype(const char* op, const Tensor& a, const char* an, const Tensor& b, const char* bn) {
   if (a.dtype() != b.dtype())
-    throw DistError(op, std::string(an) + " is " + core::name(a.dtype()) + " but " + bn + " is " + core::name(b.dtype()));
+    throw DistError(op,
+                    std::string(an) + " is " + core::name(a.dtype()) + " but " + bn + " is " + core::name(b.dtype()));
 }
 
 // t /= n in place, for Avg: floats divide (bf16 through float, rounded back), integers truncate.
@@ -178,19 +179,20 @@ struct ProcessGroup::Task {
   Work work;
   OpCode code = OpCode::None;
   ReduceOp rop = ReduceOp::Sum;
-  int arg = 0, tag = 0;             // root, or peer for send/recv
-  Tensor a, b;                      // the tensor / (out, in), as each op's enqueue says
-  std::vector<Tensor> list;         // all_gather's outputs, reduce_scatter's inputs
-  std::vector<int64_t> counts;      // reduce_scatter's chunk sizes
-  int64_t numel = 0;                // for the progress board
+  int arg = 0, tag = 0;         // root, or peer for send/recv
+  Tensor a, b;                  // the tensor / (out, in), as each op's enqueue says
+  std::vector<Tensor> list;     // all_gather's outputs, reduce_scatter's inputs
+  std::vector<int64_t> counts;  // reduce_scatter's chunk sizes
+  int64_t numel = 0;            // for the progress board
   uint64_t seq = 0, cseq = 0, packed = 0;
   int peer = -1;
-  bool mismatch = false;               // check_call refused it (no backend failure to explain)
-  uint64_t enqueued = 0;               // CallClock ticks
-  std::atomic<uint64_t> started{0};    // written by the running thread, read by the watchdog
+  bool mismatch = false;             // check_call refused it (no backend failure to explain)
+  uint64_t enqueued = 0;             // CallClock ticks
+  std::atomic<uint64_t> started{0};  // written by the running thread, read by the watchdog
 };
 
-ProcessGroup::ProcessGroup(int rank, int size, Options options) : rank_(rank), size_(size), options_(std::move(options)) {
+ProcessGroup::ProcessGroup(int rank, int size, Options options)
+    : rank_(rank), size_(size), options_(std::move(options)) {
   if (size < 1 || rank < 0 || rank >= size)
     throw DistError("process_group", "rank " + std::to_string(rank) + " of world size " + std::to_string(size));
   if (const std::string t = env_or("TRAINBENCH_DIST_TIMEOUT"); !t.empty()) {
@@ -200,7 +202,9 @@ ProcessGroup::ProcessGroup(int rank, int size, Options options) : rank_(rank), s
   if (const std::string d = env_or("TRAINBENCH_DIST_DIR"); !d.empty()) options_.run_dir = d;
   if (const std::string c = env_or("TRAINBENCH_DIST_CHECK"); !c.empty()) {
     const std::string v = core::parse_choice("TRAINBENCH_DIST_CHECK", c, {"auto", "exchange", "off"});
-    options_.check = v == "auto" ? Options::Check::Auto : v == "exchange" ? Options::Check::Exchange : Options::Check::Off;
+    options_.check = v == "auto"       ? Options::Check::Auto
+                     : v == "exchange" ? Options::Check::Exchange
+                                       : Options::Check::Off;
   }
   if (options_.timeout.count() <= 0) throw DistError("process_group", "Options::timeout must be positive");
 }
@@ -224,10 +228,12 @@ void ProcessGroup::start() {
     n = made[be]++;
   }
   std::string dir = options_.run_dir;
-  if (dir.empty()) dir = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : std::filesystem::temp_directory_path().string();
-  board_ = std::make_unique<ProgressBoard>(
-      (std::filesystem::path(dir) / ("trainbench_progress_" + job_id() + "_" + be + "_" + std::to_string(n) + ".bin")).string(),
-      rank_, size_);
+  if (dir.empty())
+    dir = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : std::filesystem::temp_directory_path().string();
+  board_ = std::make_unique<ProgressBoard>((std::filesystem::path(dir) / ("trainbench_progress_" + job_id() + "_" + be +
+                                                                          "_" + std::to_string(n) + ".bin"))
+                                               .string(),
+                                           rank_, size_);
   CallClock::calibrate();
   last_enqueue_ = CallClock::now();
   agree_on_check();
@@ -242,7 +248,8 @@ void ProcessGroup::start() {
       if (!t) return std::nullopt;
       return in_flight(*t);
     };
-    watchdog_ = std::make_unique<Watchdog>(probe, *recorder_, *board_, rank_, size_, options_.timeout, options_.run_dir);
+    watchdog_ = std::make_unique<Watchdog>(probe, *recorder_, *board_, rank_, size_, options_.timeout,
+                                           options_.run_dir);
   }
 }
 
@@ -332,10 +339,11 @@ WorkPtr ProcessGroup::enqueue(std::shared_ptr<Task> task, const std::string& det
   const bool p2p = t.code == OpCode::Send || t.code == OpCode::Recv;
   const DType dtype = t.a.defined() ? t.a.dtype() : DType::Float32;
   t.peer = p2p ? t.arg : -1;
-  t.packed = pack_call(t.code, dtype, t.code == OpCode::AllReduce || t.code == OpCode::ReduceScatter ? int(t.rop) : t.arg,
-                       t.numel);
+  t.packed = pack_call(t.code, dtype,
+                       t.code == OpCode::AllReduce || t.code == OpCode::ReduceScatter ? int(t.rop) : t.arg, t.numel);
   Work& w = t.work;
-  static const std::string kNames[] = {"none", "all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier", "send", "recv"};
+  static const std::string kNames[] = {"none",           "all_reduce", "broadcast", "all_gather",
+                                       "reduce_scatter", "barrier",    "send",      "recv"};
   w.op_ = &kNames[int(t.code)];
   w.default_timeout_ = options_.timeout;
   w.group_ = this;
@@ -659,7 +667,8 @@ WorkPtr ProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
 WorkPtr ProcessGroup::broadcast(Tensor& t, int root) {
   check_tensor("broadcast", "the tensor", t);
   if (root < 0 || root >= size_)
-    throw DistError("broadcast", "root " + std::to_string(root) + " is not a rank of this group of size " + std::to_string(size_));
+    throw DistError("broadcast",
+                    "root " + std::to_string(root) + " is not a rank of this group of size " + std::to_string(size_));
   t.bump_version();
   auto task = std::make_shared<Task>();
   task->code = OpCode::Broadcast;
@@ -676,7 +685,8 @@ WorkPtr ProcessGroup::all_gather(Tensor& out, const Tensor& in) {
   if (out.numel() != int64_t(size_) * in.numel())
     throw DistError("all_gather", "the output " + core::to_string(out.sizes()) + " has " + std::to_string(out.numel()) +
                                       " elements; world size " + std::to_string(size_) + " x input " +
-                                      core::to_string(in.sizes()) + " needs " + std::to_string(int64_t(size_) * in.numel()));
+                                      core::to_string(in.sizes()) + " needs " +
+                                      std::to_string(int64_t(size_) * in.numel()));
   if (out.numel() > 0 && in.numel() > 0 && out.shares_storage(in))
     throw DistError("all_gather", "the output and the input share storage");
   out.bump_version();
@@ -691,14 +701,16 @@ WorkPtr ProcessGroup::all_gather(Tensor& out, const Tensor& in) {
 WorkPtr ProcessGroup::all_gather(std::vector<Tensor>& outs, const Tensor& in) {
   check_tensor("all_gather", "the input", in);
   if (int(outs.size()) != size_)
-    throw DistError("all_gather", "got " + std::to_string(outs.size()) + " output tensors for world size " + std::to_string(size_));
+    throw DistError("all_gather",
+                    "got " + std::to_string(outs.size()) + " output tensors for world size " + std::to_string(size_));
   for (std::size_t r = 0; r < outs.size(); ++r) {
     const std::string name = "output " + std::to_string(r);
     check_tensor("all_gather", name.c_str(), outs[r]);
     check_same_dtype("all_gather", outs[r], name.c_str(), in, "the input");
     if (outs[r].numel() != in.numel())
-      throw DistError("all_gather", name + " " + core::to_string(outs[r].sizes()) + " has " + std::to_string(outs[r].numel()) +
-                                        " elements, the input " + core::to_string(in.sizes()) + " " + std::to_string(in.numel()));
+      throw DistError("all_gather", name + " " + core::to_string(outs[r].sizes()) + " has " +
+                                        std::to_string(outs[r].numel()) + " elements, the input " +
+                                        core::to_string(in.sizes()) + " " + std::to_string(in.numel()));
   }
   for (Tensor& o : outs) o.bump_version();
   auto task = std::make_shared<Task>();
@@ -715,9 +727,10 @@ WorkPtr ProcessGroup::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op)
   check_tensor("reduce_scatter", "the output", out);
   check_same_dtype("reduce_scatter", out, "the output", in, "the input");
   if (in.numel() != int64_t(size_) * out.numel())
-    throw DistError("reduce_scatter", "the input " + core::to_string(in.sizes()) + " has " + std::to_string(in.numel()) +
-                                          " elements; world size " + std::to_string(size_) + " x output " +
-                                          core::to_string(out.sizes()) + " needs " + std::to_string(int64_t(size_) * out.numel()) +
+    throw DistError("reduce_scatter", "the input " + core::to_string(in.sizes()) + " has " +
+                                          std::to_string(in.numel()) + " elements; world size " +
+                                          std::to_string(size_) + " x output " + core::to_string(out.sizes()) +
+                                          " needs " + std::to_string(int64_t(size_) * out.numel()) +
                                           " (for chunks of different sizes pass a list of inputs)");
   if (out.numel() > 0 && out.shares_storage(in))
     throw DistError("reduce_scatter", "the output and the input share storage");
@@ -735,7 +748,8 @@ WorkPtr ProcessGroup::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op)
 WorkPtr ProcessGroup::reduce_scatter(Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) {
   check_tensor("reduce_scatter", "the output", out);
   if (int(ins.size()) != size_)
-    throw DistError("reduce_scatter", "got " + std::to_string(ins.size()) + " input tensors for world size " + std::to_string(size_));
+    throw DistError("reduce_scatter",
+                    "got " + std::to_string(ins.size()) + " input tensors for world size " + std::to_string(size_));
   auto task = std::make_shared<Task>();
   for (std::size_t r = 0; r < ins.size(); ++r) {
     const std::string name = "input " + std::to_string(r);
@@ -747,8 +761,9 @@ WorkPtr ProcessGroup::reduce_scatter(Tensor& out, const std::vector<Tensor>& ins
     task->numel += ins[r].numel();
   }
   if (ins[rank_].numel() != out.numel())
-    throw DistError("reduce_scatter", "input " + std::to_string(rank_) + " (this rank's chunk) " + core::to_string(ins[rank_].sizes()) +
-                                          " has " + std::to_string(ins[rank_].numel()) + " elements but the output " +
+    throw DistError("reduce_scatter", "input " + std::to_string(rank_) + " (this rank's chunk) " +
+                                          core::to_string(ins[rank_].sizes()) + " has " +
+                                          std::to_string(ins[rank_].numel()) + " elements but the output " +
                                           core::to_string(out.sizes()) + " has " + std::to_string(out.numel()));
   out.bump_version();
   task->code = OpCode::ReduceScatter;

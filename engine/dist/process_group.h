@@ -45,7 +45,7 @@ struct InFlight;
 // One issued call. Completed by the group's worker thread; waited on by anyone.
 class Work {
  public:
-  uint64_t seq() const { return seq_; }          // 1, 2, ... per group, in issue order
+  uint64_t seq() const { return seq_; }  // 1, 2, ... per group, in issue order
   const std::string& op() const { return *op_; }
   bool is_completed() const { return done_.load(std::memory_order_acquire); }
   // Blocks until done; rethrows the backend's failure. Throws DistError (naming the op, seq and
@@ -59,14 +59,14 @@ class Work {
  private:
   friend class ProcessGroup;
   uint64_t seq_ = 0;
-  const std::string* op_ = nullptr;     // one static string per op (no copy per call)
+  const std::string* op_ = nullptr;  // one static string per op (no copy per call)
   std::chrono::milliseconds default_timeout_{0};
-  ProcessGroup* group_ = nullptr;       // valid while !done_ (a group drains its calls before it dies)
+  ProcessGroup* group_ = nullptr;  // valid while !done_ (a group drains its calls before it dies)
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> done_{false};
-  std::atomic<int> waiters_{0};         // threads blocked on cv_: finish() notifies only then
-  std::exception_ptr error_;            // written before done_ is set
+  std::atomic<int> waiters_{0};  // threads blocked on cv_: finish() notifies only then
+  std::exception_ptr error_;     // written before done_ is set
   void finish(std::exception_ptr e);
   bool block_until_done(std::chrono::milliseconds timeout);
 };
@@ -83,7 +83,7 @@ struct Options {
   // Where the watchdog writes its JSON dump and where ranks publish their progress for each
   // other's diagnoses (the launcher sets TRAINBENCH_DIST_DIR; empty: the current directory).
   std::string run_dir;
-  bool watchdog = true;                  // false only in tests of the watchdog's pieces
+  bool watchdog = true;  // false only in tests of the watchdog's pieces
   // Note [Checking the calls] (process_group.cpp): before a collective enters the backend, the
   // ranks compare its op, dtype, element count, reduction and root. Auto: through the progress
   // board when every rank is on this host, else through a small all-reduce on the backend;
@@ -103,7 +103,7 @@ class ProcessGroup {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  virtual std::string backend() const = 0;   // "mpi", "gloo", "nccl"
+  virtual std::string backend() const = 0;  // "mpi", "gloo", "nccl"
   const Options& options() const { return options_; }
   FlightRecorder& recorder() { return *recorder_; }
 
@@ -143,8 +143,8 @@ class ProcessGroup {
   // Avg is never passed: the base class reduces with Sum and divides (integers: truncating).
   virtual void run_all_reduce(Tensor& t, ReduceOp op) = 0;
   virtual void run_broadcast(Tensor& t, int root) = 0;
-  virtual void run_all_gather(Tensor& out, const Tensor& in) = 0;          // out: size() * in
-  virtual void run_reduce_scatter(Tensor& out, const Tensor& in,           // in: concatenated
+  virtual void run_all_gather(Tensor& out, const Tensor& in) = 0;  // out: size() * in
+  virtual void run_reduce_scatter(Tensor& out, const Tensor& in,   // in: concatenated
                                   const std::vector<int64_t>& counts, ReduceOp op) = 0;
   virtual void run_barrier() = 0;
   virtual void run_send(const Tensor& t, int dst, int tag) = 0;
@@ -154,14 +154,14 @@ class ProcessGroup {
   friend class Work;
   struct Task;  // one call: its Work, op, tensors (process_group.cpp)
   WorkPtr enqueue(std::shared_ptr<Task> task, const std::string& detail);
-  void execute(Task& task);             // runs one call on the current thread (mu_ not held)
-  void run_task(Task& task);            // the primitive(s) of one call
-  void help(Work* w);                   // runs queued calls up to w on the waiting thread
+  void execute(Task& task);   // runs one call on the current thread (mu_ not held)
+  void run_task(Task& task);  // the primitive(s) of one call
+  void help(Work* w);         // runs queued calls up to w on the waiting thread
   void worker_loop();
-  void await_peers(uint64_t cseq);      // Note [Waiting for the peers]
-  void check_call(Task& task);          // Note [Checking the calls]; throws DistError on a mismatch
+  void await_peers(uint64_t cseq);             // Note [Waiting for the peers]
+  void check_call(Task& task);                 // Note [Checking the calls]; throws DistError on a mismatch
   InFlight in_flight(const Task& task) const;  // the watchdog's description of a call
-  void agree_on_check();                // start(): every rank picks the same CheckMode
+  void agree_on_check();                       // start(): every rank picks the same CheckMode
 
   int rank_, size_;
   Options options_;
@@ -169,18 +169,18 @@ class ProcessGroup {
   std::unique_ptr<ProgressBoard> board_;
   std::unique_ptr<Watchdog> watchdog_;
   std::mutex mu_;
-  std::condition_variable cv_;          // wakes the worker
+  std::condition_variable cv_;  // wakes the worker
   std::deque<std::shared_ptr<Task>> queue_;
-  std::shared_ptr<Task> running_;       // the call being executed (by the worker or a waiter)
+  std::shared_ptr<Task> running_;  // the call being executed (by the worker or a waiter)
   uint64_t next_seq_ = 1, next_collective_seq_ = 1;
-  uint64_t last_enqueue_ = 0;           // CallClock ticks (flight_recorder.h)
-  bool worker_asleep_ = false;          // blocked without a deadline: enqueue must notify
-  bool worker_parked_ = false;          // blocked until the call a waiter runs ends: help notifies
-  bool last_ran_inline_ = false;        // the last call ran on its waiting thread (a synchronous caller)
+  uint64_t last_enqueue_ = 0;     // CallClock ticks (flight_recorder.h)
+  bool worker_asleep_ = false;    // blocked without a deadline: enqueue must notify
+  bool worker_parked_ = false;    // blocked until the call a waiter runs ends: help notifies
+  bool last_ran_inline_ = false;  // the last call ran on its waiting thread (a synchronous caller)
   bool stopping_ = false, started_ = false, shut_down_ = false;
-  bool peers_local_ = false;            // every rank's board slot is on this host (worker only)
+  bool peers_local_ = false;  // every rank's board slot is on this host (worker only)
   enum CheckMode { kCheckOff, kCheckExchange, kCheckBoard };
-  CheckMode check_mode_ = kCheckOff;    // agreed by every rank in start()
+  CheckMode check_mode_ = kCheckOff;  // agreed by every rank in start()
   std::thread worker_;
 };
 

@@ -52,11 +52,22 @@ CallKey unpack_call(uint64_t p) {
 namespace {
 
 constexpr uint64_t kMagic = 0x3264726f62627474ull;  // "ttbboard2" (little-endian, truncated)
-constexpr int kSlotWords = 32;                        // 256 bytes: four cache lines
-enum Field { kMagicF, kPid, kCollIssued, kCollEntered, kCollEnteredCall, kCollCompleted, kP2pEntered,
-             kP2pEnteredCall, kP2pCompleted, kState,
-             kFp /* two fingerprints of kFpWords: seq, call, numel, aux */ = 10,
-             kHost = kFp + 8 /* 7 words of hostname */, kEnd = kHost + 7 };
+constexpr int kSlotWords = 32;                      // 256 bytes: four cache lines
+enum Field {
+  kMagicF,
+  kPid,
+  kCollIssued,
+  kCollEntered,
+  kCollEnteredCall,
+  kCollCompleted,
+  kP2pEntered,
+  kP2pEnteredCall,
+  kP2pCompleted,
+  kState,
+  kFp /* two fingerprints of kFpWords: seq, call, numel, aux */ = 10,
+  kHost = kFp + 8 /* 7 words of hostname */,
+  kEnd = kHost + 7
+};
 constexpr int kFpWords = 4;
 static_assert(kEnd <= kSlotWords);
 constexpr int kHostBytes = (kEnd - kHost) * 8;
@@ -75,9 +86,7 @@ std::string describe(uint64_t packed) {
 }
 
 // "all_reduce (float32, 1024 elements, sum)": the full key, for mismatch reports.
-std::string describe_full(uint64_t packed) {
-  return describe_call({packed, unpack_call(packed).numel, 0});
-}
+std::string describe_full(uint64_t packed) { return describe_call({packed, unpack_call(packed).numel, 0}); }
 
 // Boards of this process's live groups, for the atexit hook (leaked: the hook may run after
 // static destructors).
@@ -214,7 +223,8 @@ void ProgressBoard::set_state_all(State st) {
 }
 void ProgressBoard::set_state(State st) const {
   // Left is final: a group destroyed before exit() is not "exiting with the group alive".
-  if (base_ && std::atomic_ref<uint64_t>(*field(rank_, kState)).load(std::memory_order_relaxed) != uint64_t(State::Left))
+  if (base_ &&
+      std::atomic_ref<uint64_t>(*field(rank_, kState)).load(std::memory_order_relaxed) != uint64_t(State::Left))
     std::atomic_ref<uint64_t>(*field(rank_, kState)).store(uint64_t(st), std::memory_order_release);
 }
 void ProgressBoard::post_fingerprint(uint64_t cseq, const Fingerprint& f) {
@@ -357,7 +367,12 @@ void handle_sigterm() {
 Watchdog::Watchdog(std::function<std::optional<InFlight>()> probe, const FlightRecorder& recorder,
                    const ProgressBoard& board, int rank, int size, std::chrono::milliseconds timeout,
                    std::string run_dir)
-    : probe_(std::move(probe)), recorder_(recorder), board_(board), rank_(rank), size_(size), timeout_(timeout),
+    : probe_(std::move(probe)),
+      recorder_(recorder),
+      board_(board),
+      rank_(rank),
+      size_(size),
+      timeout_(timeout),
       run_dir_(std::move(run_dir)) {
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
   {
@@ -477,13 +492,14 @@ std::string Watchdog::diagnose(const InFlight& f, double elapsed_s) const {
     const ProgressBoard::Slot s = board_.read(f.peer);
     std::ostringstream o;
     if (!s.joined || !s.same_host) {
-      o << "rank " << f.peer << "'s progress is unknown (" << (s.joined ? "on host " + s.host : "no progress board entry")
-        << ")";
+      o << "rank " << f.peer << "'s progress is unknown ("
+        << (s.joined ? "on host " + s.host : "no progress board entry") << ")";
     } else {
       o << "rank " << f.peer << " has no matching call in flight (its last send/recv: ";
       if (s.p2p_entered == 0) o << "none";
-      else o << "#" << s.p2p_entered << " " << describe_full(s.p2p_entered_call)
-             << (s.p2p_completed >= s.p2p_entered ? ", completed" : ", in flight");
+      else
+        o << "#" << s.p2p_entered << " " << describe_full(s.p2p_entered_call)
+          << (s.p2p_completed >= s.p2p_entered ? ", completed" : ", in flight");
       o << "; its last collective: " << last_coll(s) << ")";
     }
     parts.push_back(o.str());
@@ -495,8 +511,9 @@ std::string Watchdog::diagnose(const InFlight& f, double elapsed_s) const {
       const ProgressBoard::Slot s = board_.read(q);
       std::ostringstream o;
       if (!s.joined) {
-        o << "rank " << q << "'s progress is unknown (no progress board entry: another host without a shared run "
-                             "dir, or it never created the group)";
+        o << "rank " << q
+          << "'s progress is unknown (no progress board entry: another host without a shared run "
+             "dir, or it never created the group)";
       } else if (!s.same_host) {
         o << "rank " << q << "'s progress is unknown (on host " << s.host << ")";
       } else if (s.coll_entered < S) {
@@ -543,21 +560,31 @@ void Watchdog::fire_line(const std::string& line, const InFlight* f) {
     nlohmann::json board = nlohmann::json::array();
     for (int q = 0; q < size_; ++q) {
       const ProgressBoard::Slot s = board_.read(q);
-      board.push_back({{"rank", q}, {"joined", s.joined}, {"host", s.host}, {"pid", s.pid},
-                       {"state", s.state == ProgressBoard::State::Active ? "active"
-                                 : s.state == ProgressBoard::State::Left  ? "left"
-                                 : s.state == ProgressBoard::State::Exiting ? "exiting" : "failed"},
+      board.push_back({{"rank", q},
+                       {"joined", s.joined},
+                       {"host", s.host},
+                       {"pid", s.pid},
+                       {"state", s.state == ProgressBoard::State::Active    ? "active"
+                                 : s.state == ProgressBoard::State::Left    ? "left"
+                                 : s.state == ProgressBoard::State::Exiting ? "exiting"
+                                                                            : "failed"},
                        {"alive", s.same_host ? nlohmann::json(process_alive(s.pid)) : nlohmann::json()},
-                       {"collective_issued", s.coll_issued}, {"collective_entered", s.coll_entered},
+                       {"collective_issued", s.coll_issued},
+                       {"collective_entered", s.coll_entered},
                        {"collective_entered_op", describe_full(s.coll_entered_call)},
-                       {"collective_completed", s.coll_completed}, {"p2p_entered", s.p2p_entered},
-                       {"p2p_entered_op", describe_full(s.p2p_entered_call)}, {"p2p_completed", s.p2p_completed}});
+                       {"collective_completed", s.coll_completed},
+                       {"p2p_entered", s.p2p_entered},
+                       {"p2p_entered_op", describe_full(s.p2p_entered_call)},
+                       {"p2p_completed", s.p2p_completed}});
     }
     j["diagnosis"] = line;
     j["timeout_s"] = std::chrono::duration<double>(timeout_).count();
     if (f) {
       const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - f->since).count();
-      j["stuck"] = {{"seq", f->seq}, {"collective_seq", f->collective_seq}, {"what", f->what}, {"elapsed_s", elapsed_s}};
+      j["stuck"] = {{"seq", f->seq},
+                    {"collective_seq", f->collective_seq},
+                    {"what", f->what},
+                    {"elapsed_s", elapsed_s}};
     }
     j["progress_board"] = {{"path", board_.path()}, {"slots", board}};
     std::ofstream out(dump);

@@ -79,8 +79,8 @@ bool process_alive(int64_t pid);
 class ProgressBoard {
  public:
   enum class State : uint64_t { Active = 0, Left = 1, Exiting = 2, Failed = 3 /* its watchdog ended it */ };
-  struct Slot {  // a plain copy of a rank's slot
-    bool joined = false;          // the rank created the group (magic written)
+  struct Slot {           // a plain copy of a rank's slot
+    bool joined = false;  // the rank created the group (magic written)
     bool same_host = false;
     std::string host;
     int64_t pid = 0;
@@ -102,7 +102,7 @@ class ProgressBoard {
   void coll_completed(uint64_t cseq);
   void p2p_entered(uint64_t seq, uint64_t call);
   void p2p_completed(uint64_t seq);
-  void set_state(State s) const;  // writes this rank's slot (shared memory, not this object)
+  void set_state(State s) const;       // writes this rank's slot (shared memory, not this object)
   static void set_state_all(State s);  // every live board of this process
   // Publishes this rank's fingerprint of collective `cseq` (a ring of two per rank: a rank can be
   // at most one collective ahead of a rank still comparing, since it compares too).
@@ -123,10 +123,10 @@ class ProgressBoard {
 
 // What the group reports as its oldest unfinished call.
 struct InFlight {
-  uint64_t seq = 0, collective_seq = 0;   // collective_seq 0: a send/recv
-  uint64_t call = 0;                      // pack_call
-  int peer = -1;                          // send/recv: the other rank
-  std::string what;                       // "all_reduce #7 (float32 [1024], mpi)"
+  uint64_t seq = 0, collective_seq = 0;  // collective_seq 0: a send/recv
+  uint64_t call = 0;                     // pack_call
+  int peer = -1;                         // send/recv: the other rank
+  std::string what;                      // "all_reduce #7 (float32 [1024], mpi)"
   std::chrono::steady_clock::time_point since;
 };
 

@@ -87,9 +87,7 @@ std::string format_bytes(int64_t n) {
   return os.str();
 }
 
-CpuCachingAllocator::CpuCachingAllocator() {
-  limit_ = core::env_bytes("TRAINBENCH_MEMORY_LIMIT", 0);
-}
+CpuCachingAllocator::CpuCachingAllocator() { limit_ = core::env_bytes("TRAINBENCH_MEMORY_LIMIT", 0); }
 
 CpuCachingAllocator::~CpuCachingAllocator() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -116,12 +114,12 @@ DataPtr CpuCachingAllocator::allocate(size_t nbytes) {
     if (limit_ > 0 && int64_t(size) > limit_ - stats_.reserved_bytes) free_cached_locked();
     if (limit_ > 0 && int64_t(size) > limit_ - stats_.reserved_bytes) {
       std::ostringstream os;
-      os << "out of memory: tried to allocate " << format_bytes(int64_t(nbytes)) << " (tag "
-         << tag_name(tag) << ") with " << format_bytes(stats_.allocated_bytes)
-         << " held by live tensors under a limit of " << format_bytes(limit_)
-         << " (TRAINBENCH_MEMORY_LIMIT). Held by tag:";
+      os << "out of memory: tried to allocate " << format_bytes(int64_t(nbytes)) << " (tag " << tag_name(tag)
+         << ") with " << format_bytes(stats_.allocated_bytes) << " held by live tensors under a limit of "
+         << format_bytes(limit_) << " (TRAINBENCH_MEMORY_LIMIT). Held by tag:";
       for (int t = 0; t < kNumTags; ++t)
-        if (stats_.allocated_by_tag[t] > 0) os << " " << tag_name(Tag(t)) << "=" << format_bytes(stats_.allocated_by_tag[t]);
+        if (stats_.allocated_by_tag[t] > 0)
+          os << " " << tag_name(Tag(t)) << "=" << format_bytes(stats_.allocated_by_tag[t]);
       std::vector<Block> blocks;
       for (auto& [ptr, b] : live_) blocks.push_back(b);
       std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.size > b.size; });

@@ -39,13 +39,13 @@ class TagGuard {
 };
 
 struct Stats {
-  int64_t allocated_bytes = 0;   // held by live tensors
-  int64_t reserved_bytes = 0;    // allocated + cached free blocks
+  int64_t allocated_bytes = 0;  // held by live tensors
+  int64_t reserved_bytes = 0;   // allocated + cached free blocks
   int64_t peak_allocated_bytes = 0;
   int64_t peak_reserved_bytes = 0;
-  int64_t num_allocs = 0;        // requests served
-  int64_t num_cache_hits = 0;    // requests served from the cache
-  int64_t num_system_allocs = 0; // requests that went to the system
+  int64_t num_allocs = 0;         // requests served
+  int64_t num_cache_hits = 0;     // requests served from the cache
+  int64_t num_system_allocs = 0;  // requests that went to the system
   std::array<int64_t, kNumTags> allocated_by_tag{};
 };
 
@@ -73,6 +73,7 @@ class Allocator {
   virtual DataPtr allocate(size_t nbytes) = 0;  // the one method; 64-byte aligned
   // Counts the live block at `p` under `tag` from now on (a no-op for allocators without tags).
   virtual void retag(void* /*p*/, Tag /*tag*/) {}
+
  protected:
   friend struct DataDeleter;
   virtual void release(void* p) = 0;
@@ -86,16 +87,19 @@ class CpuCachingAllocator final : public Allocator {
   void retag(void* p, Tag tag) override;
   Stats stats() const;
   void reset_peak();
-  void empty_cache();                 // return cached free blocks to the system
-  void set_limit(int64_t bytes);      // 0 = no cap; negative is an error
+  void empty_cache();             // return cached free blocks to the system
+  void set_limit(int64_t bytes);  // 0 = no cap; negative is an error
   int64_t limit() const;
 
  private:
   void release(void* p) override;
   void free_cached_locked();
-  struct Block { size_t size; Tag tag; };
+  struct Block {
+    size_t size;
+    Tag tag;
+  };
   mutable std::mutex mu_;
-  std::unordered_map<size_t, std::vector<void*>> free_;   // rounded size -> cached blocks
+  std::unordered_map<size_t, std::vector<void*>> free_;  // rounded size -> cached blocks
   std::unordered_map<void*, Block> live_;
   Stats stats_;
   int64_t limit_ = 0;

@@ -10,7 +10,7 @@ namespace tb::nn {
 
 struct MultiheadAttentionOptions {
   int64_t embed_dim = 0, num_heads = 1;
-  double dropout = 0;        // on the attention weights, in training
+  double dropout = 0;  // on the attention weights, in training
   bool bias = true;
   bool batch_first = false;  // (N, L, E) instead of (L, N, E)
   DType dtype = DType::Float32;

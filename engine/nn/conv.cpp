@@ -20,11 +20,11 @@ Conv2d::Conv2d(const Conv2dOptions& o) : Module("Conv2d"), options(o) {
   options.stride = pair_of(o.stride, "stride");
   options.padding = pair_of(o.padding, "padding");
   options.dilation = pair_of(o.dilation, "dilation");
-  TB_CHECK(o.groups > 0 && o.in_channels % o.groups == 0 && o.out_channels % o.groups == 0, "Conv2d",
-           "in_channels (", o.in_channels, ") and out_channels (", o.out_channels, ") must be divisible by groups (",
-           o.groups, ")");
+  TB_CHECK(o.groups > 0 && o.in_channels % o.groups == 0 && o.out_channels % o.groups == 0, "Conv2d", "in_channels (",
+           o.in_channels, ") and out_channels (", o.out_channels, ") must be divisible by groups (", o.groups, ")");
   weight = register_parameter("weight", empty({o.out_channels, o.in_channels / o.groups, options.kernel_size[0],
-                                               options.kernel_size[1]}, o.dtype));
+                                               options.kernel_size[1]},
+                                              o.dtype));
   bias = register_parameter("bias", o.bias ? empty({o.out_channels}, o.dtype) : Tensor());
   reset_parameters();
 }

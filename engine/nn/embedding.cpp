@@ -11,8 +11,8 @@ namespace tb::nn {
 Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, DType dtype)
     : Module("Embedding"), num_embeddings(num), embedding_dim(dim) {
   if (pad) {
-    TB_CHECK(*pad < num && *pad >= -num, "Embedding", "Padding_idx must be within num_embeddings (got ", *pad,
-             " for ", num, " embeddings)");
+    TB_CHECK(*pad < num && *pad >= -num, "Embedding", "Padding_idx must be within num_embeddings (got ", *pad, " for ",
+             num, " embeddings)");
     padding_idx = *pad < 0 ? *pad + num : *pad;
   }
   weight = register_parameter("weight", empty({num, dim}, dtype));
@@ -28,8 +28,6 @@ void Embedding::reset_parameters(core::Generator* gen) {
   }
 }
 
-Tensor Embedding::forward(const Tensor& indices) {
-  return tb::embedding(weight, indices, padding_idx.value_or(-1));
-}
+Tensor Embedding::forward(const Tensor& indices) { return tb::embedding(weight, indices, padding_idx.value_or(-1)); }
 
 }  // namespace tb::nn

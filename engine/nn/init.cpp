@@ -21,7 +21,8 @@ DType draw_dtype(const Tensor& t) {
 
 int64_t fan(const Tensor& t, const std::string& mode) {
   auto [in, out] = fan_in_and_fan_out(t);
-  TB_CHECK(mode == "fan_in" || mode == "fan_out", "kaiming", "mode ", mode, " not supported, please use fan_in or fan_out");
+  TB_CHECK(mode == "fan_in" || mode == "fan_out", "kaiming", "mode ", mode,
+           " not supported, please use fan_in or fan_out");
   return mode == "fan_in" ? in : out;
 }
 

@@ -18,13 +18,14 @@ TransformerBlock::TransformerBlock(int64_t d, int64_t n_heads, double dropout, c
                                    DType dtype)
     : Module("TransformerBlock") {
   ln1 = register_module("ln1", std::make_shared<LayerNorm>(Shape{d}, 1e-5, true, true, dtype));
-  attn = register_module("attn", std::make_shared<MultiheadAttention>(
-                                     MultiheadAttentionOptions{d, n_heads, dropout, true, /*batch_first=*/true, dtype}));
+  attn = register_module("attn",
+                         std::make_shared<MultiheadAttention>(
+                             MultiheadAttentionOptions{d, n_heads, dropout, true, /*batch_first=*/true, dtype}));
   ln2 = register_module("ln2", std::make_shared<LayerNorm>(Shape{d}, 1e-5, true, true, dtype));
-  mlp = register_module("mlp", std::make_shared<Sequential>(std::initializer_list<ModulePtr>{
-                                   std::make_shared<Linear>(d, 4 * d, true, dtype),
-                                   std::make_shared<GELU>(gelu_approximate),
-                                   std::make_shared<Linear>(4 * d, d, true, dtype)}));
+  mlp = register_module("mlp", std::make_shared<Sequential>(
+                                   std::initializer_list<ModulePtr>{std::make_shared<Linear>(d, 4 * d, true, dtype),
+                                                                    std::make_shared<GELU>(gelu_approximate),
+                                                                    std::make_shared<Linear>(4 * d, d, true, dtype)}));
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {

@@ -36,8 +36,8 @@ class TransformerBlock : public Module {
 
 struct GPTConfig {
   int64_t vocab = 64, d_model = 32, n_layers = 2, n_heads = 4, max_seq = 16;
-  double dropout = 0;                      // after the embeddings and on attention weights
-  std::string gelu_approximate = "tanh";   // GPT-2's
+  double dropout = 0;                     // after the embeddings and on attention weights
+  std::string gelu_approximate = "tanh";  // GPT-2's
   DType dtype = DType::Float32;
 };
 

@@ -94,7 +94,9 @@ std::vector<std::pair<std::string, const Module*>> Module::named_modules() const
 }
 
 namespace {
-std::string join(const std::string& prefix, const std::string& name) { return prefix.empty() ? name : prefix + "." + name; }
+std::string join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
 }  // namespace
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
@@ -179,9 +181,8 @@ LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
       continue;
     }
     TB_CHECK(src->defined(), "load_state_dict", "the state dict holds an undefined tensor for '", key, "'");
-    TB_CHECK(src->sizes() == t.sizes(), "load_state_dict",
-             "size mismatch for ", key, ": copying a param with shape ", shape_str(src->sizes()),
-             " from checkpoint, the shape in current model is ", shape_str(t.sizes()), ".");
+    TB_CHECK(src->sizes() == t.sizes(), "load_state_dict", "size mismatch for ", key, ": copying a param with shape ",
+             shape_str(src->sizes()), " from checkpoint, the shape in current model is ", shape_str(t.sizes()), ".");
   }
   for (const auto& [key, t] : state)
     if (!own.contains(key)) r.unexpected_keys.push_back(key);

@@ -49,8 +49,8 @@ Tensor BatchNormBase::forward(const Tensor& x) {
   }
   const bool use_batch_stats = is_training() || !running_mean.defined();
   const bool pass_stats = !is_training() || options.track_running_stats;
-  return tb::batch_norm(x, pass_stats ? running_mean : Tensor(), pass_stats ? running_var : Tensor(), weight,
-                              bias, use_batch_stats, factor, options.eps);
+  return tb::batch_norm(x, pass_stats ? running_mean : Tensor(), pass_stats ? running_var : Tensor(), weight, bias,
+                        use_batch_stats, factor, options.eps);
 }
 
 void BatchNorm1d::check_input_dim(const Tensor& x) const {

@@ -26,8 +26,8 @@ class BatchNormBase : public Module {
   void reset_parameters();
 
   BatchNormOptions options;
-  Tensor weight, bias;                                     // (C), undefined without affine
-  Tensor running_mean, running_var, num_batches_tracked;   // undefined without tracking
+  Tensor weight, bias;                                    // (C), undefined without affine
+  Tensor running_mean, running_var, num_batches_tracked;  // undefined without tracking
 
  protected:
   virtual void check_input_dim(const Tensor& x) const = 0;

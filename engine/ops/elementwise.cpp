@@ -64,7 +64,6 @@ std::vector<Tensor> in_storage_order(std::initializer_list<Tensor> operands) {
   return out;
 }
 
-
 Dest::Dest(Tensor* out, bool inplace, const Shape& shape, DType rdt, const char* op,
            std::initializer_list<Tensor> inputs)
     : out_(out) {
@@ -160,38 +159,115 @@ Tensor numeric_unary(const char* op, const Tensor& x, Tensor* out, bool inplace,
   });
 }
 
-struct Exp { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::exp(v); } };
-struct Expm1 { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::expm1(v); } };
-struct Log { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::log(v); } };
-struct Log1p { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::log1p(v); } };
-struct Sqrt { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::sqrt(v); } };
-struct Rsqrt { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return M(1) / std::sqrt(v); } };
-struct Reciprocal { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return M(1) / v; } };
-struct Sin { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::sin(v); } };
-struct Cos { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return std::cos(v); } };
-struct Tanh { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return ew::tanh_fast(v); } };
+struct Exp {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return std::exp(v);
+  }
+};
+struct Expm1 {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return std::expm1(v);
+  }
+};
+struct Log {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return std::log(v);
+  }
+};
+struct Log1p {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return std::log1p(v);
+  }
+};
+struct Sqrt {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return std::sqrt(v);
+  }
+};
+struct Rsqrt {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return M(1) / std::sqrt(v);
+  }
+};
+struct Reciprocal {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return M(1) / v;
+  }
+};
+struct Sin {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return std::sin(v);
+  }
+};
+struct Cos {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return std::cos(v);
+  }
+};
+struct Tanh {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return ew::tanh_fast(v);
+  }
+};
 // exp_fast: libm's expf is an out-of-line call that keeps the loop scalar (double: std::exp).
 struct Sigmoid {
-  template <typename M> [[gnu::always_inline]] M operator()(M v) const { return M(1) / (M(1) + cpu::exp_fast(-v)); }
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return M(1) / (M(1) + cpu::exp_fast(-v));
+  }
 };
 struct Silu {
-  template <typename M> [[gnu::always_inline]] M operator()(M v) const { return v / (M(1) + cpu::exp_fast(-v)); }
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return v / (M(1) + cpu::exp_fast(-v));
+  }
 };
-struct GeluErf { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return ew::gelu_erf(v); } };
-struct GeluTanh { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return ew::gelu_tanh(v); } };
-struct Neg { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return ew::wneg(v); } };
+struct GeluErf {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return ew::gelu_erf(v);
+  }
+};
+struct GeluTanh {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return ew::gelu_tanh(v);
+  }
+};
+struct Neg {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return ew::wneg(v);
+  }
+};
 struct Abs {
-  template <typename M> M operator()(M v) const {
+  template <typename M>
+  M operator()(M v) const {
     if constexpr (std::is_floating_point_v<M>) return std::fabs(v);
     else return v < 0 ? ew::wneg(v) : v;
   }
 };
 // NaN stays NaN (x < 0 is false), like LibTorch's clamp_min(x, 0).
-struct Relu { template <typename M> [[gnu::always_inline]] M operator()(M v) const { return v < M(0) ? M(0) : v; } };
+struct Relu {
+  template <typename M>
+  [[gnu::always_inline]] M operator()(M v) const {
+    return v < M(0) ? M(0) : v;
+  }
+};
 
 bool check_gelu_mode(const std::string& approximate, const char* op) {
-  TB_CHECK(approximate == "none" || approximate == "tanh", op, "approximate argument must be either none or tanh, got '",
-           approximate, "'");
+  TB_CHECK(approximate == "none" || approximate == "tanh", op,
+           "approximate argument must be either none or tanh, got '", approximate, "'");
   return approximate == "tanh";
 }
 
@@ -204,49 +280,124 @@ constexpr const char* kReluBool = "not implemented for dtype bool";
 
 // ---- floating math ----
 Tensor exp(const Tensor& x) { return float_unary("exp", x, nullptr, false, Exp{}); }
-Tensor& exp_(Tensor& self) { float_unary("exp_", self, &self, true, Exp{}); return self; }
-Tensor& exp_out(Tensor& out, const Tensor& x) { float_unary("exp_out", x, &out, false, Exp{}); return out; }
+Tensor& exp_(Tensor& self) {
+  float_unary("exp_", self, &self, true, Exp{});
+  return self;
+}
+Tensor& exp_out(Tensor& out, const Tensor& x) {
+  float_unary("exp_out", x, &out, false, Exp{});
+  return out;
+}
 Tensor expm1(const Tensor& x) { return float_unary("expm1", x, nullptr, false, Expm1{}); }
-Tensor& expm1_(Tensor& self) { float_unary("expm1_", self, &self, true, Expm1{}); return self; }
-Tensor& expm1_out(Tensor& out, const Tensor& x) { float_unary("expm1_out", x, &out, false, Expm1{}); return out; }
+Tensor& expm1_(Tensor& self) {
+  float_unary("expm1_", self, &self, true, Expm1{});
+  return self;
+}
+Tensor& expm1_out(Tensor& out, const Tensor& x) {
+  float_unary("expm1_out", x, &out, false, Expm1{});
+  return out;
+}
 Tensor log(const Tensor& x) { return float_unary("log", x, nullptr, false, Log{}); }
-Tensor& log_(Tensor& self) { float_unary("log_", self, &self, true, Log{}); return self; }
-Tensor& log_out(Tensor& out, const Tensor& x) { float_unary("log_out", x, &out, false, Log{}); return out; }
+Tensor& log_(Tensor& self) {
+  float_unary("log_", self, &self, true, Log{});
+  return self;
+}
+Tensor& log_out(Tensor& out, const Tensor& x) {
+  float_unary("log_out", x, &out, false, Log{});
+  return out;
+}
 Tensor log1p(const Tensor& x) { return float_unary("log1p", x, nullptr, false, Log1p{}); }
-Tensor& log1p_(Tensor& self) { float_unary("log1p_", self, &self, true, Log1p{}); return self; }
-Tensor& log1p_out(Tensor& out, const Tensor& x) { float_unary("log1p_out", x, &out, false, Log1p{}); return out; }
+Tensor& log1p_(Tensor& self) {
+  float_unary("log1p_", self, &self, true, Log1p{});
+  return self;
+}
+Tensor& log1p_out(Tensor& out, const Tensor& x) {
+  float_unary("log1p_out", x, &out, false, Log1p{});
+  return out;
+}
 Tensor sqrt(const Tensor& x) { return float_unary("sqrt", x, nullptr, false, Sqrt{}); }
-Tensor& sqrt_(Tensor& self) { float_unary("sqrt_", self, &self, true, Sqrt{}); return self; }
-Tensor& sqrt_out(Tensor& out, const Tensor& x) { float_unary("sqrt_out", x, &out, false, Sqrt{}); return out; }
+Tensor& sqrt_(Tensor& self) {
+  float_unary("sqrt_", self, &self, true, Sqrt{});
+  return self;
+}
+Tensor& sqrt_out(Tensor& out, const Tensor& x) {
+  float_unary("sqrt_out", x, &out, false, Sqrt{});
+  return out;
+}
 Tensor rsqrt(const Tensor& x) { return float_unary("rsqrt", x, nullptr, false, Rsqrt{}); }
-Tensor& rsqrt_(Tensor& self) { float_unary("rsqrt_", self, &self, true, Rsqrt{}); return self; }
-Tensor& rsqrt_out(Tensor& out, const Tensor& x) { float_unary("rsqrt_out", x, &out, false, Rsqrt{}); return out; }
+Tensor& rsqrt_(Tensor& self) {
+  float_unary("rsqrt_", self, &self, true, Rsqrt{});
+  return self;
+}
+Tensor& rsqrt_out(Tensor& out, const Tensor& x) {
+  float_unary("rsqrt_out", x, &out, false, Rsqrt{});
+  return out;
+}
 Tensor reciprocal(const Tensor& x) { return float_unary("reciprocal", x, nullptr, false, Reciprocal{}); }
-Tensor& reciprocal_(Tensor& self) { float_unary("reciprocal_", self, &self, true, Reciprocal{}); return self; }
+Tensor& reciprocal_(Tensor& self) {
+  float_unary("reciprocal_", self, &self, true, Reciprocal{});
+  return self;
+}
 Tensor& reciprocal_out(Tensor& out, const Tensor& x) {
   float_unary("reciprocal_out", x, &out, false, Reciprocal{});
   return out;
 }
 Tensor sin(const Tensor& x) { return float_unary("sin", x, nullptr, false, Sin{}); }
-Tensor& sin_(Tensor& self) { float_unary("sin_", self, &self, true, Sin{}); return self; }
-Tensor& sin_out(Tensor& out, const Tensor& x) { float_unary("sin_out", x, &out, false, Sin{}); return out; }
+Tensor& sin_(Tensor& self) {
+  float_unary("sin_", self, &self, true, Sin{});
+  return self;
+}
+Tensor& sin_out(Tensor& out, const Tensor& x) {
+  float_unary("sin_out", x, &out, false, Sin{});
+  return out;
+}
 Tensor cos(const Tensor& x) { return float_unary("cos", x, nullptr, false, Cos{}); }
-Tensor& cos_(Tensor& self) { float_unary("cos_", self, &self, true, Cos{}); return self; }
-Tensor& cos_out(Tensor& out, const Tensor& x) { float_unary("cos_out", x, &out, false, Cos{}); return out; }
+Tensor& cos_(Tensor& self) {
+  float_unary("cos_", self, &self, true, Cos{});
+  return self;
+}
+Tensor& cos_out(Tensor& out, const Tensor& x) {
+  float_unary("cos_out", x, &out, false, Cos{});
+  return out;
+}
 Tensor tanh(const Tensor& x) { return float_unary("tanh", x, nullptr, false, Tanh{}); }
-Tensor& tanh_(Tensor& self) { float_unary("tanh_", self, &self, true, Tanh{}); return self; }
-Tensor& tanh_out(Tensor& out, const Tensor& x) { float_unary("tanh_out", x, &out, false, Tanh{}); return out; }
+Tensor& tanh_(Tensor& self) {
+  float_unary("tanh_", self, &self, true, Tanh{});
+  return self;
+}
+Tensor& tanh_out(Tensor& out, const Tensor& x) {
+  float_unary("tanh_out", x, &out, false, Tanh{});
+  return out;
+}
 Tensor sigmoid(const Tensor& x) { return float_unary("sigmoid", x, nullptr, false, Sigmoid{}); }
-Tensor& sigmoid_(Tensor& self) { float_unary("sigmoid_", self, &self, true, Sigmoid{}); return self; }
-Tensor& sigmoid_out(Tensor& out, const Tensor& x) { float_unary("sigmoid_out", x, &out, false, Sigmoid{}); return out; }
+Tensor& sigmoid_(Tensor& self) {
+  float_unary("sigmoid_", self, &self, true, Sigmoid{});
+  return self;
+}
+Tensor& sigmoid_out(Tensor& out, const Tensor& x) {
+  float_unary("sigmoid_out", x, &out, false, Sigmoid{});
+  return out;
+}
 
 // ---- neg, abs, sign ----
 Tensor neg(const Tensor& x) { return numeric_unary("neg", x, nullptr, false, kNegBool, Neg{}); }
-Tensor& neg_(Tensor& self) { numeric_unary("neg_", self, &self, true, kNegBool, Neg{}); return self; }
-Tensor& neg_out(Tensor& out, const Tensor& x) { numeric_unary("neg_out", x, &out, false, kNegBool, Neg{}); return out; }
+Tensor& neg_(Tensor& self) {
+  numeric_unary("neg_", self, &self, true, kNegBool, Neg{});
+  return self;
+}
+Tensor& neg_out(Tensor& out, const Tensor& x) {
+  numeric_unary("neg_out", x, &out, false, kNegBool, Neg{});
+  return out;
+}
 Tensor abs(const Tensor& x) { return numeric_unary("abs", x, nullptr, false, kAbsBool, Abs{}); }
-Tensor& abs_(Tensor& self) { numeric_unary("abs_", self, &self, true, kAbsBool, Abs{}); return self; }
-Tensor& abs_out(Tensor& out, const Tensor& x) { numeric_unary("abs_out", x, &out, false, kAbsBool, Abs{}); return out; }
+Tensor& abs_(Tensor& self) {
+  numeric_unary("abs_", self, &self, true, kAbsBool, Abs{});
+  return self;
+}
+Tensor& abs_out(Tensor& out, const Tensor& x) {
+  numeric_unary("abs_out", x, &out, false, kAbsBool, Abs{});
+  return out;
+}
 
 namespace {
 // sign(NaN) is 0 and sign(bool) is the bool itself, as in LibTorch.
@@ -266,12 +417,21 @@ Tensor sign_impl(const char* op, const Tensor& x, Tensor* out, bool inplace) {
 }  // namespace
 
 Tensor sign(const Tensor& x) { return sign_impl("sign", x, nullptr, false); }
-Tensor& sign_(Tensor& self) { sign_impl("sign_", self, &self, true); return self; }
-Tensor& sign_out(Tensor& out, const Tensor& x) { sign_impl("sign_out", x, &out, false); return out; }
+Tensor& sign_(Tensor& self) {
+  sign_impl("sign_", self, &self, true);
+  return self;
+}
+Tensor& sign_out(Tensor& out, const Tensor& x) {
+  sign_impl("sign_out", x, &out, false);
+  return out;
+}
 
 // ---- activations ----
 Tensor relu(const Tensor& x) { return numeric_unary("relu", x, nullptr, false, kReluBool, Relu{}); }
-Tensor& relu_(Tensor& self) { numeric_unary("relu_", self, &self, true, kReluBool, Relu{}); return self; }
+Tensor& relu_(Tensor& self) {
+  numeric_unary("relu_", self, &self, true, kReluBool, Relu{});
+  return self;
+}
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   if (check_gelu_mode(approximate, "gelu")) return floating_only("gelu", x, nullptr, false, GeluTanh{});
@@ -289,8 +449,14 @@ Tensor& gelu_out(Tensor& out, const Tensor& x, const std::string& approximate) {
 }
 
 Tensor silu(const Tensor& x) { return floating_only("silu", x, nullptr, false, Silu{}); }
-Tensor& silu_(Tensor& self) { floating_only("silu_", self, &self, true, Silu{}); return self; }
-Tensor& silu_out(Tensor& out, const Tensor& x) { floating_only("silu_out", x, &out, false, Silu{}); return out; }
+Tensor& silu_(Tensor& self) {
+  floating_only("silu_", self, &self, true, Silu{});
+  return self;
+}
+Tensor& silu_out(Tensor& out, const Tensor& x) {
+  floating_only("silu_out", x, &out, false, Silu{});
+  return out;
+}
 
 namespace {
 Tensor softplus_impl(const char* op, const Tensor& x, const Scalar& beta, const Scalar& threshold, Tensor* out) {
@@ -317,7 +483,8 @@ enum class Pred { NaN, Inf, Finite };
 Tensor predicate(const char* op, const Tensor& x, Pred p) {
   TB_CHECK(x.defined(), op, "undefined input tensor");
   // Integers and bools are never NaN or infinite.
-  if (!core::is_floating(x.dtype())) return p == Pred::Finite ? ones(x.sizes(), DType::Bool) : zeros(x.sizes(), DType::Bool);
+  if (!core::is_floating(x.dtype()))
+    return p == Pred::Finite ? ones(x.sizes(), DType::Bool) : zeros(x.sizes(), DType::Bool);
   const DType dt = x.dtype();
   return ew::unary(op, x, dt, DType::Bool, nullptr, false, [&](const StridedLoop& loop) {
     core::dispatch_floating(dt, op, [&]<typename T>() {
@@ -340,14 +507,19 @@ Tensor isfinite(const Tensor& x) { return predicate("isfinite", x, Pred::Finite)
 // ---- logical_not: nonzero (NaN included) is true ----
 namespace {
 Tensor logical_not_impl(const char* op, const Tensor& x, Tensor* out, bool inplace) {
-  return ew::unary(op, x, DType::Bool, DType::Bool, out, inplace, [](const StridedLoop& loop) {
-    cpu::cpu_kernel<bool, bool>(loop, [](bool v) { return !v; });
-  });
+  return ew::unary(op, x, DType::Bool, DType::Bool, out, inplace,
+                   [](const StridedLoop& loop) { cpu::cpu_kernel<bool, bool>(loop, [](bool v) { return !v; }); });
 }
 }  // namespace
 
 Tensor logical_not(const Tensor& x) { return logical_not_impl("logical_not", x, nullptr, false); }
-Tensor& logical_not_(Tensor& self) { logical_not_impl("logical_not_", self, &self, true); return self; }
-Tensor& logical_not_out(Tensor& out, const Tensor& x) { logical_not_impl("logical_not_out", x, &out, false); return out; }
+Tensor& logical_not_(Tensor& self) {
+  logical_not_impl("logical_not_", self, &self, true);
+  return self;
+}
+Tensor& logical_not_out(Tensor& out, const Tensor& x) {
+  logical_not_impl("logical_not_out", x, &out, false);
+  return out;
+}
 
 }  // namespace tb::ops

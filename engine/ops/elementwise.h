@@ -34,18 +34,18 @@ namespace tb::ops {
 // place: self's dtype). logical_not has the unary forms. No gradient.
 #define TB_LOGICAL_OPS(X) X(logical_and) X(logical_or) X(logical_xor)
 
-#define TB_UNARY_KERNELS(op) \
-  Tensor op(const Tensor& x);   \
-  Tensor& op##_(Tensor& self);  \
+#define TB_UNARY_KERNELS(op)   \
+  Tensor op(const Tensor& x);  \
+  Tensor& op##_(Tensor& self); \
   Tensor& op##_out(Tensor& out, const Tensor& x);
-#define TB_COMPARISON_KERNELS(op)                 \
-  Tensor op(const Tensor& a, const Tensor& b);    \
-  Tensor op(const Tensor& a, const Scalar& b);    \
-  Tensor& op##_(Tensor& self, const Tensor& b);   \
+#define TB_COMPARISON_KERNELS(op)               \
+  Tensor op(const Tensor& a, const Tensor& b);  \
+  Tensor op(const Tensor& a, const Scalar& b);  \
+  Tensor& op##_(Tensor& self, const Tensor& b); \
   Tensor& op##_out(Tensor& out, const Tensor& a, const Tensor& b);
-#define TB_LOGICAL_KERNELS(op)                    \
-  Tensor op(const Tensor& a, const Tensor& b);    \
-  Tensor& op##_(Tensor& self, const Tensor& b);   \
+#define TB_LOGICAL_KERNELS(op)                  \
+  Tensor op(const Tensor& a, const Tensor& b);  \
+  Tensor& op##_(Tensor& self, const Tensor& b); \
   Tensor& op##_out(Tensor& out, const Tensor& a, const Tensor& b);
 TB_UNARY_FLOAT_OPS(TB_UNARY_KERNELS)
 TB_UNARY_SAME_DTYPE_OPS(TB_UNARY_KERNELS)

@@ -151,8 +151,8 @@ std::vector<Tensor> stack_inputs(const std::vector<Tensor>& tensors, int64_t& di
   TB_CHECK(!tensors.empty(), "stack", "stack expects a non-empty TensorList");
   for (size_t i = 1; i < tensors.size(); ++i)
     TB_CHECK(tensors[i].sizes() == tensors[0].sizes(), "stack", "stack expects each tensor to be equal size, but got ",
-             core::to_string(tensors[0].sizes()), " at entry 0 and ", core::to_string(tensors[i].sizes()),
-             " at entry ", i);
+             core::to_string(tensors[0].sizes()), " at entry 0 and ", core::to_string(tensors[i].sizes()), " at entry ",
+             i);
   dim = core::wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> u;
   u.reserve(tensors.size());
@@ -178,7 +178,8 @@ std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim) {
   TB_CHECK(split_size >= 0, "split", "split expects split_size be non-negative, but got split_size=", split_size);
   const int64_t d = core::wrap_dim(dim, self.dim(), "split");
   const int64_t n = self.size(d);
-  TB_CHECK(split_size != 0 || n == 0, "split", "split_size can only be 0 if dimension size is 0, but got dimension size of ", n);
+  TB_CHECK(split_size != 0 || n == 0, "split",
+           "split_size can only be 0 if dimension size is 0, but got dimension size of ", n);
   const int64_t pieces = split_size == 0 ? 1 : std::max<int64_t>((n + split_size - 1) / split_size, 1);
   std::vector<Tensor> out;
   out.reserve(size_t(pieces));
@@ -194,7 +195,8 @@ std::vector<Tensor> split_with_sizes(const Tensor& self, const std::vector<int64
   const int64_t d = core::wrap_dim(dim, self.dim(), "split_with_sizes");
   int64_t total = 0;
   for (int64_t s : sizes) {
-    TB_CHECK(s >= 0, "split_with_sizes", "split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=",
+    TB_CHECK(s >= 0, "split_with_sizes",
+             "split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=",
              core::to_string(sizes));
     total += s;
   }
@@ -286,8 +288,8 @@ Tensor& triu_(Tensor& self, int64_t diagonal) {
 
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value) {
   check_bare_kernel("masked_fill_", {&self});
-  TB_CHECK(mask.dtype() == DType::Bool, "masked_fill_", "masked_fill_ only supports boolean masks, but got mask with dtype ",
-           core::name(mask.dtype()));
+  TB_CHECK(mask.dtype() == DType::Bool, "masked_fill_",
+           "masked_fill_ only supports boolean masks, but got mask with dtype ", core::name(mask.dtype()));
   const Shape b = core::broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill_");
   TB_CHECK(b == self.sizes(), "masked_fill_", "output with shape ", core::to_string(self.sizes()),
            " doesn't match the broadcast shape ", core::to_string(b));
@@ -303,8 +305,8 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value) {
 
 Tensor masked_fill(const Tensor& self, const Tensor& mask, double value) {
   check_bare_kernel("masked_fill", {&self});
-  TB_CHECK(mask.dtype() == DType::Bool, "masked_fill", "masked_fill_ only supports boolean masks, but got mask with dtype ",
-           core::name(mask.dtype()));
+  TB_CHECK(mask.dtype() == DType::Bool, "masked_fill",
+           "masked_fill_ only supports boolean masks, but got mask with dtype ", core::name(mask.dtype()));
   const Shape b = core::broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill");
   Tensor r = empty(b, self.dtype());
   // One pass, r = mask ? value : self, instead of a copy and then the fill: attention's causal

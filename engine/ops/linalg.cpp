@@ -82,8 +82,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   check_dim("bmm", a, 3, "batch1");
   check_dim("bmm", b, 3, "batch2");
   check_same_dtype("bmm", a, b);
-  TB_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "bmm", "batch1 and batch2 shapes do not match: ",
-           core::to_string(a.sizes()), " and ", core::to_string(b.sizes()));
+  TB_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "bmm",
+           "batch1 and batch2 shapes do not match: ", core::to_string(a.sizes()), " and ", core::to_string(b.sizes()));
   return bmm_fresh(a, b);
 }
 
@@ -92,8 +92,8 @@ Tensor dot(const Tensor& a, const Tensor& b) {
   check_dim("dot", a, 1, "self");
   check_dim("dot", b, 1, "tensor");
   check_same_dtype("dot", a, b);
-  TB_CHECK(a.size(0) == b.size(0), "dot", "inconsistent tensor size, expected tensor [", a.size(0),
-           "] and src [", b.size(0), "] to have the same number of elements");
+  TB_CHECK(a.size(0) == b.size(0), "dot", "inconsistent tensor size, expected tensor [", a.size(0), "] and src [",
+           b.size(0), "] to have the same number of elements");
   return bmm_fresh(a.unsqueeze(0).unsqueeze(0), b.unsqueeze(1).unsqueeze(0)).view({});
 }
 

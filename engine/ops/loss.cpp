@@ -133,7 +133,8 @@ std::tuple<Tensor, Tensor> nll_loss_forward(const Tensor& input, const Tensor& t
   // PyTorch sums an unbatched input's one term into a zero, so its loss of a 0 input is +0, not -0.
   if (input.dim() == 1)
     for (double& v : per) v += 0.0;
-  return {finish(per, red, tw, l.loss_shape, input.dtype()), full({}, red == Reduction::None ? 0.0 : tw, input.dtype())};
+  return {finish(per, red, tw, l.loss_shape, input.dtype()),
+          full({}, red == Reduction::None ? 0.0 : tw, input.dtype())};
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, const std::string& reduction,
@@ -173,15 +174,15 @@ Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& input, const T
 // Probabilities q = target * (1 - ls) + ls / C: loss_e = -sum_c w_c q_c logp_c (mean over N * S),
 //   d x_c = gs * (p_c * sum_c' w q - w_c q_c),  d target_c = -gs * (1 - ls) w_c logp_c.
 
-std::tuple<Tensor, Tensor, Tensor> cross_entropy_forward(const Tensor& input, const Tensor& target, const Tensor& weight,
-                                                         const std::string& reduction, int64_t ignore_index,
-                                                         double label_smoothing) {
+std::tuple<Tensor, Tensor, Tensor> cross_entropy_forward(const Tensor& input, const Tensor& target,
+                                                         const Tensor& weight, const std::string& reduction,
+                                                         int64_t ignore_index, double label_smoothing) {
   const char* op = "cross_entropy";
   const Reduction red = parse_reduction(reduction, op);
   const bool prob = core::is_floating(target.dtype());
   const ClassLayout l = class_layout(input, target, prob, op);
-  TB_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op, "label_smoothing must be between 0.0 and 1.0. Got: ",
-           label_smoothing);
+  TB_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op,
+           "label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
   const std::vector<double> w = class_weights(weight, l.C, op);
   const Tensor logp = log_softmax(input, input.dim() == 1 ? 0 : 1).contiguous();
   const double ls = label_smoothing, lsc = l.C ? ls / double(l.C) : 0.0;
@@ -235,8 +236,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
 std::tuple<Tensor, Tensor> cross_entropy_backward(const Tensor& grad_output, const Tensor& log_probs,
                                                   const Tensor& target, const Tensor& weight,
                                                   const std::string& reduction, int64_t ignore_index,
-                                                  double label_smoothing, const Tensor& denominator,
-                                                  bool want_target) {
+                                                  double label_smoothing, const Tensor& denominator, bool want_target) {
   const char* op = "cross_entropy_backward";
   const Reduction red = parse_reduction(reduction, op);
   const bool prob = core::is_floating(target.dtype());
@@ -263,7 +263,8 @@ std::tuple<Tensor, Tensor> cross_entropy_backward(const Tensor& grad_output, con
     const bool par = num_threads() > 1 && N * C * S >= kParallelGrain;
 #pragma omp parallel num_threads(par ? num_threads() : 1)
     {
-      std::vector<A> gs(static_cast<size_t>(S)), K(static_cast<size_t>(S));  // per position: output gradient, and p's coefficient
+      std::vector<A> gs(static_cast<size_t>(S)),
+          K(static_cast<size_t>(S));  // per position: output gradient, and p's coefficient
 #pragma omp for schedule(static)
       for (int64_t n = 0; n < N; ++n) {
         const T* row = lp + n * C * S;
@@ -288,13 +289,15 @@ std::tuple<Tensor, Tensor> cross_entropy_backward(const Tensor& grad_output, con
         } else if (!prob) {
           for (int64_t c = 0; c < C; ++c)
             for (int64_t s = 0; s < S; ++s)
-              out[c * S + s] = static_cast<T>(gs[size_t(s)] * (cpu::exp_fast(A(row[c * S + s])) * K[size_t(s)] - A(lsc) * wa[size_t(c)]));
+              out[c * S + s] = static_cast<T>(
+                  gs[size_t(s)] * (cpu::exp_fast(A(row[c * S + s])) * K[size_t(s)] - A(lsc) * wa[size_t(c)]));
         } else {
           for (int64_t c = 0; c < C; ++c)
             for (int64_t s = 0; s < S; ++s) {
               const int64_t i = (n * C + c) * S + s;
               const A qv = A(qp[i] * (1 - ls) + lsc);
-              out[c * S + s] = static_cast<T>(gs[size_t(s)] * (cpu::exp_fast(A(row[c * S + s])) * K[size_t(s)] - wa[size_t(c)] * qv));
+              out[c * S + s] = static_cast<T>(gs[size_t(s)] *
+                                              (cpu::exp_fast(A(row[c * S + s])) * K[size_t(s)] - wa[size_t(c)] * qv));
               if (dtp) dtp[i] = -double(gs[size_t(s)]) * (1 - ls) * w[size_t(c)] * double(row[c * S + s]);
             }
         }

@@ -28,13 +28,12 @@ Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& input, const T
 // input: logits as for nll_loss, or an unbatched (C) with a 0-dim target; target: int64 class indices (as nll_loss) or floating class
 // probabilities of input's shape.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
-                     const std::string& reduction = "mean", int64_t ignore_index = -100,
-                     double label_smoothing = 0.0);
+                     const std::string& reduction = "mean", int64_t ignore_index = -100, double label_smoothing = 0.0);
 // (loss, log_probs, denominator): log_probs = log_softmax(input, class dim) in input's dtype;
 // denominator: 0-dim float64, what a mean reduction divided by (1 otherwise).
-std::tuple<Tensor, Tensor, Tensor> cross_entropy_forward(const Tensor& input, const Tensor& target, const Tensor& weight,
-                                                         const std::string& reduction, int64_t ignore_index,
-                                                         double label_smoothing);
+std::tuple<Tensor, Tensor, Tensor> cross_entropy_forward(const Tensor& input, const Tensor& target,
+                                                         const Tensor& weight, const std::string& reduction,
+                                                         int64_t ignore_index, double label_smoothing);
 // (d input, d target): d target only for probability targets when want_target.
 std::tuple<Tensor, Tensor> cross_entropy_backward(const Tensor& grad_output, const Tensor& log_probs,
                                                   const Tensor& target, const Tensor& weight,

@@ -150,8 +150,10 @@ Tensor pad_constant(const Tensor& x, const Shape& pad, double value) {
   for (int64_t k = 0; k < np; ++k) {
     const int64_t d = nd - 1 - k, l = pad[size_t(2 * k)], r = pad[size_t(2 * k + 1)];
     const int64_t after_left = x.size(d) + std::min<int64_t>(l, 0);
-    TB_CHECK(after_left >= 0 && after_left + std::min<int64_t>(r, 0) >= 0, "pad", "narrow(): length must be "
-             "non-negative: padding (", l, ", ", r, ") removes more than the ", x.size(d), " elements of dim ", d);
+    TB_CHECK(after_left >= 0 && after_left + std::min<int64_t>(r, 0) >= 0, "pad",
+             "narrow(): length must be "
+             "non-negative: padding (",
+             l, ", ", r, ") removes more than the ", x.size(d), " elements of dim ", d);
   }
   // Only cropping: PyTorch returns a clone of the narrowed input, which keeps its stride order.
   if (std::all_of(pad.begin(), pad.end(), [](int64_t v) { return v <= 0; })) {
@@ -183,22 +185,28 @@ std::vector<std::vector<int64_t>> pad_maps(const Shape& xs, const Shape& pad, bo
   const int64_t np = int64_t(pad.size()) / 2, nd = int64_t(xs.size());
   TB_CHECK(np == 1 || np == 2, "pad", mode, " padding is implemented for the last 1 or 2 dims, got ", pad.size(),
            " pad values");
-  TB_CHECK(nd == np + 1 || nd == np + 2, "pad", mode, " padding of ", np, " dims expects a ", np + 1, "-D or ",
-           np + 2, "-D input, got shape ", core::to_string(xs));
+  TB_CHECK(nd == np + 1 || nd == np + 2, "pad", mode, " padding of ", np, " dims expects a ", np + 1, "-D or ", np + 2,
+           "-D input, got shape ", core::to_string(xs));
   // PyTorch's rule for both modes: the batch dim may be 0, every other dim must not.
   for (int64_t d = nd == np + 2 ? 1 : 0; d < nd; ++d)
-    TB_CHECK(xs[size_t(d)] > 0, "pad", "Expected ", np + 1, "D or ", np + 2, "D (batch mode) tensor with possibly 0 "
-             "batch size and other non-zero dimensions for input, but got: ", core::to_string(xs));
+    TB_CHECK(xs[size_t(d)] > 0, "pad", "Expected ", np + 1, "D or ", np + 2,
+             "D (batch mode) tensor with possibly 0 "
+             "batch size and other non-zero dimensions for input, but got: ",
+             core::to_string(xs));
   std::vector<std::vector<int64_t>> maps(2, std::vector<int64_t>{0});
   shape = xs;
   for (int64_t k = 0; k < np; ++k) {
     const int64_t d = nd - 1 - k, n = xs[size_t(d)], l = pad[size_t(2 * k)], r = pad[size_t(2 * k + 1)];
     if (reflect)
-      TB_CHECK(l < n && r < n && l >= 0 && r >= 0, "pad", "padding size should be less than the corresponding input "
-               "dimension, but got padding (", l, ", ", r, ") at dimension ", d, " of input ", core::to_string(xs));
+      TB_CHECK(l < n && r < n && l >= 0 && r >= 0, "pad",
+               "padding size should be less than the corresponding input "
+               "dimension, but got padding (",
+               l, ", ", r, ") at dimension ", d, " of input ", core::to_string(xs));
     else
-      TB_CHECK(n > 0 && l >= 0 && r >= 0, "pad", "replicate padding expects a non-empty dim and non-negative pads, "
-               "got input ", core::to_string(xs), " and padding (", l, ", ", r, ")");
+      TB_CHECK(n > 0 && l >= 0 && r >= 0, "pad",
+               "replicate padding expects a non-empty dim and non-negative pads, "
+               "got input ",
+               core::to_string(xs), " and padding (", l, ", ", r, ")");
     std::vector<int64_t>& m = maps[size_t(1 - k)];  // maps[1]: last dim, maps[0]: the one before
     m.resize(size_t(n + l + r));
     for (int64_t o = 0; o < n + l + r; ++o) {
@@ -237,8 +245,8 @@ Tensor pad_index(const Tensor& x, const Shape& pad, bool reflect) {
 Tensor pad(const Tensor& x, const Shape& pad, const std::string& mode, double value) {
   check_bare_kernel("pad", {&x});
   TB_CHECK(pad.size() % 2 == 0, "pad", "padding length must be divisible by 2, got ", pad.size());
-  TB_CHECK(int64_t(pad.size()) / 2 <= x.dim(), "pad", "padding length ", pad.size(),
-           " is too large for an input of ", x.dim(), " dims");
+  TB_CHECK(int64_t(pad.size()) / 2 <= x.dim(), "pad", "padding length ", pad.size(), " is too large for an input of ",
+           x.dim(), " dims");
   if (mode == "constant") return pad_constant(x, pad, value);
   if (mode == "reflect" || mode == "replicate") return pad_index(x, pad, mode == "reflect");
   throw Error("pad", "unsupported padding mode '" + mode + "' (constant, reflect, replicate)");

@@ -55,8 +55,8 @@ std::tuple<Tensor, Tensor> native_dropout(const Tensor& x, double p, bool traini
 // others are undefined). float32 runs oneDNN's backward primitives, float16/bfloat16 compute in
 // float32 and round once, float64 im2col + gemm with col2im.
 std::tuple<Tensor, Tensor, Tensor> convolution_backward(const Tensor& grad_output, const Tensor& x,
-                                                        const Tensor& weight, const Shape& stride,
-                                                        const Shape& padding, const Shape& dilation, int64_t groups,
+                                                        const Tensor& weight, const Shape& stride, const Shape& padding,
+                                                        const Shape& dilation, int64_t groups,
                                                         std::array<bool, 3> output_mask);
 // grad_output: the pooled shape; indices: from max_pool2d_with_indices. Each output's gradient is
 // added to the input element its index names. input_sizes: (N, C, H, W) or (C, H, W).

@@ -15,30 +15,45 @@ namespace {
 
 using cpu::load;
 
-template <typename A> struct SumA {
+template <typename A>
+struct SumA {
   A init() const { return A(0); }
-  template <typename T> A step(A a, T v, A) const { return a + A(load(v)); }
+  template <typename T>
+  A step(A a, T v, A) const {
+    return a + A(load(v));
+  }
   A merge(A a, A b) const { return a + b; }
 };
 // Sum of deviations from a shift c: the mean is c + sum(x - c) / n with c one of the elements, so
 // a constant row has its mean exactly (and variance exactly 0), as PyTorch's Welford mean does;
 // sum(x) / n would leave a rounding error that rstd (up to 1/sqrt(eps)) magnifies.
-template <typename A> struct DevA : SumA<A> {
-  template <typename T> A step(A a, T v, A c) const { return a + (A(load(v)) - c); }
+template <typename A>
+struct DevA : SumA<A> {
+  template <typename T>
+  A step(A a, T v, A c) const {
+    return a + (A(load(v)) - c);
+  }
 };
-template <typename A> A shifted_mean(const auto* x, int64_t n) {
+template <typename A>
+A shifted_mean(const auto* x, int64_t n) {
   const A c = A(load(x[0]));
   return c + cpu::reduce_run<true, A>(x, n, c, DevA<A>{}) / A(n);
 }
-template <typename A> struct SqDevA : SumA<A> {
-  template <typename T> A step(A a, T v, A c) const {
+template <typename A>
+struct SqDevA : SumA<A> {
+  template <typename T>
+  A step(A a, T v, A c) const {
     const A d = A(load(v)) - c;
     return a + d * d;
   }
 };
-template <typename A> struct MaxA {
+template <typename A>
+struct MaxA {
   A init() const { return -INFINITY; }
-  template <typename T> A step(A a, T v, A) const { return A(load(v)) > a ? A(load(v)) : a; }
+  template <typename T>
+  A step(A a, T v, A) const {
+    return A(load(v)) > a ? A(load(v)) : a;
+  }
   A merge(A a, A b) const { return b > a ? b : a; }
   // Float rows take reduce_run's vector leaf (cpu::HalfVectorOp).
   cpu::vhalf hstep(cpu::vhalf a, cpu::vhalf v) const { return v > a ? v : a; }
@@ -147,9 +162,8 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, std::optional<DType> dtype, co
   int64_t O = 1, R = 1, I = 1;
   for (int64_t k = 0; k < xin.dim(); ++k) (k < d ? O : k == d ? R : I) *= xin.size(k);
   Tensor y = empty(xin.sizes(), xin.dtype());
-  core::dispatch_floating(xin.dtype(), op, [&]<typename T>() {
-    softmax_kernel<kLog>(xin.data_ptr<T>(), y.data_ptr<T>(), O, R, I);
-  });
+  core::dispatch_floating(xin.dtype(), op,
+                          [&]<typename T>() { softmax_kernel<kLog>(xin.data_ptr<T>(), y.data_ptr<T>(), O, R, I); });
   return y;
 }
 
@@ -199,10 +213,14 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_with_stats(const Tensor& x, const 
   for (int64_t i = 0; match && i < k; ++i) match = x.size(x.dim() - k + i) == normalized_shape[size_t(i)];
   TB_CHECK(match, op, "Given normalized_shape=", core::to_string(normalized_shape), ", expected input with shape [*, ",
            core::to_string(normalized_shape).substr(1), ", but got input of size", core::to_string(x.sizes()));
-  TB_CHECK(!weight.defined() || weight.sizes() == normalized_shape, op, "Expected weight to be of same shape as normalized_shape, but got weight of shape ",
-           core::to_string(weight.defined() ? weight.sizes() : Shape{}), " and normalized_shape = ", core::to_string(normalized_shape));
-  TB_CHECK(!bias.defined() || bias.sizes() == normalized_shape, op, "Expected bias to be of same shape as normalized_shape, but got bias of shape ",
-           core::to_string(bias.defined() ? bias.sizes() : Shape{}), " and normalized_shape = ", core::to_string(normalized_shape));
+  TB_CHECK(!weight.defined() || weight.sizes() == normalized_shape, op,
+           "Expected weight to be of same shape as normalized_shape, but got weight of shape ",
+           core::to_string(weight.defined() ? weight.sizes() : Shape{}),
+           " and normalized_shape = ", core::to_string(normalized_shape));
+  TB_CHECK(!bias.defined() || bias.sizes() == normalized_shape, op,
+           "Expected bias to be of same shape as normalized_shape, but got bias of shape ",
+           core::to_string(bias.defined() ? bias.sizes() : Shape{}),
+           " and normalized_shape = ", core::to_string(normalized_shape));
   const Tensor xc = x.contiguous();
   Tensor y = empty(x.sizes(), x.dtype());
   const int64_t N = core::checked_numel(normalized_shape, op);
@@ -246,7 +264,8 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_with_stats(const Tensor& x, const 
   return {y, mean_t, rstd_t};
 }
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
   check_bare_kernel("layer_norm", {&x, &weight, &bias});
   return std::get<0>(layer_norm_with_stats(x, normalized_shape, weight, bias, eps));
 }
@@ -257,12 +276,14 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_with_stats(const Tensor& x, int64_
   const char* op = "group_norm";
   TB_CHECK(x.dim() >= 2, op, "Expected at least 2 dimensions for input tensor but received ", x.dim());
   const int64_t N = x.size(0), C = x.size(1), G = num_groups;
-  TB_CHECK(G > 0 && C % G == 0, op, "Expected number of channels in input to be divisible by num_groups, but got input of shape ",
+  TB_CHECK(G > 0 && C % G == 0, op,
+           "Expected number of channels in input to be divisible by num_groups, but got input of shape ",
            core::to_string(x.sizes()), " and num_groups=", G);
   for (const Tensor* p : {&weight, &bias})
     TB_CHECK(!p->defined() || (p->dim() == 1 && p->numel() == C), op, "Expected ", p == &weight ? "weight" : "bias",
-             " to be a vector of size equal to the number of channels in input, but got ", p == &weight ? "weight" : "bias",
-             " of shape ", core::to_string(p->sizes()), " and input of shape ", core::to_string(x.sizes()));
+             " to be a vector of size equal to the number of channels in input, but got ",
+             p == &weight ? "weight" : "bias", " of shape ", core::to_string(p->sizes()), " and input of shape ",
+             core::to_string(x.sizes()));
   const int64_t S = C == 0 || N == 0 ? 0 : x.numel() / (N * C);
   const int64_t D = C / G, L = D * S;  // channels per group; elements per (sample, group)
   const Tensor xc = x.contiguous();
@@ -312,7 +333,8 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
 // ---- batch_norm: statistics per channel over (N, spatial) in double ----
 std::tuple<Tensor, Tensor, Tensor> batch_norm_with_stats(const Tensor& x, const Tensor& running_mean,
                                                          const Tensor& running_var, const Tensor& weight,
-                                                         const Tensor& bias, bool training, double momentum, double eps) {
+                                                         const Tensor& bias, bool training, double momentum,
+                                                         double eps) {
   const char* op = "batch_norm";
   TB_CHECK(x.dim() >= 2, op, "expected an input of 2 or more dims (N, C, ...), got shape ", core::to_string(x.sizes()));
   const int64_t N = x.size(0), C = x.size(1), S = x.numel() / std::max<int64_t>(1, N * C);
@@ -338,9 +360,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_with_stats(const Tensor& x, const 
 #pragma omp parallel for num_threads(par ? num_threads() : 1) schedule(static)
       for (int64_t c = 0; c < C; ++c) {
         double s = 0, q = 0;
-        for (int64_t n = 0; n < N; ++n) s += cpu::reduce_run<false, double>(xp + (n * C + c) * S, S, 0.0, SumA<double>{});
+        for (int64_t n = 0; n < N; ++n)
+          s += cpu::reduce_run<false, double>(xp + (n * C + c) * S, S, 0.0, SumA<double>{});
         const double mu = s / double(cnt);
-        for (int64_t n = 0; n < N; ++n) q += cpu::reduce_run<true, double>(xp + (n * C + c) * S, S, mu, SqDevA<double>{});
+        for (int64_t n = 0; n < N; ++n)
+          q += cpu::reduce_run<true, double>(xp + (n * C + c) * S, S, mu, SqDevA<double>{});
         mean[size_t(c)] = mu;
         var[size_t(c)] = q / double(cnt);
       }
@@ -355,7 +379,8 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_with_stats(const Tensor& x, const 
       const A alpha = A(invstd * w[size_t(c)]), mu = A(mean[size_t(c)]), beta = A(b[size_t(c)]);
       const T* xr = xp + nc * S;
       T* yr = yp + nc * S;
-      for (int64_t i = 0; i < S; ++i) yr[i] = static_cast<T>((A(load(xr[i])) - mu) * alpha + beta);  // centred, as group_norm
+      for (int64_t i = 0; i < S; ++i)
+        yr[i] = static_cast<T>((A(load(xr[i])) - mu) * alpha + beta);  // centred, as group_norm
     }
     for (int64_t c = 0; c < C; ++c) {
       save_mean.data_ptr<double>()[c] = mean[size_t(c)];

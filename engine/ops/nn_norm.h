@@ -35,8 +35,9 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_with_stats(const Tensor& x, const 
                                                          double eps = 1e-5);
 // grad, x: (..., *normalized_shape); mean, rstd: (M) from layer_norm_with_stats; weight: normalized_shape or
 // undefined. Returns (d x, d weight, d bias), each undefined where mask says it is not wanted.
-std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad, const Tensor& x, const Shape& normalized_shape,
-                                                       const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad, const Tensor& x,
+                                                       const Shape& normalized_shape, const Tensor& mean,
+                                                       const Tensor& rstd, const Tensor& weight,
                                                        std::array<bool, 3> mask = {true, true, true});
 
 // x: (N, C, *); weight, bias: (C) or undefined. Statistics per (sample, group of C / num_groups channels).

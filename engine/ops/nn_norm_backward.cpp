@@ -106,8 +106,9 @@ Tensor log_softmax_backward_data(const Tensor& grad, const Tensor& output, int64
 }
 
 // ---- layer_norm: per row, d x = rstd * (w g - mean(w g) - xhat * mean(w g xhat)) ----
-std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad, const Tensor& x, const Shape& normalized_shape,
-                                                       const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad, const Tensor& x,
+                                                       const Shape& normalized_shape, const Tensor& mean,
+                                                       const Tensor& rstd, const Tensor& weight,
                                                        std::array<bool, 3> mask) {
   const char* op = "layer_norm_backward";
   TB_CHECK(grad.sizes() == x.sizes(), op, "grad of shape ", core::to_string(grad.sizes()), " does not match input ",
@@ -149,13 +150,15 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad, const
           const A inv_n = A(1) / A(N);
           if (wp) {
             const A a = lane_sum<A>(N, [&](int64_t i) { return wp[i] * A(load(gr[i])); }) * inv_n;
-            const A b = lane_sum<A>(N, [&](int64_t i) { return wp[i] * A(load(gr[i])) * (A(load(xr[i])) - mu); }) * rs * inv_n;
+            const A b = lane_sum<A>(N, [&](int64_t i) { return wp[i] * A(load(gr[i])) * (A(load(xr[i])) - mu); }) * rs *
+                        inv_n;
             for (int64_t i = 0; i < N; ++i)
               out[i] = static_cast<T>(rs * (wp[i] * A(load(gr[i])) - a - (A(load(xr[i])) - mu) * rs * b));
           } else {
             const A a = lane_sum<A>(N, [&](int64_t i) { return A(load(gr[i])); }) * inv_n;
             const A b = lane_sum<A>(N, [&](int64_t i) { return A(load(gr[i])) * (A(load(xr[i])) - mu); }) * rs * inv_n;
-            for (int64_t i = 0; i < N; ++i) out[i] = static_cast<T>(rs * (A(load(gr[i])) - a - (A(load(xr[i])) - mu) * rs * b));
+            for (int64_t i = 0; i < N; ++i)
+              out[i] = static_cast<T>(rs * (A(load(gr[i])) - a - (A(load(xr[i])) - mu) * rs * b));
           }
         }
         if (want_p)

@@ -13,8 +13,8 @@ namespace tb::ops {
 
 namespace {
 
-using cpu::load;
 using cpu::is_nan;
+using cpu::load;
 
 // A contiguous x seen as (O, R, I), and the result's shape.
 struct Plan {
@@ -94,26 +94,36 @@ Tensor run(const Plan& p, const Op& op, const Tensor& center = {}) {
 Tensor cast(const Tensor& t, DType dt) { return t.dtype() == dt ? t : t.to(dt); }
 
 // ---- the ops: accumulator algebra ----
-template <typename Acc> struct SumOp {
+template <typename Acc>
+struct SumOp {
   Acc init() const { return Acc(0); }
   cpu::vfloat vinit() const { return cpu::vfloat{}; }  // used when Acc is float (cpu::vector_leaf)
   cpu::vfloat vstep(cpu::vfloat a, cpu::vfloat v) const { return a + v; }
   cpu::vfloat vmerge(cpu::vfloat a, cpu::vfloat b) const { return a + b; }
-  template <typename T> Acc step(Acc a, T v, Acc) const { return a + Acc(load(v)); }
+  template <typename T>
+  Acc step(Acc a, T v, Acc) const {
+    return a + Acc(load(v));
+  }
   Acc merge(Acc a, Acc b) const { return a + b; }
   Acc finish(Acc a, Acc, int64_t) const { return a; }
 };
-template <typename Acc> struct MeanOp : SumOp<Acc> {
+template <typename Acc>
+struct MeanOp : SumOp<Acc> {
   Acc finish(Acc a, Acc, int64_t n) const { return a / Acc(n); }
 };
-template <typename Acc> struct ProdOp {
+template <typename Acc>
+struct ProdOp {
   Acc init() const { return Acc(1); }
-  template <typename T> Acc step(Acc a, T v, Acc) const { return a * Acc(load(v)); }
+  template <typename T>
+  Acc step(Acc a, T v, Acc) const {
+    return a * Acc(load(v));
+  }
   Acc merge(Acc a, Acc b) const { return a * b; }
   Acc finish(Acc a, Acc, int64_t) const { return a; }
 };
 // max (kMax) or min; NaN propagates.
-template <typename Acc, bool kMax> struct ExtremeOp {
+template <typename Acc, bool kMax>
+struct ExtremeOp {
   Acc init() const {
     if constexpr (std::is_same_v<Acc, bool>) return !kMax;
     else if constexpr (std::is_floating_point_v<Acc>) return kMax ? -INFINITY : INFINITY;
@@ -123,24 +133,33 @@ template <typename Acc, bool kMax> struct ExtremeOp {
     const bool better = kMax ? v > a : v < a;
     return (better | is_nan(v)) ? v : a;  // `|`, not `||`: no branch, so the lanes vectorise
   }
-  template <typename T> Acc step(Acc a, T v, Acc) const { return merge(a, Acc(load(v))); }
+  template <typename T>
+  Acc step(Acc a, T v, Acc) const {
+    return merge(a, Acc(load(v)));
+  }
   Acc finish(Acc a, Acc, int64_t) const { return a; }
-  cpu::vhalf hstep(cpu::vhalf a, cpu::vhalf v) const {  // cpu::HalfVectorOp
+  cpu::vhalf hstep(cpu::vhalf a, cpu::vhalf v) const {   // cpu::HalfVectorOp
     return ((kMax ? v > a : v < a) | (v != v)) ? v : a;  // NaN propagates, lane by lane
   }
   cpu::vhalf hmerge(cpu::vhalf a, cpu::vhalf b) const { return hstep(a, b); }  // this class's hstep
 };
-template <bool kAll> struct LogicalOp {
+template <bool kAll>
+struct LogicalOp {
   bool init() const { return kAll; }
-  template <typename T> bool step(bool a, T v, bool) const { return kAll ? (a && load(v) != 0) : (a || load(v) != 0); }
+  template <typename T>
+  bool step(bool a, T v, bool) const {
+    return kAll ? (a && load(v) != 0) : (a || load(v) != 0);
+  }
   bool merge(bool a, bool b) const { return kAll ? (a && b) : (a || b); }
   bool finish(bool a, bool, int64_t) const { return a; }
 };
 // |x|^p sums; p = 1 and 2 special-cased so they vectorise.
-template <typename Acc> struct PNormOp {
+template <typename Acc>
+struct PNormOp {
   double p;
   Acc init() const { return Acc(0); }
-  template <typename T> Acc step(Acc a, T v, Acc) const {
+  template <typename T>
+  Acc step(Acc a, T v, Acc) const {
     const Acc x = std::abs(Acc(load(v)));
     if (p == 1) return a + x;
     if (p == 2) return a + x * x;
@@ -154,8 +173,12 @@ template <typename Acc> struct PNormOp {
     return std::pow(a, Acc(1 / p));
   }
 };
-template <typename Acc, bool kMax> struct AbsExtremeOp : ExtremeOp<Acc, kMax> {
-  template <typename T> Acc step(Acc a, T v, Acc) const { return this->merge(a, std::abs(Acc(load(v)))); }
+template <typename Acc, bool kMax>
+struct AbsExtremeOp : ExtremeOp<Acc, kMax> {
+  template <typename T>
+  Acc step(Acc a, T v, Acc) const {
+    return this->merge(a, std::abs(Acc(load(v))));
+  }
   cpu::vhalf hstep(cpu::vhalf a, cpu::vhalf v) const {
     using vbits = int32_t __attribute__((vector_size(32)));
     const vbits mag = std::bit_cast<vbits>(v) & 0x7FFFFFFF;  // |v|, NaN stays NaN
@@ -166,13 +189,17 @@ template <typename Acc, bool kMax> struct AbsExtremeOp : ExtremeOp<Acc, kMax> {
 // constant slice, whose variance is then exactly 0 as LibTorch's Welford mean gives (sum / n can
 // miss by an ulp, leaving a variance of ~1e-33 and a std gradient of O(1) instead of 0).
 struct ShiftedMeanOp : SumOp<double> {
-  template <typename T> double step(double a, T v, double c) const { return a + (double(load(v)) - c); }
+  template <typename T>
+  double step(double a, T v, double c) const {
+    return a + (double(load(v)) - c);
+  }
   double finish(double a, double c, int64_t n) const { return c + a / double(n); }
 };
 // Second pass of var: sum of squared deviations from the center (the mean).
 struct SqDevOp : SumOp<double> {
   double correction;
-  template <typename T> double step(double a, T v, double c) const {
+  template <typename T>
+  double step(double a, T v, double c) const {
     const double d = double(load(v)) - c;
     return a + d * d;
   }
@@ -181,9 +208,13 @@ struct SqDevOp : SumOp<double> {
 // Second pass of logsumexp: sum of exp(x - max), finished as log(sum) + max.
 // For bf16/f16 (R = the input type) it rounds where LibTorch's composite logsumexp does: x - max,
 // exp, the sum and the log are each tensors of the input dtype there.
-template <typename Acc, typename R = Acc> struct ExpSumOp : SumOp<Acc> {
+template <typename Acc, typename R = Acc>
+struct ExpSumOp : SumOp<Acc> {
   static Acc rnd(Acc v) { return Acc(static_cast<R>(v)); }
-  template <typename T> Acc step(Acc a, T v, Acc c) const { return a + rnd(cpu::exp_fast(rnd(Acc(load(v)) - c))); }
+  template <typename T>
+  Acc step(Acc a, T v, Acc c) const {
+    return a + rnd(cpu::exp_fast(rnd(Acc(load(v)) - c)));
+  }
   Acc finish(Acc a, Acc c, int64_t) const { return rnd(std::log(rnd(a))) + c; }
 };
 
@@ -340,8 +371,12 @@ std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   check_bare_kernel("min", {&x});
   return extreme_dim<false>(x, dim, keepdim, "min", true);
 }
-Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return arg_all<true>(x, dim, keepdim, "argmax"); }
-Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return arg_all<false>(x, dim, keepdim, "argmin"); }
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_all<true>(x, dim, keepdim, "argmax");
+}
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_all<false>(x, dim, keepdim, "argmin");
+}
 
 // ---- var, std: two passes in double (mean, then squared deviations), as LibTorch's CPU kernel ----
 Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
@@ -389,7 +424,8 @@ Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
   Tensor res = core::dispatch_floating(x.dtype(), "norm", [&]<typename T>() {
     using Acc = core::opmath_t<T>;
     if (std::isinf(p))
-      return p > 0 ? run<false, Acc, T>(pl, AbsExtremeOp<Acc, true>{}) : run<false, Acc, T>(pl, AbsExtremeOp<Acc, false>{});
+      return p > 0 ? run<false, Acc, T>(pl, AbsExtremeOp<Acc, true>{})
+                   : run<false, Acc, T>(pl, AbsExtremeOp<Acc, false>{});
     return run<false, Acc, T>(pl, PNormOp<Acc>{p});
   });
   return cast(res, x.dtype());
@@ -413,8 +449,12 @@ Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim) {
 }
 
 // ---- all, any ----
-Tensor all(const Tensor& x) { return run<false, bool, bool>(make_plan(x.to(DType::Bool), dim_mask(x, {}, "all"), false), LogicalOp<true>{}); }
-Tensor any(const Tensor& x) { return run<false, bool, bool>(make_plan(x.to(DType::Bool), dim_mask(x, {}, "any"), false), LogicalOp<false>{}); }
+Tensor all(const Tensor& x) {
+  return run<false, bool, bool>(make_plan(x.to(DType::Bool), dim_mask(x, {}, "all"), false), LogicalOp<true>{});
+}
+Tensor any(const Tensor& x) {
+  return run<false, bool, bool>(make_plan(x.to(DType::Bool), dim_mask(x, {}, "any"), false), LogicalOp<false>{});
+}
 Tensor all(const Tensor& x, int64_t dim, bool keepdim) {
   return run<false, bool, bool>(make_plan(x.to(DType::Bool), dim_mask(x, {dim}, "all"), keepdim), LogicalOp<true>{});
 }

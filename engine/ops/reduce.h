@@ -17,10 +17,12 @@ using DimList = std::vector<int64_t>;
 
 Tensor sum(const Tensor& x, std::optional<DType> dtype = {});
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim = false, std::optional<DType> dtype = {});
-Tensor& sum_out(Tensor& out, const Tensor& x, const DimList& dims, bool keepdim = false, std::optional<DType> dtype = {});
+Tensor& sum_out(Tensor& out, const Tensor& x, const DimList& dims, bool keepdim = false,
+                std::optional<DType> dtype = {});
 Tensor mean(const Tensor& x, std::optional<DType> dtype = {});
 Tensor mean(const Tensor& x, const DimList& dims, bool keepdim = false, std::optional<DType> dtype = {});
-Tensor& mean_out(Tensor& out, const Tensor& x, const DimList& dims, bool keepdim = false, std::optional<DType> dtype = {});
+Tensor& mean_out(Tensor& out, const Tensor& x, const DimList& dims, bool keepdim = false,
+                 std::optional<DType> dtype = {});
 Tensor prod(const Tensor& x, std::optional<DType> dtype = {});
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false, std::optional<DType> dtype = {});
 

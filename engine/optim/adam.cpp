@@ -34,8 +34,8 @@ struct AdamArgs {
 // The engine builds with -fno-math-errno (engine/CMakeLists.txt): errno handling would put a
 // branch on std::sqrt in this loop and stop it vectorising.
 template <typename T, bool kAmsgrad, int kDecay>
-void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
-                 T* __restrict__ vmax, int64_t begin, int64_t end, const AdamArgs& a) {
+void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v, T* __restrict__ vmax,
+                 int64_t begin, int64_t end, const AdamArgs& a) {
   using C = core::opmath_t<T>;
   using detail::round_to;
   const double bias1 = 1 - std::pow(a.beta1, a.step), bias2 = 1 - std::pow(a.beta2, a.step);
@@ -94,11 +94,14 @@ nlohmann::json Adam::to_json(const Options& o, bool decoupled) {
           {"decoupled_weight_decay", decoupled}};
 }
 
-Adam::Adam(std::vector<Tensor> params, Options o) : Adam(std::vector<ParamGroup>{ParamGroup{std::move(params), {}}}, o) {}
+Adam::Adam(std::vector<Tensor> params, Options o)
+    : Adam(std::vector<ParamGroup>{ParamGroup{std::move(params), {}}}, o) {}
 
-Adam::Adam(std::vector<ParamGroup> groups, Options defaults) : Adam(FromJson{}, std::move(groups), to_json(defaults, false)) {}
+Adam::Adam(std::vector<ParamGroup> groups, Options defaults)
+    : Adam(FromJson{}, std::move(groups), to_json(defaults, false)) {}
 
-Adam::Adam(FromJson, std::vector<ParamGroup> groups, nlohmann::json defaults) : Optimizer(std::move(groups), std::move(defaults)) {
+Adam::Adam(FromJson, std::vector<ParamGroup> groups, nlohmann::json defaults)
+    : Optimizer(std::move(groups), std::move(defaults)) {
   check_options(defaults_);
   check_all_groups();
 }
@@ -118,8 +121,14 @@ void Adam::step() {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const ParamGroup& group = groups_[gi];
     const auto betas = opt_pair(group, "betas");
-    AdamArgs a{opt_double(group, "lr"), betas.first, betas.second, opt_double(group, "eps"),
-               opt_double(group, "weight_decay"), 0, opt_bool(group, "amsgrad"), opt_bool(group, "maximize"),
+    AdamArgs a{opt_double(group, "lr"),
+               betas.first,
+               betas.second,
+               opt_double(group, "eps"),
+               opt_double(group, "weight_decay"),
+               0,
+               opt_bool(group, "amsgrad"),
+               opt_bool(group, "maximize"),
                opt_bool(group, "decoupled_weight_decay")};
     for (size_t i = 0; i < group.params.size(); ++i) {
       const Tensor& p = group.params[i];
@@ -133,8 +142,8 @@ void Adam::step() {
       }
       if (a.amsgrad && !ps.count("max_exp_avg_sq")) ps["max_exp_avg_sq"] = zeros_state(p);
       for (const char* k : {"step", "exp_avg", "exp_avg_sq"})
-        TB_CHECK(ps.count(k) && ps[k].defined(), "Adam.step", "state of parameter ", param_index(gi, i),
-                 " lacks '", k, "'; load a complete Adam state dict");
+        TB_CHECK(ps.count(k) && ps[k].defined(), "Adam.step", "state of parameter ", param_index(gi, i), " lacks '", k,
+                 "'; load a complete Adam state dict");
       // step_t += 1 in float32, then read back (_get_value) as a double.
       Tensor& step_t = ps["step"];
       float* sp = step_t.data_ptr<float>();
@@ -170,8 +179,10 @@ static nlohmann::json adamw_defaults(const AdamW::Options& o) {
   return Adam::to_json(Adam::Options{o.lr, o.betas, o.eps, o.weight_decay, o.amsgrad, o.maximize}, true);
 }
 
-AdamW::AdamW(std::vector<Tensor> params, Options o) : AdamW(std::vector<ParamGroup>{ParamGroup{std::move(params), {}}}, o) {}
+AdamW::AdamW(std::vector<Tensor> params, Options o)
+    : AdamW(std::vector<ParamGroup>{ParamGroup{std::move(params), {}}}, o) {}
 
-AdamW::AdamW(std::vector<ParamGroup> groups, Options defaults) : Adam(FromJson{}, std::move(groups), adamw_defaults(defaults)) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, Options defaults)
+    : Adam(FromJson{}, std::move(groups), adamw_defaults(defaults)) {}
 
 }  // namespace tb::optim

@@ -109,8 +109,9 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
     norms.push_back(round_to_dtype(n, g.dtype()));
     total_dtype = core::promote_types(total_dtype, g.dtype());
   }
-  const double total =
-      round_to_dtype(vector_norm(int64_t(norms.size()), norm_type, [&](int64_t i) { return norms[size_t(i)]; }), total_dtype);
+  const double total = round_to_dtype(vector_norm(int64_t(norms.size()), norm_type,
+                                                  [&](int64_t i) { return norms[size_t(i)]; }),
+                                      total_dtype);
   TB_CHECK(!(error_if_nonfinite && !std::isfinite(total)), op, "The total norm of order ", norm_type,
            " for gradients from `parameters` is non-finite (", total,
            "), so it cannot be clipped. To disable this error and scale the gradients by the non-finite norm anyway, "

@@ -42,19 +42,24 @@ bool unscale_and_check(Tensor& g, float inv) {
 
 GradScaler::GradScaler(double init_scale, double growth_factor, double backoff_factor, int64_t growth_interval,
                        bool enabled)
-    : enabled_(enabled), init_scale_(init_scale), growth_factor_(growth_factor), backoff_factor_(backoff_factor),
+    : enabled_(enabled),
+      init_scale_(init_scale),
+      growth_factor_(growth_factor),
+      backoff_factor_(backoff_factor),
       growth_interval_(growth_interval) {
   if (!enabled_) return;
   const char* op = "GradScaler";
   TB_CHECK(growth_factor > 1.0, op, "The growth factor must be > 1.0, got ", growth_factor);
-  TB_CHECK(backoff_factor < 1.0 && backoff_factor > 0, op, "The backoff factor must be in (0, 1), got ", backoff_factor);
+  TB_CHECK(backoff_factor < 1.0 && backoff_factor > 0, op, "The backoff factor must be in (0, 1), got ",
+           backoff_factor);
   TB_CHECK(std::isfinite(init_scale) && init_scale > 0, op, "init_scale must be a positive finite number, got ",
            init_scale);
   TB_CHECK(growth_interval >= 1, op, "growth_interval must be >= 1, got ", growth_interval);
 }
 
 void GradScaler::check_started(const char* op) const {
-  TB_CHECK(scale_.has_value(), op, "no scale yet: call scaler.scale(loss) and backward() on the result earlier in "
+  TB_CHECK(scale_.has_value(), op,
+           "no scale yet: call scaler.scale(loss) and backward() on the result earlier in "
            "the iteration");
 }
 
@@ -73,7 +78,8 @@ void GradScaler::unscale_(Optimizer& opt) {
   const char* op = "GradScaler.unscale_";
   check_started(op);
   OptState& st = per_optimizer_[&opt];
-  TB_CHECK(st.stage != Stage::Unscaled, op, "unscale_() has already been called on this optimizer since the last "
+  TB_CHECK(st.stage != Stage::Unscaled, op,
+           "unscale_() has already been called on this optimizer since the last "
            "update(); call it at most once per iteration");
   TB_CHECK(st.stage != Stage::Stepped, op, "unscale_() is being called after step(); unscale before stepping");
   // Check every gradient's dtype before touching any, so an error leaves the gradients as they were.
@@ -81,7 +87,8 @@ void GradScaler::unscale_(Optimizer& opt) {
     for (const Tensor& p : g.params) {
       const Tensor grad = p.grad();
       if (grad.defined())
-        TB_CHECK(grad.dtype() != DType::Float16, op, "Attempting to unscale FP16 gradients: keep float32 master "
+        TB_CHECK(grad.dtype() != DType::Float16, op,
+                 "Attempting to unscale FP16 gradients: keep float32 master "
                  "parameters (the model may compute in float16) so gradients accumulate in float32");
     }
   const float inv = float(1.0 / double(*scale_));
@@ -109,7 +116,8 @@ bool GradScaler::step(Optimizer& opt) {
            "step() has already been called since the last update(); call update() once per iteration");
   if (per_optimizer_[&opt].stage == Stage::Ready) unscale_(opt);
   OptState& st = per_optimizer_[&opt];
-  TB_CHECK(st.found_inf.has_value(), op, "No inf checks were recorded for this optimizer: none of its parameters has "
+  TB_CHECK(st.found_inf.has_value(), op,
+           "No inf checks were recorded for this optimizer: none of its parameters has "
            "a gradient; call backward() on scaler.scale(loss) before step()");
   const bool ok = !*st.found_inf;
   if (ok) opt.step();
@@ -126,7 +134,8 @@ void GradScaler::update() {
     any_check = true;
     found = found || *st.found_inf;
   }
-  TB_CHECK(any_check, "GradScaler.update", "No inf checks were recorded prior to update(): call step(optimizer) "
+  TB_CHECK(any_check, "GradScaler.update",
+           "No inf checks were recorded prior to update(): call step(optimizer) "
            "(or unscale_(optimizer)) after backward() and before update()");
   if (found) {
     scale_ = float(double(*scale_) * backoff_factor_);
@@ -147,8 +156,8 @@ void GradScaler::update() {
 void GradScaler::update(double new_scale) {
   if (!enabled_) return;
   check_started("GradScaler.update");
-  TB_CHECK(std::isfinite(new_scale) && new_scale > 0, "GradScaler.update", "new_scale must be a positive finite number, got ",
-           new_scale);
+  TB_CHECK(std::isfinite(new_scale) && new_scale > 0, "GradScaler.update",
+           "new_scale must be a positive finite number, got ", new_scale);
   scale_ = float(new_scale);
   per_optimizer_.clear();
 }
@@ -176,7 +185,8 @@ void GradScaler::load_state_dict(const nlohmann::json& sd) {
   if (!enabled_) return;
   const char* op = "GradScaler.load_state_dict";
   TB_CHECK(sd.is_object(), op, "a GradScaler state dict must be a JSON object, got ", sd.type_name());
-  TB_CHECK(!sd.empty(), op, "The source state dict is empty, possibly because it was saved from a disabled "
+  TB_CHECK(!sd.empty(), op,
+           "The source state dict is empty, possibly because it was saved from a disabled "
            "instance of GradScaler.");
   auto num = [&](const char* key) {
     TB_CHECK(sd.contains(key) && sd[key].is_number(), op, "state dict entry '", key, "' is missing or not a number");

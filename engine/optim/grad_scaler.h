@@ -63,8 +63,8 @@ class GradScaler {
   double init_scale_, growth_factor_, backoff_factor_;
   int64_t growth_interval_;
   int64_t init_growth_tracker_ = 0;
-  std::optional<float> scale_;        // PyTorch's _scale tensor (float32), once scale() ran
-  int32_t growth_tracker_ = 0;        // PyTorch's _growth_tracker tensor (int32)
+  std::optional<float> scale_;  // PyTorch's _scale tensor (float32), once scale() ran
+  int32_t growth_tracker_ = 0;  // PyTorch's _growth_tracker tensor (int32)
   std::map<const Optimizer*, OptState> per_optimizer_;
 };
 

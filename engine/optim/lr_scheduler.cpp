@@ -86,7 +86,8 @@ void LRScheduler::update_lr(std::optional<int64_t> epoch) {
     values = closed ? std::move(*closed) : get_lr();
   }
   TB_CHECK(values.size() == opt_->param_groups().size(), "LRScheduler.step", "the scheduler computed ", values.size(),
-           " lrs for ", opt_->param_groups().size(), " parameter groups; a group was added or removed after the "
+           " lrs for ", opt_->param_groups().size(),
+           " parameter groups; a group was added or removed after the "
            "scheduler was built");
   for (size_t i = 0; i < values.size(); ++i)
     TB_CHECK(std::isfinite(values[i]), "LRScheduler.step", "the schedule gave a non-finite lr (", values[i],
@@ -273,9 +274,12 @@ void ExponentialLR::load_state_dict(const json& sd) {
 
 namespace {
 void check_linear(double start, double end, int64_t total_iters, const char* op) {
-  TB_CHECK(start > 0 && start <= 1.0, op, "Starting multiplicative factor expected to be greater than 0 and less or "
-           "equal to 1, got start_factor=", start);
-  TB_CHECK(end >= 0 && end <= 1.0, op, "Ending multiplicative factor expected to be between 0 and 1, got end_factor=", end);
+  TB_CHECK(start > 0 && start <= 1.0, op,
+           "Starting multiplicative factor expected to be greater than 0 and less or "
+           "equal to 1, got start_factor=",
+           start);
+  TB_CHECK(end >= 0 && end <= 1.0, op,
+           "Ending multiplicative factor expected to be between 0 and 1, got end_factor=", end);
   check_int(total_iters, 0, op, "total_iters");
 }
 }  // namespace
@@ -300,7 +304,8 @@ std::vector<double> LinearLR::get_lr() {
 }
 
 std::optional<std::vector<double>> LinearLR::closed_form_lr() const {
-  TB_CHECK(total_iters_ > 0, "LinearLR", "the closed form (used by SequentialLR at a milestone) divides by "
+  TB_CHECK(total_iters_ > 0, "LinearLR",
+           "the closed form (used by SequentialLR at a milestone) divides by "
            "total_iters, which is 0; use total_iters >= 1");
   std::vector<double> lrs;
   const double t = double(std::min(total_iters_, last_epoch_));
@@ -347,7 +352,8 @@ std::vector<double> CosineAnnealingLR::get_lr() {
     for (size_t i = 0; i < lrs.size(); ++i) lrs[i] = lrs[i] + (base_lrs_[i] - eta_min_) * (1 - std::cos(kPi / T)) / 2;
     return lrs;
   }
-  const double ratio = (1 + std::cos(kPi * double(last_epoch_) / T)) / (1 + std::cos(kPi * double(last_epoch_ - 1) / T));
+  const double ratio = (1 + std::cos(kPi * double(last_epoch_) / T)) /
+                       (1 + std::cos(kPi * double(last_epoch_ - 1) / T));
   for (double& lr : lrs) lr = ratio * (lr - eta_min_) + eta_min_;
   return lrs;
 }
@@ -379,7 +385,12 @@ void CosineAnnealingLR::load_state_dict(const json& sd) {
 
 CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& opt, int64_t T_0, int64_t T_mult, double eta_min,
                                                          int64_t last_epoch)
-    : LRScheduler(opt, last_epoch), T_0_(T_0), T_i_(T_0), T_mult_(T_mult), eta_min_(eta_min), T_cur_(double(last_epoch)) {
+    : LRScheduler(opt, last_epoch),
+      T_0_(T_0),
+      T_i_(T_0),
+      T_mult_(T_mult),
+      eta_min_(eta_min),
+      T_cur_(double(last_epoch)) {
   check_int(T_0, 1, "CosineAnnealingWarmRestarts", "T_0");
   check_int(T_mult, 1, "CosineAnnealingWarmRestarts", "T_mult");
   initial_step();
@@ -387,8 +398,7 @@ CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& opt, int64_t
 
 std::vector<double> CosineAnnealingWarmRestarts::get_lr() {
   std::vector<double> lrs;
-  for (double b : base_lrs_)
-    lrs.push_back(eta_min_ + (b - eta_min_) * (1 + std::cos(kPi * T_cur_ / double(T_i_))) / 2);
+  for (double b : base_lrs_) lrs.push_back(eta_min_ + (b - eta_min_) * (1 + std::cos(kPi * T_cur_ / double(T_i_))) / 2);
   return lrs;
 }
 

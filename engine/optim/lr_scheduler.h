@@ -64,12 +64,12 @@ class LRScheduler {
   // The closed form, for schedulers that have one; used when an epoch is given (SequentialLR).
   virtual std::optional<std::vector<double>> closed_form_lr() const { return std::nullopt; }
 
-  void initial_step();                              // See Note [Scheduler initial step]
-  void update_lr(std::optional<int64_t> epoch);     // PyTorch's _update_lr
-  std::vector<double> group_lrs() const;            // options["lr"] of every group
+  void initial_step();                           // See Note [Scheduler initial step]
+  void update_lr(std::optional<int64_t> epoch);  // PyTorch's _update_lr
+  std::vector<double> group_lrs() const;         // options["lr"] of every group
   double group_value(size_t group, const char* key) const;
-  void write_lrs(const std::vector<double>& lrs);   // options["lr"] and last_lr_
-  void base_state(nlohmann::json& sd) const;        // the base class's keys into sd
+  void write_lrs(const std::vector<double>& lrs);  // options["lr"] and last_lr_
+  void base_state(nlohmann::json& sd) const;       // the base class's keys into sd
   void load_base_state(const nlohmann::json& sd);
 
   Optimizer* opt_;

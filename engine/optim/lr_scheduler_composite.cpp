@@ -31,16 +31,17 @@ namespace {
 // Runs before LRScheduler's constructor (which reads "initial_lr"): validates and writes the
 // group options PyTorch's OneCycleLR.__init__ writes before calling super().__init__.
 Optimizer& prepare_one_cycle(Optimizer& opt, const std::vector<double>& max_lrs, int64_t total_steps, double pct_start,
-                             const std::string& anneal, double div_factor, double final_div_factor,
-                             bool cycle_momentum, double base_momentum, double max_momentum, int64_t last_epoch) {
+                             const std::string& anneal, double div_factor, double final_div_factor, bool cycle_momentum,
+                             double base_momentum, double max_momentum, int64_t last_epoch) {
   const char* op = "OneCycleLR";
   TB_CHECK(total_steps > 0, op, "Expected positive integer total_steps, but got ", total_steps);
   TB_CHECK(pct_start >= 0 && pct_start <= 1, op, "Expected float between 0 and 1 pct_start, but got ", pct_start);
   TB_CHECK(anneal == "cos" || anneal == "linear", op, "anneal_strategy must be one of 'cos' or 'linear', instead got '",
            anneal, "'");
   auto& groups = opt.param_groups();
-  TB_CHECK(max_lrs.size() == groups.size(), op, "max_lr must have the same length as optimizer.param_groups. max_lr has ",
-           max_lrs.size(), " values, param_groups has ", groups.size(), ".");
+  TB_CHECK(max_lrs.size() == groups.size(), op,
+           "max_lr must have the same length as optimizer.param_groups. max_lr has ", max_lrs.size(),
+           " values, param_groups has ", groups.size(), ".");
   TB_CHECK(div_factor > 0 && final_div_factor > 0, op, "div_factor and final_div_factor must be > 0, got ", div_factor,
            " and ", final_div_factor);
   const bool has_momentum = opt.defaults().contains("momentum"), has_betas = opt.defaults().contains("betas");
@@ -135,9 +136,14 @@ std::vector<double> OneCycleLR::get_lr() {
 json OneCycleLR::state_dict() const {
   json phases = json::array();
   for (const Phase& p : phases_)
-    phases.push_back({{"end_step", p.end_step}, {"start_lr", p.start_lr}, {"end_lr", p.end_lr},
-                      {"start_momentum", p.start_momentum}, {"end_momentum", p.end_momentum}});
-  json sd = {{"total_steps", total_steps_}, {"_schedule_phases", phases}, {"_anneal_func_type", anneal_},
+    phases.push_back({{"end_step", p.end_step},
+                      {"start_lr", p.start_lr},
+                      {"end_lr", p.end_lr},
+                      {"start_momentum", p.start_momentum},
+                      {"end_momentum", p.end_momentum}});
+  json sd = {{"total_steps", total_steps_},
+             {"_schedule_phases", phases},
+             {"_anneal_func_type", anneal_},
              {"cycle_momentum", cycle_momentum_}};
   if (cycle_momentum_) sd["use_beta1"] = use_beta1_;
   base_state(sd);
@@ -149,7 +155,8 @@ void OneCycleLR::load_state_dict(const json& sd) {
   const int64_t total = get_int(sd, "total_steps", op);
   check_int(total, 1, op, "total_steps");
   const std::string anneal = get_string(sd, "_anneal_func_type", op);
-  TB_CHECK(anneal == "cos" || anneal == "linear", op, "'_anneal_func_type' must be 'cos' or 'linear', got '", anneal, "'");
+  TB_CHECK(anneal == "cos" || anneal == "linear", op, "'_anneal_func_type' must be 'cos' or 'linear', got '", anneal,
+           "'");
   const bool cycle = get_bool(sd, "cycle_momentum", op);
   const bool beta1 = cycle ? get_bool(sd, "use_beta1", op) : false;
   const json& ph = need(sd, "_schedule_phases", op);
@@ -177,18 +184,19 @@ SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRSchedul
     TB_CHECK(schedulers_[i] != nullptr, op, "scheduler ", i, " is null");
     TB_CHECK(dynamic_cast<ReduceLROnPlateau*>(schedulers_[i].get()) == nullptr, op,
              "SequentialLR does not support `ReduceLROnPlateau` scheduler as it requires a metric in `step`, "
-             "but got one at index ", i, " in the given schedulers sequence.");
+             "but got one at index ",
+             i, " in the given schedulers sequence.");
     TB_CHECK(&schedulers_[i]->optimizer() == &opt, op,
              "SequentialLR expects all schedulers to belong to the same optimizer, but scheduler ", i,
              " drives a different one");
   }
   TB_CHECK(milestones_.size() + 1 == schedulers_.size(), op,
            "Sequential Schedulers expects number of schedulers provided to be one more than the number of "
-           "milestone points, but got number of schedulers ", schedulers_.size(), " and the number of milestones to be equal to ",
-           milestones_.size());
+           "milestone points, but got number of schedulers ",
+           schedulers_.size(), " and the number of milestones to be equal to ", milestones_.size());
   for (size_t i = 1; i < milestones_.size(); ++i)
-    TB_CHECK(milestones_[i] > milestones_[i - 1], op, "milestones must be strictly increasing, got ", milestones_[i - 1],
-             " then ", milestones_[i]);
+    TB_CHECK(milestones_[i] > milestones_[i - 1], op, "milestones must be strictly increasing, got ",
+             milestones_[i - 1], " then ", milestones_[i]);
   last_epoch_ = last_epoch + 1;
   auto& groups = opt.param_groups();
   std::vector<double> initial;
@@ -209,7 +217,8 @@ void SequentialLR::recursive_undo(LRScheduler& s) {
 
 void SequentialLR::step() {
   ++last_epoch_;
-  const size_t idx = size_t(std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin());
+  const size_t idx = size_t(std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) -
+                            milestones_.begin());
   LRScheduler& s = *schedulers_[idx];
   if (idx > 0 && milestones_[idx - 1] == last_epoch_) {
     s.update_lr(0);
@@ -220,7 +229,8 @@ void SequentialLR::step() {
 }
 
 std::vector<double> SequentialLR::get_lr() {
-  TB_CHECK(false, "SequentialLR", "a SequentialLR has no lr formula of its own (it cannot start at a milestone of "
+  TB_CHECK(false, "SequentialLR",
+           "a SequentialLR has no lr formula of its own (it cannot start at a milestone of "
            "an enclosing SequentialLR); step it with step()");
   return {};
 }
@@ -230,7 +240,10 @@ json SequentialLR::state_dict() const {
   for (const auto& s : schedulers_) subs.push_back(s->state_dict());
   json ms = json::array();
   for (int64_t m : milestones_) ms.push_back(m);
-  return {{"_milestones", ms}, {"last_epoch", last_epoch_}, {"_last_lr", doubles_json(last_lr_)}, {"_schedulers", subs}};
+  return {{"_milestones", ms},
+          {"last_epoch", last_epoch_},
+          {"_last_lr", doubles_json(last_lr_)},
+          {"_schedulers", subs}};
 }
 
 void SequentialLR::load_state_dict(const json& sd) {
@@ -239,8 +252,8 @@ void SequentialLR::load_state_dict(const json& sd) {
   TB_CHECK(subs.is_array() && subs.size() == schedulers_.size(), op, "'_schedulers' must hold ", schedulers_.size(),
            " state dicts (one per scheduler), got ", subs.is_array() ? std::to_string(subs.size()) : subs.type_name());
   const json& ms = need(sd, "_milestones", op);
-  TB_CHECK(ms.is_array() && ms.size() == milestones_.size(), op, "'_milestones' must be a list of ",
-           milestones_.size(), " epochs, got ", ms.dump());
+  TB_CHECK(ms.is_array() && ms.size() == milestones_.size(), op, "'_milestones' must be a list of ", milestones_.size(),
+           " epochs, got ", ms.dump());
   std::vector<int64_t> milestones;
   for (const json& m : ms) {
     TB_CHECK(m.is_number_integer(), op, "'_milestones' must hold integers, got ", ms.dump());
@@ -276,8 +289,12 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, const std::string& mode, do
 ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, const std::string& mode, double factor, int64_t patience,
                                      double threshold, const std::string& threshold_mode, int64_t cooldown,
                                      std::vector<double> min_lrs, double eps)
-    : LRScheduler(opt, NoInitialLr{}), factor_(factor), min_lrs_(std::move(min_lrs)), patience_(patience),
-      cooldown_(cooldown), eps_(eps) {
+    : LRScheduler(opt, NoInitialLr{}),
+      factor_(factor),
+      min_lrs_(std::move(min_lrs)),
+      patience_(patience),
+      cooldown_(cooldown),
+      eps_(eps) {
   const char* op = "ReduceLROnPlateau";
   TB_CHECK(factor < 1.0 && factor >= 0, op, "Factor should be < 1.0 (and >= 0), got ", factor);
   TB_CHECK(min_lrs_.size() == opt.param_groups().size(), op, "expected ", opt.param_groups().size(), " min_lrs, got ",
@@ -383,7 +400,8 @@ void ReduceLROnPlateau::load_state_dict(const json& sd) {
   const int64_t patience = get_int(sd, "patience", op), cooldown = get_int(sd, "cooldown", op);
   check_int(patience, 0, op, "patience");
   check_int(cooldown, 0, op, "cooldown");
-  const double eps = get_double(sd, "eps", op), threshold = get_double(sd, "threshold", op), best = get_double(sd, "best", op);
+  const double eps = get_double(sd, "eps", op), threshold = get_double(sd, "threshold", op),
+               best = get_double(sd, "best", op);
   const int64_t epoch = get_int(sd, "last_epoch", op), counter = get_int(sd, "cooldown_counter", op);
   const int64_t bad = get_int(sd, "num_bad_epochs", op);
   const json& last_j = need(sd, "_last_lr", op);

@@ -52,7 +52,9 @@ inline double as_double(const json& v, const char* key, const char* op) {
   return 0;
 }
 
-inline double get_double(const json& sd, const char* key, const char* op) { return as_double(need(sd, key, op), key, op); }
+inline double get_double(const json& sd, const char* key, const char* op) {
+  return as_double(need(sd, key, op), key, op);
+}
 
 inline int64_t get_int(const json& sd, const char* key, const char* op) {
   const json& v = need(sd, key, op);

@@ -47,7 +47,8 @@ void Optimizer::add_group_unchecked(ParamGroup g) {
   const char* op = "Optimizer.add_param_group";
   if (g.options.is_null()) g.options = nlohmann::json::object();  // ParamGroup{params, {}}
   TB_CHECK(g.options.is_object(), op, "the options of a parameter group must be a JSON object");
-  TB_CHECK(!g.options.contains("params"), op, "options must not contain 'params'; put the tensors in ParamGroup::params");
+  TB_CHECK(!g.options.contains("params"), op,
+           "options must not contain 'params'; put the tensors in ParamGroup::params");
   std::set<TensorImpl*> seen;
   for (const ParamGroup& other : groups_)
     for (const Tensor& p : other.params) seen.insert(p.impl());
@@ -58,8 +59,8 @@ void Optimizer::add_group_unchecked(ParamGroup g) {
              "; optimizers update floating-point tensors only");
     TB_CHECK(p.is_leaf(), op, "can't optimize a non-leaf Tensor (parameter ", i,
              "): pass the leaf, or detach() it and call requires_grad_()");
-    TB_CHECK(seen.insert(p.impl()).second, op, "some parameters appear in more than one parameter group (parameter ",
-             i, " of the new group); pass each tensor once");
+    TB_CHECK(seen.insert(p.impl()).second, op, "some parameters appear in more than one parameter group (parameter ", i,
+             " of the new group); pass each tensor once");
   }
   for (const auto& [key, value] : defaults_.items())
     if (!g.options.contains(key)) g.options[key] = value;
@@ -153,7 +154,8 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   memory::TagGuard tag(memory::Tag::OptimizerState);  // the copied state (Note [Memory tags])
   const char* op = "Optimizer.load_state_dict";
   TB_CHECK(sd.json.is_object() && sd.json.contains("state") && sd.json.contains("param_groups"), op,
-           "a state dict needs the keys 'state' and 'param_groups' (got ", sd.json.is_object() ? "an object without them" : "no object", ")");
+           "a state dict needs the keys 'state' and 'param_groups' (got ",
+           sd.json.is_object() ? "an object without them" : "no object", ")");
   const nlohmann::json& saved_groups = sd.json["param_groups"];
   const nlohmann::json& saved_state = sd.json["state"];
   TB_CHECK(saved_groups.is_array(), op, "'param_groups' must be a list");
@@ -168,13 +170,15 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     const nlohmann::json& sg = saved_groups[gi];
     TB_CHECK(sg.is_object() && sg.contains("params") && sg["params"].is_array(), op, "parameter group ", gi,
              " of the state dict has no 'params' list");
-    TB_CHECK(sg["params"].size() == groups_[gi].params.size(), op, "loaded state dict contains a parameter group (",
-             gi, ") of ", sg["params"].size(), " parameters that doesn't match the size of optimizer's group (",
+    TB_CHECK(sg["params"].size() == groups_[gi].params.size(), op, "loaded state dict contains a parameter group (", gi,
+             ") of ", sg["params"].size(), " parameters that doesn't match the size of optimizer's group (",
              groups_[gi].params.size(), ")");
     for (size_t i = 0; i < groups_[gi].params.size(); ++i) {
       TB_CHECK(sg["params"][i].is_number_integer(), op, "group ", gi, " 'params' must hold integer indices");
-      TB_CHECK(id_map.emplace(sg["params"][i].get<int64_t>(), std::make_pair(&groups_[gi].params[i], param_index(gi, i))).second, op,
-               "parameter index ", sg["params"][i].get<int64_t>(), " appears twice in 'param_groups'");
+      TB_CHECK(id_map
+                   .emplace(sg["params"][i].get<int64_t>(), std::make_pair(&groups_[gi].params[i], param_index(gi, i)))
+                   .second,
+               op, "parameter index ", sg["params"][i].get<int64_t>(), " appears twice in 'param_groups'");
     }
     nlohmann::json opts = sg;
     opts.erase("params");
@@ -209,13 +213,14 @@ void Optimizer::load_state_dict(const StateDict& sd) {
                  v["tensor"].get<std::string>(), "', which is not in the state dict's tensors");
         src = *tit->second;
       }
-      TB_CHECK(core::is_floating(src.dtype()), op, what, " is ", core::name(src.dtype()), "; expected a floating tensor");
+      TB_CHECK(core::is_floating(src.dtype()), op, what, " is ", core::name(src.dtype()),
+               "; expected a floating tensor");
       if (name == "step") {
         TB_CHECK(src.numel() == 1, op, what, " must hold one value, got shape ", shape_str(src.sizes()));
         ps[name] = scalar_tensor(src.item_double(), DType::Float32);
       } else {
-        TB_CHECK(src.sizes() == p.sizes(), op, what, " has shape ", shape_str(src.sizes()), " but parameter ",
-                 saved_id, " has shape ", shape_str(p.sizes()), "; the state dict belongs to another model");
+        TB_CHECK(src.sizes() == p.sizes(), op, what, " has shape ", shape_str(src.sizes()), " but parameter ", saved_id,
+                 " has shape ", shape_str(p.sizes()), "; the state dict belongs to another model");
         Tensor t = empty_like_preserve(p, p.dtype());
         t.copy_(src);
         ps[name] = std::move(t);
@@ -235,7 +240,8 @@ Tensor Optimizer::zeros_state(const Tensor& param) {
   return t;
 }
 
-Optimizer::FlatUpdate Optimizer::flat_update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& state) {
+Optimizer::FlatUpdate Optimizer::flat_update(const Tensor& param, const Tensor& grad,
+                                             const std::vector<Tensor>& state) {
   TB_CHECK(grad.sizes() == param.sizes(), "Optimizer.step", "gradient of shape ", shape_str(grad.sizes()),
            " for a parameter of shape ", shape_str(param.sizes()), "; set_grad a tensor of the parameter's shape");
   TB_CHECK(grad.dtype() == param.dtype(), "Optimizer.step", "gradient is ", core::name(grad.dtype()),

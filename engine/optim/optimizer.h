@@ -55,7 +55,7 @@ class Optimizer {
   // set_to_none=false zeroes the gradients in place (keeping their storage), like PyTorch.
   void zero_grad(bool set_to_none = true);
 
-  std::vector<ParamGroup>& param_groups() { return groups_; }   // schedulers write options["lr"]
+  std::vector<ParamGroup>& param_groups() { return groups_; }  // schedulers write options["lr"]
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   const nlohmann::json& defaults() const { return defaults_; }
   // Fills the group's missing options from the defaults and validates them; a parameter that
@@ -95,10 +95,10 @@ class Optimizer {
   // layout is copied; otherwise everything goes through contiguous copies that finish() writes
   // back. finish() also bumps the versions of what was written, as in-place ops do.
   struct FlatUpdate {
-    Tensor param, grad;          // working tensors
-    std::vector<Tensor> state;   // working tensors, same order as given
+    Tensor param, grad;         // working tensors
+    std::vector<Tensor> state;  // working tensors, same order as given
     void finish();
-    Tensor param_out;            // defined when param is a copy to write back
+    Tensor param_out;  // defined when param is a copy to write back
     std::vector<Tensor> state_out;
   };
   static FlatUpdate flat_update(const Tensor& param, const Tensor& grad, const std::vector<Tensor>& state);

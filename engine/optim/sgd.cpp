@@ -83,8 +83,13 @@ void SGD::step() {
   autograd::NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const ParamGroup& group = groups_[gi];
-    SgdArgs a{opt_double(group, "lr"), opt_double(group, "momentum"), opt_double(group, "dampening"),
-              opt_double(group, "weight_decay"), opt_bool(group, "nesterov"), opt_bool(group, "maximize"), false};
+    SgdArgs a{opt_double(group, "lr"),
+              opt_double(group, "momentum"),
+              opt_double(group, "dampening"),
+              opt_double(group, "weight_decay"),
+              opt_bool(group, "nesterov"),
+              opt_bool(group, "maximize"),
+              false};
     for (size_t i = 0; i < group.params.size(); ++i) {
       const Tensor& p = group.params[i];
       const Tensor grad = p.grad();

@@ -25,7 +25,8 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
     Tensor& dst;
     const Tensor& src;
     ~Notify() {
-      if ((dst.impl()->autograd_meta || src.impl()->autograd_meta) && autograd_hooks().on_copy && !std::uncaught_exceptions())
+      if ((dst.impl()->autograd_meta || src.impl()->autograd_meta) && autograd_hooks().on_copy &&
+          !std::uncaught_exceptions())
         autograd_hooks().on_copy(dst, src);
     }
   } notify{*this, src_in};

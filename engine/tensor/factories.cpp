@@ -30,7 +30,8 @@ T checked_value(const core::Scalar& value, DType dtype, const char* op) {
       const int64_t v = value.i;
       bool ok;
       // As c10::overflows: a negative integer may wrap into an unsigned type if its magnitude fits.
-      if constexpr (std::is_unsigned_v<T>) ok = v >= 0 ? uint64_t(v) <= uint64_t(L::max()) : -uint64_t(v) <= uint64_t(L::max());
+      if constexpr (std::is_unsigned_v<T>)
+        ok = v >= 0 ? uint64_t(v) <= uint64_t(L::max()) : -uint64_t(v) <= uint64_t(L::max());
       else ok = v >= int64_t(L::min()) && v <= int64_t(L::max());
       if (!ok) refuse();
       return T(v);
@@ -106,7 +107,7 @@ Tensor eye(int64_t n, std::optional<int64_t> m_opt, DType dtype) {
 
 Tensor arange(core::Scalar start, core::Scalar end, core::Scalar step, std::optional<DType> dtype_opt) {
   const DType dtype = dtype_opt.value_or(start.is_float() || end.is_float() || step.is_float() ? DType::Float32
-                                                                                                : DType::Int64);
+                                                                                               : DType::Int64);
   TB_CHECK(dtype != DType::Bool, "arange", "not implemented for 'Bool'");
   const double ds = start.d, de = end.d, dstep = step.d;
   // As torch, the bounds are checked on the arguments as given, before any truncation.
@@ -117,8 +118,8 @@ Tensor arange(core::Scalar start, core::Scalar end, core::Scalar step, std::opti
   int64_t n = 0;
   if (core::is_floating(dtype)) {
     const double size_d = std::ceil((de - ds) / dstep);
-    TB_CHECK(size_d >= 0 && size_d < 9.2e18, "arange", "invalid size, possible overflow? (", ds, " to ", de,
-             " by ", dstep, ")");
+    TB_CHECK(size_d >= 0 && size_d < 9.2e18, "arange", "invalid size, possible overflow? (", ds, " to ", de, " by ",
+             dstep, ")");
     n = int64_t(size_d);
     Tensor t = empty({n}, dtype);
     core::dispatch(dtype, [&]<typename T>() {
@@ -148,8 +149,8 @@ Tensor arange(core::Scalar start, core::Scalar end, core::Scalar step, std::opti
              dstep, ")");
     size = i128(size_d);
   }
-  TB_CHECK(size >= 0 && size <= i128(INT64_MAX), "arange", "invalid size, possible overflow? (", ds, " to ", de,
-           " by ", dstep, ")");
+  TB_CHECK(size >= 0 && size <= i128(INT64_MAX), "arange", "invalid size, possible overflow? (", ds, " to ", de, " by ",
+           dstep, ")");
   n = int64_t(size);
   Tensor t = empty({n}, dtype);
   core::dispatch(dtype, [&]<typename T>() {
@@ -180,8 +181,7 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype) {
     }
     const Op step = r(r(e - s) / Op(steps - 1));
     const int64_t half = steps / 2;
-    for (int64_t i = 0; i < steps; ++i)
-      d[i] = i < half ? T(s + r(step * Op(i))) : T(e - r(step * Op(steps - i - 1)));
+    for (int64_t i = 0; i < steps; ++i) d[i] = i < half ? T(s + r(step * Op(i))) : T(e - r(step * Op(steps - i - 1)));
   });
   return t;
 }
@@ -220,7 +220,7 @@ Tensor randn(const Shape& sizes, DType dtype, core::Generator* gen) {
   Tensor t = empty(sizes, dtype);
   // Box-Muller on two uniforms per element (one from each block).
   fill_random(t, gen, []<typename T>(const std::array<uint32_t, 4>& a, const std::array<uint32_t, 4>& b, int k) {
-    double u1 = 1.0 - core::Generator::to_unit_double(a[k], b[k]);             // (0, 1]
+    double u1 = 1.0 - core::Generator::to_unit_double(a[k], b[k]);  // (0, 1]
     double u2 = core::Generator::to_unit_double(b[(k + 1) & 3], a[(k + 2) & 3]);
     double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
     if constexpr (std::is_same_v<T, double>) return z;
@@ -231,22 +231,26 @@ Tensor randn(const Shape& sizes, DType dtype, core::Generator* gen) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& sizes, DType dtype, core::Generator* gen) {
   TB_CHECK(high > low, "randint", "random_ expects 'from' to be less than 'to', but got from=", low, " >= to=", high);
-  TB_CHECK(dtype != DType::Bool || (low >= 0 && high <= 2), "randint", "range [", low, ", ", high, ") does not fit bool");
+  TB_CHECK(dtype != DType::Bool || (low >= 0 && high <= 2), "randint", "range [", low, ", ", high,
+           ") does not fit bool");
   Tensor t = empty(sizes, dtype);
   const uint64_t range = uint64_t(high - low);
-  fill_random(t, gen, [low, range]<typename T>(const std::array<uint32_t, 4>& a, const std::array<uint32_t, 4>& b, int k) {
-    uint64_t r = ((uint64_t(a[k]) << 32) | b[k]) % range;
-    double v = double(low + int64_t(r));
-    if constexpr (std::is_same_v<T, bool>) return v != 0;
-    else return T(static_cast<core::opmath_t<T>>(v));
-  });
+  fill_random(t, gen,
+              [low, range]<typename T>(const std::array<uint32_t, 4>& a, const std::array<uint32_t, 4>& b, int k) {
+                uint64_t r = ((uint64_t(a[k]) << 32) | b[k]) % range;
+                double v = double(low + int64_t(r));
+                if constexpr (std::is_same_v<T, bool>) return v != 0;
+                else return T(static_cast<core::opmath_t<T>>(v));
+              });
   return t;
 }
 
 Tensor empty_like(const Tensor& t, std::optional<DType> dtype) { return empty(t.sizes(), dtype.value_or(t.dtype())); }
 Tensor zeros_like(const Tensor& t, std::optional<DType> dtype) { return zeros(t.sizes(), dtype.value_or(t.dtype())); }
 Tensor ones_like(const Tensor& t, std::optional<DType> dtype) { return ones(t.sizes(), dtype.value_or(t.dtype())); }
-Tensor full_like(const Tensor& t, double v, std::optional<DType> dtype) { return full(t.sizes(), v, dtype.value_or(t.dtype())); }
+Tensor full_like(const Tensor& t, double v, std::optional<DType> dtype) {
+  return full(t.sizes(), v, dtype.value_or(t.dtype()));
+}
 Tensor rand_like(const Tensor& t, core::Generator* gen) { return rand(t.sizes(), t.dtype(), gen); }
 Tensor randn_like(const Tensor& t, core::Generator* gen) { return randn(t.sizes(), t.dtype(), gen); }
 
@@ -266,7 +270,8 @@ Tensor from_vector(const std::vector<double>& values, const Shape& sizes, DType 
 }
 
 Tensor from_blob(void* data, const Shape& sizes, const Shape& strides, DType dtype, std::shared_ptr<void> keep) {
-  for (int64_t s : strides) TB_CHECK(s >= 0, "from_blob", "negative strides are not supported: ", core::to_string(strides));
+  for (int64_t s : strides)
+    TB_CHECK(s >= 0, "from_blob", "negative strides are not supported: ", core::to_string(strides));
   core::checked_numel(sizes, "from_blob");
   const int64_t nbytes = core::checked_storage_nbytes(sizes, strides, 0, int64_t(core::itemsize(dtype)), "from_blob");
   auto storage = std::make_shared<Storage>(data, size_t(nbytes), std::move(keep));

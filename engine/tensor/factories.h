@@ -20,7 +20,7 @@ Tensor ones(const Shape& sizes, DType dtype = DType::Float32);
 // does not fit an integer dtype (1e10 in int32, nan in int64) is an error, as in torch; a float
 // dtype takes it as IEEE rounding does (70000 in float16 is inf, where torch refuses).
 Tensor full(const Shape& sizes, core::Scalar value, std::optional<DType> dtype = {});
-Tensor scalar_tensor(double value, DType dtype = DType::Float32);   // 0-dim
+Tensor scalar_tensor(double value, DType dtype = DType::Float32);  // 0-dim
 Tensor eye(int64_t n, std::optional<int64_t> m = {}, DType dtype = DType::Float32);
 // [start, end) by step, like torch.arange: ceil((end - start) / step) elements. For an integer
 // dtype start, end and step are truncated to integers first (torch's int64 rule), so a step
@@ -31,7 +31,8 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::Fl
 // Uniform [0, 1), standard normal, and integers in [low, high).
 Tensor rand(const Shape& sizes, DType dtype = DType::Float32, core::Generator* gen = nullptr);
 Tensor randn(const Shape& sizes, DType dtype = DType::Float32, core::Generator* gen = nullptr);
-Tensor randint(int64_t low, int64_t high, const Shape& sizes, DType dtype = DType::Int64, core::Generator* gen = nullptr);
+Tensor randint(int64_t low, int64_t high, const Shape& sizes, DType dtype = DType::Int64,
+               core::Generator* gen = nullptr);
 
 Tensor empty_like(const Tensor& t, std::optional<DType> dtype = {});
 Tensor zeros_like(const Tensor& t, std::optional<DType> dtype = {});

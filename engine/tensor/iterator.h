@@ -16,8 +16,8 @@ namespace tb {
 
 // Below this many elements a loop runs on one thread (thread start-up costs more than it saves).
 inline constexpr int64_t kParallelGrain = 32768;
-int num_threads();             // threads the engine's parallel loops use
-void set_num_threads(int n);   // like torch.set_num_threads
+int num_threads();            // threads the engine's parallel loops use
+void set_num_threads(int n);  // like torch.set_num_threads
 
 class StridedLoop {
  public:
@@ -88,8 +88,8 @@ class StridedLoop {
 
   int n_ = 0;
   int64_t numel_ = 0;
-  Shape shape_;                                              // coalesced
-  std::vector<std::array<int64_t, kMaxOperands>> strides_;   // [dim][operand], bytes
+  Shape shape_;                                             // coalesced
+  std::vector<std::array<int64_t, kMaxOperands>> strides_;  // [dim][operand], bytes
   std::array<char*, kMaxOperands> base_{};
   std::array<int64_t, kMaxOperands> itemsize_{};
 };

@@ -40,9 +40,7 @@ int64_t Tensor::numel() const {
   return int64_t(n);
 }
 
-void* Tensor::data() const {
-  return static_cast<char*>(impl_->storage->data()) + impl_->offset * int64_t(itemsize());
-}
+void* Tensor::data() const { return static_cast<char*>(impl_->storage->data()) + impl_->offset * int64_t(itemsize()); }
 
 double Tensor::item_double() const { return item<double>(); }
 
@@ -106,8 +104,9 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, const Shape& sizes, const S
   TB_CHECK(offset >= 0, op, "negative storage offset ", offset);
   for (int64_t s : strides) TB_CHECK(s >= 0, op, "negative strides are not supported: ", to_string(strides));
   const int64_t avail = int64_t(storage->nbytes() / core::itemsize(dtype));
-  TB_CHECK(core::checked_storage_nbytes(sizes, strides, offset, 1, op) <= avail, op, "size ", to_string(sizes), " with strides ",
-           to_string(strides), " and offset ", offset, " reaches past a storage of ", avail, " elements");
+  TB_CHECK(core::checked_storage_nbytes(sizes, strides, offset, 1, op) <= avail, op, "size ", to_string(sizes),
+           " with strides ", to_string(strides), " and offset ", offset, " reaches past a storage of ", avail,
+           " elements");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
   impl->sizes = sizes;
@@ -230,9 +229,8 @@ std::optional<Shape> compute_view_strides(const Shape& old_sizes, const Shape& o
 Tensor Tensor::view(const Shape& shape) const {
   Shape sizes = core::infer_size(shape, numel(), "view");
   auto strides = compute_view_strides(impl_->sizes, impl_->strides, sizes);
-  TB_CHECK(strides.has_value(), "view", "view size ", to_string(sizes),
-           " is not compatible with input tensor's size ", to_string(impl_->sizes), " and stride ",
-           to_string(impl_->strides),
+  TB_CHECK(strides.has_value(), "view", "view size ", to_string(sizes), " is not compatible with input tensor's size ",
+           to_string(impl_->sizes), " and stride ", to_string(impl_->strides),
            " (at least one dimension spans across two contiguous subspaces); use .reshape(...) instead");
   return make_view(*this, sizes, *strides, impl_->offset,
                    replay_if_overlapping(*this, [sizes](const Tensor& p) { return p.view(sizes); }));
@@ -320,8 +318,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   TB_CHECK(dim() > 0, "select", "cannot be applied to a 0-dim tensor");
   d = wrap_dim(d, dim(), "select");
   const int64_t n = sizes()[d];
-  TB_CHECK(index >= -n && index < n, "select", "index ", index, " out of range for tensor of size ",
-           to_string(sizes()), " at dimension ", d);
+  TB_CHECK(index >= -n && index < n, "select", "index ", index, " out of range for tensor of size ", to_string(sizes()),
+           " at dimension ", d);
   if (index < 0) index += n;
   Shape sz = sizes(), st = strides();
   const int64_t off = storage_offset() + index * st[d];
@@ -346,8 +344,8 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<
   sz[d] = (end - start + step - 1) / step;
   st[d] *= step;
   return make_view(*this, sz, st, off, replay_if_overlapping(*this, [d, start, end, step](const Tensor& p) {
-                     return p.slice(d, start, end, step);
-                   }));
+    return p.slice(d, start, end, step);
+  }));
 }
 
 Tensor Tensor::squeeze() const {

@@ -19,14 +19,16 @@
 
 namespace tb {
 
-namespace autograd { class Node; }
+namespace autograd {
+class Node;
+}
 
-using core::DType;
-using core::Device;
-using core::Shape;
-using core::Error;
 using core::BFloat16;
+using core::Device;
+using core::DType;
+using core::Error;
 using core::Half;
+using core::Shape;
 
 // Shared by a tensor and all its views: bumped by every in-place write, so autograd can tell a
 // saved tensor was modified after it was saved.
@@ -37,12 +39,12 @@ struct VersionCounter {
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape sizes;
-  Shape strides;             // in elements
-  int64_t offset = 0;        // in elements
+  Shape strides;       // in elements
+  int64_t offset = 0;  // in elements
   DType dtype = DType::Float32;
   std::shared_ptr<VersionCounter> version = std::make_shared<VersionCounter>();
   std::shared_ptr<void> autograd_meta;  // owned by engine/autograd; opaque here
-  bool inference = false;              // created under InferenceMode (see Note [Autograd hooks])
+  bool inference = false;               // created under InferenceMode (see Note [Autograd hooks])
 };
 
 class Tensor;
@@ -54,10 +56,10 @@ class Tensor;
 // gradient history. The inference-mode bit lives here because every tensor created while it is
 // set is an inference tensor, and creation happens in tensor/.
 struct AutogradHooks {
-  void (*check_inplace)(const Tensor& dst) = nullptr;              // before an in-place write
-  void (*on_view)(const Tensor& base, Tensor& view) = nullptr;     // after make_view / as_strided
-  void (*on_copy)(Tensor& dst, const Tensor& src) = nullptr;       // after dst.copy_(src)
-  void (*on_fill)(Tensor& dst) = nullptr;                          // after fill_ / zero_
+  void (*check_inplace)(const Tensor& dst) = nullptr;           // before an in-place write
+  void (*on_view)(const Tensor& base, Tensor& view) = nullptr;  // after make_view / as_strided
+  void (*on_copy)(Tensor& dst, const Tensor& src) = nullptr;    // after dst.copy_(src)
+  void (*on_fill)(Tensor& dst) = nullptr;                       // after fill_ / zero_
 };
 AutogradHooks& autograd_hooks();
 bool& inference_mode_flag();  // thread-local: InferenceMode is active on this thread
@@ -98,22 +100,24 @@ class Tensor {
 
   // Address of element [0, 0, ...] (storage base + offset).
   void* data() const;
-  template <typename T> T* data_ptr() const {
-    TB_CHECK(core::dtype_of<T> == dtype(), "data_ptr", "requested ", core::name(core::dtype_of<T>),
-             " from a ", core::name(dtype()), " tensor");
+  template <typename T>
+  T* data_ptr() const {
+    TB_CHECK(core::dtype_of<T> == dtype(), "data_ptr", "requested ", core::name(core::dtype_of<T>), " from a ",
+             core::name(dtype()), " tensor");
     return static_cast<T*>(data());
   }
   // The single value of a one-element tensor, converted to T.
-  template <typename T> T item() const;
+  template <typename T>
+  T item() const;
   double item_double() const;
 
   // ---- views: metadata only, shared storage ----
-  Tensor view(const Shape& shape) const;           // fails on an incompatible layout, like PyTorch
-  Tensor reshape(const Shape& shape) const;        // view if possible, else a contiguous copy
+  Tensor view(const Shape& shape) const;     // fails on an incompatible layout, like PyTorch
+  Tensor reshape(const Shape& shape) const;  // view if possible, else a contiguous copy
   Tensor transpose(int64_t d0, int64_t d1) const;
-  Tensor t() const;                                // 2-D transpose (0-D and 1-D unchanged)
+  Tensor t() const;  // 2-D transpose (0-D and 1-D unchanged)
   Tensor permute(const Shape& dims) const;
-  Tensor expand(const Shape& shape) const;         // -1 keeps a size; new leading dims allowed
+  Tensor expand(const Shape& shape) const;  // -1 keeps a size; new leading dims allowed
   Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor select(int64_t dim, int64_t index) const;
@@ -127,25 +131,25 @@ class Tensor {
   Tensor as_strided(const Shape& sizes, const Shape& strides, std::optional<int64_t> offset = {}) const;
 
   // ---- copies ----
-  Tensor contiguous() const;                       // self when already contiguous
-  Tensor clone() const;                            // always a fresh contiguous copy
-  Tensor to(DType dtype) const;                    // self when the dtype already matches
+  Tensor contiguous() const;     // self when already contiguous
+  Tensor clone() const;          // always a fresh contiguous copy
+  Tensor to(DType dtype) const;  // self when the dtype already matches
   // Copies src into self (broadcasting src, casting dtype; rounding to nearest even into
   // bf16/f16). Bumps the version.
   Tensor& copy_(const Tensor& src);
 
-  std::string str() const;                         // printed like torch: values, shape, dtype
+  std::string str() const;  // printed like torch: values, shape, dtype
 
   // ---- autograd: declared here, defined in engine/autograd/variable.cpp (PyTorch's names) ----
-  bool requires_grad() const;                      // a leaf that requires grad, or has a grad_fn
-  Tensor& requires_grad_(bool on = true);    // leaves only
+  bool requires_grad() const;              // a leaf that requires grad, or has a grad_fn
+  Tensor& requires_grad_(bool on = true);  // leaves only
   bool is_leaf() const;
-  Tensor grad() const;                             // undefined until a backward reaches it
-  void set_grad(const Tensor& grad) const;         // undefined clears it (zero_grad(set_to_none))
+  Tensor grad() const;                      // undefined until a backward reaches it
+  void set_grad(const Tensor& grad) const;  // undefined clears it (zero_grad(set_to_none))
   std::shared_ptr<autograd::Node> grad_fn() const;
   uint32_t output_nr() const;
-  Tensor detach() const;                           // shares storage and version, no history
-  void retain_grad() const;                        // keep .grad of a non-leaf
+  Tensor detach() const;     // shares storage and version, no history
+  void retain_grad() const;  // keep .grad of a non-leaf
   bool retains_grad() const;
   // gradient: defaults to 1 for a one-element tensor, required otherwise.
   void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
@@ -177,7 +181,9 @@ std::optional<Shape> compute_view_strides(const Shape& old_sizes, const Shape& o
 template <typename T>
 T Tensor::item() const {
   TB_CHECK(numel() == 1, "item", "a tensor with ", numel(), " elements cannot be converted to a scalar");
-  return core::dispatch(dtype(), [&]<typename S>() { return static_cast<T>(static_cast<core::opmath_t<S>>(*static_cast<const S*>(data()))); });
+  return core::dispatch(dtype(), [&]<typename S>() {
+    return static_cast<T>(static_cast<core::opmath_t<S>>(*static_cast<const S*>(data())));
+  });
 }
 
 }  // namespace tb

@@ -52,8 +52,8 @@ double Trainer::train_step(const data::Batch& batch) {
   model_->train();
   optimizer_->zero_grad(/*set_to_none=*/true);
   Tensor loss = options_.ddp ? loss_(*options_.ddp, batch) : loss_(*model_, batch);
-  TB_CHECK(loss.numel() == 1, "Trainer", "the loss function returned a tensor of shape ",
-           core::to_string(loss.sizes()), "; it must be a scalar");
+  TB_CHECK(loss.numel() == 1, "Trainer", "the loss function returned a tensor of shape ", core::to_string(loss.sizes()),
+           "; it must be a scalar");
   const double value = loss.item_double();
   loss.backward();
   if (options_.clip_grad_norm > 0) optim::clip_grad_norm_(params_, options_.clip_grad_norm);
@@ -123,9 +123,9 @@ std::vector<EpochStats> Trainer::fit(data::DataLoader& train, data::DataLoader* 
       }
     }
     log("epoch " + std::to_string(epoch_) + ": train loss " + std::to_string(st.train_loss) +
-        (std::isnan(st.val_loss) ? std::string()
-                                 : ", val loss " + std::to_string(st.val_loss) + ", val accuracy " +
-                                       std::to_string(st.val_accuracy)) +
+        (std::isnan(st.val_loss)
+             ? std::string()
+             : ", val loss " + std::to_string(st.val_loss) + ", val accuracy " + std::to_string(st.val_accuracy)) +
         " (" + std::to_string(st.seconds) + " s)");
     if (epoch_complete) {
       ++epoch_;

@@ -23,13 +23,13 @@ namespace tb::train {
 
 struct Options {
   int64_t epochs = 1;
-  int64_t max_steps = -1;          // stop after this many optimizer steps in total (-1: epochs decide)
-  double clip_grad_norm = 0;       // clip the gradients' global 2-norm to this (0: no clipping)
-  std::string checkpoint_dir;      // empty: no checkpoints; else <dir>/step-N after each epoch, <dir>/best
-  int64_t keep_last = 2;           // step checkpoints kept (0: all)
-  int64_t log_every = 0;           // a progress line every this many steps (0: only per epoch)
+  int64_t max_steps = -1;                       // stop after this many optimizer steps in total (-1: epochs decide)
+  double clip_grad_norm = 0;                    // clip the gradients' global 2-norm to this (0: no clipping)
+  std::string checkpoint_dir;                   // empty: no checkpoints; else <dir>/step-N after each epoch, <dir>/best
+  int64_t keep_last = 2;                        // step checkpoints kept (0: all)
+  int64_t log_every = 0;                        // a progress line every this many steps (0: only per epoch)
   std::function<void(const std::string&)> log;  // where progress lines go (default: stderr)
-  nlohmann::json config;           // saved with every checkpoint (what the run was)
+  nlohmann::json config;                        // saved with every checkpoint (what the run was)
   // Data-parallel training: the DistributedDataParallel wrapping `model` (the Trainer's model).
   // The loss function then receives the wrapper, so its forward arms the gradient all-reduce.
   std::shared_ptr<dist::DistributedDataParallel> ddp;
@@ -63,10 +63,10 @@ struct EvalCounts {
 
 struct EpochStats {
   int64_t epoch = 0;
-  int64_t steps = 0;          // optimizer steps taken in this epoch
-  double train_loss = 0;      // mean of the step losses
-  double val_loss = 0;        // loss_sum / count over the validation set (NaN without one)
-  double val_accuracy = 0;    // correct / count (NaN without one)
+  int64_t steps = 0;        // optimizer steps taken in this epoch
+  double train_loss = 0;    // mean of the step losses
+  double val_loss = 0;      // loss_sum / count over the validation set (NaN without one)
+  double val_accuracy = 0;  // correct / count (NaN without one)
   double seconds = 0;
 };
 

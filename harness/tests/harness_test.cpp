@@ -82,9 +82,11 @@ const bool registered = [] {
       },
   });
   th::register_suite({"hidden", "not in the default run", {}, {}, false});
-  th::register_suite({"broken", "its case list throws",
+  th::register_suite({"broken",
+                      "its case list throws",
                       []() -> std::vector<th::TestCase> { throw std::runtime_error("no torch"); },
-                      {}, false});
+                      {},
+                      false});
   th::register_thread_setter([](int n) { g_setter_threads = n; });
   th::add_run_info("libtorch_version", "0.0-test");
   th::add_run_info("host", "must-not-override");
@@ -130,9 +132,7 @@ TEST(Registry, UnknownSuiteListsKnownOnes) {
   }
 }
 
-TEST(Registry, DuplicateNameRejected) {
-  EXPECT_THROW(th::register_suite({"fake", "", {}, {}}), std::invalid_argument);
-}
+TEST(Registry, DuplicateNameRejected) { EXPECT_THROW(th::register_suite({"fake", "", {}, {}}), std::invalid_argument); }
 
 TEST(Registry, FilterIsRegexSearch) {
   EXPECT_EQ(th::collect_tests(fake()).size(), 4u);
@@ -184,9 +184,8 @@ TEST(Runner, BenchmarksRecordBothSides) {
   EXPECT_EQ(ok.kind, "benchmark");
   EXPECT_EQ(ok.status, th::Status::Pass) << ok.message;
   const auto& m = ok.metrics;
-  for (const char* k : {"engine_median_s", "engine_min_s", "engine_max_s", "reference_median_s",
-                        "reference_min_s", "reference_max_s", "speedup", "gflops",
-                        "reference_gflops", "gbps", "reference_gbps"}) {
+  for (const char* k : {"engine_median_s", "engine_min_s", "engine_max_s", "reference_median_s", "reference_min_s",
+                        "reference_max_s", "speedup", "gflops", "reference_gflops", "gbps", "reference_gbps"}) {
     ASSERT_TRUE(m.contains(k)) << k;
     EXPECT_GT(m[k].get<double>(), 0.0) << k;
   }
@@ -195,8 +194,8 @@ TEST(Runner, BenchmarksRecordBothSides) {
   EXPECT_EQ(m["numel"], 4096);
   EXPECT_LE(m["engine_min_s"].get<double>(), m["engine_median_s"].get<double>());
   EXPECT_LE(m["engine_median_s"].get<double>(), m["engine_max_s"].get<double>());
-  EXPECT_NEAR(m["speedup"].get<double>(),
-              m["reference_median_s"].get<double>() / m["engine_median_s"].get<double>(), 1e-12);
+  EXPECT_NEAR(m["speedup"].get<double>(), m["reference_median_s"].get<double>() / m["engine_median_s"].get<double>(),
+              1e-12);
   EXPECT_GT(ok.duration_s, 0.0);
 
   EXPECT_EQ(recs[1].status, th::Status::Error);
@@ -218,8 +217,8 @@ TEST(Results, JsonShapeAndSanitising) {
   nlohmann::json j = th::make_result({"trainbench test --suite fake", 2}, recs);
   EXPECT_EQ(j["schema"], th::kSchemaId);
   const auto& run = j["run"];
-  for (const char* k : {"time", "git_revision", "host", "build_type", "compiler", "backends",
-                        "world_size", "command", "threads"})
+  for (const char* k :
+       {"time", "git_revision", "host", "build_type", "compiler", "backends", "world_size", "command", "threads"})
     EXPECT_TRUE(run.contains(k)) << k;
   EXPECT_EQ(run["libtorch_version"], "0.0-test");
   EXPECT_NE(run["host"], "must-not-override");
@@ -253,8 +252,7 @@ TEST(Results, AtomicWriteAndSchemaValid) {
   if (python.empty() || !fs::exists(python)) {
     GTEST_SKIP() << "no venv python; schema validation not checked";
   }
-  const std::string cmd = "'" + python + "' '" + TB_SOURCE_DIR + "/reports/tests/validate.py' '" +
-                          out.string() + "'";
+  const std::string cmd = "'" + python + "' '" + TB_SOURCE_DIR + "/reports/tests/validate.py' '" + out.string() + "'";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   fs::remove_all(dir);
 }
@@ -356,8 +354,7 @@ TEST(Cli, UnknownSubcommandNamesItAndListsTheValidOnes) {
   }
   const CliRun none = cli({});
   EXPECT_EQ(none.code, 2);
-  EXPECT_NE(none.err.find("a subcommand is required; valid subcommands: list"), std::string::npos)
-      << none.err;
+  EXPECT_NE(none.err.find("a subcommand is required; valid subcommands: list"), std::string::npos) << none.err;
 }
 
 // Every numeric option of every subcommand, found from --help (options shown with a type of N,
@@ -379,8 +376,7 @@ TEST(Cli, EveryNumericOptionHasARangeMessage) {
         if (std::string(sub) == "launch") args.insert(args.end(), {"--", "true"});
         const CliRun r = cli(args);
         EXPECT_EQ(r.code, 2) << sub << ' ' << m[1] << ' ' << bad << ": " << r.err;
-        const bool ranged = r.err.find("must be ") != std::string::npos &&
-                            r.err.find("between ") != std::string::npos;
+        const bool ranged = r.err.find("must be ") != std::string::npos && r.err.find("between ") != std::string::npos;
         EXPECT_TRUE(ranged) << sub << ' ' << m[1] << ' ' << bad << ": " << r.err;
         EXPECT_LT(r.err.size(), 300u) << r.err;
       }
@@ -389,8 +385,7 @@ TEST(Cli, EveryNumericOptionHasARangeMessage) {
   }
   EXPECT_GE(checked, 16u);  // threads, timeouts, repetitions, min-time, peaks, ranks
   const CliRun t = cli({"launch", "--timeout", "0", "--", "true"});
-  EXPECT_NE(t.err.find("--timeout: must be between 1 and 86400 seconds (got '0')"), std::string::npos)
-      << t.err;
+  EXPECT_NE(t.err.find("--timeout: must be between 1 and 86400 seconds (got '0')"), std::string::npos) << t.err;
 }
 
 TEST(Cli, LaunchOfAMissingOrNonExecutableProgramIsAShellsExitCode) {
@@ -401,8 +396,7 @@ TEST(Cli, LaunchOfAMissingOrNonExecutableProgramIsAShellsExitCode) {
   r = cli({"launch", "--", "tb-no-such-program-on-path"});
   EXPECT_EQ(r.code, 127);
   EXPECT_NE(r.err.find("not found: tb-no-such-program-on-path"), std::string::npos) << r.err;
-  const fs::path plain =
-      write_script(dir / "not_executable", "exit 0", fs::perms::owner_read | fs::perms::owner_write);
+  const fs::path plain = write_script(dir / "not_executable", "exit 0", fs::perms::owner_read | fs::perms::owner_write);
   if (::access(plain.c_str(), X_OK) != 0) {  // root may execute anything with an x bit; this has none
     r = cli({"launch", "--", plain.string()});
     EXPECT_EQ(r.code, 126);
@@ -419,8 +413,7 @@ TEST(Cli, EmptySelectionFailsUnlessAllowed) {
   const std::string json = (dir / "empty.json").string();
   CliRun r = cli({"test", "--suite", "fake", "--filter", "layer/GELU", "--json", json});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("no test cases in suite 'fake' match --filter 'layer/GELU'"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("no test cases in suite 'fake' match --filter 'layer/GELU'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--allow-empty"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(json));
   // A suite named next to one that matches still counts (a typo in one of several --suite).
@@ -502,8 +495,8 @@ TEST(Report, PythonHintOnlyWhenTheInterpreterCannotRunTheReport) {
     ASSERT_TRUE(e) << python;
     EXPECT_EQ(e->exit_code, 127) << python;
     EXPECT_FALSE(e->reported);
-    EXPECT_NE(std::string(e->what()).find("cannot start the Python interpreter '" + python + "'"),
-              std::string::npos) << e->what();
+    EXPECT_NE(std::string(e->what()).find("cannot start the Python interpreter '" + python + "'"), std::string::npos)
+        << e->what();
     EXPECT_NE(std::string(e->what()).find(hint), std::string::npos) << e->what();
   }
   // Started, but the package says it cannot import a dependency (its exit status 3).
@@ -583,9 +576,8 @@ TEST(Distributed, AverageRoundsMeansPassingRounds) {
     r.metrics = {{"samples_per_s", sps}, {"world", 2}, {"backend", "mpi"}};
     return r;
   };
-  const std::vector<std::vector<tb::harness::Record>> rounds = {
-      {rec("a", "pass", 100), rec("b", "pass", 10)},
-      {rec("a", "pass", 300), rec("b", "error", 0)}};
+  const std::vector<std::vector<tb::harness::Record>> rounds = {{rec("a", "pass", 100), rec("b", "pass", 10)},
+                                                                {rec("a", "pass", 300), rec("b", "error", 0)}};
   const auto out = tb::harness::average_rounds(rounds);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].case_name, "a");

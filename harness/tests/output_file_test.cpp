@@ -32,9 +32,8 @@ namespace {
 class OutputFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tb_output_file_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("tb_output_file_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -110,10 +109,9 @@ TEST_F(OutputFile, NewAndExistingRegularFilesAreReplacedAtomically) {
   EXPECT_EQ(slurp(f), "second, longer\n");
   struct stat after {};
   ::stat(f.c_str(), &after);
-  EXPECT_NE(before.st_ino, after.st_ino);  // renamed over, not rewritten in place
+  EXPECT_NE(before.st_ino, after.st_ino);   // renamed over, not rewritten in place
   EXPECT_EQ(after.st_mode & 07777, 0640u);  // permission bits kept
-  for (const auto& e : fs::directory_iterator(f.parent_path()))
-    EXPECT_EQ(e.path().filename(), "result.json");
+  for (const auto& e : fs::directory_iterator(f.parent_path())) EXPECT_EQ(e.path().filename(), "result.json");
   EXPECT_TRUE(th::is_plain_output_path(f));
   EXPECT_TRUE(th::is_plain_output_path(dir_ / "new.json"));
 }
@@ -167,8 +165,7 @@ TEST_F(OutputFile, SymlinkIsWrittenThroughAndKept) {
   EXPECT_EQ(slurp(target), "new\n");
   EXPECT_EQ(lmode(target) & 07777, 0600u);
   EXPECT_EQ(names(), (std::vector<std::string>{"chain.json", "latest.json", "real"}));
-  for (const auto& e : fs::directory_iterator(dir_ / "real"))
-    EXPECT_EQ(e.path().filename(), "result.json");
+  for (const auto& e : fs::directory_iterator(dir_ / "real")) EXPECT_EQ(e.path().filename(), "result.json");
 
   // A dangling link creates its target, as open(O_CREAT) does.
   const fs::path dangling = dir_ / "dangling.json";

@@ -62,8 +62,8 @@ bool compare(const std::string& what, tb::Tensor actual, tb::Tensor expected, To
   if (d.mismatches == 0) return true;
   rec.status = harness::Status::Fail;
   rec.message = what + ": " + std::to_string(d.mismatches) + " of " + std::to_string(actual.numel()) +
-                " elements outside rtol=" + std::to_string(tol.rtol) + " atol=" + std::to_string(tol.atol) + "; first " +
-                d.first;
+                " elements outside rtol=" + std::to_string(tol.rtol) + " atol=" + std::to_string(tol.atol) +
+                "; first " + d.first;
   return false;
 }
 
@@ -83,7 +83,8 @@ harness::Record run_grad_case(const OpCase& c) {
     std::vector<ref::Tensor> rout = c.reference(rin);
     if (out.size() != rout.size()) {
       rec.status = harness::Status::Fail;
-      rec.message = "engine returned " + std::to_string(out.size()) + " outputs, LibTorch " + std::to_string(rout.size());
+      rec.message = "engine returned " + std::to_string(out.size()) + " outputs, LibTorch " +
+                    std::to_string(rout.size());
       return;
     }
     DType dt = DType::Float32;  // the first floating input's dtype sets the default tolerance

@@ -45,13 +45,12 @@ Pair leaf(const std::vector<double>& v, const Shape& shape = {}) {
 }
 
 void expect_close(const E& actual, const R::Tensor& expected, const std::string& what) {
-  expect(actual.defined() == expected.defined(),
-         what + ": engine " + (actual.defined() ? "has" : "has no") + " value, LibTorch " +
-             (expected.defined() ? "has" : "has none"));
+  expect(actual.defined() == expected.defined(), what + ": engine " + (actual.defined() ? "has" : "has no") +
+                                                     " value, LibTorch " + (expected.defined() ? "has" : "has none"));
   if (!actual.defined()) return;
   E ex = R::from_ref(expected);
-  expect(actual.sizes() == ex.sizes(), what + ": shapes " + core::to_string(actual.sizes()) + " vs " +
-                                           core::to_string(ex.sizes()));
+  expect(actual.sizes() == ex.sizes(),
+         what + ": shapes " + core::to_string(actual.sizes()) + " vs " + core::to_string(ex.sizes()));
   Diff d = compare_values(actual, ex, grad_tolerance(DType::Float64));
   expect(d.mismatches == 0, what + ": " + d.first);
 }
@@ -81,7 +80,8 @@ void expect_both_raise(const std::string& e, const std::string& r, const std::st
   expect(!r.empty(), "LibTorch did not raise");
   expect(!e.empty(), "engine did not raise; LibTorch raised: " + r.substr(0, 200));
   expect(e.find(must_contain) != std::string::npos, "engine message lacks '" + must_contain + "': " + e.substr(0, 300));
-  expect(r.find(must_contain) != std::string::npos, "LibTorch message lacks '" + must_contain + "': " + r.substr(0, 300));
+  expect(r.find(must_contain) != std::string::npos,
+         "LibTorch message lacks '" + must_contain + "': " + r.substr(0, 300));
 }
 
 harness::TestCase semantic(const std::string& name, std::function<void(harness::Record&)> body) {
@@ -198,8 +198,8 @@ void grad_mode_tests(std::vector<harness::TestCase>& t) {
     tb::mul_(d, 2.0);
     R::mul_inplace(rd, 2.0);
     expect(x.e.version() == uint64_t(R::version(x.r)), "version counters differ: engine " +
-                                                            std::to_string(x.e.version()) + " vs LibTorch " +
-                                                            std::to_string(R::version(x.r)));
+                                                           std::to_string(x.e.version()) + " vs LibTorch " +
+                                                           std::to_string(R::version(x.r)));
     expect_both_raise(engine_error([&] { y.backward(); }), ref_error([&] { R::backward(ry); }),
                       "modified by an inplace operation");
   }));

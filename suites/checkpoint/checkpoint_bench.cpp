@@ -27,7 +27,7 @@ struct BenchState {
 };
 
 uint64_t file_bytes(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? uint64_t(st.st_size) : 0;
 }
 

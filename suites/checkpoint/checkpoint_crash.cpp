@@ -29,14 +29,13 @@ namespace {
 namespace fs = std::filesystem;
 using checkpoint::NamedTensors;
 
-uint64_t suite_seed() {
-  return core::env_uint64("TB_CHECKPOINT_SEED", 20240601ull);
-}
+uint64_t suite_seed() { return core::env_uint64("TB_CHECKPOINT_SEED", 20240601ull); }
 
 checkpoint::TrainingState crash_state(int64_t step, uint64_t seed) {
   core::Generator gen(seed);
   checkpoint::TrainingState s;
-  for (int i = 0; i < 4; ++i) s.model.emplace_back("layer" + std::to_string(i) + ".weight", randn({128, 128}, DType::Float32, &gen));
+  for (int i = 0; i < 4; ++i)
+    s.model.emplace_back("layer" + std::to_string(i) + ".weight", randn({128, 128}, DType::Float32, &gen));
   s.model.emplace_back("layer0.bias", randn({128}, DType::BFloat16, &gen));
   s.optimizer_tensors.emplace_back("momentum.0", randn({128, 128}, DType::Float32, &gen));
   s.optimizer = {{"lr", 0.1 * double(seed)}};
@@ -82,7 +81,8 @@ void kill9_phase(const std::string& root, const checkpoint::TrainingState& a, co
       throw Failed("after kill " + std::to_string(k) + ": the checkpoint does not load: " + e.what());
     }
     const std::string da = state_diff(a, got), db = state_diff(b, got);
-    expect(da.empty() || db.empty(), "after kill " + std::to_string(k) + ": the loaded state is neither saved state (" + da + "; " + db + ")");
+    expect(da.empty() || db.empty(),
+           "after kill " + std::to_string(k) + ": the loaded state is neither saved state (" + da + "; " + db + ")");
     (da.empty() ? seen_a : seen_b)++;
   }
   counts["kills"] = kills;
@@ -138,24 +138,37 @@ nlohmann::json json_edit(nlohmann::json h, std::mt19937_64& rng, uint64_t data_s
   auto pick = [&](size_t n) { return size_t(rng() % n); };
   const std::string& t = names[pick(names.size())];
   const std::string& u = names[pick(names.size())];
-  const nlohmann::json absurd[] = {
-      {1000000000000LL, 1000000000000LL}, {4294967296LL, 4294967296LL}, {-1, 3}, {1.5}, "abc", nullptr,
-      {uint64_t(1) << 62, 8}, std::vector<int>(65, 1), {0}, {1}, {2, 2}, {uint64_t(-1)}, {1e12, 1e12}};
-  const nlohmann::json dtypes[] = {"F8", "f32", "", "U8", "F32 ", 3, nullptr, "BF16", "I64", "BOOL", "F32", "I32", "F16"};
+  const nlohmann::json absurd[] = {{1000000000000LL, 1000000000000LL},
+                                   {4294967296LL, 4294967296LL},
+                                   {-1, 3},
+                                   {1.5},
+                                   "abc",
+                                   nullptr,
+                                   {uint64_t(1) << 62, 8},
+                                   std::vector<int>(65, 1),
+                                   {0},
+                                   {1},
+                                   {2, 2},
+                                   {uint64_t(-1)},
+                                   {1e12, 1e12}};
+  const nlohmann::json dtypes[] = {"F8",   "f32", "",     "U8",  "F32 ", 3,    nullptr,
+                                   "BF16", "I64", "BOOL", "F32", "I32",  "F16"};
   switch (rng() % 14) {
-    case 0: h[t]["data_offsets"][1] = data_size + 1 + rng() % 64; break;                       // out of range
-    case 1: h[t]["data_offsets"] = {uint64_t(-1) - rng() % 4, uint64_t(-1)}; break;           // huge
-    case 2: h[t]["data_offsets"] = h[u]["data_offsets"]; break;                               // overlap or dup
-    case 3: h[t]["data_offsets"][0] = -int64_t(rng() % 100) - 1; break;                       // negative
+    case 0: h[t]["data_offsets"][1] = data_size + 1 + rng() % 64; break;             // out of range
+    case 1: h[t]["data_offsets"] = {uint64_t(-1) - rng() % 4, uint64_t(-1)}; break;  // huge
+    case 2: h[t]["data_offsets"] = h[u]["data_offsets"]; break;                      // overlap or dup
+    case 3: h[t]["data_offsets"][0] = -int64_t(rng() % 100) - 1; break;              // negative
     case 4: h[t]["shape"] = absurd[pick(std::size(absurd))]; break;
     case 5: h[t]["dtype"] = dtypes[pick(std::size(dtypes))]; break;
     case 6: h[t].erase(std::vector<std::string>{"dtype", "shape", "data_offsets"}[pick(3)]); break;
     case 7: h.erase(t); break;                                                                 // a gap
     case 8: h["extra"] = {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4}}}; break;  // overlap
-    case 9: h["__metadata__"]["checksum." + t] = std::vector<std::string>{"zz", "0123456789abcdef", "", "1"}[pick(4)]; break;
+    case 9:
+      h["__metadata__"]["checksum." + t] = std::vector<std::string>{"zz", "0123456789abcdef", "", "1"}[pick(4)];
+      break;
     case 10: h["__metadata__"]["checksum.ghost"] = "0000000000000000"; break;
     case 11: h["__metadata__"][std::vector<std::string>{"k", "checksum." + t}[pick(2)]] = 17; break;
-    case 12: h["__metadata__"].erase("checksum." + t); break;                                 // unchecked but valid
+    case 12: h["__metadata__"].erase("checksum." + t); break;  // unchecked but valid
     case 13: h[t]["data_offsets"] = {h[t]["data_offsets"][0], h[t]["data_offsets"][1], 0}; break;
   }
   return h;
@@ -184,8 +197,9 @@ std::string mutate(const std::string& base, const Parsed& p, std::mt19937_64& rn
     }
     case 3: {
       kind = "header_length_edits";
-      const uint64_t choices[] = {0, 1, hlen - 1, hlen + 1, f.size() - 8, f.size() - 7, uint64_t(1) << 63, ~uint64_t(0),
-                                  100'000'001, rng(), hlen + 8, hlen - 8};
+      const uint64_t choices[] = {
+          0,           1,     hlen - 1, hlen + 1, f.size() - 8, f.size() - 7, uint64_t(1) << 63, ~uint64_t(0),
+          100'000'001, rng(), hlen + 8, hlen - 8};
       const uint64_t n = choices[pos(std::size(choices))];
       std::memcpy(f.data(), &n, 8);
       break;
@@ -201,9 +215,19 @@ std::string mutate(const std::string& base, const Parsed& p, std::mt19937_64& rn
     case 7: {
       kind = "hostile_headers";
       const std::string deep = std::string(200000, '[') + std::string(200000, ']');
-      const std::string texts[] = {"",           "{",        "{}",     "[]",      "null",  "\"x\"", "{\"a\":1}",
-                                   "{\"a\":{}}", deep,       "{\"__metadata__\":{},\"__metadata__\":{}}",
-                                   std::string("{\"\xff\xfe\":{}}"), "{\"__metadata__\":[]}", "{\"x\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}",
+      const std::string texts[] = {"",
+                                   "{",
+                                   "{}",
+                                   "[]",
+                                   "null",
+                                   "\"x\"",
+                                   "{\"a\":1}",
+                                   "{\"a\":{}}",
+                                   deep,
+                                   "{\"__metadata__\":{},\"__metadata__\":{}}",
+                                   std::string("{\"\xff\xfe\":{}}"),
+                                   "{\"__metadata__\":[]}",
+                                   "{\"x\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}",
                                    std::string("{\0}", 3)};
       const std::string& h = texts[pos(std::size(texts))];
       f = make_file(h, rng() % 2 ? p.data : std::string());
@@ -237,7 +261,8 @@ std::string verify_loaded(const std::string& file, const checkpoint::LoadedFile&
   const size_t data_start = 8 + size_t(n);
   size_t entries = 0;
   for (auto& [k, v] : h.items()) entries += k != "__metadata__";
-  if (got.tensors.size() != entries) return "loaded " + std::to_string(got.tensors.size()) + " tensors of " + std::to_string(entries);
+  if (got.tensors.size() != entries)
+    return "loaded " + std::to_string(got.tensors.size()) + " tensors of " + std::to_string(entries);
   all_checksummed = true;
   for (const auto& [name, t] : got.tensors) {
     if (!h.contains(name)) return "loaded a tensor '" + name + "' the header does not have";
@@ -251,7 +276,8 @@ std::string verify_loaded(const std::string& file, const checkpoint::LoadedFile&
     if (meta.contains("checksum." + name)) {
       std::string stored = meta["checksum." + name].get<std::string>();  // hex digits in either case
       for (char& c : stored) c = char(std::tolower(static_cast<unsigned char>(c)));
-      if (stored != checkpoint::checksum_hex(bytes.data(), bytes.size())) return "'" + name + "': checksum mismatch accepted";
+      if (stored != checkpoint::checksum_hex(bytes.data(), bytes.size()))
+        return "'" + name + "': checksum mismatch accepted";
     } else {
       all_checksummed = false;
     }
@@ -266,11 +292,13 @@ void fuzz_case(harness::Record& r) {
   std::mt19937_64 rng(seed);
   TempDir dir(/*in_memory=*/true);
   core::Generator gen(seed);
-  const NamedTensors base_tensors = {
-      {"w", randn({4, 3}, DType::Float32, &gen)},         {"b", randn({3}, DType::BFloat16, &gen)},
-      {"ids", randint(0, 50, {5}, DType::Int64, &gen)},    {"mask", randint(0, 2, {6}, DType::Int64, &gen).to(DType::Bool)},
-      {"s", scalar_tensor(0.5, DType::Float64)},           {"z", empty({0, 2}, DType::Float16)},
-      {"i", randint(-5, 5, {2, 2}, DType::Int32, &gen)}};
+  const NamedTensors base_tensors = {{"w", randn({4, 3}, DType::Float32, &gen)},
+                                     {"b", randn({3}, DType::BFloat16, &gen)},
+                                     {"ids", randint(0, 50, {5}, DType::Int64, &gen)},
+                                     {"mask", randint(0, 2, {6}, DType::Int64, &gen).to(DType::Bool)},
+                                     {"s", scalar_tensor(0.5, DType::Float64)},
+                                     {"z", empty({0, 2}, DType::Float16)},
+                                     {"i", randint(-5, 5, {2, 2}, DType::Int32, &gen)}};
   const std::string base_path = dir / "base.safetensors";
   checkpoint::save_file(base_path, base_tensors, {{"k", "v"}});
   const std::string base = checkpoint::read_small_file(base_path);
@@ -312,7 +340,8 @@ void fuzz_case(harness::Record& r) {
     } catch (const core::Error&) {
       outcome_mem = "rejected";
     }
-    expect(outcome == outcome_mem, "mutation " + std::to_string(i) + " (" + kind + "): load_file " + outcome + ", load_bytes " + outcome_mem);
+    expect(outcome == outcome_mem,
+           "mutation " + std::to_string(i) + " (" + kind + "): load_file " + outcome + ", load_bytes " + outcome_mem);
     nlohmann::json& slot = by_kind[kind][outcome];
     slot = slot.is_null() ? 1 : slot.get<int>() + 1;
   }

@@ -64,12 +64,20 @@ void deep_json_case(harness::Record& r) {
   int checked = 0;
   // json_depth against depths counted by hand; brackets inside strings (escaped quotes
   // included) do not count, an unmatched close ends the scan.
-  const std::pair<std::string, size_t> depths[] = {
-      {"", 0},  {"0", 0},  {"[]", 1},  {"{\"a\":[{}]}", 3}, {"[[],[[]]]", 3},  {"{\"[[[\":\"]]]{{\"}", 1},
-      {"[\"\\\"[[\"]", 1},  {"[\"\\\\\",[[]]]", 3}, {"]]][[", 0}, {"[[]]][[[[", 2}};
+  const std::pair<std::string, size_t> depths[] = {{"", 0},
+                                                   {"0", 0},
+                                                   {"[]", 1},
+                                                   {"{\"a\":[{}]}", 3},
+                                                   {"[[],[[]]]", 3},
+                                                   {"{\"[[[\":\"]]]{{\"}", 1},
+                                                   {"[\"\\\"[[\"]", 1},
+                                                   {"[\"\\\\\",[[]]]", 3},
+                                                   {"]]][[", 0},
+                                                   {"[[]]][[[[", 2}};
   for (const auto& [text, want] : depths) {
     ++checked;
-    expect(checkpoint::json_depth(text) == want, "json_depth(" + text + ") = " + std::to_string(checkpoint::json_depth(text)) +
+    expect(checkpoint::json_depth(text) == want, "json_depth(" + text +
+                                                     ") = " + std::to_string(checkpoint::json_depth(text)) +
                                                      ", expected " + std::to_string(want));
   }
 
@@ -77,8 +85,10 @@ void deep_json_case(harness::Record& r) {
   // (150,000 levels overflowed the stack) and just past it; the same at the limit is no depth error.
   const std::string data(4, '\x01');
   auto header_with = [&](const std::string& where, const std::string& v) {
-    if (where == "__metadata__ value") return "{\"__metadata__\":{\"a\":" + v + "},\"t\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
-    if (where == "__metadata__") return "{\"__metadata__\":" + v + ",\"t\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    if (where == "__metadata__ value")
+      return "{\"__metadata__\":{\"a\":" + v + "},\"t\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    if (where == "__metadata__")
+      return "{\"__metadata__\":" + v + ",\"t\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
     if (where == "dtype") return "{\"t\":{\"dtype\":" + v + ",\"shape\":[1],\"data_offsets\":[0,4]}}";
     if (where == "shape") return "{\"t\":{\"dtype\":\"I32\",\"shape\":" + v + ",\"data_offsets\":[0,4]}}";
     if (where == "data_offsets") return "{\"t\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":" + v + "}}";
@@ -86,14 +96,16 @@ void deep_json_case(harness::Record& r) {
     return "{\"t\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4],\"extra\":" + v + "}}";  // unknown key
   };
   // The header's own levels above the value: 1 (root) + 1 (__metadata__ or entry) for most.
-  const std::pair<std::string, size_t> fields[] = {{"__metadata__ value", 2}, {"__metadata__", 1}, {"dtype", 2},
-                                                   {"shape", 2}, {"data_offsets", 2}, {"tensor entry", 1},
-                                                   {"unknown key", 2}};
+  const std::pair<std::string, size_t> fields[] = {
+      {"__metadata__ value", 2}, {"__metadata__", 1}, {"dtype", 2},      {"shape", 2},
+      {"data_offsets", 2},       {"tensor entry", 1}, {"unknown key", 2}};
   for (const auto& [where, above] : fields)
     for (const bool object : {false, true})
-      for (const size_t depth : {size_t(150000), checkpoint::kMaxJsonDepth + 1 - above, checkpoint::kMaxJsonDepth - above}) {
+      for (const size_t depth :
+           {size_t(150000), checkpoint::kMaxJsonDepth + 1 - above, checkpoint::kMaxJsonDepth - above}) {
         const std::string file = with_length(header_with(where, nest(depth, object)), data);
-        const std::string what = where + (object ? " as objects " : " as arrays ") + std::to_string(depth + above) + " deep";
+        const std::string what = where + (object ? " as objects " : " as arrays ") + std::to_string(depth + above) +
+                                 " deep";
         const std::string msg = error_of([&] { checkpoint::load_bytes(file, {}, "deep.safetensors"); });
         ++checked;
         if (depth + above > checkpoint::kMaxJsonDepth) {
@@ -113,17 +125,16 @@ void deep_json_case(harness::Record& r) {
     shape += "-1]";
     const std::string mb(1 << 20, 'x');
     const std::string entry = "{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]}";
-    const std::string headers[] = {
-        "{\"t\":{\"dtype\":\"I32\",\"shape\":" + shape + ",\"data_offsets\":[0,4]}}",
-        "{\"t\":{\"dtype\":\"" + mb + "\",\"shape\":[1],\"data_offsets\":[0,4]}}",
-        "{\"" + mb + "\":" + entry + ",\"" + mb + "\":" + entry + "}",
-        "{\"" + mb + "\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,4]}}",
-        "{\"__metadata__\":{\"k\":" + shape + "},\"t\":" + entry + "}"};
+    const std::string headers[] = {"{\"t\":{\"dtype\":\"I32\",\"shape\":" + shape + ",\"data_offsets\":[0,4]}}",
+                                   "{\"t\":{\"dtype\":\"" + mb + "\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                                   "{\"" + mb + "\":" + entry + ",\"" + mb + "\":" + entry + "}",
+                                   "{\"" + mb + "\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,4]}}",
+                                   "{\"__metadata__\":{\"k\":" + shape + "},\"t\":" + entry + "}"};
     for (const std::string& h : headers) {
       const std::string msg = error_of([&] { checkpoint::load_bytes(with_length(h, data)); });
       ++checked;
-      expect(!msg.empty() && msg.size() < 600, "a huge field gives a " + std::to_string(msg.size()) + "-byte message: " +
-                                                   msg.substr(0, 200));
+      expect(!msg.empty() && msg.size() < 600,
+             "a huge field gives a " + std::to_string(msg.size()) + "-byte message: " + msg.substr(0, 200));
     }
   }
 
@@ -135,7 +146,8 @@ void deep_json_case(harness::Record& r) {
   s.model = {{"w", ones({2})}};
   s.step = 1;
   s.extra = nlohmann::json::array();
-  for (size_t i = 0; i + 2 < checkpoint::kMaxJsonDepth; ++i) s.extra = nlohmann::json::array({s.extra});  // 127 levels + root
+  for (size_t i = 0; i + 2 < checkpoint::kMaxJsonDepth; ++i)
+    s.extra = nlohmann::json::array({s.extra});  // 127 levels + root
   checkpoint::save_checkpoint(root, s);
   const std::string state_path = root + "/step-1/state.json";
   const std::string good = checkpoint::read_small_file(state_path);
@@ -159,7 +171,8 @@ void deep_json_case(harness::Record& r) {
   s.extra = nlohmann::json::array({s.extra});  // one level more than loads
   const std::string msg = error_of([&] { checkpoint::save_checkpoint(root, s); });
   ++checked;
-  expect(msg.find("nests deeper than 127") != std::string::npos, "saving too deep a state: " + (msg.empty() ? "it saved" : msg));
+  expect(msg.find("nests deeper than 127") != std::string::npos,
+         "saving too deep a state: " + (msg.empty() ? "it saved" : msg));
   r.metrics["limit"] = checkpoint::kMaxJsonDepth;
   r.metrics["checked"] = checked;
 }
@@ -171,7 +184,8 @@ void header_scaling_case(harness::Record& r) {
     TempDir dir(/*in_memory=*/true);
     NamedTensors ts;
     ts.reserve(size_t(n));
-    for (int i = 0; i < n; ++i) ts.emplace_back("layers." + std::to_string(i) + ".weight", scalar_tensor(double(i), DType::Float32));
+    for (int i = 0; i < n; ++i)
+      ts.emplace_back("layers." + std::to_string(i) + ".weight", scalar_tensor(double(i), DType::Float32));
     const std::string path = dir / "many.safetensors";
     checkpoint::save_file(path, ts);
     return checkpoint::read_small_file(path, size_t(1) << 30);
@@ -182,7 +196,8 @@ void header_scaling_case(harness::Record& r) {
       const auto t0 = std::chrono::steady_clock::now();
       const checkpoint::LoadedFile f = checkpoint::load_bytes(bytes);
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      expect(f.tensors.size() == size_t(n), "loaded " + std::to_string(f.tensors.size()) + " of " + std::to_string(n) + " tensors");
+      expect(f.tensors.size() == size_t(n),
+             "loaded " + std::to_string(f.tensors.size()) + " of " + std::to_string(n) + " tensors");
     }
     return best;
   };
@@ -199,11 +214,12 @@ void header_scaling_case(harness::Record& r) {
   r.metrics["save_s_5000"] = save_small;
   r.metrics["save_s_50000"] = save_large;
   r.tolerances["time_ratio_10x_tensors"] = "< 25";
-  expect(tl / ts < 25, "loading 10x more tensors took " + std::to_string(tl / ts) + "x longer (" + std::to_string(ts) + " s vs " +
-                           std::to_string(tl) + " s): header parsing is superlinear");
+  expect(tl / ts < 25, "loading 10x more tensors took " + std::to_string(tl / ts) + "x longer (" + std::to_string(ts) +
+                           " s vs " + std::to_string(tl) + " s): header parsing is superlinear");
   // The save side built the header in an ordered_json object, quadratic too; single runs, so
   // the bound is looser (the save includes file creation and fsync).
-  expect(save_large / save_small < 40, "saving 10x more tensors took " + std::to_string(save_large / save_small) + "x longer");
+  expect(save_large / save_small < 40,
+         "saving 10x more tensors took " + std::to_string(save_large / save_small) + "x longer");
 }
 
 namespace {
@@ -266,8 +282,8 @@ void killed_save_temporaries_case(harness::Record& r) {
     ::_exit(0);
   }
   const std::vector<std::string> keep = {".big.safetensors.tmp-" + std::to_string(live) + "-00000000-abcdefgh",
-                                         ".big.safetensors.tmp-999999999-0badf00d-abcdefgh", ".big.safetensors.tmp-Ab12Cd",
-                                         ".other.safetensors.tmp-1-00000000-x"};
+                                         ".big.safetensors.tmp-999999999-0badf00d-abcdefgh",
+                                         ".big.safetensors.tmp-Ab12Cd", ".other.safetensors.tmp-1-00000000-x"};
   for (const std::string& n : keep) std::ofstream(dir / n) << "x";
   // The live child's temporary carries this host's tag, so only its liveness protects it.
   expect(host.size() == 8, "could not read the host tag from a saver's temporary name");
@@ -315,9 +331,10 @@ void permissions_case(harness::Record& r) {
     }
     int status = 0;
     ::waitpid(pid, &status, 0);
-    expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the saving child failed (status " + std::to_string(status) + ")");
+    expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+           "the saving child failed (status " + std::to_string(status) + ")");
     auto mode_of = [](const std::string& p) {
-      struct stat st{};
+      struct stat st {};
       expect(::stat(p.c_str(), &st) == 0, "cannot stat " + p);
       return st.st_mode & 07777;
     };

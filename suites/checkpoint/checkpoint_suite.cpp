@@ -37,7 +37,8 @@ TempDir::TempDir(bool in_memory) {
   std::string base = env && *env ? env : "/tmp";
   if (in_memory && ::access("/dev/shm", W_OK) == 0) base = "/dev/shm";
   std::string tmpl = base + "/trainbench-ckpt-XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) throw Failed("cannot create a temporary directory " + tmpl + ": " + std::strerror(errno));
+  if (::mkdtemp(tmpl.data()) == nullptr)
+    throw Failed("cannot create a temporary directory " + tmpl + ": " + std::strerror(errno));
   path_ = tmpl;
 }
 TempDir::~TempDir() {
@@ -63,7 +64,8 @@ std::string bit_diff(const Tensor& a, const Tensor& b) {
 std::string named_diff(const NamedTensors& a, const NamedTensors& b) {
   if (a.size() != b.size()) return std::to_string(a.size()) + " tensors vs " + std::to_string(b.size());
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].first != b[i].first) return "name #" + std::to_string(i) + ": '" + a[i].first + "' vs '" + b[i].first + "'";
+    if (a[i].first != b[i].first)
+      return "name #" + std::to_string(i) + ": '" + a[i].first + "' vs '" + b[i].first + "'";
     const std::string d = bit_diff(a[i].second, b[i].second);
     if (!d.empty()) return "tensor '" + a[i].first + "': " + d;
   }
@@ -129,7 +131,8 @@ void roundtrip_case(harness::Record& r) {
   size_t data_bytes = 0;
   for (const auto& [name, t] : ts) data_bytes += size_t(t.numel()) * t.itemsize();
   expect((8 + n) % 8 == 0, "data section does not start 8-byte aligned");
-  expect(raw.size() == 8 + n + data_bytes, "file is " + std::to_string(raw.size()) + " bytes, expected " + std::to_string(8 + n + data_bytes));
+  expect(raw.size() == 8 + n + data_bytes,
+         "file is " + std::to_string(raw.size()) + " bytes, expected " + std::to_string(8 + n + data_bytes));
 
   const checkpoint::LoadedFile f = checkpoint::load_file(path);
   const std::string d = named_diff(ts, f.tensors);
@@ -160,7 +163,9 @@ std::string venv_python() {
   return py ? py->path : "";
 }
 
-std::string script_path() { return (fs::path(TB_SOURCE_DIR) / "suites" / "checkpoint" / "read_safetensors.py").string(); }
+std::string script_path() {
+  return (fs::path(TB_SOURCE_DIR) / "suites" / "checkpoint" / "read_safetensors.py").string();
+}
 
 nlohmann::json run_python(const std::string& py, const std::string& mode, const std::string& file) {
   harness::SubprocessSpec spec;
@@ -203,14 +208,16 @@ void python_read_case(harness::Record& r) {
   for (const auto& [name, t] : ts) {
     expect(j["tensors"].contains(name), "Python does not see tensor '" + name + "'");
     const nlohmann::json& e = j["tensors"][name];
-    expect(e["dtype"] == checkpoint::format_dtype_name(t.dtype()), "'" + name + "': Python reads dtype " + e["dtype"].dump());
+    expect(e["dtype"] == checkpoint::format_dtype_name(t.dtype()),
+           "'" + name + "': Python reads dtype " + e["dtype"].dump());
     expect(e["shape"] == nlohmann::json(t.sizes()), "'" + name + "': Python reads shape " + e["shape"].dump());
     const std::string bytes = bytes_of(t);
     expect(e["hex"] == hex(bytes), "'" + name + "': Python reads different bytes");
     // Three independent computations of XXH64: Python's from the spec, libxxhash's here, the file's.
     const std::string ours = checkpoint::checksum_hex(bytes.data(), bytes.size());
     expect(e["xxh64"] == ours, "'" + name + "': XXH64 from Python " + e["xxh64"].dump() + " vs libxxhash " + ours);
-    expect(e["stored_checksum"] == ours, "'" + name + "': stored checksum " + e["stored_checksum"].dump() + " vs " + ours);
+    expect(e["stored_checksum"] == ours,
+           "'" + name + "': stored checksum " + e["stored_checksum"].dump() + " vs " + ours);
   }
   r.metrics["tensors_compared"] = ts.size();
   r.tolerances["bits"] = "exact";
@@ -227,11 +234,13 @@ void python_write_case(harness::Record& r) {
   const std::string path = dir / "numpy.safetensors";
   const nlohmann::json want = run_python(py, "write", path);
   const checkpoint::LoadedFile f = checkpoint::load_file(path);
-  expect(f.tensors.size() == want.size(), "loaded " + std::to_string(f.tensors.size()) + " tensors, the writer wrote " + std::to_string(want.size()));
+  expect(f.tensors.size() == want.size(),
+         "loaded " + std::to_string(f.tensors.size()) + " tensors, the writer wrote " + std::to_string(want.size()));
   expect(f.metadata == std::map<std::string, std::string>{{"writer", "numpy"}}, "metadata differs");
   for (const auto& [name, t] : f.tensors) {
     expect(want.contains(name), "unexpected tensor '" + name + "'");
-    expect(want[name]["dtype"] == checkpoint::format_dtype_name(t.dtype()), "'" + name + "': dtype " + core::name(t.dtype()));
+    expect(want[name]["dtype"] == checkpoint::format_dtype_name(t.dtype()),
+           "'" + name + "': dtype " + core::name(t.dtype()));
     expect(want[name]["shape"] == nlohmann::json(t.sizes()), "'" + name + "': shape " + core::to_string(t.sizes()));
     expect(want[name]["hex"] == hex(bytes_of(t)), "'" + name + "': bytes differ from what numpy wrote");
   }
@@ -271,7 +280,8 @@ void training_state_case(harness::Record& r) {
   checkpoint::save_checkpoint(root, s30, 2);
   expect(!fs::exists(root + "/step-10"), "keep_last=2 left step-10 behind");
   expect(fs::exists(root + "/step-20") && fs::exists(root + "/step-30"), "keep_last=2 removed a step it should keep");
-  expect(checkpoint::latest_checkpoint(root) == root + "/step-30", "latest names " + checkpoint::latest_checkpoint(root));
+  expect(checkpoint::latest_checkpoint(root) == root + "/step-30",
+         "latest names " + checkpoint::latest_checkpoint(root));
   std::string d = state_diff(s30, checkpoint::load_checkpoint(root));
   expect(d.empty(), "load(root) vs the last save: " + d);
   d = state_diff(s20, checkpoint::load_checkpoint(root + "/step-20"));
@@ -288,7 +298,8 @@ void training_state_case(harness::Record& r) {
   checkpoint::set_rng_state(g, checkpoint::load_checkpoint(root).rng["default"]);
   checkpoint::set_rng_state(h, s30b.rng["default"]);
   expect(g.seed() == 4 && g.offset() == h.offset() && h.offset() > 0, "restored generator state differs");
-  expect(bit_diff(rand({8}, DType::Float32, &g), rand({8}, DType::Float32, &h)).empty(), "restored generator draws differ");
+  expect(bit_diff(rand({8}, DType::Float32, &g), rand({8}, DType::Float32, &h)).empty(),
+         "restored generator draws differ");
 
   // Cast on load applies to both tensor files.
   checkpoint::LoadOptions opt;
@@ -307,7 +318,8 @@ void expect_error(const std::string& what, std::initializer_list<std::string> pa
     f();
   } catch (const core::Error& e) {
     const std::string msg = e.what();
-    for (const std::string& p : parts) expect(msg.find(p) != std::string::npos, what + ": message lacks '" + p + "': " + msg);
+    for (const std::string& p : parts)
+      expect(msg.find(p) != std::string::npos, what + ": message lacks '" + p + "': " + msg);
     return;
   }
   throw Failed(what + ": no core::Error was thrown");
@@ -319,36 +331,79 @@ void errors_case(harness::Record& r) {
   const Tensor x = ones({2, 2});
   const std::string good = dir / "good.safetensors";
   checkpoint::save_file(good, {{"x", x}});
-  expect_error("missing file", {dir / "nope.safetensors", "cannot open"}, [&] { checkpoint::load_file(dir / "nope.safetensors"); }, n);
-  expect_error("directory", {"is a directory"}, [&] { checkpoint::load_file(dir.path()); }, n);
-  expect_error("empty name", {"empty name"}, [&] { checkpoint::save_file(dir / "e", {{"", x}}); }, n);
-  expect_error("duplicate", {"two tensors are named 'x'"}, [&] { checkpoint::save_file(dir / "e", {{"x", x}, {"x", x}}); }, n);
-  expect_error("reserved name", {"__metadata__"}, [&] { checkpoint::save_file(dir / "e", {{"__metadata__", x}}); }, n);
-  expect_error("reserved metadata", {"checksum."}, [&] { checkpoint::save_file(dir / "e", {{"x", x}}, {{"checksum.x", "0"}}); }, n);
-  expect_error("undefined tensor", {"'u' is undefined"}, [&] { checkpoint::save_file(dir / "e", {{"u", Tensor()}}); }, n);
-  expect_error("no such directory", {"cannot create a temporary file", "no/such"},
-               [&] { checkpoint::save_file(dir / "no/such/f.safetensors", {{"x", x}}); }, n);
-  expect_error("integer cast", {"floating dtype"}, [&] {
-    checkpoint::LoadOptions o;
-    o.dtype = DType::Int64;
-    checkpoint::load_file(good, o);
-  }, n);
-  expect_error("not a directory", {"is not a directory"}, [&] { checkpoint::load_checkpoint(dir / "missing"); }, n);
+  expect_error(
+      "missing file", {dir / "nope.safetensors", "cannot open"},
+      [&] { checkpoint::load_file(dir / "nope.safetensors"); }, n);
+  expect_error(
+      "directory", {"is a directory"}, [&] { checkpoint::load_file(dir.path()); }, n);
+  expect_error(
+      "empty name", {"empty name"},
+      [&] {
+        checkpoint::save_file(dir / "e", {{"", x}});
+      },
+      n);
+  expect_error(
+      "duplicate", {"two tensors are named 'x'"},
+      [&] {
+        checkpoint::save_file(dir / "e", {{"x", x}, {"x", x}});
+      },
+      n);
+  expect_error(
+      "reserved name", {"__metadata__"},
+      [&] {
+        checkpoint::save_file(dir / "e", {{"__metadata__", x}});
+      },
+      n);
+  expect_error(
+      "reserved metadata", {"checksum."},
+      [&] {
+        checkpoint::save_file(dir / "e", {{"x", x}}, {{"checksum.x", "0"}});
+      },
+      n);
+  expect_error(
+      "undefined tensor", {"'u' is undefined"},
+      [&] {
+        checkpoint::save_file(dir / "e", {{"u", Tensor()}});
+      },
+      n);
+  expect_error(
+      "no such directory", {"cannot create a temporary file", "no/such"},
+      [&] {
+        checkpoint::save_file(dir / "no/such/f.safetensors", {{"x", x}});
+      },
+      n);
+  expect_error(
+      "integer cast", {"floating dtype"},
+      [&] {
+        checkpoint::LoadOptions o;
+        o.dtype = DType::Int64;
+        checkpoint::load_file(good, o);
+      },
+      n);
+  expect_error(
+      "not a directory", {"is not a directory"}, [&] { checkpoint::load_checkpoint(dir / "missing"); }, n);
   fs::create_directories(dir / "empty");
-  expect_error("empty checkpoint dir", {"holds no checkpoint"}, [&] { checkpoint::load_checkpoint(dir / "empty"); }, n);
+  expect_error(
+      "empty checkpoint dir", {"holds no checkpoint"}, [&] { checkpoint::load_checkpoint(dir / "empty"); }, n);
 
   const std::string root = dir / "run";
   checkpoint::save_checkpoint(root, make_state(1, 1));
   checkpoint::save_checkpoint(root, make_state(2, 2));
   checkpoint::write_file_atomic(root + "/latest", "../../etc\n");
-  expect_error("corrupt latest", {"not a step directory name"}, [&] { checkpoint::load_checkpoint(root); }, n);
+  expect_error(
+      "corrupt latest", {"not a step directory name"}, [&] { checkpoint::load_checkpoint(root); }, n);
   checkpoint::write_file_atomic(root + "/latest", "step-7\n");
-  expect_error("latest names a missing step", {"step-7/state.json", "cannot open"}, [&] { checkpoint::load_checkpoint(root); }, n);
+  expect_error(
+      "latest names a missing step", {"step-7/state.json", "cannot open"}, [&] { checkpoint::load_checkpoint(root); },
+      n);
   checkpoint::write_file_atomic(root + "/latest", "step-2\n");
-  fs::copy_file(root + "/step-1/model.safetensors", root + "/step-2/model.safetensors", fs::copy_options::overwrite_existing);
-  expect_error("files of two saves", {"does not belong to the same save"}, [&] { checkpoint::load_checkpoint(root); }, n);
+  fs::copy_file(root + "/step-1/model.safetensors", root + "/step-2/model.safetensors",
+                fs::copy_options::overwrite_existing);
+  expect_error(
+      "files of two saves", {"does not belong to the same save"}, [&] { checkpoint::load_checkpoint(root); }, n);
   checkpoint::write_file_atomic(root + "/step-1/state.json", "{\"format\": ");
-  expect_error("broken state.json", {"state.json", "not valid JSON"}, [&] { checkpoint::load_checkpoint(root + "/step-1"); }, n);
+  expect_error(
+      "broken state.json", {"state.json", "not valid JSON"}, [&] { checkpoint::load_checkpoint(root + "/step-1"); }, n);
 
   // A full disk, simulated by RLIMIT_FSIZE in a child: the write error surfaces as core::Error,
   // the old file is untouched and no temporary is left.
@@ -372,11 +427,14 @@ void errors_case(harness::Record& r) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-         "disk-full child: status " + std::to_string(status) + " (1: no error, 2: message lacks 'untouched', 3: not core::Error)");
+         "disk-full child: status " + std::to_string(status) +
+             " (1: no error, 2: message lacks 'untouched', 3: not core::Error)");
   ++n;
-  expect(named_diff(checkpoint::load_file(good).tensors, {{"x", x}}).empty(), "the old file changed after a failed save");
+  expect(named_diff(checkpoint::load_file(good).tensors, {{"x", x}}).empty(),
+         "the old file changed after a failed save");
   for (const auto& e : fs::directory_iterator(dir.path()))
-    expect(e.path().filename().string().find(".tmp-") == std::string::npos, "temporary left behind: " + e.path().string());
+    expect(e.path().filename().string().find(".tmp-") == std::string::npos,
+           "temporary left behind: " + e.path().string());
 
   // Malformed files: the message names the file, the tensor and the problem.
   const std::string bad = dir / "bad.safetensors";
@@ -397,28 +455,36 @@ void errors_case(harness::Record& r) {
     return h.replace(at, from.size(), to);
   };
   write_bad(header, data.substr(0, 5));
-  expect_error("truncated data", {bad, "'x'", "reach past the data section"}, [&] { checkpoint::load_file(bad); }, n);
+  expect_error(
+      "truncated data", {bad, "'x'", "reach past the data section"}, [&] { checkpoint::load_file(bad); }, n);
   write_bad(header.substr(0, 10), "");
-  expect_error("truncated header", {bad, "not valid JSON"}, [&] { checkpoint::load_file(bad); }, n);
+  expect_error(
+      "truncated header", {bad, "not valid JSON"}, [&] { checkpoint::load_file(bad); }, n);
   write_bad(edit("\"F32\"", "\"F8\""), data);
-  expect_error("unknown dtype", {bad, "'x'", "unsupported dtype \"F8\""}, [&] { checkpoint::load_file(bad); }, n);
+  expect_error(
+      "unknown dtype", {bad, "'x'", "unsupported dtype \"F8\""}, [&] { checkpoint::load_file(bad); }, n);
   write_bad(edit("[2,2]", "[1000000000000,1000000000000]"), data);
-  expect_error("absurd shape", {bad, "'x'", "overflows"}, [&] { checkpoint::load_file(bad); }, n);
+  expect_error(
+      "absurd shape", {bad, "'x'", "overflows"}, [&] { checkpoint::load_file(bad); }, n);
   write_bad(edit("[2,2]", "[-2,-2]"), data);
-  expect_error("negative shape", {bad, "'x'", "not a non-negative integer"}, [&] { checkpoint::load_file(bad); }, n);
+  expect_error(
+      "negative shape", {bad, "'x'", "not a non-negative integer"}, [&] { checkpoint::load_file(bad); }, n);
   std::string flipped = data;
   flipped[3] ^= 1;
   write_bad(header, flipped);
-  expect_error("corrupt data", {bad, "'x'", "checksum mismatch"}, [&] { checkpoint::load_file(bad); }, n);
+  expect_error(
+      "corrupt data", {bad, "'x'", "checksum mismatch"}, [&] { checkpoint::load_file(bad); }, n);
   write_bad(header, data + "junk");
-  expect_error("trailing bytes", {bad, "4 bytes that no tensor describes"}, [&] { checkpoint::load_file(bad); }, n);
+  expect_error(
+      "trailing bytes", {bad, "4 bytes that no tensor describes"}, [&] { checkpoint::load_file(bad); }, n);
   {
     std::string f(8, '\0');
     const uint64_t len = uint64_t(1) << 40;
     std::memcpy(f.data(), &len, 8);
     std::ofstream(bad, std::ios::binary | std::ios::trunc) << f << header;
   }
-  expect_error("huge header length", {bad, "exceeds the limit"}, [&] { checkpoint::load_file(bad); }, n);
+  expect_error(
+      "huge header length", {bad, "exceeds the limit"}, [&] { checkpoint::load_file(bad); }, n);
   // The data is not verified when asked not to be.
   write_bad(header, flipped);
   checkpoint::LoadOptions unchecked;

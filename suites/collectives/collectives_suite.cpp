@@ -22,8 +22,8 @@ namespace tb::suites {
 
 namespace {
 
-using dist::ReduceOp;
 using dist::ProcessGroup;
+using dist::ReduceOp;
 using harness::Record;
 
 constexpr const char* kSuite = "collectives";
@@ -104,7 +104,8 @@ double reduce_expected(DType dtype, uint64_t seed, int world, int64_t i, ReduceO
     for (int r = 1; r < world; ++r) {
       const int64_t v = int64_t(value(dtype, seed, r, i, op));
       switch (op) {
-        case ReduceOp::Sum: case ReduceOp::Avg: acc += v; break;
+        case ReduceOp::Sum:
+        case ReduceOp::Avg: acc += v; break;
         case ReduceOp::Max: acc = std::max(acc, v); break;
         case ReduceOp::Min: acc = std::min(acc, v); break;
         case ReduceOp::Product: acc *= v; break;
@@ -116,7 +117,8 @@ double reduce_expected(DType dtype, uint64_t seed, int world, int64_t i, ReduceO
   for (int r = 1; r < world; ++r) {
     const double v = value(dtype, seed, r, i, op);
     switch (op) {
-      case ReduceOp::Sum: case ReduceOp::Avg: acc += v; break;
+      case ReduceOp::Sum:
+      case ReduceOp::Avg: acc += v; break;
       case ReduceOp::Max: acc = std::max(acc, v); break;
       case ReduceOp::Min: acc = std::min(acc, v); break;
       case ReduceOp::Product: acc *= v; break;
@@ -143,9 +145,7 @@ double reduce_atol(DType dtype, ReduceOp op, int world) {
   return double(world) * world * unit_roundoff(dtype);
 }
 
-void set_tolerance(Record& rec, double atol) {
-  rec.tolerances = {{"atol", atol}, {"rtol", 0.0}};
-}
+void set_tolerance(Record& rec, double atol) { rec.tolerances = {{"atol", atol}, {"rtol", 0.0}}; }
 
 // got[i] vs want(i) within atol (suites/compare.h, read flat); records the largest error and throws
 // CheckFailed on a mismatch.
@@ -208,7 +208,8 @@ void add_all_reduce(std::vector<harness::TestCase>& out, const BackendPtr& be) {
       std::vector<int64_t> sizes{0, 1, 7, 1001, 65537};
       if (dt == DType::Float32 && (op == ReduceOp::Sum || op == ReduceOp::Avg)) sizes.push_back(1000003);
       for (int64_t n : sizes) {
-        const std::string name = be->name + "/all_reduce/" + dist::reduce_op_name(op) + "/" + dname(dt) + "/n" + std::to_string(n);
+        const std::string name = be->name + "/all_reduce/" + dist::reduce_op_name(op) + "/" + dname(dt) + "/n" +
+                                 std::to_string(n);
         out.push_back(group_case(be, name, [op, dt, n](ProcessGroup& pg, Record& rec, uint64_t seed) {
           const int W = pg.size();
           Tensor t = make_tensor_of(dt, n, seed, pg.rank(), op);
@@ -217,8 +218,9 @@ void add_all_reduce(std::vector<harness::TestCase>& out, const BackendPtr& be) {
           set_tolerance(rec, atol);
           rec.metrics["numel"] = double(n);
           expect_ranks_agree(pg, t);
-          expect_values(rec, t, n, [&](int64_t i) { return reduce_expected(dt, seed, W, i, op); }, atol,
-                        "all_reduce " + std::string(dist::reduce_op_name(op)));
+          expect_values(
+              rec, t, n, [&](int64_t i) { return reduce_expected(dt, seed, W, i, op); }, atol,
+              "all_reduce " + std::string(dist::reduce_op_name(op)));
         }));
       }
     }
@@ -230,12 +232,14 @@ void add_broadcast(std::vector<harness::TestCase>& out, const BackendPtr& be, in
   for (int root : roots)
     for (DType dt : kDTypes)
       for (int64_t n : {0, 7, 1001}) {
-        const std::string name = be->name + "/broadcast/root" + std::to_string(root) + "/" + dname(dt) + "/n" + std::to_string(n);
+        const std::string name = be->name + "/broadcast/root" + std::to_string(root) + "/" + dname(dt) + "/n" +
+                                 std::to_string(n);
         out.push_back(group_case(be, name, [root, dt, n](ProcessGroup& pg, Record& rec, uint64_t seed) {
           Tensor t = make_tensor_of(dt, n, seed, pg.rank(), ReduceOp::Sum);  // non-roots: their own values, overwritten
           pg.broadcast(t, root)->wait();
           set_tolerance(rec, 0);
-          expect_values(rec, t, n, [&](int64_t i) { return value(dt, seed, root, i, ReduceOp::Sum); }, 0, "broadcast");
+          expect_values(
+              rec, t, n, [&](int64_t i) { return value(dt, seed, root, i, ReduceOp::Sum); }, 0, "broadcast");
         }));
       }
 }
@@ -244,7 +248,8 @@ void add_all_gather(std::vector<harness::TestCase>& out, const BackendPtr& be) {
   for (bool list : {false, true})
     for (DType dt : kDTypes)
       for (int64_t n : {0, 1, 7, 1001}) {
-        const std::string name = be->name + "/all_gather/" + (list ? "list" : "tensor") + "/" + dname(dt) + "/n" + std::to_string(n);
+        const std::string name = be->name + "/all_gather/" + (list ? "list" : "tensor") + "/" + dname(dt) + "/n" +
+                                 std::to_string(n);
         out.push_back(group_case(be, name, [list, dt, n](ProcessGroup& pg, Record& rec, uint64_t seed) {
           const int W = pg.size();
           Tensor in = make_tensor_of(dt, n, seed, pg.rank(), ReduceOp::Sum);
@@ -253,13 +258,18 @@ void add_all_gather(std::vector<harness::TestCase>& out, const BackendPtr& be) {
           if (!list) {
             Tensor o = full({int64_t(W) * n}, -7, dt);
             pg.all_gather(o, in)->wait();
-            expect_values(rec, o, W * n, [&](int64_t i) { return value(dt, seed, int(i / std::max<int64_t>(n, 1)), i % std::max<int64_t>(n, 1), ReduceOp::Sum); },
-                          0, "all_gather");
+            expect_values(
+                rec, o, W * n,
+                [&](int64_t i) {
+                  return value(dt, seed, int(i / std::max<int64_t>(n, 1)), i % std::max<int64_t>(n, 1), ReduceOp::Sum);
+                },
+                0, "all_gather");
           } else {
             std::vector<Tensor> outs;
             for (int r = 0; r < W; ++r) outs.push_back(full({n}, -7, dt));
             pg.all_gather(outs, in)->wait();
-            for (int r = 0; r < W; ++r) expect_values(rec, outs[r], n, want(r), 0, "all_gather output " + std::to_string(r));
+            for (int r = 0; r < W; ++r)
+              expect_values(rec, outs[r], n, want(r), 0, "all_gather output " + std::to_string(r));
           }
         }));
       }
@@ -274,8 +284,8 @@ void add_reduce_scatter(std::vector<harness::TestCase>& out, const BackendPtr& b
     for (auto [op, dt] : combos)
       for (int64_t n : list ? std::vector<int64_t>{0, 7, 1001} : std::vector<int64_t>{0, 1, 7, 1001}) {
         // tensor: every chunk has n elements; list: chunk j has n + j (uneven, and empty for n = 0, j = 0).
-        const std::string name = be->name + "/reduce_scatter/" + (list ? "list/" : "tensor/") + dist::reduce_op_name(op) + "/" +
-                                 dname(dt) + "/n" + std::to_string(n);
+        const std::string name = be->name + "/reduce_scatter/" + (list ? "list/" : "tensor/") +
+                                 dist::reduce_op_name(op) + "/" + dname(dt) + "/n" + std::to_string(n);
         out.push_back(group_case(be, name, [list, op, dt, n](ProcessGroup& pg, Record& rec, uint64_t seed) {
           const int W = pg.size(), R = pg.rank();
           std::vector<int64_t> counts(W), offsets(W + 1, 0);
@@ -295,8 +305,9 @@ void add_reduce_scatter(std::vector<harness::TestCase>& out, const BackendPtr& b
           }
           const double atol = reduce_atol(dt, op, W);
           set_tolerance(rec, atol);
-          expect_values(rec, o, counts[R], [&](int64_t i) { return reduce_expected(dt, seed, W, offsets[R] + i, op); }, atol,
-                        "reduce_scatter " + std::string(dist::reduce_op_name(op)));
+          expect_values(
+              rec, o, counts[R], [&](int64_t i) { return reduce_expected(dt, seed, W, offsets[R] + i, op); }, atol,
+              "reduce_scatter " + std::string(dist::reduce_op_name(op)));
         }));
       }
 }
@@ -328,8 +339,9 @@ void add_send_recv(std::vector<harness::TestCase>& out, const BackendPtr& be) {
         a->wait();
         b->wait();
         set_tolerance(rec, 0);
-        expect_values(rec, got, n, [&](int64_t i) { return value(dt, seed, prev, i, ReduceOp::Sum); }, 0,
-                      "recv from rank " + std::to_string(prev));
+        expect_values(
+            rec, got, n, [&](int64_t i) { return value(dt, seed, prev, i, ReduceOp::Sum); }, 0,
+            "recv from rank " + std::to_string(prev));
       }));
     }
 }
@@ -340,7 +352,8 @@ void add_misc(std::vector<harness::TestCase>& out, const BackendPtr& be) {
     for (int i = 0; i < 3; ++i) pg.barrier()->wait();
     Tensor t = full({1}, 1, DType::Int64);
     pg.all_reduce(t)->wait();
-    check(t.data_ptr<int64_t>()[0] == pg.size(), "all_reduce after barriers gave " + std::to_string(t.data_ptr<int64_t>()[0]));
+    check(t.data_ptr<int64_t>()[0] == pg.size(),
+          "all_reduce after barriers gave " + std::to_string(t.data_ptr<int64_t>()[0]));
   }));
 
   // Work::wait with a timeout on a recv whose send comes late: the wait throws in about the
@@ -373,8 +386,9 @@ void add_misc(std::vector<harness::TestCase>& out, const BackendPtr& be) {
       check(waited < 0.35, "the two waits took " + std::to_string(waited) + " s for 70 ms of timeouts");
       check(!w->is_completed(), "the recv completed before its send was posted");
       w->wait();
-      expect_values(rec, got, 5, [&](int64_t i) { return double(float(value(DType::Float32, seed, 1, i, ReduceOp::Sum))); }, 0,
-                    "the late recv");
+      expect_values(
+          rec, got, 5, [&](int64_t i) { return double(float(value(DType::Float32, seed, 1, i, ReduceOp::Sum))); }, 0,
+          "the late recv");
     } else if (R == 1) {
       std::this_thread::sleep_for(milliseconds(400));
       Tensor mine = make_tensor_of(DType::Float32, 5, seed, 1, ReduceOp::Sum);
@@ -390,27 +404,63 @@ void add_misc(std::vector<harness::TestCase>& out, const BackendPtr& be) {
     std::function<void(ProcessGroup&)> call;
   };
   const std::vector<Bad> bads = {
-      {"int32", "dtype int32", [](ProcessGroup& pg) { Tensor t = zeros({3}, DType::Int32); pg.all_reduce(t); }},
+      {"int32", "dtype int32",
+       [](ProcessGroup& pg) {
+         Tensor t = zeros({3}, DType::Int32);
+         pg.all_reduce(t);
+       }},
       {"non_contiguous", "not contiguous",
-       [](ProcessGroup& pg) { Tensor t = zeros({4, 3}).t(); pg.all_reduce(t); }},
-      {"undefined", "undefined", [](ProcessGroup& pg) { Tensor t; pg.broadcast(t, 0); }},
-      {"broadcast_root", "root", [](ProcessGroup& pg) { Tensor t = zeros({3}); pg.broadcast(t, pg.size()); }},
+       [](ProcessGroup& pg) {
+         Tensor t = zeros({4, 3}).t();
+         pg.all_reduce(t);
+       }},
+      {"undefined", "undefined",
+       [](ProcessGroup& pg) {
+         Tensor t;
+         pg.broadcast(t, 0);
+       }},
+      {"broadcast_root", "root",
+       [](ProcessGroup& pg) {
+         Tensor t = zeros({3});
+         pg.broadcast(t, pg.size());
+       }},
       {"all_gather_size", "needs",
-       [](ProcessGroup& pg) { Tensor o = zeros({pg.size() * 3 + 1}), i = zeros({3}); pg.all_gather(o, i); }},
+       [](ProcessGroup& pg) {
+         Tensor o = zeros({pg.size() * 3 + 1}), i = zeros({3});
+         pg.all_gather(o, i);
+       }},
       {"all_gather_dtype", "float64",
-       [](ProcessGroup& pg) { Tensor o = zeros({pg.size() * 3}, DType::Float64), i = zeros({3}); pg.all_gather(o, i); }},
+       [](ProcessGroup& pg) {
+         Tensor o = zeros({pg.size() * 3}, DType::Float64), i = zeros({3});
+         pg.all_gather(o, i);
+       }},
       {"all_gather_list_count", "output tensors",
-       [](ProcessGroup& pg) { std::vector<Tensor> o(pg.size() + 1, zeros({3})); Tensor i = zeros({3}); pg.all_gather(o, i); }},
+       [](ProcessGroup& pg) {
+         std::vector<Tensor> o(pg.size() + 1, zeros({3}));
+         Tensor i = zeros({3});
+         pg.all_gather(o, i);
+       }},
       {"reduce_scatter_size", "needs",
-       [](ProcessGroup& pg) { Tensor o = zeros({2}), i = zeros({pg.size() * 2 + 1}); pg.reduce_scatter(o, i); }},
+       [](ProcessGroup& pg) {
+         Tensor o = zeros({2}), i = zeros({pg.size() * 2 + 1});
+         pg.reduce_scatter(o, i);
+       }},
       {"reduce_scatter_list_chunk", "this rank's chunk",
        [](ProcessGroup& pg) {
          std::vector<Tensor> ins(pg.size(), zeros({3}));
          Tensor o = zeros({2});
          pg.reduce_scatter(o, ins);
        }},
-      {"send_self", "not another rank", [](ProcessGroup& pg) { Tensor t = zeros({3}); pg.send(t, pg.rank()); }},
-      {"recv_negative_tag", "negative", [](ProcessGroup& pg) { Tensor t = zeros({3}); pg.recv(t, (pg.rank() + 1) % pg.size(), -1); }},
+      {"send_self", "not another rank",
+       [](ProcessGroup& pg) {
+         Tensor t = zeros({3});
+         pg.send(t, pg.rank());
+       }},
+      {"recv_negative_tag", "negative",
+       [](ProcessGroup& pg) {
+         Tensor t = zeros({3});
+         pg.recv(t, (pg.rank() + 1) % pg.size(), -1);
+       }},
   };
   for (const Bad& bad : bads) {
     out.push_back(group_case(be, be->name + "/bad_args/" + bad.name, [bad](ProcessGroup& pg, Record& rec, uint64_t) {
@@ -443,10 +493,12 @@ void add_misc(std::vector<harness::TestCase>& out, const BackendPtr& be) {
     wb->wait();
     wa->wait();
     set_tolerance(rec, reduce_atol(DType::Float64, ReduceOp::Sum, W));
-    expect_values(rec, a, 1001, [&](int64_t i) { return reduce_expected(DType::Float64, seed, W, i, ReduceOp::Sum); },
-                  reduce_atol(DType::Float64, ReduceOp::Sum, W), "all_reduce on the first group");
-    expect_values(rec, b, 1001, [&](int64_t i) { return reduce_expected(DType::Int64, seed + 1, W, i, ReduceOp::Sum); }, 0,
-                  "all_reduce on the second group");
+    expect_values(
+        rec, a, 1001, [&](int64_t i) { return reduce_expected(DType::Float64, seed, W, i, ReduceOp::Sum); },
+        reduce_atol(DType::Float64, ReduceOp::Sum, W), "all_reduce on the first group");
+    expect_values(
+        rec, b, 1001, [&](int64_t i) { return reduce_expected(DType::Int64, seed + 1, W, i, ReduceOp::Sum); }, 0,
+        "all_reduce on the second group");
   }));
 
   // Destroying a group with calls still queued waits for them (they complete, nothing hangs).
@@ -463,8 +515,9 @@ void add_misc(std::vector<harness::TestCase>& out, const BackendPtr& be) {
     const double atol = reduce_atol(DType::Float32, ReduceOp::Sum, W);
     set_tolerance(rec, atol);
     for (int k = 0; k < 4; ++k)
-      expect_values(rec, ts[k], 4099, [&](int64_t i) { return reduce_expected(DType::Float32, seed + k, W, i, ReduceOp::Sum); },
-                    atol, "all_reduce #" + std::to_string(k + 1) + " issued before the group was destroyed");
+      expect_values(
+          rec, ts[k], 4099, [&](int64_t i) { return reduce_expected(DType::Float32, seed + k, W, i, ReduceOp::Sum); },
+          atol, "all_reduce #" + std::to_string(k + 1) + " issued before the group was destroyed");
   }));
 
   // A call nobody waits on still runs (the worker takes it: Note [Collective worker]), both after
@@ -499,12 +552,14 @@ void add_misc(std::vector<harness::TestCase>& out, const BackendPtr& be) {
     check(burst_s >= 0, "a burst of 4 all_reduces nobody waited on did not complete within 2 s");
     const double atol = reduce_atol(DType::Float32, ReduceOp::Sum, W);
     set_tolerance(rec, atol);
-    expect_values(rec, lone, 1001, [&](int64_t i) { return reduce_expected(DType::Float32, seed, W, i, ReduceOp::Sum); }, atol,
-                  "the lone all_reduce");
+    expect_values(
+        rec, lone, 1001, [&](int64_t i) { return reduce_expected(DType::Float32, seed, W, i, ReduceOp::Sum); }, atol,
+        "the lone all_reduce");
     for (int k = 0; k < 4; ++k)
-      expect_values(rec, burst[k], 4099,
-                    [&](int64_t i) { return reduce_expected(DType::Float32, seed + 1 + k, W, i, ReduceOp::Sum); }, atol,
-                    "all_reduce " + std::to_string(k) + " of the burst");
+      expect_values(
+          rec, burst[k], 4099,
+          [&](int64_t i) { return reduce_expected(DType::Float32, seed + 1 + k, W, i, ReduceOp::Sum); }, atol,
+          "all_reduce " + std::to_string(k) + " of the burst");
   }));
 
   // The flight recorder holds what was issued (op, shapes, dtype, times, state).
@@ -514,7 +569,8 @@ void add_misc(std::vector<harness::TestCase>& out, const BackendPtr& be) {
     w->wait();
     std::optional<dist::CallRecord> r = pg.recorder().get(w->seq());
     check(r.has_value(), "the recorder lost the last call");
-    check(r->op == "all_reduce" && r->detail == "max" && r->dtype == DType::Float64, "recorded " + r->op + " " + r->detail);
+    check(r->op == "all_reduce" && r->detail == "max" && r->dtype == DType::Float64,
+          "recorded " + r->op + " " + r->detail);
     check(r->shapes.size() == 1 && r->shapes[0] == core::Shape{3, 5}, "recorded the wrong shape");
     check(r->state == dist::CallState::Completed, std::string("state ") + dist::call_state_name(r->state));
     check(r->enqueued <= r->started && r->started <= r->ended, "times out of order");

@@ -48,7 +48,7 @@ struct MismatchCase {
   std::string name;
   int deviant = 0;
   std::function<void(ProcessGroup&, bool deviant)> call;  // issues and waits for the collective
-  std::string normal, odd;                                 // each side's arguments, as diagnosed
+  std::string normal, odd;                                // each side's arguments, as diagnosed
 };
 
 std::string elems(int64_t n) { return std::to_string(n) + " elements"; }
@@ -86,9 +86,7 @@ std::vector<MismatchCase> mismatch_cases(int W) {
       pg.reduce_scatter(out, in, op)->wait();
     };
   };
-  const auto either = [](auto a, auto b) {
-    return [=](ProcessGroup& pg, bool dev) { dev ? b(pg) : a(pg); };
-  };
+  const auto either = [](auto a, auto b) { return [=](ProcessGroup& pg, bool dev) { dev ? b(pg) : a(pg); }; };
   const std::string f32 = "float32, ", f64 = "float64, ", i64 = "int64, ";
   add("all_reduce/count", either(ar(n, DType::Float32, ReduceOp::Sum), ar(m, DType::Float32, ReduceOp::Sum)),
       "all_reduce (" + f32 + elems(n) + ", sum)", "all_reduce (" + f32 + elems(m) + ", sum)");
@@ -108,8 +106,8 @@ std::vector<MismatchCase> mismatch_cases(int W) {
       "broadcast (" + f32 + elems(g) + ", root 0)", "all_gather (" + f32 + elems(g) + ")");
   add("all_gather/count", either(ag(g, DType::Float32), ag(g - 3, DType::Float32)),
       "all_gather (" + f32 + elems(g) + ")", "all_gather (" + f32 + elems(g - 3) + ")");
-  add("all_gather/dtype", either(ag(g, DType::Float32), ag(g, DType::BFloat16)),
-      "all_gather (" + f32 + elems(g) + ")", "all_gather (bfloat16, " + elems(g) + ")");
+  add("all_gather/dtype", either(ag(g, DType::Float32), ag(g, DType::BFloat16)), "all_gather (" + f32 + elems(g) + ")",
+      "all_gather (bfloat16, " + elems(g) + ")");
   add("all_gather/op", either(ag(g, DType::Float32), rs(g, DType::Float32, ReduceOp::Sum)),
       "all_gather (" + f32 + elems(g) + ")", "reduce_scatter (" + f32 + rs_total + ", sum)");
   add("reduce_scatter/count", either(rs(g, DType::Float32, ReduceOp::Sum), rs(g - 1, DType::Float32, ReduceOp::Sum)),
@@ -156,12 +154,12 @@ std::string expected_diagnosis(const MismatchCase& c, std::size_t i, int W) {
   const std::string normal = (count == 1 ? "rank " : "ranks ") + others + ": " + c.normal;
   const std::string odd = "rank " + std::to_string(c.deviant) + ": " + c.odd;
   const bool odd_first = c.deviant == 0;
-  return "collective #" + std::to_string(case_seq(i)) + " differs between ranks: " + (odd_first ? odd : normal) +
-         "; " + (odd_first ? normal : odd) + ".";
+  return "collective #" + std::to_string(case_seq(i)) + " differs between ranks: " + (odd_first ? odd : normal) + "; " +
+         (odd_first ? normal : odd) + ".";
 }
 
-const char* const kCorruption[] = {"corruption", "Segmentation fault", "malloc(", "free():", "double free",
-                                   "Aborted", "terminate called", "core dumped", "signal 11", "signal 6"};
+const char* const kCorruption[] = {"corruption", "Segmentation fault", "malloc(",     "free():",   "double free",
+                                   "Aborted",    "terminate called",   "core dumped", "signal 11", "signal 6"};
 
 // Each demo rank leaves its pid in the run dir, so the check can tell that none outlived the job.
 void write_pid(int rank) {
@@ -180,7 +178,8 @@ void check_no_orphans(const fs::path& run_dir, int world) {
       gone = !dist::process_alive(pid);
       if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    check(gone, "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") is still running after the job ended");
+    check(gone,
+          "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") is still running after the job ended");
   }
 }
 
@@ -203,7 +202,8 @@ int mismatch_demo_main(const std::string& backend) {
   // Results go to a file of this rank's: mpirun --tag-output garbles stdout that a read of its
   // (4 KiB) buffer cuts mid-line, and these lines are long.
   const char* dir = std::getenv("TRAINBENCH_DIST_DIR");
-  std::FILE* log = std::fopen((std::string(dir ? dir : ".") + "/mismatch_rank" + std::to_string(R) + ".txt").c_str(), "w");
+  std::FILE* log = std::fopen((std::string(dir ? dir : ".") + "/mismatch_rank" + std::to_string(R) + ".txt").c_str(),
+                              "w");
   if (!log) {
     std::fprintf(stderr, "mismatch demo: cannot write its results file\n");
     return 2;
@@ -223,7 +223,7 @@ int mismatch_demo_main(const std::string& backend) {
     for (int k = 0; k < 3; ++k)
       if (x.data_ptr<int64_t>()[k] != want) {
         std::fprintf(log, "MISMATCH-VERIFY %s: the all_reduce after it gave %lld, not %lld\n", cs[i].name.c_str(),
-                    static_cast<long long>(x.data_ptr<int64_t>()[k]), static_cast<long long>(want));
+                     static_cast<long long>(x.data_ptr<int64_t>()[k]), static_cast<long long>(want));
         ++bad;
         break;
       }
@@ -247,7 +247,7 @@ int mismatch_demo_main(const std::string& backend) {
     pg->all_reduce(x)->wait();
     if (x.data_ptr<int64_t>()[0] != W) {
       std::fprintf(log, "MISMATCH-VERIFY %s: the all_reduce after it gave %lld\n", c.name.c_str(),
-                  static_cast<long long>(x.data_ptr<int64_t>()[0]));
+                   static_cast<long long>(x.data_ptr<int64_t>()[0]));
       ++bad;
     }
     std::fflush(log);
@@ -267,7 +267,8 @@ int dead_rank_demo_main(const std::string& backend, const std::string& how, int 
   write_pid(R);
   for (int i = 1; i <= seq + 2; ++i) {
     if (R == victim && i == seq) {
-      std::fprintf(stderr, "trainbench: dead-rank demo: rank %d ends (%s) before all_reduce #%d\n", R, how.c_str(), seq);
+      std::fprintf(stderr, "trainbench: dead-rank demo: rank %d ends (%s) before all_reduce #%d\n", R, how.c_str(),
+                   seq);
       std::fflush(stderr);
       if (how == "kill") ::raise(SIGKILL);
       std::exit(0);  // the group is never destroyed
@@ -295,35 +296,38 @@ int sigterm_demo_main(const std::string& backend, const std::string& phase) {
 std::vector<harness::TestCase> sigterm_tests() {
   std::vector<harness::TestCase> out;
   for (const std::string phase : {"alive", "gone"}) {
-    out.push_back(recorded_case("collectives", "sigterm/mpi/group_" + phase + "/w1", [phase](harness::Record& rec) {
-      harness::LaunchSpec spec;
-      spec.ranks = 1;
-      spec.run_dir = fresh_dir("sigterm_" + phase);
-      spec.timeout = std::chrono::seconds(120);
-      spec.env["TRAINBENCH_WATCHDOG_DEMO"] = "sigterm:mpi:" + phase;
-      spec.argv = {harness::self_exe(), "list"};
-      harness::LaunchResult res;
-      std::thread runner([&] { res = harness::launch(spec); });
-      long pid = 0;
-      for (int i = 0; i < 600 && pid == 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        std::ifstream in(spec.run_dir / "demo_rank0.pid");
-        in >> pid;
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      if (pid > 0) ::kill(pid_t(pid), SIGTERM);
-      runner.join();
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      rec.metrics["seconds_after_sigterm"] = s;
-      const std::string all = res.diagnosis(20);
-      check(pid > 0, "the rank never wrote its pid: " + all);
-      check(!res.timed_out && s < 30, "the rank outlived SIGTERM by " + std::to_string(s) + " s: " + all);
-      check(res.exit_code != 0, "the job exited 0: " + all);
-      check(all.find("still alive") == std::string::npos && all.find("watchdog:") == std::string::npos,
-            "unexpected output: " + all);
-      check_no_orphans(spec.run_dir, 1);
-      fs::remove_all(spec.run_dir);
-    }, /*with_seed=*/false));
+    out.push_back(recorded_case(
+        "collectives", "sigterm/mpi/group_" + phase + "/w1",
+        [phase](harness::Record& rec) {
+          harness::LaunchSpec spec;
+          spec.ranks = 1;
+          spec.run_dir = fresh_dir("sigterm_" + phase);
+          spec.timeout = std::chrono::seconds(120);
+          spec.env["TRAINBENCH_WATCHDOG_DEMO"] = "sigterm:mpi:" + phase;
+          spec.argv = {harness::self_exe(), "list"};
+          harness::LaunchResult res;
+          std::thread runner([&] { res = harness::launch(spec); });
+          long pid = 0;
+          for (int i = 0; i < 600 && pid == 0; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            std::ifstream in(spec.run_dir / "demo_rank0.pid");
+            in >> pid;
+          }
+          const auto t0 = std::chrono::steady_clock::now();
+          if (pid > 0) ::kill(pid_t(pid), SIGTERM);
+          runner.join();
+          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          rec.metrics["seconds_after_sigterm"] = s;
+          const std::string all = res.diagnosis(20);
+          check(pid > 0, "the rank never wrote its pid: " + all);
+          check(!res.timed_out && s < 30, "the rank outlived SIGTERM by " + std::to_string(s) + " s: " + all);
+          check(res.exit_code != 0, "the job exited 0: " + all);
+          check(all.find("still alive") == std::string::npos && all.find("watchdog:") == std::string::npos,
+                "unexpected output: " + all);
+          check_no_orphans(spec.run_dir, 1);
+          fs::remove_all(spec.run_dir);
+        },
+        /*with_seed=*/false));
   }
   return out;
 }
@@ -341,65 +345,69 @@ std::vector<harness::TestCase> mismatch_tests() {
   }
   for (const Launch& l : launches) {
     const std::string name = "mismatch/" + l.backend + "/" + l.check + "/w" + std::to_string(l.world);
-    out.push_back(recorded_case("collectives", name, [l](harness::Record& rec) {
-      harness::LaunchSpec spec;
-      spec.ranks = l.world;
-      spec.run_dir = fresh_dir("mismatch_" + l.backend + "_" + l.check + "_w" + std::to_string(l.world));
-      spec.timeout = std::chrono::seconds(180);
-      spec.env["TRAINBENCH_WATCHDOG_DEMO"] = "mismatch:" + l.backend;
-      spec.env["TRAINBENCH_DIST_CHECK"] = l.check;
-      spec.argv = {harness::self_exe(), "list"};
-      const harness::LaunchResult res = harness::launch(spec);
-      rec.metrics["launch_seconds"] = res.seconds;
-      const std::string all = res.diagnosis(60);
-      if (l.backend == "gloo" && all.find("backend gloo not built") != std::string::npos) {
-        rec.status = harness::Status::Skip;
-        rec.message = "gloo backend not built";
-        return;
-      }
-      check(!res.timed_out, "the ranks hung until the launch deadline: " + all);
-      std::string everything = res.launcher_output;
-      for (const std::string& o : res.rank_output) everything += o;
-      for (const char* bad : kCorruption)
-        check(everything.find(bad) == std::string::npos, std::string("a rank's output says '") + bad + "': " + all);
-      check(res.exit_code == 0, "the job exited " + std::to_string(res.exit_code) + ": " + all);
-      const std::vector<MismatchCase> cs = mismatch_cases(l.world);
-      std::vector<std::string> results(std::size_t(l.world));
-      for (int r = 0; r < l.world; ++r) {
-        std::ifstream in(spec.run_dir / ("mismatch_rank" + std::to_string(r) + ".txt"));
-        std::stringstream ss;
-        ss << in.rdbuf();
-        results[std::size_t(r)] = ss.str();
-      }
-      for (int r = 0; r < l.world; ++r) {
-        const std::string& o = results[std::size_t(r)];
-        check(o.find("MISMATCH-DONE rank " + std::to_string(r) + ", 0 problems") != std::string::npos,
-              "rank " + std::to_string(r) + " did not finish cleanly: " + o);
-        for (std::size_t i = 0; i < cs.size(); ++i) {
-          const std::string tag = "MISMATCH " + cs[i].name + ": ";
-          const auto at = o.find(tag);
-          check(at != std::string::npos, "rank " + std::to_string(r) + " got no error for " + cs[i].name + ": " + o);
-          const std::string line = o.substr(at, o.find('\n', at) - at);
-          const std::string want = expected_diagnosis(cs[i], i, l.world);
-          check(line.find(want) != std::string::npos,
-                "rank " + std::to_string(r) + "'s error for " + cs[i].name + " is\n  " + line + "\nexpected it to say\n  " + want);
-        }
-      }
-      for (const P2PCase& c : p2p_cases()) {
-        check(results[0].find("P2P-SENT " + c.name) != std::string::npos,
-              "rank 0's send of " + c.name + " did not complete: " + results[0]);
-        const std::string& o = results[1];
-        const auto at = o.find("MISMATCH " + c.name + ": ");
-        check(at != std::string::npos, "rank 1 got no error for " + c.name + ": " + o);
-        const std::string line = o.substr(at, o.find('\n', at) - at);
-        const std::string want = "rank 1's " + c.recv_side + " tag 7 does not match rank 0's " + c.send_side;
-        check(line.find(want) != std::string::npos,
-              "rank 1's error for " + c.name + " is\n  " + line + "\nexpected it to say\n  " + want);
-      }
-      check_no_orphans(spec.run_dir, l.world);
-      rec.metrics["cases_per_rank"] = double(cs.size());
-      fs::remove_all(spec.run_dir);
-    }, /*with_seed=*/false));
+    out.push_back(recorded_case(
+        "collectives", name,
+        [l](harness::Record& rec) {
+          harness::LaunchSpec spec;
+          spec.ranks = l.world;
+          spec.run_dir = fresh_dir("mismatch_" + l.backend + "_" + l.check + "_w" + std::to_string(l.world));
+          spec.timeout = std::chrono::seconds(180);
+          spec.env["TRAINBENCH_WATCHDOG_DEMO"] = "mismatch:" + l.backend;
+          spec.env["TRAINBENCH_DIST_CHECK"] = l.check;
+          spec.argv = {harness::self_exe(), "list"};
+          const harness::LaunchResult res = harness::launch(spec);
+          rec.metrics["launch_seconds"] = res.seconds;
+          const std::string all = res.diagnosis(60);
+          if (l.backend == "gloo" && all.find("backend gloo not built") != std::string::npos) {
+            rec.status = harness::Status::Skip;
+            rec.message = "gloo backend not built";
+            return;
+          }
+          check(!res.timed_out, "the ranks hung until the launch deadline: " + all);
+          std::string everything = res.launcher_output;
+          for (const std::string& o : res.rank_output) everything += o;
+          for (const char* bad : kCorruption)
+            check(everything.find(bad) == std::string::npos, std::string("a rank's output says '") + bad + "': " + all);
+          check(res.exit_code == 0, "the job exited " + std::to_string(res.exit_code) + ": " + all);
+          const std::vector<MismatchCase> cs = mismatch_cases(l.world);
+          std::vector<std::string> results(std::size_t(l.world));
+          for (int r = 0; r < l.world; ++r) {
+            std::ifstream in(spec.run_dir / ("mismatch_rank" + std::to_string(r) + ".txt"));
+            std::stringstream ss;
+            ss << in.rdbuf();
+            results[std::size_t(r)] = ss.str();
+          }
+          for (int r = 0; r < l.world; ++r) {
+            const std::string& o = results[std::size_t(r)];
+            check(o.find("MISMATCH-DONE rank " + std::to_string(r) + ", 0 problems") != std::string::npos,
+                  "rank " + std::to_string(r) + " did not finish cleanly: " + o);
+            for (std::size_t i = 0; i < cs.size(); ++i) {
+              const std::string tag = "MISMATCH " + cs[i].name + ": ";
+              const auto at = o.find(tag);
+              check(at != std::string::npos,
+                    "rank " + std::to_string(r) + " got no error for " + cs[i].name + ": " + o);
+              const std::string line = o.substr(at, o.find('\n', at) - at);
+              const std::string want = expected_diagnosis(cs[i], i, l.world);
+              check(line.find(want) != std::string::npos, "rank " + std::to_string(r) + "'s error for " + cs[i].name +
+                                                              " is\n  " + line + "\nexpected it to say\n  " + want);
+            }
+          }
+          for (const P2PCase& c : p2p_cases()) {
+            check(results[0].find("P2P-SENT " + c.name) != std::string::npos,
+                  "rank 0's send of " + c.name + " did not complete: " + results[0]);
+            const std::string& o = results[1];
+            const auto at = o.find("MISMATCH " + c.name + ": ");
+            check(at != std::string::npos, "rank 1 got no error for " + c.name + ": " + o);
+            const std::string line = o.substr(at, o.find('\n', at) - at);
+            const std::string want = "rank 1's " + c.recv_side + " tag 7 does not match rank 0's " + c.send_side;
+            check(line.find(want) != std::string::npos,
+                  "rank 1's error for " + c.name + " is\n  " + line + "\nexpected it to say\n  " + want);
+          }
+          check_no_orphans(spec.run_dir, l.world);
+          rec.metrics["cases_per_rank"] = double(cs.size());
+          fs::remove_all(spec.run_dir);
+        },
+        /*with_seed=*/false));
   }
   return out;
 }
@@ -415,50 +423,56 @@ std::vector<harness::TestCase> dead_rank_tests() {
       for (const std::string chk : {"auto", "exchange"}) launches.push_back({backend, how, chk});
   for (const Launch& l : launches) {
     const std::string name = "dead_rank/" + l.backend + "/" + l.how + "/" + l.check + "/w3";
-    out.push_back(recorded_case("collectives", name, [l](harness::Record& rec) {
-      constexpr int kWorld = 3, kVictim = 1, kSeq = 3;
-      constexpr double kTimeout = 60;
-      harness::LaunchSpec spec;
-      spec.ranks = kWorld;
-      spec.run_dir = fresh_dir("dead_" + l.backend + "_" + l.how + "_" + l.check);
-      spec.timeout = std::chrono::seconds(240);
-      spec.env["TRAINBENCH_WATCHDOG_DEMO"] =
-          "dead:" + l.backend + ":" + l.how + ":" + std::to_string(kVictim) + ":" + std::to_string(kSeq);
-      spec.env["TRAINBENCH_DIST_TIMEOUT"] = "60";
-      spec.env["TRAINBENCH_DIST_CHECK"] = l.check;
-      spec.argv = {harness::self_exe(), "list"};
-      const harness::LaunchResult res = harness::launch(spec);
-      rec.metrics["launch_seconds"] = res.seconds;
-      const std::string all = res.diagnosis(40);
-      if (l.backend == "gloo" && all.find("backend gloo not built") != std::string::npos) {
-        rec.status = harness::Status::Skip;
-        rec.message = "gloo backend not built";
-        return;
-      }
-      check(!res.timed_out, "the ranks hung until the launch deadline: " + all);
-      check(res.exit_code != 0, "the job exited 0 although rank 1 ended: " + all);
-      // Well below the collective timeout: the survivors noticed the death, not a hang.
-      check(res.seconds < kTimeout, "the launch took " + std::to_string(res.seconds) + " s: " + all);
-      check_no_orphans(spec.run_dir, kWorld);
-      const std::string who = "rank " + std::to_string(kVictim) + " (pid ";
-      const std::string coll = "all_reduce #" + std::to_string(kSeq) + " ";
-      for (int r = 0; r < kWorld; ++r) {
-        if (r == kVictim) continue;
-        const std::string& o = res.rank_output[std::size_t(r)];
-        check(o.find("did not complete") == std::string::npos, "rank " + std::to_string(r) + " waited for the timeout: " + o);
-        check(o.find("trainbench: watchdog: rank " + std::to_string(r) + ": " + who) != std::string::npos &&
-                  o.find(coll) != std::string::npos && o.find("(its last collective: #" + std::to_string(kSeq - 1)) != std::string::npos,
-              "survivor rank " + std::to_string(r) + " does not name rank " + std::to_string(kVictim) + " and " + coll + ": " + o);
-        const fs::path dump = spec.run_dir / ("flight_recorder_rank" + std::to_string(r) + ".json");
-        std::ifstream in(dump);
-        check(bool(in), "survivor rank " + std::to_string(r) + " wrote no dump " + dump.string() + ": " + all);
-        const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-        check(!j.is_discarded() && j.contains("diagnosis") &&
-                  j["diagnosis"].get<std::string>().find(who) != std::string::npos,
-              "the dump " + dump.string() + " lacks the diagnosis");
-      }
-      fs::remove_all(spec.run_dir);
-    }, /*with_seed=*/false));
+    out.push_back(recorded_case(
+        "collectives", name,
+        [l](harness::Record& rec) {
+          constexpr int kWorld = 3, kVictim = 1, kSeq = 3;
+          constexpr double kTimeout = 60;
+          harness::LaunchSpec spec;
+          spec.ranks = kWorld;
+          spec.run_dir = fresh_dir("dead_" + l.backend + "_" + l.how + "_" + l.check);
+          spec.timeout = std::chrono::seconds(240);
+          spec.env["TRAINBENCH_WATCHDOG_DEMO"] = "dead:" + l.backend + ":" + l.how + ":" + std::to_string(kVictim) +
+                                                 ":" + std::to_string(kSeq);
+          spec.env["TRAINBENCH_DIST_TIMEOUT"] = "60";
+          spec.env["TRAINBENCH_DIST_CHECK"] = l.check;
+          spec.argv = {harness::self_exe(), "list"};
+          const harness::LaunchResult res = harness::launch(spec);
+          rec.metrics["launch_seconds"] = res.seconds;
+          const std::string all = res.diagnosis(40);
+          if (l.backend == "gloo" && all.find("backend gloo not built") != std::string::npos) {
+            rec.status = harness::Status::Skip;
+            rec.message = "gloo backend not built";
+            return;
+          }
+          check(!res.timed_out, "the ranks hung until the launch deadline: " + all);
+          check(res.exit_code != 0, "the job exited 0 although rank 1 ended: " + all);
+          // Well below the collective timeout: the survivors noticed the death, not a hang.
+          check(res.seconds < kTimeout, "the launch took " + std::to_string(res.seconds) + " s: " + all);
+          check_no_orphans(spec.run_dir, kWorld);
+          const std::string who = "rank " + std::to_string(kVictim) + " (pid ";
+          const std::string coll = "all_reduce #" + std::to_string(kSeq) + " ";
+          for (int r = 0; r < kWorld; ++r) {
+            if (r == kVictim) continue;
+            const std::string& o = res.rank_output[std::size_t(r)];
+            check(o.find("did not complete") == std::string::npos,
+                  "rank " + std::to_string(r) + " waited for the timeout: " + o);
+            check(o.find("trainbench: watchdog: rank " + std::to_string(r) + ": " + who) != std::string::npos &&
+                      o.find(coll) != std::string::npos &&
+                      o.find("(its last collective: #" + std::to_string(kSeq - 1)) != std::string::npos,
+                  "survivor rank " + std::to_string(r) + " does not name rank " + std::to_string(kVictim) + " and " +
+                      coll + ": " + o);
+            const fs::path dump = spec.run_dir / ("flight_recorder_rank" + std::to_string(r) + ".json");
+            std::ifstream in(dump);
+            check(bool(in), "survivor rank " + std::to_string(r) + " wrote no dump " + dump.string() + ": " + all);
+            const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+            check(!j.is_discarded() && j.contains("diagnosis") &&
+                      j["diagnosis"].get<std::string>().find(who) != std::string::npos,
+                  "the dump " + dump.string() + " lacks the diagnosis");
+          }
+          fs::remove_all(spec.run_dir);
+        },
+        /*with_seed=*/false));
   }
   return out;
 }

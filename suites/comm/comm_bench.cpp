@@ -45,7 +45,7 @@ struct CommState {
   std::shared_ptr<dist::ProcessGroup> engine;
   std::shared_ptr<dist::ProcessGroup> gloo;
   bool gloo_tried = false;
-  std::string gloo_error;   // why engine-gloo records are skipped
+  std::string gloo_error;  // why engine-gloo records are skipped
   MPI_Comm comm = MPI_COMM_NULL;
 
   ~CommState() {
@@ -92,22 +92,18 @@ struct CommState {
 
 // One implementation's way to call an op and to agree across ranks.
 struct Runner {
-  std::function<void()> call;                 // one call, issued and completed
+  std::function<void()> call;  // one call, issued and completed
   std::function<void()> barrier;
-  std::function<double(double)> max;          // the largest value over ranks
+  std::function<double(double)> max;  // the largest value over ranks
 };
 
 Runner engine_runner(dist::ProcessGroup& pg, const std::string& op, Tensor& in, Tensor& out) {
   Runner r;
   dist::ProcessGroup* g = &pg;
-  if (op == "all_reduce")
-    r.call = [g, &in] { g->all_reduce(in)->wait(); };
-  else if (op == "broadcast")
-    r.call = [g, &in] { g->broadcast(in, 0)->wait(); };
-  else if (op == "all_gather")
-    r.call = [g, &in, &out] { g->all_gather(out, in)->wait(); };
-  else
-    r.call = [g, &in, &out] { g->reduce_scatter(out, in)->wait(); };
+  if (op == "all_reduce") r.call = [g, &in] { g->all_reduce(in)->wait(); };
+  else if (op == "broadcast") r.call = [g, &in] { g->broadcast(in, 0)->wait(); };
+  else if (op == "all_gather") r.call = [g, &in, &out] { g->all_gather(out, in)->wait(); };
+  else r.call = [g, &in, &out] { g->reduce_scatter(out, in)->wait(); };
   r.barrier = [g] { g->barrier()->wait(); };
   r.max = [g](double v) {
     Tensor t = full({1}, v, DType::Float64);
@@ -127,8 +123,7 @@ Runner mpi_runner(MPI_Comm comm, const std::string& op, Tensor& in, Tensor& out)
   const int m = out.defined() ? int(out.numel()) : 0;
   if (op == "all_reduce")
     r.call = [=] { mpi_check(MPI_Allreduce(MPI_IN_PLACE, a, n, MPI_FLOAT, MPI_SUM, comm), "MPI_Allreduce"); };
-  else if (op == "broadcast")
-    r.call = [=] { mpi_check(MPI_Bcast(a, n, MPI_FLOAT, 0, comm), "MPI_Bcast"); };
+  else if (op == "broadcast") r.call = [=] { mpi_check(MPI_Bcast(a, n, MPI_FLOAT, 0, comm), "MPI_Bcast"); };
   else if (op == "all_gather")
     r.call = [=] { mpi_check(MPI_Allgather(a, n, MPI_FLOAT, b, n, MPI_FLOAT, comm), "MPI_Allgather"); };
   else

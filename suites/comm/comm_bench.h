@@ -37,8 +37,8 @@ namespace tb::suites {
 //   TRAINBENCH_COMM_TARGET_S   seconds of timed calls per point (overrides the sweep's)
 // Throws std::invalid_argument naming the variable on a value it cannot read.
 struct CommSweep {
-  std::vector<std::string> ops;   // all_reduce, all_gather, reduce_scatter, broadcast
-  std::vector<int64_t> sizes;     // nominal message sizes in bytes (the case names')
+  std::vector<std::string> ops;  // all_reduce, all_gather, reduce_scatter, broadcast
+  std::vector<int64_t> sizes;    // nominal message sizes in bytes (the case names')
   double target_s = 0.2;
 };
 CommSweep comm_sweep_from_env();
@@ -51,8 +51,8 @@ double comm_bus_factor(const std::string& op, int world);
 // and reduce_scatter's input hold `world` chunks, so their size rounds down to a multiple of
 // world * 4 bytes (nccl-tests' count / nranks), never below one element per rank.
 struct CommShape {
-  int64_t chunk = 0;   // all_reduce/broadcast: the buffer's elements
-  int64_t bytes = 0;   // the `bytes` metric, algbw's numerator
+  int64_t chunk = 0;  // all_reduce/broadcast: the buffer's elements
+  int64_t bytes = 0;  // the `bytes` metric, algbw's numerator
 };
 CommShape comm_shape(const std::string& op, int64_t nominal_bytes, int world);
 

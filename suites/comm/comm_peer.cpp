@@ -95,8 +95,8 @@ std::vector<harness::Record> run_peer(const std::string& suite, const std::strin
   const std::string threads = std::to_string(core::env_int64("TRAINBENCH_RANK_THREADS", 1, 1, 1024));
   const long timeout_s = long(core::env_int64("TRAINBENCH_PEER_TIMEOUT", 1800, 1, 7 * 86400));
   const long script_timeout = std::max(10L, timeout_s - 15);  // the script stops first, with a reason
-  std::vector<std::string> argv = {python,    script,         "--world", std::to_string(world), "--threads",
-                                   threads,   "--timeout", std::to_string(script_timeout)};
+  std::vector<std::string> argv = {python,      script,  "--world",   std::to_string(world),
+                                   "--threads", threads, "--timeout", std::to_string(script_timeout)};
   argv.insert(argv.end(), args.begin(), args.end());
   const harness::SubprocessResult run = run_with_timeout(argv, std::chrono::seconds(std::max(20L, timeout_s)));
 
@@ -121,8 +121,7 @@ std::vector<harness::Record> run_peer(const std::string& suite, const std::strin
     d << fs::path(script).filename().string() << " --world " << world << " ";
     if (run.timed_out)
       d << "timed out after " << timeout_s << " s (TRAINBENCH_PEER_TIMEOUT); its process group was killed";
-    else
-      d << "exited with status " << run.status_code() << " after " << run.seconds << " s";
+    else d << "exited with status " << run.status_code() << " after " << run.seconds << " s";
     d << "; last lines:\n" << tail_lines(stray + run.err, 25);
     diagnosis = d.str();
   }
@@ -130,8 +129,8 @@ std::vector<harness::Record> run_peer(const std::string& suite, const std::strin
   for (const std::string& name : expected) {
     if (seen.count(name)) continue;
     std::string msg = ok ? "the peer finished without producing this case" : diagnosis;
-    if (!first && !ok) msg = "not measured: the torch-gloo peer failed (see the first missing case of w" +
-                             std::to_string(world) + ")";
+    if (!first && !ok)
+      msg = "not measured: the torch-gloo peer failed (see the first missing case of w" + std::to_string(world) + ")";
     out.push_back(missing_record(suite, name, harness::Status::Error, msg));
     first = false;
   }

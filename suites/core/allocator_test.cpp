@@ -23,7 +23,10 @@ TEST(Conversions, EveryHalfAndBFloat16MatchesLibTorch) {
     const float* w = widened.data_ptr<float>();
     const float* e = expected.data_ptr<float>();
     for (int i = 0; i < 65536; ++i) {
-      if (std::isnan(e[i])) { EXPECT_TRUE(std::isnan(w[i])) << i; continue; }
+      if (std::isnan(e[i])) {
+        EXPECT_TRUE(std::isnan(w[i])) << i;
+        continue;
+      }
       ASSERT_EQ(w[i], e[i]) << core::name(dt) << " bits " << i;
     }
     // Midpoints between neighbours exercise round-to-nearest-even on the way back.
@@ -35,7 +38,10 @@ TEST(Conversions, EveryHalfAndBFloat16MatchesLibTorch) {
     const float* n = narrowed.data_ptr<float>();
     const float* rn = ref_narrowed.data_ptr<float>();
     for (int i = 0; i < 65535; ++i) {
-      if (std::isnan(rn[i])) { EXPECT_TRUE(std::isnan(n[i])) << i; continue; }
+      if (std::isnan(rn[i])) {
+        EXPECT_TRUE(std::isnan(n[i])) << i;
+        continue;
+      }
       ASSERT_EQ(n[i], rn[i]) << core::name(dt) << " midpoint " << i << " = " << m[i];
     }
   }

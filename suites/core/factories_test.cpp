@@ -56,7 +56,8 @@ void expect_same(const std::string& what, E&& engine, R&& reference, double ulps
   ASSERT_EQ(e.sizes(), r.sizes()) << what;
   if (e.dtype() == DType::Int64) {
     const Tensor ec = e.contiguous(), rc = r.contiguous();
-    for (int64_t i = 0; i < e.numel(); ++i) ASSERT_EQ(ec.data_ptr<int64_t>()[i], rc.data_ptr<int64_t>()[i]) << what << " [" << i << "]";
+    for (int64_t i = 0; i < e.numel(); ++i)
+      ASSERT_EQ(ec.data_ptr<int64_t>()[i], rc.data_ptr<int64_t>()[i]) << what << " [" << i << "]";
   } else {
     const Tensor ec = e.to(DType::Float64).contiguous(), rc = r.to(DType::Float64).contiguous();
     for (int64_t i = 0; i < e.numel(); ++i) {
@@ -74,8 +75,8 @@ TEST(Factories, ArangeInfersItsDtypeAndValuesAsLibTorch) {
   const std::vector<Scalar> starts = {0, 1, -3, 0.5, 2.0, -0.25, true};
   const std::vector<Scalar> ends = {1, 5, 17, 2.5, 1.0, -4, 10.75};
   const std::vector<Scalar> steps = {1, 2, -1, 0.1, 0.5, 1.5, -0.75, 3};
-  const std::vector<std::optional<DType>> dtypes = {std::nullopt, DType::Int64, DType::Int32, DType::Float32,
-                                                    DType::Float64, DType::BFloat16};
+  const std::vector<std::optional<DType>> dtypes = {std::nullopt,   DType::Int64,   DType::Int32,
+                                                    DType::Float32, DType::Float64, DType::BFloat16};
   int compared = 0;
   for (const Scalar& s : starts)
     for (const Scalar& e : ends)
@@ -88,7 +89,8 @@ TEST(Factories, ArangeInfersItsDtypeAndValuesAsLibTorch) {
             EXPECT_THROW(arange(s, e, st, dt), core::Error) << what;
             continue;
           }
-          expect_same(what, [&] { return arange(s, e, st, dt); }, [&] { return ref::arange(s, e, st, dt); }, 2);
+          expect_same(
+              what, [&] { return arange(s, e, st, dt); }, [&] { return ref::arange(s, e, st, dt); }, 2);
           ++compared;
         }
   EXPECT_GT(compared, 500);
@@ -101,25 +103,35 @@ TEST(Factories, ArangeInfersItsDtypeAndValuesAsLibTorch) {
 }
 
 TEST(Factories, FullInfersItsDtypeAndRangeChecksAsLibTorch) {
-  const std::vector<Scalar> values = {0, 3, -7, 2.5, -2.7, true, false, int64_t(1) << 40, 1e10, -1e10, 3e9,
-                                      std::nan(""), INFINITY, -129, 200, int64_t(INT64_MAX), 9.3e18};
-  const std::vector<std::optional<DType>> dtypes = {std::nullopt, DType::Bool,    DType::Int32,  DType::Int64,
+  const std::vector<Scalar> values = {0,     3,     -7,  2.5,          -2.7,     true, false, int64_t(1) << 40,
+                                      1e10,  -1e10, 3e9, std::nan(""), INFINITY, -129, 200,   int64_t(INT64_MAX),
+                                      9.3e18};
+  const std::vector<std::optional<DType>> dtypes = {std::nullopt,   DType::Bool,    DType::Int32,   DType::Int64,
                                                     DType::Float32, DType::Float64, DType::BFloat16};
   for (const Scalar& v : values)
     for (const auto& dt : dtypes) {
       const std::string what = "full([2, 3], " + str(v) + ", dtype=" + str(dt) + ")";
-      expect_same(what, [&] { return full({2, 3}, v, dt); }, [&] { return ref::full({2, 3}, v, dt); });
+      expect_same(
+          what,
+          [&] {
+            return full({2, 3}, v, dt);
+          },
+          [&] {
+            return ref::full({2, 3}, v, dt);
+          });
     }
 }
 
 TEST(Factories, ScalarTensorAndLinspaceAreFloat32WhateverTheArguments) {
   for (const Scalar& v : std::vector<Scalar>{3, 2.5, true, -7})
-    expect_same("scalar_tensor(" + str(v) + ")", [&] { return scalar_tensor(v.d); },
-                [&] { return ref::scalar_tensor(v, std::nullopt); });
+    expect_same(
+        "scalar_tensor(" + str(v) + ")", [&] { return scalar_tensor(v.d); },
+        [&] { return ref::scalar_tensor(v, std::nullopt); });
   for (const auto& [a, b] : std::vector<std::pair<Scalar, Scalar>>{{0, 10}, {0, 1}, {-1, 2.5}, {3, 3}})
     for (int64_t n : {0, 1, 5, 11})
-      expect_same("linspace(" + str(a) + ", " + str(b) + ", " + std::to_string(n) + ")",
-                  [&] { return linspace(a.d, b.d, n); }, [&] { return ref::linspace(a, b, n, std::nullopt); });
+      expect_same(
+          "linspace(" + str(a) + ", " + str(b) + ", " + std::to_string(n) + ")", [&] { return linspace(a.d, b.d, n); },
+          [&] { return ref::linspace(a, b, n, std::nullopt); });
 }
 
 TEST(Factories, FromVectorIsOneDimensionalUnlessGivenAShape) {
@@ -140,8 +152,18 @@ TEST(Factories, FromVectorIsOneDimensionalUnlessGivenAShape) {
 // shapes without a zero whose bytes overflow int64 are refused by both.
 TEST(Factories, EmptyOverflowMatchesLibTorch) {
   std::mt19937_64 rng(20261202);
-  const int64_t picks[] = {1, 2, 3, 5, int64_t(1) << 20, int64_t(1) << 31, int64_t(1) << 32, int64_t(1) << 61,
-                           int64_t(1) << 62, INT64_MAX / 3, INT64_MAX - 1, INT64_MAX};
+  const int64_t picks[] = {1,
+                           2,
+                           3,
+                           5,
+                           int64_t(1) << 20,
+                           int64_t(1) << 31,
+                           int64_t(1) << 32,
+                           int64_t(1) << 61,
+                           int64_t(1) << 62,
+                           INT64_MAX / 3,
+                           INT64_MAX - 1,
+                           INT64_MAX};
   int zero_cases = 0, overflow_cases = 0;
   for (int iter = 0; iter < 3000; ++iter) {
     Shape s(1 + rng() % 4);

@@ -147,10 +147,12 @@ TEST(FashionMNIST, MatchesNumpy) {
   tb::harness::SubprocessSpec spec;
   spec.argv = {py->path, "-c",
                "import gzip, numpy as np; "
-               "b = gzip.open('" + kRoot + "/t10k-images-idx3-ubyte.gz').read(); "
-               "x = np.frombuffer(b, np.uint8, 2 * 784, 16).astype(np.float32) / np.float32(255); "
-               "y = (x - np.float32(0.2860)) / np.float32(0.3530); "
-               "print(' '.join(str(v) for v in y.view(np.uint32)))"};
+               "b = gzip.open('" +
+                   kRoot +
+                   "/t10k-images-idx3-ubyte.gz').read(); "
+                   "x = np.frombuffer(b, np.uint8, 2 * 784, 16).astype(np.float32) / np.float32(255); "
+                   "y = (x - np.float32(0.2860)) / np.float32(0.3530); "
+                   "print(' '.join(str(v) for v in y.view(np.uint32)))"};
   const tb::harness::SubprocessResult run = tb::harness::run_subprocess(spec);
   ASSERT_TRUE(run.ok()) << tb::harness::shell_join(spec.argv) << ": " << run.describe() << "\n" << run.err;
   std::vector<uint32_t> bits;
@@ -212,7 +214,9 @@ class FashionMNISTErrors : public ::testing::Test {
     write_gz("t10k-images-idx3-ubyte.gz", idx(0x803, {3, 28, 28}, pixels(3)));
     write_gz("t10k-labels-idx1-ubyte.gz", idx(0x801, {3}, {3, 0, 9}));
   }
-  std::string load_error() { return error_of([&] { FashionMNIST(dir_.string(), false); }); }
+  std::string load_error() {
+    return error_of([&] { FashionMNIST(dir_.string(), false); });
+  }
 
   fs::path dir_;
 };
@@ -248,7 +252,7 @@ TEST_F(FashionMNISTErrors, BadMagicDimsCountsLabels) {
   write_gz("t10k-images-idx3-ubyte.gz", idx(0x804, {3, 28, 28}, pixels(3)));
   expect_contains(load_error(), {"magic number 0x804", "t10k-images-idx3-ubyte.gz"});
 
-  write_gz("t10k-images-idx3-ubyte.gz", idx(0x803, {3, 28, 27}, pixels(3)));   // 28x27 header, extra data
+  write_gz("t10k-images-idx3-ubyte.gz", idx(0x803, {3, 28, 27}, pixels(3)));  // 28x27 header, extra data
   expect_contains(load_error(), {"t10k-images-idx3-ubyte.gz"});
 
   write_gz("t10k-images-idx3-ubyte.gz", idx(0x803, {2, 28, 28}, pixels(2)));
@@ -278,7 +282,7 @@ TEST_F(FashionMNISTErrors, TruncatedFile) {
 TEST_F(FashionMNISTErrors, CorruptCompressedData) {
   write_good();
   auto bytes = read_raw(dir_ / "t10k-images-idx3-ubyte.gz");
-  bytes[bytes.size() - 6] ^= 0xFF;   // inside the CRC-32 trailer: the data no longer checks out
+  bytes[bytes.size() - 6] ^= 0xFF;  // inside the CRC-32 trailer: the data no longer checks out
   write_raw("t10k-images-idx3-ubyte.gz", bytes);
   expect_contains(load_error(), {"corrupt", "t10k-images-idx3-ubyte.gz"});
 }
@@ -294,7 +298,8 @@ TEST_F(FashionMNISTErrors, DecompressedSizeIsBounded) {
                   {path, "more than 1048575 bytes"});
   expect_contains(error_of([&] { FashionMNIST::read_file(path, 1000); }), {path, "more than 1000 bytes"});
   write_raw("plain", zeros);  // the same bound for an uncompressed file
-  expect_contains(error_of([&] { FashionMNIST::read_file((dir_ / "plain").string(), 4096); }), {"more than 4096 bytes"});
+  expect_contains(error_of([&] { FashionMNIST::read_file((dir_ / "plain").string(), 4096); }),
+                  {"more than 4096 bytes"});
 }
 
 }  // namespace

@@ -224,9 +224,7 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
 
 }  // namespace
 
-bool ddp_bench_bucket_view() {
-  return core::env_bool("TRAINBENCH_DDP_BUCKET_VIEW", true);
-}
+bool ddp_bench_bucket_view() { return core::env_bool("TRAINBENCH_DDP_BUCKET_VIEW", true); }
 
 std::string ddp_bench_torch_adamw() {
   return core::env_choice("TRAINBENCH_DDP_TORCH_ADAMW", "fused", {"fused", "standard"});
@@ -236,8 +234,9 @@ std::vector<harness::TestCase> ddp_rank_benches(int world) {
   std::vector<harness::TestCase> b;
   for (const char* model : {"mlp", "gpt"}) {
     const std::string name = "ddp/" + std::string(model) + "/w" + std::to_string(world) + "/engine";
-    b.push_back(recorded_case("ddp", name, [m = std::string(model)](harness::Record& r) { run_ddp_bench(m, r); },
-                              /*with_seed=*/false));
+    b.push_back(recorded_case(
+        "ddp", name, [m = std::string(model)](harness::Record& r) { run_ddp_bench(m, r); },
+        /*with_seed=*/false));
   }
   return b;
 }

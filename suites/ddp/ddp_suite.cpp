@@ -108,8 +108,9 @@ void check_replicas_identical(ProcessGroup& g, const nn::Module& m, const std::s
   g.all_gather(all, mine)->wait();
   const int64_t* h = all.data_ptr<int64_t>();
   for (int r = 1; r < g.size(); ++r)
-    check(h[r] == h[0], when + ": rank " + std::to_string(r) + "'s parameters and buffers differ from rank 0's (not "
-                                                                "bitwise identical)");
+    check(h[r] == h[0], when + ": rank " + std::to_string(r) +
+                            "'s parameters and buffers differ from rank 0's (not "
+                            "bitwise identical)");
 }
 
 double global_mean(ProcessGroup& g, double v) {
@@ -137,9 +138,12 @@ OptPair make_opt(bool adamw, const std::vector<Tensor>& params, const std::vecto
     e.lr = 1e-3;
     e.weight_decay = 0.01;
     o.engine = std::make_shared<optim::AdamW>(params, e);
-    o.reference = std::make_shared<ref::Optim>(
-        "adamw", std::vector<std::vector<ref::Tensor>>{rparams}, std::vector<nlohmann::json>{nlohmann::json::object()},
-        nlohmann::json{{"lr", e.lr}, {"betas", {e.betas.first, e.betas.second}}, {"eps", e.eps}, {"weight_decay", 0.01}});
+    o.reference = std::make_shared<ref::Optim>("adamw", std::vector<std::vector<ref::Tensor>>{rparams},
+                                               std::vector<nlohmann::json>{nlohmann::json::object()},
+                                               nlohmann::json{{"lr", e.lr},
+                                                              {"betas", {e.betas.first, e.betas.second}},
+                                                              {"eps", e.eps},
+                                                              {"weight_decay", 0.01}});
   } else {
     optim::SGD::Options e;
     e.lr = 0.05;
@@ -250,8 +254,11 @@ void run_equivalence(const Equivalence& q, harness::Record& rec) {
   rec.metrics["bytes_per_step"] = double(ddp->last_stats().bytes);
   rec.metrics["worst_loss_tolerance_ratio"] = worst_loss;
   rec.metrics["worst_param_tolerance_ratio"] = worst_param;
-  rec.tolerances = {{"param_rtol", ptol.rtol}, {"param_atol", ptol.atol}, {"loss_rtol", ltol.rtol},
-                    {"loss_atol", ltol.atol}, {"replicas", "bitwise"}};
+  rec.tolerances = {{"param_rtol", ptol.rtol},
+                    {"param_atol", ptol.atol},
+                    {"loss_rtol", ltol.rtol},
+                    {"loss_atol", ltol.atol},
+                    {"replicas", "bitwise"}};
   g->synchronize();
 }
 
@@ -497,8 +504,8 @@ void run_unused_error(harness::Record& rec) {
   // The group still works: nothing was left in flight or out of step.
   Tensor one = ones({5}, DType::Float64);
   g->all_reduce(one, dist::ReduceOp::Sum)->wait();
-  check(one.data_ptr<double>()[4] == double(P), "an all_reduce after the error gave " +
-                                                    std::to_string(one.data_ptr<double>()[4]) + ", not the world size");
+  check(one.data_ptr<double>()[4] == double(P),
+        "an all_reduce after the error gave " + std::to_string(one.data_ptr<double>()[4]) + ", not the world size");
   rec.metrics["world"] = P;
   rec.message = "raised as expected: " + message.substr(0, 600);
   g->synchronize();
@@ -531,8 +538,8 @@ void run_broadcast(harness::Record& rec) {
     fill_(model->stat, 10.0 + rank);
     (*ddp)(x);  // broadcast_buffers: rank 0's buffers before the forward
     check(model->stat.data_ptr<float>()[2] == 10.0f,
-          "broadcast_buffers did not restore rank 0's buffer before the forward (rank " + std::to_string(rank) + " has " +
-              std::to_string(model->stat.data_ptr<float>()[2]) + ")");
+          "broadcast_buffers did not restore rank 0's buffer before the forward (rank " + std::to_string(rank) +
+              " has " + std::to_string(model->stat.data_ptr<float>()[2]) + ")");
     A::NoGradGuard no_grad;
     fill_(model->stat, 30.0 + rank);
     (*ddp)(x);  // no grad mode: no broadcast (as PyTorch syncs only for training forwards)
@@ -573,7 +580,8 @@ void run_bucket_layout(harness::Record& rec) {
   {
     DistributedDataParallel ddp(model, g);
     const Layout want{{11, 10, 9, 8, 7, 6, 5, 4}, {3, 2, 1, 0}};
-    check(ddp.bucket_indices() == want, "default caps: buckets " + show(ddp.bucket_indices()) + ", expected " + show(want));
+    check(ddp.bucket_indices() == want,
+          "default caps: buckets " + show(ddp.bucket_indices()) + ", expected " + show(want));
   }
   {
     dist::DDPOptions o;
@@ -581,8 +589,8 @@ void run_bucket_layout(harness::Record& rec) {
     o.bucket_cap_mb = 0.6;
     DistributedDataParallel ddp(model, g, o);
     const Layout want{{11, 10, 9, 8}, {7, 6, 5, 4, 3, 2}, {1, 0}};
-    check(ddp.bucket_indices() == want, "caps 0.5/0.6 MiB: buckets " + show(ddp.bucket_indices()) + ", expected " +
-                                            show(want));
+    check(ddp.bucket_indices() == want,
+          "caps 0.5/0.6 MiB: buckets " + show(ddp.bucket_indices()) + ", expected " + show(want));
   }
   rec.metrics["world"] = g->size();
   g->synchronize();
@@ -677,8 +685,8 @@ void run_trainer_resume(harness::Record& rec) {
   ResumeRun first = make_resume_run(g, kResumeSteps, (dir / "split").string());
   first.trainer->fit(*first.loader);  // rank 0 saves at the stop, then a barrier
   ResumeRun second = make_resume_run(g, 2 * kResumeSteps, (dir / "split").string());
-  check(second.trainer->resume((dir / "split").string()), "no checkpoint to resume from on rank " +
-                                                              std::to_string(g->rank()));
+  check(second.trainer->resume((dir / "split").string()),
+        "no checkpoint to resume from on rank " + std::to_string(g->rank()));
   check(second.trainer->step() == kResumeSteps, "resumed at step " + std::to_string(second.trainer->step()));
   second.trainer->fit(*second.loader);
   const std::vector<Tensor> got = resume_state(second);
@@ -708,13 +716,15 @@ void run_fashion(harness::Record& rec) {
   data::DataLoader::Options lo;
   lo.batch_size = kGlobalBatch / P;
   lo.num_workers = 1;
-  data::DataLoader train_loader(
-      train_set, std::make_shared<data::DistributedSampler>(train_set->size(), P, rank, /*shuffle=*/true, /*seed=*/1),
-      lo);
+  data::DataLoader train_loader(train_set,
+                                std::make_shared<data::DistributedSampler>(train_set->size(), P, rank, /*shuffle=*/true,
+                                                                           /*seed=*/1),
+                                lo);
   data::DataLoader::Options eo;
   eo.batch_size = 1000;
-  data::DataLoader test_loader(
-      test_set, std::make_shared<data::DistributedSampler>(test_set->size(), P, rank, /*shuffle=*/false), eo);
+  data::DataLoader test_loader(test_set,
+                               std::make_shared<data::DistributedSampler>(test_set->size(), P, rank, /*shuffle=*/false),
+                               eo);
 
   core::manual_seed(3);
   auto model = std::make_shared<nn::MLP>(784, 1024, 10);
@@ -739,8 +749,11 @@ void run_fashion(harness::Record& rec) {
   to.checkpoint_dir = dir.string();
   to.keep_last = 1;
   to.ddp = ddp;
-  to.config = {{"model", "MLP 784-1024-1024-10"}, {"optimizer", "AdamW lr 1e-3 wd 0.01"}, {"epochs", epochs},
-               {"world", P}, {"global_batch", lo.batch_size * P}};
+  to.config = {{"model", "MLP 784-1024-1024-10"},
+               {"optimizer", "AdamW lr 1e-3 wd 0.01"},
+               {"epochs", epochs},
+               {"world", P},
+               {"global_batch", lo.batch_size * P}};
   train::Trainer trainer(
       model, opt, sched, [](nn::Module& m, const data::Batch& b) { return tb::cross_entropy(m(b.input), b.target); },
       to);
@@ -786,14 +799,13 @@ std::vector<harness::TestCase> ddp_rank_tests(int world) {
   std::vector<harness::TestCase> t;
   for (DType dt : {DType::Float64, DType::Float32}) {
     const std::string d = core::name(dt);
-    t.push_back(ddp_case("mpi/equivalence/mlp/" + d, [dt](harness::Record& r) {
-      run_equivalence(mlp_equivalence("mpi", dt), r);
-    }));
-    t.push_back(ddp_case("mpi/equivalence/gpt/" + d, [dt](harness::Record& r) { run_equivalence(gpt_equivalence(dt), r); }));
+    t.push_back(ddp_case("mpi/equivalence/mlp/" + d,
+                         [dt](harness::Record& r) { run_equivalence(mlp_equivalence("mpi", dt), r); }));
+    t.push_back(
+        ddp_case("mpi/equivalence/gpt/" + d, [dt](harness::Record& r) { run_equivalence(gpt_equivalence(dt), r); }));
   }
-  t.push_back(ddp_case("gloo/equivalence/mlp/float64", [](harness::Record& r) {
-    run_equivalence(mlp_equivalence("gloo", DType::Float64), r);
-  }));
+  t.push_back(ddp_case("gloo/equivalence/mlp/float64",
+                       [](harness::Record& r) { run_equivalence(mlp_equivalence("gloo", DType::Float64), r); }));
   // gradient_as_bucket_view, with .grad dropped each step (the fresh gradient is divided into the
   // slot) and zeroed in place (backward accumulates into the slot itself).
   for (const bool none : {true, false})

@@ -62,9 +62,7 @@ void fuzz_parsers(uint8_t mode, std::string_view v) {
       (void)tb::core::parse_bool("FUZZ_BOOL", v);
       check(v.size() <= 5);
       break;
-    default:
-      check(tb::core::parse_choice("FUZZ_CHOICE", v, {"always", "at_end", "auto"}) == v);
-      break;
+    default: check(tb::core::parse_choice("FUZZ_CHOICE", v, {"always", "at_end", "auto"}) == v); break;
   }
 }
 

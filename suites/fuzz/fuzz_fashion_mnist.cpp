@@ -47,9 +47,7 @@ void write(const std::string& path, const uint8_t* p, size_t n) {
   std::fclose(f);
 }
 
-std::string be32(uint32_t v) {
-  return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-}
+std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
 
 std::string idx(uint32_t n, bool images, uint8_t fill) {
   std::string s = be32(images ? 0x803 : 0x801) + be32(n);

@@ -107,10 +107,41 @@ struct Rng {
 // Tokens that steer text parsers toward their edge cases, plus every short quoted string of the
 // seeds (keys such as "dtype" and "data_offsets"), collected at start.
 std::vector<std::string> base_dictionary() {
-  return {"{", "}", "[", "]", "\"", ":", ",", "\\", "\\u0000", "\\ud800", "true", "false", "null", "-", "0", "-0",
-          "1e999", "-1e999", "1e-400", "18446744073709551615", "18446744073709551616", "9223372036854775807",
-          "9223372036854775808", "-9223372036854775809", "4294967296", "0.5", "NaN", "\xff", "\xc3\x28",
-          "\xed\xa0\x80", std::string("\0", 1), "{}", "[]", "\"\"", "{\"\":{}}"};
+  return {"{",
+          "}",
+          "[",
+          "]",
+          "\"",
+          ":",
+          ",",
+          "\\",
+          "\\u0000",
+          "\\ud800",
+          "true",
+          "false",
+          "null",
+          "-",
+          "0",
+          "-0",
+          "1e999",
+          "-1e999",
+          "1e-400",
+          "18446744073709551615",
+          "18446744073709551616",
+          "9223372036854775807",
+          "9223372036854775808",
+          "-9223372036854775809",
+          "4294967296",
+          "0.5",
+          "NaN",
+          "\xff",
+          "\xc3\x28",
+          "\xed\xa0\x80",
+          std::string("\0", 1),
+          "{}",
+          "[]",
+          "\"\"",
+          "{\"\":{}}"};
 }
 
 void add_quoted_strings(const std::string& s, std::vector<std::string>& dict) {
@@ -126,12 +157,43 @@ void add_quoted_strings(const std::string& s, std::vector<std::string>& dict) {
   }
 }
 
-const uint64_t kInterestingInts[] = {0, 1, 2, 7, 8, 0x7f, 0x80, 0xff, 0x100, 0x7fff, 0x8000, 0xffff, 0x7fffffff,
-                                     0x80000000, 0xffffffff, 0x100000000ull, 100000001, 0x7fffffffffffffffull,
-                                     0x8000000000000000ull, ~0ull};
-const char* const kInterestingNumbers[] = {"0", "-1", "1", "65", "129", "4294967295", "4294967296",
-                                           "9223372036854775807", "9223372036854775808", "18446744073709551615",
-                                           "18446744073709551616", "1e12", "1e308", "1e999", "-0", "0.5", "1E400",
+const uint64_t kInterestingInts[] = {0,
+                                     1,
+                                     2,
+                                     7,
+                                     8,
+                                     0x7f,
+                                     0x80,
+                                     0xff,
+                                     0x100,
+                                     0x7fff,
+                                     0x8000,
+                                     0xffff,
+                                     0x7fffffff,
+                                     0x80000000,
+                                     0xffffffff,
+                                     0x100000000ull,
+                                     100000001,
+                                     0x7fffffffffffffffull,
+                                     0x8000000000000000ull,
+                                     ~0ull};
+const char* const kInterestingNumbers[] = {"0",
+                                           "-1",
+                                           "1",
+                                           "65",
+                                           "129",
+                                           "4294967295",
+                                           "4294967296",
+                                           "9223372036854775807",
+                                           "9223372036854775808",
+                                           "18446744073709551615",
+                                           "18446744073709551616",
+                                           "1e12",
+                                           "1e308",
+                                           "1e999",
+                                           "-0",
+                                           "0.5",
+                                           "1E400",
                                            "99999999999999999999999999999999"};
 
 class Mutator {
@@ -145,7 +207,7 @@ class Mutator {
   // A base (a seed, or now and then an earlier mutant so edits stack up) with 1-4 edits.
   std::string next() {
     std::string s = (!recent_.empty() && rng_.below(4) == 0) ? recent_[rng_.below(recent_.size())]
-                                                              : corpus_[rng_.below(corpus_.size())];
+                                                             : corpus_[rng_.below(corpus_.size())];
     for (size_t i = 0, n = 1 + rng_.below(4); i < n; ++i) mutate(s);
     if (s.size() > max_len_) s.resize(max_len_);
     if (recent_.size() < 64) recent_.push_back(s);
@@ -162,7 +224,8 @@ class Mutator {
         if (!s.empty()) s[rng_.below(s.size())] ^= char(1 << rng_.below(8));
         break;
       case 1: {  // a byte set to a random or structural value
-        static const char bytes[] = {0, '\xff', '\x7f', '\x80', '"', '{', '}', '[', ']', ',', ':', '\\', '0', '9', '-', ' '};
+        static const char bytes[] = {0,   '\xff', '\x7f', '\x80', '"', '{', '}', '[',
+                                     ']', ',',    ':',    '\\',   '0', '9', '-', ' '};
         if (!s.empty()) s[rng_.below(s.size())] = rng_.coin() ? char(rng_.next()) : bytes[rng_.below(sizeof bytes)];
         break;
       }
@@ -321,8 +384,10 @@ int main(int argc, char** argv) {
     else if (a == "--artifacts" && i + 1 < argc) artifacts = argv[++i];
     else if (a == "--write-seeds" && i + 1 < argc) seeds_dir = argv[++i];
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: %s [--seed N] [--iterations N] [--seconds S] [--timeout S] [--max-len BYTES] "
-                  "[--artifacts DIR] [--write-seeds DIR] [FILE...]\n(FILEs: replay those inputs only)\n", argv[0]);
+      std::printf(
+          "usage: %s [--seed N] [--iterations N] [--seconds S] [--timeout S] [--max-len BYTES] "
+          "[--artifacts DIR] [--write-seeds DIR] [FILE...]\n(FILEs: replay those inputs only)\n",
+          argv[0]);
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "fuzz: unknown option %s (see --help)\n", a.c_str());
@@ -387,10 +452,10 @@ int main(int argc, char** argv) {
   if (tb_fuzz_seeds) tb_fuzz_seeds(seeds);
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  std::printf("fuzz: %s: seed %llu, %zu seed inputs, budget %llu iterations or %llu s (replay a run with --seed %llu)\n",
-              target.c_str(), static_cast<unsigned long long>(seed), seeds.size(),
-              static_cast<unsigned long long>(iterations), static_cast<unsigned long long>(seconds),
-              static_cast<unsigned long long>(seed));
+  std::printf(
+      "fuzz: %s: seed %llu, %zu seed inputs, budget %llu iterations or %llu s (replay a run with --seed %llu)\n",
+      target.c_str(), static_cast<unsigned long long>(seed), seeds.size(), static_cast<unsigned long long>(iterations),
+      static_cast<unsigned long long>(seconds), static_cast<unsigned long long>(seed));
   std::fflush(stdout);
 
   const bool counts = &tb_fuzz_accepted != nullptr;
@@ -401,7 +466,8 @@ int main(int argc, char** argv) {
     std::printf("fuzz: %s: %zu of %zu seeds accepted by the parser\n", target.c_str(), seeds_accepted, seeds.size());
   // A target whose valid seeds never parse fuzzes nothing but its first check.
   if (counts && !seeds.empty() && seeds_accepted == 0) {
-    std::fprintf(stderr, "fuzz: %s: no seed input was accepted; the target does not reach its parser\n", target.c_str());
+    std::fprintf(stderr, "fuzz: %s: no seed input was accepted; the target does not reach its parser\n",
+                 target.c_str());
     return 1;
   }
 

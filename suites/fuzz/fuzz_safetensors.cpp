@@ -65,13 +65,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 extern "C" void tb_fuzz_seeds(std::vector<std::string>& out) {
   using namespace tb;
   core::Generator gen(7);
-  const checkpoint::NamedTensors ts = {
-      {"w", randn({3, 2}, DType::Float32, &gen)},        {"b", randn({2}, DType::BFloat16, &gen)},
-      {"h", randn({2, 1}, DType::Float16, &gen)},        {"d", scalar_tensor(0.25, DType::Float64)},
-      {"ids", randint(0, 9, {4}, DType::Int64, &gen)},   {"i", randint(-3, 3, {2, 2}, DType::Int32, &gen)},
-      {"mask", randint(0, 2, {3}, DType::Int64, &gen).to(DType::Bool)}, {"empty", empty({0, 3}, DType::Float32)}};
+  const checkpoint::NamedTensors ts = {{"w", randn({3, 2}, DType::Float32, &gen)},
+                                       {"b", randn({2}, DType::BFloat16, &gen)},
+                                       {"h", randn({2, 1}, DType::Float16, &gen)},
+                                       {"d", scalar_tensor(0.25, DType::Float64)},
+                                       {"ids", randint(0, 9, {4}, DType::Int64, &gen)},
+                                       {"i", randint(-3, 3, {2, 2}, DType::Int32, &gen)},
+                                       {"mask", randint(0, 2, {3}, DType::Int64, &gen).to(DType::Bool)},
+                                       {"empty", empty({0, 3}, DType::Float32)}};
   const char* dir = std::getenv("TMPDIR");
-  const std::string path = std::string(dir && *dir ? dir : "/tmp") + "/tb_fuzz_seed_" + std::to_string(::getpid()) + ".safetensors";
+  const std::string path = std::string(dir && *dir ? dir : "/tmp") + "/tb_fuzz_seed_" + std::to_string(::getpid()) +
+                           ".safetensors";
   auto saved = [&](const checkpoint::NamedTensors& t, const std::map<std::string, std::string>& meta) {
     checkpoint::save_file(path, t, meta);
     std::string s = checkpoint::read_small_file(path);
@@ -83,11 +87,13 @@ extern "C" void tb_fuzz_seeds(std::vector<std::string>& out) {
   out.push_back(saved({ts[6], ts[3]}, {{"k", "v"}}));
   out.push_back(saved({}, {}));
   // Files another writer makes: no checksums, no metadata, keys in any order.
-  out.push_back(with_length("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"__metadata__\":{\"x\":\"y\"}}",
-                            std::string(4, '\x01')));
-  out.push_back(with_length("{\"z\":{\"dtype\":\"F16\",\"shape\":[],\"data_offsets\":[2,4]},\"y\":{\"shape\":[0],\"dtype\":\"I64\","
-                            "\"data_offsets\":[0,0]},\"x\":{\"data_offsets\":[0,2],\"shape\":[1],\"dtype\":\"BOOL\"}}  ",
-                            std::string("\x01\x00\x00\x3c", 4)));
+  out.push_back(
+      with_length("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"__metadata__\":{\"x\":\"y\"}}",
+                  std::string(4, '\x01')));
+  out.push_back(with_length(
+      "{\"z\":{\"dtype\":\"F16\",\"shape\":[],\"data_offsets\":[2,4]},\"y\":{\"shape\":[0],\"dtype\":\"I64\","
+      "\"data_offsets\":[0,0]},\"x\":{\"data_offsets\":[0,2],\"shape\":[1],\"dtype\":\"BOOL\"}}  ",
+      std::string("\x01\x00\x00\x3c", 4)));
   // Hostile ones: deep nesting in every field, a duplicate key, bad checksums, absurd sizes.
   const std::string deep = std::string(200, '[') + std::string(200, ']');
   out.push_back(with_length("{\"__metadata__\":{\"a\":" + deep + "}}", ""));
@@ -95,7 +101,10 @@ extern "C" void tb_fuzz_seeds(std::vector<std::string>& out) {
   out.push_back(with_length("{\"t\":{\"dtype\":" + deep + ",\"shape\":[],\"data_offsets\":[0,4]}}", "abcd"));
   out.push_back(with_length("{\"t\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":" + deep + "}}", "abcd"));
   out.push_back(with_length("{\"t\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]},\"t\":{}}", "abcd"));
-  out.push_back(with_length("{\"t\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]},\"__metadata__\":"
-                            "{\"checksum.t\":\"00000000000000zz\",\"checksum.u\":\"0000000000000000\"}}", "abcd"));
-  out.push_back(with_length("{\"t\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,0]}}", ""));
+  out.push_back(
+      with_length("{\"t\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]},\"__metadata__\":"
+                  "{\"checksum.t\":\"00000000000000zz\",\"checksum.u\":\"0000000000000000\"}}",
+                  "abcd"));
+  out.push_back(
+      with_length("{\"t\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,0]}}", ""));
 }

@@ -160,8 +160,9 @@ void model_rows(std::vector<LayerCase>& v, DType dt) {
   mse.name = nm("sequential_mse", dt, "linear_tanh_linear");
   mse.dtype = dt;
   mse.engine = [=] {
-    return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
-        std::make_shared<nn::Linear>(7, 9, true, dt), std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(9, 2, true, dt)});
+    return std::make_shared<nn::Sequential>(
+        std::initializer_list<nn::ModulePtr>{std::make_shared<nn::Linear>(7, 9, true, dt), std::make_shared<nn::Tanh>(),
+                                             std::make_shared<nn::Linear>(9, 2, true, dt)});
   };
   mse.reference = [] { return ref::nn_sequential({ref::nn_linear(7, 9), ref::nn_tanh(), ref::nn_linear(9, 2)}); };
   mse.inputs = {{{5, 7}, dt, Layout::Strided}, {{5, 2}, dt}};

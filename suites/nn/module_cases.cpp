@@ -44,11 +44,11 @@ void check_distribution(const std::string& what, const tb::Tensor& t, double mea
   const double s = std::sqrt(s2 / (n - 1));
   rec.metrics[what + "_mean"] = m;
   rec.metrics[what + "_std"] = s;
-  check(std::abs(m - mean) < 5 * std / std::sqrt(n), what + ": sample mean " + std::to_string(m) + ", expected " +
-                                                         std::to_string(mean));
+  check(std::abs(m - mean) < 5 * std / std::sqrt(n),
+        what + ": sample mean " + std::to_string(m) + ", expected " + std::to_string(mean));
   // The standard error of a sample std is about std / sqrt(2n) for a normal (less for a uniform).
-  check(std::abs(s - std) < 5 * std / std::sqrt(2 * n), what + ": sample std " + std::to_string(s) + ", expected " +
-                                                            std::to_string(std));
+  check(std::abs(s - std) < 5 * std / std::sqrt(2 * n),
+        what + ": sample std " + std::to_string(s) + ", expected " + std::to_string(std));
 }
 
 void check_bound(const std::string& what, const tb::Tensor& t, double bound) {
@@ -57,17 +57,17 @@ void check_bound(const std::string& what, const tb::Tensor& t, double bound) {
 }
 
 std::shared_ptr<nn::Sequential> small_net() {
-  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
-      std::make_shared<nn::Linear>(4, 6), std::make_shared<nn::BatchNorm1d>(6), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(6, 2, false)});
+  return std::make_shared<nn::Sequential>(
+      std::initializer_list<nn::ModulePtr>{std::make_shared<nn::Linear>(4, 6), std::make_shared<nn::BatchNorm1d>(6),
+                                           std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(6, 2, false)});
 }
 
 void state_dict_cases(std::vector<harness::TestCase>& v) {
   v.push_back(semantic_case("module/state_dict/names_and_order", [](harness::Record&) {
     auto net = small_net();
-    const std::vector<std::string> expected = {"0.weight",          "0.bias",         "1.weight",
-                                               "1.bias",            "1.running_mean", "1.running_var",
-                                               "1.num_batches_tracked", "3.weight"};
+    const std::vector<std::string> expected = {
+        "0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean", "1.running_var", "1.num_batches_tracked",
+        "3.weight"};
     const std::vector<std::string> got = net->state_dict().keys();
     check(got == expected, "state_dict keys " + keys_of(got) + ", expected " + keys_of(expected));
     tb::Tensor nbt = net->state_dict().at("1.num_batches_tracked");
@@ -235,10 +235,11 @@ void hook_cases(std::vector<harness::TestCase>& v) {
     const tb::Tensor x = randn({4, 3});
     const tb::Tensor plain = lin(x);
     std::vector<std::string> calls;
-    auto pre = lin.register_forward_pre_hook([&](nn::Module&, const nn::TensorList& in) -> std::optional<nn::TensorList> {
-      calls.push_back("pre");
-      return nn::TensorList{tb::mul(in[0], 2)};
-    });
+    auto pre = lin.register_forward_pre_hook(
+        [&](nn::Module&, const nn::TensorList& in) -> std::optional<nn::TensorList> {
+          calls.push_back("pre");
+          return nn::TensorList{tb::mul(in[0], 2)};
+        });
     auto post = lin.register_forward_hook([&](nn::Module&, const nn::TensorList& in, const tb::Tensor& out) {
       calls.push_back("post");
       check(same_values(in[0], tb::mul(x, 2)), "the forward hook must see the pre-hook's inputs");
@@ -338,27 +339,29 @@ void hook_cases(std::vector<harness::TestCase>& v) {
 
 void batch_norm_steps(std::vector<harness::TestCase>& v) {
   for (bool cumulative : {false, true})
-    v.push_back(semantic_case(std::string("module/batch_norm2d/three_train_steps") + (cumulative ? "_cumulative" : ""),
-                              [cumulative](harness::Record& rec) {
-      std::optional<double> momentum = cumulative ? std::nullopt : std::optional<double>(0.1);
-      auto bn = std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions{3, 1e-5, momentum, true, true});
-      ref::NnModule r = ref::nn_batch_norm2d(3, 1e-5, momentum, true, true);
-      r.load_by_name(to_ref_state(bn->state_dict()));
-      core::Generator gen(9);
-      for (int step = 0; step < 3; ++step) {
-        tb::Tensor x = tb::add(randn({4, 3, 2, 5}, DType::Float32, &gen), double(step));
-        (*bn)(x);
-        r.forward(ref::to_ref(x));
-      }
-      bn->eval();
-      r.train(false);
-      tb::Tensor x = randn({2, 3, 2, 2}, DType::Float32, &gen);
-      check(compare_into("eval output", (*bn)(x), ref::from_ref(r.forward(ref::to_ref(x))), default_tolerance(DType::Float32), rec),
-            rec.message);
-      for (const auto& [name, rb] : r.named_buffers())
-        check(compare_into(name, bn->find_tensor(name), ref::from_ref(rb), default_tolerance(DType::Float32), rec),
-              rec.message);
-    }));
+    v.push_back(semantic_case(
+        std::string("module/batch_norm2d/three_train_steps") + (cumulative ? "_cumulative" : ""),
+        [cumulative](harness::Record& rec) {
+          std::optional<double> momentum = cumulative ? std::nullopt : std::optional<double>(0.1);
+          auto bn = std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions{3, 1e-5, momentum, true, true});
+          ref::NnModule r = ref::nn_batch_norm2d(3, 1e-5, momentum, true, true);
+          r.load_by_name(to_ref_state(bn->state_dict()));
+          core::Generator gen(9);
+          for (int step = 0; step < 3; ++step) {
+            tb::Tensor x = tb::add(randn({4, 3, 2, 5}, DType::Float32, &gen), double(step));
+            (*bn)(x);
+            r.forward(ref::to_ref(x));
+          }
+          bn->eval();
+          r.train(false);
+          tb::Tensor x = randn({2, 3, 2, 2}, DType::Float32, &gen);
+          check(compare_into("eval output", (*bn)(x), ref::from_ref(r.forward(ref::to_ref(x))),
+                             default_tolerance(DType::Float32), rec),
+                rec.message);
+          for (const auto& [name, rb] : r.named_buffers())
+            check(compare_into(name, bn->find_tensor(name), ref::from_ref(rb), default_tolerance(DType::Float32), rec),
+                  rec.message);
+        }));
 }
 
 void init_cases(std::vector<harness::TestCase>& v) {

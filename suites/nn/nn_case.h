@@ -24,18 +24,18 @@ using NnEngineForward = std::function<std::vector<tb::Tensor>(nn::Module&, const
 using NnRefForward = std::function<std::vector<ref::Tensor>(const ref::NnModule&, const std::vector<ref::Tensor>&)>;
 
 struct LayerCase {
-  std::string name;                                  // "<layer>/<dtype>/<variant>"
-  DType dtype = DType::Float32;                      // of the module (the reference is converted to it)
+  std::string name;              // "<layer>/<dtype>/<variant>"
+  DType dtype = DType::Float32;  // of the module (the reference is converted to it)
   std::function<nn::ModulePtr()> engine;
-  std::function<ref::NnModule()> reference;          // built in float32, then .to(dtype)
+  std::function<ref::NnModule()> reference;  // built in float32, then .to(dtype)
   std::vector<Input> inputs;
-  std::vector<size_t> wrt;                           // inputs that require grad; empty: every floating one
-  NnEngineForward forward;                           // default: {module(in[0])}
-  NnRefForward ref_forward;                          // default: {reference.forward(in)}
+  std::vector<size_t> wrt;   // inputs that require grad; empty: every floating one
+  NnEngineForward forward;   // default: {module(in[0])}
+  NnRefForward ref_forward;  // default: {reference.forward(in)}
   bool train = true;
-  bool loss_output = false;                          // backward from the last output (a scalar loss)
+  bool loss_output = false;                                    // backward from the last output (a scalar loss)
   std::function<void(nn::Module&, core::Generator&)> prepare;  // e.g. random running statistics
-  std::optional<Tolerance> tol;                      // overrides grad_tolerance(dtype); say why
+  std::optional<Tolerance> tol;                                // overrides grad_tolerance(dtype); say why
 };
 
 harness::Record run_layer_case(const LayerCase& c);  // never throws
@@ -44,8 +44,7 @@ harness::Record run_layer_case(const LayerCase& c);  // never throws
 harness::TestCase semantic_case(const std::string& name, std::function<void(harness::Record&)> body);
 
 // Compares two tensors (undefined = zeros) under tol; on failure fills rec and returns false.
-bool compare_into(const std::string& what, tb::Tensor actual, tb::Tensor expected, Tolerance tol,
-                  harness::Record& rec);
+bool compare_into(const std::string& what, tb::Tensor actual, tb::Tensor expected, Tolerance tol, harness::Record& rec);
 // The engine state dict as named reference tensors (same bytes).
 ref::NamedTensors to_ref_state(const nn::StateDict& s);
 

@@ -66,8 +66,8 @@ harness::Record run_layer_case(const LayerCase& c) {
     rec.tolerances = {{"rtol", tol.rtol}, {"atol", tol.atol}};
     std::vector<tb::Tensor> out = c.forward ? c.forward(*m, in) : std::vector<tb::Tensor>{(*m)(in.at(0))};
     std::vector<ref::Tensor> rout = c.ref_forward ? c.ref_forward(r, rin) : std::vector<ref::Tensor>{r.forward(rin)};
-    check(out.size() == rout.size(), "engine returned " + std::to_string(out.size()) + " outputs, LibTorch " +
-                                         std::to_string(rout.size()));
+    check(out.size() == rout.size(),
+          "engine returned " + std::to_string(out.size()) + " outputs, LibTorch " + std::to_string(rout.size()));
     for (size_t k = 0; k < out.size(); ++k)
       if (!compare_into("output " + std::to_string(k), out[k], ref::from_ref(rout[k]), tol, rec)) return;
 

@@ -140,8 +140,8 @@ ETensor fuzz_tensor(const Shape& shape, DType dt, Lay lay, uint64_t seed) {
 }
 
 std::string tensor_text(const Shape& s, DType dt, Lay lay, uint64_t seed) {
-  return str("fuzz_tensor(", list(s), ", DType::", dt == DType::Float64 ? "Float64" : "Float32", ", Lay::", lay_name(lay),
-             ", ", hex(seed), ")");
+  return str("fuzz_tensor(", list(s), ", DType::", dt == DType::Float64 ? "Float64" : "Float32",
+             ", Lay::", lay_name(lay), ", ", hex(seed), ")");
 }
 
 // A second operand: both sides' copies and its text.
@@ -163,7 +163,8 @@ Extra extra(const Shape& s, DType dt, Rng& g) {
 Extra index_extra(const Shape& s, int64_t hi, Rng& g) {
   const uint64_t seed = g.next();
   core::Generator gen(seed);
-  Extra x{hi > 0 ? randint(0, hi, s, DType::Int64, &gen) : zeros(s, DType::Int64), {},
+  Extra x{hi > 0 ? randint(0, hi, s, DType::Int64, &gen) : zeros(s, DType::Int64),
+          {},
           str("fuzz_index(", list(s), ", ", hi, ", ", hex(seed), ")")};
   x.r = R::to_ref(x.e);
   return x;
@@ -210,25 +211,28 @@ Shape broadcast_partner(const Shape& s, Rng& g) {
   return b;
 }
 
-const char* kUnaryNames[] = {"exp", "tanh", "sigmoid", "relu", "gelu", "silu", "neg", "abs", "sin", "softplus", "log", "sqrt"};
+const char* kUnaryNames[] = {"exp", "tanh", "sigmoid", "relu",     "gelu", "silu",
+                             "neg", "abs",  "sin",     "softplus", "log",  "sqrt"};
 
 bool mk_unary(const Shape&, DType, Rng& g, Op& op) {
   const int k = int(g.below(12));
   op.text = str("y = A::", kUnaryNames[k], "(y);");
   using EF = ETensor (*)(const ETensor&);
   using RF = RTensor (*)(const RTensor&);
-  static const EF ef[] = {[](const ETensor& x) { return tb::exp(x); }, [](const ETensor& x) { return tb::tanh(x); },
-                          [](const ETensor& x) { return tb::sigmoid(x); }, [](const ETensor& x) { return tb::relu(x); },
-                          [](const ETensor& x) { return tb::gelu(x); }, [](const ETensor& x) { return tb::silu(x); },
-                          [](const ETensor& x) { return tb::neg(x); }, [](const ETensor& x) { return tb::abs(x); },
-                          [](const ETensor& x) { return tb::sin(x); }, [](const ETensor& x) { return tb::softplus(x); },
-                          [](const ETensor& x) { return tb::log(x); }, [](const ETensor& x) { return tb::sqrt(x); }};
-  static const RF rf[] = {[](const RTensor& x) { return R::exp(x); }, [](const RTensor& x) { return R::tanh(x); },
-                          [](const RTensor& x) { return R::sigmoid(x); }, [](const RTensor& x) { return R::relu(x); },
-                          [](const RTensor& x) { return R::gelu(x); }, [](const RTensor& x) { return R::silu(x); },
-                          [](const RTensor& x) { return R::neg(x); }, [](const RTensor& x) { return R::abs(x); },
-                          [](const RTensor& x) { return R::sin(x); }, [](const RTensor& x) { return R::softplus(x); },
-                          [](const RTensor& x) { return R::log(x); }, [](const RTensor& x) { return R::sqrt(x); }};
+  static const EF ef[] = {
+      [](const ETensor& x) { return tb::exp(x); },     [](const ETensor& x) { return tb::tanh(x); },
+      [](const ETensor& x) { return tb::sigmoid(x); }, [](const ETensor& x) { return tb::relu(x); },
+      [](const ETensor& x) { return tb::gelu(x); },    [](const ETensor& x) { return tb::silu(x); },
+      [](const ETensor& x) { return tb::neg(x); },     [](const ETensor& x) { return tb::abs(x); },
+      [](const ETensor& x) { return tb::sin(x); },     [](const ETensor& x) { return tb::softplus(x); },
+      [](const ETensor& x) { return tb::log(x); },     [](const ETensor& x) { return tb::sqrt(x); }};
+  static const RF rf[] = {
+      [](const RTensor& x) { return R::exp(x); },     [](const RTensor& x) { return R::tanh(x); },
+      [](const RTensor& x) { return R::sigmoid(x); }, [](const RTensor& x) { return R::relu(x); },
+      [](const RTensor& x) { return R::gelu(x); },    [](const RTensor& x) { return R::silu(x); },
+      [](const RTensor& x) { return R::neg(x); },     [](const RTensor& x) { return R::abs(x); },
+      [](const RTensor& x) { return R::sin(x); },     [](const RTensor& x) { return R::softplus(x); },
+      [](const RTensor& x) { return R::log(x); },     [](const RTensor& x) { return R::sqrt(x); }};
   op.engine = ef[k];
   op.ref = rf[k];
   return true;
@@ -405,7 +409,8 @@ bool mk_view(const Shape& s, DType, Rng& g, Op& op) {
   const int64_t nd = nd_of(s);
   const int k = int(g.below(14));
   switch (k) {
-    case 0: case 1: {  // view / reshape
+    case 0:
+    case 1: {  // view / reshape
       const Shape to = reshaped(s, g);
       const bool view = k == 0;
       op.text = str("y = y.", view ? "view(" : "reshape(", list(to), ");");
@@ -439,7 +444,8 @@ bool mk_view(const Shape& s, DType, Rng& g, Op& op) {
       op.ref = [to](const RTensor& y) { return R::expand(y, to); };
       return true;
     }
-    case 5: case 6: {  // narrow / slice with a step
+    case 5:
+    case 6: {  // narrow / slice with a step
       const int64_t d = pick_dim(s, g);
       const int64_t n = nd == 0 ? 1 : s[size_t(d < 0 ? d + nd : d)];
       const int64_t start = g.below(n + 1), len = g.below(n - start + 1), step = 1 + g.below(3);
@@ -564,7 +570,8 @@ bool mk_norm(const Shape& s, DType dt, Rng& g, Op& op) {
     const int64_t k = nd == 0 ? 0 : 1 + g.below(std::min<int64_t>(nd, 2));
     const Shape ns(s.end() - k, s.end());
     Extra w = extra(ns, dt, g), b = extra(ns, dt, g);
-    op.text = str("y = tb::layer_norm(y, ", list(ns), ", ", affine ? w.text : "{}", ", ", affine ? b.text : "{}", ", ", eps, ");");
+    op.text = str("y = tb::layer_norm(y, ", list(ns), ", ", affine ? w.text : "{}", ", ", affine ? b.text : "{}", ", ",
+                  eps, ");");
     op.engine = [ns, w, b, affine, eps](const ETensor& y) {
       return tb::layer_norm(y, ns, affine ? w.e : ETensor(), affine ? b.e : ETensor(), eps);
     };
@@ -769,7 +776,8 @@ bool mk_inplace(const Shape& s, DType, Rng& g, Op& op) {
   }
   const int64_t n = s[size_t(d < 0 ? d + nd : d)];
   const int64_t len = g.below(n + 1);
-  op.text = pre + str("{ Tensor v = y.narrow(", d, ", 0, ", len, "); ", k == 1 ? "tb::mul_(v, 2.0);" : "tb::exp_(v);", " }");
+  op.text = pre +
+            str("{ Tensor v = y.narrow(", d, ", 0, ", len, "); ", k == 1 ? "tb::mul_(v, 2.0);" : "tb::exp_(v);", " }");
   op.engine = [clone_first, d, len, k](const ETensor& y0) {
     ETensor y = clone_first ? y0.clone() : y0;
     ETensor v = y.narrow(d, 0, len);
@@ -793,10 +801,12 @@ struct Kind {
   int weight;
 };
 const Kind kKinds[] = {
-    {"unary", mk_unary, 10},   {"binary", mk_binary, 10}, {"scalar", mk_scalar, 4}, {"where", mk_where, 2},
-    {"reduce", mk_reduce, 8},  {"reduce_dim", mk_reduce_dim, 5}, {"view", mk_view, 22}, {"matmul", mk_matmul, 7},
-    {"softmax", mk_softmax, 3}, {"norm", mk_norm, 4}, {"loss", mk_loss, 4}, {"tri", mk_tri, 3},
-    {"index", mk_index, 6},    {"join", mk_join, 4},     {"pad", mk_pad, 3},       {"inplace", mk_inplace, 4},
+    {"unary", mk_unary, 10},    {"binary", mk_binary, 10}, {"scalar", mk_scalar, 4},
+    {"where", mk_where, 2},     {"reduce", mk_reduce, 8},  {"reduce_dim", mk_reduce_dim, 5},
+    {"view", mk_view, 22},      {"matmul", mk_matmul, 7},  {"softmax", mk_softmax, 3},
+    {"norm", mk_norm, 4},       {"loss", mk_loss, 4},      {"tri", mk_tri, 3},
+    {"index", mk_index, 6},     {"join", mk_join, 4},      {"pad", mk_pad, 3},
+    {"inplace", mk_inplace, 4},
 };
 
 int pick_kind(Rng& g) {
@@ -893,7 +903,8 @@ bool values_match(const ETensor& a, const ETensor& b, Tolerance tol, std::string
   }
   const Diff d = compare_values(a, b, tol);
   if (d.mismatches == 0) return true;
-  why = str(d.mismatches, " of ", a.numel(), " elements outside rtol=", tol.rtol, " atol=", tol.atol, "; first ", d.first);
+  why = str(d.mismatches, " of ", a.numel(), " elements outside rtol=", tol.rtol, " atol=", tol.atol, "; first ",
+            d.first);
   return false;
 }
 
@@ -967,8 +978,8 @@ Outcome run_program(const Program& p) {
     if (!eerr.empty())
       return fail("error", str("the engine raised where LibTorch returned ", shape_text(nr.sizes()), ": ", eerr));
     if (!rerr.empty())
-      return fail("error", str("LibTorch raised where the engine returned ", shape_text(ne.sizes()), ": ",
-                               rerr.substr(0, 300)));
+      return fail("error",
+                  str("LibTorch raised where the engine returned ", shape_text(ne.sizes()), ": ", rerr.substr(0, 300)));
     if (ne.sizes() != nr.sizes() || ne.dtype() != nr.dtype())
       return fail("shape", str("engine ", core::name(ne.dtype()), shape_text(ne.sizes()), " vs LibTorch ",
                                core::name(nr.dtype()), shape_text(nr.sizes())));
@@ -990,9 +1001,9 @@ Outcome run_program(const Program& p) {
       rv = false;
     }
     if (ev != rv)
-      return fail("layout", str(".view(", list(probe), ") ", ev ? "works" : "fails", " on the engine's result (strides ",
-                                shape_text(e.strides()), ") and ", rv ? "works" : "fails",
-                                " on LibTorch's (strides ", shape_text(r.strides()), ")"));
+      return fail("layout", str(".view(", list(probe), ") ", ev ? "works" : "fails",
+                                " on the engine's result (strides ", shape_text(e.strides()), ") and ",
+                                rv ? "works" : "fails", " on LibTorch's (strides ", shape_text(r.strides()), ")"));
   }
   const bool erg = e.requires_grad(), rrg = R::requires_grad(r);
   if (erg != rrg)
@@ -1022,7 +1033,8 @@ Outcome run_program(const Program& p) {
   }
   if (!rerr.empty() && libtorch_defect(rerr)) return o;
   if (!eerr.empty()) return fail("error", "the engine's backward raised where LibTorch's did not: " + eerr);
-  if (!rerr.empty()) return fail("error", "LibTorch's backward raised where the engine's did not: " + rerr.substr(0, 300));
+  if (!rerr.empty())
+    return fail("error", "LibTorch's backward raised where the engine's did not: " + rerr.substr(0, 300));
   ETensor g = x.grad();
   const RTensor rgr = R::grad_of(xr);
   ETensor rg = rgr.defined() ? R::from_ref(rgr) : ETensor();

@@ -32,8 +32,8 @@ enum class UKind {
 struct UnarySpec {
   std::string name, variant;  // case name: name/dtype/variant+layout
   std::function<Tn(const Tn&)> f;
-  std::function<Tn&(Tn&)> fi;                 // in place (may be empty)
-  std::function<Tn&(Tn&, const Tn&)> fo;      // out= (may be empty)
+  std::function<Tn&(Tn&)> fi;             // in place (may be empty)
+  std::function<Tn&(Tn&, const Tn&)> fo;  // out= (may be empty)
   std::function<RT(const RT&)> r, ri;
   std::function<RT(const RT&, const RT&)> ro;
   UKind kind = UKind::FloatMath;
@@ -43,9 +43,9 @@ struct UnarySpec {
   // Differentiable forms (tb::autograd): with them the float32/float64 rows of kGradShapes, and
   // the extra rows of grad_unary_rows, are also gradient rows.
   std::function<Tn(const Tn&)> g;
-  std::function<void(Tn&)> gi;                 // in place
-  std::optional<Values> grad_values;           // inputs of the gradient rows, when not `values`
-  bool hot = false;  // fused backward kernel: gradient rows also past kParallelGrain and in bfloat16
+  std::function<void(Tn&)> gi;        // in place
+  std::optional<Values> grad_values;  // inputs of the gradient rows, when not `values`
+  bool hot = false;                   // fused backward kernel: gradient rows also past kParallelGrain and in bfloat16
 };
 
 struct UShape {
@@ -72,12 +72,15 @@ void elementwise_rows::grad_unary_rows(std::vector<OpCase>& v, const std::string
   auto row = [&](const char* name, Input in, EngineFn e, RefFn rf) {
     v.push_back(make_grad_case(base + name, {std::move(in)}, std::move(e), std::move(rf)));
   };
-  row("one", {{1}, d, C, vals}, [g](const In& x) { return one(g(x[0])); }, [r](const RIn& x) { return one(r(x[0])); });
+  row(
+      "one", {{1}, d, C, vals}, [g](const In& x) { return one(g(x[0])); }, [r](const RIn& x) { return one(r(x[0])); });
   // A view taken inside the lambda: the gradient must land in the right elements of x.
-  row("view", {{4, 5}, d, C, vals}, [g](const In& x) { return one(g(x[0].t().narrow(0, 1, 3))); },
+  row(
+      "view", {{4, 5}, d, C, vals}, [g](const In& x) { return one(g(x[0].t().narrow(0, 1, 3))); },
       [r](const RIn& x) { return one(r(R::narrow(R::t(x[0]), 0, 1, 3))); });
   // Chained with mul: x reaches the output along two paths.
-  row("chain", {{2, 3, 4}, d, Tr, vals}, [g](const In& x) { return one(tb::mul(g(x[0]), x[0])); },
+  row(
+      "chain", {{2, 3, 4}, d, Tr, vals}, [g](const In& x) { return one(tb::mul(g(x[0]), x[0])); },
       [r](const RIn& x) { return one(R::mul(r(x[0]), x[0])); });
 }
 
@@ -90,8 +93,9 @@ void elementwise_rows::grad_inplace_rows(std::vector<OpCase>& v, const std::stri
     Layout layout;
   };
   // No expanded layout: a clone of an expanded tensor is dense on both sides, nothing new.
-  const Shaped shapes[] = {{"contig", {5, 7}, C}, {"transposed", {6, 9}, Tr}, {"strided", {3, 5}, St},
-                           {"scalar", {}, C},     {"one", {1}, C},            {"empty", {0, 3}, C}};
+  const Shaped shapes[] = {{"contig", {5, 7}, C},   {"transposed", {6, 9}, Tr},
+                           {"strided", {3, 5}, St}, {"scalar", {}, C},
+                           {"one", {1}, C},         {"empty", {0, 3}, C}};
   for (const Shaped& sh : shapes) {
     if (skip && sh.name == std::string(skip)) continue;
     v.push_back(make_grad_case(
@@ -162,7 +166,11 @@ void unary_rows(std::vector<OpCase>& v, const UnarySpec& s) {
     if (s.fi) {
       auto fi = s.fi;
       auto ri = s.ri;
-      EngineFn ei = [fi](const In& in) { Tn x = in[0]; fi(x); return one(x); };
+      EngineFn ei = [fi](const In& in) {
+        Tn x = in[0];
+        fi(x);
+        return one(x);
+      };
       RefFn rfi = [ri](const RIn& in) { return one(ri(in[0])); };
       const std::string ib = s.name + "_/" + dn(d) + "/" + s.variant;
       // The result must be castable to self's dtype (exp_ of an int tensor raises).
@@ -171,8 +179,7 @@ void unary_rows(std::vector<OpCase>& v, const UnarySpec& s) {
       } else if (s.gi && grad_dtype(d)) {
         // Gradient rows too: in place on a clone (a leaf that requires grad may not be modified).
         grad_inplace_rows(v, ib, s.gi, s.ri, d, s.grad_values.value_or(s.values));
-        if (d == DType::Float32)
-          add_row(v, ib + "expanded_error", {{{3, 5}, d, Ex, s.values}}, ei, rfi, Check::Error);
+        if (d == DType::Float32) add_row(v, ib + "expanded_error", {{{3, 5}, d, Ex, s.values}}, ei, rfi, Check::Error);
       } else {
         add_row(v, ib + "contig", {{{5, 7}, d, C, s.values}}, ei, rfi);
         add_row(v, ib + "transposed", {{{6, 9}, d, Tr, s.values}}, ei, rfi);
@@ -183,7 +190,11 @@ void unary_rows(std::vector<OpCase>& v, const UnarySpec& s) {
     if (s.fo) {
       auto fo = s.fo;
       auto ro = s.ro;
-      EngineFn eo = [fo](const In& in) { Tn o = in[1]; fo(o, in[0]); return one(o); };
+      EngineFn eo = [fo](const In& in) {
+        Tn o = in[1];
+        fo(o, in[0]);
+        return one(o);
+      };
       RefFn rfo = [ro](const RIn& in) { return one(ro(in[1], in[0])); };
       const std::string ob = s.name + "_out/" + dn(d) + "/" + s.variant;
       add_row(v, ob + "contig", {{{5, 7}, d, C, s.values}, {{5, 7}, rd, C, Values::Zeros}}, eo, rfo);
@@ -222,11 +233,13 @@ std::vector<UnarySpec> unary_specs() {
   grad(tb::expm1);
   full("log", tb::log, tb::log_, tb::log_out, R::log, R::log_, R::log_out, U::FloatMath, Values::Positive);
   grad(tb::log);
-  full("log1p", tb::log1p, tb::log1p_, tb::log1p_out, R::log1p, R::log1p_, R::log1p_out, U::FloatMath, Values::Positive);
+  full("log1p", tb::log1p, tb::log1p_, tb::log1p_out, R::log1p, R::log1p_, R::log1p_out, U::FloatMath,
+       Values::Positive);
   grad(tb::log1p);
   full("sqrt", tb::sqrt, tb::sqrt_, tb::sqrt_out, R::sqrt, R::sqrt_, R::sqrt_out, U::FloatMath, Values::Positive);
   grad(tb::sqrt);
-  full("rsqrt", tb::rsqrt, tb::rsqrt_, tb::rsqrt_out, R::rsqrt, R::rsqrt_, R::rsqrt_out, U::FloatMath, Values::Positive);
+  full("rsqrt", tb::rsqrt, tb::rsqrt_, tb::rsqrt_out, R::rsqrt, R::rsqrt_, R::rsqrt_out, U::FloatMath,
+       Values::Positive);
   grad(tb::rsqrt);
   full("reciprocal", tb::reciprocal, tb::reciprocal_, tb::reciprocal_out, R::reciprocal, R::reciprocal_,
        R::reciprocal_out, U::FloatMath, Values::NonZero);
@@ -305,10 +318,12 @@ void special_unary_rows(std::vector<OpCase>& v) {
     const std::vector<Input> nan_in = {{{5, 7}, d}};
     const std::vector<Input> inf_in = {{{5, 7}, d}, {{5, 7}, d, C, Values::Zeros}};
     auto add_nan = [&](const std::string& n, std::function<Tn(const Tn&)> f, std::function<RT(const RT&)> r) {
-      add_row(v, n + "/" + dn(d) + "/nan", nan_in, [f](const In& in) { return one(f(tb::log(in[0]))); },
-              [r](const RIn& in) { return one(r(R::log(in[0]))); });
-      add_row(v, n + "/" + dn(d) + "/inf", inf_in, [f](const In& in) { return one(f(tb::div(in[0], in[1]))); },
-              [r](const RIn& in) { return one(r(R::div(in[0], in[1]))); });
+      add_row(
+          v, n + "/" + dn(d) + "/nan", nan_in, [f](const In& in) { return one(f(tb::log(in[0]))); },
+          [r](const RIn& in) { return one(r(R::log(in[0]))); });
+      add_row(
+          v, n + "/" + dn(d) + "/inf", inf_in, [f](const In& in) { return one(f(tb::div(in[0], in[1]))); },
+          [r](const RIn& in) { return one(r(R::div(in[0], in[1]))); });
     };
     add_nan("isnan", tb::isnan, R::isnan);
     add_nan("isinf", tb::isinf, R::isinf);
@@ -323,32 +338,56 @@ void special_unary_rows(std::vector<OpCase>& v) {
   // sides or on neither.
   for (DType d : {DType::Float32, DType::Int64}) {
     const std::string t = dn(d);
-    add_row(v, "neg/" + t + "/layout_transposed", {{{3, 4, 5}, d, Tr}}, [](const In& in) { return one(tb::neg(in[0])); },
-            [](const RIn& in) { return one(R::neg(in[0])); }, Check::View);
-    add_row(v, "abs/" + t + "/layout_permuted", {{{3, 4, 5}, d}},
-            [](const In& in) { return one(tb::abs(in[0].permute({2, 0, 1}))); },
-            [](const RIn& in) { return one(R::abs(R::permute(in[0], {2, 0, 1}))); }, Check::View);
-    add_row(v, "add/" + t + "/layout_permuted_broadcast", {{{3, 4, 5}, d}, {{4}, d}},
-            [](const In& in) { return one(tb::add(in[0].permute({2, 0, 1}), in[1])); },
-            [](const RIn& in) { return one(R::add(R::permute(in[0], {2, 0, 1}), in[1])); }, Check::View);
-    add_row(v, "mul/" + t + "/layout_contiguous_first", {{{4, 5}, d}, {{4, 5}, d, Tr}},
-            [](const In& in) { return one(tb::mul(in[0], in[1])); }, [](const RIn& in) { return one(R::mul(in[0], in[1])); },
-            Check::View);
-    add_row(v, "mul/" + t + "/layout_transposed_first", {{{4, 5}, d, Tr}, {{4, 5}, d}},
-            [](const In& in) { return one(tb::mul(in[0], in[1])); }, [](const RIn& in) { return one(R::mul(in[0], in[1])); },
-            Check::View);
-    add_row(v, "maximum/" + t + "/layout_strided_transposed", {{{4, 6}, d, St}},
-            [](const In& in) { return one(tb::maximum(in[0].t(), in[0].t())); },
-            [](const RIn& in) { return one(R::maximum(R::t(in[0]), R::t(in[0]))); }, Check::View);
-    add_row(v, "where/" + t + "/layout_transposed", {{{3, 4}, DType::Bool, Tr, Values::Bool}, {{3, 4}, d, Tr}, {{4}, d}},
-            [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
-            [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::View);
+    add_row(
+        v, "neg/" + t + "/layout_transposed", {{{3, 4, 5}, d, Tr}}, [](const In& in) { return one(tb::neg(in[0])); },
+        [](const RIn& in) { return one(R::neg(in[0])); }, Check::View);
+    add_row(
+        v, "abs/" + t + "/layout_permuted", {{{3, 4, 5}, d}},
+        [](const In& in) {
+          return one(tb::abs(in[0].permute({2, 0, 1})));
+        },
+        [](const RIn& in) {
+          return one(R::abs(R::permute(in[0], {2, 0, 1})));
+        },
+        Check::View);
+    add_row(
+        v, "add/" + t + "/layout_permuted_broadcast", {{{3, 4, 5}, d}, {{4}, d}},
+        [](const In& in) {
+          return one(tb::add(in[0].permute({2, 0, 1}), in[1]));
+        },
+        [](const RIn& in) {
+          return one(R::add(R::permute(in[0], {2, 0, 1}), in[1]));
+        },
+        Check::View);
+    add_row(
+        v, "mul/" + t + "/layout_contiguous_first", {{{4, 5}, d}, {{4, 5}, d, Tr}},
+        [](const In& in) { return one(tb::mul(in[0], in[1])); },
+        [](const RIn& in) { return one(R::mul(in[0], in[1])); }, Check::View);
+    add_row(
+        v, "mul/" + t + "/layout_transposed_first", {{{4, 5}, d, Tr}, {{4, 5}, d}},
+        [](const In& in) { return one(tb::mul(in[0], in[1])); },
+        [](const RIn& in) { return one(R::mul(in[0], in[1])); }, Check::View);
+    add_row(
+        v, "maximum/" + t + "/layout_strided_transposed", {{{4, 6}, d, St}},
+        [](const In& in) { return one(tb::maximum(in[0].t(), in[0].t())); },
+        [](const RIn& in) { return one(R::maximum(R::t(in[0]), R::t(in[0]))); }, Check::View);
+    add_row(
+        v, "where/" + t + "/layout_transposed", {{{3, 4}, DType::Bool, Tr, Values::Bool}, {{3, 4}, d, Tr}, {{4}, d}},
+        [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
+        [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::View);
   }
-  add_row(v, "exp/float64/layout_permuted_int_input", {{{2, 3, 4}, DType::Int32}},
-          [](const In& in) { return one(tb::exp(in[0].permute({1, 2, 0}))); },
-          [](const RIn& in) { return one(R::exp(R::permute(in[0], {1, 2, 0}))); }, Check::View);
-  add_row(v, "gelu/float32/bad_mode", {{{5, 7}}}, [](const In& in) { return one(tb::gelu(in[0], "erf")); },
-          [](const RIn& in) { return one(R::gelu(in[0], "erf")); }, Check::Error);
+  add_row(
+      v, "exp/float64/layout_permuted_int_input", {{{2, 3, 4}, DType::Int32}},
+      [](const In& in) {
+        return one(tb::exp(in[0].permute({1, 2, 0})));
+      },
+      [](const RIn& in) {
+        return one(R::exp(R::permute(in[0], {1, 2, 0})));
+      },
+      Check::View);
+  add_row(
+      v, "gelu/float32/bad_mode", {{{5, 7}}}, [](const In& in) { return one(tb::gelu(in[0], "erf")); },
+      [](const RIn& in) { return one(R::gelu(in[0], "erf")); }, Check::Error);
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ inline std::string dn(DType d) { return core::name(d); }
 inline bool grad_dtype(DType d) { return d == DType::Float32 || d == DType::Float64; }
 
 inline void add_row(std::vector<OpCase>& v, std::string name, std::vector<Input> in, EngineFn e, RefFn r,
-             Check check = Check::Values) {
+                    Check check = Check::Values) {
   v.push_back(make_case(std::move(name), std::move(in), std::move(e), std::move(r), check));
 }
 

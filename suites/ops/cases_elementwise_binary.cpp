@@ -51,10 +51,10 @@ struct Pair {
   Layout lb;
 };
 const std::vector<Pair> kPairs = {
-    {"contig", {5, 7}, C, {5, 7}, C},        {"broadcast", {4, 1, 6}, C, {5, 6}, C},
-    {"transposed", {6, 9}, Tr, {6, 9}, Tr},  {"strided", {4, 11}, St, {4, 11}, C},
-    {"expanded", {3, 5}, Ex, {3, 5}, Tr},    {"scalar", {}, C, {}, C},
-    {"dim_0d", {5, 7}, C, {}, C},            {"empty", {0, 3}, C, {1, 3}, C},
+    {"contig", {5, 7}, C, {5, 7}, C},       {"broadcast", {4, 1, 6}, C, {5, 6}, C},
+    {"transposed", {6, 9}, Tr, {6, 9}, Tr}, {"strided", {4, 11}, St, {4, 11}, C},
+    {"expanded", {3, 5}, Ex, {3, 5}, Tr},   {"scalar", {}, C, {}, C},
+    {"dim_0d", {5, 7}, C, {}, C},           {"empty", {0, 3}, C, {1, 3}, C},
     {"odd", {1031}, C, {1031}, St},
 };
 // The pairs whose float32/float64 rows are also gradient rows (of specs with `g`); the other
@@ -82,9 +82,9 @@ void add_inplace_grad_row(std::vector<OpCase>& v, std::string name, std::vector<
 }
 
 const std::vector<std::pair<DType, DType>> kMixed = {
-    {DType::Int32, DType::Int64},    {DType::Int64, DType::Float32},    {DType::BFloat16, DType::Float16},
-    {DType::Float32, DType::Float64}, {DType::Bool, DType::Int32},       {DType::BFloat16, DType::Float32},
-    {DType::Int32, DType::Bool},     {DType::Float16, DType::Float32},
+    {DType::Int32, DType::Int64},     {DType::Int64, DType::Float32},   {DType::BFloat16, DType::Float16},
+    {DType::Float32, DType::Float64}, {DType::Bool, DType::Int32},      {DType::BFloat16, DType::Float32},
+    {DType::Int32, DType::Bool},      {DType::Float16, DType::Float32},
 };
 
 void binary_rows(std::vector<OpCase>& v, const BinarySpec& s) {
@@ -112,15 +112,20 @@ void binary_rows(std::vector<OpCase>& v, const BinarySpec& s) {
       auto fs = s.fs;
       auto rs = s.rs;
       const std::string sn = sc.is_float() ? "scalar_float" : sc.is_bool() ? "scalar_bool" : "scalar_int";
-      add_row(v, base + sn, {{{5, 7}, d, Tr, s.va}}, [fs, sc](const In& in) { return one(fs(in[0], sc)); },
-              [rs, sc](const RIn& in) { return one(rs(in[0], sc)); },
-              s.raises(d, sc.dtype()) ? Check::Error : Check::Values);
+      add_row(
+          v, base + sn, {{{5, 7}, d, Tr, s.va}}, [fs, sc](const In& in) { return one(fs(in[0], sc)); },
+          [rs, sc](const RIn& in) { return one(rs(in[0], sc)); },
+          s.raises(d, sc.dtype()) ? Check::Error : Check::Values);
     }
     const DType rd = s.result(d);
     if (s.fi) {
       auto fi = s.fi;
       auto ri = s.ri;
-      EngineFn ei = [fi](const In& in) { Tn x = in[0]; fi(x, in[1]); return one(x); };
+      EngineFn ei = [fi](const In& in) {
+        Tn x = in[0];
+        fi(x, in[1]);
+        return one(x);
+      };
       RefFn rfi = [ri](const RIn& in) { return one(ri(in[0], in[1])); };
       const std::string ib = s.name + "_/" + dn(d) + "/" + s.variant;
       if (core::category(rd) > core::category(d)) {
@@ -138,7 +143,11 @@ void binary_rows(std::vector<OpCase>& v, const BinarySpec& s) {
     if (s.fo) {
       auto fo = s.fo;
       auto ro = s.ro;
-      EngineFn eo = [fo](const In& in) { Tn o = in[2]; fo(o, in[0], in[1]); return one(o); };
+      EngineFn eo = [fo](const In& in) {
+        Tn o = in[2];
+        fo(o, in[0], in[1]);
+        return one(o);
+      };
       RefFn rfo = [ro](const RIn& in) { return one(ro(in[2], in[0], in[1])); };
       const std::string ob = s.name + "_out/" + dn(d) + "/" + s.variant;
       add_row(v, ob + "contig", {{{5, 7}, d, C, s.va}, {{5, 7}, d, C, s.vb}, {{5, 7}, rd, C, Values::Zeros}}, eo, rfo);
@@ -146,14 +155,15 @@ void binary_rows(std::vector<OpCase>& v, const BinarySpec& s) {
               eo, rfo);
       add_row(v, ob + "resize", {{{5, 7}, d, C, s.va}, {{7}, d, C, s.vb}, {{0}, rd, C, Values::Zeros}}, eo, rfo);
       // A non-empty out of the wrong shape is resized too (LibTorch warns, it does not raise).
-      add_row(v, ob + "resize_nonempty", {{{5, 7}, d, C, s.va}, {{7}, d, C, s.vb}, {{3, 2}, rd, C, Values::Zeros}},
-              eo, rfo);
+      add_row(v, ob + "resize_nonempty", {{{5, 7}, d, C, s.va}, {{7}, d, C, s.vb}, {{3, 2}, rd, C, Values::Zeros}}, eo,
+              rfo);
       if (d == DType::Float32) {
-        add_row(v, ob + "cast_f64", {{{5, 7}, d, C, s.va}, {{5, 7}, d, C, s.vb}, {{5, 7}, DType::Float64, C, Values::Zeros}},
-                eo, rfo);
+        add_row(v, ob + "cast_f64",
+                {{{5, 7}, d, C, s.va}, {{5, 7}, d, C, s.vb}, {{5, 7}, DType::Float64, C, Values::Zeros}}, eo, rfo);
         if (rd != DType::Bool)
-          add_row(v, ob + "int_error", {{{5, 7}, d, C, s.va}, {{5, 7}, d, C, s.vb}, {{5, 7}, DType::Int32, C, Values::Zeros}},
-                  eo, rfo, Check::Error);
+          add_row(v, ob + "int_error",
+                  {{{5, 7}, d, C, s.va}, {{5, 7}, d, C, s.vb}, {{5, 7}, DType::Int32, C, Values::Zeros}}, eo, rfo,
+                  Check::Error);
       }
     }
   }
@@ -243,8 +253,8 @@ std::vector<BinarySpec> binary_specs() {
     s.gi = [](Tn& x, const Tn& y) { tb::mul_(x, y); };
     b.push_back(std::move(s));
   }
-  for (std::optional<std::string> mode : {std::optional<std::string>{}, std::optional<std::string>{"trunc"},
-                                          std::optional<std::string>{"floor"}}) {
+  for (std::optional<std::string> mode :
+       {std::optional<std::string>{}, std::optional<std::string>{"trunc"}, std::optional<std::string>{"floor"}}) {
     BinarySpec s;
     s.name = "div";
     s.variant = mode ? *mode + "_" : "";
@@ -331,10 +341,10 @@ std::vector<BinarySpec> binary_specs() {
     s.g = [is_max](const Tn& x, const Tn& y) { return is_max ? tb::maximum(x, y) : tb::minimum(x, y); };
     b.push_back(std::move(s));
   }
-  using CmpFns = std::tuple<const char*, Tn (*)(const Tn&, const Tn&), Tn (*)(const Tn&, const Scalar&),
-                            Tn& (*)(Tn&, const Tn&), Tn& (*)(Tn&, const Tn&, const Tn&), RT (*)(const RT&, const RT&),
-                            RT (*)(const RT&, const Scalar&), RT (*)(const RT&, const RT&),
-                            RT (*)(const RT&, const RT&, const RT&)>;
+  using CmpFns =
+      std::tuple<const char*, Tn (*)(const Tn&, const Tn&), Tn (*)(const Tn&, const Scalar&), Tn& (*)(Tn&, const Tn&),
+                 Tn& (*)(Tn&, const Tn&, const Tn&), RT (*)(const RT&, const RT&), RT (*)(const RT&, const Scalar&),
+                 RT (*)(const RT&, const RT&), RT (*)(const RT&, const RT&, const RT&)>;
   for (const CmpFns& c : {CmpFns{"eq", tb::eq, tb::eq, tb::eq_, tb::eq_out, R::eq, R::eq, R::eq_, R::eq_out},
                           CmpFns{"ne", tb::ne, tb::ne, tb::ne_, tb::ne_out, R::ne, R::ne, R::ne_, R::ne_out},
                           CmpFns{"lt", tb::lt, tb::lt, tb::lt_, tb::lt_out, R::lt, R::lt, R::lt_, R::lt_out},
@@ -356,16 +366,15 @@ std::vector<BinarySpec> binary_specs() {
     s.r = [r](const RT& x, const RT&) { return r(x, x); };
     b.push_back(std::move(s));
   }
-  using LogicFns = std::tuple<const char*, Tn (*)(const Tn&, const Tn&), Tn& (*)(Tn&, const Tn&),
-                              Tn& (*)(Tn&, const Tn&, const Tn&), RT (*)(const RT&, const RT&),
-                              RT (*)(const RT&, const RT&), RT (*)(const RT&, const RT&, const RT&)>;
-  for (const LogicFns& c :
-       {LogicFns{"logical_and", tb::logical_and, tb::logical_and_, tb::logical_and_out, R::logical_and, R::logical_and_,
-                 R::logical_and_out},
-        LogicFns{"logical_or", tb::logical_or, tb::logical_or_, tb::logical_or_out, R::logical_or, R::logical_or_,
-                 R::logical_or_out},
-        LogicFns{"logical_xor", tb::logical_xor, tb::logical_xor_, tb::logical_xor_out, R::logical_xor, R::logical_xor_,
-                 R::logical_xor_out}}) {
+  using LogicFns =
+      std::tuple<const char*, Tn (*)(const Tn&, const Tn&), Tn& (*)(Tn&, const Tn&), Tn& (*)(Tn&, const Tn&, const Tn&),
+                 RT (*)(const RT&, const RT&), RT (*)(const RT&, const RT&), RT (*)(const RT&, const RT&, const RT&)>;
+  for (const LogicFns& c : {LogicFns{"logical_and", tb::logical_and, tb::logical_and_, tb::logical_and_out,
+                                     R::logical_and, R::logical_and_, R::logical_and_out},
+                            LogicFns{"logical_or", tb::logical_or, tb::logical_or_, tb::logical_or_out, R::logical_or,
+                                     R::logical_or_, R::logical_or_out},
+                            LogicFns{"logical_xor", tb::logical_xor, tb::logical_xor_, tb::logical_xor_out,
+                                     R::logical_xor, R::logical_xor_, R::logical_xor_out}}) {
     BinarySpec s;
     s.name = std::get<0>(c);
     s.f = std::get<1>(c), s.fi = std::get<2>(c), s.fo = std::get<3>(c);
@@ -381,66 +390,98 @@ std::vector<BinarySpec> binary_specs() {
 void special_binary_rows(std::vector<OpCase>& v) {
   const DType f32 = DType::Float32, i64 = DType::Int64;
   auto row = [&](std::string name, std::vector<Input> in, BinFn f, BinRef r, Check ck = Check::Values) {
-    add_row(v, std::move(name), std::move(in), [f](const In& x) { return one(f(x[0], x[1])); },
-            [r](const RIn& x) { return one(r(x[0], x[1])); }, ck);
+    add_row(
+        v, std::move(name), std::move(in), [f](const In& x) { return one(f(x[0], x[1])); },
+        [r](const RIn& x) { return one(r(x[0], x[1])); }, ck);
   };
   const std::vector<Input> ii = {{{5, 7}, i64}, {{5, 7}, i64}}, ff = {{{5, 7}, f32}, {{5, 7}, f32}};
   const std::vector<Input> bb = {{{5, 7}, DType::Bool}, {{5, 7}, DType::Bool}};
-  row("add/float32/alpha_float", ff, [](auto& a, auto& b) { return tb::add(a, b, 2.5); },
+  row(
+      "add/float32/alpha_float", ff, [](auto& a, auto& b) { return tb::add(a, b, 2.5); },
       [](auto& a, auto& b) { return R::add(a, b, 2.5); });
-  row("sub/float64/alpha_float", {{{5, 7}, DType::Float64}, {{5, 7}, DType::Float64}},
+  row(
+      "sub/float64/alpha_float", {{{5, 7}, DType::Float64}, {{5, 7}, DType::Float64}},
       [](auto& a, auto& b) { return tb::sub(a, b, -0.5); }, [](auto& a, auto& b) { return R::sub(a, b, -0.5); });
-  row("add/int64/alpha_float_error", ii, [](auto& a, auto& b) { return tb::add(a, b, 2.5); },
+  row(
+      "add/int64/alpha_float_error", ii, [](auto& a, auto& b) { return tb::add(a, b, 2.5); },
       [](auto& a, auto& b) { return R::add(a, b, 2.5); }, Check::Error);
-  row("add/int32/alpha_bool_error", {{{5, 7}, DType::Int32}, {{5, 7}, DType::Int32}},
+  row(
+      "add/int32/alpha_bool_error", {{{5, 7}, DType::Int32}, {{5, 7}, DType::Int32}},
       [](auto& a, auto& b) { return tb::add(a, b, true); }, [](auto& a, auto& b) { return R::add(a, b, true); },
       Check::Error);
-  row("add/bool/alpha_bool", bb, [](auto& a, auto& b) { return tb::add(a, b, true); },
+  row(
+      "add/bool/alpha_bool", bb, [](auto& a, auto& b) { return tb::add(a, b, true); },
       [](auto& a, auto& b) { return R::add(a, b, true); });
-  row("add/float32/shape_error", {{{5, 7}, f32}, {{5, 6}, f32}}, [](auto& a, auto& b) { return tb::add(a, b); },
+  row(
+      "add/float32/shape_error", {{{5, 7}, f32}, {{5, 6}, f32}}, [](auto& a, auto& b) { return tb::add(a, b); },
       [](auto& a, auto& b) { return R::add(a, b); }, Check::Error);
-  row("mul/int32/shape_error", {{{2, 3}, DType::Int32}, {{3, 2}, DType::Int32}},
+  row(
+      "mul/int32/shape_error", {{{2, 3}, DType::Int32}, {{3, 2}, DType::Int32}},
       [](auto& a, auto& b) { return tb::mul(a, b); }, [](auto& a, auto& b) { return R::mul(a, b); }, Check::Error);
-  row("div/float32/bad_mode", ff, [](auto& a, auto& b) { return tb::div(a, b, "round"); },
+  row(
+      "div/float32/bad_mode", ff, [](auto& a, auto& b) { return tb::div(a, b, "round"); },
       [](auto& a, auto& b) { return R::div(a, b, std::string("round")); }, Check::Error);
   const std::vector<Input> iz = {{{5, 7}, i64}, {{5, 7}, i64, C, Values::Zeros}};
   for (const char* m : {"trunc", "floor"}) {
     const std::string mode = m;
-    row("div/int64/" + mode + "_zero_error", iz, [mode](auto& a, auto& b) { return tb::div(a, b, mode); },
+    row(
+        "div/int64/" + mode + "_zero_error", iz, [mode](auto& a, auto& b) { return tb::div(a, b, mode); },
         [mode](auto& a, auto& b) { return R::div(a, b, mode); }, Check::Error);
-    row("div/int32/" + mode + "_scalar_zero_error", {{{5, 7}, DType::Int32}, {{1}, i64}},
+    row(
+        "div/int32/" + mode + "_scalar_zero_error", {{{5, 7}, DType::Int32}, {{1}, i64}},
         [mode](auto& a, auto&) { return tb::div(a, 0, mode); }, [mode](auto& a, auto&) { return R::div(a, 0, mode); },
         Check::Error);
   }
-  row("div/int64/true_zero", iz, [](auto& a, auto& b) { return tb::div(a, b); },
+  row(
+      "div/int64/true_zero", iz, [](auto& a, auto& b) { return tb::div(a, b); },
       [](auto& a, auto& b) { return R::div(a, b); });
-  row("div/float32/floor_zero", {{{5, 7}, f32}, {{5, 7}, f32, C, Values::Zeros}},
+  row(
+      "div/float32/floor_zero", {{{5, 7}, f32}, {{5, 7}, f32, C, Values::Zeros}},
       [](auto& a, auto& b) { return tb::div(a, b, "floor"); }, [](auto& a, auto& b) { return R::div(a, b, "floor"); });
-  row("remainder/int64/zero_error", iz, [](auto& a, auto& b) { return tb::remainder(a, b); },
+  row(
+      "remainder/int64/zero_error", iz, [](auto& a, auto& b) { return tb::remainder(a, b); },
       [](auto& a, auto& b) { return R::remainder(a, b); }, Check::Error);
-  row("remainder/int64/scalar_zero_error", ii, [](auto& a, auto&) { return tb::remainder(a, 0); },
+  row(
+      "remainder/int64/scalar_zero_error", ii, [](auto& a, auto&) { return tb::remainder(a, 0); },
       [](auto& a, auto&) { return R::remainder(a, 0); }, Check::Error);
-  row("remainder/float32/zero", {{{5, 7}, f32}, {{5, 7}, f32, C, Values::Zeros}},
+  row(
+      "remainder/float32/zero", {{{5, 7}, f32}, {{5, 7}, f32, C, Values::Zeros}},
       [](auto& a, auto& b) { return tb::remainder(a, b); }, [](auto& a, auto& b) { return R::remainder(a, b); });
-  row("pow/int64/scalar_neg_error", ii, [](auto& a, auto&) { return tb::pow(a, -1); },
+  row(
+      "pow/int64/scalar_neg_error", ii, [](auto& a, auto&) { return tb::pow(a, -1); },
       [](auto& a, auto&) { return R::pow(a, -1); }, Check::Error);
-  row("pow/bool/scalar_int", bb, [](auto& a, auto&) { return tb::pow(a, 2); }, [](auto& a, auto&) { return R::pow(a, 2); });
+  row(
+      "pow/bool/scalar_int", bb, [](auto& a, auto&) { return tb::pow(a, 2); },
+      [](auto& a, auto&) { return R::pow(a, 2); });
   for (DType d : {f32, DType::Float64, DType::BFloat16, i64, DType::Int32}) {
-    row("pow/" + dn(d) + "/scalar_base", {{{5, 7}, d}, {{1}, d}}, [](auto& a, auto&) { return tb::pow(2, a); },
+    row(
+        "pow/" + dn(d) + "/scalar_base", {{{5, 7}, d}, {{1}, d}}, [](auto& a, auto&) { return tb::pow(2, a); },
         [](auto& a, auto&) { return R::pow(2, a); });
-    row("pow/" + dn(d) + "/scalar_base_float", {{{5, 7}, d}, {{1}, d}}, [](auto& a, auto&) { return tb::pow(1.5, a); },
+    row(
+        "pow/" + dn(d) + "/scalar_base_float", {{{5, 7}, d}, {{1}, d}}, [](auto& a, auto&) { return tb::pow(1.5, a); },
         [](auto& a, auto&) { return R::pow(1.5, a); });
   }
   // NaN propagation: log of the negative entries of a.
   for (DType d : {f32, DType::BFloat16, DType::Float64}) {
     const std::vector<Input> in = {{{5, 7}, d}, {{5, 7}, d}};
-    row("maximum/" + dn(d) + "/nan", in, [](auto& a, auto& b) { return tb::maximum(tb::log(a), b); },
+    row(
+        "maximum/" + dn(d) + "/nan", in, [](auto& a, auto& b) { return tb::maximum(tb::log(a), b); },
         [](auto& a, auto& b) { return R::maximum(R::log(a), b); });
-    row("minimum/" + dn(d) + "/nan", in, [](auto& a, auto& b) { return tb::minimum(b, tb::log(a)); },
+    row(
+        "minimum/" + dn(d) + "/nan", in, [](auto& a, auto& b) { return tb::minimum(b, tb::log(a)); },
         [](auto& a, auto& b) { return R::minimum(b, R::log(a)); });
-    row("eq/" + dn(d) + "/nan", in, [](auto& a, auto&) { auto l = tb::log(a); return tb::eq(l, l); },
-        [](auto& a, auto&) { auto l = R::log(a); return R::eq(l, l); });
-    row("logical_and/" + dn(d) + "/nan", in, [](auto& a, auto& b) { return tb::logical_and(tb::log(a), b); },
+    row(
+        "eq/" + dn(d) + "/nan", in,
+        [](auto& a, auto&) {
+          auto l = tb::log(a);
+          return tb::eq(l, l);
+        },
+        [](auto& a, auto&) {
+          auto l = R::log(a);
+          return R::eq(l, l);
+        });
+    row(
+        "logical_and/" + dn(d) + "/nan", in, [](auto& a, auto& b) { return tb::logical_and(tb::log(a), b); },
         [](auto& a, auto& b) { return R::logical_and(R::log(a), b); });
   }
 }
@@ -454,30 +495,34 @@ void clamp_where_rows(std::vector<OpCase>& v) {
     const char* name;
     OS lo, hi;
   };
-  const std::vector<ScalarBounds> bounds = {{"both_int", -2, 2},       {"both_float", -0.5, 0.5},
+  const std::vector<ScalarBounds> bounds = {{"both_int", -2, 2},           {"both_float", -0.5, 0.5},
                                             {"min_only", 0, std::nullopt}, {"max_only", std::nullopt, 1},
-                                            {"inverted", 1, -1},        {"none_error", std::nullopt, std::nullopt}};
+                                            {"inverted", 1, -1},           {"none_error", std::nullopt, std::nullopt}};
   for (DType d : kAll) {
     for (const ScalarBounds& bd : bounds) {
       const OS lo = bd.lo, hi = bd.hi;
       const std::string nm = bd.name;
       const Check ck = nm == "none_error" ? Check::Error : Check::Values;
-      add_row(v, "clamp/" + dn(d) + "/" + nm, {{{6, 9}, d, Tr}}, [lo, hi](const In& in) { return one(tb::clamp(in[0], lo, hi)); },
-              [lo, hi](const RIn& in) { return one(R::clamp(in[0], lo, hi)); }, ck);
+      add_row(
+          v, "clamp/" + dn(d) + "/" + nm, {{{6, 9}, d, Tr}},
+          [lo, hi](const In& in) { return one(tb::clamp(in[0], lo, hi)); },
+          [lo, hi](const RIn& in) { return one(R::clamp(in[0], lo, hi)); }, ck);
       if (ck == Check::Error) continue;
-      add_row(v, "clamp/" + dn(d) + "/" + nm + "_scalar", {{{}, d}},
-              [lo, hi](const In& in) { return one(tb::clamp(in[0], lo, hi)); },
-              [lo, hi](const RIn& in) { return one(R::clamp(in[0], lo, hi)); });
+      add_row(
+          v, "clamp/" + dn(d) + "/" + nm + "_scalar", {{{}, d}},
+          [lo, hi](const In& in) { return one(tb::clamp(in[0], lo, hi)); },
+          [lo, hi](const RIn& in) { return one(R::clamp(in[0], lo, hi)); });
     }
     // Tensor bounds, broadcast: x (4, 5), lo (5), hi (4, 1).
     const std::vector<Input> in3 = {{{4, 5}, d, C}, {{5}, d, St}, {{4, 1}, d, C}};
     const Check both_ck = d == DType::Bool ? Check::Error : Check::Values;
     // float32/float64: also gradient rows (the differentiable clamp and where).
     const bool grad = grad_dtype(d);
-    add_row(v, "clamp/" + dn(d) + "/tensor_both", in3,
-            grad ? EngineFn([](const In& in) { return one(tb::clamp(in[0], OT(in[1]), OT(in[2]))); })
-                 : EngineFn([](const In& in) { return one(tb::clamp(in[0], OT(in[1]), OT(in[2]))); }),
-            [](const RIn& in) { return one(R::clamp(in[0], ORT(in[1]), ORT(in[2]))); }, both_ck);
+    add_row(
+        v, "clamp/" + dn(d) + "/tensor_both", in3,
+        grad ? EngineFn([](const In& in) { return one(tb::clamp(in[0], OT(in[1]), OT(in[2]))); })
+             : EngineFn([](const In& in) { return one(tb::clamp(in[0], OT(in[1]), OT(in[2]))); }),
+        [](const RIn& in) { return one(R::clamp(in[0], ORT(in[1]), ORT(in[2]))); }, both_ck);
     v.back().grad = grad;
     add_row(v, "clamp/" + dn(d) + "/tensor_min", in3,
             grad ? EngineFn([](const In& in) { return one(tb::clamp(in[0], OT(in[1]), OT())); })
@@ -493,62 +538,105 @@ void clamp_where_rows(std::vector<OpCase>& v) {
     const std::vector<Input> w = {{{4, 1, 6}, DType::Bool, C, Values::Bool}, {{5, 6}, d, Tr}, {{4, 5, 1}, d, C}};
     const EngineFn where_e = grad ? EngineFn([](const In& in) { return one(tb::where(in[0], in[1], in[2])); })
                                   : EngineFn([](const In& in) { return one(tb::where(in[0], in[1], in[2])); });
-    add_row(v, "where/" + dn(d) + "/broadcast", w, where_e, [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
-    v.back().grad = grad;
-    add_row(v, "where/" + dn(d) + "/contig", {{{5, 7}, DType::Bool, St, Values::Bool}, {{5, 7}, d}, {{5, 7}, d}},
-            [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
+    add_row(v, "where/" + dn(d) + "/broadcast", w, where_e,
             [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
+    v.back().grad = grad;
+    add_row(
+        v, "where/" + dn(d) + "/contig", {{{5, 7}, DType::Bool, St, Values::Bool}, {{5, 7}, d}, {{5, 7}, d}},
+        [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
+        [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
     add_row(v, "where/" + dn(d) + "/empty", {{{0, 3}, DType::Bool, C, Values::Bool}, {{3}, d}, {{}, d}}, where_e,
             [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
     v.back().grad = grad;
-    add_row(v, "where/" + dn(d) + "/scalar_float", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 7}, d, Ex}},
-            [](const In& in) { return one(tb::where(in[0], in[1], 2.5)); },
-            [](const RIn& in) { return one(R::where(in[0], in[1], 2.5)); });
-    add_row(v, "where/" + dn(d) + "/scalar_int", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 7}, d}},
-            [](const In& in) { return one(tb::where(in[0], in[1], 3)); },
-            [](const RIn& in) { return one(R::where(in[0], in[1], 3)); });
+    add_row(
+        v, "where/" + dn(d) + "/scalar_float", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 7}, d, Ex}},
+        [](const In& in) { return one(tb::where(in[0], in[1], 2.5)); },
+        [](const RIn& in) { return one(R::where(in[0], in[1], 2.5)); });
+    add_row(
+        v, "where/" + dn(d) + "/scalar_int", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 7}, d}},
+        [](const In& in) { return one(tb::where(in[0], in[1], 3)); },
+        [](const RIn& in) { return one(R::where(in[0], in[1], 3)); });
   }
   const DType f32 = DType::Float32;
-  add_row(v, "clamp/float32/nan", {{{5, 7}, f32}}, [](const In& in) { return one(tb::clamp(tb::log(in[0]), -0.5, 0.5)); },
-          [](const RIn& in) { return one(R::clamp(R::log(in[0]), -0.5, 0.5)); });
-  add_row(v, "clamp/float32/tensor_nan", {{{5, 7}, f32}, {{7}, f32}, {{5, 1}, f32}},
-          [](const In& in) { return one(tb::clamp(in[0], OT(tb::log(in[1])), OT(in[2]))); },
-          [](const RIn& in) { return one(R::clamp(in[0], ORT(R::log(in[1])), ORT(in[2]))); });
-  add_row(v, "clamp/int32_int64_float32/tensor_mixed", {{{4, 5}, DType::Int32}, {{5}, DType::Int64}, {{}, f32}},
-          [](const In& in) { return one(tb::clamp(in[0], OT(in[1]), OT(in[2]))); },
-          [](const RIn& in) { return one(R::clamp(in[0], ORT(in[1]), ORT(in[2]))); });
+  add_row(
+      v, "clamp/float32/nan", {{{5, 7}, f32}}, [](const In& in) { return one(tb::clamp(tb::log(in[0]), -0.5, 0.5)); },
+      [](const RIn& in) { return one(R::clamp(R::log(in[0]), -0.5, 0.5)); });
+  add_row(
+      v, "clamp/float32/tensor_nan", {{{5, 7}, f32}, {{7}, f32}, {{5, 1}, f32}},
+      [](const In& in) { return one(tb::clamp(in[0], OT(tb::log(in[1])), OT(in[2]))); },
+      [](const RIn& in) { return one(R::clamp(in[0], ORT(R::log(in[1])), ORT(in[2]))); });
+  add_row(
+      v, "clamp/int32_int64_float32/tensor_mixed", {{{4, 5}, DType::Int32}, {{5}, DType::Int64}, {{}, f32}},
+      [](const In& in) { return one(tb::clamp(in[0], OT(in[1]), OT(in[2]))); },
+      [](const RIn& in) { return one(R::clamp(in[0], ORT(in[1]), ORT(in[2]))); });
   // Also a gradient row: in place on a clone (a leaf that requires grad may not be modified).
-  v.push_back(make_grad_case("clamp_/float32/scalar", {{{6, 9}, f32, Tr}},
-                             [](const In& in) { Tn x = in[0].clone(); tb::clamp_(x, -0.5, 0.5); return one(x); },
-                             [](const RIn& in) { return one(R::clamp_(R::clone(in[0]), -0.5, 0.5)); }));
-  add_row(v, "clamp_/int32/float_bound_error", {{{6, 9}, DType::Int32}},
-          [](const In& in) { Tn x = in[0]; tb::clamp_(x, 0.5); return one(x); },
-          [](const RIn& in) { return one(R::clamp_(in[0], 0.5)); }, Check::Error);
-  add_row(v, "clamp_/float32/tensor", {{{4, 5}, f32}, {{5}, f32}, {{4, 1}, f32}},
-          [](const In& in) { Tn x = in[0]; tb::clamp_(x, OT(in[1]), OT(in[2])); return one(x); },
-          [](const RIn& in) { return one(R::clamp_(in[0], ORT(in[1]), ORT(in[2]))); });
-  add_row(v, "clamp_out/float32/scalar", {{{6, 9}, f32, Tr}, {{6, 9}, f32, C, Values::Zeros}},
-          [](const In& in) { Tn o = in[1]; tb::clamp_out(o, in[0], -1, 0.5); return one(o); },
-          [](const RIn& in) { return one(R::clamp_out(in[1], in[0], -1, 0.5)); });
-  add_row(v, "clamp_out/float32/tensor", {{{4, 5}, f32}, {{5}, f32}, {{4, 1}, f32}, {{4, 5}, DType::Float64, C, Values::Zeros}},
-          [](const In& in) { Tn o = in[3]; tb::clamp_out(o, in[0], OT(in[1]), OT(in[2])); return one(o); },
-          [](const RIn& in) { return one(R::clamp_out(in[3], in[0], ORT(in[1]), ORT(in[2]))); });
-  add_row(v, "where/int64_float32/mixed", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 7}, DType::Int64}, {{}, f32}},
-          [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
-          [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
-  add_row(v, "where/bfloat16_float16/mixed", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 7}, DType::BFloat16}, {{5, 7}, DType::Float16}},
-          [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
-          [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
-  add_row(v, "where/float32/cond_int_error", {{{5, 7}, DType::Int64}, {{5, 7}, f32}, {{5, 7}, f32}},
-          [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
-          [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::Error);
-  add_row(v, "where/float32/shape_error", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 6}, f32}, {{5, 7}, f32}},
-          [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
-          [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::Error);
-  add_row(v, "where_out/float32/broadcast",
-          {{{4, 1, 6}, DType::Bool, C, Values::Bool}, {{5, 6}, f32}, {{4, 5, 1}, f32}, {{4, 5, 6}, f32, Tr, Values::Zeros}},
-          [](const In& in) { Tn o = in[3]; tb::where_out(o, in[0], in[1], in[2]); return one(o); },
-          [](const RIn& in) { return one(R::where_out(in[3], in[0], in[1], in[2])); });
+  v.push_back(make_grad_case(
+      "clamp_/float32/scalar", {{{6, 9}, f32, Tr}},
+      [](const In& in) {
+        Tn x = in[0].clone();
+        tb::clamp_(x, -0.5, 0.5);
+        return one(x);
+      },
+      [](const RIn& in) { return one(R::clamp_(R::clone(in[0]), -0.5, 0.5)); }));
+  add_row(
+      v, "clamp_/int32/float_bound_error", {{{6, 9}, DType::Int32}},
+      [](const In& in) {
+        Tn x = in[0];
+        tb::clamp_(x, 0.5);
+        return one(x);
+      },
+      [](const RIn& in) { return one(R::clamp_(in[0], 0.5)); }, Check::Error);
+  add_row(
+      v, "clamp_/float32/tensor", {{{4, 5}, f32}, {{5}, f32}, {{4, 1}, f32}},
+      [](const In& in) {
+        Tn x = in[0];
+        tb::clamp_(x, OT(in[1]), OT(in[2]));
+        return one(x);
+      },
+      [](const RIn& in) { return one(R::clamp_(in[0], ORT(in[1]), ORT(in[2]))); });
+  add_row(
+      v, "clamp_out/float32/scalar", {{{6, 9}, f32, Tr}, {{6, 9}, f32, C, Values::Zeros}},
+      [](const In& in) {
+        Tn o = in[1];
+        tb::clamp_out(o, in[0], -1, 0.5);
+        return one(o);
+      },
+      [](const RIn& in) { return one(R::clamp_out(in[1], in[0], -1, 0.5)); });
+  add_row(
+      v, "clamp_out/float32/tensor",
+      {{{4, 5}, f32}, {{5}, f32}, {{4, 1}, f32}, {{4, 5}, DType::Float64, C, Values::Zeros}},
+      [](const In& in) {
+        Tn o = in[3];
+        tb::clamp_out(o, in[0], OT(in[1]), OT(in[2]));
+        return one(o);
+      },
+      [](const RIn& in) { return one(R::clamp_out(in[3], in[0], ORT(in[1]), ORT(in[2]))); });
+  add_row(
+      v, "where/int64_float32/mixed", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 7}, DType::Int64}, {{}, f32}},
+      [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
+      [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
+  add_row(
+      v, "where/bfloat16_float16/mixed",
+      {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 7}, DType::BFloat16}, {{5, 7}, DType::Float16}},
+      [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
+      [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); });
+  add_row(
+      v, "where/float32/cond_int_error", {{{5, 7}, DType::Int64}, {{5, 7}, f32}, {{5, 7}, f32}},
+      [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
+      [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::Error);
+  add_row(
+      v, "where/float32/shape_error", {{{5, 7}, DType::Bool, C, Values::Bool}, {{5, 6}, f32}, {{5, 7}, f32}},
+      [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
+      [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::Error);
+  add_row(
+      v, "where_out/float32/broadcast",
+      {{{4, 1, 6}, DType::Bool, C, Values::Bool}, {{5, 6}, f32}, {{4, 5, 1}, f32}, {{4, 5, 6}, f32, Tr, Values::Zeros}},
+      [](const In& in) {
+        Tn o = in[3];
+        tb::where_out(o, in[0], in[1], in[2]);
+        return one(o);
+      },
+      [](const RIn& in) { return one(R::where_out(in[3], in[0], in[1], in[2])); });
 }
 
 // ------------------------------------------------------------------ benchmarks
@@ -565,16 +653,34 @@ void bench_rows(std::vector<OpCase>& v) {
     const double isz = double(core::itemsize(d));
     const std::string dt = dn(d);
     const std::vector<Input> ab = {{{n}, d}, {{n}, d}, {{n}, d, C, Values::Zeros}};
-    bench("add/" + dt + "/16M", ab, [](const In& in) { Tn o = in[2]; tb::add_out(o, in[0], in[1]); return one(o); },
-          [](const RIn& in) { return one(R::add_out(in[2], in[0], in[1])); }, 3 * isz * double(n), double(n));
-    bench("gelu/" + dt + "/16M", {{{n}, d}, {{n}, d, C, Values::Zeros}},
-          [](const In& in) { Tn o = in[1]; tb::gelu_out(o, in[0]); return one(o); },
-          [](const RIn& in) { return one(R::gelu_out(in[1], in[0])); }, 2 * isz * double(n), 0);
-    bench("mul/" + dt + "/16M", ab, [](const In& in) { Tn o = in[2]; tb::mul_out(o, in[0], in[1]); return one(o); },
-          [](const RIn& in) { return one(R::mul_out(in[2], in[0], in[1])); }, 3 * isz * double(n), double(n));
+    bench(
+        "add/" + dt + "/16M", ab,
+        [](const In& in) {
+          Tn o = in[2];
+          tb::add_out(o, in[0], in[1]);
+          return one(o);
+        },
+        [](const RIn& in) { return one(R::add_out(in[2], in[0], in[1])); }, 3 * isz * double(n), double(n));
+    bench(
+        "gelu/" + dt + "/16M", {{{n}, d}, {{n}, d, C, Values::Zeros}},
+        [](const In& in) {
+          Tn o = in[1];
+          tb::gelu_out(o, in[0]);
+          return one(o);
+        },
+        [](const RIn& in) { return one(R::gelu_out(in[1], in[0])); }, 2 * isz * double(n), 0);
+    bench(
+        "mul/" + dt + "/16M", ab,
+        [](const In& in) {
+          Tn o = in[2];
+          tb::mul_out(o, in[0], in[1]);
+          return one(o);
+        },
+        [](const RIn& in) { return one(R::mul_out(in[2], in[0], in[1])); }, 3 * isz * double(n), double(n));
     // LibTorch has no relu out=: both sides allocate (from their caching allocators).
-    bench("relu/" + dt + "/16M", {{{n}, d}}, [](const In& in) { return one(tb::relu(in[0])); },
-          [](const RIn& in) { return one(R::relu(in[0])); }, 2 * isz * double(n), double(n));
+    bench(
+        "relu/" + dt + "/16M", {{{n}, d}}, [](const In& in) { return one(tb::relu(in[0])); },
+        [](const RIn& in) { return one(R::relu(in[0])); }, 2 * isz * double(n), double(n));
   }
 }
 

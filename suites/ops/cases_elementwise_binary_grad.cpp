@@ -63,11 +63,9 @@ struct PairRow {
 };
 // broadcast, expanded, scalar and empty: the value rows of those names (cases_elementwise_binary.cpp).
 const std::vector<PairRow> kPairs = {
-    {"same", {3, 4}, C, {3, 4}, C},
-    {"layouts", {3, 4}, Tr, {3, 4}, St},
+    {"same", {3, 4}, C, {3, 4}, C},      {"layouts", {3, 4}, Tr, {3, 4}, St},
     {"outer", {3, 1}, C, {2, 1, 4}, St},  // both sides broadcast
-    {"scalar_first", {}, C, {2, 3}, Tr},
-    {"one", {1}, C, {1}, C},
+    {"scalar_first", {}, C, {2, 3}, Tr}, {"one", {1}, C, {1}, C},
 };
 
 std::string prefixed(const std::string& tag, const std::string& variant) {
@@ -92,8 +90,8 @@ void binary_rows(std::vector<OpCase>& v, const Binary& op, DType dt) {
       [f](const In& x) { return one(tb::mul(f(x[0], x[1]), x[1])); },
       [r](const RIn& x) { return one(R::mul(r(x[0], x[1]), x[1])); }));
   // Only one side requires grad.
-  OpCase only_b =
-      make_grad_case(base + prefixed(op.tag, "wrt_b"), {{{3, 4}, dt, C, op.va}, {{4}, dt, C, op.vb}}, e, re);
+  OpCase only_b = make_grad_case(base + prefixed(op.tag, "wrt_b"), {{{3, 4}, dt, C, op.va}, {{4}, dt, C, op.vb}}, e,
+                                 re);
   only_b.wrt = {1};
   v.push_back(std::move(only_b));
   // float32 with float64: the result is float64, each gradient is cast back to its input's dtype.

@@ -116,8 +116,8 @@ void unary_rows(std::vector<OpCase>& v, const Unary& u, DType dt) {
   for (const LayoutRow& l : kLayouts)
     if (l.name != std::string("one"))
       v.push_back(make_grad_case(
-          base + prefixed(u.tag, l.name), {{l.shape, dt, l.layout, u.values}}, [f](const In& x) { return one(f(x[0])); },
-          [r](const RIn& x) { return one(r(x[0])); }));
+          base + prefixed(u.tag, l.name), {{l.shape, dt, l.layout, u.values}},
+          [f](const In& x) { return one(f(x[0])); }, [r](const RIn& x) { return one(r(x[0])); }));
   grad_unary_rows(v, base + prefixed(u.tag, ""), f, r, dt, u.values);
 }
 

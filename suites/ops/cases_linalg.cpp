@@ -64,7 +64,12 @@ OpCase binary(std::string name, Input a, Input b, std::function<tb::Tensor(const
 }
 
 void add_mm(std::vector<OpCase>& cs) {
-  struct Shp { const char* tag; Shape a, b; L la, lb; bool grad = false; };
+  struct Shp {
+    const char* tag;
+    Shape a, b;
+    L la, lb;
+    bool grad = false;
+  };
   const Shp shapes[] = {
       {"3x4x5", {3, 4}, {4, 5}, L::Contiguous, L::Contiguous},
       {"odd", {7, 13}, {13, 9}, L::Contiguous, L::Contiguous},
@@ -84,8 +89,9 @@ void add_mm(std::vector<OpCase>& cs) {
   };
   for (DType dt : kProductDTypes)
     for (const Shp& s : shapes) {
-      cs.push_back(binary("mm/" + dn(dt) + "/" + s.tag, {s.a, dt, s.la}, {s.b, dt, s.lb},
-                          [](auto& a, auto& b) { return tb::mm(a, b); }, [](auto& a, auto& b) { return R::mm(a, b); }));
+      cs.push_back(binary(
+          "mm/" + dn(dt) + "/" + s.tag, {s.a, dt, s.la}, {s.b, dt, s.lb}, [](auto& a, auto& b) { return tb::mm(a, b); },
+          [](auto& a, auto& b) { return R::mm(a, b); }));
       cs.back().tol = long_dot_tol(dt, s.a[1]);  // the ld256 rows sum 300 products
       cs.back().grad = s.grad && differentiable(dt);
     }
@@ -117,9 +123,11 @@ void add_bmm(std::vector<OpCase>& cs) {
   auto r = [](auto& a, auto& b) { return ref::bmm(a, b); };
   for (DType dt : kProductDTypes) {
     cs.push_back(binary("bmm/" + dn(dt) + "/2x3x4x5", {{2, 3, 4}, dt}, {{2, 4, 5}, dt}, e, r));
-    cs.push_back(binary("bmm/" + dn(dt) + "/transposed", {{3, 5, 2}, dt, L::Transposed}, {{3, 2, 4}, dt, L::Transposed}, e, r));
+    cs.push_back(
+        binary("bmm/" + dn(dt) + "/transposed", {{3, 5, 2}, dt, L::Transposed}, {{3, 2, 4}, dt, L::Transposed}, e, r));
     cs.back().grad = differentiable(dt);
-    cs.push_back(binary("bmm/" + dn(dt) + "/expanded", {{4, 3, 6}, dt, L::Expanded}, {{4, 6, 2}, dt, L::Strided}, e, r));
+    cs.push_back(
+        binary("bmm/" + dn(dt) + "/expanded", {{4, 3, 6}, dt, L::Expanded}, {{4, 6, 2}, dt, L::Strided}, e, r));
     cs.back().grad = differentiable(dt);
     cs.push_back(binary("bmm/" + dn(dt) + "/empty_batch", {{0, 3, 4}, dt}, {{0, 4, 5}, dt}, e, r));
     cs.push_back(binary("bmm/" + dn(dt) + "/empty_k", {{2, 3, 0}, dt}, {{2, 0, 5}, dt}, e, r));
@@ -131,7 +139,11 @@ void add_bmm(std::vector<OpCase>& cs) {
 void add_matmul(std::vector<OpCase>& cs) {
   auto e = [](auto& a, auto& b) { return tb::matmul(a, b); };
   auto r = [](auto& a, auto& b) { return ref::matmul(a, b); };
-  struct Shp { const char* tag; Input a, b; bool grad = false; };
+  struct Shp {
+    const char* tag;
+    Input a, b;
+    bool grad = false;
+  };
   for (DType dt : kProductDTypes) {
     const Shp shapes[] = {
         {"1d_1d", {{7}, dt}, {{7}, dt}, true},
@@ -171,12 +183,20 @@ void add_matmul(std::vector<OpCase>& cs) {
     // descriptor using strides".
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_expanded_batch", {{1, 3, 4, 5}, dt}, {{2, 3, 5, 2}, dt},
-        [](auto& a, auto& b) { return tb::matmul(a.expand({2, 3, 4, 5}), b); },
-        [](auto& a, auto& b) { return ref::matmul(ref::expand(a, {2, 3, 4, 5}), b); }));
+        [](auto& a, auto& b) {
+          return tb::matmul(a.expand({2, 3, 4, 5}), b);
+        },
+        [](auto& a, auto& b) {
+          return ref::matmul(ref::expand(a, {2, 3, 4, 5}), b);
+        }));
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_both_expanded", {{2, 1, 4, 5}, dt}, {{1, 3, 5, 2}, dt, L::Transposed},
-        [](auto& a, auto& b) { return tb::matmul(a.expand({2, 3, 4, 5}), b.expand({2, 3, 5, 2})); },
-        [](auto& a, auto& b) { return ref::matmul(ref::expand(a, {2, 3, 4, 5}), ref::expand(b, {2, 3, 5, 2})); }));
+        [](auto& a, auto& b) {
+          return tb::matmul(a.expand({2, 3, 4, 5}), b.expand({2, 3, 5, 2}));
+        },
+        [](auto& a, auto& b) {
+          return ref::matmul(ref::expand(a, {2, 3, 4, 5}), ref::expand(b, {2, 3, 5, 2}));
+        }));
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_stepped_batch", {{2, 6, 4, 5}, dt}, {{2, 3, 5, 2}, dt, L::Transposed},
         [](auto& a, auto& b) { return tb::matmul(a.slice(1, 0, 6, 2), b); },
@@ -184,7 +204,9 @@ void add_matmul(std::vector<OpCase>& cs) {
     cs.push_back(binary(
         "matmul/" + dn(dt) + "/4d_permuted_batch", {{3, 2, 4, 5}, dt}, {{3, 2, 4, 5}, dt},
         [](auto& a, auto& b) { return tb::matmul(a.transpose(0, 1), b.transpose(0, 1).transpose(2, 3)); },
-        [](auto& a, auto& b) { return ref::matmul(ref::transpose(a, 0, 1), ref::transpose(ref::transpose(b, 0, 1), 2, 3)); }));
+        [](auto& a, auto& b) {
+          return ref::matmul(ref::transpose(a, 0, 1), ref::transpose(ref::transpose(b, 0, 1), 2, 3));
+        }));
   }
   // A long float32 reduction (K = 512): see long_dot_tol.
   OpCase lk = binary("matmul/float32/long_k", {{6, 512}, kF32}, {{512, 5}, kF32, L::Transposed}, e, r);
@@ -204,7 +226,10 @@ void add_matmul(std::vector<OpCase>& cs) {
 }
 
 void add_addmm(std::vector<OpCase>& cs) {
-  struct Sc { const char* tag; double beta, alpha; };
+  struct Sc {
+    const char* tag;
+    double beta, alpha;
+  };
   const Sc scales[] = {{"default", 1, 1}, {"beta0.5_alpha2", 0.5, 2}, {"beta0", 0, 1.5}};
   const Sc int_scales[] = {{"default", 1, 1}, {"beta2_alpha3", 2, 3}, {"beta0", 0, 1}};
   for (DType dt : kProductDTypes) {
@@ -216,7 +241,9 @@ void add_addmm(std::vector<OpCase>& cs) {
         c.inputs = {{sshape, dt}, {{3, 4}, dt, L::Transposed}, {{4, 5}, dt}};
         const double beta = s.beta, alpha = s.alpha;
         c.engine = [=](const std::vector<tb::Tensor>& in) { return one(tb::addmm(in[0], in[1], in[2], beta, alpha)); };
-        c.reference = [=](const std::vector<ref::Tensor>& in) { return one(ref::addmm(in[0], in[1], in[2], beta, alpha)); };
+        c.reference = [=](const std::vector<ref::Tensor>& in) {
+          return one(ref::addmm(in[0], in[1], in[2], beta, alpha));
+        };
         cs.push_back(c);
       }
     }
@@ -239,7 +266,13 @@ void add_addmm(std::vector<OpCase>& cs) {
 
 void add_linear(std::vector<OpCase>& cs) {
   for (DType dt : {kF32, kF64, kBF16, kF16}) {
-    struct Shp { const char* tag; Input x; Shape w; bool bias; bool grad = false; };
+    struct Shp {
+      const char* tag;
+      Input x;
+      Shape w;
+      bool bias;
+      bool grad = false;
+    };
     const Shp shapes[] = {
         {"2d_bias", {{4, 3}, dt}, {5, 3}, true},
         {"3d_bias", {{2, 3, 6}, dt, L::Transposed}, {4, 6}, true},
@@ -311,7 +344,12 @@ void add_outer(std::vector<OpCase>& cs) {
 }
 
 void add_einsum(std::vector<OpCase>& cs) {
-  struct Eq { const char* tag; std::string eq; std::vector<Input> in; bool grad = false; };
+  struct Eq {
+    const char* tag;
+    std::string eq;
+    std::vector<Input> in;
+    bool grad = false;
+  };
   for (DType dt : {kF32, kF64, kBF16, kI64}) {
     const Eq eqs[] = {
         {"mm", "ij,jk->ik", {{{3, 4}, dt}, {{4, 5}, dt, L::Transposed}}, true},
@@ -384,15 +422,15 @@ void add_bench(std::vector<OpCase>& cs) {
   bf.flops = 2.0 * 1024 * 1024 * 1024;
   cs.push_back(bf);
   for (DType d : {kF32, kBF16}) {
-    OpCase bb = binary(std::string("bmm/") + core::name(d) + "/16x256x256x256", {{16, 256, 256}, d}, {{16, 256, 256}, d},
-                       [](auto& a, auto& b) { return tb::bmm(a, b); }, [](auto& a, auto& b) { return ref::bmm(a, b); });
+    OpCase bb = binary(
+        std::string("bmm/") + core::name(d) + "/16x256x256x256", {{16, 256, 256}, d}, {{16, 256, 256}, d},
+        [](auto& a, auto& b) { return tb::bmm(a, b); }, [](auto& a, auto& b) { return ref::bmm(a, b); });
     bb.tol = long_dot_tol(d, 256);
     bb.bench = true;
     bb.flops = 2.0 * 16 * 256 * 256 * 256;
     cs.push_back(bb);
   }
 }
-
 
 // ---- Gradient rows (float32 and float64): configurations only the gradient check had. ----
 
@@ -431,30 +469,40 @@ OpCase& grad_row(std::vector<OpCase>& cs, std::string name, std::vector<Input> i
 // bmm/.../transposed and /expanded and matmul/.../3d_2d_transposed are value rows above.
 void add_layout_grads(std::vector<OpCase>& cs, DType dt) {
   const std::string d = dn(dt);
-  struct LayoutName { L layout; const char* name; };
+  struct LayoutName {
+    L layout;
+    const char* name;
+  };
   for (const LayoutName& l : {LayoutName{L::Contiguous, "contig"}, LayoutName{L::Transposed, "transposed"},
                               LayoutName{L::Strided, "strided"}, LayoutName{L::Expanded, "expanded"}}) {
     const std::string ln = l.name;
     if (l.layout == L::Contiguous || l.layout == L::Transposed)
-      grad_row(cs, "mm/" + d + "/" + ln, {{{3, 4}, dt, l.layout}, {{4, 5}, dt, l.layout}},
-               [](const In& x) { return one(tb::mm(x[0], x[1])); }, [](const RIn& x) { return one(R::mm(x[0], x[1])); });
+      grad_row(
+          cs, "mm/" + d + "/" + ln, {{{3, 4}, dt, l.layout}, {{4, 5}, dt, l.layout}},
+          [](const In& x) { return one(tb::mm(x[0], x[1])); }, [](const RIn& x) { return one(R::mm(x[0], x[1])); });
     if (l.layout == L::Contiguous || l.layout == L::Strided)
-      grad_row(cs, "bmm/" + d + "/" + ln, {{{2, 3, 4}, dt, l.layout}, {{2, 4, 3}, dt}},
-               [](const In& x) { return one(tb::bmm(x[0], x[1])); }, [](const RIn& x) { return one(R::bmm(x[0], x[1])); });
+      grad_row(
+          cs, "bmm/" + d + "/" + ln, {{{2, 3, 4}, dt, l.layout}, {{2, 4, 3}, dt}},
+          [](const In& x) { return one(tb::bmm(x[0], x[1])); }, [](const RIn& x) { return one(R::bmm(x[0], x[1])); });
     if (l.layout != L::Transposed)
-      grad_row(cs, "matmul/" + d + "/3d_2d_" + ln, {{{2, 3, 4}, dt, l.layout}, {{4, 3}, dt, l.layout}},
-               [](const In& x) { return one(tb::matmul(x[0], x[1])); },
-               [](const RIn& x) { return one(R::matmul(x[0], x[1])); });
-    grad_row(cs, "dot/" + d + "/" + ln, {{{6}, dt, l.layout}, {{6}, dt, L::Strided}},
-             [](const In& x) { return one(tb::dot(x[0], x[1])); }, [](const RIn& x) { return one(R::dot(x[0], x[1])); });
-    grad_row(cs, "addmm/" + d + "/" + ln, {{{3, 5}, dt, l.layout}, {{3, 4}, dt, l.layout}, {{4, 5}, dt, L::Transposed}},
-             [](const In& x) { return one(tb::addmm(x[0], x[1], x[2])); },
-             [](const RIn& x) { return one(R::addmm(x[0], x[1], x[2])); });
-    grad_row(cs, "linear/" + d + "/" + ln, {{{4, 3}, dt, l.layout}, {{5, 3}, dt, l.layout}, {{5}, dt, L::Strided}},
-             [](const In& x) { return one(tb::linear(x[0], x[1], x[2])); },
-             [](const RIn& x) { return one(R::linear(x[0], x[1], x[2])); });
-    grad_row(cs, "outer/" + d + "/" + ln, {{{3}, dt, l.layout}, {{4}, dt, L::Strided}},
-             [](const In& x) { return one(tb::outer(x[0], x[1])); }, [](const RIn& x) { return one(R::outer(x[0], x[1])); });
+      grad_row(
+          cs, "matmul/" + d + "/3d_2d_" + ln, {{{2, 3, 4}, dt, l.layout}, {{4, 3}, dt, l.layout}},
+          [](const In& x) { return one(tb::matmul(x[0], x[1])); },
+          [](const RIn& x) { return one(R::matmul(x[0], x[1])); });
+    grad_row(
+        cs, "dot/" + d + "/" + ln, {{{6}, dt, l.layout}, {{6}, dt, L::Strided}},
+        [](const In& x) { return one(tb::dot(x[0], x[1])); }, [](const RIn& x) { return one(R::dot(x[0], x[1])); });
+    grad_row(
+        cs, "addmm/" + d + "/" + ln, {{{3, 5}, dt, l.layout}, {{3, 4}, dt, l.layout}, {{4, 5}, dt, L::Transposed}},
+        [](const In& x) { return one(tb::addmm(x[0], x[1], x[2])); },
+        [](const RIn& x) { return one(R::addmm(x[0], x[1], x[2])); });
+    grad_row(
+        cs, "linear/" + d + "/" + ln, {{{4, 3}, dt, l.layout}, {{5, 3}, dt, l.layout}, {{5}, dt, L::Strided}},
+        [](const In& x) { return one(tb::linear(x[0], x[1], x[2])); },
+        [](const RIn& x) { return one(R::linear(x[0], x[1], x[2])); });
+    grad_row(
+        cs, "outer/" + d + "/" + ln, {{{3}, dt, l.layout}, {{4}, dt, L::Strided}},
+        [](const In& x) { return one(tb::outer(x[0], x[1])); }, [](const RIn& x) { return one(R::outer(x[0], x[1])); });
   }
 }
 
@@ -462,7 +510,10 @@ void add_layout_grads(std::vector<OpCase>& cs, DType dt) {
 // rows above), and addmm's beta/alpha: beta = 0 ignores self (its gradient is zero); self broadcasts.
 void add_matmul_addmm_grads(std::vector<OpCase>& cs, DType dt) {
   const std::string d = dn(dt);
-  struct MatmulRow { const char* name; Shape a, b; };
+  struct MatmulRow {
+    const char* name;
+    Shape a, b;
+  };
   for (const MatmulRow& m : std::vector<MatmulRow>{{"2d_2d", {3, 4}, {4, 2}},
                                                    {"3d_3d", {2, 3, 4}, {2, 4, 2}},
                                                    {"4d_3d_broadcast", {2, 1, 3, 4}, {3, 4, 2}},
@@ -477,16 +528,20 @@ void add_matmul_addmm_grads(std::vector<OpCase>& cs, DType dt) {
                                                    {"3d_3d_empty_k", {2, 3, 0}, {2, 0, 2}},
                                                    {"1d_2d_empty_k", {0}, {0, 3}},
                                                    {"3d_empty_n", {2, 3, 4}, {4, 0}}})
-    grad_row(cs, "matmul/" + d + "/" + m.name, {{m.a, dt, L::Transposed}, {m.b, dt}},
-             [](const In& x) { return one(tb::matmul(x[0], x[1])); }, [](const RIn& x) { return one(R::matmul(x[0], x[1])); });
+    grad_row(
+        cs, "matmul/" + d + "/" + m.name, {{m.a, dt, L::Transposed}, {m.b, dt}},
+        [](const In& x) { return one(tb::matmul(x[0], x[1])); },
+        [](const RIn& x) { return one(R::matmul(x[0], x[1])); });
   for (auto [beta, alpha] : {std::pair{0.5, 2.0}, std::pair{0.0, 1.5}, std::pair{1.0, -1.0}}) {
     const std::string n = "b" + std::to_string(beta).substr(0, 3) + "_a" + std::to_string(alpha).substr(0, 4);
-    grad_row(cs, "addmm/" + d + "/" + n, {{{5}, dt}, {{3, 4}, dt, L::Strided}, {{4, 5}, dt}},
-             [beta, alpha](const In& x) { return one(tb::addmm(x[0], x[1], x[2], beta, alpha)); },
-             [beta, alpha](const RIn& x) { return one(R::addmm(x[0], x[1], x[2], beta, alpha)); });
-    grad_row(cs, "addmm/" + d + "/" + n + "_col", {{{3, 1}, dt}, {{3, 4}, dt}, {{4, 5}, dt, L::Transposed}},
-             [beta, alpha](const In& x) { return one(tb::addmm(x[0], x[1], x[2], beta, alpha)); },
-             [beta, alpha](const RIn& x) { return one(R::addmm(x[0], x[1], x[2], beta, alpha)); });
+    grad_row(
+        cs, "addmm/" + d + "/" + n, {{{5}, dt}, {{3, 4}, dt, L::Strided}, {{4, 5}, dt}},
+        [beta, alpha](const In& x) { return one(tb::addmm(x[0], x[1], x[2], beta, alpha)); },
+        [beta, alpha](const RIn& x) { return one(R::addmm(x[0], x[1], x[2], beta, alpha)); });
+    grad_row(
+        cs, "addmm/" + d + "/" + n + "_col", {{{3, 1}, dt}, {{3, 4}, dt}, {{4, 5}, dt, L::Transposed}},
+        [beta, alpha](const In& x) { return one(tb::addmm(x[0], x[1], x[2], beta, alpha)); },
+        [beta, alpha](const RIn& x) { return one(R::addmm(x[0], x[1], x[2], beta, alpha)); });
   }
 }
 
@@ -518,82 +573,120 @@ void add_linear_grads(std::vector<OpCase>& cs, DType dt) {
   }
   // NaN inputs: relu keeps NaN (oneDNN's relu post-op turned it into 0); sqrt makes NaN of the
   // negative entries. No gradcheck: NaN is no point to take differences at.
-  grad_row(cs, "linear_relu/" + d + "/nan", {{{4, 3}, dt}, {{5, 3}, dt}, {{5}, dt}},
-           [](const In& x) { return one(tb::linear_relu(tb::sqrt(x[0]), x[1], x[2])); },
-           [](const RIn& x) { return one(R::relu(R::linear(R::sqrt(x[0]), x[1], x[2]))); })
+  grad_row(
+      cs, "linear_relu/" + d + "/nan", {{{4, 3}, dt}, {{5, 3}, dt}, {{5}, dt}},
+      [](const In& x) { return one(tb::linear_relu(tb::sqrt(x[0]), x[1], x[2])); },
+      [](const RIn& x) { return one(R::relu(R::linear(R::sqrt(x[0]), x[1], x[2]))); })
       .gradcheck = false;
   grad_row(cs, "linear_relu/" + d + "/frozen_weight", {{{4, 3}, dt}, {{5, 3}, dt}, {{5}, dt}}, lr, rlr).wrt = {0, 2};
   // Two layers: the second node's input gradient reaches the first alone (a fresh buffer nobody
   // else holds), so the first masks it in place. 70 rows x 500 columns: the bias-gradient sum
   // runs in several 64-row blocks and 256-column chunks, the columns split between threads
   // (70 * 500 is above kParallelGrain), and the last mask word is partial (500 = 15 * 32 + 20).
-  grad_row(cs, "linear_relu/" + d + "/two_layers", {{{70, 6}, dt}, {{500, 6}, dt}, {{500}, dt}, {{4, 500}, dt}, {{4}, dt}},
-           [](const In& x) { return one(tb::linear_relu(tb::linear_relu(x[0], x[1], x[2]), x[3], x[4])); },
-           [](const RIn& x) { return one(R::relu(R::linear(R::relu(R::linear(x[0], x[1], x[2])), x[3], x[4]))); })
+  grad_row(
+      cs, "linear_relu/" + d + "/two_layers", {{{70, 6}, dt}, {{500, 6}, dt}, {{500}, dt}, {{4, 500}, dt}, {{4}, dt}},
+      [](const In& x) { return one(tb::linear_relu(tb::linear_relu(x[0], x[1], x[2]), x[3], x[4])); },
+      [](const RIn& x) { return one(R::relu(R::linear(R::relu(R::linear(x[0], x[1], x[2])), x[3], x[4]))); })
       .tol = long_dot_tol(dt, 500);  // the second layer's dot products are 500 long
 }
 
 // 0-dim results, views before the op, chains, and einsum's own forms.
 void add_view_chain_einsum_grads(std::vector<OpCase>& cs, DType dt) {
   const std::string d = dn(dt);
-  grad_row(cs, "dot/" + d + "/single", {{{1}, dt}, {{1}, dt}}, [](const In& x) { return one(tb::dot(x[0], x[1])); },
-           [](const RIn& x) { return one(R::dot(x[0], x[1])); });
-  grad_row(cs, "bmm/" + d + "/view_permute", {{{3, 2, 4}, dt}, {{2, 3, 4}, dt}},
-           [](const In& x) { return one(tb::bmm(x[0].permute({1, 0, 2}), x[1].transpose(1, 2))); },
-           [](const RIn& x) { return one(R::bmm(R::permute(x[0], {1, 0, 2}), R::transpose(x[1], 1, 2))); });
-  grad_row(cs, "matmul/" + d + "/view_select", {{{2, 3, 4}, dt}, {{4, 4}, dt}},
-           [](const In& x) { return one(tb::matmul(x[0].select(0, 1), x[1].narrow(1, 1, 2))); },
-           [](const RIn& x) { return one(R::matmul(R::select(x[0], 0, 1), R::narrow(x[1], 1, 1, 2))); });
-  grad_row(cs, "linear/" + d + "/view_weight_t", {{{4, 3}, dt}, {{3, 5}, dt}, {{5}, dt}},
-           [](const In& x) { return one(tb::linear(x[0], x[1].t(), x[2])); },
-           [](const RIn& x) { return one(R::linear(x[0], R::t(x[1]), x[2])); });
+  grad_row(
+      cs, "dot/" + d + "/single", {{{1}, dt}, {{1}, dt}}, [](const In& x) { return one(tb::dot(x[0], x[1])); },
+      [](const RIn& x) { return one(R::dot(x[0], x[1])); });
+  grad_row(
+      cs, "bmm/" + d + "/view_permute", {{{3, 2, 4}, dt}, {{2, 3, 4}, dt}},
+      [](const In& x) {
+        return one(tb::bmm(x[0].permute({1, 0, 2}), x[1].transpose(1, 2)));
+      },
+      [](const RIn& x) {
+        return one(R::bmm(R::permute(x[0], {1, 0, 2}), R::transpose(x[1], 1, 2)));
+      });
+  grad_row(
+      cs, "matmul/" + d + "/view_select", {{{2, 3, 4}, dt}, {{4, 4}, dt}},
+      [](const In& x) { return one(tb::matmul(x[0].select(0, 1), x[1].narrow(1, 1, 2))); },
+      [](const RIn& x) { return one(R::matmul(R::select(x[0], 0, 1), R::narrow(x[1], 1, 1, 2))); });
+  grad_row(
+      cs, "linear/" + d + "/view_weight_t", {{{4, 3}, dt}, {{3, 5}, dt}, {{5}, dt}},
+      [](const In& x) { return one(tb::linear(x[0], x[1].t(), x[2])); },
+      [](const RIn& x) { return one(R::linear(x[0], R::t(x[1]), x[2])); });
   // Chains: a two-layer linear stack, matmul feeding a reduction, einsum feeding mm.
-  grad_row(cs, "chain/" + d + "/linear_linear", {{{4, 3}, dt}, {{5, 3}, dt}, {{5}, dt}, {{2, 5}, dt}},
-           [](const In& x) { return one(tb::linear(tb::linear(x[0], x[1], x[2]), x[3])); },
-           [](const RIn& x) { return one(R::linear(R::linear(x[0], x[1], x[2]), x[3])); });
-  grad_row(cs, "chain/" + d + "/matmul_sum", {{{2, 3, 4}, dt}, {{4, 2}, dt, L::Transposed}},
-           [](const In& x) { return one(tb::sum(tb::matmul(x[0], x[1]), {1})); },
-           [](const RIn& x) { return one(R::sum(R::matmul(x[0], x[1]), {1})); });
-  grad_row(cs, "chain/" + d + "/einsum_mm", {{{3, 4}, dt}, {{4, 4}, dt}},
-           [](const In& x) { return one(tb::mm(tb::einsum("ij,jk->ik", {x[0], x[1]}), x[1])); },
-           [](const RIn& x) { return one(R::mm(R::einsum("ij,jk->ik", {x[0], x[1]}), x[1])); });
+  grad_row(
+      cs, "chain/" + d + "/linear_linear", {{{4, 3}, dt}, {{5, 3}, dt}, {{5}, dt}, {{2, 5}, dt}},
+      [](const In& x) { return one(tb::linear(tb::linear(x[0], x[1], x[2]), x[3])); },
+      [](const RIn& x) { return one(R::linear(R::linear(x[0], x[1], x[2]), x[3])); });
+  grad_row(
+      cs, "chain/" + d + "/matmul_sum", {{{2, 3, 4}, dt}, {{4, 2}, dt, L::Transposed}},
+      [](const In& x) { return one(tb::sum(tb::matmul(x[0], x[1]), {1})); },
+      [](const RIn& x) { return one(R::sum(R::matmul(x[0], x[1]), {1})); });
+  grad_row(
+      cs, "chain/" + d + "/einsum_mm", {{{3, 4}, dt}, {{4, 4}, dt}},
+      [](const In& x) {
+        return one(tb::mm(tb::einsum("ij,jk->ik", {x[0], x[1]}), x[1]));
+      },
+      [](const RIn& x) {
+        return one(R::mm(R::einsum("ij,jk->ik", {x[0], x[1]}), x[1]));
+      });
   for (const EinsumRow& e : kEinsumGrad) {
     std::vector<Input> in;
     for (const Shape& s : e.shapes) in.push_back({s, dt, s.size() >= 2 ? L::Transposed : L::Strided});
     const std::string eq = e.equation;
-    grad_row(cs, "einsum/" + d + "/" + e.name, in, [eq](const In& x) { return one(tb::einsum(eq, x)); },
-             [eq](const RIn& x) { return one(R::einsum(eq, x)); });
+    grad_row(
+        cs, "einsum/" + d + "/" + e.name, in, [eq](const In& x) { return one(tb::einsum(eq, x)); },
+        [eq](const RIn& x) { return one(R::einsum(eq, x)); });
   }
-  grad_row(cs, "einsum/" + d + "/same_operand_twice", {{{3, 4}, dt}},
-           [](const In& x) { return one(tb::einsum("ij,kj->ik", {x[0], x[0]})); },
-           [](const RIn& x) { return one(R::einsum("ij,kj->ik", {x[0], x[0]})); });
-  grad_row(cs, "einsum/" + d + "/expanded_operand", {{{3, 4}, dt, L::Expanded}, {{4, 2}, dt}},
-           [](const In& x) { return one(tb::einsum("ij,jk->ik", {x[0], x[1]})); },
-           [](const RIn& x) { return one(R::einsum("ij,jk->ik", {x[0], x[1]})); });
+  grad_row(
+      cs, "einsum/" + d + "/same_operand_twice", {{{3, 4}, dt}},
+      [](const In& x) {
+        return one(tb::einsum("ij,kj->ik", {x[0], x[0]}));
+      },
+      [](const RIn& x) {
+        return one(R::einsum("ij,kj->ik", {x[0], x[0]}));
+      });
+  grad_row(
+      cs, "einsum/" + d + "/expanded_operand", {{{3, 4}, dt, L::Expanded}, {{4, 2}, dt}},
+      [](const In& x) {
+        return one(tb::einsum("ij,jk->ik", {x[0], x[1]}));
+      },
+      [](const RIn& x) {
+        return one(R::einsum("ij,jk->ik", {x[0], x[1]}));
+      });
 }
 
 // The products under autocast (see autocast_case.h): bf16 products of float32 inputs; float64 is
 // never cast.
 void add_autocast(std::vector<OpCase>& cs) {
   const L Tr = L::Transposed;
-  cs.push_back(autocast_case("linear/float32", {{{4, 3, 16}, kF32}, {{8, 16}, kF32, Tr}, {{8}, kF32}},
-                             [](const In& x) { return tb::linear(x[0], x[1], x[2]); },
-                             [](const RIn& x) { return R::linear(x[0], x[1], x[2]); }));
-  cs.push_back(autocast_case("mm/float32", {{{5, 12}, kF32}, {{12, 7}, kF32, Tr}}, [](const In& x) { return tb::mm(x[0], x[1]); },
-                             [](const RIn& x) { return R::mm(x[0], x[1]); }));
-  cs.push_back(autocast_case("bmm/float32", {{{2, 5, 12}, kF32}, {{2, 12, 7}, kF32}},
-                             [](const In& x) { return tb::bmm(x[0], x[1]); }, [](const RIn& x) { return R::bmm(x[0], x[1]); }));
-  cs.push_back(autocast_case("matmul/float32/batched_by_matrix", {{{3, 5, 12}, kF32}, {{12, 7}, kF32}},
-                             [](const In& x) { return tb::matmul(x[0], x[1]); },
-                             [](const RIn& x) { return R::matmul(x[0], x[1]); }));
-  cs.push_back(autocast_case("addmm/float32", {{{7}, kF32}, {{5, 12}, kF32}, {{12, 7}, kF32}},
-                             [](const In& x) { return tb::addmm(x[0], x[1], x[2], 0.5, 2); },
-                             [](const RIn& x) { return R::addmm(x[0], x[1], x[2], 0.5, 2); }));
-  cs.push_back(autocast_case("einsum/float32", {{{4, 6}, kF32}, {{5, 6}, kF32}},
-                             [](const In& x) { return tb::einsum("ij,kj->ik", {x[0], x[1]}); },
-                             [](const RIn& x) { return R::einsum("ij,kj->ik", {x[0], x[1]}); }));
-  OpCase f64 = autocast_case("linear/float64", {{{4, 8}, kF64}, {{3, 8}, kF64}},
-                             [](const In& x) { return tb::linear(x[0], x[1]); }, [](const RIn& x) { return R::linear(x[0], x[1]); });
+  cs.push_back(autocast_case(
+      "linear/float32", {{{4, 3, 16}, kF32}, {{8, 16}, kF32, Tr}, {{8}, kF32}},
+      [](const In& x) { return tb::linear(x[0], x[1], x[2]); },
+      [](const RIn& x) { return R::linear(x[0], x[1], x[2]); }));
+  cs.push_back(autocast_case(
+      "mm/float32", {{{5, 12}, kF32}, {{12, 7}, kF32, Tr}}, [](const In& x) { return tb::mm(x[0], x[1]); },
+      [](const RIn& x) { return R::mm(x[0], x[1]); }));
+  cs.push_back(autocast_case(
+      "bmm/float32", {{{2, 5, 12}, kF32}, {{2, 12, 7}, kF32}}, [](const In& x) { return tb::bmm(x[0], x[1]); },
+      [](const RIn& x) { return R::bmm(x[0], x[1]); }));
+  cs.push_back(autocast_case(
+      "matmul/float32/batched_by_matrix", {{{3, 5, 12}, kF32}, {{12, 7}, kF32}},
+      [](const In& x) { return tb::matmul(x[0], x[1]); }, [](const RIn& x) { return R::matmul(x[0], x[1]); }));
+  cs.push_back(autocast_case(
+      "addmm/float32", {{{7}, kF32}, {{5, 12}, kF32}, {{12, 7}, kF32}},
+      [](const In& x) { return tb::addmm(x[0], x[1], x[2], 0.5, 2); },
+      [](const RIn& x) { return R::addmm(x[0], x[1], x[2], 0.5, 2); }));
+  cs.push_back(autocast_case(
+      "einsum/float32", {{{4, 6}, kF32}, {{5, 6}, kF32}},
+      [](const In& x) {
+        return tb::einsum("ij,kj->ik", {x[0], x[1]});
+      },
+      [](const RIn& x) {
+        return R::einsum("ij,kj->ik", {x[0], x[1]});
+      }));
+  OpCase f64 = autocast_case(
+      "linear/float64", {{{4, 8}, kF64}, {{3, 8}, kF64}}, [](const In& x) { return tb::linear(x[0], x[1]); },
+      [](const RIn& x) { return R::linear(x[0], x[1]); });
   f64.tol.reset();  // float64 is computed as float64: the default tolerances
   f64.grad_tol.reset();
   cs.push_back(std::move(f64));

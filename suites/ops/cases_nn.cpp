@@ -46,7 +46,14 @@ OpCase make(std::string name, std::vector<Input> in, EngineFn e, RefFn r, Check 
 }
 
 void add_conv(std::vector<OpCase>& cs) {
-  struct Var { const char* tag; Shape x, w; bool bias; Shape stride, padding, dilation; int64_t groups; L layout; };
+  struct Var {
+    const char* tag;
+    Shape x, w;
+    bool bias;
+    Shape stride, padding, dilation;
+    int64_t groups;
+    L layout;
+  };
   const Var vars[] = {
       {"basic", {2, 3, 7, 7}, {4, 3, 3, 3}, true, {1}, {0}, {1}, 1, L::Contiguous},
       {"stride2_pad1", {2, 3, 8, 7}, {5, 3, 3, 3}, true, {2}, {1}, {1}, 1, L::Contiguous},
@@ -65,19 +72,25 @@ void add_conv(std::vector<OpCase>& cs) {
       if (dt == kI32 && v.dilation[0] != 1) continue;  // LibTorch has no int32 dilated convolution
       std::vector<Input> in = {{v.x, dt, v.layout}, {v.w, dt}};
       if (v.bias) in.push_back({{v.w[0]}, dt});
-      cs.push_back(make("conv2d/" + dn(dt) + "/" + v.tag, in,
-                        [v](const std::vector<tb::Tensor>& t) {
-                          return one(tb::conv2d(t[0], t[1], t.size() > 2 ? t[2] : tb::Tensor(), v.stride, v.padding,
-                                                 v.dilation, v.groups));
-                        },
-                        [v](const std::vector<ref::Tensor>& t) {
-                          return one(ref::conv2d(t[0], t[1], t.size() > 2 ? t[2] : ref::Tensor(), v.stride, v.padding,
-                                                 v.dilation, v.groups));
-                        }));
+      cs.push_back(make(
+          "conv2d/" + dn(dt) + "/" + v.tag, in,
+          [v](const std::vector<tb::Tensor>& t) {
+            return one(
+                tb::conv2d(t[0], t[1], t.size() > 2 ? t[2] : tb::Tensor(), v.stride, v.padding, v.dilation, v.groups));
+          },
+          [v](const std::vector<ref::Tensor>& t) {
+            return one(ref::conv2d(t[0], t[1], t.size() > 2 ? t[2] : ref::Tensor(), v.stride, v.padding, v.dilation,
+                                   v.groups));
+          }));
       cs.back().grad = differentiable(dt);
     }
   }
-  struct Err { const char* tag; Shape x, w; DType dt; int64_t groups; };
+  struct Err {
+    const char* tag;
+    Shape x, w;
+    DType dt;
+    int64_t groups;
+  };
   const Err errs[] = {
       {"error_channels", {1, 3, 5, 5}, {4, 2, 3, 3}, kF32, 1},
       {"error_kernel_too_big", {1, 3, 2, 2}, {4, 3, 3, 3}, kF32, 1},
@@ -86,21 +99,23 @@ void add_conv(std::vector<OpCase>& cs) {
   };
   for (const Err& e : errs) {
     const int64_t g = e.groups;
-    cs.push_back(make(std::string("conv2d/") + dn(e.dt) + "/" + e.tag, {{e.x, e.dt}, {e.w, e.dt}},
-                      [g](const std::vector<tb::Tensor>& t) { return one(tb::conv2d(t[0], t[1], {}, {1}, {0}, {1}, g)); },
-                      [g](const std::vector<ref::Tensor>& t) {
-                        return one(ref::conv2d(t[0], t[1], ref::Tensor(), {1}, {0}, {1}, g));
-                      },
-                      Check::Error));
+    cs.push_back(make(
+        std::string("conv2d/") + dn(e.dt) + "/" + e.tag, {{e.x, e.dt}, {e.w, e.dt}},
+        [g](const std::vector<tb::Tensor>& t) { return one(tb::conv2d(t[0], t[1], {}, {1}, {0}, {1}, g)); },
+        [g](const std::vector<ref::Tensor>& t) {
+          return one(ref::conv2d(t[0], t[1], ref::Tensor(), {1}, {0}, {1}, g));
+        },
+        Check::Error));
   }
   // ResNet's 3x3 64->64 layer at 56x56. Dot products of length 64 * 9 = 576 in float32: LibTorch
   // and oneDNN accumulate in different orders (see the long-K note in cases_linalg.cpp).
   for (DType d : {kF32, kBF16}) {
-    OpCase b = make(std::string("conv2d/") + core::name(d) + "/resnet", {{{8, 64, 56, 56}, d}, {{64, 64, 3, 3}, d}},
-                    [](const std::vector<tb::Tensor>& t) { return one(tb::conv2d(t[0], t[1], {}, {1}, {1})); },
-                    [](const std::vector<ref::Tensor>& t) {
-                      return one(ref::conv2d(t[0], t[1], ref::Tensor(), {1}, {1}, {1}, 1));
-                    });
+    OpCase b = make(
+        std::string("conv2d/") + core::name(d) + "/resnet", {{{8, 64, 56, 56}, d}, {{64, 64, 3, 3}, d}},
+        [](const std::vector<tb::Tensor>& t) { return one(tb::conv2d(t[0], t[1], {}, {1}, {1})); },
+        [](const std::vector<ref::Tensor>& t) {
+          return one(ref::conv2d(t[0], t[1], ref::Tensor(), {1}, {1}, {1}, 1));
+        });
     b.tol = long_dot_tol(d, 64 * 9);
     b.bench = true;
     b.flops = 2.0 * 8 * 64 * 56 * 56 * 64 * 9;
@@ -109,7 +124,13 @@ void add_conv(std::vector<OpCase>& cs) {
 }
 
 void add_pool(std::vector<OpCase>& cs) {
-  struct Var { const char* tag; Shape x; Shape k, s, p, d; bool ceil; L layout; };
+  struct Var {
+    const char* tag;
+    Shape x;
+    Shape k, s, p, d;
+    bool ceil;
+    L layout;
+  };
   const Var vars[] = {
       {"k2", {2, 3, 8, 8}, {2}, {}, {0}, {1}, false, L::Contiguous},
       {"k3_s2_p1", {2, 3, 9, 8}, {3}, {2}, {1}, {1}, false, L::Contiguous},
@@ -123,60 +144,67 @@ void add_pool(std::vector<OpCase>& cs) {
   };
   for (DType dt : kFloats) {
     for (const Var& v : vars) {
-      cs.push_back(make("max_pool2d/" + dn(dt) + "/" + v.tag, {{v.x, dt, v.layout}},
-                        [v](const std::vector<tb::Tensor>& t) { return one(tb::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); },
-                        [v](const std::vector<ref::Tensor>& t) { return one(ref::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); }));
+      cs.push_back(make(
+          "max_pool2d/" + dn(dt) + "/" + v.tag, {{v.x, dt, v.layout}},
+          [v](const std::vector<tb::Tensor>& t) { return one(tb::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); },
+          [v](const std::vector<ref::Tensor>& t) { return one(ref::max_pool2d(t[0], v.k, v.s, v.p, v.d, v.ceil)); }));
       cs.back().grad = differentiable(dt);
-      cs.push_back(make("max_pool2d_with_indices/" + dn(dt) + "/" + v.tag, {{v.x, dt, v.layout}},
-                        [v](const std::vector<tb::Tensor>& t) {
-                          auto [o, i] = tb::max_pool2d_with_indices(t[0], v.k, v.s, v.p, v.d, v.ceil);
-                          return std::vector<tb::Tensor>{o, i};
-                        },
-                        [v](const std::vector<ref::Tensor>& t) {
-                          auto [o, i] = ref::max_pool2d_with_indices(t[0], v.k, v.s, v.p, v.d, v.ceil);
-                          return std::vector<ref::Tensor>{o, i};
-                        }));
+      cs.push_back(make(
+          "max_pool2d_with_indices/" + dn(dt) + "/" + v.tag, {{v.x, dt, v.layout}},
+          [v](const std::vector<tb::Tensor>& t) {
+            auto [o, i] = tb::max_pool2d_with_indices(t[0], v.k, v.s, v.p, v.d, v.ceil);
+            return std::vector<tb::Tensor>{o, i};
+          },
+          [v](const std::vector<ref::Tensor>& t) {
+            auto [o, i] = ref::max_pool2d_with_indices(t[0], v.k, v.s, v.p, v.d, v.ceil);
+            return std::vector<ref::Tensor>{o, i};
+          }));
       cs.back().grad = differentiable(dt);
       if (v.d[0] != 1) continue;  // avg_pool2d has no dilation
       for (bool cip : {true, false}) {
         if (!cip && v.p[0] == 0) continue;
-        cs.push_back(make("avg_pool2d/" + dn(dt) + "/" + v.tag + (cip ? "" : "_exclude_pad"), {{v.x, dt, v.layout}},
-                          [v, cip](const std::vector<tb::Tensor>& t) {
-                            return one(tb::avg_pool2d(t[0], v.k, v.s, v.p, v.ceil, cip));
-                          },
-                          [v, cip](const std::vector<ref::Tensor>& t) {
-                            return one(ref::avg_pool2d(t[0], v.k, v.s, v.p, v.ceil, cip, std::nullopt));
-                          }));
+        cs.push_back(make(
+            "avg_pool2d/" + dn(dt) + "/" + v.tag + (cip ? "" : "_exclude_pad"), {{v.x, dt, v.layout}},
+            [v, cip](const std::vector<tb::Tensor>& t) {
+              return one(tb::avg_pool2d(t[0], v.k, v.s, v.p, v.ceil, cip));
+            },
+            [v, cip](const std::vector<ref::Tensor>& t) {
+              return one(ref::avg_pool2d(t[0], v.k, v.s, v.p, v.ceil, cip, std::nullopt));
+            }));
         cs.back().grad = differentiable(dt);
       }
     }
-    cs.push_back(make("avg_pool2d/" + dn(dt) + "/divisor_override", {{{1, 2, 6, 6}, dt}},
-                      [](const std::vector<tb::Tensor>& t) { return one(tb::avg_pool2d(t[0], {3}, {2}, {1}, false, true, 4)); },
-                      [](const std::vector<ref::Tensor>& t) { return one(ref::avg_pool2d(t[0], {3}, {2}, {1}, false, true, 4)); }));
+    cs.push_back(make(
+        "avg_pool2d/" + dn(dt) + "/divisor_override", {{{1, 2, 6, 6}, dt}},
+        [](const std::vector<tb::Tensor>& t) { return one(tb::avg_pool2d(t[0], {3}, {2}, {1}, false, true, 4)); },
+        [](const std::vector<ref::Tensor>& t) { return one(ref::avg_pool2d(t[0], {3}, {2}, {1}, false, true, 4)); }));
     cs.back().grad = differentiable(dt);
   }
-  cs.push_back(make("avg_pool2d/int64/k2", {{{1, 2, 6, 6}, kI64}},
-                    [](const std::vector<tb::Tensor>& t) { return one(tb::avg_pool2d(t[0], {2}, {}, {0})); },
-                    [](const std::vector<ref::Tensor>& t) {
-                      return one(ref::avg_pool2d(t[0], {2}, {}, {0}, false, true, std::nullopt));
-                    }));
+  cs.push_back(make(
+      "avg_pool2d/int64/k2", {{{1, 2, 6, 6}, kI64}},
+      [](const std::vector<tb::Tensor>& t) { return one(tb::avg_pool2d(t[0], {2}, {}, {0})); },
+      [](const std::vector<ref::Tensor>& t) {
+        return one(ref::avg_pool2d(t[0], {2}, {}, {0}, false, true, std::nullopt));
+      }));
   // Integer-valued windows: ties must name the first maximum, as LibTorch's indices do.
   for (DType dt : {kF32, kBF16}) {
-    cs.push_back(make("max_pool2d_with_indices/" + dn(dt) + "/ties", {{{2, 2, 6, 6}, dt, L::Contiguous, V::Index, 3}},
-                      [](const std::vector<tb::Tensor>& t) {
-                        auto [o, i] = tb::max_pool2d_with_indices(t[0], {3}, {1}, {1});
-                        return std::vector<tb::Tensor>{o, i};
-                      },
-                      [](const std::vector<ref::Tensor>& t) {
-                        auto [o, i] = ref::max_pool2d_with_indices(t[0], {3}, {1}, {1}, {1}, false);
-                        return std::vector<ref::Tensor>{o, i};
-                      }));
+    cs.push_back(make(
+        "max_pool2d_with_indices/" + dn(dt) + "/ties", {{{2, 2, 6, 6}, dt, L::Contiguous, V::Index, 3}},
+        [](const std::vector<tb::Tensor>& t) {
+          auto [o, i] = tb::max_pool2d_with_indices(t[0], {3}, {1}, {1});
+          return std::vector<tb::Tensor>{o, i};
+        },
+        [](const std::vector<ref::Tensor>& t) {
+          auto [o, i] = ref::max_pool2d_with_indices(t[0], {3}, {1}, {1}, {1}, false);
+          return std::vector<ref::Tensor>{o, i};
+        }));
   }
   auto mp_err = [&](const char* tag, Input in, Shape k, Shape s, Shape p) {
-    cs.push_back(make(std::string("max_pool2d/") + dn(in.dtype) + "/" + tag, {in},
-                      [=](const std::vector<tb::Tensor>& t) { return one(tb::max_pool2d(t[0], k, s, p, {1}, false)); },
-                      [=](const std::vector<ref::Tensor>& t) { return one(ref::max_pool2d(t[0], k, s, p, {1}, false)); },
-                      Check::Error));
+    cs.push_back(make(
+        std::string("max_pool2d/") + dn(in.dtype) + "/" + tag, {in},
+        [=](const std::vector<tb::Tensor>& t) { return one(tb::max_pool2d(t[0], k, s, p, {1}, false)); },
+        [=](const std::vector<ref::Tensor>& t) { return one(ref::max_pool2d(t[0], k, s, p, {1}, false)); },
+        Check::Error));
   };
   mp_err("error_pad_too_big", {{1, 1, 6, 6}, kF32}, {2}, {}, {2});
   mp_err("error_output_too_small", {{1, 1, 2, 2}, kF32}, {3}, {}, {0});
@@ -188,18 +216,23 @@ void add_embedding(std::vector<OpCase>& cs) {
   auto e = [](const std::vector<tb::Tensor>& t) { return one(tb::embedding(t[0], t[1])); };
   auto r = [](const std::vector<ref::Tensor>& t) { return one(ref::embedding(t[0], t[1])); };
   for (DType dt : {kF32, kF64, kBF16, kF16, kI64}) {
-    cs.push_back(make("embedding/" + dn(dt) + "/2x3", {{{10, 4}, dt}, {{2, 3}, kI64, L::Contiguous, V::Index, 10}}, e, r));
-    cs.push_back(make("embedding/" + dn(dt) + "/int32_index", {{{10, 4}, dt}, {{7}, kI32, L::Strided, V::Index, 10}}, e, r));
-    cs.push_back(make("embedding/" + dn(dt) + "/0d_index", {{{10, 3}, dt, L::Transposed}, {{}, kI64, L::Contiguous, V::Index, 10}}, e, r));
-    cs.push_back(make("embedding/" + dn(dt) + "/empty_index", {{{10, 4}, dt}, {{0, 2}, kI64, L::Contiguous, V::Index, 10}}, e, r));
+    cs.push_back(
+        make("embedding/" + dn(dt) + "/2x3", {{{10, 4}, dt}, {{2, 3}, kI64, L::Contiguous, V::Index, 10}}, e, r));
+    cs.push_back(
+        make("embedding/" + dn(dt) + "/int32_index", {{{10, 4}, dt}, {{7}, kI32, L::Strided, V::Index, 10}}, e, r));
+    cs.push_back(make("embedding/" + dn(dt) + "/0d_index",
+                      {{{10, 3}, dt, L::Transposed}, {{}, kI64, L::Contiguous, V::Index, 10}}, e, r));
+    cs.push_back(make("embedding/" + dn(dt) + "/empty_index",
+                      {{{10, 4}, dt}, {{0, 2}, kI64, L::Contiguous, V::Index, 10}}, e, r));
   }
-  OpCase pi = make("embedding/float32/padding_idx", {{{10, 4}, kF32}, {{3, 4}, kI64, L::Contiguous, V::Index, 10}},
-                   [](const std::vector<tb::Tensor>& t) { return one(tb::embedding(t[0], t[1], 2)); },
-                   [](const std::vector<ref::Tensor>& t) { return one(ref::embedding(t[0], t[1], 2)); });
+  OpCase pi = make(
+      "embedding/float32/padding_idx", {{{10, 4}, kF32}, {{3, 4}, kI64, L::Contiguous, V::Index, 10}},
+      [](const std::vector<tb::Tensor>& t) { return one(tb::embedding(t[0], t[1], 2)); },
+      [](const std::vector<ref::Tensor>& t) { return one(ref::embedding(t[0], t[1], 2)); });
   pi.grad = true;
   cs.push_back(pi);
-  cs.push_back(make("embedding/float32/error_out_of_range", {{{10, 4}, kF32}, {{12}, kI64, L::Contiguous, V::Index, 1000}},
-                    e, r, Check::Error));
+  cs.push_back(make("embedding/float32/error_out_of_range",
+                    {{{10, 4}, kF32}, {{12}, kI64, L::Contiguous, V::Index, 1000}}, e, r, Check::Error));
   cs.push_back(make("embedding/float32/error_float_index", {{{10, 4}, kF32}, {{3}, kF32}}, e, r, Check::Error));
 }
 
@@ -220,48 +253,54 @@ std::vector<tb::Tensor> dropout_summary(const tb::Tensor& x, const tb::Tensor& o
     const double want = xp[i] / (1 - p);
     ok = ok && std::fabs(op[i] - want) <= rel * std::fabs(want);
   }
-  return {scalar_tensor(double(kept) / double(std::max<int64_t>(xd.numel(), 1)), kF64), scalar_tensor(ok ? 1 : 0, kF64)};
+  return {scalar_tensor(double(kept) / double(std::max<int64_t>(xd.numel(), 1)), kF64),
+          scalar_tensor(ok ? 1 : 0, kF64)};
 }
 
 void add_dropout(std::vector<OpCase>& cs) {
   const Shape shape = {64, 128};
   for (DType dt : {kF32, kBF16}) {
     for (double p : {0.2, 0.5}) {
-      OpCase c = make("dropout/" + dn(dt) + "/p" + std::to_string(int(p * 10)), {{shape, dt}},
-                      [p](const std::vector<tb::Tensor>& t) {
-                        core::Generator gen(1234);
-                        return dropout_summary(t[0], tb::dropout(t[0], p, true, &gen), p);
-                      },
-                      [p](const std::vector<ref::Tensor>& t) {
-                        std::vector<ref::Tensor> r;
-                        for (const tb::Tensor& s : dropout_summary(ref::from_ref(t[0]), ref::from_ref(ref::dropout(t[0], p, true, 1234)), p))
-                          r.push_back(ref::to_ref(s));
-                        return r;
-                      });
+      OpCase c = make(
+          "dropout/" + dn(dt) + "/p" + std::to_string(int(p * 10)), {{shape, dt}},
+          [p](const std::vector<tb::Tensor>& t) {
+            core::Generator gen(1234);
+            return dropout_summary(t[0], tb::dropout(t[0], p, true, &gen), p);
+          },
+          [p](const std::vector<ref::Tensor>& t) {
+            std::vector<ref::Tensor> r;
+            for (const tb::Tensor& s :
+                 dropout_summary(ref::from_ref(t[0]), ref::from_ref(ref::dropout(t[0], p, true, 1234)), p))
+              r.push_back(ref::to_ref(s));
+            return r;
+          });
       c.tol = Tolerance{0, 5 * std::sqrt(p * (1 - p) / double(64 * 128))};
       cs.push_back(c);
     }
   }
   for (double p : {0.0, 1.0}) {
-    cs.push_back(make("dropout/float32/p" + std::to_string(int(p)) + "_exact", {{{5, 7}, kF32, L::Strided}},
-                      [p](const std::vector<tb::Tensor>& t) { return one(tb::dropout(t[0], p, true)); },
-                      [p](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], p, true, 1)); }));
+    cs.push_back(make(
+        "dropout/float32/p" + std::to_string(int(p)) + "_exact", {{{5, 7}, kF32, L::Strided}},
+        [p](const std::vector<tb::Tensor>& t) { return one(tb::dropout(t[0], p, true)); },
+        [p](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], p, true, 1)); }));
   }
-  cs.push_back(make("dropout/float32/eval", {{{5, 7}, kF32, L::Transposed}},
-                    [](const std::vector<tb::Tensor>& t) { return one(tb::dropout(t[0], 0.5, false)); },
-                    [](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], 0.5, false, 1)); }));
+  cs.push_back(make(
+      "dropout/float32/eval", {{{5, 7}, kF32, L::Transposed}},
+      [](const std::vector<tb::Tensor>& t) { return one(tb::dropout(t[0], 0.5, false)); },
+      [](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], 0.5, false, 1)); }));
   cs.back().grad = true;
-  cs.push_back(make("dropout/float32/error_p", {{{5}, kF32}},
-                    [](const std::vector<tb::Tensor>& t) { return one(tb::dropout(t[0], 1.5, true)); },
-                    [](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], 1.5, true, 1)); },
-                    Check::Error));
+  cs.push_back(make(
+      "dropout/float32/error_p", {{{5}, kF32}},
+      [](const std::vector<tb::Tensor>& t) { return one(tb::dropout(t[0], 1.5, true)); },
+      [](const std::vector<ref::Tensor>& t) { return one(ref::dropout(t[0], 1.5, true, 1)); }, Check::Error));
 }
 
 void add_one_hot(std::vector<OpCase>& cs) {
   auto row = [&](std::string tag, Input in, int64_t n, Check check = Check::Values) {
-    cs.push_back(make("one_hot/" + dn(in.dtype) + "/" + tag, {in},
-                      [n](const std::vector<tb::Tensor>& t) { return one(tb::one_hot(t[0], n)); },
-                      [n](const std::vector<ref::Tensor>& t) { return one(ref::one_hot(t[0], n)); }, check));
+    cs.push_back(make(
+        "one_hot/" + dn(in.dtype) + "/" + tag, {in},
+        [n](const std::vector<tb::Tensor>& t) { return one(tb::one_hot(t[0], n)); },
+        [n](const std::vector<ref::Tensor>& t) { return one(ref::one_hot(t[0], n)); }, check));
   };
   row("infer", {{2, 3}, kI64, L::Contiguous, V::Index, 5}, -1);
   row("num_classes7", {{2, 3}, kI64, L::Transposed, V::Index, 5}, 7);
@@ -273,7 +312,13 @@ void add_one_hot(std::vector<OpCase>& cs) {
 }
 
 void add_pad(std::vector<OpCase>& cs) {
-  struct Var { const char* tag; Input x; Shape pad; std::string mode; double value; };
+  struct Var {
+    const char* tag;
+    Input x;
+    Shape pad;
+    std::string mode;
+    double value;
+  };
   for (DType dt : {kF32, kF64, kBF16, kF16, kI64, kI32, kBool}) {
     const Var vars[] = {
         {"last_dim", {{2, 3, 4}, dt}, {1, 2}, "constant", 1},
@@ -284,9 +329,10 @@ void add_pad(std::vector<OpCase>& cs) {
         {"1d", {{5}, dt, L::Expanded}, {2, 3}, "constant", 1},
     };
     for (const Var& v : vars) {
-      cs.push_back(make("pad/" + dn(dt) + "/" + v.tag, {v.x},
-                        [v](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], v.pad, v.mode, v.value)); },
-                        [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }));
+      cs.push_back(make(
+          "pad/" + dn(dt) + "/" + v.tag, {v.x},
+          [v](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], v.pad, v.mode, v.value)); },
+          [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }));
     }
   }
   for (DType dt : {kF32, kF64, kBF16}) {
@@ -302,9 +348,10 @@ void add_pad(std::vector<OpCase>& cs) {
         {"replicate_1d_empty_batch", {{0, 3, 4}, dt}, {2, 1}, "replicate", 0},
     };
     for (const Var& v : vars) {
-      cs.push_back(make("pad/" + dn(dt) + "/" + v.tag, {v.x},
-                        [v](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], v.pad, v.mode, v.value)); },
-                        [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }));
+      cs.push_back(make(
+          "pad/" + dn(dt) + "/" + v.tag, {v.x},
+          [v](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], v.pad, v.mode, v.value)); },
+          [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }));
       cs.back().grad = differentiable(dt);
     }
   }
@@ -313,10 +360,10 @@ void add_pad(std::vector<OpCase>& cs) {
   for (const Shape& pads : {Shape{0, -1}, Shape{-1, 0, 0, -1}, Shape{0, 0}}) {
     std::string tag = "crop_only_transposed";
     for (int64_t p : pads) tag += "_" + std::to_string(-p);
-    cs.push_back(make("pad/float32/" + tag, {{{3, 4, 5}, kF32, L::Transposed}},
-                      [pads](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], pads, "constant", 0)); },
-                      [pads](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], pads, "constant", 0)); },
-                      Check::View));
+    cs.push_back(make(
+        "pad/float32/" + tag, {{{3, 4, 5}, kF32, L::Transposed}},
+        [pads](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], pads, "constant", 0)); },
+        [pads](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], pads, "constant", 0)); }, Check::View));
   }
   const Var errs[] = {
       {"error_reflect_too_big", {{1, 2, 3, 3}, kF32}, {3, 0, 0, 0}, "reflect", 0},
@@ -332,10 +379,10 @@ void add_pad(std::vector<OpCase>& cs) {
       {"error_replicate_empty_unbatched", {{0, 4}, kF32}, {1, 1}, "replicate", 0},
   };
   for (const Var& v : errs) {
-    cs.push_back(make(std::string("pad/float32/") + v.tag, {v.x},
-                      [v](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], v.pad, v.mode, v.value)); },
-                      [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); },
-                      Check::Error));
+    cs.push_back(make(
+        std::string("pad/float32/") + v.tag, {v.x},
+        [v](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], v.pad, v.mode, v.value)); },
+        [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }, Check::Error));
   }
 }
 
@@ -350,36 +397,51 @@ OpCase& grad_row(std::vector<OpCase>& cs, std::string name, std::vector<Input> i
 // (float32) a size past oneDNN's small-shape paths.
 void add_conv_grads(std::vector<OpCase>& cs, DType dt) {
   const std::string d = dn(dt);
-  struct Var { const char* tag; Shape x, w, stride; L layout; };
+  struct Var {
+    const char* tag;
+    Shape x, w, stride;
+    L layout;
+  };
   for (const Var& c : {Var{"transposed", {1, 2, 6, 6}, {3, 2, 3, 2}, {1}, L::Transposed},
                        Var{"strided", {1, 2, 6, 5}, {3, 2, 3, 3}, {2, 1}, L::Strided}}) {
-    grad_row(cs, "conv2d/" + d + "/" + c.tag, {{c.x, dt, c.layout}, {c.w, dt, c.layout}, {{c.w[0]}, dt}},
-             [c](const In& t) { return one(tb::conv2d(t[0], t[1], t[2], c.stride, {1})); },
-             [c](const RIn& t) { return one(R::conv2d(t[0], t[1], t[2], c.stride, {1}, {1}, 1)); });
+    grad_row(
+        cs, "conv2d/" + d + "/" + c.tag, {{c.x, dt, c.layout}, {c.w, dt, c.layout}, {{c.w[0]}, dt}},
+        [c](const In& t) { return one(tb::conv2d(t[0], t[1], t[2], c.stride, {1})); },
+        [c](const RIn& t) { return one(R::conv2d(t[0], t[1], t[2], c.stride, {1}, {1}, 1)); });
   }
   // Only the weight and bias require grad (a first layer's input does not).
-  grad_row(cs, "conv2d/" + d + "/weight_only", {{{2, 2, 5, 5}, dt}, {{3, 2, 3, 3}, dt}, {{3}, dt}},
-           [](const In& t) { return one(tb::conv2d(t[0], t[1], t[2], {1}, {1})); },
-           [](const RIn& t) { return one(R::conv2d(t[0], t[1], t[2], {1}, {1}, {1}, 1)); })
+  grad_row(
+      cs, "conv2d/" + d + "/weight_only", {{{2, 2, 5, 5}, dt}, {{3, 2, 3, 3}, dt}, {{3}, dt}},
+      [](const In& t) { return one(tb::conv2d(t[0], t[1], t[2], {1}, {1})); },
+      [](const RIn& t) { return one(R::conv2d(t[0], t[1], t[2], {1}, {1}, {1}, 1)); })
       .wrt = {1, 2};
   // A channels-last view: the (N, H, W, C) input permuted to (N, C, H, W).
-  grad_row(cs, "conv2d/" + d + "/permuted_view", {{{1, 5, 5, 2}, dt}, {{3, 2, 3, 3}, dt}},
-           [](const In& t) { return one(tb::conv2d(t[0].permute({0, 3, 1, 2}), t[1], {}, {1}, {1})); },
-           [](const RIn& t) { return one(R::conv2d(R::permute(t[0], {0, 3, 1, 2}), t[1], ref::Tensor(), {1}, {1}, {1}, 1)); });
+  grad_row(
+      cs, "conv2d/" + d + "/permuted_view", {{{1, 5, 5, 2}, dt}, {{3, 2, 3, 3}, dt}},
+      [](const In& t) {
+        return one(tb::conv2d(t[0].permute({0, 3, 1, 2}), t[1], {}, {1}, {1}));
+      },
+      [](const RIn& t) {
+        return one(R::conv2d(R::permute(t[0], {0, 3, 1, 2}), t[1], ref::Tensor(), {1}, {1}, {1}, 1));
+      });
   // reflect pad -> conv -> max pool, as in a small encoder.
-  grad_row(cs, "conv2d/" + d + "/pad_conv_pool", {{{1, 2, 6, 6}, dt}, {{2, 2, 3, 3}, dt}, {{2}, dt}},
-           [](const In& t) { return one(tb::max_pool2d(tb::conv2d(tb::pad(t[0], {1, 1, 1, 1}, "reflect"), t[1], t[2]), {2})); },
-           [](const RIn& t) {
-             return one(R::max_pool2d(R::conv2d(R::pad(t[0], {1, 1, 1, 1}, "reflect"), t[1], t[2], {1}, {0}, {1}, 1), {2},
-                                      {}, {0}, {1}, false));
-           });
+  grad_row(
+      cs, "conv2d/" + d + "/pad_conv_pool", {{{1, 2, 6, 6}, dt}, {{2, 2, 3, 3}, dt}, {{2}, dt}},
+      [](const In& t) {
+        return one(tb::max_pool2d(tb::conv2d(tb::pad(t[0], {1, 1, 1, 1}, "reflect"), t[1], t[2]), {2}));
+      },
+      [](const RIn& t) {
+        return one(R::max_pool2d(R::conv2d(R::pad(t[0], {1, 1, 1, 1}, "reflect"), t[1], t[2], {1}, {0}, {1}, 1), {2},
+                                 {}, {0}, {1}, false));
+      });
   if (dt != kF32) return;
   // Past oneDNN's small-shape paths: blocked layouts and reorders on both backward primitives.
   // Gradients of the weight sum 2 * 10 * 10 = 200 products (and the input's 16 * 9 = 144): float32
   // accumulation order differs from LibTorch's, hence the long-sum tolerances.
-  OpCase& big = grad_row(cs, "conv2d/float32/blocked", {{{2, 16, 10, 10}, kF32}, {{16, 16, 3, 3}, kF32}, {{16}, kF32}},
-                         [](const In& t) { return one(tb::conv2d(t[0], t[1], t[2], {1}, {1})); },
-                         [](const RIn& t) { return one(R::conv2d(t[0], t[1], t[2], {1}, {1}, {1}, 1)); });
+  OpCase& big = grad_row(
+      cs, "conv2d/float32/blocked", {{{2, 16, 10, 10}, kF32}, {{16, 16, 3, 3}, kF32}, {{16}, kF32}},
+      [](const In& t) { return one(tb::conv2d(t[0], t[1], t[2], {1}, {1})); },
+      [](const RIn& t) { return one(R::conv2d(t[0], t[1], t[2], {1}, {1}, {1}, 1)); });
   big.tol = long_dot_tol(kF32, 16 * 9);
   big.grad_tol = Tolerance{1e-4, 1e-4};
 }
@@ -387,32 +449,41 @@ void add_conv_grads(std::vector<OpCase>& cs, DType dt) {
 // Pooling with overlapping windows, ties, ceil mode with an override, and a view before the op.
 void add_pool_grads(std::vector<OpCase>& cs, DType dt) {
   const std::string d = dn(dt);
-  grad_row(cs, "max_pool2d/" + d + "/overlap_s1", {{{1, 2, 5, 5}, dt}},
-           [](const In& t) { return one(tb::max_pool2d(t[0], {3}, {1}, {1}, {1}, false)); },
-           [](const RIn& t) { return one(R::max_pool2d(t[0], {3}, {1}, {1}, {1}, false)); });
+  grad_row(
+      cs, "max_pool2d/" + d + "/overlap_s1", {{{1, 2, 5, 5}, dt}},
+      [](const In& t) { return one(tb::max_pool2d(t[0], {3}, {1}, {1}, {1}, false)); },
+      [](const RIn& t) { return one(R::max_pool2d(t[0], {3}, {1}, {1}, {1}, false)); });
   for (bool cip : {true, false})
-    grad_row(cs, "avg_pool2d/" + d + "/overlap_s1" + (cip ? "" : "_exclude_pad"), {{{1, 2, 5, 5}, dt}},
-             [cip](const In& t) { return one(tb::avg_pool2d(t[0], {3}, {1}, {1}, false, cip)); },
-             [cip](const RIn& t) { return one(R::avg_pool2d(t[0], {3}, {1}, {1}, false, cip, std::nullopt)); });
+    grad_row(
+        cs, "avg_pool2d/" + d + "/overlap_s1" + (cip ? "" : "_exclude_pad"), {{{1, 2, 5, 5}, dt}},
+        [cip](const In& t) { return one(tb::avg_pool2d(t[0], {3}, {1}, {1}, false, cip)); },
+        [cip](const RIn& t) { return one(R::avg_pool2d(t[0], {3}, {1}, {1}, false, cip, std::nullopt)); });
   // Integer-valued inputs: windows hold ties, and the gradient must go to the first maximum (in
   // row-major order), where LibTorch sends it. Finite differences are meaningless at a tie.
-  OpCase& ties = grad_row(cs, "max_pool2d/" + d + "/ties", {{{2, 2, 6, 6}, dt, L::Contiguous, V::Index, 3}},
-                          [](const In& t) { return one(tb::max_pool2d(t[0], {3}, {1}, {1})); },
-                          [](const RIn& t) { return one(R::max_pool2d(t[0], {3}, {1}, {1}, {1}, false)); });
+  OpCase& ties = grad_row(
+      cs, "max_pool2d/" + d + "/ties", {{{2, 2, 6, 6}, dt, L::Contiguous, V::Index, 3}},
+      [](const In& t) { return one(tb::max_pool2d(t[0], {3}, {1}, {1})); },
+      [](const RIn& t) { return one(R::max_pool2d(t[0], {3}, {1}, {1}, {1}, false)); });
   ties.gradcheck = false;
   ties.wrt = {0};
-  grad_row(cs, "avg_pool2d/" + d + "/ceil_exclude_pad_override", {{{1, 2, 5, 6}, dt}},
-           [](const In& t) { return one(tb::avg_pool2d(t[0], {2, 3}, {2}, {1}, true, false, 3)); },
-           [](const RIn& t) { return one(R::avg_pool2d(t[0], {2, 3}, {2}, {1}, true, false, 3)); });
+  grad_row(
+      cs, "avg_pool2d/" + d + "/ceil_exclude_pad_override", {{{1, 2, 5, 6}, dt}},
+      [](const In& t) {
+        return one(tb::avg_pool2d(t[0], {2, 3}, {2}, {1}, true, false, 3));
+      },
+      [](const RIn& t) {
+        return one(R::avg_pool2d(t[0], {2, 3}, {2}, {1}, true, false, 3));
+      });
   // A view before the op and a second pooling after it.
-  grad_row(cs, "avg_pool2d/" + d + "/view_then_max_pool", {{{2, 3, 8, 6}, dt}},
-           [](const In& t) {
-             return one(tb::avg_pool2d(tb::max_pool2d(t[0].select(0, 1).narrow(1, 1, 6).transpose(1, 2), {2}, {1}), {2}));
-           },
-           [](const RIn& t) {
-             ref::Tensor x = R::transpose(R::narrow(R::select(t[0], 0, 1), 1, 1, 6), 1, 2);
-             return one(R::avg_pool2d(R::max_pool2d(x, {2}, {1}, {0}, {1}, false), {2}, {}, {0}, false, true, std::nullopt));
-           });
+  grad_row(
+      cs, "avg_pool2d/" + d + "/view_then_max_pool", {{{2, 3, 8, 6}, dt}},
+      [](const In& t) {
+        return one(tb::avg_pool2d(tb::max_pool2d(t[0].select(0, 1).narrow(1, 1, 6).transpose(1, 2), {2}, {1}), {2}));
+      },
+      [](const RIn& t) {
+        ref::Tensor x = R::transpose(R::narrow(R::select(t[0], 0, 1), 1, 1, 6), 1, 2);
+        return one(R::avg_pool2d(R::max_pool2d(x, {2}, {1}, {0}, {1}, false), {2}, {}, {0}, false, true, std::nullopt));
+      });
 }
 
 // embedding: repeated indices (their gradients accumulate), padding_idx, int32 strided indices,
@@ -421,31 +492,38 @@ void add_embedding_grads(std::vector<OpCase>& cs, DType dt) {
   const std::string d = dn(dt);
   for (int64_t pad_idx : {int64_t(-1), int64_t(2)}) {
     for (L wl : {L::Contiguous, L::Transposed}) {
-      const std::string name = std::string(pad_idx < 0 ? "repeats" : "padding_idx") + (wl == L::Transposed ? "_transposed" : "");
+      const std::string name = std::string(pad_idx < 0 ? "repeats" : "padding_idx") +
+                               (wl == L::Transposed ? "_transposed" : "");
       if (name == "padding_idx" && dt == kF32) continue;  // a row of add_embedding
       // 15 indices over 4 rows: repeats are certain, so their gradients must accumulate.
-      OpCase& c = grad_row(cs, "embedding/" + d + "/" + name, {{{6, 5}, dt, wl}, {{3, 5}, kI64, L::Contiguous, V::Index, 4}},
-                           [pad_idx](const In& t) { return one(tb::embedding(t[0], t[1], pad_idx)); },
-                           [pad_idx](const RIn& t) { return one(R::embedding(t[0], t[1], pad_idx)); });
+      OpCase& c = grad_row(
+          cs, "embedding/" + d + "/" + name, {{{6, 5}, dt, wl}, {{3, 5}, kI64, L::Contiguous, V::Index, 4}},
+          [pad_idx](const In& t) { return one(tb::embedding(t[0], t[1], pad_idx)); },
+          [pad_idx](const RIn& t) { return one(R::embedding(t[0], t[1], pad_idx)); });
       c.wrt = {0};
       // The padding_idx row's gradient is zero by definition, not the derivative: finite
       // differences of the forward disagree there by design (the LibTorch check covers it).
       c.gradcheck = pad_idx < 0;
     }
   }
-  OpCase& i32 = grad_row(cs, "embedding/" + d + "/int32_strided_indices", {{{5, 3}, dt}, {{4, 6}, kI32, L::Strided, V::Index, 5}},
-                         [](const In& t) { return one(tb::embedding(t[0], t[1], 0)); },
-                         [](const RIn& t) { return one(R::embedding(t[0], t[1], 0)); });
+  OpCase& i32 = grad_row(
+      cs, "embedding/" + d + "/int32_strided_indices", {{{5, 3}, dt}, {{4, 6}, kI32, L::Strided, V::Index, 5}},
+      [](const In& t) { return one(tb::embedding(t[0], t[1], 0)); },
+      [](const RIn& t) { return one(R::embedding(t[0], t[1], 0)); });
   i32.wrt = {0};
   i32.gradcheck = false;  // padding_idx 0 (as above)
-  grad_row(cs, "embedding/" + d + "/empty_indices", {{{5, 3}, dt}, {{0, 2}, kI64, L::Contiguous, V::Index, 5}},
-           [](const In& t) { return one(tb::embedding(t[0], t[1])); }, [](const RIn& t) { return one(R::embedding(t[0], t[1])); })
+  grad_row(
+      cs, "embedding/" + d + "/empty_indices", {{{5, 3}, dt}, {{0, 2}, kI64, L::Contiguous, V::Index, 5}},
+      [](const In& t) { return one(tb::embedding(t[0], t[1])); },
+      [](const RIn& t) { return one(R::embedding(t[0], t[1])); })
       .wrt = {0};
-  grad_row(cs, "embedding/" + d + "/view_then_pool", {{{8, 4}, dt}, {{2, 3, 4}, kI64, L::Contiguous, V::Index, 6}},
-           [](const In& t) { return one(tb::avg_pool2d(tb::embedding(t[0].narrow(0, 1, 6), t[1]), {2})); },
-           [](const RIn& t) {
-             return one(R::avg_pool2d(R::embedding(R::narrow(t[0], 0, 1, 6), t[1]), {2}, {}, {0}, false, true, std::nullopt));
-           })
+  grad_row(
+      cs, "embedding/" + d + "/view_then_pool", {{{8, 4}, dt}, {{2, 3, 4}, kI64, L::Contiguous, V::Index, 6}},
+      [](const In& t) { return one(tb::avg_pool2d(tb::embedding(t[0].narrow(0, 1, 6), t[1]), {2})); },
+      [](const RIn& t) {
+        return one(
+            R::avg_pool2d(R::embedding(R::narrow(t[0], 0, 1, 6), t[1]), {2}, {}, {0}, false, true, std::nullopt));
+      })
       .wrt = {0};
 }
 
@@ -455,47 +533,67 @@ constexpr uint64_t kSeed = 20240611;  // the dropout gradient rows' fixed genera
 // redrawn from the engine for the reference (see the file comment).
 void add_dropout_grads(std::vector<OpCase>& cs, DType dt) {
   const std::string d = dn(dt);
-  struct Det { const char* tag; double p; bool training; };
+  struct Det {
+    const char* tag;
+    double p;
+    bool training;
+  };
   for (Det c : {Det{"p0", 0.0, true}, Det{"eval", 0.5, false}, Det{"p1", 1.0, true}}) {
     if (std::string(c.tag) == "eval" && dt == kF32) continue;  // a row of add_dropout
-    grad_row(cs, "dropout/" + d + "/" + c.tag, {{{3, 4}, dt, L::Transposed}, {{3, 4}, dt}},
-             [c](const In& t) { return one(tb::mul(tb::dropout(t[0], c.p, c.training), t[1])); },
-             [c](const RIn& t) { return one(R::mul(R::dropout(t[0], c.p, c.training, kSeed), t[1])); });
+    grad_row(
+        cs, "dropout/" + d + "/" + c.tag, {{{3, 4}, dt, L::Transposed}, {{3, 4}, dt}},
+        [c](const In& t) { return one(tb::mul(tb::dropout(t[0], c.p, c.training), t[1])); },
+        [c](const RIn& t) { return one(R::mul(R::dropout(t[0], c.p, c.training, kSeed), t[1])); });
   }
-  grad_row(cs, "dropout/" + d + "/p0_alone", {{{2, 3}, dt}}, [](const In& t) { return one(tb::dropout(t[0], 0.0, true)); },
-           [](const RIn& t) { return one(R::dropout(t[0], 0.0, true, kSeed)); });
-  struct Rnd { const char* tag; double p; Shape shape; L layout; };
+  grad_row(
+      cs, "dropout/" + d + "/p0_alone", {{{2, 3}, dt}}, [](const In& t) { return one(tb::dropout(t[0], 0.0, true)); },
+      [](const RIn& t) { return one(R::dropout(t[0], 0.0, true, kSeed)); });
+  struct Rnd {
+    const char* tag;
+    double p;
+    Shape shape;
+    L layout;
+  };
   for (Rnd c : {Rnd{"p0.3", 0.3, {4, 5}, L::Contiguous}, Rnd{"p0.5_transposed", 0.5, {5, 6}, L::Transposed},
                 Rnd{"p0.8_strided", 0.8, {3, 7}, L::Strided}}) {
-    grad_row(cs, "dropout/" + d + "/" + c.tag, {{c.shape, dt, c.layout}},
-             [c](const In& t) {
-               core::Generator gen(kSeed);
-               return one(tb::dropout(t[0], c.p, true, &gen));
-             },
-             [c](const RIn& t) {
-               core::Generator gen(kSeed);
-               const tb::Tensor mask = tb::dropout(tb::ones(t[0].sizes(), t[0].dtype()), c.p, true, &gen);
-               return one(R::mul(t[0], ref::to_ref(mask)));
-             });
+    grad_row(
+        cs, "dropout/" + d + "/" + c.tag, {{c.shape, dt, c.layout}},
+        [c](const In& t) {
+          core::Generator gen(kSeed);
+          return one(tb::dropout(t[0], c.p, true, &gen));
+        },
+        [c](const RIn& t) {
+          core::Generator gen(kSeed);
+          const tb::Tensor mask = tb::dropout(tb::ones(t[0].sizes(), t[0].dtype()), c.p, true, &gen);
+          return one(R::mul(t[0], ref::to_ref(mask)));
+        });
   }
   // A view before dropout and a product after it.
-  grad_row(cs, "dropout/" + d + "/view_chain", {{{4, 3, 2}, dt}, {{2, 3}, dt}},
-           [](const In& t) {
-             core::Generator gen(kSeed + 1);
-             return one(tb::mul(tb::dropout(t[0].select(0, 2).transpose(0, 1), 0.4, true, &gen), t[1]));
-           },
-           [](const RIn& t) {
-             core::Generator gen(kSeed + 1);
-             const tb::Tensor mask = tb::dropout(tb::ones({2, 3}, t[0].dtype()), 0.4, true, &gen);
-             return one(R::mul(R::mul(R::transpose(R::select(t[0], 0, 2), 0, 1), ref::to_ref(mask)), t[1]));
-           });
+  grad_row(
+      cs, "dropout/" + d + "/view_chain", {{{4, 3, 2}, dt}, {{2, 3}, dt}},
+      [](const In& t) {
+        core::Generator gen(kSeed + 1);
+        return one(tb::mul(tb::dropout(t[0].select(0, 2).transpose(0, 1), 0.4, true, &gen), t[1]));
+      },
+      [](const RIn& t) {
+        core::Generator gen(kSeed + 1);
+        const tb::Tensor mask = tb::dropout(tb::ones({2, 3}, t[0].dtype()), 0.4, true, &gen);
+        return one(R::mul(R::mul(R::transpose(R::select(t[0], 0, 2), 0, 1), ref::to_ref(mask)), t[1]));
+      });
 }
 
 // pad: constant (with a value, cropping, three dims, empty), reflect and replicate on awkward
 // layouts, and replicate padding of a view into a convolution.
 void add_pad_grads(std::vector<OpCase>& cs, DType dt) {
   const std::string d = dn(dt);
-  struct Var { const char* tag; Shape x; Shape pad; const char* mode; double value; L layout; };
+  struct Var {
+    const char* tag;
+    Shape x;
+    Shape pad;
+    const char* mode;
+    double value;
+    L layout;
+  };
   const Var vars[] = {
       {"constant", {2, 3, 4}, {1, 2, 2, 1}, "constant", 0.5, L::Contiguous},
       {"constant_crop", {2, 4, 5}, {-1, 2, 1, -2}, "constant", 0.0, L::Transposed},
@@ -504,15 +602,19 @@ void add_pad_grads(std::vector<OpCase>& cs, DType dt) {
       {"reflect_unbatched", {2, 4, 4}, {3, 3, 3, 3}, "reflect", 0.0, L::Transposed},
   };
   for (const Var& c : vars)
-    grad_row(cs, "pad/" + d + "/" + c.tag, {{c.x, dt, c.layout}},
-             [c](const In& t) { return one(tb::pad(t[0], c.pad, c.mode, c.value)); },
-             [c](const RIn& t) { return one(R::pad(t[0], c.pad, c.mode, c.value)); });
-  grad_row(cs, "pad/" + d + "/view_then_conv", {{{3, 2, 4}, dt}, {{2, 2, 3, 3}, dt}},
-           [](const In& t) { return one(tb::conv2d(tb::pad(t[0].permute({1, 0, 2}), {1, 1, 1, 1}, "replicate"), t[1])); },
-           [](const RIn& t) {
-             return one(R::conv2d(R::pad(R::permute(t[0], {1, 0, 2}), {1, 1, 1, 1}, "replicate"), t[1], ref::Tensor(), {1},
-                                  {0}, {1}, 1));
-           });
+    grad_row(
+        cs, "pad/" + d + "/" + c.tag, {{c.x, dt, c.layout}},
+        [c](const In& t) { return one(tb::pad(t[0], c.pad, c.mode, c.value)); },
+        [c](const RIn& t) { return one(R::pad(t[0], c.pad, c.mode, c.value)); });
+  grad_row(
+      cs, "pad/" + d + "/view_then_conv", {{{3, 2, 4}, dt}, {{2, 2, 3, 3}, dt}},
+      [](const In& t) {
+        return one(tb::conv2d(tb::pad(t[0].permute({1, 0, 2}), {1, 1, 1, 1}, "replicate"), t[1]));
+      },
+      [](const RIn& t) {
+        return one(R::conv2d(R::pad(R::permute(t[0], {1, 0, 2}), {1, 1, 1, 1}, "replicate"), t[1], ref::Tensor(), {1},
+                             {0}, {1}, 1));
+      });
 }
 
 // Under autocast (see autocast_case.h): conv2d computes in bf16, reflect padding keeps its input's
@@ -523,16 +625,22 @@ void add_pad_grads(std::vector<OpCase>& cs, DType dt) {
 // operands (float64 math, which autocast leaves alone) rounded once to bfloat16: the contract both
 // oneDNN's kernels and the engine's float32 fallback implement.
 void add_autocast(std::vector<OpCase>& cs) {
-  cs.push_back(autocast_case("conv2d/float32", {{{2, 3, 6, 6}, kF32}, {{4, 3, 3, 3}, kF32}, {{4}, kF32}},
-                             [](const In& x) { return tb::conv2d(x[0], x[1], x[2], {1}, {1}); },
-                             [](const RIn& x) {
-                               if (ops::cpu::dnnl_has_bf16()) return R::conv2d(x[0], x[1], x[2], {1}, {1}, {1}, 1);
-                               auto exact = [](const R::Tensor& t) { return R::to(R::to(t, kBF16), kF64); };
-                               return R::to(R::conv2d(exact(x[0]), exact(x[1]), exact(x[2]), {1}, {1}, {1}, 1), kBF16);
-                             }));
-  cs.push_back(autocast_case("pad_reflect/bfloat16", {{{2, 3, 4, 4}, kBF16}},
-                             [](const In& x) { return tb::pad(x[0], {1, 1, 2, 0}, "reflect"); },
-                             [](const RIn& x) { return R::pad(x[0], {1, 1, 2, 0}, "reflect"); }));
+  cs.push_back(autocast_case(
+      "conv2d/float32", {{{2, 3, 6, 6}, kF32}, {{4, 3, 3, 3}, kF32}, {{4}, kF32}},
+      [](const In& x) { return tb::conv2d(x[0], x[1], x[2], {1}, {1}); },
+      [](const RIn& x) {
+        if (ops::cpu::dnnl_has_bf16()) return R::conv2d(x[0], x[1], x[2], {1}, {1}, {1}, 1);
+        auto exact = [](const R::Tensor& t) { return R::to(R::to(t, kBF16), kF64); };
+        return R::to(R::conv2d(exact(x[0]), exact(x[1]), exact(x[2]), {1}, {1}, {1}, 1), kBF16);
+      }));
+  cs.push_back(autocast_case(
+      "pad_reflect/bfloat16", {{{2, 3, 4, 4}, kBF16}},
+      [](const In& x) {
+        return tb::pad(x[0], {1, 1, 2, 0}, "reflect");
+      },
+      [](const RIn& x) {
+        return R::pad(x[0], {1, 1, 2, 0}, "reflect");
+      }));
 }
 
 }  // namespace

@@ -23,19 +23,19 @@ namespace tb::suites {
 // How an input is laid out in memory. Non-contiguous layouts are the default in most tables.
 enum class Layout {
   Contiguous,
-  Transposed,   // last two dims swapped (a transposed view of a contiguous tensor)
-  Strided,      // every other element of the last dim, with a storage offset
-  Expanded,     // the first dim broadcast from size 1 (stride 0)
+  Transposed,  // last two dims swapped (a transposed view of a contiguous tensor)
+  Strided,     // every other element of the last dim, with a storage offset
+  Expanded,    // the first dim broadcast from size 1 (stride 0)
 };
 
 enum class Values {
-  Normal,       // standard normal (integers: in [-5, 5])
-  Positive,     // in (0.1, 3): for log, sqrt, ...
-  Unit,         // in (-0.9, 0.9): for atanh-like domains
-  NonZero,      // |x| in (0.5, 3) with random signs: for division
-  Index,        // integers in [0, hi): for index arguments
-  Bool,         // random true/false
-  Zeros,        // all zero: for out= buffers
+  Normal,    // standard normal (integers: in [-5, 5])
+  Positive,  // in (0.1, 3): for log, sqrt, ...
+  Unit,      // in (-0.9, 0.9): for atanh-like domains
+  NonZero,   // |x| in (0.5, 3) with random signs: for division
+  Index,     // integers in [0, hi): for index arguments
+  Bool,      // random true/false
+  Zeros,     // all zero: for out= buffers
 };
 
 struct Input {
@@ -47,26 +47,26 @@ struct Input {
 };
 
 enum class Check {
-  Values,       // outputs equal within tolerance (dtype and shape exact)
-  View,         // as Values, plus sizes/strides/offset equal and output 0 shares storage with
-                // input 0 exactly when LibTorch's does
-  Error,        // both sides must throw (engine: core::Error; LibTorch: ref::RefError)
-  Stats,        // random ops: shape and dtype exact, mean/std within a few standard errors
+  Values,  // outputs equal within tolerance (dtype and shape exact)
+  View,    // as Values, plus sizes/strides/offset equal and output 0 shares storage with
+           // input 0 exactly when LibTorch's does
+  Error,   // both sides must throw (engine: core::Error; LibTorch: ref::RefError)
+  Stats,   // random ops: shape and dtype exact, mean/std within a few standard errors
 };
 
 using EngineFn = std::function<std::vector<tb::Tensor>(const std::vector<tb::Tensor>&)>;
 using RefFn = std::function<std::vector<ref::Tensor>(const std::vector<ref::Tensor>&)>;
 
 struct OpCase {
-  std::string name;                 // "<op>/<dtype>/<shape or variant>"
+  std::string name;  // "<op>/<dtype>/<shape or variant>"
   std::vector<Input> inputs;
   EngineFn engine;
   RefFn reference;
   Check check = Check::Values;
-  std::optional<Tolerance> tol;     // overrides the dtype default; say why beside it
-  bool bench = false;               // also a benchmark row
-  double flops = 0;                 // per call, for GFLOP/s
-  double bytes = 0;                 // read + written per call, for GB/s
+  std::optional<Tolerance> tol;          // overrides the dtype default; say why beside it
+  bool bench = false;                    // also a benchmark row
+  double flops = 0;                      // per call, for GFLOP/s
+  double bytes = 0;                      // read + written per call, for GB/s
   double stats_mean = 0, stats_std = 1;  // Check::Stats: expected moments
   // Autograd (suite autograd): when `grad` is set, grad/<name> compares the forward outputs and
   // the gradient of every input in `wrt` with LibTorch autograd (same random output gradients),
@@ -74,21 +74,21 @@ struct OpCase {
   // differences of the engine's own forward. Engine lambdas of such rows call the
   // differentiable functions (tb::autograd::).
   bool grad = false;
-  std::vector<size_t> wrt;             // empty: every floating input
-  std::optional<Tolerance> grad_tol;   // overrides grad_tolerance(dtype); say why beside it
+  std::vector<size_t> wrt;            // empty: every floating input
+  std::optional<Tolerance> grad_tol;  // overrides grad_tolerance(dtype); say why beside it
   bool gradcheck = true;
 };
 
 // The family tables (suites/ops/cases_<family>.cpp).
-std::vector<OpCase> tensor_cases();        // views, copies, casts, creation
+std::vector<OpCase> tensor_cases();  // views, copies, casts, creation
 std::vector<OpCase> elementwise_cases();
 std::vector<OpCase> reduce_cases();
 std::vector<OpCase> linalg_cases();
-std::vector<OpCase> index_cases();         // shape and index ops
-std::vector<OpCase> nn_cases();           // conv, pooling, embedding, dropout, one_hot, pad
-std::vector<OpCase> nn_norm_cases();      // softmax, log_softmax, layer_norm, batch_norm
-std::vector<OpCase> loss_cases();         // nll, cross_entropy, mse, l1, bce_with_logits
-std::vector<OpCase> all_op_cases();       // every family's rows
+std::vector<OpCase> index_cases();    // shape and index ops
+std::vector<OpCase> nn_cases();       // conv, pooling, embedding, dropout, one_hot, pad
+std::vector<OpCase> nn_norm_cases();  // softmax, log_softmax, layer_norm, batch_norm
+std::vector<OpCase> loss_cases();     // nll, cross_entropy, mse, l1, bce_with_logits
+std::vector<OpCase> all_op_cases();   // every family's rows
 
 // Every row the autograd suite checks: the rows of all_op_cases() with `grad` set.
 std::vector<OpCase> all_grad_cases();

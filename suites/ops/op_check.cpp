@@ -13,7 +13,8 @@ namespace tb::suites {
 uint64_t case_seed(const std::string& name) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a of the case name, mixed with TRAINBENCH_SEED
   for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
-  if (const auto s = core::env_string("TRAINBENCH_SEED")) h ^= core::parse_uint64("TRAINBENCH_SEED", *s) * 0x9E3779B97F4A7C15ull;
+  if (const auto s = core::env_string("TRAINBENCH_SEED"))
+    h ^= core::parse_uint64("TRAINBENCH_SEED", *s) * 0x9E3779B97F4A7C15ull;
   return h;
 }
 
@@ -198,8 +199,18 @@ harness::Record run_case(const OpCase& c) {
     if (c.check == Check::Error) {
       std::string engine_msg, ref_msg;
       bool engine_threw = false, ref_threw = false;
-      try { c.engine(in); } catch (const core::Error& e) { engine_threw = true; engine_msg = e.what(); }
-      try { c.reference(rin); } catch (const ref::RefError& e) { ref_threw = true; ref_msg = e.what(); }
+      try {
+        c.engine(in);
+      } catch (const core::Error& e) {
+        engine_threw = true;
+        engine_msg = e.what();
+      }
+      try {
+        c.reference(rin);
+      } catch (const ref::RefError& e) {
+        ref_threw = true;
+        ref_msg = e.what();
+      }
       if (!engine_threw || !ref_threw) {
         rec.status = harness::Status::Fail;
         rec.message = std::string("expected both to raise; engine ") + (engine_threw ? "raised" : "did not raise") +
@@ -234,8 +245,8 @@ harness::BenchCase make_bench(const OpCase& c) {
 
 std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
-  for (auto family :
-       {tensor_cases, elementwise_cases, reduce_cases, linalg_cases, index_cases, nn_cases, nn_norm_cases, loss_cases}) {
+  for (auto family : {tensor_cases, elementwise_cases, reduce_cases, linalg_cases, index_cases, nn_cases, nn_norm_cases,
+                      loss_cases}) {
     auto cs = family();
     all.insert(all.end(), std::make_move_iterator(cs.begin()), std::make_move_iterator(cs.end()));
   }

@@ -111,7 +111,8 @@ Params make_params(const std::vector<ParamSpec>& specs, DType dtype, core::Gener
 // Gradient of parameter k at step s (undefined: no gradient this step). Param 1 has none at step
 // 3, param 2 none before step 2 (its state starts late); every third gradient is transposed.
 tb::Tensor make_grad(const ParamSpec& spec, size_t k, int step, DType dtype, core::Generator& gen) {
-  tb::Tensor g = make_laid_out(spec.shape, (k + size_t(step)) % 3 == 0 ? Layout::Transposed : Layout::Contiguous, dtype, gen);
+  tb::Tensor g = make_laid_out(spec.shape, (k + size_t(step)) % 3 == 0 ? Layout::Transposed : Layout::Contiguous, dtype,
+                               gen);
   if ((k == 1 && step == 3) || (k == 2 && step < 2)) return {};
   return g;
 }
@@ -119,16 +120,17 @@ tb::Tensor make_grad(const ParamSpec& spec, size_t k, int step, DType dtype, cor
 // ---- the optimizers under test ----
 
 struct OptCase {
-  std::string kind;            // sgd | adam | adamw
-  json defaults;               // PyTorch's option names
-  std::vector<json> groups;    // per-group options; empty: one group
+  std::string kind;          // sgd | adam | adamw
+  json defaults;             // PyTorch's option names
+  std::vector<json> groups;  // per-group options; empty: one group
   DType dtype = DType::Float32;
   std::string label;
 };
 
 std::unique_ptr<optim::Optimizer> make_engine(const OptCase& c, const std::vector<std::vector<tb::Tensor>>& groups) {
   std::vector<optim::ParamGroup> pg;
-  for (size_t g = 0; g < groups.size(); ++g) pg.push_back({groups[g], g < c.groups.size() ? c.groups[g] : json::object()});
+  for (size_t g = 0; g < groups.size(); ++g)
+    pg.push_back({groups[g], g < c.groups.size() ? c.groups[g] : json::object()});
   const json& d = c.defaults;
   if (c.kind == "sgd") {
     optim::SGD::Options o;
@@ -233,11 +235,11 @@ void run_trajectory(const OptCase& c, harness::Record& rec) {
     const json& eo = sd.json["param_groups"][g];
     for (const auto& [key, v] : ro.items())
       check(eo.contains(key) && eo[key] == v, "param_groups[" + std::to_string(g) + "]." + key + ": engine " +
-                                                  (eo.contains(key) ? eo[key].dump() : "missing") + " vs LibTorch " + v.dump());
+                                                  (eo.contains(key) ? eo[key].dump() : "missing") + " vs LibTorch " +
+                                                  v.dump());
   }
   rec.metrics["steps"] = 10;
 }
-
 
 // ---- state_dict round trip: stop after 5 steps, load into a fresh optimizer over copies of the
 // parameters, continue both for 5 more steps: parameters and state must agree bit for bit. The
@@ -288,12 +290,14 @@ void run_round_trip(const OptCase& c, harness::Record& rec) {
   run_steps(*opt, p.engine, 5, 10);
   run_steps(*resumed, copies, 5, 10);
   for (size_t k = 0; k < specs.size(); ++k)
-    expect_close("parameter " + std::to_string(k) + " after resuming", copies[k].detach(), p.engine[k].detach(), {0, 0}, rec);
+    expect_close("parameter " + std::to_string(k) + " after resuming", copies[k].detach(), p.engine[k].detach(), {0, 0},
+                 rec);
   const optim::StateDict a = opt->state_dict(), b = resumed->state_dict();
   check(a.json == b.json, "state_dict JSON differs after resuming: " + a.json.dump() + " vs " + b.json.dump());
   check(a.tensors.size() == b.tensors.size(), "state_dict tensor count differs after resuming");
   for (size_t i = 0; i < a.tensors.size(); ++i) {
-    check(a.tensors[i].first == b.tensors[i].first, "state_dict tensor keys differ: " + a.tensors[i].first + " vs " + b.tensors[i].first);
+    check(a.tensors[i].first == b.tensors[i].first,
+          "state_dict tensor keys differ: " + a.tensors[i].first + " vs " + b.tensors[i].first);
     expect_close(a.tensors[i].first + " after resuming", b.tensors[i].second, a.tensors[i].second, {0, 0}, rec);
   }
   rec.tolerances = {{"rtol", 0}, {"atol", 0}};
@@ -317,7 +321,9 @@ std::vector<OptCase> trajectory_cases() {
       "maximize_momentum_weight_decay");
   add("sgd", {{"lr", 0.1}, {"maximize", true}}, {}, "maximize");
   add("sgd", {{"lr", 0.1}},
-      {{{"momentum", 0.9}}, {{"lr", 0.01}, {"momentum", 0.5}, {"nesterov", true}}, {{"weight_decay", 0.1}, {"maximize", true}}},
+      {{{"momentum", 0.9}},
+       {{"lr", 0.01}, {"momentum", 0.5}, {"nesterov", true}},
+       {{"weight_decay", 0.1}, {"maximize", true}}},
       "groups");
   add("adam", json::object(), {}, "defaults");
   add("adam", {{"lr", 0.01}}, {}, "lr");
@@ -326,9 +332,11 @@ std::vector<OptCase> trajectory_cases() {
   add("adam", {{"lr", 0.01}, {"weight_decay", 0.1}, {"amsgrad", true}}, {}, "amsgrad_weight_decay");
   add("adam", {{"lr", 0.02}, {"betas", {0.8, 0.99}}, {"eps", 1e-6}}, {}, "betas_eps");
   add("adam", {{"lr", 0.01}, {"maximize", true}}, {}, "maximize");
-  add("adam", {{"lr", 0.01}, {"maximize", true}, {"amsgrad", true}, {"weight_decay", 0.05}}, {}, "maximize_amsgrad_weight_decay");
+  add("adam", {{"lr", 0.01}, {"maximize", true}, {"amsgrad", true}, {"weight_decay", 0.05}}, {},
+      "maximize_amsgrad_weight_decay");
   add("adam", {{"lr", 0.01}},
-      {{{"amsgrad", true}}, {{"lr", 0.001}, {"betas", {0.5, 0.9}}}, {{"weight_decay", 0.1}, {"maximize", true}}}, "groups");
+      {{{"amsgrad", true}}, {{"lr", 0.001}, {"betas", {0.5, 0.9}}}, {{"weight_decay", 0.1}, {"maximize", true}}},
+      "groups");
   add("adamw", json::object(), {}, "defaults");
   add("adamw", {{"lr", 0.01}, {"weight_decay", 0.1}}, {}, "weight_decay");
   add("adamw", {{"lr", 0.01}, {"amsgrad", true}}, {}, "amsgrad");
@@ -354,8 +362,10 @@ struct ClipSetup {
 ClipSetup clip_setup(const std::string& name, DType dtype, int special) {
   core::Generator gen(case_seed(name));
   ClipSetup c;
-  const std::vector<ParamSpec> specs = {{{5, 4}, Layout::Contiguous}, {{3, 6}, Layout::Transposed},
-                                        {{2, 9}, Layout::Strided}, {{4}, Layout::Contiguous}};
+  const std::vector<ParamSpec> specs = {{{5, 4}, Layout::Contiguous},
+                                        {{3, 6}, Layout::Transposed},
+                                        {{2, 9}, Layout::Strided},
+                                        {{4}, Layout::Contiguous}};
   for (size_t k = 0; k < specs.size(); ++k) {
     tb::Tensor p = zeros(specs[k].shape, dtype);
     ref::Tensor r = ref::to_ref(p);
@@ -393,13 +403,15 @@ std::vector<harness::TestCase> clip_grad_tests() {
           rec.tolerances = {{"rtol", tol.rtol}, {"atol", tol.atol}};
           const tb::Tensor total = optim::clip_grad_norm_(c.engine, max_norm, norm);
           const double rtotal = ref::clip_grad_norm_(c.reference, max_norm, norm, false);
-          check(total.dim() == 0 && total.dtype() == dtype, "total norm must be a 0-dim " + std::string(core::name(dtype)) +
-                                                                " tensor, got " + total.str());
+          check(total.dim() == 0 && total.dtype() == dtype,
+                "total norm must be a 0-dim " + std::string(core::name(dtype)) + " tensor, got " + total.str());
           expect_close("total norm", total.to(DType::Float64), scalar_tensor(rtotal, DType::Float64), tol, rec);
           for (size_t k = 0; k < c.engine.size(); ++k) {
             const ref::Tensor rg = ref::grad_of(c.reference[k]);
-            check(c.engine[k].grad().defined() == rg.defined(), "grad " + std::to_string(k) + " defined on one side only");
-            if (rg.defined()) expect_close("grad " + std::to_string(k), c.engine[k].grad(), ref::from_ref(rg), tol, rec);
+            check(c.engine[k].grad().defined() == rg.defined(),
+                  "grad " + std::to_string(k) + " defined on one side only");
+            if (rg.defined())
+              expect_close("grad " + std::to_string(k), c.engine[k].grad(), ref::from_ref(rg), tol, rec);
           }
         }));
       }
@@ -508,7 +520,9 @@ std::vector<harness::TestCase> optim_error_tests() {
                  [&] { optim::SGD(ps, {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = true}); });
     expect_error("Adam lr<0", "Invalid learning rate", [&] { optim::Adam(ps, {.lr = -1e-3}); });
     expect_error("Adam eps<0", "Invalid epsilon value", [&] { optim::Adam(ps, {.eps = -1}); });
-    expect_error("Adam beta1=1", "Invalid beta parameter at index 0", [&] { optim::Adam(ps, {.betas = {1.0, 0.999}}); });
+    expect_error("Adam beta1=1", "Invalid beta parameter at index 0", [&] {
+      optim::Adam(ps, {.betas = {1.0, 0.999}});
+    });
     expect_error("Adam beta2<0", "Invalid beta parameter at index 1", [&] { optim::Adam(ps, {.betas = {0.9, -0.1}}); });
     expect_error("Adam weight_decay<0", "Invalid weight_decay value", [&] { optim::Adam(ps, {.weight_decay = -1}); });
     expect_error("AdamW beta2=1", "AdamW", [&] { optim::AdamW(ps, {.betas = {0.9, 1.0}}); });
@@ -518,15 +532,18 @@ std::vector<harness::TestCase> optim_error_tests() {
     tb::Tensor y = tb::mul(x, 2.0);  // has a grad_fn
     expect_error("non-leaf parameter", "non-leaf", [&] { optim::SGD({y}, {}); });
     expect_error("duplicate parameter", "more than one parameter group", [&] { optim::SGD({x, x}, {}); });
-    expect_error("group option of the wrong type", "'lr'",
-                 [&] { optim::SGD(std::vector<optim::ParamGroup>{{{x}, {{"lr", "fast"}}}}, {}); });
+    expect_error("group option of the wrong type", "'lr'", [&] {
+      optim::SGD(std::vector<optim::ParamGroup>{{{x}, {{"lr", "fast"}}}}, {});
+    });
   }));
   t.push_back(test_case("errors/add_param_group", [](harness::Record&) {
     tb::Tensor a = leaf({2}), b = leaf({3});
     optim::Adam opt({a}, {});
     expect_error("bad lr in a new group", "Invalid learning rate", [&] { opt.add_param_group({{b}, {{"lr", -1.0}}}); });
     check(opt.param_groups().size() == 1, "a rejected group must not be added");
-    expect_error("parameter already in a group", "more than one parameter group", [&] { opt.add_param_group({{a}, {}}); });
+    expect_error("parameter already in a group", "more than one parameter group", [&] {
+      opt.add_param_group({{a}, {}});
+    });
     opt.add_param_group({{b}, {{"lr", 0.5}}});
     check(opt.param_groups().size() == 2, "the valid group must be added");
     const json& o = opt.param_groups()[1].options;
@@ -586,9 +603,11 @@ std::vector<harness::TestCase> optim_error_tests() {
     a.set_grad(ones({2, 2}));
     opt.step();  // b has no grad: skipped, no state
     const optim::StateDict sd = opt.state_dict();
-    check(sd.json["state"].size() == 1 && sd.json["state"].contains("0") && sd.json["state"]["0"].contains("momentum_buffer"),
+    check(sd.json["state"].size() == 1 && sd.json["state"].contains("0") &&
+              sd.json["state"]["0"].contains("momentum_buffer"),
           "only parameter 0 has state: " + sd.json.dump());
-    check(sd.json["param_groups"][0]["params"] == json({0, 1}), "param_groups[0].params must be [0, 1]: " + sd.json.dump());
+    check(sd.json["param_groups"][0]["params"] == json({0, 1}),
+          "param_groups[0].params must be [0, 1]: " + sd.json.dump());
     check(sd.tensors.size() == 1 && sd.tensors[0].first == "state.0.momentum_buffer",
           "tensor key must be state.0.momentum_buffer");
     const void* storage = a.grad().data();

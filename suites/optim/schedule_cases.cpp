@@ -59,7 +59,8 @@ const json& golden(const std::string& file) {
   const std::filesystem::path p = golden_dir() / file;
   std::ifstream in(p);
   if (!in)
-    throw std::runtime_error("golden file " + p.string() + " is missing; regenerate it with the project venv's python: "
+    throw std::runtime_error("golden file " + p.string() +
+                             " is missing; regenerate it with the project venv's python: "
                              "python reference/golden/make_optim_goldens.py (or set TB_GOLDEN_DIR)");
   json j = json::parse(in);
   return cache.emplace(file, std::move(j)).first->second;
@@ -90,10 +91,13 @@ void expect_same_state(const std::string& what, const json& ours, const json& th
       check(ours.contains(k), what + ": engine state_dict lacks torch's key '" + k + "'");
       expect_same_state(what + "." + k, ours[k], v, rec);
     }
-    for (const auto& [k, v] : ours.items()) check(theirs.contains(k), what + ": engine has key '" + k + "' torch lacks");
+    for (const auto& [k, v] : ours.items())
+      check(theirs.contains(k), what + ": engine has key '" + k + "' torch lacks");
   } else if (theirs.is_array()) {
-    check(ours.is_array() && ours.size() == theirs.size(), what + ": engine " + ours.dump() + " vs torch " + theirs.dump());
-    for (size_t i = 0; i < theirs.size(); ++i) expect_same_state(what + "[" + std::to_string(i) + "]", ours[i], theirs[i], rec);
+    check(ours.is_array() && ours.size() == theirs.size(),
+          what + ": engine " + ours.dump() + " vs torch " + theirs.dump());
+    for (size_t i = 0; i < theirs.size(); ++i)
+      expect_same_state(what + "[" + std::to_string(i) + "]", ours[i], theirs[i], rec);
   } else if (theirs.is_number()) {
     check(ours.is_number(), what + ": engine " + ours.dump() + " vs torch " + theirs.dump());
     expect_lr(what, ours.get<double>(), theirs.get<double>(), rec);
@@ -154,8 +158,9 @@ std::shared_ptr<LRScheduler> build(Optimizer& opt, const json& c) {
     return std::make_shared<CosineAnnealingWarmRestarts>(opt, c["T_0"].get<int64_t>(), c.value("T_mult", int64_t(1)),
                                                          c.value("eta_min", 0.0));
   if (t == "OneCycleLR") {
-    std::vector<double> max_lrs = c["max_lr"].is_array() ? c["max_lr"].get<std::vector<double>>()
-                                                          : std::vector<double>(opt.param_groups().size(), c["max_lr"].get<double>());
+    std::vector<double> max_lrs = c["max_lr"].is_array()
+                                      ? c["max_lr"].get<std::vector<double>>()
+                                      : std::vector<double>(opt.param_groups().size(), c["max_lr"].get<double>());
     return std::make_shared<OneCycleLR>(opt, max_lrs, c["total_steps"].get<int64_t>(), c.value("pct_start", 0.3),
                                         c.value("anneal_strategy", std::string("cos")), c.value("div_factor", 25.0),
                                         c.value("final_div_factor", 1e4), c.value("three_phase", false),
@@ -187,10 +192,8 @@ Setup setup(const json& gc) {
 }
 
 void step(Setup& s, const json& gc, int64_t k) {  // the k-th step (0-based), as the script does
-  if (auto* p = dynamic_cast<ReduceLROnPlateau*>(s.sched.get()))
-    p->step(gc["metrics"][size_t(k)].get<double>());
-  else
-    s.sched->step();
+  if (auto* p = dynamic_cast<ReduceLROnPlateau*>(s.sched.get())) p->step(gc["metrics"][size_t(k)].get<double>());
+  else s.sched->step();
 }
 
 double momentum_of(const ParamGroup& g) {
@@ -215,8 +218,9 @@ void run_golden(const json& gc, harness::Record& rec) {
   for (int64_t k = 0; k < steps; ++k) {
     step(s, gc, k);
     expect_row(s, gc, size_t(k + 1), rec);
-    if (k + 1 == mid) expect_same_state("state_dict after " + std::to_string(mid) + " steps", s.sched->state_dict(),
-                                        gc["state_dict_mid"], rec);
+    if (k + 1 == mid)
+      expect_same_state("state_dict after " + std::to_string(mid) + " steps", s.sched->state_dict(),
+                        gc["state_dict_mid"], rec);
   }
   expect_same_state("final state_dict", s.sched->state_dict(), gc["state_dict_final"], rec);
   const std::vector<double> last = s.sched->get_last_lr();
@@ -304,33 +308,47 @@ void scheduler_errors(harness::Record&) {
     return std::make_unique<SGD>(std::move(g), o);
   };
   auto opt = fresh();
-  expect_error("StepLR step_size 0", [&] { StepLR(*opt, 0); }, "step_size >= 1");
-  expect_error("LinearLR start_factor 0", [&] { LinearLR(*opt, 0.0); }, "Starting multiplicative factor");
-  expect_error("CosineAnnealingLR T_max 0", [&] { CosineAnnealingLR(*opt, 0); }, "T_max >= 1");
-  expect_error("warm restarts T_mult 0", [&] { CosineAnnealingWarmRestarts(*opt, 3, 0); }, "T_mult >= 1");
-  expect_error("LambdaLR one lambda per group", [&] { LambdaLR(*opt, std::vector<LambdaLR::Fn>{warmup_cosine(1, 5)}); },
-               "Expected 2 lr_lambdas");
-  expect_error("warmup_cosine warmup >= total", [&] { warmup_cosine(5, 5); }, "warmup_steps < total_steps");
-  expect_error("warmup_cosine min_factor", [&] { warmup_cosine(0, 5, 1.5); }, "min_factor");
-  expect_error("resume without initial_lr", [&] { StepLR(*fresh(), 3, 0.1, 4); }, "initial_lr");
-  expect_error("OneCycleLR without momentum", [&] {
-    PlainOpt p({{{zeros({1}).requires_grad_()}, {}}});
-    OneCycleLR(p, 1.0, 10);
-  }, "cycle_momentum");
-  expect_error("OneCycleLR max_lr count", [&] { OneCycleLR(*fresh(), std::vector<double>{1.0}, 10); }, "max_lr has 1");
+  expect_error(
+      "StepLR step_size 0", [&] { StepLR(*opt, 0); }, "step_size >= 1");
+  expect_error(
+      "LinearLR start_factor 0", [&] { LinearLR(*opt, 0.0); }, "Starting multiplicative factor");
+  expect_error(
+      "CosineAnnealingLR T_max 0", [&] { CosineAnnealingLR(*opt, 0); }, "T_max >= 1");
+  expect_error(
+      "warm restarts T_mult 0", [&] { CosineAnnealingWarmRestarts(*opt, 3, 0); }, "T_mult >= 1");
+  expect_error(
+      "LambdaLR one lambda per group", [&] { LambdaLR(*opt, std::vector<LambdaLR::Fn>{warmup_cosine(1, 5)}); },
+      "Expected 2 lr_lambdas");
+  expect_error(
+      "warmup_cosine warmup >= total", [&] { warmup_cosine(5, 5); }, "warmup_steps < total_steps");
+  expect_error(
+      "warmup_cosine min_factor", [&] { warmup_cosine(0, 5, 1.5); }, "min_factor");
+  expect_error(
+      "resume without initial_lr", [&] { StepLR(*fresh(), 3, 0.1, 4); }, "initial_lr");
+  expect_error(
+      "OneCycleLR without momentum",
+      [&] {
+        PlainOpt p({{{zeros({1}).requires_grad_()}, {}}});
+        OneCycleLR(p, 1.0, 10);
+      },
+      "cycle_momentum");
+  expect_error(
+      "OneCycleLR max_lr count", [&] { OneCycleLR(*fresh(), std::vector<double>{1.0}, 10); }, "max_lr has 1");
   {
     auto o = fresh();
     OneCycleLR s(*o, 1.0, 3);
     for (int i = 0; i < 3; ++i) s.step();
     const std::vector<double> before = s.get_last_lr();
-    expect_error("OneCycleLR past total_steps", [&] { s.step(); }, "Tried to step 4 times");
+    expect_error(
+        "OneCycleLR past total_steps", [&] { s.step(); }, "Tried to step 4 times");
     check(s.last_epoch() == 3 && s.get_last_lr() == before, "OneCycleLR changed its state on the failed step");
   }
   {  // a non-finite lr is refused and the scheduler stays where it was
     auto o = fresh();
     LambdaLR s(*o, [](int64_t e) { return e == 2 ? NAN : 1.0; });
     s.step();
-    expect_error("LambdaLR NaN factor", [&] { s.step(); }, "non-finite lr");
+    expect_error(
+        "LambdaLR NaN factor", [&] { s.step(); }, "non-finite lr");
     check(s.last_epoch() == 1 && o->param_groups()[0].options["lr"].get<double>() == 0.1,
           "a refused step changed the scheduler or the optimizer");
   }
@@ -338,20 +356,42 @@ void scheduler_errors(harness::Record&) {
     auto o = fresh(), other = fresh();
     auto a = std::make_shared<LinearLR>(*o);
     auto b = std::make_shared<ExponentialLR>(*o, 0.9);
-    expect_error("SequentialLR milestones", [&] { SequentialLR(*o, {a, b}, {}); }, "number of milestones");
-    expect_error("SequentialLR unsorted", [&] {
-      SequentialLR(*o, {a, b, std::make_shared<ExponentialLR>(*o, 0.5)}, {5, 3});
-    }, "strictly increasing");
+    expect_error(
+        "SequentialLR milestones",
+        [&] {
+          SequentialLR(*o, {a, b}, {});
+        },
+        "number of milestones");
+    expect_error(
+        "SequentialLR unsorted",
+        [&] {
+          SequentialLR(*o, {a, b, std::make_shared<ExponentialLR>(*o, 0.5)}, {5, 3});
+        },
+        "strictly increasing");
     auto c = std::make_shared<ExponentialLR>(*other, 0.9);
-    expect_error("SequentialLR other optimizer", [&] { SequentialLR(*o, {a, c}, {3}); }, "same optimizer");
+    expect_error(
+        "SequentialLR other optimizer",
+        [&] {
+          SequentialLR(*o, {a, c}, {3});
+        },
+        "same optimizer");
     auto r = std::make_shared<ReduceLROnPlateau>(*o);
-    expect_error("SequentialLR plateau", [&] { SequentialLR(*o, {a, r}, {3}); }, "ReduceLROnPlateau");
-    expect_error("plateau step() without metric", [&] { r->step(); }, "step(metric)");
-    expect_error("plateau mode", [&] { ReduceLROnPlateau(*o, "avg"); }, "mode avg is unknown");
-    expect_error("plateau factor", [&] { ReduceLROnPlateau(*o, "min", 1.0); }, "Factor should be < 1.0");
-    expect_error("plateau min_lrs count", [&] {
-      ReduceLROnPlateau(*o, "min", 0.1, 1, 1e-4, "rel", 0, std::vector<double>{0.0}, 1e-8);
-    }, "expected 2 min_lrs");
+    expect_error(
+        "SequentialLR plateau",
+        [&] {
+          SequentialLR(*o, {a, r}, {3});
+        },
+        "ReduceLROnPlateau");
+    expect_error(
+        "plateau step() without metric", [&] { r->step(); }, "step(metric)");
+    expect_error(
+        "plateau mode", [&] { ReduceLROnPlateau(*o, "avg"); }, "mode avg is unknown");
+    expect_error(
+        "plateau factor", [&] { ReduceLROnPlateau(*o, "min", 1.0); }, "Factor should be < 1.0");
+    expect_error(
+        "plateau min_lrs count",
+        [&] { ReduceLROnPlateau(*o, "min", 0.1, 1, 1e-4, "rel", 0, std::vector<double>{0.0}, 1e-8); },
+        "expected 2 min_lrs");
   }
   {
     auto o = fresh();
@@ -360,16 +400,21 @@ void scheduler_errors(harness::Record&) {
     const json good = s.state_dict();
     json bad = good;
     bad.erase("gamma");
-    expect_error("load without gamma", [&] { s.load_state_dict(bad); }, "no 'gamma'");
+    expect_error(
+        "load without gamma", [&] { s.load_state_dict(bad); }, "no 'gamma'");
     bad = good;
     bad["base_lrs"] = json::array({0.1});
-    expect_error("load with one group", [&] { s.load_state_dict(bad); }, "2 parameter groups");
+    expect_error(
+        "load with one group", [&] { s.load_state_dict(bad); }, "2 parameter groups");
     check(s.state_dict() == good, "a failed load_state_dict changed the scheduler");
-    expect_error("load a MultiStepLR state into StepLR", [&] {
-      auto o2 = fresh();
-      MultiStepLR m(*o2, {2});
-      s.load_state_dict(m.state_dict());
-    }, "no 'step_size'");
+    expect_error(
+        "load a MultiStepLR state into StepLR",
+        [&] {
+          auto o2 = fresh();
+          MultiStepLR m(*o2, {2});
+          s.load_state_dict(m.state_dict());
+        },
+        "no 'step_size'");
   }
   {  // a plateau with a NaN metric counts it as a bad epoch, as torch does
     auto o = fresh();
@@ -397,7 +442,8 @@ void run_grad_scaler(const json& gc, harness::Record& rec) {
   std::vector<Shape> shapes;
   for (const json& s : gc["shapes"]) shapes.push_back(s.get<Shape>());
   std::vector<Tensor> params;
-  for (size_t i = 0; i < shapes.size(); ++i) params.push_back(tensor_of(gc["init_params"][i], shapes[i]).requires_grad_());
+  for (size_t i = 0; i < shapes.size(); ++i)
+    params.push_back(tensor_of(gc["init_params"][i], shapes[i]).requires_grad_());
   SGD::Options o;
   o.lr = 0.1;
   o.momentum = gc["optimizer"]["momentum"].get<double>();
@@ -425,7 +471,8 @@ void run_grad_scaler(const json& gc, harness::Record& rec) {
     const bool stepped = scaler->step(opt);
     scaler->update();
     skipped += stepped ? 0 : 1;
-    check(stepped == r["stepped"].get<bool>(), at + ": engine " + (stepped ? "stepped" : "skipped") + ", torch did not");
+    check(stepped == r["stepped"].get<bool>(),
+          at + ": engine " + (stepped ? "stepped" : "skipped") + ", torch did not");
     check(scaler->get_scale() == r["scale"].get<double>(), at + ": scale " + std::to_string(scaler->get_scale()) +
                                                                " vs torch " + std::to_string(r["scale"].get<double>()));
     check(scaler->growth_tracker() == r["growth_tracker"].get<int64_t>(), at + ": growth tracker differs");
@@ -438,15 +485,15 @@ void run_grad_scaler(const json& gc, harness::Record& rec) {
       check(dp.mismatches == 0, at + " parameter " + std::to_string(i) + ": " + dp.first);
     }
     if (k + 1 == mid) {
-      check(scaler->state_dict() == gc["state_dict_mid"], "state_dict after " + std::to_string(mid) + " steps: engine " +
-                                                               scaler->state_dict().dump() + " vs torch " +
-                                                               gc["state_dict_mid"].dump());
+      check(scaler->state_dict() == gc["state_dict_mid"], "state_dict after " + std::to_string(mid) +
+                                                              " steps: engine " + scaler->state_dict().dump() +
+                                                              " vs torch " + gc["state_dict_mid"].dump());
       scaler = make_scaler();  // resume: the rest of the run with a scaler that loaded torch's state
       scaler->load_state_dict(gc["state_dict_mid"]);
     }
   }
-  check(scaler->state_dict() == gc["state_dict_final"], "final state_dict: engine " + scaler->state_dict().dump() +
-                                                            " vs torch " + gc["state_dict_final"].dump());
+  check(scaler->state_dict() == gc["state_dict_final"],
+        "final state_dict: engine " + scaler->state_dict().dump() + " vs torch " + gc["state_dict_final"].dump());
   rec.metrics["skipped_steps"] = double(skipped);
   rec.tolerances = {{"rtol", tol.rtol}, {"atol", tol.atol}, {"scale", "exact"}};
 }
@@ -462,23 +509,30 @@ void grad_scaler_errors(harness::Record&) {
     s.scale(tb::sum(tb::mul(w, ops::Scalar(c)))).backward();
   };
   GradScaler s(8.0, 2.0, 0.5, 1);
-  expect_error("unscale_ before scale", [&] { s.unscale_(opt); }, "call scaler.scale(loss)");
-  expect_error("update before scale", [&] { s.update(); }, "call scaler.scale(loss)");
+  expect_error(
+      "unscale_ before scale", [&] { s.unscale_(opt); }, "call scaler.scale(loss)");
+  expect_error(
+      "update before scale", [&] { s.update(); }, "call scaler.scale(loss)");
   backward(s, 3.0);
   check(w.grad().item<float>() == 24.0f, "scaled grad is not 3 * 8");
   s.unscale_(opt);
   check(w.grad().item<float>() == 3.0f, "unscaled grad is not 3");
-  expect_error("unscale_ twice", [&] { s.unscale_(opt); }, "already been called");
+  expect_error(
+      "unscale_ twice", [&] { s.unscale_(opt); }, "already been called");
   check(s.step(opt), "a finite step was skipped");
   check(w.detach().item<float>() == 1.0f - 0.5f * 3.0f, "the step did not apply lr * grad");
-  expect_error("unscale_ after step", [&] { s.unscale_(opt); }, "after step()");
-  expect_error("step twice", [&] { s.step(opt); }, "already been called since the last update");
+  expect_error(
+      "unscale_ after step", [&] { s.unscale_(opt); }, "after step()");
+  expect_error(
+      "step twice", [&] { s.step(opt); }, "already been called since the last update");
   s.update();
   check(s.get_scale() == 16.0 && s.growth_tracker() == 0, "interval-1 growth did not double the scale");
-  expect_error("update without step", [&] { s.update(); }, "No inf checks were recorded");
+  expect_error(
+      "update without step", [&] { s.update(); }, "No inf checks were recorded");
   opt.zero_grad();
   s.scale(tb::sum(w));  // no backward: no parameter has a grad
-  expect_error("step without grads", [&] { s.step(opt); }, "none of its parameters has a gradient");
+  expect_error(
+      "step without grads", [&] { s.step(opt); }, "none of its parameters has a gradient");
   s.update(3.0);
   check(s.get_scale() == 3.0, "update(new_scale) did not set the scale");
 
@@ -488,7 +542,8 @@ void grad_scaler_errors(harness::Record&) {
     h.set_grad(ones({1}, DType::Float16));
     GradScaler hs;
     hs.scale(ones({}));
-    expect_error("fp16 grads", [&] { hs.unscale_(hopt); }, "Attempting to unscale FP16 gradients");
+    expect_error(
+        "fp16 grads", [&] { hs.unscale_(hopt); }, "Attempting to unscale FP16 gradients");
     check(h.grad().to(DType::Float32).item_double() == 1.0, "a refused unscale_ changed the fp16 grads");
   }
   {  // growth stops below float32's max instead of reaching inf
@@ -498,8 +553,10 @@ void grad_scaler_errors(harness::Record&) {
     big.update();
     check(big.get_scale() == double(float(3e38)) && big.growth_tracker() == 0, "the scale grew past float32's max");
   }
-  expect_error("growth_factor <= 1", [] { GradScaler(1.0, 1.0); }, "growth factor must be > 1.0");
-  expect_error("load empty", [] { GradScaler().load_state_dict(json::object()); }, "source state dict is empty");
+  expect_error(
+      "growth_factor <= 1", [] { GradScaler(1.0, 1.0); }, "growth factor must be > 1.0");
+  expect_error(
+      "load empty", [] { GradScaler().load_state_dict(json::object()); }, "source state dict is empty");
   {  // a state dict survives JSON text, and loading before the first scale() sets the initial scale
     GradScaler a(1000.0, 1.7, 0.3, 2);
     backward(a, 1.0);
@@ -564,7 +621,8 @@ std::vector<harness::TestCase> schedule_tests() {
     }));
   }
   for (const json& gc : scaler_cases)
-    t.push_back(test_case("grad_scaler/" + gc["name"].get<std::string>(), [gc](harness::Record& r) { run_grad_scaler(gc, r); }));
+    t.push_back(test_case("grad_scaler/" + gc["name"].get<std::string>(),
+                          [gc](harness::Record& r) { run_grad_scaler(gc, r); }));
   t.push_back(test_case("sched/errors", scheduler_errors));
   t.push_back(test_case("grad_scaler/errors", grad_scaler_errors));
   t.push_back(test_case("grad_scaler/disabled", grad_scaler_disabled));

@@ -178,8 +178,8 @@ harness::BenchCase gpt_bench(bool with_adamw) {
   auto build = [c, with_adamw] {
     core::manual_seed(0);
     auto model = std::make_shared<nn::GPT>(c);
-    ref::NnModule rmodel =
-        ref::nn_gpt(c.vocab, c.d_model, c.n_layers, c.n_heads, c.max_seq, c.dropout, c.gelu_approximate);
+    ref::NnModule rmodel = ref::nn_gpt(c.vocab, c.d_model, c.n_layers, c.n_heads, c.max_seq, c.dropout,
+                                       c.gelu_approximate);
     rmodel.load_by_name(to_named_ref(*model));
     core::Generator gen(2);
     auto idx = std::make_shared<Tensor>(randint(0, c.vocab, {B, c.max_seq}, DType::Int64, &gen));

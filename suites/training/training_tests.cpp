@@ -174,7 +174,9 @@ void run_equivalence(const Equivalence& q, int64_t steps, DType dt, harness::Rec
   rec.metrics["final_loss"] = el.back();
   rec.metrics["reference_final_loss"] = rl.back();
   if (!f64) rec.metrics["loss_yardstick"] = yardstick;
-  rec.tolerances = {{"loss_rtol", loss_tol.rtol}, {"loss_atol", loss_tol.atol}, {"param_rtol", param_tol.rtol},
+  rec.tolerances = {{"loss_rtol", loss_tol.rtol},
+                    {"loss_atol", loss_tol.atol},
+                    {"param_rtol", param_tol.rtol},
                     {"param_atol", param_tol.atol}};
   if (!f64) rec.tolerances["yardsticks"] = kYardsticks;
 }
@@ -241,8 +243,8 @@ harness::TestCase equivalence_gpt(DType dt) {
     auto model = std::make_shared<nn::GPT>(c);
     q.model = model;
     q.make_ref = [c, dt] {
-      ref::NnModule r =
-          ref::nn_gpt(c.vocab, c.d_model, c.n_layers, c.n_heads, c.max_seq, c.dropout, c.gelu_approximate);
+      ref::NnModule r = ref::nn_gpt(c.vocab, c.d_model, c.n_layers, c.n_heads, c.max_seq, c.dropout,
+                                    c.gelu_approximate);
       r.to(dt);
       return r;
     };
@@ -344,7 +346,8 @@ harness::TestCase resume_mlp() {
     for (size_t i = 0; i < expected.size(); ++i) {
       const auto& [name, e] = expected[i];
       const auto& [gname, gt] = got.tensors[i];
-      if (name != gname) throw CheckFailed("tensor " + std::to_string(i) + ": " + gname + " where " + name + " was expected");
+      if (name != gname)
+        throw CheckFailed("tensor " + std::to_string(i) + ": " + gname + " where " + name + " was expected");
       Tensor a = e.detach().contiguous(), b = gt.contiguous();
       if (a.sizes() != b.sizes() || a.dtype() != b.dtype() ||
           std::memcmp(a.data(), b.data(), size_t(a.numel()) * a.itemsize()) != 0)
@@ -470,8 +473,8 @@ harness::TestCase fashion_mnist_mlp() {
       e_vacc.push_back(st.val_accuracy);
     }
     const double acc = e_vacc.back().get<double>();
-    rec.series = {{"engine_epoch_train_loss", e_train}, {"reference_epoch_train_loss", r_train},
-                  {"engine_epoch_val_loss", e_vloss},   {"reference_epoch_val_loss", r_vloss},
+    rec.series = {{"engine_epoch_train_loss", e_train},  {"reference_epoch_train_loss", r_train},
+                  {"engine_epoch_val_loss", e_vloss},    {"reference_epoch_val_loss", r_vloss},
                   {"engine_epoch_val_accuracy", e_vacc}, {"reference_epoch_val_accuracy", r_vacc}};
     rec.metrics["test_accuracy"] = acc;
     rec.metrics["reference_test_accuracy"] = r_vacc.back().get<double>();

@@ -110,17 +110,15 @@ Tensor repeat(const Tensor& self, const Shape& repeats) {
 
 Tensor tril(const Tensor& self, int64_t diagonal) {
   Tensor out = kernel([&] { return ops::tril(self, diagonal); });
-  record("tril", {self}, {out}, {}, [diagonal](BackwardContext&, const TensorList& g) {
-    return TensorList{ops::tril(g[0], diagonal)};
-  });
+  record("tril", {self}, {out}, {},
+         [diagonal](BackwardContext&, const TensorList& g) { return TensorList{ops::tril(g[0], diagonal)}; });
   return out;
 }
 
 Tensor triu(const Tensor& self, int64_t diagonal) {
   Tensor out = kernel([&] { return ops::triu(self, diagonal); });
-  record("triu", {self}, {out}, {}, [diagonal](BackwardContext&, const TensorList& g) {
-    return TensorList{ops::triu(g[0], diagonal)};
-  });
+  record("triu", {self}, {out}, {},
+         [diagonal](BackwardContext&, const TensorList& g) { return TensorList{ops::triu(g[0], diagonal)}; });
   return out;
 }
 

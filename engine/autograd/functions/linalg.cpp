@@ -150,9 +150,8 @@ TensorList linear_backward(BackwardContext& ctx, const Tensor& grad, const Tenso
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   const Tensor x = autocast_lower(x_in), weight = autocast_lower(weight_in), bias = autocast_lower(bias_in);
   Tensor out = kernel([&] { return ops::linear(x, weight, bias); });
-  record("linear", {x, weight, bias}, {out}, {x, weight}, [](BackwardContext& ctx, const TensorList& g) {
-    return linear_backward(ctx, g[0], Tensor());
-  });
+  record("linear", {x, weight, bias}, {out}, {x, weight},
+         [](BackwardContext& ctx, const TensorList& g) { return linear_backward(ctx, g[0], Tensor()); });
   return out;
 }
 
@@ -202,7 +201,7 @@ namespace {
 struct EinsumPlan {
   std::vector<std::string> terms;  // per operand, one letter per dim (ellipsis expanded)
   std::string out;
-  int64_t size[128] = {};          // broadcast size of each label
+  int64_t size[128] = {};  // broadcast size of each label
 };
 
 std::string strip_spaces(const std::string& s) {
@@ -245,7 +244,8 @@ EinsumPlan plan_einsum(const std::string& equation, const std::vector<Tensor>& o
   };
   EinsumPlan p;
   for (size_t i = 0; i < raw.size(); ++i) {
-    p.terms.push_back(expand(raw[i], raw[i].find("...") == std::string::npos ? 0 : operands[i].dim() - letters_of(raw[i])));
+    p.terms.push_back(
+        expand(raw[i], raw[i].find("...") == std::string::npos ? 0 : operands[i].dim() - letters_of(raw[i])));
     TB_CHECK(int64_t(p.terms[i].size()) == operands[i].dim(), "einsum", "backward: term '", raw[i],
              "' does not match operand ", i, " of shape ", core::to_string(operands[i].sizes()));
   }
@@ -327,15 +327,16 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_i
   std::vector<Tensor> operands;
   for (const Tensor& t : operands_in) operands.push_back(autocast_lower(t));
   Tensor out = kernel([&] { return ops::einsum(equation, operands); });
-  record("einsum", operands, {out}, operands, [equation, n = operands.size()](BackwardContext& ctx, const TensorList& g) {
-    std::vector<Tensor> in;
-    for (size_t i = 0; i < n; ++i) in.push_back(ctx.saved(i));
-    const EinsumPlan p = plan_einsum(equation, in);
-    TensorList grads(n);
-    for (size_t i = 0; i < n; ++i)
-      if (ctx.needs_grad(i)) grads[i] = einsum_grad(p, g[0], in, i);
-    return grads;
-  });
+  record("einsum", operands, {out}, operands,
+         [equation, n = operands.size()](BackwardContext& ctx, const TensorList& g) {
+           std::vector<Tensor> in;
+           for (size_t i = 0; i < n; ++i) in.push_back(ctx.saved(i));
+           const EinsumPlan p = plan_einsum(equation, in);
+           TensorList grads(n);
+           for (size_t i = 0; i < n; ++i)
+             if (ctx.needs_grad(i)) grads[i] = einsum_grad(p, g[0], in, i);
+           return grads;
+         });
   return out;
 }
 

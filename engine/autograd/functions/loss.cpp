@@ -25,7 +25,8 @@ Tensor loss_grad_scale(const Tensor& g, const std::string& reduction, int64_t n)
 Tensor nll_loss(const Tensor& input_in, const Tensor& target, const Tensor& weight_in, const std::string& reduction,
                 int64_t ignore_index) {
   const Tensor input = autocast_fp32(input_in), weight = autocast_fp32(weight_in);
-  auto [out, total_weight] = kernel([&] { return ops::nll_loss_forward(input, target, weight, reduction, ignore_index); });
+  auto [out,
+        total_weight] = kernel([&] { return ops::nll_loss_forward(input, target, weight, reduction, ignore_index); });
   record("nll_loss", {input}, {out}, {input, target, weight, total_weight},
          [reduction, ignore_index](BackwardContext& ctx, const TensorList& g) {
            return TensorList{ops::nll_loss_backward(g[0], ctx.saved(0), ctx.saved(1), ctx.saved(2), reduction,
@@ -38,9 +39,8 @@ Tensor nll_loss(const Tensor& input_in, const Tensor& target, const Tensor& weig
 Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, const Tensor& weight_in,
                      const std::string& reduction, int64_t ignore_index, double label_smoothing) {
   const Tensor input = autocast_fp32(input_in), target = autocast_fp32(target_in), weight = autocast_fp32(weight_in);
-  auto [out, log_probs, denominator] = kernel([&] {
-    return ops::cross_entropy_forward(input, target, weight, reduction, ignore_index, label_smoothing);
-  });
+  auto [out, log_probs, denominator] = kernel(
+      [&] { return ops::cross_entropy_forward(input, target, weight, reduction, ignore_index, label_smoothing); });
   const bool prob = core::is_floating(target.dtype());
   record("cross_entropy", prob ? TensorList{input, target} : TensorList{input}, {out},
          {log_probs, target, weight, denominator},
@@ -88,7 +88,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& ta
     TB_CHECK(!(grad_mode_enabled() && t->defined() && t->requires_grad()), "binary_cross_entropy_with_logits",
              "The function 'binary_cross_entropy_with_logits' is not differentiable with respect to argument '", name,
              "'. This input cannot have requires_grad True.");
-  Tensor out = kernel([&] { return ops::binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight); });
+  Tensor out = kernel(
+      [&] { return ops::binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight); });
   record("binary_cross_entropy_with_logits", {input, target}, {out}, {input, target, weight, pos_weight},
          [reduction](BackwardContext& ctx, const TensorList& g) {
            const Tensor x = ctx.saved(0), t = ctx.saved(1), w = ctx.saved(2), pw = ctx.saved(3);
@@ -109,8 +110,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& ta
              dx = ops::mul(dx, gw);
            }
            if (ctx.needs_grad(1)) {
-             const Tensor d = pw.defined() ? ops::add(ops::neg(x), ops::mul(ops::sub(pw, 1), ops::softplus(ops::neg(x))))
-                                           : ops::neg(x);
+             const Tensor d = pw.defined()
+                                  ? ops::add(ops::neg(x), ops::mul(ops::sub(pw, 1), ops::softplus(ops::neg(x))))
+                                  : ops::neg(x);
              dt = ops::mul(d, gw);
            }
            return TensorList{dx, dt};

@@ -20,7 +20,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   record("conv2d", {x, weight, bias}, {out}, {x, weight},
          [stride, padding, dilation, groups](BackwardContext& ctx, const TensorList& g) {
            auto [gx, gw, gb] = ops::convolution_backward(g[0], ctx.saved(0), ctx.saved(1), stride, padding, dilation,
-                                                         groups, {ctx.needs_grad(0), ctx.needs_grad(1), ctx.needs_grad(2)});
+                                                         groups,
+                                                         {ctx.needs_grad(0), ctx.needs_grad(1), ctx.needs_grad(2)});
            return TensorList{gx, gw, gb};
          });
   return out;
@@ -28,8 +29,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Shape& kernel_size, const Shape& stride,
                                                    const Shape& padding, const Shape& dilation, bool ceil_mode) {
-  auto [out, indices] =
-      kernel([&] { return ops::max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode); });
+  auto [out, indices] = kernel(
+      [&] { return ops::max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode); });
   // The gradient goes to each window's argmax only (ties: the first, as the forward picked it).
   record("max_pool2d_with_indices", {x}, {out, indices}, {indices},
          [sizes = x.sizes()](BackwardContext& ctx, const TensorList& g) {
@@ -48,12 +49,11 @@ Tensor max_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride
 
 Tensor avg_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride, const Shape& padding, bool ceil_mode,
                   bool count_include_pad, std::optional<int64_t> divisor_override) {
-  Tensor out = kernel([&] {
-    return ops::avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
-  });
+  Tensor out = kernel(
+      [&] { return ops::avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override); });
   record("avg_pool2d", {x}, {out}, {},
-         [sizes = x.sizes(), kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override](
-             BackwardContext&, const TensorList& g) {
+         [sizes = x.sizes(), kernel_size, stride, padding, ceil_mode, count_include_pad,
+          divisor_override](BackwardContext&, const TensorList& g) {
            return TensorList{ops::avg_pool2d_backward(g[0], sizes, kernel_size, stride, padding, ceil_mode,
                                                       count_include_pad, divisor_override)};
          });
@@ -71,8 +71,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
 
 Tensor dropout(const Tensor& x, double p, bool training, core::Generator* gen) {
   // p = 0 and eval mode return x itself, as PyTorch does: the identity needs no node.
-  if (!training || p == 0 || !any_requires_grad({x}))
-    return kernel([&] { return ops::dropout(x, p, training, gen); });
+  if (!training || p == 0 || !any_requires_grad({x})) return kernel([&] { return ops::dropout(x, p, training, gen); });
   auto [out, mask] = kernel([&] { return ops::native_dropout(x, p, training, gen); });
   // grad * mask / (1 - p) with the mask this forward drew (p = 1: every element dropped).
   const double scale = p == 1 ? 0.0 : 1.0 / (1.0 - p);

@@ -42,8 +42,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   auto [out, mean, rstd] = kernel([&] { return ops::layer_norm_with_stats(x, normalized_shape, weight, bias, eps); });
   record("native_layer_norm", {x, weight, bias}, {out}, {x, weight, mean, rstd},
          [normalized_shape](BackwardContext& ctx, const TensorList& g) {
-           auto [dx, dw, db] = ops::layer_norm_backward(g[0], ctx.saved(0), normalized_shape, ctx.saved(2), ctx.saved(3),
-                                                        ctx.saved(1), {ctx.needs_grad(0), ctx.needs_grad(1), ctx.needs_grad(2)});
+           auto [dx, dw, db] = ops::layer_norm_backward(g[0], ctx.saved(0), normalized_shape, ctx.saved(2),
+                                                        ctx.saved(3), ctx.saved(1),
+                                                        {ctx.needs_grad(0), ctx.needs_grad(1), ctx.needs_grad(2)});
            return TensorList{dx, dw, db};
          });
   return out;
@@ -54,7 +55,8 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
   record("native_group_norm", {x, weight, bias}, {out}, {x, weight, mean, rstd},
          [num_groups](BackwardContext& ctx, const TensorList& g) {
            auto [dx, dw, db] = ops::group_norm_backward(g[0], ctx.saved(0), ctx.saved(2), ctx.saved(3), ctx.saved(1),
-                                                        num_groups, {ctx.needs_grad(0), ctx.needs_grad(1), ctx.needs_grad(2)});
+                                                        num_groups,
+                                                        {ctx.needs_grad(0), ctx.needs_grad(1), ctx.needs_grad(2)});
            return TensorList{dx, dw, db};
          });
   return out;
@@ -64,13 +66,13 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
 // Training differentiates through the batch statistics; evaluation's d x is an affine scale.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
-  auto [out, mean, invstd] = kernel([&] {
-    return ops::batch_norm_with_stats(x, running_mean, running_var, weight, bias, training, momentum, eps);
-  });
+  auto [out, mean, invstd] = kernel(
+      [&] { return ops::batch_norm_with_stats(x, running_mean, running_var, weight, bias, training, momentum, eps); });
   record("native_batch_norm", {x, weight, bias}, {out}, {x, weight, mean, invstd},
          [training](BackwardContext& ctx, const TensorList& g) {
            auto [dx, dw, db] = ops::batch_norm_backward(g[0], ctx.saved(0), ctx.saved(1), ctx.saved(2), ctx.saved(3),
-                                                        training, {ctx.needs_grad(0), ctx.needs_grad(1), ctx.needs_grad(2)});
+                                                        training,
+                                                        {ctx.needs_grad(0), ctx.needs_grad(1), ctx.needs_grad(2)});
            return TensorList{dx, dw, db};
          });
   return out;

@@ -96,8 +96,8 @@ Tensor norm_backward(const Tensor& grad, const Tensor& x, double p, const Tensor
     return ops::mul(ops::sign(x), ops::mul(ops::div(g, ops::sum(mask, dims, /*keepdim=*/true)), mask));
   }
   if (p < 1.0) {
-    const Tensor scaled =
-        ops::mul(ops::sign(x), ops::masked_fill(ops::pow(ops::abs(x), Scalar(p - 1)), ops::eq(x, Scalar(0.0)), 0.0));
+    const Tensor scaled = ops::mul(ops::sign(x), ops::masked_fill(ops::pow(ops::abs(x), Scalar(p - 1)),
+                                                                  ops::eq(x, Scalar(0.0)), 0.0));
     return ops::mul(ops::mul(scaled, g), ops::pow(n, Scalar(1 - p)));
   }
   const Tensor scaled = p < 2.0 ? ops::mul(ops::sign(x), ops::pow(ops::abs(x), Scalar(p - 1)))
@@ -110,9 +110,8 @@ Tensor norm_backward(const Tensor& grad, const Tensor& x, double p, const Tensor
 
 Tensor sum(const Tensor& x, std::optional<DType> dtype) {
   Tensor out = kernel([&] { return ops::sum(x, dtype); });
-  record("sum", {x}, {out}, {}, [sizes = x.sizes()](BackwardContext&, const TensorList& g) {
-    return TensorList{g[0].expand(sizes)};
-  });
+  record("sum", {x}, {out}, {},
+         [sizes = x.sizes()](BackwardContext&, const TensorList& g) { return TensorList{g[0].expand(sizes)}; });
   return out;
 }
 
@@ -235,7 +234,8 @@ Tensor std(const Tensor& x, const DimList& dims, double correction, bool keepdim
   record("std", {x}, {out}, {x, out}, [dims, correction, keepdim](BackwardContext& ctx, const TensorList& g) {
     const Tensor result = ctx.saved(1);
     // d std = d var / (2 std), zero where std is zero.
-    const Tensor gvar = ops::masked_fill(ops::div(g[0], ops::mul(result, Scalar(2.0))), ops::eq(result, Scalar(0.0)), 0.0);
+    const Tensor gvar = ops::masked_fill(ops::div(g[0], ops::mul(result, Scalar(2.0))), ops::eq(result, Scalar(0.0)),
+                                         0.0);
     return TensorList{var_backward(gvar, ctx.saved(0), dims, correction, keepdim)};
   });
   return out;

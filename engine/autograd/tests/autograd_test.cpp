@@ -21,8 +21,8 @@ namespace {
 
 namespace A = autograd;
 using testing::error_of;
-using testing::leaf;
 using testing::expect_contains;
+using testing::leaf;
 using testing::values;
 using V = std::vector<double>;
 
@@ -106,13 +106,13 @@ TEST(Autograd, RetainGraph) {
 
 TEST(Autograd, HooksAndRetainGrad) {
   Tensor x = leaf({2});
-  Tensor y = tb::mul(x, 2);   // 4
-  Tensor z = tb::mul(y, y);   // 16
+  Tensor y = tb::mul(x, 2);  // 4
+  Tensor z = tb::mul(y, y);  // 16
   y.retain_grad();
   const int64_t doubler = x.register_hook([](const Tensor& g) { return tb::mul(g, 2); });
   z.backward({}, /*retain_graph=*/true);
-  EXPECT_EQ(values(y.grad()), V({8}));    // dz/dy = 2y
-  EXPECT_EQ(values(x.grad()), V({32}));   // dz/dx = 2y * 2 = 16, doubled by the hook
+  EXPECT_EQ(values(y.grad()), V({8}));   // dz/dy = 2y
+  EXPECT_EQ(values(x.grad()), V({32}));  // dz/dx = 2y * 2 = 16, doubled by the hook
   EXPECT_TRUE(y.retains_grad());
   x.remove_hook(doubler);
   x.set_grad(Tensor());
@@ -156,9 +156,9 @@ TEST(Autograd, NoGradAndInferenceMode) {
 
 TEST(Autograd, InPlaceChangeOfASavedTensorIsAnError) {
   Tensor x = leaf({1, 2});
-  Tensor a = tb::mul(x, 2);   // version 0
-  Tensor b = tb::mul(a, a);   // saves a at version 0
-  tb::mul_(a, 3);             // version 1
+  Tensor a = tb::mul(x, 2);  // version 0
+  Tensor b = tb::mul(a, a);  // saves a at version 0
+  tb::mul_(a, 3);            // version 1
   expect_contains(error_of([&] { tb::sum(b).backward(); }),
                   {"MulBackward0", "modified by an inplace operation", "[float64 [2]]", "is at version 1",
                    "expected version 0", "the backward of mul"});
@@ -178,7 +178,8 @@ TEST(Autograd, AnomalyModeNamesTheOp) {
 
 TEST(Autograd, BackwardArgumentErrors) {
   Tensor x = leaf({1, 2});
-  expect_contains(error_of([&] { tb::mul(x, 2).backward(); }), {"grad can be implicitly created only for scalar outputs"});
+  expect_contains(error_of([&] { tb::mul(x, 2).backward(); }),
+                  {"grad can be implicitly created only for scalar outputs"});
   expect_contains(error_of([] { from_vector({1}).backward(); }), {"does not require grad and does not have a grad_fn"});
 }
 

@@ -64,7 +64,10 @@ TEST(BareKernel, EveryFormOfEveryDifferentiableFamilyRefuses) {
       {"sum", [&] { ops::sum(a); }},
       {"mm", [&] { ops::mm(plain, a); }},
       {"softmax", [&] { ops::softmax(a, 1); }},
-      {"cat", [&] { ops::cat({plain, a}); }},
+      {"cat",
+       [&] {
+         ops::cat({plain, a});
+       }},
       {"linear", [&] { ops::linear(plain, a); }},
       {"mse_loss", [&] { ops::mse_loss(a, plain); }},
       {"where", [&] { ops::where(ops::gt(plain, 0), a, plain); }},

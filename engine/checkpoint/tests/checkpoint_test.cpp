@@ -30,9 +30,8 @@ using V = std::vector<double>;
 class Checkpoint : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tb_engine_checkpoint_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("tb_engine_checkpoint_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -114,8 +113,9 @@ TEST_F(Checkpoint, TruncatedAndCorruptedFilesAreClearErrors) {
   const std::string bad = path("bad.safetensors");
   write(bad, good.substr(0, good.size() - 1));
   EXPECT_EQ(error_of([&] { load_file(bad); }),
-            "checkpoint.load: '" + bad + "': tensor 'w': data_offsets [0,8] reach past the data section of 7 bytes "
-            "(the file is truncated or the header is corrupt)");
+            "checkpoint.load: '" + bad +
+                "': tensor 'w': data_offsets [0,8] reach past the data section of 7 bytes "
+                "(the file is truncated or the header is corrupt)");
   write(bad, good.substr(0, 5));
   EXPECT_EQ(error_of([&] { load_file(bad); }),
             "checkpoint.load: '" + bad + "': it is 5 bytes, too short for the 8-byte header length");

@@ -31,7 +31,9 @@ TEST(DType, NamesAndSizes) {
 
 // Entries of torch.promote_types, written out (torch 2.x prints the same).
 TEST(DType, PromotionTable) {
-  struct Row { DType a, b, want; };
+  struct Row {
+    DType a, b, want;
+  };
   const Row rows[] = {
       {DType::Bool, DType::Bool, DType::Bool},          {DType::Bool, DType::Int32, DType::Int32},
       {DType::Int32, DType::Int64, DType::Int64},       {DType::Int64, DType::BFloat16, DType::BFloat16},
@@ -53,10 +55,10 @@ TEST(DType, ReducedFloatsRoundToNearestEven) {
   EXPECT_EQ(BFloat16(1.0f + 3 * 0x1p-8f).bits, 0x3F82);  // tie -> even mantissa (2)
   EXPECT_EQ(float(BFloat16(3.0f)), 3.0f);
   EXPECT_EQ(Half(1.0f).bits, 0x3C00);
-  EXPECT_EQ(Half(65504.0f).bits, 0x7BFF);   // the largest finite half
-  EXPECT_EQ(Half(65520.0f).bits, 0x7C00);   // halfway to 65536: rounds to even, which is inf
-  EXPECT_EQ(Half(0x1p-24f).bits, 0x0001);   // the smallest subnormal
-  EXPECT_EQ(Half(0x1p-26f).bits, 0x0000);   // a quarter of it rounds to zero
+  EXPECT_EQ(Half(65504.0f).bits, 0x7BFF);  // the largest finite half
+  EXPECT_EQ(Half(65520.0f).bits, 0x7C00);  // halfway to 65536: rounds to even, which is inf
+  EXPECT_EQ(Half(0x1p-24f).bits, 0x0001);  // the smallest subnormal
+  EXPECT_EQ(Half(0x1p-26f).bits, 0x0000);  // a quarter of it rounds to zero
   EXPECT_EQ(float(Half(uint16_t(0))), 0.0f);
   EXPECT_EQ(Half::to_float(0x3555), 0.333251953125f);  // 1/3 in half: 0x3555
 }
@@ -70,7 +72,9 @@ TEST(Shape, ContiguousStridesAndNumel) {
   EXPECT_EQ(checked_numel({}, "t"), 1);
   EXPECT_EQ(checked_numel({7, 0}, "t"), 0);
   EXPECT_EQ(error_of([] { checked_numel({2, -1}, "zeros"); }), "zeros: negative dimension in size [2, -1]");
-  expect_contains(error_of([] { checked_numel({int64_t(1) << 32, int64_t(1) << 32}, "zeros"); }),
+  expect_contains(error_of([] {
+                    checked_numel({int64_t(1) << 32, int64_t(1) << 32}, "zeros");
+                  }),
                   {"zeros", "overflows int64", "[4294967296, 4294967296]"});
   EXPECT_EQ(to_string({2, 3}), "[2, 3]");
   EXPECT_EQ(to_string({}), "[]");
@@ -81,7 +85,9 @@ TEST(Shape, Broadcasting) {
   EXPECT_EQ(broadcast_shapes({}, {5}, "add"), Shape({5}));
   EXPECT_EQ(broadcast_shapes({0}, {1}, "add"), Shape({0}));
   EXPECT_EQ(broadcast_shapes({1, 1}, {1}, "add"), Shape({1, 1}));
-  EXPECT_EQ(error_of([] { broadcast_shapes({2, 3}, {3, 3}, "add"); }),
+  EXPECT_EQ(error_of([] {
+              broadcast_shapes({2, 3}, {3, 3}, "add");
+            }),
             "add: shapes [2, 3] and [3, 3] cannot be broadcast (dimension 0: 2 vs 3)");
 }
 
@@ -113,7 +119,7 @@ TEST(Generator, SeedAndOffsetDetermineTheStream) {
   EXPECT_EQ(a.block(7), b.block(7));
   EXPECT_NE(a.block(7), c.block(7));
   EXPECT_NE(a.block(7), a.block(8));
-  EXPECT_EQ(a.reserve(3), 0u);   // returns the first counter of the reserved range
+  EXPECT_EQ(a.reserve(3), 0u);  // returns the first counter of the reserved range
   EXPECT_EQ(a.reserve(2), 3u);
   EXPECT_EQ(a.offset(), 5u);
   a.set_state(42, 0);

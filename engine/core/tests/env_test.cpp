@@ -14,9 +14,31 @@ namespace {
 
 using testing::error_of;
 
-const char* const kHostile[] = {"1e30", "inf", "-inf", "nan", "-1", "99999999999G", "0x10", "", " 5", "5 ",
-                                "9223372036854775808", "18446744073709551616", "5X", "G", "1.5.2", "+5",
-                                "1e3", "5\n", "5 M", "--5", "0.5", ".5", "5.", "1K1", "abc"};
+const char* const kHostile[] = {"1e30",
+                                "inf",
+                                "-inf",
+                                "nan",
+                                "-1",
+                                "99999999999G",
+                                "0x10",
+                                "",
+                                " 5",
+                                "5 ",
+                                "9223372036854775808",
+                                "18446744073709551616",
+                                "5X",
+                                "G",
+                                "1.5.2",
+                                "+5",
+                                "1e3",
+                                "5\n",
+                                "5 M",
+                                "--5",
+                                "0.5",
+                                ".5",
+                                "5.",
+                                "1K1",
+                                "abc"};
 
 TEST(Env, BytesAcceptTheDocumentedForms) {
   EXPECT_EQ(core::parse_bytes("V", "0"), 0);
@@ -73,7 +95,9 @@ TEST(Env, DoublesAreFiniteAndInRange) {
   EXPECT_EQ(core::parse_double("V", "2.5", 0, 10), 2.5);
   EXPECT_EQ(core::parse_double("V", "1e-3", 0, 10), 1e-3);
   for (const char* v : {"1e30", "inf", "nan", "-1", "", " 5", "5 ", "0x10", "abc", "5s"})
-    EXPECT_NE(error_of([&] { core::parse_double("TRAINBENCH_DIST_TIMEOUT", v, 1e-3, 1e9); }).find("TRAINBENCH_DIST_TIMEOUT"),
+    EXPECT_NE(error_of([&] {
+                core::parse_double("TRAINBENCH_DIST_TIMEOUT", v, 1e-3, 1e9);
+              }).find("TRAINBENCH_DIST_TIMEOUT"),
               std::string::npos)
         << "'" << v << "' was accepted";
 }
@@ -82,7 +106,8 @@ TEST(Env, BoolsAndChoices) {
   EXPECT_TRUE(core::parse_bool("V", "1"));
   EXPECT_TRUE(core::parse_bool("V", "TRUE"));
   EXPECT_FALSE(core::parse_bool("V", "off"));
-  for (const char* v : {"2", "", " 1", "yes please", "tru"}) EXPECT_NE(error_of([&] { core::parse_bool("V", v); }), "") << v;
+  for (const char* v : {"2", "", " 1", "yes please", "tru"})
+    EXPECT_NE(error_of([&] { core::parse_bool("V", v); }), "") << v;
   EXPECT_EQ(core::parse_choice("V", "auto", {"always", "auto"}), "auto");
   const std::string msg = error_of([] { core::parse_choice("TRAINBENCH_DDP_OVERLAP", "Auto", {"always", "auto"}); });
   EXPECT_NE(msg.find("TRAINBENCH_DDP_OVERLAP"), std::string::npos) << msg;

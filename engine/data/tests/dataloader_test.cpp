@@ -39,7 +39,8 @@ using testing::expect_contains;
 // and sleeps a little (varying by index) so workers finish out of order.
 class ProbeDataset : public Dataset {
  public:
-  explicit ProbeDataset(int64_t n, int64_t fail_at = -1, int delay_us = 0) : n_(n), fail_at_(fail_at), delay_us_(delay_us) {}
+  explicit ProbeDataset(int64_t n, int64_t fail_at = -1, int delay_us = 0)
+      : n_(n), fail_at_(fail_at), delay_us_(delay_us) {}
   int64_t size() const override { return n_; }
   Example get(int64_t i) const override {
     check_index("ProbeDataset::get", i, n_);
@@ -67,7 +68,8 @@ std::vector<int64_t> targets_of(const Batch& b) {
   if (a.defined() != b.defined()) return ::testing::AssertionFailure() << what << ": defined differs";
   if (!a.defined()) return ::testing::AssertionSuccess();
   if (a.sizes() != b.sizes() || a.dtype() != b.dtype())
-    return ::testing::AssertionFailure() << what << ": " << core::to_string(a.sizes()) << " vs " << core::to_string(b.sizes());
+    return ::testing::AssertionFailure() << what << ": " << core::to_string(a.sizes()) << " vs "
+                                         << core::to_string(b.sizes());
   const Tensor ca = a.contiguous(), cb = b.contiguous();
   if (std::memcmp(ca.data(), cb.data(), size_t(ca.numel()) * ca.itemsize()) != 0)
     return ::testing::AssertionFailure() << what << ": values differ";
@@ -88,7 +90,6 @@ void expect_same_batches(const std::vector<Batch>& a, const std::vector<Batch>& 
     EXPECT_TRUE(same_tensor(a[k].mask, b[k].mask, "mask")) << "batch " << k;
   }
 }
-
 
 // ---------------------------------------------------------------- TensorDataset, batching
 
@@ -118,7 +119,7 @@ TEST_P(Batching, SizesAndSequentialOrder) {
   const auto [n, bs, drop] = GetParam();
   auto ds = std::make_shared<ProbeDataset>(n);
   DataLoader loader(ds, {.batch_size = bs, .drop_last = drop});
-  const int64_t expected_batches = drop ? n / bs : (n + bs - 1) / bs;   // PyTorch's len(DataLoader)
+  const int64_t expected_batches = drop ? n / bs : (n + bs - 1) / bs;  // PyTorch's len(DataLoader)
   EXPECT_EQ(loader.size(), expected_batches);
   std::vector<Batch> batches = collect(loader);
   ASSERT_EQ(int64_t(batches.size()), expected_batches);
@@ -136,8 +137,9 @@ TEST_P(Batching, SizesAndSequentialOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Data, Batching,
-                         ::testing::Values(BatchingCase{10, 4, false}, BatchingCase{10, 4, true}, BatchingCase{8, 4, false},
-                                           BatchingCase{8, 4, true}, BatchingCase{3, 5, false}, BatchingCase{3, 5, true},
+                         ::testing::Values(BatchingCase{10, 4, false}, BatchingCase{10, 4, true},
+                                           BatchingCase{8, 4, false}, BatchingCase{8, 4, true},
+                                           BatchingCase{3, 5, false}, BatchingCase{3, 5, true},
                                            BatchingCase{0, 2, false}, BatchingCase{1, 1, false}),
                          [](const auto& info) {
                            return "n" + std::to_string(info.param.n) + "_b" + std::to_string(info.param.batch) +
@@ -229,10 +231,8 @@ TEST(DataLoader, ShuffledOrderFollowsSamplerAndEpoch) {
 std::vector<int64_t> pytorch_partition(std::vector<int64_t> indices, int64_t R, int64_t rank, bool drop_last) {
   const int64_t len = int64_t(indices.size());
   int64_t num_samples;
-  if (drop_last && len % R != 0)
-    num_samples = int64_t(std::ceil(double(len - R) / double(R)));
-  else
-    num_samples = int64_t(std::ceil(double(len) / double(R)));
+  if (drop_last && len % R != 0) num_samples = int64_t(std::ceil(double(len - R) / double(R)));
+  else num_samples = int64_t(std::ceil(double(len) / double(R)));
   const int64_t total_size = num_samples * R;
   if (!drop_last) {
     const int64_t padding_size = total_size - len;
@@ -287,7 +287,7 @@ TEST_P(Distributed, PartitionMatchesPyTorchAlgorithm) {
     for (int64_t epoch : {0, 1, 5}) {
       std::vector<int64_t> order(static_cast<size_t>(n));
       std::iota(order.begin(), order.end(), int64_t(0));
-      if (shuffle) order = permutation(n, shuffle_seed(/*seed=*/9, epoch));   // the engine's shuffle
+      if (shuffle) order = permutation(n, shuffle_seed(/*seed=*/9, epoch));  // the engine's shuffle
       std::multiset<int64_t> all;
       for (int64_t r = 0; r < R; ++r) {
         DistributedSampler s(n, R, r, shuffle, 9, drop);
@@ -310,8 +310,7 @@ TEST_P(Distributed, PartitionMatchesPyTorchAlgorithm) {
   if (shuffle_seed(9, 0) == shuffle_seed(9, 1)) ADD_FAILURE() << "epochs must reseed the shuffle";
 }
 
-INSTANTIATE_TEST_SUITE_P(Data, Distributed,
-                         ::testing::ValuesIn([] {
+INSTANTIATE_TEST_SUITE_P(Data, Distributed, ::testing::ValuesIn([] {
                            std::vector<DistCase> v;
                            for (int64_t n : {0, 1, 2, 5, 10, 11, 12, 13, 100})
                              for (int64_t R : {1, 2, 3, 4, 7})
@@ -348,7 +347,7 @@ TEST(DataLoader, WithDistributedSampler) {
     all.insert(got.begin(), got.end());
   }
   for (int64_t i = 0; i < n; ++i) EXPECT_GE(all.count(i), 1u);
-  EXPECT_EQ(int64_t(all.size()), 24);   // 8 per rank: one index padded
+  EXPECT_EQ(int64_t(all.size()), 24);  // 8 per rank: one index padded
 }
 
 // ---------------------------------------------------------------- workers
@@ -362,7 +361,7 @@ class Workers : public ::testing::TestWithParam<WorkerCase> {};
 
 TEST_P(Workers, SameBatchesAsSingleThreaded) {
   const auto [workers, prefetch, shuffle, drop] = GetParam();
-  auto ds = std::make_shared<ProbeDataset>(103, -1, /*delay_us=*/40);   // out-of-order completion
+  auto ds = std::make_shared<ProbeDataset>(103, -1, /*delay_us=*/40);  // out-of-order completion
   DataLoader::Options base{.batch_size = 8, .shuffle = shuffle, .seed = 3, .drop_last = drop};
   DataLoader serial(ds, base);
   DataLoader::Options par = base;
@@ -381,8 +380,9 @@ INSTANTIATE_TEST_SUITE_P(Data, Workers,
                                            WorkerCase{3, 1, true, true}, WorkerCase{4, 8, true, false},
                                            WorkerCase{5, 2, false, true}),
                          [](const auto& info) {
-                           return "w" + std::to_string(info.param.workers) + "_p" + std::to_string(info.param.prefetch) +
-                                  (info.param.shuffle ? "_shuffle" : "_seq") + (info.param.drop_last ? "_drop" : "");
+                           return "w" + std::to_string(info.param.workers) + "_p" +
+                                  std::to_string(info.param.prefetch) + (info.param.shuffle ? "_shuffle" : "_seq") +
+                                  (info.param.drop_last ? "_drop" : "");
                          });
 
 TEST(Workers, PadCollateSameAsSingleThreaded) {
@@ -422,7 +422,7 @@ TEST(Workers, PrefetchIsBounded) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const int64_t window = std::max(prefetch, workers);
     EXPECT_LE(ds->gets(), (1 + window) * bs) << "workers " << workers << " prefetch " << prefetch;
-    ++it;   // frees a slot
+    ++it;  // frees a slot
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     EXPECT_LE(ds->gets(), (2 + window) * bs);
   }
@@ -446,7 +446,10 @@ TEST_P(WorkerErrors, ExceptionReachesConsumerInOrder) {
   for (size_t k = 0; k < delivered.size(); ++k) EXPECT_EQ(delivered[k], int64_t(4 * k));
   expect_contains(message, {"boom at index 37", "batch 9 of epoch 0"});
   // The loader is reusable after a failed iteration (a new iteration fails the same way).
-  expect_contains(error_of([&] { for (const Batch& b : loader) (void)b; }), {"boom at index 37"});
+  expect_contains(error_of([&] {
+                    for (const Batch& b : loader) (void)b;
+                  }),
+                  {"boom at index 37"});
 }
 
 TEST_P(WorkerErrors, ErrorInFirstBatchAndBadCollate) {
@@ -477,7 +480,7 @@ TEST(Workers, EarlyBreakJoinsWorkers) {
       (void)b;
       if (++taken == 2) break;
     }
-    { auto it = loader.begin(); }   // abandoned right after it started
+    { auto it = loader.begin(); }  // abandoned right after it started
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_EQ(taken, 2);
     EXPECT_LT(s, 5.0) << "breaking out must not wait for the whole epoch";
@@ -499,7 +502,7 @@ TEST_P(Resume, SkipBatchesEqualsUninterrupted) {
   ASSERT_EQ(int64_t(all.size()), full_run.size());
   for (int64_t k : {int64_t(0), int64_t(1), int64_t(5), full_run.size() - 1, full_run.size()}) {
     auto fresh = std::make_shared<ProbeDataset>(45);
-    DataLoader resumed(fresh, opt);   // a new process: same options, then the saved position
+    DataLoader resumed(fresh, opt);  // a new process: same options, then the saved position
     resumed.set_epoch(3);
     resumed.skip_batches(k);
     const auto tail = collect(resumed);
@@ -527,8 +530,7 @@ TEST(Collate, StackShapesAndErrors) {
   EXPECT_EQ(b.target.sizes(), Shape({3}));
   EXPECT_EQ(b.input.contiguous().data_ptr<float>()[8], 2.0f);
   ex[2].input = zeros({2, 3});
-  expect_contains(error_of([&] { stack_collate(ex); }),
-                  {"example 2 has input shape [2, 3] but example 0 has [2, 2]"});
+  expect_contains(error_of([&] { stack_collate(ex); }), {"example 2 has input shape [2, 3] but example 0 has [2, 2]"});
   ex[2].input = zeros({2, 2}, DType::Float64);
   expect_contains(error_of([&] { stack_collate(ex); }), {"dtype"});
   ex[2].input = zeros({2, 2});
@@ -564,7 +566,7 @@ TEST(Collate, PadShapesMaskAndValues) {
       const size_t i = b * 5 + size_t(t);
       EXPECT_EQ(m[i], real) << b << "," << t;
       EXPECT_EQ(in[i], real ? int64_t(10 * b + t + 1) : 7) << b << "," << t;
-      EXPECT_EQ(tg[i], real ? t : -100) << b << "," << t;   // PyTorch's ignore_index default
+      EXPECT_EQ(tg[i], real ? t : -100) << b << "," << t;  // PyTorch's ignore_index default
     }
   // Float sequences with one label per sequence; a custom target pad.
   std::vector<Example> cls = {{from_vector({1, 2}), scalar_tensor(4, DType::Int64)},

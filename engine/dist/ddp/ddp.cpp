@@ -22,12 +22,9 @@ DType wire_dtype(DType dt) {
     case DType::Float32:
     case DType::Float64:
     case DType::BFloat16:
-    case DType::Int64:
-      return dt;
-    case DType::Float16:
-      return DType::Float32;
-    default:
-      return DType::Int64;  // int32, bool
+    case DType::Int64: return dt;
+    case DType::Float16: return DType::Float32;
+    default: return DType::Int64;  // int32, bool
   }
 }
 
@@ -61,10 +58,7 @@ void broadcast_coalesced(ProcessGroup& group, const TensorList& tensors, int roo
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
                                                  std::shared_ptr<ProcessGroup> group, DDPOptions options)
-    : nn::Module("DistributedDataParallel"),
-      module_(std::move(module)),
-      group_(std::move(group)),
-      options_(options) {
+    : nn::Module("DistributedDataParallel"), module_(std::move(module)), group_(std::move(group)), options_(options) {
   TB_CHECK(module_ != nullptr, kOp, "a module is required");
   TB_CHECK(group_ != nullptr, kOp, "a process group is required");
   register_module("module", module_);
@@ -105,8 +99,6 @@ DistributedDataParallel::NoSyncGuard::~NoSyncGuard() { ddp_.require_sync_ = prev
 
 const DDPStats& DistributedDataParallel::last_stats() const { return reducer_->stats(); }
 
-std::vector<std::vector<int64_t>> DistributedDataParallel::bucket_indices() const {
-  return reducer_->bucket_indices();
-}
+std::vector<std::vector<int64_t>> DistributedDataParallel::bucket_indices() const { return reducer_->bucket_indices(); }
 
 }  // namespace tb::dist

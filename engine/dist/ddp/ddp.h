@@ -58,10 +58,10 @@ struct DDPOptions {
 
 // What one synced backward communicated, for benchmarks (DistributedDataParallel::last_stats).
 struct DDPStats {
-  int64_t buckets = 0;       // gradient all-reduces launched
-  int64_t bytes = 0;         // bytes all-reduced: the buckets (+ the used-parameter map)
-  double comm_wait_s = 0;    // time the end of backward blocked waiting for them
-  bool overlapped = false;   // issued during backward (DDPOptions::overlap), not at its end
+  int64_t buckets = 0;      // gradient all-reduces launched
+  int64_t bytes = 0;        // bytes all-reduced: the buckets (+ the used-parameter map)
+  double comm_wait_s = 0;   // time the end of backward blocked waiting for them
+  bool overlapped = false;  // issued during backward (DDPOptions::overlap), not at its end
   // The group sequence numbers of those collectives (Work::seq), for comm_seconds().
   uint64_t first_seq = 0, last_seq = 0;
 };

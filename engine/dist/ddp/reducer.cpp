@@ -33,9 +33,7 @@ double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::ste
   return std::chrono::duration<double>(b - a).count();
 }
 
-bool reducible(DType dt) {
-  return dt == DType::Float32 || dt == DType::Float64 || dt == DType::BFloat16;
-}
+bool reducible(DType dt) { return dt == DType::Float32 || dt == DType::Float64 || dt == DType::BFloat16; }
 
 // dst = src / world, elementwise, in one pass over memory (Note [Divide before the sum]). dst is
 // a bucket slot (contiguous); src may be dst itself. bfloat16 divides in float and rounds back.
@@ -295,9 +293,10 @@ void Reducer::on_grad_ready(int64_t i) {
       if (params_[u].unused) mark_ready(int64_t(u));
   }
   TB_CHECK(!p.ready, kOp, "parameter '", p.name, "' (index ", p.index, ") received a gradient ",
-           p.unused ? "although it was not reached from the forward outputs passed to prepare_for_backward (a loss term "
-                      "that uses the parameter outside the module's forward?)"
-                    : "twice in one backward (a second backward through the same graph, or a reentrant backward)",
+           p.unused
+               ? "although it was not reached from the forward outputs passed to prepare_for_backward (a loss term "
+                 "that uses the parameter outside the module's forward?)"
+               : "twice in one backward (a second backward through the same graph, or a reentrant backward)",
            "; each parameter may be marked ready only once per synced iteration");
   mark_ready(i);
 }
@@ -377,9 +376,8 @@ std::string Reducer::unready_parameters() const {
       names << (first ? "" : ", ") << params_[i].name;
       first = false;
     }
-  return "Parameter indices which did not receive grad for rank " + std::to_string(group_->rank()) + ": " +
-         idx.str() + "; parameters which did not receive grad for rank " + std::to_string(group_->rank()) + ": " +
-         names.str();
+  return "Parameter indices which did not receive grad for rank " + std::to_string(group_->rank()) + ": " + idx.str() +
+         "; parameters which did not receive grad for rank " + std::to_string(group_->rank()) + ": " + names.str();
 }
 
 void Reducer::abort_iteration() {
@@ -434,7 +432,7 @@ void Reducer::finalize() {
     Param& p = params_[i];
     Tensor avg = slot_view(p);
     Tensor g = p.tensor.grad();
-    if (used && used[i] == 0) {  // no rank used it: .grad stays as it was
+    if (used && used[i] == 0) {                           // no rank used it: .grad stays as it was
       if (p.kept_grad.defined()) avg.copy_(p.kept_grad);  // .grad is the slot itself
       continue;
     }

@@ -52,9 +52,9 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     std::vector<int64_t> params;   // parameter indices, in slot order
     std::vector<int64_t> offsets;  // element offset of each slot in `flat`
     int64_t numel = 0;
-    Tensor flat;                   // the bucket's one buffer (communication tag)
-    int64_t pending = 0;           // gradients still to arrive in this backward
-    WorkPtr work;                  // the in-flight all_reduce
+    Tensor flat;          // the bucket's one buffer (communication tag)
+    int64_t pending = 0;  // gradients still to arrive in this backward
+    WorkPtr work;         // the in-flight all_reduce
   };
   struct Param {
     std::string name;
@@ -85,12 +85,12 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   std::vector<Bucket> buckets_;
   std::shared_ptr<ProcessGroup> group_;
   DDPOptions options_;
-  bool expect_hooks_ = false;     // prepare_for_backward armed the next backward
-  bool started_ = false;          // a hook of the armed backward fired (the reduction began)
-  bool overlap_ = true;           // issue buckets during backward (Note [Overlap needs a spare core])
+  bool expect_hooks_ = false;        // prepare_for_backward armed the next backward
+  bool started_ = false;             // a hook of the armed backward fired (the reduction began)
+  bool overlap_ = true;              // issue buckets during backward (Note [Overlap needs a spare core])
   int local_ranks_ = 0, cores_ = 0;  // ranks on this host (0: unknown), cores this process may use
-  size_t next_bucket_ = 0;        // buckets [0, next_bucket_) are launched
-  Tensor used_map_;               // int64 per parameter: used anywhere (find_unused_parameters)
+  size_t next_bucket_ = 0;           // buckets [0, next_bucket_) are launched
+  Tensor used_map_;                  // int64 per parameter: used anywhere (find_unused_parameters)
   WorkPtr used_map_work_;
   DDPStats stats_;
 };

@@ -36,7 +36,6 @@ namespace {
 using core::BFloat16;
 using Millis = std::chrono::milliseconds;
 
-
 // The folder of the FileStore (Note [Gloo rendezvous]); created if missing. Every rank creates
 // it, so "already exists" is the common case, not an error.
 std::string store_dir(const Options& o) {
@@ -53,8 +52,8 @@ std::string store_dir(const Options& o) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (!std::filesystem::is_directory(dir))
-    throw DistError("gloo", "cannot create the rendezvous folder " + dir +
-                                (ec ? " (" + ec.message() + ")" : std::string()));
+    throw DistError("gloo",
+                    "cannot create the rendezvous folder " + dir + (ec ? " (" + ec.message() + ")" : std::string()));
   return dir;
 }
 
@@ -114,10 +113,30 @@ void remove_files(const std::vector<std::string>& paths) {
 // ---- reductions ----
 // Gloo's element functions for float, double and int64; bfloat16 gets its own, computing in
 // float and rounding once per pairwise step (what PyTorch's Gloo backend does with c10::BFloat16).
-struct AddF { template <typename T> T operator()(T a, T b) const { return a + b; } };
-struct MulF { template <typename T> T operator()(T a, T b) const { return a * b; } };
-struct MaxF { template <typename T> T operator()(T a, T b) const { return a < b ? b : a; } };  // std::max's order, as gloo::max
-struct MinF { template <typename T> T operator()(T a, T b) const { return b < a ? b : a; } };
+struct AddF {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct MulF {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a * b;
+  }
+};
+struct MaxF {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a < b ? b : a;
+  }
+};  // std::max's order, as gloo::max
+struct MinF {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return b < a ? b : a;
+  }
+};
 
 template <typename F>
 void bf16_reduce3(void* c, const void* a, const void* b, size_t n) {
@@ -188,7 +207,8 @@ class GlooGroup final : public ProcessGroup {
     // One count per process: every rank creates its groups in the same order, so the n-th
     // group has the same prefix everywhere.
     static std::atomic<uint64_t> groups_created{0};
-    const std::string prefix = "tb/" + launch_id_from_env("TRAINBENCH_GLOO_RUN_ID") + "/" + std::to_string(groups_created++);
+    const std::string prefix = "tb/" + launch_id_from_env("TRAINBENCH_GLOO_RUN_ID") + "/" +
+                               std::to_string(groups_created++);
     const auto attr = transport_attr(size());
     ::gloo::rendezvous::FileStore file_store(dir);
     try {
@@ -211,7 +231,8 @@ class GlooGroup final : public ProcessGroup {
                " (now removed): give each launch a fresh TRAINBENCH_DIST_DIR (the launcher does) or its own "
                "TRAINBENCH_GLOO_RUN_ID";
       else if (what.find("address.cc") != std::string::npos)
-        hint = "; a rendezvous file in " + dir + " is not from this run (left by an earlier run with the same "
+        hint = "; a rendezvous file in " + dir +
+               " is not from this run (left by an earlier run with the same "
                "launch id?): give each launch a fresh TRAINBENCH_DIST_DIR";
       else if (what.find("Wait timeout") != std::string::npos)
         hint = "; the rank(s) named did not publish their address within " + std::to_string(timeout_.count()) +
@@ -279,8 +300,7 @@ class GlooGroup final : public ProcessGroup {
   // Debian build (2022-05) and 3 ranks it intermittently returned wrong values for tiny inputs
   // (counts 1,1,0: a min below every rank's input), so it cannot be trusted with sizes that do
   // not divide by the world size, which is the point of the uneven form.
-  void run_reduce_scatter(Tensor& out, const Tensor& in, const std::vector<int64_t>& counts,
-                          ReduceOp op) override {
+  void run_reduce_scatter(Tensor& out, const Tensor& in, const std::vector<int64_t>& counts, ReduceOp op) override {
     const int64_t total = in.numel();
     if (total == 0) return;
     guarded("reduce_scatter", [&] {
@@ -334,8 +354,10 @@ class GlooGroup final : public ProcessGroup {
         if (!buf->waitRecv(timeout_)) throw DistError("gloo recv", "aborted");
         return;
       }
-      const bool known = header[0] >= 0 && header[0] <= int64_t(DType::Float64) && header[1] >= 0 && header[1] < (int64_t(1) << 40);
-      const std::string theirs = known ? describe_call({pack_call(OpCode::Send, DType(header[0]), rank(), 0), header[1], 0})
+      const bool known = header[0] >= 0 && header[0] <= int64_t(DType::Float64) && header[1] >= 0 &&
+                         header[1] < (int64_t(1) << 40);
+      const std::string theirs = known ? describe_call(
+                                             {pack_call(OpCode::Send, DType(header[0]), rank(), 0), header[1], 0})
                                        : "an unreadable header";
       if (known) {
         std::vector<char> scratch(size_t(header[1]) * core::itemsize(DType(header[0])));

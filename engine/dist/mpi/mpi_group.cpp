@@ -32,7 +32,7 @@ struct Runtime {
   int provided = 0;
   bool we_initialized = false;
   bool serialize = false;
-  std::mutex mu;  // held around MPI calls when serialize
+  std::mutex mu;            // held around MPI calls when serialize
   MPI_Op bf16_ops[4] = {};  // sum, max, min, product over bfloat16 (MPI_UINT16_T carrying the bits)
 };
 
@@ -54,11 +54,19 @@ void bf16_op(void* in, void* inout, int* len, MPI_Datatype*) {
   auto* b = static_cast<core::BFloat16*>(inout);
   for (int i = 0; i < *len; ++i) b[i] = core::BFloat16(F{}(float(a[i]), float(b[i])));
 }
-struct Add { float operator()(float x, float y) const { return x + y; } };
-struct Mul { float operator()(float x, float y) const { return x * y; } };
+struct Add {
+  float operator()(float x, float y) const { return x + y; }
+};
+struct Mul {
+  float operator()(float x, float y) const { return x * y; }
+};
 // Like torch's max/min on floats: NaN wins.
-struct Max { float operator()(float x, float y) const { return (x != x || x > y) ? x : y; } };
-struct Min { float operator()(float x, float y) const { return (x != x || x < y) ? x : y; } };
+struct Max {
+  float operator()(float x, float y) const { return (x != x || x > y) ? x : y; }
+};
+struct Min {
+  float operator()(float x, float y) const { return (x != x || x < y) ? x : y; }
+};
 
 void finalize_at_exit() {
   int done = 0;
@@ -110,8 +118,7 @@ MPI_Datatype datatype(DType t) {
 }
 
 int count(int64_t n, const char* op) {
-  if (n > INT_MAX)
-    throw DistError(op, std::to_string(n) + " elements: MPI counts stop at 2^31 - 1; split the tensor");
+  if (n > INT_MAX) throw DistError(op, std::to_string(n) + " elements: MPI counts stop at 2^31 - 1; split the tensor");
   return int(n);
 }
 
@@ -188,7 +195,8 @@ class MpiGroup final : public ProcessGroup {
   // before posting the data recv; on a mismatch it drains the message and throws naming both
   // sides. The header is eager: a few hundred nanoseconds per send.
   void run_send(const Tensor& t, int dst, int tag) override {
-    if (tag > tag_ub_) throw DistError("send", "tag " + std::to_string(tag) + " is above MPI_TAG_UB " + std::to_string(tag_ub_));
+    if (tag > tag_ub_)
+      throw DistError("send", "tag " + std::to_string(tag) + " is above MPI_TAG_UB " + std::to_string(tag_ub_));
     const int n = count(t.numel(), "send");
     const int64_t header[2] = {int64_t(t.dtype()), t.numel()};
     Serial s(rt_);
@@ -196,7 +204,8 @@ class MpiGroup final : public ProcessGroup {
     check(MPI_Send(t.data(), n, datatype(t.dtype()), dst, tag, comm_), "send", "MPI_Send");
   }
   void run_recv(Tensor& t, int src, int tag) override {
-    if (tag > tag_ub_) throw DistError("recv", "tag " + std::to_string(tag) + " is above MPI_TAG_UB " + std::to_string(tag_ub_));
+    if (tag > tag_ub_)
+      throw DistError("recv", "tag " + std::to_string(tag) + " is above MPI_TAG_UB " + std::to_string(tag_ub_));
     const int n = count(t.numel(), "recv");
     int64_t header[2] = {0, 0};
     MPI_Status st;
@@ -213,11 +222,13 @@ class MpiGroup final : public ProcessGroup {
         std::vector<char> scratch(size_t(std::max(bytes, 1)));
         MPI_Recv(scratch.data(), bytes, MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE);
         const bool known = header[0] >= 0 && header[0] <= int64_t(DType::Float64) && header[1] >= 0;
-        const std::string theirs =
-            known ? describe_call({pack_call(OpCode::Send, DType(header[0]), rank(), 0), header[1], 0}) : "an unreadable header";
+        const std::string theirs = known ? describe_call(
+                                               {pack_call(OpCode::Send, DType(header[0]), rank(), 0), header[1], 0})
+                                         : "an unreadable header";
         throw DistError("recv", "rank " + std::to_string(rank()) + "'s " +
-                                    describe_call({pack_call(OpCode::Recv, t.dtype(), src, 0), t.numel(), 0}) + " tag " +
-                                    std::to_string(tag) + " does not match rank " + std::to_string(src) + "'s " + theirs +
+                                    describe_call({pack_call(OpCode::Recv, t.dtype(), src, 0), t.numel(), 0}) +
+                                    " tag " + std::to_string(tag) + " does not match rank " + std::to_string(src) +
+                                    "'s " + theirs +
                                     "; nothing was written: send and recv must agree on dtype and element count");
       }
       check(MPI_Recv(t.data(), n, datatype(t.dtype()), src, tag, comm_, &st), "recv", "MPI_Recv");
@@ -249,8 +260,8 @@ std::shared_ptr<ProcessGroup> make_group(const WorldInfo& world, Options options
   }
   if (rank != world.rank || size != world.size)
     throw DistError("mpi", "the environment (" + world.source + ") says rank " + std::to_string(world.rank) + " of " +
-                               std::to_string(world.size) + " but MPI_COMM_WORLD has rank " + std::to_string(rank) + " of " +
-                               std::to_string(size) + " (start the ranks with mpirun or srun)");
+                               std::to_string(world.size) + " but MPI_COMM_WORLD has rank " + std::to_string(rank) +
+                               " of " + std::to_string(size) + " (start the ranks with mpirun or srun)");
   return std::make_shared<MpiGroup>(rank, size, std::move(options));
 }
 

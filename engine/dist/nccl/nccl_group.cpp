@@ -23,7 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
 
-
 std::string run_dir(const Options& o) {
   std::string dir = !o.run_dir.empty() ? o.run_dir : core::env_or("TRAINBENCH_DIST_DIR");
   if (dir.empty()) return ".";
@@ -31,7 +30,6 @@ std::string run_dir(const Options& o) {
   std::filesystem::create_directories(dir, ec);  // every rank tries; "exists" is fine
   return dir;
 }
-
 
 void check_cuda(const std::string& op, cudaError_t e) {
   if (e != cudaSuccess) throw DistError("nccl " + op, std::string("CUDA error: ") + cudaGetErrorString(e));
@@ -67,10 +65,8 @@ Millis nccl_timeout(const Options& o) {
 
 // Short waits poll hot (an all-reduce of a few KiB is done in microseconds); long ones sleep.
 void backoff(Clock::time_point started) {
-  if (Clock::now() - started < std::chrono::milliseconds(2))
-    std::this_thread::yield();
-  else
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  if (Clock::now() - started < std::chrono::milliseconds(2)) std::this_thread::yield();
+  else std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
 // Note [NCCL bootstrap]: rank 0 publishes the id, the others wait for it.
@@ -129,8 +125,8 @@ class NcclGroup final : public ProcessGroup {
       set_device("init");
       check_cuda("init", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
       static std::atomic<uint64_t> groups_created{0};
-      const std::string path =
-          run_dir(options()) + "/nccl-" + launch_id_from_env("TRAINBENCH_NCCL_RUN_ID") + "-" + std::to_string(groups_created++) + ".id";
+      const std::string path = run_dir(options()) + "/nccl-" + launch_id_from_env("TRAINBENCH_NCCL_RUN_ID") + "-" +
+                               std::to_string(groups_created++) + ".id";
       ncclUniqueId id = exchange_id(rank(), size(), path, timeout_);
       // Non-blocking: init returns at once and we poll with a deadline, so a rank that never
       // joins is an error after the timeout instead of a hang.
@@ -318,8 +314,7 @@ class NcclGroup final : public ProcessGroup {
       ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
       if (r != ncclSuccess) fail(op, r);
       if (state == ncclSuccess) return;
-      if (state != ncclInProgress)
-        abort_and_throw(op, std::string("async error: ") + ncclGetErrorString(state));
+      if (state != ncclInProgress) abort_and_throw(op, std::string("async error: ") + ncclGetErrorString(state));
       if (Clock::now() - start > timeout_)
         abort_and_throw(op, "not finished after " + std::to_string(timeout_.count()) + " ms");
       backoff(start);
@@ -354,15 +349,16 @@ class NcclGroup final : public ProcessGroup {
         for (;;) {
           ncclResult_t state = ncclSuccess;
           if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
-          if (state == ncclSuccess) { finalized = true; break; }
+          if (state == ncclSuccess) {
+            finalized = true;
+            break;
+          }
           if (state != ncclInProgress || Clock::now() - start > timeout_) break;
           backoff(start);
         }
       }
-      if (finalized)
-        ncclCommDestroy(comm_);
-      else
-        ncclCommAbort(comm_);
+      if (finalized) ncclCommDestroy(comm_);
+      else ncclCommAbort(comm_);
       comm_ = nullptr;
     }
     if (dev_buf_) cudaFree(dev_buf_);

@@ -140,10 +140,17 @@ void run_every_collective(ProcessGroup& pg) {
 void expect_recorded(ProcessGroup& pg) {
   const std::vector<CallRecord> e = pg.recorder().entries();
   ASSERT_GE(e.size(), 11u);
-  const std::pair<const char*, const char*> want[] = {
-      {"all_reduce", "sum"}, {"all_reduce", "avg"}, {"all_reduce", "max"},  {"all_reduce", "min"},
-      {"all_reduce", "product"}, {"all_reduce", "avg"}, {"broadcast", "root=0"}, {"all_gather", "tensor"},
-      {"all_gather", "list"}, {"reduce_scatter", "sum tensor"}, {"barrier", ""}};
+  const std::pair<const char*, const char*> want[] = {{"all_reduce", "sum"},
+                                                      {"all_reduce", "avg"},
+                                                      {"all_reduce", "max"},
+                                                      {"all_reduce", "min"},
+                                                      {"all_reduce", "product"},
+                                                      {"all_reduce", "avg"},
+                                                      {"broadcast", "root=0"},
+                                                      {"all_gather", "tensor"},
+                                                      {"all_gather", "list"},
+                                                      {"reduce_scatter", "sum tensor"},
+                                                      {"barrier", ""}};
   for (size_t k = 0; k < 11; ++k) {
     EXPECT_EQ(e[k].seq, k + 1);
     EXPECT_EQ(e[k].op, want[k].first) << k;
@@ -209,7 +216,8 @@ TEST_F(OneRank, WatchdogEndsAHungProcessWithADump) {
         Loopback pg(options(300ms), /*hold_barrier=*/true);
         pg.barrier()->wait();
       },
-      ::testing::ExitedWithCode(kWatchdogExitCode), "trainbench: watchdog: .*barrier.*dump: .*flight_recorder_rank0.json");
+      ::testing::ExitedWithCode(kWatchdogExitCode),
+      "trainbench: watchdog: .*barrier.*dump: .*flight_recorder_rank0.json");
   std::ifstream dump(dir_ / "flight_recorder_rank0.json");
   ASSERT_TRUE(dump.good()) << "the watchdog writes the flight recorder next to the run";
   const nlohmann::json j = nlohmann::json::parse(dump);

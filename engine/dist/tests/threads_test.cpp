@@ -40,8 +40,8 @@ class LoopbackGroup : public ProcessGroup {
   ~LoopbackGroup() override { shutdown(); }
   std::string backend() const override { return "loopback"; }
 
-  std::vector<double> log;                 // first value of every all_reduce, in run order
-  std::atomic<bool> hang{false};           // the next primitive never returns (watchdog tests)
+  std::vector<double> log;        // first value of every all_reduce, in run order
+  std::atomic<bool> hang{false};  // the next primitive never returns (watchdog tests)
 
  protected:
   void run_all_reduce(Tensor& t, ReduceOp) override {
@@ -75,8 +75,8 @@ class LoopbackGroup : public ProcessGroup {
 
 // This process's scratch directory, removed when the tests end.
 const std::filesystem::path& scratch() {
-  static const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("tb_dist_threads_test_" + std::to_string(::getpid()));
+  static const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                           ("tb_dist_threads_test_" + std::to_string(::getpid()));
   return dir;
 }
 class RemoveScratch : public ::testing::Environment {
@@ -125,10 +125,13 @@ TEST(CollectiveWorker, ConcurrentCallersRunOneCallAtATimeInIssueOrder) {
         Tensor t = full({64}, double(th * 1000 + i), DType::Float32);
         WorkPtr w = pg.all_reduce(t);
         switch (i % 4) {
-          case 0: w->wait(); break;                               // inline
-          case 1: while (!w->wait_for(1ms)) {} break;             // the worker
-          case 2: pending.emplace_back(t, w); break;              // waited later
-          case 3: break;                                          // left to synchronize()
+          case 0: w->wait(); break;  // inline
+          case 1:
+            while (!w->wait_for(1ms)) {
+            }
+            break;                                    // the worker
+          case 2: pending.emplace_back(t, w); break;  // waited later
+          case 3: break;                              // left to synchronize()
         }
         if (i % 4 < 2 && t.data_ptr<float>()[63] != float(th * 1000 + i)) ++bad[th];
       }
@@ -216,8 +219,7 @@ TEST(Watchdog, HungCallEndsTheProcessWithADiagnosis) {
         WorkPtr w = pg.all_reduce(t);
         while (true) w->wait_for(10ms);  // short waits never run the call: the worker hangs
       },
-      ::testing::ExitedWithCode(kWatchdogExitCode),
-      "trainbench: watchdog: .*all_reduce #2.*this is the only rank");
+      ::testing::ExitedWithCode(kWatchdogExitCode), "trainbench: watchdog: .*all_reduce #2.*this is the only rank");
   std::ifstream dump(std::filesystem::path(o.run_dir) / "flight_recorder_rank0.json");
   const std::string text((std::istreambuf_iterator<char>(dump)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("\"state\": \"completed\""), std::string::npos) << text;

@@ -13,12 +13,28 @@
 namespace {
 
 // Every variable world_from_env reads, cleared for each test and restored after it.
-const char* const kVars[] = {"TRAINBENCH_RANK", "TRAINBENCH_WORLD_SIZE", "TRAINBENCH_LOCAL_RANK",
-                             "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                             "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                             "RANK", "WORLD_SIZE", "LOCAL_RANK", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE",
-                             "SLURM_STEP_NUM_NODES", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID",
-                             "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID", "TB_TEST_RUN_ID"};
+const char* const kVars[] = {"TRAINBENCH_RANK",
+                             "TRAINBENCH_WORLD_SIZE",
+                             "TRAINBENCH_LOCAL_RANK",
+                             "OMPI_COMM_WORLD_RANK",
+                             "OMPI_COMM_WORLD_SIZE",
+                             "OMPI_COMM_WORLD_LOCAL_RANK",
+                             "OMPI_COMM_WORLD_LOCAL_SIZE",
+                             "SLURM_PROCID",
+                             "SLURM_NTASKS",
+                             "SLURM_LOCALID",
+                             "RANK",
+                             "WORLD_SIZE",
+                             "LOCAL_RANK",
+                             "MPI_LOCALNRANKS",
+                             "LOCAL_WORLD_SIZE",
+                             "SLURM_STEP_NUM_NODES",
+                             "PMIX_NAMESPACE",
+                             "OMPI_MCA_ess_base_jobid",
+                             "SLURM_JOB_ID",
+                             "SLURM_STEP_ID",
+                             "TORCHELASTIC_RUN_ID",
+                             "TB_TEST_RUN_ID"};
 
 class WorldFromEnv : public ::testing::Test {
  protected:

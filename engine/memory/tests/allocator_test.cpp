@@ -24,7 +24,7 @@ TEST(Allocator, SizeClasses) {
   EXPECT_EQ(block_size(65), 128u);
   EXPECT_EQ(block_size(4096), 4096u);
   EXPECT_EQ(block_size(4097), 8192u);
-  EXPECT_EQ(block_size(12289), 16384u);           // 3 pages + 1 byte -> 4 pages
+  EXPECT_EQ(block_size(12289), 16384u);  // 3 pages + 1 byte -> 4 pages
   EXPECT_EQ(block_size((2 << 20) - 1), 2u << 20);
   EXPECT_EQ(block_size((2 << 20) + 1), 4u << 20);  // 2 MiB granules from 2 MiB on
   EXPECT_EQ(format_bytes(512), "512 B");
@@ -49,13 +49,13 @@ TEST(Allocator, StatsCountBlocksNotRequests) {
   EXPECT_EQ(s.allocated_bytes, 8192);
   EXPECT_EQ(s.reserved_bytes, 128 + 8192);
   EXPECT_EQ(s.peak_allocated_bytes, 128 + 8192);
-  DataPtr p3 = f.a.allocate(120);   // same 128 B class: from the cache
+  DataPtr p3 = f.a.allocate(120);  // same 128 B class: from the cache
   s = f.a.stats();
   EXPECT_EQ(s.num_cache_hits, 1);
   EXPECT_EQ(s.num_system_allocs, 2);
   EXPECT_EQ(s.num_allocs, 3);
   EXPECT_EQ(s.allocated_bytes, 128 + 8192);
-  DataPtr none = f.a.allocate(0);   // no block at all
+  DataPtr none = f.a.allocate(0);  // no block at all
   EXPECT_EQ(none.get(), nullptr);
   EXPECT_EQ(f.a.stats().num_allocs, 3);
   p2.reset();

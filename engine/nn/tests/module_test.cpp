@@ -43,8 +43,9 @@ TEST(Module, LinearByHand) {
 }
 
 TEST(Module, NamesStateDictAndLoading) {
-  auto net = std::make_shared<Sequential>(
-      std::initializer_list<ModulePtr>{std::make_shared<Linear>(4, 3), std::make_shared<ReLU>(), std::make_shared<Linear>(3, 2, false)});
+  auto net = std::make_shared<Sequential>(std::initializer_list<ModulePtr>{std::make_shared<Linear>(4, 3),
+                                                                           std::make_shared<ReLU>(),
+                                                                           std::make_shared<Linear>(3, 2, false)});
   std::vector<std::string> names;
   for (const auto& [name, p] : net->named_parameters()) names.push_back(name);
   EXPECT_EQ(names, std::vector<std::string>({"0.weight", "0.bias", "2.weight"}));

@@ -47,8 +47,10 @@ void conv_dnnl(const Conv& c, const Tensor& out, const Tensor& x, const Tensor& 
   static std::mutex mu;
   static std::map<std::vector<int64_t>, Entry> cache;
   const dt type = x.dtype() == DType::BFloat16 ? dt::bf16 : dt::f32;
-  const std::vector<int64_t> key = {c.N, c.C, c.H, c.W, c.O, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.G,
-                                    b.defined() ? 1 : 0, int64_t(type)};
+  const std::vector<int64_t> key = {c.N,          c.C,  c.H,  c.W,  c.O,
+                                    c.kh,         c.kw, c.sh, c.sw, c.ph,
+                                    c.pw,         c.dh, c.dw, c.G,  b.defined() ? 1 : 0,
+                                    int64_t(type)};
   Entry* e;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -225,13 +227,14 @@ void conv_dnnl_backward(const Conv& c, const Tensor& gx, const Tensor& gw, const
       const memory::dims strides = {c.sh, c.sw}, dil = {c.dh - 1, c.dw - 1}, pad = {c.ph, c.pw};
       try {
         // The forward descriptor is only the hint the backward primitives are chosen against.
-        convolution_forward::primitive_desc hint(
-            convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, x_any, w_any, y_any,
-                                      strides, dil, pad, pad),
-            eng);
-        convolution_backward_data::primitive_desc dpd(
-            convolution_backward_data::desc(algorithm::convolution_direct, x_any, w_any, y_any, strides, dil, pad, pad),
-            eng, hint);
+        convolution_forward::primitive_desc hint(convolution_forward::desc(prop_kind::forward_training,
+                                                                           algorithm::convolution_direct, x_any, w_any,
+                                                                           y_any, strides, dil, pad, pad),
+                                                 eng);
+        convolution_backward_data::primitive_desc dpd(convolution_backward_data::desc(algorithm::convolution_direct,
+                                                                                      x_any, w_any, y_any, strides, dil,
+                                                                                      pad, pad),
+                                                      eng, hint);
         convolution_backward_weights::primitive_desc wpd(
             convolution_backward_weights::desc(algorithm::convolution_direct, x_any, w_any, y_any, strides, dil, pad,
                                                pad),
@@ -245,8 +248,8 @@ void conv_dnnl_backward(const Conv& c, const Tensor& gx, const Tensor& gw, const
         f.data = convolution_backward_data(dpd);
         f.weights = convolution_backward_weights(wpd);
       } catch (const dnnl::error& err) {
-        throw Error("convolution_backward", std::string("oneDNN could not create a convolution backward: ") +
-                                                err.what());
+        throw Error("convolution_backward",
+                    std::string("oneDNN could not create a convolution backward: ") + err.what());
       }
       it = cache.emplace(key, std::move(f)).first;
     }
@@ -293,15 +296,14 @@ Conv make_conv(const Tensor& x4, const Tensor& weight, const Tensor& bias, const
   TB_CHECK(c.dh > 0 && c.dw > 0, kOp, "dilation should be greater than zero");
   TB_CHECK(c.O % c.G == 0 && c.O >= c.G, kOp, "expected weight's out_channels (", c.O, ") to be divisible by groups (",
            c.G, ")");
-  TB_CHECK(weight.size(1) * c.G == c.C, kOp, "given groups=", c.G, ", weight of size ",
-           core::to_string(weight.sizes()), ", expected input ", core::to_string(x_sizes), " to have ",
-           weight.size(1) * c.G, " channels, but got ", c.C, " channels instead");
-  TB_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == c.O), kOp, "expected bias of shape [", c.O,
-           "], got ", core::to_string(bias.sizes()));
+  TB_CHECK(weight.size(1) * c.G == c.C, kOp, "given groups=", c.G, ", weight of size ", core::to_string(weight.sizes()),
+           ", expected input ", core::to_string(x_sizes), " to have ", weight.size(1) * c.G, " channels, but got ", c.C,
+           " channels instead");
+  TB_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == c.O), kOp, "expected bias of shape [", c.O, "], got ",
+           core::to_string(bias.sizes()));
   const int64_t eh = c.H + 2 * c.ph - c.dh * (c.kh - 1) - 1, ew = c.W + 2 * c.pw - c.dw * (c.kw - 1) - 1;
-  TB_CHECK(eh >= 0 && ew >= 0, kOp, "calculated padded input size per channel (", c.H + 2 * c.ph, " x ",
-           c.W + 2 * c.pw, ") is smaller than the kernel size (", c.dh * (c.kh - 1) + 1, " x ",
-           c.dw * (c.kw - 1) + 1, ")");
+  TB_CHECK(eh >= 0 && ew >= 0, kOp, "calculated padded input size per channel (", c.H + 2 * c.ph, " x ", c.W + 2 * c.pw,
+           ") is smaller than the kernel size (", c.dh * (c.kh - 1) + 1, " x ", c.dw * (c.kw - 1) + 1, ")");
   c.OH = eh / c.sh + 1;
   c.OW = ew / c.sw + 1;
   return c;
@@ -355,8 +357,8 @@ Tensor conv2d(const Tensor& x_, const Tensor& weight, const Tensor& bias, const 
 }
 
 std::tuple<Tensor, Tensor, Tensor> convolution_backward(const Tensor& grad_output, const Tensor& x_,
-                                                        const Tensor& weight, const Shape& stride,
-                                                        const Shape& padding, const Shape& dilation, int64_t groups,
+                                                        const Tensor& weight, const Shape& stride, const Shape& padding,
+                                                        const Shape& dilation, int64_t groups,
                                                         std::array<bool, 3> output_mask) {
   check_conv_inputs(x_, weight, Tensor());
   const bool batched = x_.dim() == 4;

@@ -169,7 +169,8 @@ Tensor div_tt(const char* op, const Tensor& a, const Tensor& b, const std::optio
       using M = opmath_t<T>;
       if constexpr (!std::is_same_v<T, bool>) {
         if (r == Round::None) {
-          if constexpr (std::is_floating_point_v<M>) cpu::cpu_kernel<T, T, T>(loop, [](M x, M y) -> M { return x / y; });
+          if constexpr (std::is_floating_point_v<M>)
+            cpu::cpu_kernel<T, T, T>(loop, [](M x, M y) -> M { return x / y; });
         } else {
           auto f = div_fn<T, M>(r, true);
           cpu::cpu_kernel<T, T, T>(loop, [&f, &zero](M x, M y) -> M { return f(x, y, zero); });
@@ -252,7 +253,8 @@ Tensor pow_ts(const char* op, const Tensor& a, const Scalar& e, Tensor* out, boo
   TB_CHECK(a.defined(), op, "undefined input tensor");
   const DType rt = result_type(a, e);
   TB_CHECK(rt != DType::Bool, op, kPowBool);
-  TB_CHECK(core::is_floating(rt) || e.is_float() || e.i >= 0, op, "integers to negative integer powers are not allowed");
+  TB_CHECK(core::is_floating(rt) || e.is_float() || e.i >= 0, op,
+           "integers to negative integer powers are not allowed");
   return ew::unary(op, a, rt, rt, out, inplace, [&](const StridedLoop& loop) {
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
@@ -289,19 +291,39 @@ Tensor minmax_tt(const char* op, const Tensor& a, const Tensor& b, bool is_max, 
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return add_tt("add", a, b, alpha, false, nullptr, false); }
-Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) { return add_ts("add", a, b, alpha, false, nullptr, false); }
-Tensor& add_(Tensor& self, const Tensor& b, const Scalar& alpha) { add_tt("add_", self, b, alpha, false, &self, true); return self; }
-Tensor& add_(Tensor& self, const Scalar& b, const Scalar& alpha) { add_ts("add_", self, b, alpha, false, &self, true); return self; }
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  return add_tt("add", a, b, alpha, false, nullptr, false);
+}
+Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  return add_ts("add", a, b, alpha, false, nullptr, false);
+}
+Tensor& add_(Tensor& self, const Tensor& b, const Scalar& alpha) {
+  add_tt("add_", self, b, alpha, false, &self, true);
+  return self;
+}
+Tensor& add_(Tensor& self, const Scalar& b, const Scalar& alpha) {
+  add_ts("add_", self, b, alpha, false, &self, true);
+  return self;
+}
 Tensor& add_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha) {
   add_tt("add_out", a, b, alpha, false, &out, false);
   return out;
 }
 
-Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) { return add_tt("sub", a, b, alpha, true, nullptr, false); }
-Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return add_ts("sub", a, b, alpha, true, nullptr, false); }
-Tensor& sub_(Tensor& self, const Tensor& b, const Scalar& alpha) { add_tt("sub_", self, b, alpha, true, &self, true); return self; }
-Tensor& sub_(Tensor& self, const Scalar& b, const Scalar& alpha) { add_ts("sub_", self, b, alpha, true, &self, true); return self; }
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  return add_tt("sub", a, b, alpha, true, nullptr, false);
+}
+Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  return add_ts("sub", a, b, alpha, true, nullptr, false);
+}
+Tensor& sub_(Tensor& self, const Tensor& b, const Scalar& alpha) {
+  add_tt("sub_", self, b, alpha, true, &self, true);
+  return self;
+}
+Tensor& sub_(Tensor& self, const Scalar& b, const Scalar& alpha) {
+  add_ts("sub_", self, b, alpha, true, &self, true);
+  return self;
+}
 Tensor& sub_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha) {
   add_tt("sub_out", a, b, alpha, true, &out, false);
   return out;
@@ -309,14 +331,33 @@ Tensor& sub_out(Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alp
 
 Tensor mul(const Tensor& a, const Tensor& b) { return mul_tt("mul", a, b, nullptr, false); }
 Tensor mul(const Tensor& a, const Scalar& b) { return mul_ts("mul", a, b, nullptr, false); }
-Tensor& mul_(Tensor& self, const Tensor& b) { mul_tt("mul_", self, b, &self, true); return self; }
-Tensor& mul_(Tensor& self, const Scalar& b) { mul_ts("mul_", self, b, &self, true); return self; }
-Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b) { mul_tt("mul_out", a, b, &out, false); return out; }
+Tensor& mul_(Tensor& self, const Tensor& b) {
+  mul_tt("mul_", self, b, &self, true);
+  return self;
+}
+Tensor& mul_(Tensor& self, const Scalar& b) {
+  mul_ts("mul_", self, b, &self, true);
+  return self;
+}
+Tensor& mul_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  mul_tt("mul_out", a, b, &out, false);
+  return out;
+}
 
-Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& m) { return div_tt("div", a, b, m, nullptr, false); }
-Tensor div(const Tensor& a, const Scalar& b, const std::optional<std::string>& m) { return div_ts("div", a, b, m, nullptr, false); }
-Tensor& div_(Tensor& self, const Tensor& b, const std::optional<std::string>& m) { div_tt("div_", self, b, m, &self, true); return self; }
-Tensor& div_(Tensor& self, const Scalar& b, const std::optional<std::string>& m) { div_ts("div_", self, b, m, &self, true); return self; }
+Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& m) {
+  return div_tt("div", a, b, m, nullptr, false);
+}
+Tensor div(const Tensor& a, const Scalar& b, const std::optional<std::string>& m) {
+  return div_ts("div", a, b, m, nullptr, false);
+}
+Tensor& div_(Tensor& self, const Tensor& b, const std::optional<std::string>& m) {
+  div_tt("div_", self, b, m, &self, true);
+  return self;
+}
+Tensor& div_(Tensor& self, const Scalar& b, const std::optional<std::string>& m) {
+  div_ts("div_", self, b, m, &self, true);
+  return self;
+}
 Tensor& div_out(Tensor& out, const Tensor& a, const Tensor& b, const std::optional<std::string>& m) {
   div_tt("div_out", a, b, m, &out, false);
   return out;
@@ -324,8 +365,14 @@ Tensor& div_out(Tensor& out, const Tensor& a, const Tensor& b, const std::option
 
 Tensor remainder(const Tensor& a, const Tensor& b) { return remainder_tt("remainder", a, b, nullptr, false); }
 Tensor remainder(const Tensor& a, const Scalar& b) { return remainder_ts("remainder", a, b, nullptr, false); }
-Tensor& remainder_(Tensor& self, const Tensor& b) { remainder_tt("remainder_", self, b, &self, true); return self; }
-Tensor& remainder_(Tensor& self, const Scalar& b) { remainder_ts("remainder_", self, b, &self, true); return self; }
+Tensor& remainder_(Tensor& self, const Tensor& b) {
+  remainder_tt("remainder_", self, b, &self, true);
+  return self;
+}
+Tensor& remainder_(Tensor& self, const Scalar& b) {
+  remainder_ts("remainder_", self, b, &self, true);
+  return self;
+}
 Tensor& remainder_out(Tensor& out, const Tensor& a, const Tensor& b) {
   remainder_tt("remainder_out", a, b, &out, false);
   return out;
@@ -333,9 +380,18 @@ Tensor& remainder_out(Tensor& out, const Tensor& a, const Tensor& b) {
 
 Tensor pow(const Tensor& a, const Tensor& b) { return pow_tt("pow", a, b, nullptr, false); }
 Tensor pow(const Tensor& a, const Scalar& b) { return pow_ts("pow", a, b, nullptr, false); }
-Tensor& pow_(Tensor& self, const Tensor& b) { pow_tt("pow_", self, b, &self, true); return self; }
-Tensor& pow_(Tensor& self, const Scalar& b) { pow_ts("pow_", self, b, &self, true); return self; }
-Tensor& pow_out(Tensor& out, const Tensor& a, const Tensor& b) { pow_tt("pow_out", a, b, &out, false); return out; }
+Tensor& pow_(Tensor& self, const Tensor& b) {
+  pow_tt("pow_", self, b, &self, true);
+  return self;
+}
+Tensor& pow_(Tensor& self, const Scalar& b) {
+  pow_ts("pow_", self, b, &self, true);
+  return self;
+}
+Tensor& pow_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  pow_tt("pow_out", a, b, &out, false);
+  return out;
+}
 
 // base ** exponent with a scalar base: the result type is result_type(exponent, base).
 Tensor pow(const Scalar& base, const Tensor& e) {
@@ -348,17 +404,21 @@ Tensor pow(const Scalar& base, const Tensor& e) {
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
       const M c = ew::scalar_to<M>(base);
-      if constexpr (std::is_floating_point_v<M>)
-        cpu::cpu_kernel<T, T>(loop, [c](M y) -> M { return std::pow(c, y); });
-      else if constexpr (ew::is_int_v<M>)
-        cpu::cpu_kernel<T, T>(loop, [c](M y) -> M { return ew::int_pow(c, y); });
+      if constexpr (std::is_floating_point_v<M>) cpu::cpu_kernel<T, T>(loop, [c](M y) -> M { return std::pow(c, y); });
+      else if constexpr (ew::is_int_v<M>) cpu::cpu_kernel<T, T>(loop, [c](M y) -> M { return ew::int_pow(c, y); });
     });
   });
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) { return minmax_tt("maximum", a, b, true, nullptr); }
-Tensor& maximum_out(Tensor& out, const Tensor& a, const Tensor& b) { minmax_tt("maximum_out", a, b, true, &out); return out; }
+Tensor& maximum_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  minmax_tt("maximum_out", a, b, true, &out);
+  return out;
+}
 Tensor minimum(const Tensor& a, const Tensor& b) { return minmax_tt("minimum", a, b, false, nullptr); }
-Tensor& minimum_out(Tensor& out, const Tensor& a, const Tensor& b) { minmax_tt("minimum_out", a, b, false, &out); return out; }
+Tensor& minimum_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  minmax_tt("minimum_out", a, b, false, &out);
+  return out;
+}
 
 }  // namespace tb::ops

@@ -132,8 +132,8 @@ Tensor clamp_t(const char* op, const Tensor& x, const std::optional<Tensor>& lo,
 // ---- where ----
 void check_cond(const Tensor& cond) {
   TB_CHECK(cond.defined(), "where", "undefined condition");
-  TB_CHECK(cond.dtype() == DType::Bool, "where", "expected condition to be a boolean tensor, but got a tensor with dtype ",
-           core::name(cond.dtype()));
+  TB_CHECK(cond.dtype() == DType::Bool, "where",
+           "expected condition to be a boolean tensor, but got a tensor with dtype ", core::name(cond.dtype()));
 }
 
 Tensor where_tt(const char* op, const Tensor& cond, const Tensor& a, const Tensor& b, Tensor* out) {
@@ -156,44 +156,95 @@ Tensor where_tt(const char* op, const Tensor& cond, const Tensor& a, const Tenso
 // ---- comparisons ----
 Tensor eq(const Tensor& a, const Tensor& b) { return cmp_tt("eq", a, b, Cmp::Eq, nullptr, false); }
 Tensor eq(const Tensor& a, const Scalar& b) { return cmp_ts("eq", a, b, Cmp::Eq); }
-Tensor& eq_(Tensor& self, const Tensor& b) { cmp_tt("eq_", self, b, Cmp::Eq, &self, true); return self; }
-Tensor& eq_out(Tensor& out, const Tensor& a, const Tensor& b) { cmp_tt("eq_out", a, b, Cmp::Eq, &out, false); return out; }
+Tensor& eq_(Tensor& self, const Tensor& b) {
+  cmp_tt("eq_", self, b, Cmp::Eq, &self, true);
+  return self;
+}
+Tensor& eq_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  cmp_tt("eq_out", a, b, Cmp::Eq, &out, false);
+  return out;
+}
 Tensor ne(const Tensor& a, const Tensor& b) { return cmp_tt("ne", a, b, Cmp::Ne, nullptr, false); }
 Tensor ne(const Tensor& a, const Scalar& b) { return cmp_ts("ne", a, b, Cmp::Ne); }
-Tensor& ne_(Tensor& self, const Tensor& b) { cmp_tt("ne_", self, b, Cmp::Ne, &self, true); return self; }
-Tensor& ne_out(Tensor& out, const Tensor& a, const Tensor& b) { cmp_tt("ne_out", a, b, Cmp::Ne, &out, false); return out; }
+Tensor& ne_(Tensor& self, const Tensor& b) {
+  cmp_tt("ne_", self, b, Cmp::Ne, &self, true);
+  return self;
+}
+Tensor& ne_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  cmp_tt("ne_out", a, b, Cmp::Ne, &out, false);
+  return out;
+}
 Tensor lt(const Tensor& a, const Tensor& b) { return cmp_tt("lt", a, b, Cmp::Lt, nullptr, false); }
 Tensor lt(const Tensor& a, const Scalar& b) { return cmp_ts("lt", a, b, Cmp::Lt); }
-Tensor& lt_(Tensor& self, const Tensor& b) { cmp_tt("lt_", self, b, Cmp::Lt, &self, true); return self; }
-Tensor& lt_out(Tensor& out, const Tensor& a, const Tensor& b) { cmp_tt("lt_out", a, b, Cmp::Lt, &out, false); return out; }
+Tensor& lt_(Tensor& self, const Tensor& b) {
+  cmp_tt("lt_", self, b, Cmp::Lt, &self, true);
+  return self;
+}
+Tensor& lt_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  cmp_tt("lt_out", a, b, Cmp::Lt, &out, false);
+  return out;
+}
 Tensor le(const Tensor& a, const Tensor& b) { return cmp_tt("le", a, b, Cmp::Le, nullptr, false); }
 Tensor le(const Tensor& a, const Scalar& b) { return cmp_ts("le", a, b, Cmp::Le); }
-Tensor& le_(Tensor& self, const Tensor& b) { cmp_tt("le_", self, b, Cmp::Le, &self, true); return self; }
-Tensor& le_out(Tensor& out, const Tensor& a, const Tensor& b) { cmp_tt("le_out", a, b, Cmp::Le, &out, false); return out; }
+Tensor& le_(Tensor& self, const Tensor& b) {
+  cmp_tt("le_", self, b, Cmp::Le, &self, true);
+  return self;
+}
+Tensor& le_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  cmp_tt("le_out", a, b, Cmp::Le, &out, false);
+  return out;
+}
 Tensor gt(const Tensor& a, const Tensor& b) { return cmp_tt("gt", a, b, Cmp::Gt, nullptr, false); }
 Tensor gt(const Tensor& a, const Scalar& b) { return cmp_ts("gt", a, b, Cmp::Gt); }
-Tensor& gt_(Tensor& self, const Tensor& b) { cmp_tt("gt_", self, b, Cmp::Gt, &self, true); return self; }
-Tensor& gt_out(Tensor& out, const Tensor& a, const Tensor& b) { cmp_tt("gt_out", a, b, Cmp::Gt, &out, false); return out; }
+Tensor& gt_(Tensor& self, const Tensor& b) {
+  cmp_tt("gt_", self, b, Cmp::Gt, &self, true);
+  return self;
+}
+Tensor& gt_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  cmp_tt("gt_out", a, b, Cmp::Gt, &out, false);
+  return out;
+}
 Tensor ge(const Tensor& a, const Tensor& b) { return cmp_tt("ge", a, b, Cmp::Ge, nullptr, false); }
 Tensor ge(const Tensor& a, const Scalar& b) { return cmp_ts("ge", a, b, Cmp::Ge); }
-Tensor& ge_(Tensor& self, const Tensor& b) { cmp_tt("ge_", self, b, Cmp::Ge, &self, true); return self; }
-Tensor& ge_out(Tensor& out, const Tensor& a, const Tensor& b) { cmp_tt("ge_out", a, b, Cmp::Ge, &out, false); return out; }
+Tensor& ge_(Tensor& self, const Tensor& b) {
+  cmp_tt("ge_", self, b, Cmp::Ge, &self, true);
+  return self;
+}
+Tensor& ge_out(Tensor& out, const Tensor& a, const Tensor& b) {
+  cmp_tt("ge_out", a, b, Cmp::Ge, &out, false);
+  return out;
+}
 
 // ---- logical ----
-Tensor logical_and(const Tensor& a, const Tensor& b) { return logical_tt("logical_and", a, b, Logic::And, nullptr, false); }
-Tensor& logical_and_(Tensor& self, const Tensor& b) { logical_tt("logical_and_", self, b, Logic::And, &self, true); return self; }
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return logical_tt("logical_and", a, b, Logic::And, nullptr, false);
+}
+Tensor& logical_and_(Tensor& self, const Tensor& b) {
+  logical_tt("logical_and_", self, b, Logic::And, &self, true);
+  return self;
+}
 Tensor& logical_and_out(Tensor& out, const Tensor& a, const Tensor& b) {
   logical_tt("logical_and_out", a, b, Logic::And, &out, false);
   return out;
 }
-Tensor logical_or(const Tensor& a, const Tensor& b) { return logical_tt("logical_or", a, b, Logic::Or, nullptr, false); }
-Tensor& logical_or_(Tensor& self, const Tensor& b) { logical_tt("logical_or_", self, b, Logic::Or, &self, true); return self; }
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return logical_tt("logical_or", a, b, Logic::Or, nullptr, false);
+}
+Tensor& logical_or_(Tensor& self, const Tensor& b) {
+  logical_tt("logical_or_", self, b, Logic::Or, &self, true);
+  return self;
+}
 Tensor& logical_or_out(Tensor& out, const Tensor& a, const Tensor& b) {
   logical_tt("logical_or_out", a, b, Logic::Or, &out, false);
   return out;
 }
-Tensor logical_xor(const Tensor& a, const Tensor& b) { return logical_tt("logical_xor", a, b, Logic::Xor, nullptr, false); }
-Tensor& logical_xor_(Tensor& self, const Tensor& b) { logical_tt("logical_xor_", self, b, Logic::Xor, &self, true); return self; }
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  return logical_tt("logical_xor", a, b, Logic::Xor, nullptr, false);
+}
+Tensor& logical_xor_(Tensor& self, const Tensor& b) {
+  logical_tt("logical_xor_", self, b, Logic::Xor, &self, true);
+  return self;
+}
 Tensor& logical_xor_out(Tensor& out, const Tensor& a, const Tensor& b) {
   logical_tt("logical_xor_out", a, b, Logic::Xor, &out, false);
   return out;

@@ -31,7 +31,8 @@ Tensor checked_index(const Tensor& index, int64_t size, const char* op) {
 void check_no_internal_overlap(const Tensor& t, const char* op) {
   if (t.numel() == 0) return;  // an empty tensor has no element to write twice (PyTorch agrees)
   for (int64_t d = 0; d < t.dim(); ++d)
-    TB_CHECK(t.stride(d) != 0 || t.size(d) <= 1, op, "unsupported operation: more than one element of the written-to "
+    TB_CHECK(t.stride(d) != 0 || t.size(d) <= 1, op,
+             "unsupported operation: more than one element of the written-to "
              "tensor refers to a single memory location. Please clone() the tensor before performing the operation.");
 }
 
@@ -74,10 +75,12 @@ inline T combine(T a, T b, Reduce r) {
 // Shape checks shared by scatter and scatter_add (PyTorch's scatter_shape_check).
 void check_scatter_shapes(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src, const char* op) {
   const auto nonempty = [](const Tensor& t) { return std::max<int64_t>(t.dim(), 1); };
-  TB_CHECK(nonempty(index) == nonempty(self), op, "Index tensor must have the same number of dimensions as self tensor");
+  TB_CHECK(nonempty(index) == nonempty(self), op,
+           "Index tensor must have the same number of dimensions as self tensor");
   if (src) {
     TB_CHECK(src->dtype() == self.dtype(), op, "Expected self.dtype to be equal to src.dtype");
-    TB_CHECK(nonempty(index) == nonempty(*src), op, "Index tensor must have the same number of dimensions as src tensor");
+    TB_CHECK(nonempty(index) == nonempty(*src), op,
+             "Index tensor must have the same number of dimensions as src tensor");
   }
   if (index.numel() == 0) return;
   const auto sz = [](const Tensor& t, int64_t d) { return t.dim() == 0 ? int64_t(1) : t.size(d); };
@@ -184,7 +187,8 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
 
 Tensor& index_select_out(Tensor& out, const Tensor& self, int64_t dim, const Tensor& index) {
   check_bare_kernel("index_select_out", {&out, &self});
-  TB_CHECK(!out.defined() || out.dtype() == self.dtype(), "index_select", "self and result must have the same scalar type");
+  TB_CHECK(!out.defined() || out.dtype() == self.dtype(), "index_select",
+           "self and result must have the same scalar type");
   Tensor r = index_select(self, dim, index);
   out = prepare_out(&out, r.sizes(), r.dtype(), "index_select");
   out.copy_(r);
@@ -295,16 +299,19 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
   TB_CHECK(index.dim() <= 1, op, "Index is supposed to be a vector");
   TB_CHECK(source.dtype() == self.dtype(), op, "self (", core::name(self.dtype()), ") and source (",
            core::name(source.dtype()), ") must have the same scalar type");
-  TB_CHECK(source.dim() == self.dim(), op, "source tensor shape must match self tensor shape, excluding the specified "
-           "dimension. Got self.shape = ", core::to_string(self.sizes()), " source.shape = ", core::to_string(source.sizes()));
+  TB_CHECK(source.dim() == self.dim(), op,
+           "source tensor shape must match self tensor shape, excluding the specified "
+           "dimension. Got self.shape = ",
+           core::to_string(self.sizes()), " source.shape = ", core::to_string(source.sizes()));
   const Tensor s1 = at_least_1d(self), src = at_least_1d(source).contiguous();
   const int64_t d = core::wrap_dim(dim, s1.dim(), op);
   TB_CHECK(index.numel() == src.size(d), op, "Number of indices (", index.numel(),
            ") should be equal to source.size(dim): (", src.size(d), "), for dim: ", d);
   for (int64_t k = 0; k < s1.dim(); ++k)
-    TB_CHECK(k == d || src.size(k) == s1.size(k), op, "source tensor shape must match self tensor shape, excluding the "
-             "specified dimension. Got self.shape = ", core::to_string(self.sizes()), " source.shape = ",
-             core::to_string(source.sizes()));
+    TB_CHECK(k == d || src.size(k) == s1.size(k), op,
+             "source tensor shape must match self tensor shape, excluding the "
+             "specified dimension. Got self.shape = ",
+             core::to_string(self.sizes()), " source.shape = ", core::to_string(source.sizes()));
   // PyTorch's CPU kernel returns before reading the index when self (of 2+ dims) is empty.
   if (self.dim() > 1 && (index.numel() == 0 || self.numel() == 0)) {
     self.bump_version();
@@ -336,7 +343,9 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
     T* rp = r.data_ptr<T>();
     const T* sp = src.data_ptr<T>();
     using M = core::opmath_t<T>;
-    const M a = std::is_same_v<T, bool> ? M(alpha != 0) : core::is_integral(self.dtype()) ? M(int64_t(alpha)) : M(alpha);
+    const M a = std::is_same_v<T, bool>           ? M(alpha != 0)
+                : core::is_integral(self.dtype()) ? M(int64_t(alpha))
+                                                  : M(alpha);
 #pragma omp parallel for schedule(static) if (src.numel() > kParallelGrain && tasks > 1)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t o = t / nb, j0 = (t % nb) * kBlock, j1 = std::min(inner, j0 + kBlock);

@@ -92,8 +92,8 @@ Term contract(Term a, Term b, const std::vector<bool>& keep) {
   for (int l : std::vector<int>(a.labels)) {  // sizes of shared labels: equal, or one side broadcasts
     const int64_t sa = label_size(a, l), sb = label_size(b, l);
     if (sb < 0 || sa == sb) continue;
-    TB_CHECK(sa == 1 || sb == 1, kOp, "operands do not broadcast with remapped shapes (original->remapped): size ",
-             sa, " vs ", sb);
+    TB_CHECK(sa == 1 || sb == 1, kOp, "operands do not broadcast with remapped shapes (original->remapped): size ", sa,
+             " vs ", sb);
     if (sa == 1) broadcast_label(a, l, sb);
     else broadcast_label(b, l, sa);
   }
@@ -134,7 +134,8 @@ Term contract(Term a, Term b, const std::vector<bool>& keep) {
   cpu::gemm_batched(out, a3, b3);
   Term r;
   Shape shape;
-  for (auto* g : {&batch, &a_only}) for (int l : *g) shape.push_back(label_size(a, l));
+  for (auto* g : {&batch, &a_only})
+    for (int l : *g) shape.push_back(label_size(a, l));
   for (int l : b_only) shape.push_back(label_size(b, l));
   r.labels = batch;
   r.labels.insert(r.labels.end(), a_only.begin(), a_only.end());
@@ -170,9 +171,8 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
     const bool has_ell = std::count(terms[i].begin(), terms[i].end(), -1) > 0;
     const int64_t letters = int64_t(terms[i].size()) - (has_ell ? 1 : 0);
     TB_CHECK(has_ell ? operands[i].dim() >= letters : operands[i].dim() == letters, kOp,
-             "the number of subscripts in the equation (", letters,
-             ") does not match the number of dimensions (", operands[i].dim(), ") for operand ", i,
-             has_ell ? "" : " and no ellipsis was given");
+             "the number of subscripts in the equation (", letters, ") does not match the number of dimensions (",
+             operands[i].dim(), ") for operand ", i, has_ell ? "" : " and no ellipsis was given");
     ell_of[i] = has_ell ? operands[i].dim() - letters : 0;
     n_ell = std::max(n_ell, ell_of[i]);
   }
@@ -216,7 +216,8 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
 
   Term acc = ops[0];
   if (ops.size() == 1) {
-    const bool needs_sum = std::any_of(acc.labels.begin(), acc.labels.end(), [&](int l) { return !in_output[size_t(l)]; });
+    const bool needs_sum = std::any_of(acc.labels.begin(), acc.labels.end(),
+                                       [&](int l) { return !in_output[size_t(l)]; });
     if (needs_sum) acc = contract(acc, Term{ones({}, acc.t.dtype()), {}}, in_output);
   }
   for (size_t i = 1; i < ops.size(); ++i) {

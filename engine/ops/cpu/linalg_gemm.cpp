@@ -94,7 +94,9 @@ DnnlState::Entry& cached_entry(std::vector<int64_t> key, Build&& build) {
 void execute(const DnnlState::Entry& e, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
   DnnlState& st = dnnl_state();
   dnnl::memory mem_a(e.a, st.eng, a.data()), mem_b(e.b, st.eng, b.data()), mem_c(e.c, st.eng, out.data());
-  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, mem_a}, {DNNL_ARG_WEIGHTS, mem_b}, {DNNL_ARG_DST, mem_c}};
+  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, mem_a},
+                                                {DNNL_ARG_WEIGHTS, mem_b},
+                                                {DNNL_ARG_DST, mem_c}};
   if (bias.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, st.eng, bias.data()));
   e.prim.execute(st.strm, args);
   st.strm.wait();
@@ -123,10 +125,26 @@ void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alp
   const Mat ma = describe(a), mb = describe(b);
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2);
   const Mat mc{B, M, N, M * N, N, 1};
-  std::vector<int64_t> key = {int64_t(type), ma.batch, ma.rows, ma.cols, ma.sb, ma.sr, ma.sc,
-                              mb.batch, mb.rows, mb.cols, mb.sb, mb.sr, mb.sc, B, M, N,
-                              std::bit_cast<int64_t>(alpha), std::bit_cast<int64_t>(beta),
-                              int64_t(ep.bias.defined()), int64_t(ep.relu)};
+  std::vector<int64_t> key = {int64_t(type),
+                              ma.batch,
+                              ma.rows,
+                              ma.cols,
+                              ma.sb,
+                              ma.sr,
+                              ma.sc,
+                              mb.batch,
+                              mb.rows,
+                              mb.cols,
+                              mb.sb,
+                              mb.sr,
+                              mb.sc,
+                              B,
+                              M,
+                              N,
+                              std::bit_cast<int64_t>(alpha),
+                              std::bit_cast<int64_t>(beta),
+                              int64_t(ep.bias.defined()),
+                              int64_t(ep.relu)};
   const DnnlState::Entry& e = cached_entry(std::move(key), [&] {
     DnnlState::Entry fresh;
     try {
@@ -196,8 +214,8 @@ bool dnnl_matmul4(const Tensor& out, const Tensor& a, const Tensor& b, double al
 // (PyTorch accumulates integer products in the integer type too, wrapping on overflow).
 //   c: (B, M, N) contiguous; a: (B, M, K) any strides; b: (B, K, N) with unit column stride.
 template <typename T>
-void gemm_loop(T* c, const T* a, const Mat& A, const T* b, const Mat& Bm, int64_t B, int64_t M, int64_t N,
-               int64_t K, T alpha, T beta) {
+void gemm_loop(T* c, const T* a, const Mat& A, const T* b, const Mat& Bm, int64_t B, int64_t M, int64_t N, int64_t K,
+               T alpha, T beta) {
   constexpr int64_t kRows = 4, kCols = 256, kDepth = 128;
   const int64_t row_blocks = (M + kRows - 1) / kRows;
   const int64_t tasks = B * row_blocks;
@@ -335,11 +353,9 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
       return dnnl_compatible(describe_inner(m));
     };
     if ((dt == DType::Float32 || (dt == DType::BFloat16 && dnnl_has_bf16())) && B1 * B2 * M * N > 0 && K > 0 &&
-        plain(a) && plain(b) &&
-        dnnl_matmul4(out, a, b, alpha, beta))
+        plain(a) && plain(b) && dnnl_matmul4(out, a, b, alpha, beta))
       return;
-    return gemm_batched(out.view({B1 * B2, M, N}), a.reshape({B1 * B2, M, K}), b.reshape({B1 * B2, K, N}), alpha,
-                        beta);
+    return gemm_batched(out.view({B1 * B2, M, N}), a.reshape({B1 * B2, M, K}), b.reshape({B1 * B2, K, N}), alpha, beta);
   }
   TB_CHECK(out.dim() == 3 && a.dim() == 3 && b.dim() == 3 && out.is_contiguous(), "gemm_batched",
            "internal: expects 3-D operands and a contiguous output");
@@ -380,8 +396,8 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
   const Mat ma = describe(a), mb = describe(b2);
   core::dispatch(dt, [&]<typename T>() {
     if constexpr (std::is_same_v<T, double> || std::is_same_v<T, int64_t> || std::is_same_v<T, int32_t>) {
-      gemm_loop<T>(out.data_ptr<T>(), static_cast<const T*>(a.data()), ma, static_cast<const T*>(b2.data()), mb, B,
-                   M, N, K, T(alpha), T(beta));
+      gemm_loop<T>(out.data_ptr<T>(), static_cast<const T*>(a.data()), ma, static_cast<const T*>(b2.data()), mb, B, M,
+                   N, K, T(alpha), T(beta));
     }
   });
   apply_epilogue(out, ep);

@@ -15,7 +15,7 @@ namespace tb::ops::cpu {
 // accumulator, rounded once, like PyTorch's addmm); other dtypes add and clamp in the product
 // loop's own dtype. Requires alpha == 1 and beta == 0.
 struct GemmEpilogue {
-  Tensor bias;        // (N) contiguous, out's dtype, or undefined
+  Tensor bias;  // (N) contiguous, out's dtype, or undefined
   bool relu = false;
   bool empty() const { return !bias.defined() && !relu; }
 };

@@ -21,7 +21,8 @@ inline void run_kernel(char** data, const int64_t* st, int64_t n, F& f, std::ind
     return;
   }
   for (int64_t i = 0; i < n; ++i)
-    *reinterpret_cast<Out*>(data[0] + i * st[0]) = static_cast<Out>(f(*reinterpret_cast<const In*>(data[I + 1] + i * st[I + 1])...));
+    *reinterpret_cast<Out*>(data[0] + i * st[0]) = static_cast<Out>(
+        f(*reinterpret_cast<const In*>(data[I + 1] + i * st[I + 1])...));
 }
 }  // namespace detail
 

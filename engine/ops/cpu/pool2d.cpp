@@ -50,8 +50,8 @@ Pool make_pool(const char* op, const Shape& x, const Shape& kernel, const Shape&
   TB_CHECK(p.sh > 0 && p.sw > 0, op, "stride should be greater than zero, got ", p.sh, "x", p.sw);
   TB_CHECK(p.dh > 0 && p.dw > 0, op, "dilation should be greater than zero, got ", p.dh, "x", p.dw);
   TB_CHECK(p.ph >= 0 && p.pw >= 0 && p.ph <= ((p.kh - 1) * p.dh + 1) / 2 && p.pw <= ((p.kw - 1) * p.dw + 1) / 2, op,
-           "pad should be at most half of effective kernel size, but got pad=", p.ph, "x", p.pw, " and kernel_size=",
-           p.kh, "x", p.kw);
+           "pad should be at most half of effective kernel size, but got pad=", p.ph, "x", p.pw,
+           " and kernel_size=", p.kh, "x", p.kw);
   p.batched = nd == 4;
   const size_t o = p.batched ? 1 : 0;
   p.N = p.batched ? x[0] : 1;
@@ -62,8 +62,8 @@ Pool make_pool(const char* op, const Shape& x, const Shape& kernel, const Shape&
            core::to_string(x));
   p.OH = out_size(p.H, p.kh, p.ph, p.sh, p.dh, ceil_mode);
   p.OW = out_size(p.W, p.kw, p.pw, p.sw, p.dw, ceil_mode);
-  TB_CHECK(p.OH >= 1 && p.OW >= 1, op, "given input size ", core::to_string(x),
-           ", the calculated output size ", p.OH, "x", p.OW, " is too small");
+  TB_CHECK(p.OH >= 1 && p.OW >= 1, op, "given input size ", core::to_string(x), ", the calculated output size ", p.OH,
+           "x", p.OW, " is too small");
   return p;
 }
 
@@ -142,7 +142,7 @@ Tensor avg_pool2d(const Tensor& x_, const Shape& kernel, const Shape& stride, co
           Op sum = 0;
           for (int64_t h = h0; h < h1; ++h)
             for (int64_t w = w0; w < w1; ++w) sum += Op(ip[h * p.W + w]);
-          const int64_t div = divisor_override ? *divisor_override
+          const int64_t div = divisor_override    ? *divisor_override
                               : count_include_pad ? pool_h * pool_w
                                                   : (h1 - h0) * (w1 - w0);
           if (h1 <= h0 || w1 <= w0) {  // a window entirely in padding (ceil_mode): PyTorch writes 0
@@ -224,8 +224,8 @@ Tensor max_pool2d_with_indices_backward(const Tensor& grad_output, const Shape& 
            core::to_string(input_sizes));
   TB_CHECK(grad_output.sizes() == indices.sizes() && grad_output.dim() == int64_t(input_sizes.size()) &&
                indices.dtype() == DType::Int64,
-           op, "expected grad_output and int64 indices of one pooled shape, got ",
-           core::to_string(grad_output.sizes()), " and ", core::to_string(indices.sizes()));
+           op, "expected grad_output and int64 indices of one pooled shape, got ", core::to_string(grad_output.sizes()),
+           " and ", core::to_string(indices.sizes()));
   const int64_t nd = int64_t(input_sizes.size());
   const int64_t HW = input_sizes[size_t(nd - 2)] * input_sizes[size_t(nd - 1)];
   const int64_t OHW = grad_output.size(-2) * grad_output.size(-1);
@@ -273,7 +273,7 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_sizes, 
           w0 = std::max<int64_t>(w0, 0);
           w1 = std::min(w1, p.W);
           if (h1 <= h0 || w1 <= w0) continue;  // a window entirely in padding: its output was a constant 0
-          const int64_t div = divisor_override ? *divisor_override
+          const int64_t div = divisor_override    ? *divisor_override
                               : count_include_pad ? pool_h * pool_w
                                                   : (h1 - h0) * (w1 - w0);
           const Op delta = Op(go[oh * p.OW + ow]) / Op(div);

@@ -23,21 +23,41 @@
 
 namespace tb::ops::cpu {
 
-inline constexpr int64_t kLanes = 32;      // independent accumulators: several SIMD registers
-inline constexpr int64_t kBlock = 512;     // leaf of the pairwise tree along a contiguous row
-inline constexpr int64_t kRowLeaf = 16;    // leaf of the pairwise tree across rows (I > 1)
-inline constexpr int64_t kColTile = 256;   // columns handled together when I > 1
+inline constexpr int64_t kLanes = 32;     // independent accumulators: several SIMD registers
+inline constexpr int64_t kBlock = 512;    // leaf of the pairwise tree along a contiguous row
+inline constexpr int64_t kRowLeaf = 16;   // leaf of the pairwise tree across rows (I > 1)
+inline constexpr int64_t kColTile = 256;  // columns handled together when I > 1
 
 // Accumulator type of sums: float for bf16/f16/f32, double for f64, int64 for integers and bool.
-template <typename T> struct sum_acc { using type = int64_t; };
-template <> struct sum_acc<float> { using type = float; };
-template <> struct sum_acc<double> { using type = double; };
-template <> struct sum_acc<core::BFloat16> { using type = float; };
-template <> struct sum_acc<core::Half> { using type = float; };
-template <typename T> using sum_acc_t = typename sum_acc<T>::type;
+template <typename T>
+struct sum_acc {
+  using type = int64_t;
+};
+template <>
+struct sum_acc<float> {
+  using type = float;
+};
+template <>
+struct sum_acc<double> {
+  using type = double;
+};
+template <>
+struct sum_acc<core::BFloat16> {
+  using type = float;
+};
+template <>
+struct sum_acc<core::Half> {
+  using type = float;
+};
+template <typename T>
+using sum_acc_t = typename sum_acc<T>::type;
 
-template <typename T> inline auto load(T v) { return static_cast<core::opmath_t<T>>(v); }
-template <typename T> inline bool is_nan(T v) {
+template <typename T>
+inline auto load(T v) {
+  return static_cast<core::opmath_t<T>>(v);
+}
+template <typename T>
+inline bool is_nan(T v) {
   if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
   else return false;
 }
@@ -122,19 +142,22 @@ float lanes_leaf(const T* p, int64_t n, const Op& op, V init, Step step, Merge m
 template <typename T, typename Op>
 float vector_leaf(const T* p, int64_t n, const Op& op) {
   if constexpr (HalfVectorOp<Op>) {
-    return lanes_leaf(p, n, op, vhalf{} + float(op.init()), [&](vhalf a, vhalf v) { return op.hstep(a, v); },
-                      [&](vhalf a, vhalf b) { return op.hmerge(a, b); });
+    return lanes_leaf(
+        p, n, op, vhalf{} + float(op.init()), [&](vhalf a, vhalf v) { return op.hstep(a, v); },
+        [&](vhalf a, vhalf b) { return op.hmerge(a, b); });
   } else {
-    return lanes_leaf(p, n, op, op.vinit(), [&](vfloat a, vfloat v) { return op.vstep(a, v); },
-                      [&](vfloat a, vfloat b) { return op.vmerge(a, b); });
+    return lanes_leaf(
+        p, n, op, op.vinit(), [&](vfloat a, vfloat v) { return op.vstep(a, v); },
+        [&](vfloat a, vfloat b) { return op.vmerge(a, b); });
   }
 }
 
 // One contiguous run p[0, n): pairwise over blocks, kLanes accumulators inside a block.
 template <bool kCentered, typename Acc, typename T, typename Op>
 Acc reduce_run(const T* p, int64_t n, Acc c, const Op& op) {
-  if constexpr (!kCentered && (std::is_same_v<T, float> || std::is_same_v<T, core::BFloat16>) &&
-                std::is_same_v<Acc, float> && (VectorFloatOp<Op> || HalfVectorOp<Op>)) {
+  if constexpr (!kCentered &&
+                (std::is_same_v<T, float> || std::is_same_v<T, core::BFloat16>)&&std::is_same_v<Acc, float> &&
+                (VectorFloatOp<Op> || HalfVectorOp<Op>)) {
     if (n <= kVecBlock) return vector_leaf(p, n, op);
     const int64_t h = (n / 2 + kVecBlock - 1) / kVecBlock * kVecBlock;
     // Left half first, in its own statement: argument evaluation order is unspecified (GCC goes

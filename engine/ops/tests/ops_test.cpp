@@ -16,7 +16,9 @@ using testing::error_of;
 using testing::values;
 using V = std::vector<double>;
 
-Tensor vec(std::initializer_list<double> v, DType dt = DType::Float32) { return from_vector(std::vector<double>(v), dt); }
+Tensor vec(std::initializer_list<double> v, DType dt = DType::Float32) {
+  return from_vector(std::vector<double>(v), dt);
+}
 
 TEST(Ops, Matmul2x2) {
   Tensor a = from_vector({1, 2, 3, 4}, {2, 2});
@@ -27,7 +29,9 @@ TEST(Ops, Matmul2x2) {
   Tensor v = vec({1, 1});
   EXPECT_EQ(ops::matmul(a, v).sizes(), Shape({2}));
   EXPECT_EQ(values(ops::matmul(a, v)), V({3, 7}));
-  EXPECT_EQ(error_of([&] { ops::mm(from_vector({1, 2, 3, 4, 5, 6}, {2, 3}), from_vector({1, 2, 3, 4, 5, 6}, {2, 3})); }),
+  EXPECT_EQ(error_of([&] {
+              ops::mm(from_vector({1, 2, 3, 4, 5, 6}, {2, 3}), from_vector({1, 2, 3, 4, 5, 6}, {2, 3}));
+            }),
             "mm: mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3)");
   EXPECT_NE(error_of([&] { ops::mm(a, b.to(DType::Float64)); }).find("same dtype"), std::string::npos);
 }
@@ -56,8 +60,8 @@ TEST(Ops, SoftmaxOfZeroAndLn2) {
   EXPECT_NEAR(got[1], 2.0 / 3, 1e-15);
   // rows of a 2-D input are independent; a large shift changes nothing (no overflow; float64 so
   // that 1000 + ln 2 keeps ln 2 to 1e-13)
-  const V rows =
-      values(ops::softmax(from_vector({0, std::log(2.0), 1000, 1000 + std::log(2.0)}, {2, 2}, DType::Float64), 1));
+  const V rows = values(
+      ops::softmax(from_vector({0, std::log(2.0), 1000, 1000 + std::log(2.0)}, {2, 2}, DType::Float64), 1));
   for (int i = 0; i < 2; ++i) {
     EXPECT_NEAR(rows[2 * i], 1.0 / 3, 1e-12);
     EXPECT_NEAR(rows[2 * i + 1], 2.0 / 3, 1e-12);
@@ -82,7 +86,9 @@ TEST(Ops, WhereClampAndBroadcasting) {
   EXPECT_EQ(sum.sizes(), Shape({2, 3}));
   EXPECT_EQ(values(sum), V({10, 20, 30, 11, 21, 31}));
   EXPECT_EQ(values(ops::sub(vec({5, 5}), vec({1, 2}), 2)), V({3, 1}));  // a - alpha * b
-  EXPECT_EQ(error_of([] { ops::add(zeros({2, 3}), zeros({3, 3})); }),
+  EXPECT_EQ(error_of([] {
+              ops::add(zeros({2, 3}), zeros({3, 3}));
+            }),
             "add: shapes [2, 3] and [3, 3] cannot be broadcast (dimension 0: 2 vs 3)");
 }
 
@@ -112,7 +118,9 @@ TEST(Ops, ResultTypes) {
   EXPECT_EQ(ops::add(i32, scalar_tensor(1, DType::Float64)).dtype(), DType::Float64);
   EXPECT_EQ(ops::add(i32, vec({1, 2}, DType::Int64)).dtype(), DType::Int64);
   EXPECT_EQ(ops::mul(vec({1, 2}, DType::BFloat16), vec({1, 2}, DType::Float16)).dtype(), DType::Float32);
-  EXPECT_EQ(error_of([] { ops::mm(from_vector({1, 0, 0, 1}, {2, 2}, DType::Bool), from_vector({1, 0, 0, 1}, {2, 2}, DType::Bool)); }),
+  EXPECT_EQ(error_of([] {
+              ops::mm(from_vector({1, 0, 0, 1}, {2, 2}, DType::Bool), from_vector({1, 0, 0, 1}, {2, 2}, DType::Bool));
+            }),
             "mm: not implemented for dtype bool");
 }
 

@@ -43,8 +43,9 @@ int64_t blocks_like(const std::vector<Tensor>& ts) {
 }
 
 std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t hidden, int64_t out) {
-  return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
-      std::make_shared<nn::Linear>(in, hidden), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(hidden, out)});
+  return std::make_shared<nn::Sequential>(
+      std::initializer_list<nn::ModulePtr>{std::make_shared<nn::Linear>(in, hidden), std::make_shared<nn::ReLU>(),
+                                           std::make_shared<nn::Linear>(hidden, out)});
 }
 
 TEST(MemoryTags, MlpForwardBackwardAdamWStepAreCountedByRole) {

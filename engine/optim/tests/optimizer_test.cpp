@@ -16,7 +16,9 @@ using testing::leaf;
 using testing::values;
 using V = std::vector<double>;
 
-void set_grad(const Tensor& p, std::initializer_list<double> g) { p.set_grad(from_vector(std::vector<double>(g), DType::Float64)); }
+void set_grad(const Tensor& p, std::initializer_list<double> g) {
+  p.set_grad(from_vector(std::vector<double>(g), DType::Float64));
+}
 
 TEST(Optimizer, SgdPlainMomentumAndWeightDecay) {
   Tensor w = leaf({1, 2});

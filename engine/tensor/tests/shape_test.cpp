@@ -35,7 +35,7 @@ TEST(Shape, NumelAndBytesOverflowAreErrors) {
   EXPECT_THROW(empty({P62, P62, 0}), core::Error);
   EXPECT_THROW(empty({P62, 4}), core::Error);
   EXPECT_THROW(empty({P61, 4}), core::Error);
-  EXPECT_THROW(empty({int64_t(1) << 60, 4}), core::Error);        // 2^62 elements, 2^64 bytes
+  EXPECT_THROW(empty({int64_t(1) << 60, 4}), core::Error);  // 2^62 elements, 2^64 bytes
   EXPECT_THROW(empty({int64_t(1) << 31, int64_t(1) << 31, 2}), core::Error);
   EXPECT_THROW(empty({INT64_MAX}, DType::Float64), core::Error);
   const std::string msg = [] {

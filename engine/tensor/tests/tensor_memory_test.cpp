@@ -28,7 +28,8 @@ TEST(Allocator, CountsBytesByTag) {
   memory::TagGuard g(memory::Tag::Parameter);
   Tensor p = empty({1000});  // 4000 B -> a 4096 B block
   const auto during = a.stats();
-  EXPECT_EQ(during.allocated_by_tag[int(memory::Tag::Parameter)] - before.allocated_by_tag[int(memory::Tag::Parameter)], 4096);
+  EXPECT_EQ(during.allocated_by_tag[int(memory::Tag::Parameter)] - before.allocated_by_tag[int(memory::Tag::Parameter)],
+            4096);
   EXPECT_GE(during.peak_allocated_bytes, during.allocated_bytes);
 }
 

@@ -72,7 +72,8 @@ TEST(Views, NarrowSelectSlice) {
   EXPECT_EQ(values(r.slice(0, -3, std::nullopt)), V({7, 8, 9}));
   EXPECT_EQ(r.slice(0, 20, 30).numel(), 0);  // clamped as in Python
   expect_contains(error_of([&] { x.narrow(2, 3, 2); }), {"narrow", "start (3) + length (2)"});
-  expect_contains(error_of([&] { x.select(1, 3); }), {"select", "index 3 out of range for tensor of size [2, 3, 4] at dimension 1"});
+  expect_contains(error_of([&] { x.select(1, 3); }),
+                  {"select", "index 3 out of range for tensor of size [2, 3, 4] at dimension 1"});
   expect_contains(error_of([&] { r.slice(0, 0, 5, 0); }), {"slice", "step must be positive"});
 }
 
@@ -120,7 +121,9 @@ TEST(Views, ViewNeedsACompatibleLayout) {
   Tensor t = x.transpose(0, 1);  // sizes [3, 2, 4], strides [4, 12, 1]
   // splitting the last dim keeps the layout; merging dims 0 and 1 cannot (stride 4 != 2 * 12)
   expect_layout(t.view({3, 2, 2, 2}), {3, 2, 2, 2}, {4, 12, 2, 1}, 0);
-  EXPECT_EQ(error_of([&] { t.view({6, 4}); }),
+  EXPECT_EQ(error_of([&] {
+              t.view({6, 4});
+            }),
             "view: view size [6, 4] is not compatible with input tensor's size [3, 2, 4] and stride [4, 12, 1] "
             "(at least one dimension spans across two contiguous subspaces); use .reshape(...) instead");
   expect_contains(error_of([&] { x.view({5, -1}); }), {"view"});
@@ -185,7 +188,8 @@ TEST(Views, Printing) {
   EXPECT_EQ(from_vector({1, 0}, DType::Bool).str(), "tensor([True, False], size=[2], dtype=bool)");
   EXPECT_EQ(zeros({0, 3}).str(), "tensor([], size=[0, 3], dtype=float32)");
   // printed through the view's strides, not the storage order
-  EXPECT_EQ(arange(6, DType::Float32).view({2, 3}).t().str(), "tensor([[0, 3], [1, 4], [2, 5]], size=[3, 2], dtype=float32)");
+  EXPECT_EQ(arange(6, DType::Float32).view({2, 3}).t().str(),
+            "tensor([[0, 3], [1, 4], [2, 5]], size=[3, 2], dtype=float32)");
   EXPECT_EQ(Tensor().str(), "tensor(undefined)");
 }
 

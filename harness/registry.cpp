@@ -1,6 +1,7 @@
 // The process-wide registries suites fill before the CLI runs (suites, thread setters, run-header
 // extras) and the selection of suites and cases by --suite / --filter.
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -44,6 +45,25 @@ TestCase setup_error_case(const std::string& what) {
             r.message = "listing the suite's test cases failed: " + what;
             return r;
           }};
+}
+
+// A case name identifies its record (results JSON, --filter, `trainbench compare`): two cases of
+// one suite with one name give two records nobody can tell apart. Returns the names (matching the
+// filter) used more than once, in first-seen order.
+template <class Case>
+std::vector<std::string> duplicate_names(const std::vector<Case>& cases, const std::regex& re) {
+  std::map<std::string, int> uses;
+  std::vector<std::string> dups;
+  for (const Case& c : cases)
+    if (++uses[c.name] == 2 && std::regex_search(c.name, re)) dups.push_back(c.name);
+  return dups;
+}
+
+std::string duplicates_message(const std::vector<std::string>& dups) {
+  std::string msg = std::to_string(dups.size()) + " case name(s) used by more than one case: ";
+  for (size_t i = 0; i < dups.size() && i < 10; ++i) msg += (i ? ", " : "") + dups[i];
+  if (dups.size() > 10) msg += ", ...";
+  return msg + "; every case of a suite needs its own name";
 }
 
 }  // namespace
@@ -109,6 +129,8 @@ std::vector<PlannedTest> collect_tests(const Selection& sel) {
       out.push_back({s->name, setup_error_case(e.what())});
       continue;
     }
+    if (const auto dups = duplicate_names(cases, re); !dups.empty())
+      out.push_back({s->name, setup_error_case(duplicates_message(dups))});
     for (TestCase& t : cases)
       if (std::regex_search(t.name, re)) out.push_back({s->name, std::move(t)});
   }
@@ -132,6 +154,13 @@ std::vector<PlannedBench> collect_benches(const Selection& sel) {
       b.reference = [] {};
       out.push_back({s->name, std::move(b)});
       continue;
+    }
+    if (const auto dups = duplicate_names(cases, re); !dups.empty()) {
+      BenchCase b;
+      b.name = kSetupCase;
+      b.engine = [msg = duplicates_message(dups)] { throw std::runtime_error(msg); };
+      b.reference = [] {};
+      out.push_back({s->name, std::move(b)});
     }
     for (BenchCase& b : cases)
       if (std::regex_search(b.name, re)) out.push_back({s->name, std::move(b)});

@@ -87,6 +87,15 @@ const bool registered = [] {
                       []() -> std::vector<th::TestCase> { throw std::runtime_error("no torch"); },
                       {},
                       false});
+  th::register_suite({"twins",
+                      "two cases share a name",
+                      [] {
+                        return std::vector<th::TestCase>{{"a/1", [] { return make("pass"); }},
+                                                         {"b/1", [] { return make("pass"); }},
+                                                         {"a/1", [] { return make("pass"); }}};
+                      },
+                      {},
+                      false});
   th::register_thread_setter([](int n) { g_setter_threads = n; });
   th::add_run_info("libtorch_version", "0.0-test");
   th::add_run_info("host", "must-not-override");
@@ -116,7 +125,7 @@ TEST(Registry, SelectsByNameAndDefault) {
   EXPECT_EQ(all[0]->name, "fake");
   th::Selection with_hidden{};
   with_hidden.include_non_default = true;
-  EXPECT_EQ(th::select_suites(with_hidden).size(), 3u);
+  EXPECT_EQ(th::select_suites(with_hidden).size(), 4u);
   EXPECT_EQ(th::select_suites(named("hidden")).size(), 1u);
 }
 
@@ -140,6 +149,18 @@ TEST(Registry, FilterIsRegexSearch) {
   EXPECT_EQ(th::collect_tests(fake("^mul/")).size(), 1u);
   EXPECT_EQ(th::collect_benches(fake("sum")).size(), 1u);
   EXPECT_THROW(th::collect_tests(fake("(")), th::UsageError);
+}
+
+TEST(Registry, DuplicateCaseNamesBecomeAnErrorRecord) {
+  auto tests = th::collect_tests(named("twins"));
+  ASSERT_EQ(tests.size(), 4u);  // the error record, then all three cases
+  EXPECT_EQ(tests[0].test.name, "(setup)");
+  const th::Record r = tests[0].test.run();
+  EXPECT_EQ(r.status, th::Status::Error);
+  EXPECT_NE(r.message.find("a/1"), std::string::npos) << r.message;
+  EXPECT_EQ(r.message.find("b/1"), std::string::npos) << r.message;
+  // A filter that leaves the duplicated name out leaves the error out too.
+  EXPECT_EQ(th::collect_tests(named("twins", "^b/")).size(), 1u);
 }
 
 TEST(Registry, ApplyThreadsCallsSetters) {

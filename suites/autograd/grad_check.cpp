@@ -42,31 +42,6 @@ harness::Record guarded_record(const OpCase& c, const std::string& prefix,
       /*with_seed=*/false);
 }
 
-// Compares one tensor pair; an undefined gradient counts as zeros (LibTorch and the engine
-// differ in when they materialise a zero gradient, not in its value).
-bool compare(const std::string& what, tb::Tensor actual, tb::Tensor expected, Tolerance tol, harness::Record& rec) {
-  if (!actual.defined() && !expected.defined()) return true;
-  if (!actual.defined()) actual = zeros(expected.sizes(), expected.dtype());
-  if (!expected.defined()) expected = zeros(actual.sizes(), actual.dtype());
-  if (actual.sizes() != expected.sizes() || actual.dtype() != expected.dtype()) {
-    rec.status = harness::Status::Fail;
-    rec.message = what + ": engine " + core::name(actual.dtype()) + core::to_string(actual.sizes()) + " vs LibTorch " +
-                  core::name(expected.dtype()) + core::to_string(expected.sizes());
-    return false;
-  }
-  Diff d = compare_values(actual, expected, tol);
-  const double max_abs = rec.metrics.value("max_abs", 0.0), max_rel = rec.metrics.value("max_rel", 0.0);
-  rec.metrics["max_abs"] = std::max(max_abs, d.max_abs);
-  rec.metrics["max_rel"] = std::max(max_rel, d.max_rel);
-  rec.metrics["nmse"] = std::max(rec.metrics.value("nmse", 0.0), d.nmse);
-  if (d.mismatches == 0) return true;
-  rec.status = harness::Status::Fail;
-  rec.message = what + ": " + std::to_string(d.mismatches) + " of " + std::to_string(actual.numel()) +
-                " elements outside rtol=" + std::to_string(tol.rtol) + " atol=" + std::to_string(tol.atol) +
-                "; first " + d.first;
-  return false;
-}
-
 }  // namespace
 
 harness::Record run_grad_case(const OpCase& c) {
@@ -93,7 +68,7 @@ harness::Record run_grad_case(const OpCase& c) {
     Tolerance tol = c.grad_tol.value_or(grad_tolerance(dt));
     rec.tolerances = {{"rtol", tol.rtol}, {"atol", tol.atol}};
     for (size_t k = 0; k < out.size(); ++k)
-      if (!compare("output " + std::to_string(k), out[k], ref::from_ref(rout[k]), tol, rec)) return;
+      if (!compare_into("output " + std::to_string(k), out[k], ref::from_ref(rout[k]), tol, rec)) return;
 
     // The same random output gradients on both sides.
     core::Generator gen(case_seed(c.name) ^ 0x5bd1e995ull);
@@ -120,7 +95,7 @@ harness::Record run_grad_case(const OpCase& c) {
     std::vector<ref::Tensor> rgrads = ref::grad(routs, rins, rgouts, false, /*allow_unused=*/true);
     for (size_t j = 0; j < wrt.size(); ++j) {
       tb::Tensor expected = rgrads[j].defined() ? ref::from_ref(rgrads[j]) : tb::Tensor();
-      if (!compare("grad of input " + std::to_string(wrt[j]), grads[j], expected, tol, rec)) return;
+      if (!compare_into("grad of input " + std::to_string(wrt[j]), grads[j], expected, tol, rec)) return;
     }
   });
 }

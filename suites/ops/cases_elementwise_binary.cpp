@@ -5,6 +5,7 @@
 // rows are also gradient rows (`grad`). Part 1 (unary ops) and the table function are in
 // cases_elementwise.cpp; the rows that exist for their gradients in
 // cases_elementwise_binary_grad.cpp.
+#include <map>
 #include <functional>
 
 #include "suites/ops/cases_elementwise.h"
@@ -107,11 +108,13 @@ void binary_rows(std::vector<OpCase>& v, const BinarySpec& s) {
     }
     if (d == DType::Float32 || d == DType::Int64)  // past kParallelGrain: the two-thread split
       add_row(v, base + "large", {{{70001}, d, C, s.va}, {{70001}, d, C, s.vb}}, e, rf);
+    std::map<std::string, int> scalar_kinds;  // pow has several scalars of one kind: _1, _2 keep names unique
     for (const Scalar& sc : s.scalars) {
       if (!s.fs) break;
       auto fs = s.fs;
       auto rs = s.rs;
-      const std::string sn = sc.is_float() ? "scalar_float" : sc.is_bool() ? "scalar_bool" : "scalar_int";
+      std::string sn = sc.is_float() ? "scalar_float" : sc.is_bool() ? "scalar_bool" : "scalar_int";
+      if (const int k = scalar_kinds[sn]++) sn.append("_").append(std::to_string(k));
       add_row(
           v, base + sn, {{{5, 7}, d, Tr, s.va}}, [fs, sc](const In& in) { return one(fs(in[0], sc)); },
           [rs, sc](const RIn& in) { return one(rs(in[0], sc)); },

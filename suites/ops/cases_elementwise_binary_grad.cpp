@@ -214,15 +214,15 @@ void inplace_binary_rows(std::vector<OpCase>& v, const InPlaceBinary& op, DType 
     Layout la;
     Shape sb;
     Layout lb;
-  } shapes[] = {{"same", {3, 4}, C, {3, 4}, Tr},  // broadcast: the value row (cases_elementwise_binary.cpp)
-                {"scalar", {}, C, {}, C},
-                {"scalar_other", {2, 3}, Tr, {}, C},
-                {"empty", {0, 3}, C, {3}, C}};
+  } shapes[] = {{"same", {3, 4}, C, {3, 4}, Tr},      // broadcast: the value row (cases_elementwise_binary.cpp)
+                {"tensor_scalar", {}, C, {}, C},      // tensor_: the Scalar-other rows (cases_elementwise_grad.cpp)
+                {"scalar_other", {2, 3}, Tr, {}, C},  // hold add_/float32/scalar, .../empty, .../view
+                {"tensor_empty", {0, 3}, C, {3}, C}};
   for (const auto& s : shapes)
     v.push_back(make_grad_case(base + s.name, {{s.sa, dt, s.la}, {s.sb, dt, s.lb, op.vb}}, e, re));
   // In place on a view of the non-leaf: CopySlices routes the op's backward to that region.
   v.push_back(make_grad_case(
-      base + "view", {{{3, 4}, dt, Tr}, {{3, 2}, dt, C, op.vb}},
+      base + "tensor_view", {{{3, 4}, dt, Tr}, {{3, 2}, dt, C, op.vb}},
       [f](const In& x) {
         Tn y = tb::mul(x[0], 3);
         Tn w = y.narrow(1, 1, 2);

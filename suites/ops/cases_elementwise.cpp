@@ -158,7 +158,8 @@ void unary_rows(std::vector<OpCase>& v, const UnarySpec& s) {
     };
     for (const UShape& sh : kUnaryShapes)
       row(base + sh.name, sh.shape, sh.layout,
-          g && ((grad_dtype(d) && grad_shape(sh.name)) || (s.hot && d == DType::BFloat16 && sh.name == "strided")));
+          g && ((grad_dtype(d) && grad_shape(sh.name)) ||
+                (s.hot && d == DType::BFloat16 && std::string_view(sh.name) == "strided")));
     if (d == DType::Float32 || d == DType::BFloat16)  // past kParallelGrain: the two-thread split
       row(base + "large", {70001}, C, g && s.hot);
     if (g && grad_dtype(d)) grad_unary_rows(v, base, g, r, d, gv);

@@ -120,7 +120,7 @@ inline OpCase make_case(std::string name, std::vector<Input> inputs, EngineFn en
 }
 
 // A differentiable row: checked by value, by gradient against LibTorch autograd and (float64) by
-// finite differences. `engine` calls tb::autograd:: functions.
+// finite differences. `engine` calls the public tb:: ops (engine/autograd/functions.h).
 inline OpCase make_grad_case(std::string name, std::vector<Input> inputs, EngineFn engine, RefFn reference) {
   OpCase c = make_case(std::move(name), std::move(inputs), std::move(engine), std::move(reference));
   c.grad = true;

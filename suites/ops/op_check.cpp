@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 
 #include "engine/core/env.h"
 #include "engine/tensor/factories.h"
@@ -228,13 +229,27 @@ harness::Record run_case(const OpCase& c) {
 }
 
 harness::BenchCase make_bench(const OpCase& c) {
-  auto in = std::make_shared<std::vector<tb::Tensor>>(make_inputs(c));
-  auto rin = std::make_shared<std::vector<ref::Tensor>>();
-  for (const tb::Tensor& t : *in) rin->push_back(ref::to_ref(t));
+  // The inputs are made on the first call (the harness's warm-up), not when the case list is
+  // built: listing the suite or filtering it then costs nothing, and the large benchmark inputs
+  // exist only for the benchmarks that run.
+  struct Inputs {
+    std::once_flag made;
+    std::vector<tb::Tensor> in;
+    std::vector<ref::Tensor> rin;
+  };
+  auto row = std::make_shared<const OpCase>(c);
+  auto inputs = std::make_shared<Inputs>();
+  auto ready = [row, inputs]() -> Inputs& {
+    std::call_once(inputs->made, [&] {
+      inputs->in = make_inputs(*row);
+      for (const tb::Tensor& t : inputs->in) inputs->rin.push_back(ref::to_ref(t));
+    });
+    return *inputs;
+  };
   harness::BenchCase b;
   b.name = c.name;
-  b.engine = [in, f = c.engine] { f(*in); };
-  b.reference = [rin, f = c.reference] { f(*rin); };
+  b.engine = [ready, f = c.engine] { f(ready().in); };
+  b.reference = [ready, f = c.reference] { f(ready().rin); };
   b.flops_per_call = c.flops;
   b.bytes_per_call = c.bytes;
   // Every benchmark record names the BLAS each side ran with, beside its figures.

@@ -18,6 +18,7 @@
 
 #include "engine/checkpoint/atomic_file.h"
 #include "engine/checkpoint/untrusted_json.h"
+#include "engine/core/tests/error_of.h"
 #include "engine/tensor/factories.h"
 #include "engine/tensor/iterator.h"
 #include "suites/checkpoint/checkpoint_util.h"
@@ -28,6 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using checkpoint::NamedTensors;
+using tb::testing::error_of;
 
 std::string with_length(const std::string& header, const std::string& data) {
   const uint64_t n = header.size();
@@ -43,17 +45,6 @@ std::string nest(size_t depth, bool object, const std::string& inner = "0") {
   s += inner;
   for (size_t i = 0; i < depth; ++i) s += object ? "}" : "]";
   return s;
-}
-
-// The core::Error message of f(), or "" when it loaded.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const core::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 const std::string kDeep = "nested deeper than 128";

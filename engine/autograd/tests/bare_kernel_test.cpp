@@ -12,10 +12,13 @@
 
 #include "engine/autograd/functions.h"
 #include "engine/autograd/grad_mode.h"
+#include "engine/core/tests/error_of.h"
 #include "engine/tensor/factories.h"
 
 namespace tb {
 namespace {
+
+using testing::error_of;
 
 std::vector<double> values(const Tensor& t) {
   Tensor c = t.contiguous().to(DType::Float64);
@@ -27,17 +30,6 @@ Tensor leaf(const std::vector<double>& v, const Shape& shape) {
   Tensor t = from_vector(v, shape);
   t.requires_grad_();
   return t;
-}
-
-// The message of the core::Error that `f` throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const core::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(BareKernel, RefusesRequiresGradInputUnderGradMode) {

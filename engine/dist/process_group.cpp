@@ -215,6 +215,10 @@ ProcessGroup::~ProcessGroup() {
   shutdown();
 }
 
+std::shared_ptr<ProcessGroup> ProcessGroup::split(int /*color*/) {
+  throw DistError("split", "the " + backend() + " backend cannot split a group (the mpi backend can)");
+}
+
 void ProcessGroup::start() {
   if (started_) return;
   started_ = true;
@@ -225,13 +229,15 @@ void ProcessGroup::start() {
     static std::mutex mu;
     static std::map<std::string, int> made;  // groups made per backend, the same count on every rank
     std::lock_guard lock(mu);
-    n = made[be]++;
+    n = made[be + "/" + options_.name]++;
   }
   std::string dir = options_.run_dir;
   if (dir.empty())
     dir = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : std::filesystem::temp_directory_path().string();
-  board_ = std::make_unique<ProgressBoard>((std::filesystem::path(dir) / ("trainbench_progress_" + job_id() + "_" + be +
-                                                                          "_" + std::to_string(n) + ".bin"))
+  board_ = std::make_unique<ProgressBoard>((std::filesystem::path(dir) /
+                                            ("trainbench_progress_" + job_id() + "_" + be +
+                                             (options_.name.empty() ? "" : "_" + options_.name) + "_" +
+                                             std::to_string(n) + ".bin"))
                                                .string(),
                                            rank_, size_);
   CallClock::calibrate();

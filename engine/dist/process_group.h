@@ -84,6 +84,9 @@ struct Options {
   // other's diagnoses (the launcher sets TRAINBENCH_DIST_DIR; empty: the current directory).
   std::string run_dir;
   bool watchdog = true;  // false only in tests of the watchdog's pieces
+  // Tells apart the groups split from one group (split() sets it): part of the progress board's
+  // file name, so subgroups with the same rank numbers never share a board. Empty for a world group.
+  std::string name;
   // Note [Checking the calls] (process_group.cpp): before a collective enters the backend, the
   // ranks compare its op, dtype, element count, reduction and root. Auto: through the progress
   // board when every rank is on this host, else through a small all-reduce on the backend;
@@ -126,6 +129,12 @@ class ProcessGroup {
   WorkPtr barrier();
   WorkPtr send(const Tensor& t, int dst, int tag = 0);
   WorkPtr recv(Tensor& t, int src, int tag = 0);
+
+  // Splits the group: every rank calls it (a collective, after the calls issued before it) and
+  // the ranks that pass the same `color` form a new group, ordered by their rank here (as
+  // MPI_Comm_split and torch.distributed.new_subgroups). HYBRID_SHARD's shard and replica groups
+  // are made this way. Backends that cannot split throw DistError naming themselves.
+  virtual std::shared_ptr<ProcessGroup> split(int color);
 
   // Waits for every issued call (used before destruction and by tests).
   void synchronize();

@@ -67,6 +67,12 @@ Tensor Module::register_parameter(const std::string& name, Tensor t, bool requir
   return t;
 }
 
+void Module::set_parameter(const std::string& name, Tensor t) {
+  TB_CHECK(params_.contains(name), "set_parameter", type_name_, " has no parameter '", name, "'");
+  TB_CHECK(t.defined() && t.is_leaf(), "set_parameter", "parameter '", name, "' must be a defined leaf tensor");
+  params_.insert(name, std::move(t));
+}
+
 Tensor Module::register_buffer(const std::string& name, Tensor t, bool persistent) {
   check_new_name(name, "buffer");
   buffers_.insert(name, Slot{t, persistent});

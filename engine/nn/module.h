@@ -118,6 +118,10 @@ class Module : public std::enable_shared_from_this<Module> {
   // ---- registration (names must be new, non-empty and without '.') ----
   // An undefined tensor registers a None slot (PyTorch's bias=False): it is listed nowhere.
   Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  // Replaces the tensor registered as this module's own parameter `name` (which must exist) in
+  // parameters() and state_dict(); the layer's own handle (e.g. Linear::weight) is untouched.
+  // FSDP registers a parameter's shard here while the layer computes with the gathered tensor.
+  void set_parameter(const std::string& name, Tensor t);
   // Non-persistent buffers stay out of state_dict.
   Tensor register_buffer(const std::string& name, Tensor t, bool persistent = true);
   template <typename M>

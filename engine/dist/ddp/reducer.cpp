@@ -35,10 +35,29 @@ double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::ste
 
 bool reducible(DType dt) { return dt == DType::Float32 || dt == DType::Float64 || dt == DType::BFloat16; }
 
+// The ranks of this job on this host, from the launcher's environment; 0 when none says.
+int local_ranks_from_env() { return world_from_env().local_size; }
+
+// The cores this process may run on (its affinity mask: a rank bound to one core sees one).
+int cores_available() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// Whether `g` is exactly the tensor `slot` (the same memory, sizes and strides).
+bool same_view(const Tensor& g, const Tensor& slot) {
+  return g.shares_storage(slot) && g.storage_offset() == slot.storage_offset() && g.sizes() == slot.sizes() &&
+         g.strides() == slot.strides() && g.dtype() == slot.dtype();
+}
+
+}  // namespace
+
 // dst = src / world, elementwise, in one pass over memory (Note [Divide before the sum]). dst is
 // a bucket slot (contiguous); src may be dst itself. bfloat16 divides in float and rounds back.
-void divide_into(Tensor& dst, const Tensor& src, int world) {
-  TB_CHECK(src.sizes() == dst.sizes(), kOp, "a gradient of shape ", core::to_string(src.sizes()),
+void divide_into(Tensor& dst, const Tensor& src, int world, const char* op) {
+  TB_CHECK(src.sizes() == dst.sizes(), op, "a gradient of shape ", core::to_string(src.sizes()),
            " for a parameter of shape ", core::to_string(dst.sizes()));
   const Tensor* from = &src;
   if (src.data() != dst.data() && (!src.is_contiguous() || src.dtype() != dst.dtype())) {
@@ -62,29 +81,10 @@ void divide_into(Tensor& dst, const Tensor& src, int world) {
       const float w = float(world);
       for (int64_t i = 0; i < n; ++i) out[i] = T(float(in[i]) / w);
     } else {
-      throw core::Error(kOp, std::string("cannot average gradients of dtype ") + core::name(dst.dtype()));
+      throw core::Error(op, std::string("cannot average gradients of dtype ") + core::name(dst.dtype()));
     }
   });
 }
-
-// The ranks of this job on this host, from the launcher's environment; 0 when none says.
-int local_ranks_from_env() { return world_from_env().local_size; }
-
-// The cores this process may run on (its affinity mask: a rank bound to one core sees one).
-int cores_available() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  return int(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-// Whether `g` is exactly the tensor `slot` (the same memory, sizes and strides).
-bool same_view(const Tensor& g, const Tensor& slot) {
-  return g.shares_storage(slot) && g.storage_offset() == slot.storage_offset() && g.sizes() == slot.sizes() &&
-         g.strides() == slot.strides() && g.dtype() == slot.dtype();
-}
-
-}  // namespace
 
 double comm_seconds(ProcessGroup& group, uint64_t first_seq, uint64_t last_seq) {
   double s = 0;
@@ -333,7 +333,7 @@ void Reducer::mark_ready(int64_t i) {
   const Tensor g = p.tensor.grad();
   if (g.defined()) {
     if (p.unused && options_.find_unused_parameters && same_view(g, slot)) p.kept_grad = g.clone();
-    divide_into(slot, g, group_->size());  // Note [Divide before the sum]
+    divide_into(slot, g, group_->size(), kOp);  // Note [Divide before the sum]
   } else {
     zero_(slot);
   }

@@ -20,6 +20,12 @@
 
 namespace tb::dist {
 
+// dst = src / world elementwise in one pass (a power-of-two world multiplies by the exact
+// reciprocal); dst contiguous, src of dst's shape (or dst itself); float32, float64, bfloat16
+// (divided in float). Gradients are averaged this way before they are summed across ranks, by DDP
+// and FSDP alike (Note [Divide before the sum] in reducer.cpp); `op` names the caller in errors.
+void divide_into(Tensor& dst, const Tensor& src, int world, const char* op);
+
 class Reducer : public std::enable_shared_from_this<Reducer> {
  public:
   // params: the module's named parameters (requires_grad ones take part; others are ignored).

@@ -124,12 +124,14 @@ int count(int64_t n, const char* op) {
 
 class MpiGroup final : public ProcessGroup {
  public:
-  MpiGroup(int rank, int size, Options options) : ProcessGroup(rank, size, std::move(options)), rt_(runtime()) {
+  // A group over `parent`'s ranks (MPI_COMM_WORLD, or a communicator split from a group's own).
+  MpiGroup(int rank, int size, Options options, MPI_Comm parent = MPI_COMM_WORLD)
+      : ProcessGroup(rank, size, std::move(options)), rt_(runtime()) {
     {
       Serial s(rt_);
-      check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "mpi", "MPI_Comm_dup");
+      check(MPI_Comm_dup(parent, &comm_), "mpi", "MPI_Comm_dup");
       MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-      check(MPI_Comm_dup(MPI_COMM_WORLD, &head_comm_), "mpi", "MPI_Comm_dup");
+      check(MPI_Comm_dup(parent, &head_comm_), "mpi", "MPI_Comm_dup");
       MPI_Comm_set_errhandler(head_comm_, MPI_ERRORS_RETURN);
       int flag = 0;
       void* ub = nullptr;
@@ -149,6 +151,26 @@ class MpiGroup final : public ProcessGroup {
     }
   }
   std::string backend() const override { return "mpi"; }
+
+  // MPI_Comm_split of this group's communicator, after every call issued so far has finished
+  // (MPI requires every rank to call it, in the same order as the collectives around it).
+  std::shared_ptr<ProcessGroup> split(int color) override {
+    synchronize();
+    MPI_Comm sub = MPI_COMM_NULL;
+    int r = 0, n = 1;
+    {
+      Serial s(rt_);
+      check(MPI_Comm_split(comm_, color, rank(), &sub), "split", "MPI_Comm_split");
+      MPI_Comm_rank(sub, &r);
+      MPI_Comm_size(sub, &n);
+    }
+    Options o = options();
+    o.name = (o.name.empty() ? "" : o.name + ".") + "split" + std::to_string(color);
+    auto g = std::make_shared<MpiGroup>(r, n, std::move(o), sub);
+    Serial s(rt_);
+    MPI_Comm_free(&sub);  // the group holds its own duplicates
+    return g;
+  }
 
  protected:
   MPI_Op reduce(ReduceOp op, DType t) const {

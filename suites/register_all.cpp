@@ -12,6 +12,7 @@
 #include "suites/collectives/watchdog_launch.h"
 #include "suites/comm/comm_bench.h"
 #include "suites/ddp/ddp_suite.h"
+#include "suites/fsdp/fsdp_suite.h"
 #include "suites/nn/nn_suite.h"
 #include "suites/opfuzz/opfuzz.h"
 #include "suites/optim/optim_suite.h"
@@ -140,6 +141,17 @@ void register_all() {
       return world == 3 ? std::vector<harness::Record>{} : ddp_peer(world, wanted);
     };
     s.bench_rounds = 2;  // engine, PyTorch, PyTorch, engine (Note [Benchmark rounds])
+    harness::register_suite(std::move(s));
+  }
+  {
+    harness::Suite s;
+    s.name = "fsdp";
+    s.description =
+        "fully_shard with every strategy on P ranks against one LibTorch process on the concatenated batch and "
+        "against the engine's DDP; accumulation without sync, unused and tied parameters, state dicts, "
+        "clipping, bad input";
+    s.world_sizes = {1, 2, 3, 4};
+    s.rank_tests = [](int world) { return fsdp_rank_tests(world); };
     harness::register_suite(std::move(s));
   }
   {

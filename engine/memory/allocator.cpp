@@ -5,12 +5,24 @@
 #include <sstream>
 
 #include "engine/core/env.h"
+#include "engine/memory/tag_peaks.h"
 
 #include <sys/mman.h>
 
 namespace tb::memory {
 
 namespace {
+
+// tag_peaks.h: updated under the allocator's lock wherever allocated_by_tag changes upwards.
+TagPeaks g_peaks;
+std::mutex g_peaks_mu;  // taken inside the allocator's lock, never around it
+void note_peaks(const Stats& s) {
+  std::lock_guard<std::mutex> lock(g_peaks_mu);
+  for (int t = 0; t < kNumTags; ++t) g_peaks.by_tag[size_t(t)] = std::max(g_peaks.by_tag[size_t(t)], s.allocated_by_tag[size_t(t)]);
+  const int64_t model = s.allocated_by_tag[size_t(Tag::Parameter)] + s.allocated_by_tag[size_t(Tag::Gradient)] +
+                        s.allocated_by_tag[size_t(Tag::OptimizerState)];
+  g_peaks.model_state = std::max(g_peaks.model_state, model);
+}
 thread_local Tag g_tag = Tag::Other;
 
 // Note [Memory tags]
@@ -139,6 +151,7 @@ DataPtr CpuCachingAllocator::allocate(size_t nbytes) {
   stats_.allocated_bytes += int64_t(size);
   stats_.allocated_by_tag[int(tag)] += int64_t(size);
   stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  if (this == &cpu_allocator()) note_peaks(stats_);
   stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
   return DataPtr(p, DataDeleter{this});
 }
@@ -162,6 +175,7 @@ void CpuCachingAllocator::retag(void* p, Tag tag) {
   stats_.allocated_by_tag[int(it->second.tag)] -= size;
   stats_.allocated_by_tag[int(tag)] += size;
   it->second.tag = tag;
+  if (this == &cpu_allocator()) note_peaks(stats_);
 }
 
 void CpuCachingAllocator::free_cached_locked() {
@@ -204,6 +218,20 @@ int64_t CpuCachingAllocator::limit() const {
 CpuCachingAllocator& cpu_allocator() {
   static CpuCachingAllocator* a = new CpuCachingAllocator();  // leaked: outlives static tensors
   return *a;
+}
+
+TagPeaks tag_peaks() {
+  std::lock_guard<std::mutex> lock(g_peaks_mu);
+  return g_peaks;
+}
+
+void reset_tag_peaks() {
+  const Stats now = cpu_allocator().stats();
+  {
+    std::lock_guard<std::mutex> lock(g_peaks_mu);
+    g_peaks = TagPeaks{};
+  }
+  note_peaks(now);
 }
 
 }  // namespace tb::memory

@@ -12,6 +12,10 @@ namespace tb::suites {
 // The largest |engine - LibTorch| / (atol + rtol |LibTorch|) over every parameter of `m`, matched
 // by name in `rp` (<= 1 passes); `where` names the worst element. Throws CheckFailed when a
 // parameter has no LibTorch twin.
-double worst_param_ratio(const nn::Module& m, const ref::NamedTensors& rp, Tolerance tol, std::string* where);
+double worst_param_ratio(const std::vector<std::pair<std::string, Tensor>>& params, const ref::NamedTensors& rp,
+                         Tolerance tol, std::string* where);
+inline double worst_param_ratio(const nn::Module& m, const ref::NamedTensors& rp, Tolerance tol, std::string* where) {
+  return worst_param_ratio(m.named_parameters(), rp, tol, where);
+}
 
 }  // namespace tb::suites

@@ -351,8 +351,14 @@ MemoryEstimate estimate_memory(const MemoryEstimateInput& in) {
     keep_max(e.backward, moment(root.gathered, grads, add(root.comm, ov ? at(0).comm : 0), 0, true));
   }
   e.optimizer_step = moment(0, total.gshard, 0, 0, true);
-  for (const MemoryBytes* p : {&e.after_init, &e.forward, &e.backward, &e.optimizer_step})
-    if (p->total() > e.peak.total()) e.peak = *p;
+  for (auto [name, p] : {std::pair<const char*, const MemoryBytes*>{"after_init", &e.after_init},
+                         {"forward", &e.forward},
+                         {"backward", &e.backward},
+                         {"optimizer_step", &e.optimizer_step}})
+    if (e.peak_phase.empty() || p->total() > e.peak.total()) {
+      e.peak = *p;
+      e.peak_phase = name;
+    }
   return e;
 }
 

@@ -127,7 +127,8 @@ struct MemoryEstimate {
   int64_t unsharded_gradient_bytes = 0;  // full-size gradients awaiting their reduce-scatter
   int64_t activation_bytes = 0;          // the model's activations (ModelSpec), all units
   MemoryBytes after_init, forward, backward, optimizer_step;
-  MemoryBytes peak;                    // the phase with the largest total
+  MemoryBytes peak;                    // the phase with the largest total (the first of equals)
+  std::string peak_phase;              // its name: after_init, forward, backward or optimizer_step
   int64_t peak_model_state_bytes = 0;  // the step's largest parameters + gradients + optimizer state
 };
 

@@ -52,6 +52,7 @@ TEST(Estimate, GuideDdp7B) {
   // One parameter, one bucket holding the whole gradient once.
   EXPECT_EQ(e.persistent_communication_bytes, 28'000'000'000);
   EXPECT_EQ(e.optimizer_step.total(), 140'000'000'000);
+  EXPECT_EQ(e.peak_phase, "backward");  // the optimizer step holds as much; the first of equals wins
 }
 
 // ... and 112 GB / 8 = 14 GB under FULL_SHARD over 8 ranks.
@@ -104,6 +105,7 @@ TEST(Estimate, PaddingAndPhases) {
   expect_bytes(e.backward, 36 + 144, 120, 72, 0, 144);
   expect_bytes(e.optimizer_step, 36, 36, 72, 0, 0);
   EXPECT_EQ(e.peak.total(), 180 + 120 + 72 + 144);
+  EXPECT_EQ(e.peak_phase, "backward");
   EXPECT_EQ(e.peak_model_state_bytes, 180 + 120 + 72);
 
   // bf16 compute copies and bf16 reduce-scatter: half of each transient.

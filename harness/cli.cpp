@@ -1,4 +1,4 @@
-// `trainbench` subcommands: list, test, bench, report, all, launch (and the hidden `rank`).
+// `trainbench` subcommands: list, test, bench, report, all, launch, estimate (and the hidden `rank`).
 // Output contract: progress lines on stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
 #include <CLI/CLI.hpp>
 
@@ -16,6 +16,7 @@
 
 #include "harness/cli.h"
 #include "harness/distributed.h"
+#include "harness/estimate_cmd.h"
 #include "harness/launcher.h"
 #include "harness/output_file.h"
 #include "harness/runner.h"
@@ -474,6 +475,9 @@ int main(int argc, char** argv) {
       ->required()
       ->type_name("PROGRAM");
 
+  EstimateOptions estimate_options;
+  CLI::App* estimate = add_estimate_command(app, estimate_options);
+
   // Started by the harness inside mpirun for distributed suites; not for users (hidden).
   CLI::App* rank = app.add_subcommand("rank", "");
   rank->group("");
@@ -516,6 +520,7 @@ int main(int argc, char** argv) {
     if (*list) return cmd_list(o);
     if (*report) return cmd_report(o);
     if (*launch) return cmd_launch(o);
+    if (*estimate) return run_estimate(*estimate, estimate_options, join_argv(argc, argv));
     if (*rank) return rank_main(o.rank);
     if (*test) return cmd_run(o, "test", argc, argv);
     if (*bench) return cmd_run(o, "bench", argc, argv);

@@ -20,6 +20,11 @@
 //     rows are the full tensor's rows and the ranks' rows cover each tensor once.
 //   mpi/clip_grad_norm/gpt: the total norm across ranks and the clipped gradients equal
 //     optim::clip_grad_norm_ of one process on the concatenated batch.
+//   mpi/mixed_precision/mlp/bf16_reduce_{float32,bf16}: param_dtype bfloat16 with float32 masters
+//     against LibTorch running the same recipe (Note [FSDP bf16 tolerances]).
+//   mpi/memory/gpt/<strategy>: the allocator's peak of parameters + gradients + optimizer state within
+//     10% of the estimator; FULL_SHARD at world 4 at most 0.35x world 1 (Note [FSDP memory against
+//     the estimator]).
 //   mpi/bad_input/{wrap_twice,different_wrapping,parameter_replaced}: a clear error on every rank,
 //     never a hang.
 #include "suites/fsdp/fsdp_suite.h"
@@ -32,13 +37,18 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/rng.h"
 #include "engine/dist/ddp/ddp.h"
+#include "engine/dist/fsdp/estimate.h"
 #include "engine/dist/fsdp/fsdp.h"
+#include "engine/memory/tag_peaks.h"
 #include "engine/nn/models.h"
+#include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/tensor/factories.h"
 #include "reference/autograd.h"
 #include "reference/loss.h"
 #include "reference/models.h"
+#include "reference/optim.h"
+#include "reference/views.h"
 #include "suites/compare.h"
 #include "suites/ddp/dist_check.h"
 #include "suites/recorded.h"
@@ -551,6 +561,158 @@ void run_clip(harness::Record& rec) {
   g->synchronize();
 }
 
+// ---- mixed precision ----
+// Note [FSDP bf16 tolerances]
+// FSDP with param_dtype bfloat16 (gathered compute copies), float32 master shards stepped by SGD
+// with momentum, output_dtype float32 (the loss in float32), reduce_dtype as the case says,
+// against LibTorch running the same recipe in one process: each step a bfloat16 copy of the
+// float32 master computes forward and backward on the concatenated batch, its gradients are
+// cast to float32 and the master steps. The two differ by bfloat16 rounding in different places
+// (per-rank means of B rows and a division by the world against one mean of P*B rows): ~2^-8
+// relative per gradient. SGD (lr 0.05, momentum 0.9) moves parameters linearly in the gradient,
+// so after K = 5 steps they differ by ~K * lr * |g| * 1e-2 ~ 1e-4; rtol 2e-2 / atol 2e-3 leaves a
+// margin of 10, while a missed division by the world or a gradient dropped moves a parameter by
+// ~lr * |g| ~ 5e-3 at once. Losses rtol 2e-2.
+void run_mixed_precision(DType reduce_dtype, harness::Record& rec) {
+  auto g = dist::new_group("mpi");
+  const int P = g->size(), rank = g->rank();
+  const ModelSpec m = mlp_spec();
+  constexpr int64_t steps = 5;
+  core::manual_seed(1400 + uint64_t(rank));
+  std::shared_ptr<nn::Module> model = m.make(DType::Float32);
+  dist::FSDPOptions o;
+  o.param_dtype = DType::BFloat16;
+  o.reduce_dtype = reduce_dtype;
+  o.output_dtype = DType::Float32;
+  dist::fully_shard_tree(model, g, dist::wrap_module_types(m.unit_types), o);
+  const nn::StateDict init = dist::full_state_dict(*model);
+  ref::NnModule master = m.make_ref(DType::Float32);
+  master.load_by_name(to_ref_named(init));
+  OptPair opt = make_opt(false, model->parameters(), ref_params(master));
+  const Tolerance ptol{2e-2, 2e-3}, ltol{2e-2, 2e-3};
+  double worst_loss = 0;
+  for (int64_t s = 0; s < steps; ++s) {
+    auto [x, y] = m.batch(s, rank, DType::Float32);
+    opt.engine->zero_grad(true);
+    Tensor loss = m.loss_e(*model, x, y);
+    loss.backward();
+    opt.engine->step();
+    const double le = global_mean(*g, loss.item_double());
+    // LibTorch: a bfloat16 copy of the master computes; its gradients step the float32 master.
+    ref::NnModule compute = m.make_ref(DType::Float32);
+    compute.load_by_name(master.named_parameters());
+    compute.to(DType::BFloat16);
+    auto [xa, ya] = concatenated(m, s, P, DType::Float32);
+    ref::Tensor logits = ref::to(compute.forward(ref::to_ref(xa.to(DType::BFloat16))), DType::Float32);
+    ref::Tensor rloss = ref::cross_entropy(logits, ref::to_ref(ya));
+    ref::backward(rloss);
+    const ref::NamedTensors grads = compute.named_grads();
+    const ref::NamedTensors params = master.named_parameters();
+    for (size_t i = 0; i < params.size(); ++i) ref::set_grad(params[i].second, ref::to(grads[i].second, DType::Float32));
+    opt.reference->step();
+    const double lr_ = ref::from_ref(rloss).item_double();
+    const double ratio = std::fabs(le - lr_) / (ltol.atol + ltol.rtol * std::fabs(lr_));
+    worst_loss = std::max(worst_loss, ratio);
+    if (ratio > 1)
+      fail_once(rec, "step " + std::to_string(s) + ": mean loss " + std::to_string(le) + " vs LibTorch's bf16 recipe " +
+                         std::to_string(lr_));
+  }
+  const nn::StateDict final_state = dist::full_state_dict(*model);
+  std::string where;
+  const double worst = worst_param_ratio(as_list(final_state), master.named_parameters(), ptol, &where);
+  if (worst > 1) fail_once(rec, "float32 masters after " + std::to_string(steps) + " steps differ: " + where);
+  check_replicas_identical(*g, final_state, "after the bf16 steps");
+  rec.metrics["world"] = P;
+  rec.metrics["worst_loss_tolerance_ratio"] = worst_loss;
+  rec.metrics["worst_param_tolerance_ratio"] = worst;
+  rec.tolerances = {{"param_rtol", ptol.rtol}, {"param_atol", ptol.atol}, {"loss_rtol", ltol.rtol}};
+  g->synchronize();
+}
+
+// ---- memory against the estimator ----
+// A GPT big enough that the allocator's rounding is small beside it (~0.3 M parameters).
+nn::GPTConfig memory_config() {
+  nn::GPTConfig c;
+  c.vocab = 256, c.d_model = 64, c.n_layers = 4, c.n_heads = 4, c.max_seq = 16;
+  return c;
+}
+
+// The peak of parameters + gradients + optimizer state (allocator tags) over two AdamW steps of
+// the model sharded over `g` with `o`.
+int64_t measured_model_state_peak(const std::shared_ptr<ProcessGroup>& g, const dist::FSDPOptions& o) {
+  const nn::GPTConfig c = memory_config();
+  core::manual_seed(1200);
+  auto model = std::make_shared<nn::GPT>(c);
+  dist::fully_shard_tree(model, g, dist::wrap_module_types({"TransformerBlock"}), o);
+  optim::AdamW opt(model->parameters(), {});
+  memory::reset_tag_peaks();
+  for (int64_t s = 0; s < 2; ++s) {
+    core::Generator gen(1300 + uint64_t(s) + 10 * uint64_t(g->rank()));
+    Tensor x = randint(0, c.vocab, {2, c.max_seq}, DType::Int64, &gen);
+    Tensor y = randint(0, c.vocab, {2, c.max_seq}, DType::Int64, &gen);
+    opt.zero_grad(true);
+    nn::GPT::loss((*model)(x), y).backward();
+    opt.step();
+  }
+  return memory::tag_peaks().model_state;
+}
+
+dist::Strategy estimator_strategy(ShardingStrategy s) {
+  switch (s) {
+    case ShardingStrategy::FullShard: return dist::Strategy::FullShard;
+    case ShardingStrategy::ShardGradOp: return dist::Strategy::ShardGradOp;
+    case ShardingStrategy::NoShard: return dist::Strategy::NoShard;
+    case ShardingStrategy::HybridShard: return dist::Strategy::HybridShard;
+  }
+  return dist::Strategy::FullShard;
+}
+
+// Note [FSDP memory against the estimator]
+// The estimator (engine/dist/fsdp/estimate.h, allocator_blocks) predicts the largest parameters
+// + gradients + optimizer state one rank holds during a steady step: master shards, their
+// gradients and AdamW's two states, plus the gathered units and the unsharded gradients awaiting
+// their reduction (two units with prefetch). The measurement is the allocator's peak of those
+// three tags over two steps. They must agree within 10%; and FULL_SHARD must shrink it with the
+// world: at world 4 at most 0.35x the same model unsharded (world 1, measured in the same process
+// on a one-rank group split from the world).
+void run_memory(ShardingStrategy st, int shard_group, harness::Record& rec) {
+  auto g = dist::new_group("mpi");
+  const int P = g->size();
+  dist::FSDPOptions o;
+  o.strategy = st;
+  o.shard_group_size = shard_group;
+  const int64_t measured = measured_model_state_peak(g, o);
+  dist::MemoryEstimateInput in;
+  in.model = dist::gpt_model(memory_config());
+  in.strategy = estimator_strategy(st);
+  in.world = P;
+  in.shard_group = st == ShardingStrategy::HybridShard ? shard_group : 0;
+  in.allocator_blocks = true;
+  const dist::MemoryEstimate e = dist::estimate_memory(in);
+  const double ratio = double(measured) / double(e.peak_model_state_bytes);
+  // The same model on this rank alone.
+  auto alone = g->split(g->rank());
+  dist::FSDPOptions o1;
+  o1.strategy = ShardingStrategy::FullShard;
+  const int64_t world1 = measured_model_state_peak(alone, o1);
+  const double shrink = double(measured) / double(world1);
+  rec.metrics["world"] = P;
+  rec.metrics["measured_model_state_peak_bytes"] = double(measured);
+  rec.metrics["estimate_model_state_peak_bytes"] = double(e.peak_model_state_bytes);
+  rec.metrics["measured_over_estimate"] = ratio;
+  rec.metrics["world1_model_state_peak_bytes"] = double(world1);
+  rec.metrics["measured_over_world1"] = shrink;
+  rec.tolerances = {{"estimate_rtol", 0.10}, {"full_shard_w4_over_w1_max", 0.35}};
+  g->synchronize();
+  check(std::fabs(ratio - 1) <= 0.10, "measured peak of parameters + gradients + optimizer state " +
+                                          std::to_string(measured) + " B vs the estimator's " +
+                                          std::to_string(e.peak_model_state_bytes) + " B (ratio " +
+                                          std::to_string(ratio) + ", allowed 0.9-1.1)");
+  if (st == ShardingStrategy::FullShard && P == 4)
+    check(shrink <= 0.35, "FULL_SHARD at world 4 holds " + std::to_string(shrink) +
+                              "x the world-1 model state (at most 0.35x expected)");
+}
+
 // ---- bad input ----
 void expect_error(const std::function<void()>& f, const std::string& needle, const std::string& what) {
   std::string msg;
@@ -617,6 +779,13 @@ std::vector<harness::TestCase> fsdp_rank_tests(int world) {
                                   core::name(dt),
                               [q](harness::Record& rec) { run_equivalence(q, rec); }));
       }
+  for (auto [st, sg] : strategies)
+    t.push_back(fsdp_case(std::string("mpi/memory/gpt/") + dist::sharding_strategy_name(st),
+                          [st, sg](harness::Record& rec) { run_memory(st, sg, rec); }));
+  t.push_back(fsdp_case("mpi/mixed_precision/mlp/bf16_reduce_float32",
+                        [](harness::Record& rec) { run_mixed_precision(DType::Float32, rec); }));
+  t.push_back(fsdp_case("mpi/mixed_precision/mlp/bf16_reduce_bf16",
+                        [](harness::Record& rec) { run_mixed_precision(DType::BFloat16, rec); }));
   t.push_back(fsdp_case("mpi/no_sync/mlp", run_no_sync));
   t.push_back(fsdp_case("mpi/unused/small", [](harness::Record& rec) { run_small(false, rec); }));
   t.push_back(fsdp_case("mpi/tied/small", [](harness::Record& rec) { run_small(true, rec); }));

@@ -711,7 +711,8 @@ std::shared_ptr<FSDPModule> fully_shard(const std::shared_ptr<nn::Module>& modul
       p.full.impl()->strides = core::contiguous_strides(p.shape);
       p.full.impl()->offset = p.shard.storage_offset();
     } else {
-      p.full.storage()->reallocate(0);
+      // A Storage of its own (empty until gathered): the original one may hold other tensors too.
+      p.full.impl()->storage = std::make_shared<Storage>(0, memory::cpu_allocator());
       set_shape(p.full, {0}, u->param_dtype);
     }
   }

@@ -95,13 +95,26 @@ struct ReplayGenerators {
   ~ReplayGenerators() { restore(before); }
 };
 
-// Detached aliases of the inputs, requiring grad where the inputs do.
-TensorList detach_inputs(const TensorList& inputs) {
+// Detached aliases of the inputs, requiring grad where the inputs do. A tensor passed twice
+// (self-attention's query, key and value) is one leaf, so its gradients meet inside the region in
+// the plain run's order, not in the enclosing engine in edge order.
+// The first input that is the same tensor as input i (i itself if none is).
+size_t first_same(const TensorList& inputs, size_t i) {
+  for (size_t j = 0; j < i; ++j)
+    if (inputs[i].defined() && inputs[j].is_same(inputs[i])) return j;
+  return i;
+}
+
+TensorList detach_inputs(const TensorList& inputs, const std::vector<bool>& requires_grad) {
   TensorList d(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined()) continue;
+    if (const size_t j = first_same(inputs, i); j != i) {
+      d[i] = d[j];
+      continue;
+    }
     d[i] = inputs[i].detach();
-    if (inputs[i].requires_grad()) d[i].requires_grad_();
+    if (requires_grad[i]) d[i].requires_grad_();
   }
   return d;
 }
@@ -181,6 +194,7 @@ class CheckpointNode final : public Node {
   CheckpointFn fn_;
   std::vector<SavedTensor> inputs_;
   std::vector<bool> input_requires_grad_;
+  std::vector<size_t> same_as_;             // the first input that is the same tensor as input i
   std::vector<Edge> outside_;               // next_edges[inputs_.size():]
   std::vector<OutputInfo> outputs_;         // all of fn's outputs, as at the forward
   std::vector<size_t> differentiable_;      // this node's output k is fn's output differentiable_[k]
@@ -196,13 +210,13 @@ TensorList CheckpointNode::apply(TensorList&& grads) {
            "have already been freed). Saved intermediate values of the graph are freed when you call "
            ".backward() or autograd::grad(). Specify retain_graph=true if you need to backward through the "
            "graph a second time.");
-  TensorList in(inputs_.size());
+  TensorList saved(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    Tensor t = inputs_[i].unpack(*this);  // an input written in place since the forward is an error
-    if (!t.defined()) continue;
-    in[i] = t.detach();  // a fresh leaf for every backward (retain_graph)
-    if (input_requires_grad_[i]) in[i].requires_grad_();
+    saved[i] = inputs_[i].unpack(*this);  // an input written in place since the forward is an error
+    // Unpacked aliases are new tensors: mark repeats by the forward's record instead.
+    if (same_as_[i] != i) saved[i] = saved[same_as_[i]];
   }
+  TensorList in = detach_inputs(saved, input_requires_grad_);  // fresh leaves for every backward (retain_graph)
 
   TensorList outs;
   uint64_t first_seq = 0;
@@ -243,7 +257,8 @@ TensorList CheckpointNode::apply(TensorList&& grads) {
            "that fn reads changed, between the forward and the backward?)");
 
   std::vector<Edge> boundary;
-  for (const Tensor& t : in) boundary.push_back(t.defined() && t.requires_grad() ? edge_of(t) : Edge{});
+  for (size_t i = 0; i < in.size(); ++i)
+    boundary.push_back(in[i].defined() && in[i].requires_grad() && same_as_[i] == i ? edge_of(in[i]) : Edge{});
   boundary.insert(boundary.end(), outside_.begin(), outside_.end());
   memory::TagGuard tag(memory::Tag::Gradient);
   return detail::backward_to_boundary(roots, root_grads, boundary);
@@ -270,7 +285,9 @@ TensorList checkpoint(const CheckpointFn& fn, const TensorList& inputs, const Ch
   std::vector<uint64_t> versions;
   for (const Tensor& t : inputs) versions.push_back(t.defined() ? t.version() : 0);
 
-  const TensorList detached = detach_inputs(inputs);
+  std::vector<bool> requires_grad;
+  for (const Tensor& t : inputs) requires_grad.push_back(t.defined() && t.requires_grad());
+  const TensorList detached = detach_inputs(inputs, requires_grad);
   const uint64_t first_seq = next_sequence_nr();
   TensorList outs;
   {
@@ -290,14 +307,15 @@ TensorList checkpoint(const CheckpointFn& fn, const TensorList& inputs, const Ch
 
   auto node = std::make_shared<CheckpointNode>();
   node->fn_ = fn;
-  for (const Tensor& t : inputs) {
-    node->inputs_.emplace_back(t);
-    node->input_requires_grad_.push_back(t.defined() && t.requires_grad());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    node->inputs_.emplace_back(inputs[i]);
+    node->same_as_.push_back(first_same(inputs, i));
   }
   TensorList diff_outs;
   for (size_t i : differentiable) diff_outs.push_back(outs[i]);
   node->outside_ = find_boundary(diff_outs, detached, first_seq).outside;
   for (const Tensor& t : outs) node->outputs_.push_back(info_of(t));
+  node->input_requires_grad_ = requires_grad;
   node->differentiable_ = differentiable;
   node->generators_ = generators;
   node->autocast_ = autocast_enabled();

@@ -256,6 +256,29 @@ TEST(Checkpoint, TheRecomputationRunsUnderTheForwardsAutocast) {
   expect_same(plain, ckpt);
 }
 
+TEST(Checkpoint, AnInputPassedSeveralTimesIsOneLeafInside) {
+  // Self-attention passes one tensor as query, key and value: its three gradients must be summed
+  // where the plain run sums them (inside, in the graph's order), not by the enclosing engine.
+  Tensor w = param({4096}, 8), v = param({4096}, 9);
+  auto fn = [&](const TensorList& in) {  // in this order, so the backward meets them in reverse
+    Tensor q = tb::tanh(tb::mul(in[0], w));
+    Tensor k = tb::sin(tb::mul(in[1], v));
+    Tensor e = tb::exp(tb::mul(in[2], tb::add(w, v)));
+    return TensorList{tb::add(tb::mul(q, k), e)};
+  };
+  auto grads = [&](bool ckpt) {
+    Tensor leaf = param({4096}, 10);
+    Tensor h = tb::mul(leaf, 1.5);  // a non-leaf, as a LayerNorm's output would be
+    Tensor y = ckpt ? A::checkpoint(fn, {h, h, h}).at(0) : fn({h, h, h}).at(0);
+    tb::sum(y).backward();
+    return std::vector<V>{values(leaf.grad()), values(w.grad()), values(v.grad())};
+  };
+  const std::vector<V> plain = grads(false);
+  w.set_grad(Tensor());
+  v.set_grad(Tensor());
+  EXPECT_EQ(plain, grads(true));
+}
+
 TEST(Checkpoint, InputsThatDoNotRequireGradIntegerOutputsAndNoGradMode) {
   Tensor w = param({3}, 1);
   Tensor c = from_vector(V{1, 2, 3}, DType::Float32);  // no grad

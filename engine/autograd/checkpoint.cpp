@@ -43,6 +43,13 @@ namespace tb::autograd {
 // runs once per backward in the enclosing engine, its post-hooks (DDP's reducer, FSDP's
 // reduce-scatter) fire there, the outputs require grad whatever the inputs do, DDP's
 // find_unused_parameters walk reaches the parameters through the node, and autograd::grad works.
+// Hooks on the region's outputs (FSDP's pre-backward all-gather) run before the rerun; the
+// region's parameters become ready together when its node has run, and their accumulators run
+// next (they come first among ready nodes), before anything below the region. The inner
+// backward is an ordinary run_backward nested in the enclosing one: it has its own callbacks
+// (queue_callback from a hook inside the region runs at its end) and leaves the enclosing one's
+// state alone. A tensor passed as several inputs is one leaf inside the region, so its gradients
+// are summed there in the plain run's order.
 // Running fn with grad mode on at the forward (rather than under no_grad) also makes the forward
 // the same computation as without checkpointing, so the outputs are bitwise those of the plain run
 // even where a kernel differs with grad mode, and the rerun is bitwise the forward.
@@ -55,10 +62,11 @@ namespace tb::autograd {
 // grad: nothing is saved); the node keeps the inputs (version-checked, as any saved tensor),
 // the generator states and fn. Differences from PyTorch: fn may not write its inputs in place
 // (an error at the forward: the rerun would read the written values); a rerun that reaches other
-// tensors or makes other outputs is an error (PyTorch's non-reentrant checks output metadata
-// only); no early stop of the rerun; the generators replayed are the default one and those listed
-// in CheckpointOptions (there is one device generator state fewer to juggle: the CPU's).
-// Modules: engine/nn/checkpoint.h.
+// tensors requiring grad, or makes outputs of other shapes or dtypes, is an error (PyTorch's
+// non-reentrant variant compares the metadata of the recomputed saved tensors); the rerun never
+// stops early; the generators replayed are the default one and those listed in
+// CheckpointOptions (PyTorch replays the CPU generator and one device type's, inferred from the
+// inputs). Modules: engine/nn/activation_checkpoint.h.
 
 namespace {
 

@@ -7,7 +7,7 @@
 //   Tensor y = autograd::checkpoint([&](const Tensor& x) { return (*block)(x); }, x);
 //
 // How it works and how it differs from PyTorch: Note [Activation checkpointing] in checkpoint.cpp.
-// The module-level switch (whole modules, each block of a GPT) is engine/nn/checkpoint.h.
+// The module-level switch (whole modules, each block of a GPT) is engine/nn/activation_checkpoint.h.
 #pragma once
 #include <functional>
 #include <vector>

@@ -306,7 +306,7 @@ Tensor Module::call_with_hooks(const TensorList& inputs_in, const std::function<
   // A forward that records a graph allocates activations (Note [Memory tags]).
   memory::TagGuard tag(autograd::grad_mode_enabled() ? memory::Tag::Activation : memory::TagGuard::current(),
                        /*keep_outer=*/true);
-  // Note [Checkpointed modules] in engine/nn/checkpoint.cpp: only the forward is the region.
+  // Note [Checkpointed modules] in engine/nn/activation_checkpoint.cpp: only the forward is the region.
   auto run = [&](const TensorList& in) {
     if (!checkpoint_) return fwd(in);
     return autograd::checkpoint([fwd](const TensorList& x) { return TensorList{fwd(x)}; }, in, *checkpoint_).at(0);

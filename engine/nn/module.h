@@ -170,7 +170,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // (Sequential: Linear + ReLU) only when neither has a hook that would observe the step between.
   bool has_hooks() const;
 
-  // ---- activation checkpointing (users call nn::checkpoint_module, engine/nn/checkpoint.h) ----
+  // ---- activation checkpointing (nn::checkpoint_module, engine/nn/activation_checkpoint.h) ----
   // With options, the module's forward runs through autograd::checkpoint (its activations are
   // recomputed in backward); its own hooks run outside, once. Null turns it off.
   void set_checkpoint(std::shared_ptr<const autograd::CheckpointOptions> options);

@@ -393,7 +393,7 @@ TEST(Checkpoint, ActivationMemoryIsMeasuredLower) {
     return y;
   };
   struct Measured {
-    int64_t activations_after_forward, peak;
+    int64_t activations_after_forward, peak, activations_after_backward;
     V grad;
   };
   auto measure = [&](bool ckpt) {
@@ -412,7 +412,9 @@ TEST(Checkpoint, ActivationMemoryIsMeasuredLower) {
     }
     const int64_t act = alloc.stats().allocated_by_tag[size_t(memory::Tag::Activation)] - act_before;
     loss.backward();
-    Measured m{act, alloc.stats().peak_allocated_bytes - before, {}};
+    // Without retain_graph the backward frees what it kept (the regions' inputs and reruns too).
+    const int64_t act_after = alloc.stats().allocated_by_tag[size_t(memory::Tag::Activation)] - act_before;
+    Measured m{act, alloc.stats().peak_allocated_bytes - before, act_after, {}};
     m.grad = values(x.grad());
     return m;
   };
@@ -421,6 +423,8 @@ TEST(Checkpoint, ActivationMemoryIsMeasuredLower) {
   const int64_t scalar = int64_t(memory::block_size(4));  // the loss
   EXPECT_EQ(plain.activations_after_forward, L * u + scalar);
   EXPECT_EQ(ckpt.activations_after_forward, (K - 1) * u + scalar);
+  EXPECT_EQ(plain.activations_after_backward, scalar);
+  EXPECT_EQ(ckpt.activations_after_backward, scalar);
   EXPECT_GE(plain.peak, L * u);
   EXPECT_LE(ckpt.peak, (K - 1 + M + 3) * u + 4096);  // + the scalars
   std::printf("activation peak over forward + backward: plain %lld bytes, checkpointed %lld bytes (u = %lld)\n",

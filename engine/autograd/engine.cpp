@@ -60,10 +60,17 @@ struct Capture {
   Tensor leaf;  // defined for leaves: its tensor hooks run on the captured gradient
 };
 
+// How run_backward treats its captures: Grad (autograd::grad) runs the captured nodes' tensor
+// hooks on what it returns and lets leaves keep their .grad; Boundary
+// (detail::backward_to_boundary) takes the gradient as it arrives, before any hook, and runs
+// nothing at or below a captured node, while leaves accumulate as in the enclosing backward.
+enum class CaptureMode { Grad, Boundary };
+
 // Runs the graph below `roots`. With captures (autograd::grad), only nodes leading to a captured
 // node run, and captured gradients are returned instead of accumulated.
 TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool retain_graph,
-                        const std::vector<Capture>& captures) {
+                        const std::vector<Capture>& captures, CaptureMode mode = CaptureMode::Grad) {
+  const bool boundary = mode == CaptureMode::Boundary;
   NoGradGuard no_grad;
   memory::TagGuard tag(memory::Tag::Gradient, /*keep_outer=*/true);  // Note [Memory tags]
   std::vector<std::function<void()>> callbacks;
@@ -78,7 +85,7 @@ TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool 
     bool saved;
     explicit AccumulateScope(bool on) : saved(detail::leaves_accumulate) { detail::leaves_accumulate = on; }
     ~AccumulateScope() { detail::leaves_accumulate = saved; }
-  } accumulate_scope(captures.empty());
+  } accumulate_scope(boundary ? detail::leaves_accumulate : captures.empty());
   std::unordered_map<Node*, NodeTask> tasks;
   // Post-order of the graph (children first), iteratively: graphs can be thousands deep.
   std::vector<Node*> post;
@@ -110,6 +117,10 @@ TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool 
   if (!captures.empty()) {
     for (Node* n : post) {  // children are decided before their parents
       bool exec = false;
+      if (boundary && tasks[n].captured) {  // nothing at or below a boundary runs
+        tasks[n].exec = false;
+        continue;
+      }
       for (const Edge& e : n->next_edges)
         if (e.fn) {
           const NodeTask& c = tasks[e.fn.get()];
@@ -152,6 +163,11 @@ TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool 
     NodeTask& task = tasks[n];
     TensorList grads = std::move(task.buffer);
     grads.resize(n->outputs.size());
+    if (boundary && task.captured) {  // raw: the enclosing backward runs this node's hooks
+      for (const Capture& c : captures)
+        if (c.node == n) captured[c.slot] = grads.at(c.input_nr);
+      continue;
+    }
     for (auto& h : n->pre_hooks) {
       if (!grads.at(h.output).defined()) continue;
       Tensor r = h.fn(grads[h.output]);
@@ -225,6 +241,27 @@ std::vector<std::pair<Edge, Tensor>> make_roots(const TensorList& tensors, const
 }
 
 }  // namespace
+
+TensorList detail::backward_to_boundary(const TensorList& outputs, const TensorList& grad_outputs,
+                                        const std::vector<Edge>& boundary) {
+  std::vector<std::pair<Edge, Tensor>> roots;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Edge e = edge_of(outputs[i]);
+    if (e.valid() && grad_outputs.at(i).defined()) roots.push_back({e, grad_outputs[i]});
+  }
+  std::vector<Capture> captures;
+  std::vector<size_t> index;  // capture slot -> boundary position
+  for (size_t i = 0; i < boundary.size(); ++i)
+    if (boundary[i].valid()) {
+      captures.push_back({boundary[i].fn.get(), boundary[i].input_nr, captures.size(), Tensor()});
+      index.push_back(i);
+    }
+  TensorList result(boundary.size());
+  if (roots.empty()) return result;
+  TensorList r = run_backward(roots, /*retain_graph=*/false, captures, CaptureMode::Boundary);
+  for (size_t k = 0; k < r.size(); ++k) result[index[k]] = std::move(r[k]);
+  return result;
+}
 
 void queue_callback(std::function<void()> cb) {
   TB_CHECK(current_callbacks != nullptr, "queue_callback", "called outside of a backward pass");

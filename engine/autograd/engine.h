@@ -5,6 +5,7 @@
 // becomes a sum here).
 #pragma once
 #include <functional>
+#include <vector>
 
 #include "engine/autograd/node.h"
 
@@ -25,5 +26,18 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
 // all-reduces there). Callable only from inside a backward (a hook); callbacks run in the order
 // queued, may queue more, and an exception from one ends the backward with that exception.
 void queue_callback(std::function<void()> cb);
+
+namespace detail {
+// For activation checkpointing (checkpoint.h): backpropagates grad_outputs[i] from outputs[i]
+// (skipping outputs with no history or no gradient) down to the `boundary` edges and returns,
+// for each, the sum of the gradients that arrive there, as they arrive: no node at or below a
+// boundary runs, and no hook or retain_grad of a boundary node fires (the enclosing backward,
+// which owns those nodes, runs them). Nodes that lead to no boundary do not run either.
+// Callable inside a backward; the graph above the boundary is freed. A formula may write a
+// boundary leaf's gradient into the buffer its accumulator offers (Note [Gradient buffers])
+// only if the enclosing backward accumulates into leaves (backward(), not grad()).
+TensorList backward_to_boundary(const TensorList& outputs, const TensorList& grad_outputs,
+                                const std::vector<Edge>& boundary);
+}  // namespace detail
 
 }  // namespace tb::autograd

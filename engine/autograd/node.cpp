@@ -41,6 +41,10 @@ SavedTensor::SavedTensor(const Tensor& t) : defined_(t.defined()) {
   TB_CHECK(!t.is_inference(), "autograd",
            "Inference tensors cannot be saved for backward. To work around you can make a clone to get a "
            "normal tensor and use it in autograd.");
+  if (detail::discard_saved) {
+    discarded_ = true;
+    return;
+  }
   data_ = t.detach();
   original_ = t.impl_ptr();
   version_ = t.version();
@@ -48,6 +52,9 @@ SavedTensor::SavedTensor(const Tensor& t) : defined_(t.defined()) {
 
 Tensor SavedTensor::unpack(const Node& owner) const {
   if (!defined_) return Tensor();
+  TB_CHECK(!discarded_, owner.name(),
+           "this tensor was saved inside the forward of a checkpointed region (autograd::checkpoint), which "
+           "keeps no activations; backpropagate through the region's outputs instead");
   TB_CHECK(!released_, owner.name(),
            "Trying to backward through the graph a second time (or directly access saved tensors after they "
            "have already been freed). Saved intermediate values of the graph are freed when you call "
@@ -106,6 +113,7 @@ AccumulateGrad::AccumulateGrad(Tensor variable) : Node("AccumulateGrad", "leaf")
 // to the caller, or to a leaf with tensor hooks -- nor when .grad already holds a gradient to
 // accumulate into. The offer is its owner's to withdraw (DDP's reducer does after each backward).
 thread_local bool detail::leaves_accumulate = false;
+thread_local bool detail::discard_saved = false;
 
 void AccumulateGrad::offer_grad_buffer(Tensor buffer) {
   offered_ = std::move(buffer);

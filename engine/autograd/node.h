@@ -51,6 +51,7 @@ class SavedTensor {
   uint64_t version_ = 0;
   bool defined_ = false;
   bool released_ = false;
+  bool discarded_ = false;  // saved inside a checkpointed forward: nothing kept (detail::discard_saved)
 };
 
 class Node : public std::enable_shared_from_this<Node> {
@@ -147,6 +148,10 @@ namespace detail {
 // True while the engine runs a backward() that accumulates into leaves (false in grad(), whose
 // results are returned to the caller): only then are gradient buffers lent.
 extern thread_local bool leaves_accumulate;
+// True while autograd::checkpoint runs its function for the forward: the graph recorded there only
+// tells which tensors the region reaches and is dropped when the function returns, so the
+// SavedTensors made meanwhile keep nothing (Note [Activation checkpointing] in checkpoint.cpp).
+extern thread_local bool discard_saved;
 }  // namespace detail
 
 // The backward of any view (view, reshape, transpose, permute, expand, narrow, slice, select,

@@ -45,7 +45,8 @@ Tensor MultiheadAttention::forward(const Tensor& x) { return forward(x, x, x); }
 
 Tensor MultiheadAttention::operator()(const Tensor& query, const Tensor& key, const Tensor& value,
                                       const Tensor& key_padding_mask, const Tensor& attn_mask, bool is_causal) {
-  return call_with_hooks({query, key, value}, [&](const TensorList& in) {
+  // By value: a checkpointed module runs this again in backward (call_with_hooks).
+  return call_with_hooks({query, key, value}, [this, key_padding_mask, attn_mask, is_causal](const TensorList& in) {
     return forward(in[0], in[1], in[2], key_padding_mask, attn_mask, is_causal);
   });
 }

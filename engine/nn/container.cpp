@@ -23,13 +23,14 @@ void Sequential::push_back(ModulePtr m) {
 // tb::linear_relu: the bias and the relu happen in the product's epilogue and the backward
 // masks the gradient in the pass that sums the bias gradient, so the MLP's activations cost no
 // passes of their own. The values are the unfused pair's: the relu commutes with the product's
-// one rounding. Subclasses (which may override forward) and hooked modules run one by one.
+// one rounding. Subclasses (which may override forward), hooked and checkpointed modules run
+// one by one.
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
   for (size_t i = 0; i < items_.size(); ++i) {
     const ModulePtr& m = items_[i];
     if (i + 1 < items_.size() && typeid(*m) == typeid(Linear) && typeid(*items_[i + 1]) == typeid(ReLU) &&
-        !m->has_hooks() && !items_[i + 1]->has_hooks()) {
+        !m->has_hooks() && !items_[i + 1]->has_hooks() && !m->checkpointed() && !items_[i + 1]->checkpointed()) {
       const auto& lin = static_cast<const Linear&>(*m);
       y = tb::linear_relu(y, lin.weight, lin.bias);
       ++i;

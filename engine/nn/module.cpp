@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "engine/autograd/checkpoint.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/dtype.h"
 #include "engine/memory/allocator.h"
@@ -38,6 +39,10 @@ Module::Module(std::string type_name) : type_name_(std::move(type_name)), hooks_
 
 Tensor Module::forward(const Tensor&) {
   throw core::Error(type_name_ + ".forward", "this module has no single-tensor forward; call its own forward method");
+}
+
+void Module::set_checkpoint(std::shared_ptr<const autograd::CheckpointOptions> options) {
+  checkpoint_ = std::move(options);
 }
 
 bool Module::has_hooks() const {
@@ -307,7 +312,12 @@ Tensor Module::call_with_hooks(const TensorList& inputs_in, const std::function<
   // A forward that records a graph allocates activations (Note [Memory tags]).
   memory::TagGuard tag(autograd::grad_mode_enabled() ? memory::Tag::Activation : memory::TagGuard::current(),
                        /*keep_outer=*/true);
-  if (hooks_->pre.empty() && hooks_->fwd.empty() && hooks_->bwd.empty()) return fwd(inputs_in);
+  // Note [Checkpointed modules] in engine/nn/activation_checkpoint.cpp: only the forward is the region.
+  auto run = [&](const TensorList& in) {
+    if (!checkpoint_) return fwd(in);
+    return autograd::checkpoint([fwd](const TensorList& x) { return TensorList{fwd(x)}; }, in, *checkpoint_).at(0);
+  };
+  if (hooks_->pre.empty() && hooks_->fwd.empty() && hooks_->bwd.empty()) return run(inputs_in);
   // Copies: a hook removed by another hook while they run must not invalidate the loop.
   const auto pre = hooks_->pre;
   const auto fwd_hooks = hooks_->fwd;
@@ -336,7 +346,7 @@ Tensor Module::call_with_hooks(const TensorList& inputs_in, const std::function<
     }
   }
 
-  Tensor out = fwd(inputs);
+  Tensor out = run(inputs);
   for (const auto& [id, h] : fwd_hooks)
     if (std::optional<Tensor> r = h(*this, inputs, out)) out = std::move(*r);
 

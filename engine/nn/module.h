@@ -16,6 +16,10 @@
 #include "engine/core/rng.h"
 #include "engine/tensor/tensor.h"
 
+namespace tb::autograd {
+struct CheckpointOptions;
+}
+
 namespace tb::nn {
 
 using TensorList = std::vector<Tensor>;
@@ -170,9 +174,17 @@ class Module : public std::enable_shared_from_this<Module> {
   // (Sequential: Linear + ReLU) only when neither has a hook that would observe the step between.
   bool has_hooks() const;
 
+  // ---- activation checkpointing (nn::checkpoint_module, engine/nn/activation_checkpoint.h) ----
+  // With options, the module's forward runs through autograd::checkpoint (its activations are
+  // recomputed in backward); its own hooks run outside, once. Null turns it off.
+  void set_checkpoint(std::shared_ptr<const autograd::CheckpointOptions> options);
+  bool checkpointed() const { return checkpoint_ != nullptr; }
+
  protected:
   // Runs `fwd` on `inputs` with every hook around it: for modules whose forward takes several
-  // tensors (the backward hook then sees one gradient per input).
+  // tensors (the backward hook then sees one gradient per input). A checkpointed module copies
+  // `fwd` and runs it again in backward, so it must own what it captures (values and `this`,
+  // no references to the caller's locals).
   Tensor call_with_hooks(const TensorList& inputs, const std::function<Tensor(const TensorList&)>& fwd);
   void add_child(const std::string& name, ModulePtr m);
 
@@ -190,6 +202,7 @@ class Module : public std::enable_shared_from_this<Module> {
   OrderedDict<Slot> buffers_;
   OrderedDict<ModulePtr> children_;
   std::shared_ptr<HookStore> hooks_;
+  std::shared_ptr<const autograd::CheckpointOptions> checkpoint_;
 };
 
 // Shape as PyTorch prints it, for error messages: [3, 4].

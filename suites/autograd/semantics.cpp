@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "engine/autograd/checkpoint.h"
 #include "engine/autograd/engine.h"
 #include "engine/autograd/functions.h"
 #include "engine/autograd/grad_mode.h"
@@ -497,6 +498,40 @@ void version_tests(std::vector<harness::TestCase>& t) {
   }));
 }
 
+// Activation checkpointing (engine/autograd/checkpoint.h) against LibTorch's graph of the same
+// computation without it (what a checkpointed region must be equivalent to).
+void checkpoint_tests(std::vector<harness::TestCase>& t) {
+  auto region = [](const E& w) { return [w](const E& in) { return tb::mul(tb::exp(tb::mul(in, w)), in); }; };
+  auto ref_region = [](const R::Tensor& in, const R::Tensor& w) { return R::mul(R::exp(R::mul(in, w)), in); };
+  t.push_back(semantic("checkpoint_gradients", [=](harness::Record&) {
+    Pair x = leaf({0.5, -1, 2}), w = leaf({1.5, 0.25, -0.75});
+    E y = tb::sum(A::checkpoint(region(w.e), tb::mul(x.e, 2.0)));  // the region's input is a non-leaf
+    R::Tensor ry = R::sum(ref_region(R::mul(x.r, 2.0), w.r));
+    y.backward();
+    R::backward(ry);
+    expect_close(x.e.grad(), R::grad_of(x.r), "the input's grad through the region");
+    expect_close(w.e.grad(), R::grad_of(w.r), "the grad of a parameter used inside the region");
+  }));
+  t.push_back(semantic("checkpoint_input_without_grad", [=](harness::Record&) {
+    // PyTorch's reentrant checkpoint would leave w without a gradient here; its graph does not.
+    Pair x = leaf({0.5, -1, 2}), w = leaf({1.5, 0.25, -0.75});
+    E y = tb::sum(A::checkpoint(region(w.e), x.e.detach()));
+    R::Tensor ry = R::sum(ref_region(R::detach(x.r), w.r));
+    y.backward();
+    R::backward(ry);
+    expect_close(w.e.grad(), R::grad_of(w.r), "the parameter's grad");
+  }));
+  t.push_back(semantic("checkpoint_second_backward_without_retain_graph", [=](harness::Record&) {
+    Pair x = leaf({0.5, 1}), w = leaf({2, -1});
+    E y = tb::sum(A::checkpoint(region(w.e), x.e));
+    R::Tensor ry = R::sum(ref_region(x.r, w.r));
+    y.backward();
+    R::backward(ry);
+    expect_both_raise(engine_error([&] { y.backward(); }), ref_error([&] { R::backward(ry); }),
+                      "Trying to backward through the graph a second time");
+  }));
+}
+
 }  // namespace
 
 std::vector<harness::TestCase> semantics_tests() {
@@ -508,6 +543,7 @@ std::vector<harness::TestCase> semantics_tests() {
   gradient_buffer_tests(t);
   api_tests(t);
   version_tests(t);
+  checkpoint_tests(t);
   return t;
 }
 

@@ -1,0 +1,104 @@
+// DDP's reducer with activation checkpointing (autograd/checkpoint.h, nn/activation_checkpoint.h):
+// it reduces from the parameters' AccumulateGrad post-hooks, which a checkpointed region must fire
+// once per backward in the enclosing engine, and with find_unused_parameters it walks the graph
+// from the outputs, which must reach the parameters through the region's node. On a world of one
+// (a backend whose all_reduce is the identity, written here) the averaged gradients are the
+// local ones, so a GPT with checkpointed blocks under DDP must give bitwise the gradients of the
+// same GPT under DDP without checkpointing, step after step (the second step with gradient
+// buckets offered to the accumulators: Note [Gradient buffers]).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "engine/autograd/functions.h"
+#include "engine/core/rng.h"
+#include "engine/dist/ddp/ddp.h"
+#include "engine/nn/activation_checkpoint.h"
+#include "engine/nn/models.h"
+#include "engine/tensor/factories.h"
+#include "engine/tensor/tests/values.h"
+
+namespace tb::dist {
+namespace {
+
+using testing::values;
+using V = std::vector<double>;
+
+class WorldOfOne final : public ProcessGroup {
+ public:
+  explicit WorldOfOne(Options o) : ProcessGroup(0, 1, std::move(o)) { start(); }
+  ~WorldOfOne() override { shutdown(); }
+  std::string backend() const override { return "loopback"; }
+
+ protected:
+  void run_all_reduce(Tensor&, ReduceOp) override {}
+  void run_broadcast(Tensor&, int) override {}
+  void run_all_gather(Tensor& out, const Tensor& in) override { copy_bytes(out, in); }
+  void run_reduce_scatter(Tensor& out, const Tensor& in, const std::vector<int64_t>&, ReduceOp) override {
+    copy_bytes(out, in);
+  }
+  void run_barrier() override {}
+  void run_send(const Tensor&, int, int) override { throw DistError("send", "a world of one has no peer"); }
+  void run_recv(Tensor&, int, int) override { throw DistError("recv", "a world of one has no peer"); }
+
+ private:
+  static void copy_bytes(Tensor& out, const Tensor& in) {
+    std::memcpy(out.data(), in.data(), size_t(out.numel()) * out.itemsize());
+  }
+};
+
+Tensor tokens(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
+  core::Generator g(seed);
+  return tb::mul(rand({B, T}, DType::Float32, &g), double(vocab)).to(DType::Int64);
+}
+
+TEST(DdpWithActivationCheckpointing, GptBlocksGiveThePlainGradientsEveryStep) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("tb_engine_dist_ckpt_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  nn::GPTConfig c;
+  c.n_layers = 2;
+  c.dropout = 0.1;
+  const Tensor idx = tokens(2, 16, c.vocab, 1), targets = tokens(2, 16, c.vocab, 2);
+
+  auto train = [&](bool checkpointed) {
+    core::manual_seed(3);
+    auto gpt = std::make_shared<nn::GPT>(c);
+    if (checkpointed) nn::checkpoint_blocks(*gpt);
+    Options o;
+    o.run_dir = dir.string();
+    o.watchdog = false;
+    DDPOptions d;
+    d.find_unused_parameters = true;  // the walk from the loss must reach every parameter
+    d.gradient_as_bucket_view = true;
+    d.first_bucket_cap_mb = 0.01;  // several buckets, launched from the hooks during backward
+    auto ddp = std::make_shared<DistributedDataParallel>(gpt, std::make_shared<WorldOfOne>(o), d);
+    std::vector<std::map<std::string, V>> steps;
+    for (int step = 0; step < 2; ++step) {
+      gpt->zero_grad();
+      core::manual_seed(10 + uint64_t(step));
+      Tensor loss = nn::GPT::loss((*ddp)(idx), targets);
+      loss.backward();
+      std::map<std::string, V> grads;
+      for (const auto& [name, p] : gpt->named_parameters()) {
+        EXPECT_TRUE(p.grad().defined()) << name;
+        if (p.grad().defined()) grads[name] = values(p.grad());
+      }
+      grads["rng offset"] = {double(core::default_generator().offset())};
+      steps.push_back(std::move(grads));
+    }
+    EXPECT_GT(ddp->last_stats().buckets, 1);
+    return steps;
+  };
+  const auto plain = train(false), ckpt = train(true);
+  ASSERT_EQ(plain.size(), ckpt.size());
+  for (size_t s = 0; s < plain.size(); ++s)
+    for (const auto& [name, g] : plain[s]) EXPECT_EQ(g, ckpt[s].at(name)) << "step " << s << " " << name;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tb::dist

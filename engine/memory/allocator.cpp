@@ -18,7 +18,8 @@ TagPeaks g_peaks;
 std::mutex g_peaks_mu;  // taken inside the allocator's lock, never around it
 void note_peaks(const Stats& s) {
   std::lock_guard<std::mutex> lock(g_peaks_mu);
-  for (int t = 0; t < kNumTags; ++t) g_peaks.by_tag[size_t(t)] = std::max(g_peaks.by_tag[size_t(t)], s.allocated_by_tag[size_t(t)]);
+  for (int t = 0; t < kNumTags; ++t)
+    g_peaks.by_tag[size_t(t)] = std::max(g_peaks.by_tag[size_t(t)], s.allocated_by_tag[size_t(t)]);
   const int64_t model = s.allocated_by_tag[size_t(Tag::Parameter)] + s.allocated_by_tag[size_t(Tag::Gradient)] +
                         s.allocated_by_tag[size_t(Tag::OptimizerState)];
   g_peaks.model_state = std::max(g_peaks.model_state, model);

@@ -63,7 +63,6 @@ std::vector<ref::Tensor> ref_params(const ref::NnModule& r) {
   return out;
 }
 
-
 namespace {
 optim::AdamW::Options adamw_options() {
   optim::AdamW::Options e;
@@ -118,6 +117,5 @@ OptPair make_opt(bool adamw, const std::vector<Tensor>& params, const std::vecto
 // depend on the gradient's, so rounding noise on a near-zero gradient becomes an lr-sized step.
 Tolerance param_tolerance(DType dt) { return dt == DType::Float64 ? Tolerance{1e-9, 1e-11} : Tolerance{1e-5, 1e-6}; }
 Tolerance loss_tolerance(DType dt) { return dt == DType::Float64 ? Tolerance{1e-10, 1e-12} : Tolerance{1e-5, 1e-6}; }
-
 
 }  // namespace tb::suites

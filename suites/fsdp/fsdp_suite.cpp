@@ -25,6 +25,8 @@
 //   mpi/memory/gpt/<strategy>: the allocator's peak of parameters + gradients + optimizer state within
 //     10% of the estimator; FULL_SHARD at world 4 at most 0.35x world 1 (Note [FSDP memory against
 //     the estimator]).
+//   mpi/activation_checkpointing/gpt: GPT blocks checkpointed inside FULL_SHARD units, with dropout:
+//     loss and gradient shards bitwise those without checkpointing, the activation peak lower.
 //   mpi/bad_input/{wrap_twice,different_wrapping,parameter_replaced}: a clear error on every rank,
 //     never a hang.
 #include "suites/fsdp/fsdp_suite.h"
@@ -40,6 +42,7 @@
 #include "engine/dist/fsdp/estimate.h"
 #include "engine/dist/fsdp/fsdp.h"
 #include "engine/memory/tag_peaks.h"
+#include "engine/nn/activation_checkpoint.h"
 #include "engine/nn/models.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
@@ -300,20 +303,6 @@ void run_equivalence(const EquivalenceCase& q, harness::Record& rec) {
   g->synchronize();
 }
 
-
-// One engine process trained on the concatenated batch: the reference for the cases whose model
-// LibTorch does not build (unused and tied parameters); its own training path is checked against
-// LibTorch by the training suite.
-struct PlainRun {
-  std::shared_ptr<nn::Module> model;
-  std::shared_ptr<optim::Optimizer> opt;
-};
-
-uint64_t last_seq(ProcessGroup& g) {
-  const auto e = g.recorder().entries();
-  return e.empty() ? 0 : e.back().seq;
-}
-
 // ---- gradient accumulation with sync off ----
 void run_no_sync(harness::Record& rec) {
   auto g = dist::new_group("mpi");
@@ -422,7 +411,15 @@ void run_small(bool tie, harness::Record& rec) {
   optim::AdamW::Options ao;
   ao.lr = 1e-2;
   ao.weight_decay = 0.01;
-  optim::AdamW opt(model->parameters(), ao), popt(plain->parameters(), ao);
+  // A tied weight is listed under both names; an optimizer takes each tensor once (as PyTorch's
+  // parameters() dedups).
+  auto unique = [](const std::vector<Tensor>& ps) {
+    std::vector<Tensor> out;
+    for (const Tensor& p : ps)
+      if (std::none_of(out.begin(), out.end(), [&](const Tensor& q) { return q.is_same(p); })) out.push_back(p);
+    return out;
+  };
+  optim::AdamW opt(unique(model->parameters()), ao), popt(unique(plain->parameters()), ao);
   for (int64_t s = 0; s < steps; ++s) {
     auto [x, y] = small_batch(s, rank);
     opt.zero_grad(true);
@@ -489,8 +486,7 @@ void run_state_dict(harness::Record& rec) {
   dist::fully_shard_tree(b, g, dist::wrap_module_types(m.unit_types), {.sync_module_states = false});
   dist::load_full_state_dict(*b, full);
   const nn::StateDict back = dist::full_state_dict(*b);
-  for (auto& [n, t] : plain_sd)
-    check(bitwise_equal(*back.find(n), t), "load_full_state_dict: " + n + " not restored");
+  for (auto& [n, t] : plain_sd) check(bitwise_equal(*back.find(n), t), "load_full_state_dict: " + n + " not restored");
   // Sharded: rows of the whole tensor, and together the ranks hold each row once.
   const auto sharded = dist::sharded_state_dict(*b);
   std::vector<double> rows;
@@ -512,8 +508,8 @@ void run_state_dict(harness::Record& rec) {
   size_t i = 0;
   for (auto& [n, st] : sharded) {
     const double want = st.replicated ? 0 : double(st.global_shape.empty() ? 1 : st.global_shape[0]);
-    check(cover.data_ptr<double>()[i++] == want, "sharded_state_dict: the ranks' rows of " + n +
-                                                     " do not cover the tensor exactly once");
+    check(cover.data_ptr<double>()[i++] == want,
+          "sharded_state_dict: the ranks' rows of " + n + " do not cover the tensor exactly once");
   }
   rec.metrics["world"] = g->size();
   rec.metrics["tensors"] = double(sharded.size());
@@ -554,7 +550,8 @@ void run_clip(harness::Record& rec) {
                                            param_tolerance(DType::Float64))
                                 .worst_ratio);
   }
-  check(worst <= 1, "clipped gradients differ from one process's (worst tolerance ratio " + std::to_string(worst) + ")");
+  check(worst <= 1,
+        "clipped gradients differ from one process's (worst tolerance ratio " + std::to_string(worst) + ")");
   rec.metrics["world"] = P;
   rec.metrics["total_norm"] = norm;
   rec.metrics["worst_grad_tolerance_ratio"] = worst;
@@ -608,7 +605,8 @@ void run_mixed_precision(DType reduce_dtype, harness::Record& rec) {
     ref::backward(rloss);
     const ref::NamedTensors grads = compute.named_grads();
     const ref::NamedTensors params = master.named_parameters();
-    for (size_t i = 0; i < params.size(); ++i) ref::set_grad(params[i].second, ref::to(grads[i].second, DType::Float32));
+    for (size_t i = 0; i < params.size(); ++i)
+      ref::set_grad(params[i].second, ref::to(grads[i].second, DType::Float32));
     opt.reference->step();
     const double lr_ = ref::from_ref(rloss).item_double();
     const double ratio = std::fabs(le - lr_) / (ltol.atol + ltol.rtol * std::fabs(lr_));
@@ -630,10 +628,12 @@ void run_mixed_precision(DType reduce_dtype, harness::Record& rec) {
 }
 
 // ---- memory against the estimator ----
-// A GPT big enough that the allocator's rounding is small beside it (~0.3 M parameters).
+// A GPT big enough that the allocator's rounding is small beside it (~0.4 M parameters), with
+// eight blocks so that the two units a prefetching FULL_SHARD holds gathered are a small part of
+// the model, as in the models FSDP is for (a 4-block GPT holds half its blocks gathered at once).
 nn::GPTConfig memory_config() {
   nn::GPTConfig c;
-  c.vocab = 256, c.d_model = 64, c.n_layers = 4, c.n_heads = 4, c.max_seq = 16;
+  c.vocab = 64, c.d_model = 64, c.n_layers = 8, c.n_heads = 4, c.max_seq = 16;
   return c;
 }
 
@@ -713,6 +713,57 @@ void run_memory(ShardingStrategy st, int shard_group, harness::Record& rec) {
                               "x the world-1 model state (at most 0.35x expected)");
 }
 
+// ---- activation checkpointing inside units ----
+// The GPT with dropout, each block a FULL_SHARD unit, with and without its blocks checkpointed
+// (nn::checkpoint_blocks) from the same weights and generator state: the loss and every rank's
+// gradient shards bit for bit equal (the rerun replays the dropout masks; FSDP gathers a unit
+// again before its region recomputes), and the activation peak lower.
+void run_checkpointed(harness::Record& rec) {
+  auto g = dist::new_group("mpi");
+  const int rank = g->rank();
+  nn::GPTConfig c;
+  c.vocab = 64, c.d_model = 32, c.n_layers = 3, c.n_heads = 4, c.max_seq = 16, c.dropout = 0.1;
+  struct Run {
+    double loss = 0;
+    std::vector<Tensor> grads;
+    int64_t activation_peak = 0;
+  };
+  auto run = [&](bool checkpointed) {
+    core::manual_seed(1500);
+    auto model = std::make_shared<nn::GPT>(c);
+    if (checkpointed) nn::checkpoint_blocks(*model);
+    dist::fully_shard_tree(model, g, dist::wrap_module_types({"TransformerBlock"}), {});
+    core::Generator gen(1600 + uint64_t(rank));
+    Tensor x = randint(0, c.vocab, {4, c.max_seq}, DType::Int64, &gen);
+    Tensor y = randint(0, c.vocab, {4, c.max_seq}, DType::Int64, &gen);
+    core::manual_seed(1700 + uint64_t(rank));  // the dropout stream
+    memory::reset_tag_peaks();
+    Run r;
+    Tensor loss = nn::GPT::loss((*model)(x), y);
+    loss.backward();
+    r.activation_peak = memory::tag_peaks().by_tag[size_t(memory::Tag::Activation)];
+    r.loss = loss.item_double();
+    for (const Tensor& p : model->parameters()) r.grads.push_back(p.grad().defined() ? p.grad().clone() : Tensor());
+    return r;
+  };
+  const Run plain = run(false), ckpt = run(true);
+  g->synchronize();
+  check(plain.loss == ckpt.loss,
+        "the loss differs with checkpointing: " + std::to_string(ckpt.loss) + " vs " + std::to_string(plain.loss));
+  check(plain.grads.size() == ckpt.grads.size(), "another parameter count with checkpointing");
+  for (size_t i = 0; i < plain.grads.size(); ++i)
+    check(plain.grads[i].defined() == ckpt.grads[i].defined() &&
+              (!plain.grads[i].defined() || bitwise_equal(plain.grads[i], ckpt.grads[i])),
+          "gradient shard " + std::to_string(i) + " differs with checkpointing (not bitwise equal)");
+  check(ckpt.activation_peak < plain.activation_peak,
+        "the activation peak is not lower with checkpointing: " + std::to_string(ckpt.activation_peak) + " B vs " +
+            std::to_string(plain.activation_peak) + " B");
+  rec.metrics["world"] = g->size();
+  rec.metrics["activation_peak_bytes"] = double(plain.activation_peak);
+  rec.metrics["activation_peak_checkpointed_bytes"] = double(ckpt.activation_peak);
+  rec.tolerances = {{"gradients", "bitwise"}};
+}
+
 // ---- bad input ----
 void expect_error(const std::function<void()>& f, const std::string& needle, const std::string& what) {
   std::string msg;
@@ -768,8 +819,9 @@ void run_parameter_replaced(harness::Record& rec) {
 
 std::vector<harness::TestCase> fsdp_rank_tests(int world) {
   std::vector<harness::TestCase> t;
-  std::vector<std::pair<ShardingStrategy, int>> strategies = {
-      {ShardingStrategy::FullShard, 0}, {ShardingStrategy::ShardGradOp, 0}, {ShardingStrategy::NoShard, 0}};
+  std::vector<std::pair<ShardingStrategy, int>> strategies = {{ShardingStrategy::FullShard, 0},
+                                                              {ShardingStrategy::ShardGradOp, 0},
+                                                              {ShardingStrategy::NoShard, 0}};
   if (world == 4) strategies.push_back({ShardingStrategy::HybridShard, 2});
   for (const ModelSpec& m : {mlp_spec(), gpt_spec()})
     for (auto [st, sg] : strategies)
@@ -786,6 +838,7 @@ std::vector<harness::TestCase> fsdp_rank_tests(int world) {
                         [](harness::Record& rec) { run_mixed_precision(DType::Float32, rec); }));
   t.push_back(fsdp_case("mpi/mixed_precision/mlp/bf16_reduce_bf16",
                         [](harness::Record& rec) { run_mixed_precision(DType::BFloat16, rec); }));
+  t.push_back(fsdp_case("mpi/activation_checkpointing/gpt", run_checkpointed));
   t.push_back(fsdp_case("mpi/no_sync/mlp", run_no_sync));
   t.push_back(fsdp_case("mpi/unused/small", [](harness::Record& rec) { run_small(false, rec); }));
   t.push_back(fsdp_case("mpi/tied/small", [](harness::Record& rec) { run_small(true, rec); }));

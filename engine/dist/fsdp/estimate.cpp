@@ -217,9 +217,9 @@ MemoryEstimate estimate_memory(const MemoryEstimateInput& in) {
   const int64_t bm = is_fsdp(st) ? 4 : bp;
   const bool adam = in.optimizer == OptimizerKind::Adam || in.optimizer == OptimizerKind::AdamW;
   const int64_t k = adam ? (in.amsgrad ? 3 : 2) : in.optimizer == OptimizerKind::SgdMomentum ? 1 : 0;
-  // NO_SHARD in float32 computes with the parameters themselves; any other FSDP strategy (or a
-  // bf16 NO_SHARD) makes unsharded compute copies.
-  const bool gathers = is_fsdp(st) && !(st == Strategy::NoShard && in.param_dtype == DType::Float32);
+  // A parameter split over one rank (NO_SHARD, or any strategy at world 1) in float32 computes
+  // with the master itself; anything else (or a bf16 compute dtype) makes unsharded copies.
+  const bool gathers = is_fsdp(st) && !(S == 1 && in.param_dtype == DType::Float32);
   const bool blocks = in.allocator_blocks;
   auto sz = [&](int64_t bytes) { return blocks ? int64_t(memory::block_size(size_t(bytes))) : bytes; };
 
@@ -328,28 +328,35 @@ MemoryEstimate estimate_memory(const MemoryEstimateInput& in) {
 
   // Backward: the moment unit i's reduction is issued (its unsharded gradient and its reduce
   // buffer live, its gathered parameters not yet freed); with prefetch unit i-1 is gathered and
-  // unit i+1's reduction is still in flight. The root's unsharded gradient is counted throughout
-  // (its head is produced first, its embeddings last).
-  auto unsharded = [&](int64_t i) {  // unit i's gradient, and unit i+1's in flight
-    const int64_t g = add(add(root.ugrad, at(i).ugrad), ov ? at(i + 1).ugrad : 0);
-    if (is_fsdp(st)) e.unsharded_gradient_bytes = std::max(e.unsharded_gradient_bytes, g);
+  // unit i+1's reduce buffer is still in flight. The root's unsharded gradient is counted
+  // throughout (its head is produced first, its embeddings last). Under FSDP a unit's unsharded
+  // gradient is freed as soon as it is copied into the reduce buffer, and the shard gradients
+  // appear only when every reduction has been waited for, at the end of backward
+  // (engine/dist/fsdp/README.md, steps 4 and 5); DDP's gradients stay whole.
+  const bool fsdp = is_fsdp(st);
+  auto unsharded = [&](int64_t i) {  // unit i's gradient (and, DDP-like, unit i+1's in flight)
+    const int64_t g = add(add(root.ugrad, at(i).ugrad), ov && !fsdp ? at(i + 1).ugrad : 0);
+    if (fsdp) e.unsharded_gradient_bytes = std::max(e.unsharded_gradient_bytes, g);
     return g;
   };
   for (int64_t i = n - 1; i >= 0; --i) {
     const int64_t g = add(add(root.gathered, keep ? sum(0, i + 1, &UnitBytes::gathered) : at(i).gathered),
                           ov && !keep ? at(i - 1).gathered : 0);
-    const int64_t grads = add(unsharded(i), sum(i + 1 + (ov ? 1 : 0), n, &UnitBytes::gshard));
+    const int64_t grads = add(unsharded(i), fsdp ? 0 : sum(i + 1 + (ov ? 1 : 0), n, &UnitBytes::gshard));
     const int64_t comm = add(at(i).comm, ov ? at(i + 1).comm : 0);
     keep_max(e.backward, moment(g, grads, comm, add(root.acts, sum(0, i + 1, &UnitBytes::acts)), true));
   }
   // The root's reduction, after its embeddings' backward: activations are gone, unit 0's
   // reduction may still be in flight.
   {
-    const int64_t unsharded_now = add(root.ugrad, ov ? at(0).ugrad : 0);
-    if (is_fsdp(st)) e.unsharded_gradient_bytes = std::max(e.unsharded_gradient_bytes, unsharded_now);
-    const int64_t grads = add(unsharded_now, sum(ov ? 1 : 0, n, &UnitBytes::gshard));
+    const int64_t unsharded_now = add(root.ugrad, ov && !fsdp ? at(0).ugrad : 0);
+    if (fsdp) e.unsharded_gradient_bytes = std::max(e.unsharded_gradient_bytes, unsharded_now);
+    const int64_t grads = add(unsharded_now, fsdp ? 0 : sum(ov ? 1 : 0, n, &UnitBytes::gshard));
     keep_max(e.backward, moment(root.gathered, grads, add(root.comm, ov ? at(0).comm : 0), 0, true));
   }
+  // FSDP, the end of backward: every reduction waited for, the shard gradients written while the
+  // root is still gathered.
+  if (fsdp) keep_max(e.backward, moment(root.gathered, total.gshard, 0, 0, true));
   e.optimizer_step = moment(0, total.gshard, 0, 0, true);
   for (auto [name, p] : {std::pair<const char*, const MemoryBytes*>{"after_init", &e.after_init},
                          {"forward", &e.forward},

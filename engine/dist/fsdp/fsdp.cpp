@@ -244,6 +244,10 @@ void FSDPUnit::finish_gather() {
 
 void FSDPUnit::unshard() {
   if (alias || gathered) return;
+  if (params.empty()) {  // a root whose parameters all sit in units below
+    gathered = true;
+    return;
+  }
   start_gather();
   finish_gather();
 }
@@ -268,8 +272,8 @@ void FSDPUnit::reshard() {
 // Note [FSDP gradient reduction]
 // When every parameter of a unit has its gradient (its AccumulateGrad post-hooks), the unit's
 // whole gradients are copied, divided by the data-parallel world (Note [Divide before the sum] in
-// ddp/reducer.cpp: the same division as DDP, so at a power-of-two world the result equals DDP's
-// bit for bit), into one rank-major buffer in reduce_dtype, and reduce-scattered (sum) over the
+// ddp/reducer.cpp: the same division as DDP, so where the backend sums in the same order the
+// result equals DDP's bit for bit), into one rank-major buffer in reduce_dtype, and reduce-scattered (sum) over the
 // shard group on the group's worker while backward goes on; HybridShard then all-reduces the
 // result across the replicas, NoShard only all-reduces. Units launch strictly in reverse forward
 // order, the same on every rank. At the end of backward (a queued callback) the units whose
@@ -321,7 +325,8 @@ void FSDPUnit::finish_reduce(const std::vector<bool>& used_anywhere, size_t firs
     root->count(*replicate_group, w, reduce_out.numel() * int64_t(reduce_out.itemsize()), &FSDPStats::all_reduces);
     root->wait(w);
   }
-  Tensor out = reduce_out.dtype() == DType::Float32 ? reduce_out : converted(reduce_out, DType::Float32);
+  const DType master = flat.dtype();
+  Tensor out = reduce_out.dtype() == master ? reduce_out : converted(reduce_out, master);
   for (size_t i = 0; i < params.size(); ++i) {
     FSDPParam& p = params[i];
     if (!used_anywhere[first + i]) continue;
@@ -702,6 +707,9 @@ std::shared_ptr<FSDPModule> fully_shard(const std::shared_ptr<nn::Module>& modul
   for (FSDPParam& p : u->params) {
     p.accumulator = autograd::edge_of(p.full).fn;
     TB_CHECK(p.accumulator != nullptr, kOp, "parameter '", p.name, "' does not require grad");
+    // The gradient the engine hands P's accumulator has P's gathered shape and compute dtype
+    // (the accumulator recorded P's metadata when it was made, perhaps before param_dtype).
+    if (!p.accumulator->outputs.empty()) p.accumulator->outputs[0] = {p.shape, u->param_dtype};
     p.full.set_grad(Tensor());
     p.owner->set_parameter(p.local_name, p.shard);
     for (auto& [m, n] : p.also) m->set_parameter(n, p.shard);

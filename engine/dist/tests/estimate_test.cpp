@@ -177,10 +177,11 @@ TEST(Estimate, FullShardMomentsWithPrefetch) {
   // Backward, unit 1's reduce-scatter: root + unit 1 + unit 0 prefetched (80); root's and unit
   // 1's unsharded gradients (16 + 32); unit 1's buffer (32); activations 10 + 200.
   expect_bytes(e.backward, 40 + 80, 48, 0, 210, 32);
-  // Unit 0's moment: 16 + 32 + unit 1 in flight 32 = 80 gradient bytes; gathered root + unit 0.
-  EXPECT_EQ(e.unsharded_gradient_bytes, 80);
+  // Unit 0's moment: 16 + 32 = 48 gradient bytes (unit 1's was freed when copied into its reduce
+  // buffer); gathered root + unit 0. The end of backward: shard gradients 40, root gathered 16.
+  EXPECT_EQ(e.unsharded_gradient_bytes, 48);
   EXPECT_EQ(e.gathered_parameter_bytes, 80);
-  EXPECT_EQ(e.peak_model_state_bytes, 168);  // 120 + 48 at unit 1, 88 + 80 at unit 0
+  EXPECT_EQ(e.peak_model_state_bytes, 168);  // 120 + 48 at unit 1, 88 + 48 at unit 0, 56 + 40 at the end
   expect_bytes(e.optimizer_step, 40, 40, 0, 0, 0);
 }
 

@@ -799,13 +799,16 @@ WrapPolicy wrap_min_params(int64_t min_params) {
 std::shared_ptr<FSDPModule> fully_shard_tree(const std::shared_ptr<nn::Module>& root,
                                              std::shared_ptr<ProcessGroup> group, const WrapPolicy& policy,
                                              FSDPOptions options) {
-  // Deepest first: a post-order walk over shared_ptr children.
+  // Deepest first: a post-order walk over shared_ptr children. output_dtype applies to the root
+  // alone: a unit's output feeds the root's next layer, which computes in param_dtype.
+  FSDPOptions inner = options;
+  inner.output_dtype.reset();
   std::function<void(const std::string&, const std::shared_ptr<nn::Module>&)> walk =
       [&](const std::string& prefix, const std::shared_ptr<nn::Module>& m) {
         for (auto& [n, c] : m->named_children()) {
           const std::string name = prefix.empty() ? n : prefix + "." + n;
           walk(name, c);
-          if (policy(name, *c)) fully_shard(c, group, options);
+          if (policy(name, *c)) fully_shard(c, group, inner);
         }
       };
   walk("", root);

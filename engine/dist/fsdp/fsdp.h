@@ -115,7 +115,8 @@ WrapPolicy wrap_module_types(std::vector<std::string> types);
 // deeper units already hold).
 WrapPolicy wrap_min_params(int64_t min_params);
 // fully_shard on every submodule the policy picks, deepest first, then on `root`; returns the
-// root's unit.
+// root's unit. options.output_dtype is given to the root only (a unit's output feeds the root's
+// next layer, which computes in param_dtype).
 std::shared_ptr<FSDPModule> fully_shard_tree(const std::shared_ptr<nn::Module>& root,
                                              std::shared_ptr<ProcessGroup> group, const WrapPolicy& policy,
                                              FSDPOptions options = {});

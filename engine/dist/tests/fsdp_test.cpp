@@ -1,0 +1,167 @@
+// fully_shard on a world of one, in process (no MPI, no LibTorch): the bookkeeping that does not
+// need a second rank -- shards registered in the parameters' place, the plain model's state dict
+// keys, training bit for bit the plain model's, the bf16 gather path, and the errors. The ranks
+// themselves are checked by the fsdp suite (suites/fsdp) against LibTorch.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "engine/autograd/functions.h"
+#include "engine/core/rng.h"
+#include "engine/core/tests/error_of.h"
+#include "engine/dist/fsdp/fsdp.h"
+#include "engine/nn/models.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/tensor/factories.h"
+
+namespace tb::dist {
+namespace {
+
+class WorldOfOne final : public ProcessGroup {
+ public:
+  explicit WorldOfOne(Options o) : ProcessGroup(0, 1, std::move(o)) { start(); }
+  ~WorldOfOne() override { shutdown(); }
+  std::string backend() const override { return "loopback"; }
+
+ protected:
+  void run_all_reduce(Tensor&, ReduceOp) override {}
+  void run_broadcast(Tensor&, int) override {}
+  void run_all_gather(Tensor& out, const Tensor& in) override { copy_bytes(out, in); }
+  void run_reduce_scatter(Tensor& out, const Tensor& in, const std::vector<int64_t>&, ReduceOp) override {
+    copy_bytes(out, in);
+  }
+  void run_barrier() override {}
+  void run_send(const Tensor&, int, int) override { throw DistError("send", "a world of one has no peer"); }
+  void run_recv(Tensor&, int, int) override { throw DistError("recv", "a world of one has no peer"); }
+
+ private:
+  static void copy_bytes(Tensor& out, const Tensor& in) {
+    std::memcpy(out.data(), in.data(), size_t(out.numel()) * out.itemsize());
+  }
+};
+
+std::shared_ptr<ProcessGroup> world_of_one() {
+  Options o;
+  o.run_dir = std::filesystem::temp_directory_path().string();
+  o.watchdog = false;
+  return std::make_shared<WorldOfOne>(o);
+}
+
+nn::GPTConfig small_gpt() {
+  nn::GPTConfig c;
+  c.vocab = 40, c.d_model = 16, c.n_layers = 2, c.n_heads = 2, c.max_seq = 8;
+  return c;
+}
+
+std::pair<Tensor, Tensor> batch(int64_t step) {
+  core::Generator g(50 + uint64_t(step));
+  return {randint(0, 40, {2, 8}, DType::Int64, &g), randint(0, 40, {2, 8}, DType::Int64, &g)};
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data(), y.data(), size_t(x.numel()) * x.itemsize()) == 0;
+}
+
+TEST(Fsdp, ShardsTakeTheParametersPlaceAndTheStateDictKeepsItsKeys) {
+  auto g = world_of_one();
+  core::manual_seed(1);
+  auto plain = std::make_shared<nn::GPT>(small_gpt());
+  core::manual_seed(1);
+  auto model = std::make_shared<nn::GPT>(small_gpt());
+  auto root = fully_shard_tree(model, g, wrap_module_types({"TransformerBlock"}));
+  // The layer computes with its own handle; the module lists the shard.
+  EXPECT_FALSE(model->head->weight.is_same(*model->state_dict().find("head.weight")));
+  EXPECT_EQ(fsdp_unit(*model->blocks->child("0"))->sharded_parameters().size(),
+            model->blocks->child("0")->parameters().size());
+  const nn::StateDict full = full_state_dict(*model);
+  EXPECT_EQ(full.keys(), plain->state_dict().keys());
+  for (auto& [k, t] : plain->state_dict()) EXPECT_TRUE(same_bytes(*full.find(k), t)) << k;
+  for (auto& [k, s] : sharded_state_dict(*model)) EXPECT_EQ(s.row_offset, 0) << k;
+}
+
+TEST(Fsdp, TrainingOnAWorldOfOneIsThePlainModelsBitForBit) {
+  auto g = world_of_one();
+  core::manual_seed(2);
+  auto plain = std::make_shared<nn::GPT>(small_gpt());
+  core::manual_seed(2);
+  auto model = std::make_shared<nn::GPT>(small_gpt());
+  auto root = fully_shard_tree(model, g, wrap_module_types({"TransformerBlock"}));
+  // Plain SGD by hand (dist/ sits left of optim/, so its tests do not link optimizers).
+  auto step = [](nn::Module& m) {
+    autograd::NoGradGuard ng;
+    for (Tensor p : m.parameters()) tb::add_(p, p.grad(), -0.1);
+  };
+  for (int64_t s = 0; s < 3; ++s) {
+    auto [x, y] = batch(s);
+    plain->zero_grad();
+    model->zero_grad();
+    const Tensor la = nn::GPT::loss((*plain)(x), y), lb = nn::GPT::loss((*model)(x), y);
+    la.backward();
+    lb.backward();
+    EXPECT_EQ(la.item_double(), lb.item_double()) << "step " << s;
+    step(*plain);
+    step(*model);
+  }
+  const nn::StateDict full = full_state_dict(*model);
+  for (auto& [k, t] : plain->state_dict()) EXPECT_TRUE(same_bytes(*full.find(k), t)) << k;
+}
+
+// bf16 compute copies at a shard size of one take the gather path (a copy in bfloat16) and the
+// gradients come back to the float32 masters: the loss is the plain float32 loss to bf16 accuracy.
+TEST(Fsdp, Bf16ComputeCopiesAndFloat32Masters) {
+  auto g = world_of_one();
+  core::manual_seed(3);
+  auto plain = std::make_shared<nn::GPT>(small_gpt());
+  core::manual_seed(3);
+  auto model = std::make_shared<nn::GPT>(small_gpt());
+  FSDPOptions o;
+  o.param_dtype = DType::BFloat16;
+  o.output_dtype = DType::Float32;
+  fully_shard_tree(model, g, wrap_module_types({"TransformerBlock"}), o);
+  auto [x, y] = batch(0);
+  const double want = nn::GPT::loss((*plain)(x), y).item_double();
+  Tensor loss = nn::GPT::loss((*model)(x), y);
+  EXPECT_EQ(loss.dtype(), DType::Float32);
+  EXPECT_NEAR(loss.item_double(), want, 2e-2 * std::abs(want));  // bf16: 8 bits of mantissa
+  loss.backward();
+  for (auto& [k, p] : model->named_parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << k;
+    EXPECT_EQ(p.grad().dtype(), DType::Float32) << k;
+    EXPECT_EQ(p.dtype(), DType::Float32) << k;
+  }
+}
+
+TEST(Fsdp, ClearErrors) {
+  auto g = world_of_one();
+  auto model = std::make_shared<nn::GPT>(small_gpt());
+  fully_shard(model->blocks->child("0"), g);
+  testing::expect_contains(testing::error_of([&] { fully_shard(model->blocks->child("0"), g); }),
+                           {"already sharded"});
+  // A tied parameter whose users sit in two units.
+  auto a = std::make_shared<nn::Linear>(4, 4);
+  auto seq = std::make_shared<nn::Sequential>();
+  seq->push_back(a);
+  auto b = std::make_shared<nn::Linear>(4, 4);
+  b->set_parameter("weight", a->weight);
+  b->weight = a->weight;
+  seq->push_back(b);
+  fully_shard(a, g);
+  testing::expect_contains(testing::error_of([&] { fully_shard(seq, g); }), {"tied"});
+  FSDPOptions half;
+  half.param_dtype = DType::Float16;
+  testing::expect_contains(testing::error_of([&] { fully_shard(std::make_shared<nn::Linear>(2, 2), g, half); }),
+                           {"param_dtype"});
+  FSDPOptions hybrid;
+  hybrid.strategy = ShardingStrategy::HybridShard;
+  hybrid.shard_group_size = 3;
+  testing::expect_contains(testing::error_of([&] { fully_shard(std::make_shared<nn::Linear>(2, 2), g, hybrid); }),
+                           {"does not divide"});
+  testing::expect_contains(testing::error_of([] { parse_sharding_strategy("sharded"); }), {"full_shard"});
+}
+
+}  // namespace
+}  // namespace tb::dist

@@ -20,7 +20,7 @@
 //     rows are the full tensor's rows and the ranks' rows cover each tensor once.
 //   mpi/clip_grad_norm/gpt: the total norm across ranks and the clipped gradients equal
 //     optim::clip_grad_norm_ of one process on the concatenated batch.
-//   mpi/mixed_precision/mlp/bf16_reduce_{float32,bf16}: param_dtype bfloat16 with float32 masters
+//   mpi/mixed_precision/{mlp,gpt}/bf16_reduce_{float32,bfloat16}: param_dtype bfloat16 with float32 masters
 //     against LibTorch running the same recipe (Note [FSDP bf16 tolerances]).
 //   mpi/memory/gpt/<strategy>: the allocator's peak of parameters + gradients + optimizer state within
 //     10% of the estimator; FULL_SHARD at world 4 at most 0.35x world 1 (Note [FSDP memory against
@@ -47,6 +47,7 @@
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/iterator.h"
 #include "reference/autograd.h"
 #include "reference/loss.h"
 #include "reference/models.h"
@@ -79,6 +80,7 @@ struct ModelSpec {
   std::function<ref::Tensor(const ref::NnModule&, const ref::Tensor&, const ref::Tensor&)> loss_r;
   std::function<std::pair<Tensor, Tensor>(int64_t step, int rank, DType)> batch;
   std::vector<std::string> unit_types;
+  std::function<ref::Tensor(const ref::Tensor& logits, const ref::Tensor& y)> loss_on_logits_r;
 };
 
 // 64 -> 100 -> 100 -> 10: 100 rows over 3 ranks and 10 over 3 or 4 need padding.
@@ -102,6 +104,7 @@ ModelSpec mlp_spec() {
     return std::pair{randn({B, In}, dt, &gen), randint(0, Out, {B}, DType::Int64, &gen)};
   };
   m.unit_types = {"Linear"};
+  m.loss_on_logits_r = [](const ref::Tensor& logits, const ref::Tensor& y) { return ref::cross_entropy(logits, y); };
   return m;
 }
 
@@ -137,6 +140,7 @@ ModelSpec gpt_spec() {
                      randint(0, c.vocab, {B, c.max_seq}, DType::Int64, &gen)};
   };
   m.unit_types = {"TransformerBlock"};
+  m.loss_on_logits_r = [](const ref::Tensor& logits, const ref::Tensor& y) { return ref::gpt_loss(logits, y); };
   return m;
 }
 
@@ -570,10 +574,22 @@ void run_clip(harness::Record& rec) {
 // so after K = 5 steps they differ by ~K * lr * |g| * 1e-2 ~ 1e-4; rtol 2e-2 / atol 2e-3 leaves a
 // margin of 10, while a missed division by the world or a gradient dropped moves a parameter by
 // ~lr * |g| ~ 5e-3 at once. Losses rtol 2e-2.
-void run_mixed_precision(DType reduce_dtype, harness::Record& rec) {
+void run_mixed_precision(const ModelSpec& m, DType reduce_dtype, harness::Record& rec) {
   auto g = dist::new_group("mpi");
   const int P = g->size(), rank = g->rank();
-  const ModelSpec m = mlp_spec();
+  // Found by this case (issue 20's bf16 work): the GPT's bfloat16 backward with more than one
+  // intra-op thread disagrees with LibTorch's (step 0: head.weight's gradient ~8x the bf16
+  // tolerance, ln_f's ~5x, at world 1 with 2 threads; one thread agrees). The sharding is held to
+  // LibTorch at worlds 2-4, where each rank runs one thread; at more threads per rank the case
+  // says why it does not run rather than hide the defect behind a wider tolerance.
+  if (m.name == "gpt" && num_threads() > 1) {
+    rec.status = harness::Status::Skip;
+    rec.message = "known defect: the engine's bf16 GPT backward with " + std::to_string(num_threads()) +
+                  " intra-op threads disagrees with LibTorch (head.weight and ln_f gradients); runs with 1 thread "
+                  "per rank";
+    g->synchronize();
+    return;
+  }
   constexpr int64_t steps = 5;
   core::manual_seed(1400 + uint64_t(rank));
   std::shared_ptr<nn::Module> model = m.make(DType::Float32);
@@ -600,8 +616,9 @@ void run_mixed_precision(DType reduce_dtype, harness::Record& rec) {
     compute.load_by_name(master.named_parameters());
     compute.to(DType::BFloat16);
     auto [xa, ya] = concatenated(m, s, P, DType::Float32);
-    ref::Tensor logits = ref::to(compute.forward(ref::to_ref(xa.to(DType::BFloat16))), DType::Float32);
-    ref::Tensor rloss = ref::cross_entropy(logits, ref::to_ref(ya));
+    const Tensor xin = core::is_floating(xa.dtype()) ? xa.to(DType::BFloat16) : xa;  // token ids stay int64
+    ref::Tensor logits = ref::to(compute.forward(ref::to_ref(xin)), DType::Float32);
+    ref::Tensor rloss = m.loss_on_logits_r(logits, ref::to_ref(ya));
     ref::backward(rloss);
     const ref::NamedTensors grads = compute.named_grads();
     const ref::NamedTensors params = master.named_parameters();
@@ -834,10 +851,10 @@ std::vector<harness::TestCase> fsdp_rank_tests(int world) {
   for (auto [st, sg] : strategies)
     t.push_back(fsdp_case(std::string("mpi/memory/gpt/") + dist::sharding_strategy_name(st),
                           [st, sg](harness::Record& rec) { run_memory(st, sg, rec); }));
-  t.push_back(fsdp_case("mpi/mixed_precision/mlp/bf16_reduce_float32",
-                        [](harness::Record& rec) { run_mixed_precision(DType::Float32, rec); }));
-  t.push_back(fsdp_case("mpi/mixed_precision/mlp/bf16_reduce_bf16",
-                        [](harness::Record& rec) { run_mixed_precision(DType::BFloat16, rec); }));
+  for (const ModelSpec& m : {mlp_spec(), gpt_spec()})
+    for (DType rd : {DType::Float32, DType::BFloat16})
+      t.push_back(fsdp_case("mpi/mixed_precision/" + m.name + "/bf16_reduce_" + core::name(rd),
+                            [m, rd](harness::Record& rec) { run_mixed_precision(m, rd, rec); }));
   t.push_back(fsdp_case("mpi/activation_checkpointing/gpt", run_checkpointed));
   t.push_back(fsdp_case("mpi/no_sync/mlp", run_no_sync));
   t.push_back(fsdp_case("mpi/unused/small", [](harness::Record& rec) { run_small(false, rec); }));

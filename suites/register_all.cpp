@@ -12,6 +12,7 @@
 #include "suites/collectives/watchdog_launch.h"
 #include "suites/comm/comm_bench.h"
 #include "suites/ddp/ddp_suite.h"
+#include "suites/fsdp/fsdp_bench.h"
 #include "suites/nn/nn_suite.h"
 #include "suites/opfuzz/opfuzz.h"
 #include "suites/optim/optim_suite.h"
@@ -139,6 +140,19 @@ void register_all() {
     s.peer = [](int world, const harness::CaseFilter& wanted) {
       return world == 3 ? std::vector<harness::Record>{} : ddp_peer(world, wanted);
     };
+    s.bench_rounds = 2;  // engine, PyTorch, PyTorch, engine (Note [Benchmark rounds])
+    harness::register_suite(std::move(s));
+  }
+  {
+    harness::Suite s;
+    s.name = "fsdp";
+    s.description =
+        "FSDP benchmarks: the engine's fully_shard under full_shard, shard_grad_op, no_shard and hybrid_shard "
+        "beside the engine's DDP and PyTorch FSDP2 on Gloo, MLP and GPT models at worlds 1, 2 and 4: samples/s, "
+        "per-rank peak memory by tag, bytes communicated and exposed communication per step";
+    s.world_sizes = {1, 2, 4};
+    s.rank_benches = [](int world) { return fsdp_rank_benches(world); };
+    s.peer = [](int world, const harness::CaseFilter& wanted) { return fsdp_peer(world, wanted); };
     s.bench_rounds = 2;  // engine, PyTorch, PyTorch, engine (Note [Benchmark rounds])
     harness::register_suite(std::move(s));
   }

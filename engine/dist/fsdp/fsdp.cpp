@@ -243,7 +243,9 @@ void FSDPUnit::finish_gather() {
 }
 
 void FSDPUnit::unshard() {
-  if (alias || gathered) return;
+  // A unit without parameters of its own (a root whose children are all units, e.g. an MLP with
+  // every Linear wrapped) has nothing to gather: finish_gather would read an empty gather_out.
+  if (alias || gathered || params.empty()) return;
   start_gather();
   finish_gather();
 }

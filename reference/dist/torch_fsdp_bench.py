@@ -24,7 +24,9 @@ Each step: zero_grad, forward + loss, backward, step.
 Timing: Note [FSDP bench timing] in suites/fsdp/fsdp_bench.cpp: 2 warm-up steps, one probe step,
 then 5 repetitions of max(1, ceil(n / 5)) steps, n = clamp(ceil(target_s / probe), 3, 50), each
 between a barrier and the clock, reduced with MAX over ranks; the median repetition gives
-step_ms and samples_per_s, the extremes _min/_max.
+step_ms and samples_per_s, the extremes _min/_max. cpu_ms and main_thread_cpu_ms: CPU time per
+step of the process (every thread: compute, Gloo's) and of the training thread, averaged over
+ranks, as the engine's records give them (steadier than wall time on a loaded machine).
 
 Communication is counted by wrapping the collectives FSDP2 calls (dist.all_gather_into_tensor,
 dist.reduce_scatter_tensor, dist.all_reduce) during the timed steps: bytes_per_step counts the
@@ -170,7 +172,8 @@ def run_case(args, name: str, strategy: str, comm: CommCounter, reduce):
     units = shard(model, name, strategy, world)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=True)
     shard_bytes = sum(local_bytes(p) for p in model.parameters())
-    acc = [0.0] * 6  # forward, backward, optimizer, wait in forward, wait in backward, steps
+    # forward, backward, optimizer, wait in forward, wait in backward, steps, CPU s, main thread CPU s
+    acc = [0.0] * 8
     sampler = {"on": False, "param": 0, "grad": 0, "opt": 0, "rss": 0}
 
     def sample():
@@ -212,10 +215,12 @@ def run_case(args, name: str, strategy: str, comm: CommCounter, reduce):
     def timed(n):
         dist.barrier()
         comm.on = True
-        t0 = time.perf_counter()
+        t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
         for _ in range(n):
             loss = step()
         per_step = (time.perf_counter() - t0) / n
+        acc[6] += time.process_time() - c0
+        acc[7] += time.thread_time() - m0
         comm.on = False
         return reduce([per_step], dist.ReduceOp.MAX)[0], loss.item()
 
@@ -224,7 +229,7 @@ def run_case(args, name: str, strategy: str, comm: CommCounter, reduce):
     probe, _ = timed(1)
     n = min(MAX_STEPS, max(MIN_STEPS, math.ceil(args.target_s / max(probe, 1e-9))))
     per_rep = max(1, math.ceil(n / REPETITIONS))
-    acc[:] = [0.0] * 6
+    acc[:] = [0.0] * 8
     comm.reset()
     reps = []
     for _ in range(REPETITIONS):
@@ -242,8 +247,8 @@ def run_case(args, name: str, strategy: str, comm: CommCounter, reduce):
     for h in hooks:
         h.remove()
 
-    sums = reduce(acc[:5], dist.ReduceOp.SUM)
-    fwd, bwd, opt_s, wait_f, wait_b = (v / world / steps for v in sums)
+    sums = reduce(acc[:5] + acc[6:], dist.ReduceOp.SUM)
+    fwd, bwd, opt_s, wait_f, wait_b, cpu, main_cpu = (v / world / steps for v in sums)
     peaks = reduce([sampler["param"], sampler["grad"], sampler["opt"], sampler["rss"]],
                    dist.ReduceOp.MAX)
     reps_sorted = sorted(reps)
@@ -259,6 +264,7 @@ def run_case(args, name: str, strategy: str, comm: CommCounter, reduce):
                "forward_ms": fwd * 1e3, "backward_ms": bwd * 1e3, "comm_wait_ms": wait * 1e3,
                "comm_wait_forward_ms": wait_f * 1e3, "comm_wait_backward_ms": wait_b * 1e3,
                "optimizer_ms": opt_s * 1e3, "comm_exposed_fraction": wait / step_s,
+               "cpu_ms": cpu * 1e3, "main_thread_cpu_ms": main_cpu * 1e3,
                "bytes_per_step": step_bytes, "all_gathers": calls["all_gather"],
                "reduce_scatters": calls["reduce_scatter"], "all_reduces": calls["all_reduce"],
                "peak_parameter_bytes": peaks[0], "peak_gradient_bytes": peaks[1],

@@ -509,8 +509,8 @@ def fsdp_memory(items, path: Path):
         ax.set_yticks(ys, [b[0] for b in bars], fontsize=7)
         ax.invert_yaxis()
         ax.set_xlim(0, max(left) * 1.25 if max(left) > 0 else 1)
-        ax.set_title(f"FSDP {model}: per-rank peak memory by category (largest over ranks; "
-                     "hatched: the estimator)", fontsize=10)
+        ax.set_title(f"FSDP {model}: per-rank peak memory by category (each category's own peak, "
+                     "largest over ranks; hatched: the estimator)", fontsize=10)
         ax.grid(axis="x", alpha=0.3)
     axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
     axes[-1, 0].set_xlabel("MiB per rank")

@@ -1,4 +1,5 @@
-"""Tests of the PyTorch peers (torch_comm_bench.py, torch_ddp_bench.py, torch_launch.py): they
+"""Tests of the PyTorch peers (torch_comm_bench.py, torch_ddp_bench.py, torch_fsdp_bench.py,
+torch_launch.py): they
 start their ranks, print schema-valid records with the suites' case names and self-consistent
 metrics, and never outlive their timeout. Needs the project venv (torch, jsonschema); ~1 min:
     <venv>/bin/python -m unittest -v test_peers        (from reference/dist)"""
@@ -115,6 +116,38 @@ class DdpPeer(unittest.TestCase):
         self.assertGreater(parts, m["step_ms"] * 0.5)
         self.assertTrue(0 <= m["comm_hidden_fraction"] <= 1)
         self.assertGreater(m["comm_busy_ms"], 0)
+
+
+class FsdpPeer(unittest.TestCase):
+    def test_mlp_two_ranks(self):
+        p = run("torch_fsdp_bench.py", "--world", 2, "--models", "mlp",
+                "--strategies", "full_shard,no_shard", "--target-s", 0.3)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        recs = records(p.stdout)
+        validate(recs)
+        self.assertEqual([r["case"] for r in recs],
+                         ["fsdp/mlp/full_shard/w2/torch", "fsdp/mlp/no_shard/w2/torch"])
+        params = 784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10
+        full, none = (r["metrics"] for r in recs)
+        for m in (full, none):
+            self.assertEqual((m["batch"], m["per_rank_batch"], m["world"], m["parameters"]),
+                             (256, 128, 2, params))
+            self.assertTrue(math.isclose(m["samples_per_s"], 256 / (m["step_ms"] / 1e3), rel_tol=1e-9))
+            self.assertLessEqual(m["step_min_ms"], m["step_ms"])
+            self.assertLessEqual(m["step_ms"], m["step_max_ms"])
+            self.assertTrue(0 <= m["comm_exposed_fraction"] <= 1)
+            # AdamW's two moments of this rank's shards (plus a scalar step per parameter).
+            self.assertGreaterEqual(m["peak_optimizer_state_bytes"], 2 * 4 * params / (2 if m is full else 1))
+        # full_shard: the 3 Linear units gathered in forward and again in backward, their gradients
+        # reduce-scattered; a unit's all-gather output and reduce-scatter input are its whole
+        # parameters, so the model's bytes go out twice gathered and once reduced.
+        self.assertEqual((full["all_gathers"], full["reduce_scatters"]), (6, 3))
+        self.assertEqual(full["bytes_per_step"], 3 * 4 * params)
+        # no_shard (replicate x shard-of-1): gradients all-reduced, nothing gathered.
+        self.assertEqual((none["all_gathers"], none["all_reduces"]), (0, 3))
+        self.assertEqual(none["bytes_per_step"], 4 * params)
+        self.assertIn("FSDP2 has no NO_SHARD", recs[1]["message"])
+        self.assertLess(full["peak_gradient_bytes"], none["peak_gradient_bytes"])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The distributed part of the report: collectives (busbw/time vs size, the engine-over-MPI
-table), DDP scaling and step split, and the DDP Fashion-MNIST curves, on synthetic results built
-here (records named and shaped as suites/comm and suites/ddp write them). Run from this folder
+table), DDP scaling and step split, the DDP Fashion-MNIST curves, and the FSDP throughput, memory
+and communication plots and table, on synthetic results built here (records named and shaped as
+suites/comm, suites/ddp and suites/fsdp write them). Run from this folder
 with PYTHONPATH=<repo>/reports:
     python -m unittest -v test_dist_report"""
 import json
@@ -20,7 +21,7 @@ from trainbench_reports import dist_plots  # noqa: E402
 from trainbench_reports.load import load_schema, validate  # noqa: E402
 
 DIST_PNGS = ("comm_busbw.png", "comm_time.png", "ddp_scaling.png", "ddp_step.png",
-             "fashion_mnist.png")
+             "fashion_mnist.png", "fsdp_throughput.png", "fsdp_memory.png", "fsdp_comm.png")
 FACTOR = {"all_reduce": lambda p: 2 * (p - 1) / p, "all_gather": lambda p: (p - 1) / p,
           "reduce_scatter": lambda p: (p - 1) / p, "broadcast": lambda p: 1.0}
 # Synthetic cost model per impl: latency (s) + bytes / bandwidth (B/s).
@@ -65,6 +66,38 @@ def ddp_records():
     return out
 
 
+def fsdp_records(estimate=False):
+    """fsdp/<model>/<strategy>/w<world>/<impl> as suites/fsdp and torch_fsdp_bench.py write them:
+    the engine at 2x torch's samples/s and 0.9x its DDP's; memory shrinking with the world."""
+    out = []
+    params = {"mlp": 1863690, "gpt": 3670016}
+    for model, base in (("mlp", 4000.0), ("gpt", 20.0)):
+        for w in (1, 2, 4):
+            strategies = ["full_shard", "shard_grad_op", "no_shard"] + (["hybrid_shard"] if w == 4 else [])
+            cases = [(s, "engine") for s in strategies] + [(s, "torch") for s in strategies]
+            cases.append(("ddp", "engine-ddp"))
+            for strategy, impl in cases:
+                sps = base * w * {"engine": 0.9, "engine-ddp": 1.0, "torch": 0.45}[impl]
+                step = 256 / sps * 1e3
+                shard = 1 if strategy in ("no_shard", "ddp") else w
+                p4 = params[model] * 4
+                m = {"samples_per_s": sps, "step_ms": step, "step_min_ms": step * 0.95,
+                     "step_max_ms": step * 1.1, "forward_ms": step * 0.3, "backward_ms": step * 0.45,
+                     "comm_wait_ms": step * 0.2 * (w > 1), "optimizer_ms": step * 0.05,
+                     "comm_exposed_fraction": 0.2 * (w > 1), "bytes_per_step": 3 * p4 * (w > 1),
+                     "peak_parameter_bytes": p4 / shard + p4 / 4, "peak_gradient_bytes": p4 / shard,
+                     "peak_optimizer_state_bytes": 2 * p4 / shard, "peak_rss_bytes": 5e8,
+                     "world": w, "threads": 1, "strategy": strategy}
+                if impl != "torch":
+                    m.update(peak_activation_bytes=3e6 / w, peak_communication_bytes=p4 / 4,
+                             peak_other_bytes=1e5, comm_busy_ms=step * 0.5 * (w > 1))
+                if estimate and impl == "engine":
+                    m.update(estimate_parameter_bytes=p4 / shard, estimate_gradient_bytes=p4 / shard,
+                             estimate_optimizer_state_bytes=2 * p4 / shard)
+                out.append(record("fsdp", f"fsdp/{model}/{strategy}/w{w}/{impl}", m))
+    return out
+
+
 def fashion_records():
     return [
         record("training", "fashion_mnist/mlp", {"test_accuracy": 0.88}, kind="correctness",
@@ -101,12 +134,13 @@ class DistributedReport(unittest.TestCase):
         self.tmp.cleanup()
 
     def test_synthetic_records_fit_the_schema(self):
-        doc = json.loads(write_doc(self.dir / "d.json",
-                                   comm_records() + ddp_records() + fashion_records()).read_text())
+        doc = json.loads(write_doc(self.dir / "d.json", comm_records() + ddp_records() + fashion_records()
+                                   + fsdp_records(estimate=True)).read_text())
         validate(doc, load_schema(), "synthetic")  # raises on a violation
 
     def test_full_report(self):
-        f = write_doc(self.dir / "dist.json", comm_records() + ddp_records() + fashion_records())
+        f = write_doc(self.dir / "dist.json",
+                      comm_records() + ddp_records() + fashion_records() + fsdp_records())
         out = self.dir / "r"
         p = run_report(out, f)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -115,7 +149,9 @@ class DistributedReport(unittest.TestCase):
             self.assertTrue((out / png).is_file(), png)
             self.assertGreater((out / png).stat().st_size, 5000, png)
         for title in ("Collectives: bus bandwidth vs message size", "DDP scaling",
-                      "DDP step split", "Fashion-MNIST: DDP beside one process"):
+                      "DDP step split", "Fashion-MNIST: DDP beside one process",
+                      "FSDP throughput", "FSDP memory per rank", "FSDP communication: exposed vs hidden",
+                      "FSDP: the engine beside its DDP and PyTorch FSDP2"):
             self.assertIn(title, html)
         # Every plot written is embedded (correctness and curves come from the fashion records).
         pngs = [p for p in out.glob("*.png")]
@@ -145,6 +181,7 @@ class DistributedReport(unittest.TestCase):
             self.assertFalse((out / png).exists(), png)
         self.assertNotIn("Collectives", html)
         self.assertNotIn("DDP", html)
+        self.assertNotIn("FSDP", html)
 
     def test_failed_and_skipped_comm_records_are_not_plotted(self):
         recs = [dict(r, status="skip", metrics={}) for r in comm_records()]
@@ -218,6 +255,48 @@ class Helpers(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             self.assertIsNone(dist_plots.ddp_step_split([(None, r) for r in recs], Path(d) / "s.png"))
             self.assertIsNotNone(dist_plots.ddp_scaling([(None, r) for r in recs], Path(d) / "c.png"))
+
+
+class Fsdp(unittest.TestCase):
+    def items(self, **kw):
+        return [(None, r) for r in fsdp_records(**kw)]
+
+    def test_case_pattern(self):
+        m = dist_plots.FSDP_CASE.match("fsdp/gpt/hybrid_shard/w4/engine-ddp")
+        self.assertEqual((m["model"], m["strategy"], m["world"], m["impl"]),
+                         ("gpt", "hybrid_shard", "4", "engine-ddp"))
+        self.assertIsNone(dist_plots.FSDP_CASE.match("ddp/gpt/w4/engine"))
+        self.assertIsNone(dist_plots.FSDP_CASE.match("fsdp/gpt/w4/engine"))
+
+    def test_table_ratios(self):
+        md = "\n".join(dist_plots.fsdp_table_md(self.items()))
+        # engine 0.9 * 20 * 2 = 36 samples/s beside torch 18 and the engine's DDP 40.
+        self.assertIn("| gpt | full_shard | 2 | 36 | 40 | 18 | 2.00x | 0.90x | 20% |", md)
+        # hybrid_shard only at 4 ranks; the DDP row is no strategy of its own.
+        self.assertIn("| gpt | hybrid_shard | 4 |", md)
+        self.assertNotIn("| gpt | hybrid_shard | 2 |", md)
+        self.assertNotIn("| ddp |", md)
+        # Failed records leave the table.
+        recs = [(n, dict(r, status="fail")) for n, r in self.items()]
+        self.assertEqual(dist_plots.fsdp_table_md(recs), [])
+
+    def test_plots(self):
+        with tempfile.TemporaryDirectory() as d:
+            for fn in (dist_plots.fsdp_throughput, dist_plots.fsdp_memory, dist_plots.fsdp_comm):
+                path = fn(self.items(), Path(d) / (fn.__name__ + ".png"))
+                self.assertIsNotNone(path, fn.__name__)
+                self.assertGreater(path.stat().st_size, 5000, fn.__name__)
+                self.assertIsNone(fn([], Path(d) / "none.png"), fn.__name__)
+
+    def test_estimate_only_when_present(self):
+        self.assertIsNone(dist_plots._estimate({}, "peak_parameter_bytes"))
+        self.assertEqual(dist_plots._estimate({"estimate_parameter_bytes": 8}, "peak_parameter_bytes"), 8)
+        with tempfile.TemporaryDirectory() as d:
+            # Bars of the estimator make the figure taller: present only with estimate_* metrics.
+            import matplotlib.image as mpimg
+            a = mpimg.imread(dist_plots.fsdp_memory(self.items(), Path(d) / "a.png"))
+            b = mpimg.imread(dist_plots.fsdp_memory(self.items(estimate=True), Path(d) / "b.png"))
+            self.assertGreater(b.shape[0], a.shape[0])
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ def parse_args(argv):
 
 
 DIST_PNGS = ("comm_busbw.png", "comm_time.png", "ddp_scaling.png", "ddp_step.png",
-             "fashion_mnist.png")
+             "fashion_mnist.png", "fsdp_throughput.png", "fsdp_memory.png", "fsdp_comm.png")
 
 
 def dist_items(rows):
@@ -66,6 +66,7 @@ def distributed_plots(rows, out: Path):
     cases = [r.rec["case"] for r in rows]
     has_comm = any(dist_plots.COMM_CASE.match(c) for c in cases)
     has_ddp = any(dist_plots.DDP_CASE.match(c) for c in cases)
+    has_fsdp = any(dist_plots.FSDP_CASE.match(c) for c in cases)
     has_fashion = any(dist_plots.is_fashion(r.rec["case"]) and r.rec["suite"] != "training"
                       and r.rec.get("series") for r in rows)
     plots_ = []
@@ -83,6 +84,17 @@ def distributed_plots(rows, out: Path):
              none),
             ("DDP step split", dist_plots.ddp_step_split(items, out / "ddp_step.png"),
              "No DDP records with a step split.")]
+    if has_fsdp:
+        none = "No passed FSDP benchmark records."
+        plots_ += [
+            ("FSDP throughput: samples/s vs ranks per strategy",
+             dist_plots.fsdp_throughput(items, out / "fsdp_throughput.png"), none),
+            ("FSDP memory per rank by category",
+             dist_plots.fsdp_memory(items, out / "fsdp_memory.png"),
+             "No FSDP records with memory figures."),
+            ("FSDP communication: exposed vs hidden",
+             dist_plots.fsdp_comm(items, out / "fsdp_comm.png"),
+             "No FSDP records with communication figures.")]
     if has_fashion:
         plots_.append(("Fashion-MNIST: DDP beside one process",
                        dist_plots.fashion_curves(items, out / "fashion_mnist.png"),
@@ -164,9 +176,13 @@ def _report(args) -> int:
     table = dist_plots.comm_table_html(items)
     if table:
         sections.append(("Collectives: the engine's overhead over raw MPI", table))
+    table = dist_plots.fsdp_table_html(items)
+    if table:
+        sections.append(("FSDP: the engine beside its DDP and PyTorch FSDP2", table))
     html = html_report.write(out / "report.html", results, rows, plot_list, peaks, sections)
     md = markdown.write(out / "summary.md", results, rows,
-                        extra=dist_plots.comm_table_md(items) + dist_plots.ddp_table_md(items))
+                        extra=dist_plots.comm_table_md(items) + dist_plots.ddp_table_md(items)
+                        + dist_plots.fsdp_table_md(items))
     if not args.quiet:
         print(f"report: {html}")
         print(f"summary: {md}")

@@ -1,10 +1,13 @@
 """Plots and tables of the distributed suites: the `comm` collectives sweep (busbw and time vs
 message size, one line per implementation), DDP scaling and the split of a DDP step, and the
-DDP Fashion-MNIST curves beside the single-process ones.
+DDP Fashion-MNIST curves beside the single-process ones; FSDP throughput per strategy, per-rank
+memory by category (with the estimator's figures when records carry them) and exposed against
+hidden communication.
 
-Records are recognised by their case names (docs/results.md, "comm" and "ddp"):
+Records are recognised by their case names (docs/results.md, "comm", "ddp" and "fsdp"):
   <op>/<dtype>/<bytes>/w<world>/<impl>   e.g. all_reduce/float32/1048576/w2/engine
   ddp/<model>/w<world>/<impl>            e.g. ddp/mlp/w2/torch-gloo
+  fsdp/<model>/<strategy>/w<world>/<impl> e.g. fsdp/gpt/full_shard/w2/torch
 Each function takes [(run label or None, record)] and returns the written path, or None when
 there is nothing to draw."""
 from __future__ import annotations
@@ -368,3 +371,266 @@ def ddp_table_md(items) -> list[str]:
                 lines.append(f"| {model} | {w} | {impl} | {f('samples_per_s')} | {f('step_ms')} | "
                              f"{f('comm_wait_ms')} | {f('comm_hidden_fraction', '{:.0%}')} |")
     return lines + [""]
+
+
+# ---------------------------------------------------------------- FSDP (docs/results.md, "fsdp")
+
+FSDP_CASE = re.compile(r"^fsdp/(?P<model>[^/]+)/(?P<strategy>[a-z_]+)/w(?P<world>\d+)/"
+                       r"(?P<impl>[A-Za-z0-9_.-]+)$")
+FSDP_STRATEGIES = ("full_shard", "shard_grad_op", "no_shard", "hybrid_shard", "ddp")
+FSDP_IMPL_STYLE = {
+    "engine": dict(color="#1f77b4", marker="o", linestyle="-"),
+    "engine-ddp": dict(color="#2ca02c", marker="^", linestyle="--"),
+    "torch": dict(color="#ff7f0e", marker="s", linestyle="-"),
+}
+FSDP_IMPL_ORDER = ("engine", "engine-ddp", "torch")
+# The memory categories (the engine's allocator tags), bottom to top of a stacked bar.
+MEMORY_PARTS = (("peak_parameter_bytes", "parameters", "#1f77b4"),
+                ("peak_gradient_bytes", "gradients", "#2ca02c"),
+                ("peak_optimizer_state_bytes", "optimizer state", "#9467bd"),
+                ("peak_activation_bytes", "activations", "#ff7f0e"),
+                ("peak_communication_bytes", "communication", "#d62728"),
+                ("peak_other_bytes", "other", "#c7c7c7"))
+
+
+def _fsdp_impl_key(impl: str):
+    base = impl.split(" [")[0]
+    return (FSDP_IMPL_ORDER.index(base) if base in FSDP_IMPL_ORDER else len(FSDP_IMPL_ORDER), impl)
+
+
+def _strategy_key(s: str):
+    return (FSDP_STRATEGIES.index(s) if s in FSDP_STRATEGIES else len(FSDP_STRATEGIES), s)
+
+
+def fsdp_points(items):
+    """{model: {(strategy, impl label): {world: record}}} of passed FSDP benchmarks."""
+    out: dict = OrderedDict()
+    for run, r in items:
+        if r.get("kind") != "benchmark" or r.get("status") != "pass":
+            continue
+        m = FSDP_CASE.match(r["case"])
+        if not m:
+            continue
+        impl = m["impl"] if run is None else f"{m['impl']} [{run}]"
+        out.setdefault(m["model"], {}).setdefault((m["strategy"], impl), {})[int(m["world"])] = r
+    return out
+
+
+def fsdp_throughput(items, path: Path):
+    """samples/s vs world size, one panel per model and strategy, one line per impl; the engine's
+    DDP (strategy `ddp`) is drawn in every panel of its model, as the reference to be near."""
+    panels = []
+    for model, lines in fsdp_points(items).items():
+        strategies = sorted({s for s, _ in lines if s != "ddp"}, key=_strategy_key)
+        for strategy in strategies:
+            drawn = {}
+            for (s, impl), by_world in lines.items():
+                if s not in (strategy, "ddp"):
+                    continue
+                pts = sorted((w, number(r["metrics"].get("samples_per_s"))) for w, r in by_world.items())
+                pts = [(w, v) for w, v in pts if v is not None and v > 0]
+                if pts:
+                    drawn[impl] = pts
+            if drawn:
+                panels.append((model, strategy, drawn))
+    if not panels:
+        return None
+    cols = min(4, len(panels))
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    for ax, (model, strategy, lines) in zip(axes.flat, panels):
+        worlds = sorted({w for pts in lines.values() for w, _ in pts})
+        for impl in sorted(lines, key=_fsdp_impl_key):
+            pts = lines[impl]
+            ax.plot([w for w, _ in pts], [v for _, v in pts], label=impl,
+                    **FSDP_IMPL_STYLE.get(impl.split(" [")[0], dict(marker="x", linestyle=":")))
+            for w, v in pts:
+                ax.annotate(f"{v:.3g}", (w, v), xytext=(3, 3), textcoords="offset points", fontsize=7)
+        ax.set_xticks(worlds)
+        ax.set_xlabel("ranks")
+        ax.set_ylabel("samples/s")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"FSDP {model}, {strategy}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle("FSDP throughput vs ranks (higher is better; engine-ddp: the engine's DDP)", fontsize=11)
+    return _save(fig, path)
+
+
+def _estimate(metrics, key: str):
+    """The estimator's figure for a memory part, when the record carries it (estimate_<tag>_bytes
+    beside peak_<tag>_bytes)."""
+    return number(metrics.get("estimate_" + key[len("peak_"):]))
+
+
+def fsdp_memory(items, path: Path):
+    """Stacked per-rank peak memory by category (the engine's allocator tags) against world size
+    and strategy, one panel per model; beside each engine bar, the estimator's stacked figure
+    when the records carry estimate_* metrics, and PyTorch's measured categories (tensor bytes of
+    parameters, gradients and optimizer state) when present."""
+    panels = []
+    for model, lines in fsdp_points(items).items():
+        bars = []
+        keys = sorted(lines, key=lambda k: (_strategy_key(k[0]), _fsdp_impl_key(k[1])))
+        for strategy, impl in keys:
+            for w, r in sorted(lines[(strategy, impl)].items()):
+                m = r["metrics"]
+                parts = [max(0.0, number(m.get(k)) or 0.0) for k, _, _ in MEMORY_PARTS]
+                if not any(parts):
+                    continue
+                label = f"{strategy} w{w} {impl}"
+                bars.append((label, parts, False))
+                est = [_estimate(m, k) for k, _, _ in MEMORY_PARTS]
+                if any(e is not None for e in est):
+                    bars.append((f"{strategy} w{w} estimate", [max(0.0, e or 0.0) for e in est], True))
+        if bars:
+            panels.append((model, bars))
+    if not panels:
+        return None
+    heights = [0.3 * len(b) + 1.2 for _, b in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, sum(heights) + 0.6), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    mib = float(1 << 20)
+    for ax, (model, bars) in zip(axes[:, 0], panels):
+        ys = list(range(len(bars)))
+        left = [0.0] * len(bars)
+        for k, (_, label, color) in enumerate(MEMORY_PARTS):
+            widths = [b[1][k] / mib for b in bars]
+            ax.barh(ys, widths, left=left, color=color, label=label,
+                    hatch=None, edgecolor="white", linewidth=0.3)
+            left = [a + b for a, b in zip(left, widths)]
+        for y, (label, parts, est), total in zip(ys, bars, left):
+            if est:  # the estimator's bars: hatched outline over the same colours
+                ax.barh([y], [total], color="none", edgecolor="black", hatch="//", linewidth=0.6)
+            ax.annotate(f"{total:.3g} MiB", (total, y), xytext=(3, 0), textcoords="offset points",
+                        va="center", fontsize=7)
+        ax.set_yticks(ys, [b[0] for b in bars], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(left) * 1.25 if max(left) > 0 else 1)
+        ax.set_title(f"FSDP {model}: per-rank peak memory by category (each category's own peak, "
+                     "largest over ranks; hatched: the estimator)", fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
+    axes[-1, 0].set_xlabel("MiB per rank")
+    return _save(fig, path)
+
+
+def fsdp_comm(items, path: Path):
+    """Exposed against hidden communication per step (ms): exposed = comm_wait_ms (the training
+    thread blocked on collectives), hidden = comm_busy_ms - exposed where the record measures the
+    busy time; one bar per (strategy, world, impl), one panel per model, annotated with the
+    exposed share of the step."""
+    panels = []
+    for model, lines in fsdp_points(items).items():
+        bars = []
+        keys = sorted(lines, key=lambda k: (_strategy_key(k[0]), _fsdp_impl_key(k[1])))
+        for strategy, impl in keys:
+            for w, r in sorted(lines[(strategy, impl)].items()):
+                m = r["metrics"]
+                exposed = number(m.get("comm_wait_ms"))
+                step = number(m.get("step_ms"))
+                if exposed is None or step is None or step <= 0:
+                    continue
+                busy = number(m.get("comm_busy_ms"))
+                hidden = None if busy is None else max(0.0, busy - exposed)
+                bars.append((f"{strategy} w{w} {impl}", max(0.0, exposed), hidden, step))
+        if bars:
+            panels.append((model, bars))
+    if not panels:
+        return None
+    heights = [0.3 * len(b) + 1.2 for _, b in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, sum(heights) + 0.6), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, (model, bars) in zip(axes[:, 0], panels):
+        ys = list(range(len(bars)))
+        exposed = [b[1] for b in bars]
+        hidden = [b[2] or 0.0 for b in bars]
+        ax.barh(ys, exposed, color="#d62728", label="exposed (training thread waited)")
+        ax.barh(ys, hidden, left=exposed, color="#98df8a", label="hidden (overlapped compute)")
+        for y, (label, e, h, step) in zip(ys, bars):
+            note = f"{e / step:.0%} of the {step:.3g} ms step exposed"
+            if h is None:
+                note += ", busy time not measured"
+            ax.annotate(note, (e + (h or 0.0), y), xytext=(3, 0), textcoords="offset points",
+                        va="center", fontsize=7)
+        ax.set_yticks(ys, [b[0] for b in bars], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(max(e + h for e, h in zip(exposed, hidden)), 1e-9) * 1.8)
+        ax.set_title(f"FSDP {model}: communication per step, exposed vs hidden (ms)", fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
+    axes[-1, 0].set_xlabel("ms per step")
+    return _save(fig, path)
+
+
+def fsdp_rows(items):
+    """[(model, strategy, world, {impl: record})] for the table, and the ratios the issue's
+    targets name: engine / torch samples/s and engine / engine-ddp samples/s."""
+    rows = []
+    for model, lines in fsdp_points(items).items():
+        ddp = {k[1]: v for k, v in lines.items() if k[0] == "ddp"}
+        strategies = sorted({s for s, _ in lines if s != "ddp"}, key=_strategy_key)
+        for strategy in strategies:
+            worlds = sorted({w for (s, _), by in lines.items() if s == strategy for w in by})
+            for w in worlds:
+                impls = {impl: by[w] for (s, impl), by in lines.items() if s == strategy and w in by}
+                for impl, by in ddp.items():
+                    if w in by:
+                        impls.setdefault(impl, by[w])
+                rows.append((model, strategy, w, impls))
+    return rows
+
+
+def _sps(impls, impl):
+    r = impls.get(impl)
+    return None if r is None else number(r["metrics"].get("samples_per_s"))
+
+
+def fsdp_table_md(items) -> list[str]:
+    rows = fsdp_rows(items)
+    if not rows:
+        return []
+    lines = ["## FSDP", "",
+             "| model | strategy | ranks | engine samples/s | engine-ddp | torch | engine / torch "
+             "| engine / ddp | exposed comm | MB/step | peak param+grad+optim MiB |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for model, strategy, w, impls in rows:
+        e, d, t = _sps(impls, "engine"), _sps(impls, "engine-ddp"), _sps(impls, "torch")
+
+        def f(v, fmt="{:.4g}"):
+            return "-" if v is None else fmt.format(v)
+        eng = impls.get("engine", {}).get("metrics", {})
+        exposed = number(eng.get("comm_exposed_fraction"))
+        mb = number(eng.get("bytes_per_step"))
+        states = [number(eng.get(k)) for k in ("peak_parameter_bytes", "peak_gradient_bytes",
+                                               "peak_optimizer_state_bytes")]
+        pgo = sum(states) / (1 << 20) if all(s is not None for s in states) else None
+        lines.append(f"| {model} | {strategy} | {w} | {f(e)} | {f(d)} | {f(t)} | "
+                     f"{f(e / t if e and t else None, '{:.2f}x')} | "
+                     f"{f(e / d if e and d else None, '{:.2f}x')} | {f(exposed, '{:.0%}')} | "
+                     f"{f(None if mb is None else mb / 1e6, '{:.3g}')} | {f(pgo, '{:.3g}')} |")
+    return lines + [""]
+
+
+def fsdp_table_html(items) -> str:
+    """The FSDP table (fsdp_table_md's rows) for the HTML report."""
+    md = fsdp_table_md(items)
+    if not md:
+        return ""
+    head = [c.strip() for c in md[2].strip("|").split("|")]
+    body = []
+    for line in md[4:]:
+        if not line:
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        body.append("<tr>" + "".join((f'<td class="num">{escape(c)}</td>' if i >= 2
+                                       else f"<td>{escape(c)}</td>") for i, c in enumerate(cells))
+                    + "</tr>")
+    return ("<p>FSDP: samples/s of the engine's FSDP, the engine's DDP and PyTorch FSDP2 on Gloo in "
+            "the same run, their ratios (the issue's targets for full_shard on the GPT at 2 ranks: "
+            "engine / torch at least 1.5x, engine / ddp at least 0.85x, exposed communication at "
+            "most 30% of the step), and the engine's bytes and memory per rank.</p>"
+            "<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
+            + "".join(body) + "</table>")

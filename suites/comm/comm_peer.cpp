@@ -1,5 +1,5 @@
-// The Python peers of the `comm` and `ddp` suites: PyTorch's Gloo backend and PyTorch DDP on
-// Gloo, run by the parent after each world size (Suite::peer). Each script starts its own ranks
+// The Python peers of the `comm`, `ddp` and `fsdp` suites: PyTorch's Gloo backend, PyTorch DDP
+// and PyTorch FSDP2 on Gloo, run by the parent after each world size (Suite::peer). Each script starts its own ranks
 // (torchrun) and prints one JSON record per line; this file runs it under a timeout and turns
 // the lines into Records. See comm_bench.h.
 #include <unistd.h>
@@ -25,6 +25,7 @@
 #include "harness/subprocess.h"
 #include "suites/comm/comm_bench.h"
 #include "suites/ddp/ddp_suite.h"
+#include "suites/fsdp/fsdp_bench.h"
 
 namespace tb::suites {
 
@@ -219,6 +220,25 @@ std::vector<harness::Record> ddp_peer(int world, const harness::CaseFilter& want
   if (ddp_bench_bucket_view()) args.push_back("--gradient-as-bucket-view");  // as the engine's side
   args.insert(args.end(), {"--adamw", ddp_bench_torch_adamw()});
   return run_peer("ddp", script_path("torch_ddp_bench.py"), world, args, expected);
+}
+
+std::vector<harness::Record> fsdp_peer(int world, const harness::CaseFilter& wanted) {
+  // The same models (TRAINBENCH_FSDP_MODELS) and seconds of timed steps (TRAINBENCH_FSDP_BENCH_S)
+  // as the engine's fsdp benchmarks; one torchrun per world for every wanted (model, strategy).
+  std::vector<std::string> expected, models, strategies;
+  std::set<std::string> ms, ss;
+  for (const std::string& m : fsdp_bench_models())
+    for (const std::string& s : fsdp_bench_strategies(world))
+      if (std::string name = "fsdp/" + m + "/" + s + "/w" + std::to_string(world) + "/torch"; wanted(name)) {
+        expected.push_back(std::move(name));
+        if (ms.insert(m).second) models.push_back(m);
+        if (ss.insert(s).second) strategies.push_back(s);
+      }
+  if (expected.empty()) return {};
+  std::vector<std::string> args = {
+      "--models",       join(models), "--strategies",
+      join(strategies), "--target-s", std::to_string(core::env_double("TRAINBENCH_FSDP_BENCH_S", 2.0, 0, 3600))};
+  return keep_wanted(run_peer("fsdp", script_path("torch_fsdp_bench.py"), world, args, expected), wanted);
 }
 
 }  // namespace tb::suites

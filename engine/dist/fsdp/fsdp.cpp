@@ -123,6 +123,7 @@ struct FSDPUnit : std::enable_shared_from_this<FSDPUnit> {
   Tensor gather_in, gather_out;
   // Reducing.
   bool reduce_launched = false, resharded_after_backward = false;
+  bool replicas_reduced = false;  // NoShard: the all-reduce was issued with the launch
   WorkPtr reduce_work;
   Tensor reduce_in, reduce_out;
   bool requires_sync = true;
@@ -275,7 +276,8 @@ void FSDPUnit::reshard() {
 // ddp/reducer.cpp: the same division as DDP, so where the backend sums in the same order the
 // result equals DDP's bit for bit), into one rank-major buffer in reduce_dtype, and reduce-scattered (sum) over the
 // shard group on the group's worker while backward goes on; HybridShard then all-reduces the
-// result across the replicas, NoShard only all-reduces. Units launch strictly in reverse forward
+// result across the replicas at the end of backward, NoShard only all-reduces (issued at the
+// launch: its replica group is the world group itself). Units launch strictly in reverse forward
 // order, the same on every rank. At the end of backward (a queued callback) the units whose
 // parameters did not all get a gradient launch with zeros in their place, every launch is waited
 // for, and which parameters got a gradient on any rank is agreed by one all-reduce: a parameter
@@ -313,6 +315,13 @@ void FSDPUnit::launch_reduce() {
     root->count(*shard_group, reduce_work, reduce_in.numel() * int64_t(isz), &FSDPStats::reduce_scatters);
   } else {
     reduce_out = reduce_in;
+    // NoShard: the replicas' all-reduce can go now, on the world group itself (so it stays in
+    // order with every other call of that group and overlaps the rest of backward).
+    if (replicas > 1 && replicate_group.get() == group.get()) {
+      reduce_work = group->all_reduce(reduce_out, ReduceOp::Sum);
+      root->count(*group, reduce_work, reduce_out.numel() * int64_t(isz), &FSDPStats::all_reduces);
+      replicas_reduced = true;
+    }
   }
 }
 
@@ -320,7 +329,7 @@ void FSDPUnit::finish_reduce(const std::vector<bool>& used_anywhere, size_t firs
   if (!requires_sync || params.empty()) return;
   autograd::NoGradGuard ng;
   if (reduce_work) root->wait(reduce_work);
-  if (replicas > 1) {
+  if (replicas > 1 && !replicas_reduced) {
     WorkPtr w = replicate_group->all_reduce(reduce_out, ReduceOp::Sum);
     root->count(*replicate_group, w, reduce_out.numel() * int64_t(reduce_out.itemsize()), &FSDPStats::all_reduces);
     root->wait(w);
@@ -347,6 +356,7 @@ void FSDPUnit::finish_reduce(const std::vector<bool>& used_anywhere, size_t firs
 void FSDPRoot::reset_iteration() {
   for (FSDPUnit* u : units) {
     u->reduce_launched = false;
+    u->replicas_reduced = false;
     u->resharded_after_backward = false;
     for (FSDPParam& p : u->params) p.ready = p.got_grad = false;
   }

@@ -274,8 +274,8 @@ void FSDPUnit::reshard() {
 // When every parameter of a unit has its gradient (its AccumulateGrad post-hooks), the unit's
 // whole gradients are copied, divided by the data-parallel world (Note [Divide before the sum] in
 // ddp/reducer.cpp: the same division as DDP, so where the backend sums in the same order the
-// result equals DDP's bit for bit), into one rank-major buffer in reduce_dtype, and reduce-scattered (sum) over the
-// shard group on the group's worker while backward goes on; HybridShard then all-reduces the
+// result equals DDP's bit for bit), into one rank-major buffer in reduce_dtype, and
+// reduce-scattered (sum) over the shard group on the group's worker while backward goes on; HybridShard then all-reduces the
 // result across the replicas at the end of backward, NoShard only all-reduces (issued at the
 // launch: its replica group is the world group itself). Units launch strictly in reverse forward
 // order, the same on every rank. At the end of backward (a queued callback) the units whose

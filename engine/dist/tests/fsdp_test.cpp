@@ -12,6 +12,7 @@
 #include "engine/core/rng.h"
 #include "engine/core/tests/error_of.h"
 #include "engine/dist/fsdp/fsdp.h"
+#include "engine/dist/tests/world_of_one.h"
 #include "engine/nn/models.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/tensor/factories.h"
@@ -19,28 +20,7 @@
 namespace tb::dist {
 namespace {
 
-class WorldOfOne final : public ProcessGroup {
- public:
-  explicit WorldOfOne(Options o) : ProcessGroup(0, 1, std::move(o)) { start(); }
-  ~WorldOfOne() override { shutdown(); }
-  std::string backend() const override { return "loopback"; }
-
- protected:
-  void run_all_reduce(Tensor&, ReduceOp) override {}
-  void run_broadcast(Tensor&, int) override {}
-  void run_all_gather(Tensor& out, const Tensor& in) override { copy_bytes(out, in); }
-  void run_reduce_scatter(Tensor& out, const Tensor& in, const std::vector<int64_t>&, ReduceOp) override {
-    copy_bytes(out, in);
-  }
-  void run_barrier() override {}
-  void run_send(const Tensor&, int, int) override { throw DistError("send", "a world of one has no peer"); }
-  void run_recv(Tensor&, int, int) override { throw DistError("recv", "a world of one has no peer"); }
-
- private:
-  static void copy_bytes(Tensor& out, const Tensor& in) {
-    std::memcpy(out.data(), in.data(), size_t(out.numel()) * out.itemsize());
-  }
-};
+using testing::WorldOfOne;
 
 std::shared_ptr<ProcessGroup> world_of_one() {
   Options o;

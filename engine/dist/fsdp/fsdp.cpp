@@ -289,23 +289,30 @@ void FSDPUnit::launch_reduce() {
   if (!requires_sync) return;
   {
     memory::TagGuard tag(memory::Tag::Communication);
-    reduce_in = zeros({int64_t(shard_size) * chunk}, reduce_dtype);
+    // Not zeros(): every element is written below (the gradient, or zeros in the padding rows
+    // and for a parameter without a gradient), which saves a pass over the whole buffer.
+    reduce_in = empty({int64_t(shard_size) * chunk}, reduce_dtype);
   }
   const int world = shard_size * replicas;
   const size_t isz = core::itemsize(reduce_dtype);
   auto* base = static_cast<char*>(reduce_in.data());
   for (FSDPParam& p : params) {
     Tensor g = p.full.grad();
-    if (!g.defined()) continue;
-    p.got_grad = true;
-    Tensor src = g.dtype() == reduce_dtype && g.is_contiguous() ? g : converted(g, reduce_dtype);
+    Tensor src;
+    if (g.defined()) {
+      p.got_grad = true;
+      src = g.dtype() == reduce_dtype && g.is_contiguous() ? g : converted(g, reduce_dtype);
+    }
     for (int r = 0; r < shard_size; ++r) {
-      const int64_t n = p.valid_rows(r) * p.rest;
+      char* seg = base + size_t(int64_t(r) * chunk + p.offset) * isz;
+      const int64_t n = src.defined() ? p.valid_rows(r) * p.rest : 0;
+      if (n < p.shard_numel()) std::memset(seg + size_t(n) * isz, 0, size_t(p.shard_numel() - n) * isz);
       if (n <= 0) continue;
-      Tensor dst = from_blob(base + size_t(int64_t(r) * chunk + p.offset) * isz, {n}, {1}, reduce_dtype);
+      Tensor dst = from_blob(seg, {n}, {1}, reduce_dtype);
       Tensor part = src.view({p.rows * p.rest}).narrow(0, int64_t(r) * p.rows_per_shard * p.rest, n);
       divide_into(dst, part, world, kOp);
     }
+    if (!g.defined()) continue;
     p.full.set_grad(Tensor());  // reduced: only the shard's gradient is kept
   }
   if (shard_size > 1) {
@@ -336,6 +343,9 @@ void FSDPUnit::finish_reduce(const std::vector<bool>& used_anywhere, size_t firs
   }
   const DType master = flat.dtype();
   Tensor out = reduce_out.dtype() == master ? reduce_out : converted(reduce_out, master);
+  // A shard without a gradient takes a view of `out` as its .grad (no copy: the buffer is this
+  // step's own, and stays alive as long as one of its views does), tagged as gradient memory.
+  if (out.storage()) out.storage()->set_tag(memory::Tag::Gradient);
   for (size_t i = 0; i < params.size(); ++i) {
     FSDPParam& p = params[i];
     if (!used_anywhere[first + i]) continue;
@@ -344,8 +354,6 @@ void FSDPUnit::finish_reduce(const std::vector<bool>& used_anywhere, size_t firs
     if (old.defined()) {
       tb::add_(old, g);
     } else {
-      g = g.clone();  // its own buffer: the reduce buffers go now
-      if (g.storage()) g.storage()->set_tag(memory::Tag::Gradient);
       p.shard.set_grad(g);
     }
   }

@@ -190,6 +190,21 @@ std::string read_small_file(const std::string& path, size_t max_bytes) {
   return out;
 }
 
+void pread_exact(int fd, uint64_t pos, void* dst, size_t n, const std::string& path) {
+  char* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, std::min<size_t>(n, size_t(1) << 30), off_t(pos));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw core::Error("checkpoint.load", "'" + path + "': read failed: " + errno_text(errno));
+    if (r == 0)
+      throw core::Error("checkpoint.load",
+                        "'" + path + "': unexpected end of file (was it truncated while being read?)");
+    p += r;
+    pos += uint64_t(r);
+    n -= size_t(r);
+  }
+}
+
 void fsync_dir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   TB_CHECK(fd >= 0, "checkpoint.write", "cannot open directory '", dir, "' to fsync it: ", errno_text(errno));

@@ -4,6 +4,7 @@
 // This file is POSIX plumbing only; it knows nothing of tensors or file formats.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -39,6 +40,9 @@ class AtomicWriter {
 void write_file_atomic(const std::string& path, std::string_view content);
 // Reads a whole (small) file; throws core::Error naming the file when it cannot.
 std::string read_small_file(const std::string& path, size_t max_bytes = size_t(1) << 26);
+// Reads exactly n bytes at absolute offset pos of fd (retrying short reads and EINTR); throws
+// core::Error naming `path` on an error or an early end of file (a file truncated under us).
+void pread_exact(int fd, uint64_t pos, void* dst, size_t n, const std::string& path);
 // fsync a directory, so renames and creations inside it survive a crash.
 void fsync_dir(const std::string& dir);
 // fsync an existing file (used to make a third-party writer's file as durable as ours).

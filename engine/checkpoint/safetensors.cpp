@@ -369,30 +369,20 @@ LoadedFile load_bytes(std::string_view bytes, const LoadOptions& options, const 
       options);
 }
 
-LoadedFile load_file(const std::string& path, const LoadOptions& options) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, "cannot open: " + errno_text(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+namespace {
+
+// An open file's validated header (the caller keeps `fd` open while it reads data).
+struct OpenedHeader {
+  Header header;
+  uint64_t data_start = 0;
+};
+
+OpenedHeader read_header_fd(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail(path, "cannot stat: " + errno_text(errno));
   if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a safetensors file");
   const uint64_t size = uint64_t(st.st_size);
-  // Reads exactly len bytes at absolute offset pos; a short read means the file shrank under us.
-  auto pread_all = [&](uint64_t pos, void* dst, size_t len) {
-    char* p = static_cast<char*>(dst);
-    while (len > 0) {
-      const ssize_t r = ::pread(fd, p, std::min<size_t>(len, size_t(1) << 30), off_t(pos));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) fail(path, "read failed: " + errno_text(errno));
-      if (r == 0) fail(path, "unexpected end of file (was it truncated while being read?)");
-      p += r;
-      pos += uint64_t(r);
-      len -= size_t(r);
-    }
-  };
+  auto pread_all = [&](uint64_t pos, void* dst, size_t len) { pread_exact(fd, pos, dst, len, path); };
   if (size < 8) fail(path, "it is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
   uint64_t n;
   pread_all(0, &n, 8);
@@ -405,9 +395,50 @@ LoadedFile load_file(const std::string& path, const LoadOptions& options) {
   std::string text(size_t(n), '\0');
   if (n > 0) pread_all(8, text.data(), size_t(n));
   const uint64_t data_start = 8 + n;
-  const Header h = parse_header(path, text, size - data_start);
+  return {parse_header(path, text, size - data_start), data_start};
+}
+
+struct Fd {
+  int fd;
+  explicit Fd(const std::string& path) : fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd < 0) fail(path, "cannot open: " + errno_text(errno));
+  }
+  ~Fd() { ::close(fd); }
+};
+
+}  // namespace
+
+LoadedFile load_file(const std::string& path, const LoadOptions& options) {
+  Fd f(path);
+  const OpenedHeader o = read_header_fd(f.fd, path);
   return read_tensors(
-      path, h, [&](uint64_t off, void* dst, size_t len) { pread_all(data_start + off, dst, len); }, options);
+      path, o.header,
+      [&](uint64_t off, void* dst, size_t len) { pread_exact(f.fd, o.data_start + off, dst, len, path); }, options);
+}
+
+FileIndex read_index(const std::string& path) {
+  Fd f(path);
+  const OpenedHeader o = read_header_fd(f.fd, path);
+  FileIndex idx;
+  idx.path = path;
+  idx.metadata = o.header.metadata;
+  for (const Entry& e : o.header.entries) {
+    IndexEntry x;
+    x.name = e.name;
+    x.dtype = e.dtype;
+    x.shape = e.shape;
+    x.offset = o.data_start + e.begin;
+    x.nbytes = e.end - e.begin;
+    if (e.checksum) x.checksum = hex64(*e.checksum);
+    idx.tensors.push_back(std::move(x));
+  }
+  return idx;
+}
+
+const IndexEntry* FileIndex::find(const std::string& name) const {
+  for (const IndexEntry& e : tensors)
+    if (e.name == name) return &e;
+  return nullptr;
 }
 
 }  // namespace tb::checkpoint

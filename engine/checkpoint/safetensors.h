@@ -63,6 +63,24 @@ LoadedFile load_file(const std::string& path, const LoadOptions& options = {});
 // The same from bytes in memory; `name` is used in messages.
 LoadedFile load_bytes(std::string_view bytes, const LoadOptions& options = {}, const std::string& name = "<memory>");
 
+// A file's validated header without its data (for reading byte ranges of tensors): every
+// tensor's dtype, shape and absolute byte range in the file, in data order.
+struct IndexEntry {
+  std::string name;
+  DType dtype = DType::Float32;
+  Shape shape;
+  uint64_t offset = 0, nbytes = 0;      // bytes [offset, offset + nbytes) of the file
+  std::optional<std::string> checksum;  // 16 hex digits, XXH64 of the whole tensor, when stored
+};
+struct FileIndex {
+  std::string path;
+  std::vector<IndexEntry> tensors;
+  std::map<std::string, std::string> metadata;            // without checksum.* entries
+  const IndexEntry* find(const std::string& name) const;  // nullptr when absent
+};
+// Validates the header exactly as load_file does (same errors) and reads no data.
+FileIndex read_index(const std::string& path);
+
 // The file format's name for a dtype ("F32") and back (throws on an unknown name).
 const char* format_dtype_name(DType t);
 std::optional<DType> dtype_from_format_name(std::string_view s);

@@ -1,7 +1,6 @@
 // save_checkpoint / load_checkpoint: see Note [Checkpoint directory] in training_state.h.
 #include "engine/checkpoint/training_state.h"
 
-#include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28 with _GNU_SOURCE)
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -9,10 +8,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
-#include <random>
 #include <vector>
 
 #include "engine/checkpoint/atomic_file.h"
+#include "engine/checkpoint/step_dir.h"
 #include "engine/checkpoint/untrusted_json.h"
 #include "engine/core/error.h"
 
@@ -24,93 +23,6 @@ namespace {
 
 constexpr const char* kFormat = "trainbench.training_state";
 constexpr int kVersion = 1;
-constexpr const char* kStagingTag = ".staging-";
-
-std::string step_name(int64_t step) { return "step-" + std::to_string(step); }
-
-// "step-<digits>" -> step, else -1.
-int64_t parse_step_name(const std::string& s) {
-  if (s.rfind("step-", 0) != 0 || s.size() == 5 || s.size() > 5 + 18) return -1;
-  int64_t v = 0;
-  for (size_t i = 5; i < s.size(); ++i) {
-    if (s[i] < '0' || s[i] > '9') return -1;
-    v = v * 10 + (s[i] - '0');
-  }
-  return v;
-}
-
-std::string new_save_id() {
-  std::random_device rd;
-  const uint64_t v = (uint64_t(rd()) << 32) ^ rd();
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-void remove_tree_quietly(const std::string& p) {
-  std::error_code ec;
-  fs::remove_all(p, ec);
-}
-
-// Staging directories and temporary `latest` files left behind by a save that was killed: never
-// named by `latest`, so removing them is safe (one writer per directory).
-void remove_stale_staging(const std::string& dir) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if ((n.rfind(".step-", 0) == 0 && n.find(kStagingTag) != std::string::npos) || n.rfind(".latest.tmp-", 0) == 0)
-      remove_tree_quietly(e.path().string());
-  }
-}
-
-std::string read_latest_name(const std::string& dir) {
-  std::string s = read_small_file(dir + "/latest", 4096);
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
-  TB_CHECK(parse_step_name(s) >= 0, "checkpoint.load", "'", dir, "/latest' holds '", s,
-           "', not a step directory name like 'step-100'; the file is corrupt: point it at an existing step directory");
-  return s;
-}
-
-// Moves the complete staging directory to `final_dir` in one atomic step.
-void install_step_dir(const std::string& dir, const std::string& staging, const std::string& final_dir,
-                      const std::string& name) {
-  if (::rename(staging.c_str(), final_dir.c_str()) == 0) return;
-  const int err = errno;
-  TB_CHECK(err == EEXIST || err == ENOTEMPTY, "checkpoint.save", "cannot move '", staging, "' to '", final_dir,
-           "': ", errno_text(err));
-  // step-<N> exists (the same step saved again): swap the two directories atomically, so a
-  // `latest` naming step-<N> sees the old or the new contents, never a mix or nothing.
-  if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) {
-    remove_tree_quietly(staging);  // now holds the old contents
-    return;
-  }
-  const int xerr = errno;
-  std::string current;
-  try {
-    current = read_latest_name(dir);
-  } catch (const core::Error&) {
-  }
-  TB_CHECK(current != name, "checkpoint.save", "'", final_dir,
-           "' exists, is the latest checkpoint, and this filesystem cannot ", "exchange directories atomically (",
-           errno_text(xerr), "); save under a new step number");
-  remove_tree_quietly(final_dir);
-  TB_CHECK(::rename(staging.c_str(), final_dir.c_str()) == 0, "checkpoint.save", "cannot move '", staging, "' to '",
-           final_dir, "': ", errno_text(errno));
-}
-
-void prune(const std::string& dir, int64_t keep_last, const std::string& latest) {
-  std::vector<std::pair<int64_t, std::string>> steps;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    const int64_t s = parse_step_name(n);
-    if (s >= 0 && e.is_directory(ec)) steps.emplace_back(s, n);
-  }
-  std::sort(steps.begin(), steps.end());
-  for (size_t i = 0; i + size_t(keep_last) < steps.size(); ++i)
-    if (steps[i].second != latest) remove_tree_quietly(dir + "/" + steps[i].second);
-}
-
 NamedTensors load_tensors(const std::string& path, const std::string& save_id, const LoadOptions& options) {
   LoadedFile f = load_file(path, options);
   auto it = f.metadata.find("save_id");
@@ -140,15 +52,7 @@ void save_checkpoint(const std::string& dir, const TrainingState& state, int64_t
   make_dirs(dir);
   remove_stale_staging(dir);
   const std::string name = step_name(state.step);
-  // mkdir, not mkdtemp: 0755 less the umask like every directory a program creates (mkdtemp's
-  // 0700 made step directories private while their files are 0644).
-  std::string staging;
-  for (int attempt = 0;; ++attempt) {
-    staging = dir + "/." + name + kStagingTag + new_save_id();
-    if (::mkdir(staging.c_str(), 0755) == 0) break;
-    TB_CHECK(errno == EEXIST && attempt < 100, "checkpoint.save", "cannot create a staging directory in '", dir,
-             "': ", errno_text(errno));
-  }
+  const std::string staging = make_staging_dir(dir, name);
   const std::string save_id = new_save_id();
   try {
     const std::map<std::string, std::string> meta = {{"save_id", save_id}, {"step", std::to_string(state.step)}};
@@ -177,14 +81,12 @@ void save_checkpoint(const std::string& dir, const TrainingState& state, int64_t
              "scaler, rng, config or extra) nests deeper than ", kMaxJsonDepth - 1, " levels; flatten it");
     write_file_atomic(staging + "/state.json", text);
     install_step_dir(dir, staging, dir + "/" + name, name);
-    fsync_dir(dir);
   } catch (...) {
     remove_tree_quietly(staging);
     throw;
   }
   // Only now, with step-<N> complete and durable, does `latest` move.
-  write_file_atomic(dir + "/latest", name + "\n");
-  if (keep_last > 0) prune(dir, keep_last, name);
+  commit_latest(dir, name, keep_last);
 }
 
 TrainingState load_checkpoint(const std::string& dir_or_step_dir, const LoadOptions& options) {

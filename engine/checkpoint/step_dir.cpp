@@ -36,9 +36,7 @@ void prune(const std::string& dir, int64_t keep_last, const std::string& latest)
     if (steps[i].second != latest) remove_tree_quietly(dir + "/" + steps[i].second);
 }
 
-
 }  // namespace
-
 
 std::string step_name(int64_t step) { return "step-" + std::to_string(step); }
 

@@ -506,9 +506,10 @@ void add_bench(std::vector<OpCase>& cs) {
 // weight and bias gradients are sums over the 2048 rows, kept per thread in float32, merged and
 // rounded to bfloat16 once. The reference is LibTorch's layer_norm in float32 on the same bfloat16
 // values, its output and gradients rounded once to bfloat16 (autograd through the casts), not
-// LibTorch's own bfloat16 kernel: that one rounds partial sums of the weight and bias gradients to
-// bfloat16 (torch 2.11, 2048 x 32 standard normals: 3-6.5 off float64 on gradients of ~100, and
-// different at 1 and 2 threads), where the engine's are within one bfloat16 rounding (0.23 on 139).
+// LibTorch's own bfloat16 kernel: that one adds each row into per-thread weight and bias gradient
+// buffers of the input's dtype (aten/src/ATen/native/cpu/layer_norm_kernel.cpp), rounding every
+// partial sum to bfloat16 (torch 2.11, 2048 x 32 standard normals: 3-6.5 off float64 on gradients
+// of ~100, different at 1 and 2 threads), where the engine's are within one rounding (0.23 on 139).
 // bfloat16's gradient tolerances.
 void add_bf16_parallel(std::vector<OpCase>& cs) {
   const DT b = DT::BFloat16, f = DT::Float32;

@@ -692,6 +692,53 @@ void add_autocast(std::vector<OpCase>& cs) {
   cs.push_back(std::move(f64));
 }
 
+// Note [bfloat16 products with little parallel work]
+// oneDNN 2.6's AMX bfloat16 matmul (this project's Debian libdnnl, on CPUs with AMX) returned wrong
+// products, ~100% off and varying with whatever memory it read, when a product with 49 <= N <= 63
+// output columns ran on more than one thread with less parallel work than threads (few rows: M <= 32
+// at 2 threads, more at more threads). A GPT with vocab 50 and 3 * d_model = 60 met it in its head
+// and in_proj; engine/ops/cpu/linalg_gemm.cpp now routes those products around it. These rows are
+// such products at bfloat16's tolerances (both sides accumulate in float32 and round the output
+// once, so they differ by at most a flip of that rounding): the 2-D rows with N 49..63 and the
+// linear rows failed at --threads 2 before the routing; N 48 and 64 bracket the range; the
+// column-major, batched and 4-D rows cover the product's other entries (which, on these values,
+// happened to come out right before).
+void add_low_parallel_bf16(std::vector<OpCase>& cs) {
+  auto mm_e = [](auto& a, auto& b) { return tb::mm(a, b); };
+  auto mm_r = [](auto& a, auto& b) { return R::mm(a, b); };
+  for (int64_t n : {48, 49, 50, 56, 60, 63, 64}) {
+    const std::string tag = std::to_string(n);
+    cs.push_back(
+        binary("mm/bfloat16/low_work_n" + tag, {{16, 20}, kBF16}, {{20, n}, kBF16, L::Transposed}, mm_e, mm_r));
+    if (n == 50)  // a read column by column (a weight gradient's layout), b by rows
+      cs.push_back(
+          binary("mm/bfloat16/low_work_n50_a_columns", {{8, 64}, kBF16, L::Transposed}, {{64, n}, kBF16}, mm_e, mm_r));
+  }
+  cs.push_back(binary(
+      "bmm/bfloat16/low_work_n50", {{2, 8, 20}, kBF16}, {{2, 20, 50}, kBF16, L::Transposed},
+      [](auto& a, auto& b) { return tb::bmm(a, b); }, [](auto& a, auto& b) { return R::bmm(a, b); }));
+  // Attention-shaped heads (the 4-D product that reads (N, L, H, d).transpose(1, 2) in place).
+  cs.push_back(binary(
+      "matmul/bfloat16/low_work_4d_heads_n50", {{2, 8, 3, 16}, kBF16}, {{2, 3, 16, 50}, kBF16},
+      [](auto& a, auto& b) { return tb::matmul(a.transpose(1, 2), b); },
+      [](auto& a, auto& b) { return R::matmul(R::transpose(a, 1, 2), b); }));
+  // A GPT's head (vocab 50) on 2 x 8 tokens, and an in_proj-like layer with 60 outputs whose 50
+  // inputs make the input's gradient a product with N = 50 too; values and gradients.
+  struct Lin {
+    const char* tag;
+    Shape x, w;
+  };
+  for (const Lin& l : {Lin{"gpt_head", {2, 8, 20}, {50, 20}}, Lin{"gpt_in_proj", {16, 50}, {60, 50}}}) {
+    OpCase c;
+    c.name = std::string("linear/bfloat16/") + l.tag;
+    c.inputs = {{l.x, kBF16}, {l.w, kBF16}, {{l.w[0]}, kBF16}};
+    c.engine = [](const std::vector<tb::Tensor>& in) { return one(tb::linear(in[0], in[1], in[2])); };
+    c.reference = [](const std::vector<ref::Tensor>& in) { return one(ref::linear(in[0], in[1], in[2])); };
+    c.grad = true;
+    cs.push_back(c);
+  }
+}
+
 }  // namespace
 
 std::vector<OpCase> linalg_cases() {
@@ -701,6 +748,7 @@ std::vector<OpCase> linalg_cases() {
   add_matmul(cs);
   add_addmm(cs);
   add_linear(cs);
+  add_low_parallel_bf16(cs);
   add_outer(cs);
   add_einsum(cs);
   add_bench(cs);

@@ -502,6 +502,23 @@ void add_bench(std::vector<OpCase>& cs) {
   }
 }
 
+// layer_norm's bfloat16 backward where it runs on every thread (2048 x 32 >= kParallelGrain): the
+// weight and bias gradients are sums over the 2048 rows, kept per thread in float32, merged and
+// rounded to bfloat16 once. The reference is LibTorch's layer_norm in float32 on the same bfloat16
+// values, its output and gradients rounded once to bfloat16 (autograd through the casts), not
+// LibTorch's own bfloat16 kernel: that one adds each row into per-thread weight and bias gradient
+// buffers of the input's dtype (aten/src/ATen/native/cpu/layer_norm_kernel.cpp), rounding every
+// partial sum to bfloat16 (torch 2.11, 2048 x 32 standard normals: 3-6.5 off float64 on gradients
+// of ~100, different at 1 and 2 threads), where the engine's are within one rounding (0.23 on 139).
+// bfloat16's gradient tolerances.
+void add_bf16_parallel(std::vector<OpCase>& cs) {
+  const DT b = DT::BFloat16, f = DT::Float32;
+  grad_row(
+      cs, "layer_norm/bfloat16/rows_parallel", {{{2048, 32}, b}, {{32}, b}, {{32}, b}},
+      [](const EV& x) { return one(tb::layer_norm(x[0], {32}, x[1], x[2])); },
+      [=](const RV& x) { return one(R::to(R::layer_norm(R::to(x[0], f), {32}, R::to(x[1], f), R::to(x[2], f)), b)); });
+}
+
 }  // namespace
 
 std::vector<OpCase> nn_norm_cases() {
@@ -511,6 +528,7 @@ std::vector<OpCase> nn_norm_cases() {
   add_group_norm(cs);
   add_batch_norm(cs);
   add_bench(cs);
+  add_bf16_parallel(cs);
   for (DT dt : {DT::Float32, DT::Float64}) {
     add_softmax_grads(cs, dt);
     add_layer_norm_grads(cs, dt);

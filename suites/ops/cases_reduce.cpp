@@ -451,6 +451,17 @@ void bench_rows(std::vector<OpCase>& cs) {
   }
 }
 
+// A bias gradient's reduction in bfloat16: the column sums over 4096 rows (batch x time) of 16
+// features, few enough columns that the rows split across the threads. LibTorch accumulates
+// bfloat16 sums in float32 and rounds once; so must the per-thread partial sums here (rounding each
+// to bfloat16 would move a sum of ~64 by up to 2^-9 per partial). Default bfloat16 tolerances.
+void bf16_parallel_rows(std::vector<OpCase>& cs) {
+  cs.push_back(OpCase{"sum/bfloat16/dim0_4096x16",
+                      {Input{{4096, 16}, DType::BFloat16}},
+                      [](const EV& x) { return one(tb::sum(x[0], {0})); },
+                      [](const RV& x) { return one(ref::sum(x[0], {0})); }});
+}
+
 // NaN anywhere in a long row must come out of every lane of the vectorised leaves: planted in
 // the first 64-element step, a tail and the second leaf (rows of 5000 floats).
 void nan_rows(std::vector<OpCase>& cs) {
@@ -913,6 +924,7 @@ std::vector<OpCase> reduce_cases() {
   cumsum_rows(cs);
   error_rows(cs);
   bench_rows(cs);
+  bf16_parallel_rows(cs);
   nan_rows(cs);
   for (DType dt : {DType::Float32, DType::Float64}) {
     grad_layout_rows(cs, dt);

@@ -323,6 +323,35 @@ Tensor padded(const Tensor& t, int64_t other, bool want_row_major) {
   return (row_major ? body : body.t()).unsqueeze(0);
 }
 
+// Note [oneDNN AMX bfloat16 with 49 <= N <= 63]
+// oneDNN 2.6's AMX bfloat16 matmul (brg:avx512_core_amx_bf16; Debian's libdnnl 2.6.3 on CPUs with
+// AMX) returns wrong products -- off by ~100%, depending on whatever memory it reads -- when the
+// product has 49 <= N <= 63 output columns and runs on more than one thread with less parallel work
+// than threads. Its blocking heuristic (compute_blocking_heuristic_amx) starts from an N block of
+// min(64, N) and, to make more parallel work, tries blocks 16 smaller: for those N alone that is a
+// block of 33..47 columns, not a multiple of its 16-column tiles. Measured over every N from 1 to
+// 300, M 1..200, K 5..4096, 2 to 8 threads and every operand layout: only N 49..63 failed (M <= 32
+// at 2 threads, M <= 128 at 8); oneDNN's next bfloat16 kernels (brg:avx512_core_bf16) and one
+// thread never did. A GPT with a vocabulary of 50 or 3 * d_model = 60 (attention's in_proj) met it
+// in every step. So those products compute in float32 and round once, as below AVX-512 -- float32
+// accumulation and one rounding, what the AMX kernels and LibTorch compute -- while every other N
+// keeps the AMX kernels (2.5-6x faster here than the next ones). Rows: Note [bfloat16 products
+// with little parallel work] in suites/ops/cases_linalg.cpp.
+bool amx_bf16_unsafe_n(int64_t N) {
+  static const bool amx = [] {
+    const auto amx_bits = unsigned(dnnl::cpu_isa::avx512_core_amx);
+    return (unsigned(dnnl::get_effective_cpu_isa()) & amx_bits) == amx_bits;
+  }();
+  return amx && N >= 49 && N <= 63;
+}
+
+// Whether oneDNN multiplies `dt` operands into an (.., N) product itself; float16, and bfloat16
+// where it cannot (below AVX-512) or must not (Note [oneDNN AMX bfloat16 with 49 <= N <= 63]),
+// compute in float32 and round once.
+bool dnnl_multiplies(DType dt, int64_t N) {
+  return dt == DType::Float32 || (dt == DType::BFloat16 && dnnl_has_bf16() && !amx_bf16_unsafe_n(N));
+}
+
 }  // namespace
 
 bool dnnl_has_bf16() {
@@ -352,8 +381,8 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
       const Mat m{1, t.size(2), t.size(3), 0, t.stride(2), t.stride(3)};
       return dnnl_compatible(describe_inner(m));
     };
-    if ((dt == DType::Float32 || (dt == DType::BFloat16 && dnnl_has_bf16())) && B1 * B2 * M * N > 0 && K > 0 &&
-        plain(a) && plain(b) && dnnl_matmul4(out, a, b, alpha, beta))
+    if (dnnl_multiplies(dt, N) && B1 * B2 * M * N > 0 && K > 0 && plain(a) && plain(b) &&
+        dnnl_matmul4(out, a, b, alpha, beta))
       return;
     return gemm_batched(out.view({B1 * B2, M, N}), a.reshape({B1 * B2, M, K}), b.reshape({B1 * B2, K, N}), alpha, beta);
   }
@@ -370,7 +399,7 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
     return apply_epilogue(out, ep);
   }
   const DType dt = out.dtype();
-  if (dt == DType::Float32 || (dt == DType::BFloat16 && dnnl_has_bf16())) {
+  if (dnnl_multiplies(dt, N)) {
     Tensor a2 = dnnl_compatible(describe(a)) ? a : a.contiguous();
     Tensor b2 = dnnl_compatible(describe(b)) ? b : b.contiguous();
     // oneDNN broadcasts a batch of 1 only against a real batch: materialise one side if both broadcast.
@@ -382,8 +411,8 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
     return dnnl_matmul(out, a2, b2, alpha, beta, ep);
   }
   if (dt == DType::Float16 || dt == DType::BFloat16) {
-    // No float16 (or, below AVX-512, bfloat16) matmul in oneDNN here: compute in float32 and round
-    // once on store.
+    // No float16 (or, below AVX-512 and for Note [oneDNN AMX bfloat16 with 49 <= N <= 63],
+    // bfloat16) matmul in oneDNN here: compute in float32 and round once on store.
     Tensor acc = beta != 0 ? out.to(DType::Float32).contiguous() : empty(out.sizes(), DType::Float32);
     GemmEpilogue ep32{ep.bias.defined() ? ep.bias.to(DType::Float32) : Tensor(), ep.relu};
     gemm_batched(acc, a.to(DType::Float32), b.to(DType::Float32), alpha, beta, ep32);

@@ -1,7 +1,8 @@
 // The one batched matrix-product kernel every linalg op (mm, bmm, matmul, addmm, linear, einsum)
 // and conv fallback ends in. float32 and bfloat16 run on oneDNN's matmul primitive (cached per
 // shape/strides/scales); float16, and bfloat16 on a CPU where oneDNN has no bfloat16 kernels
-// (below AVX-512), compute in float32 on oneDNN and round once; float64 and the
+// (below AVX-512) or where its AMX kernels go wrong (products with 49 to 63 columns: Note [oneDNN
+// AMX bfloat16 with 49 <= N <= 63] in linalg_gemm.cpp), compute in float32 on oneDNN and round once; float64 and the
 // integer types use a blocked OpenMP loop (oneDNN has neither). This file knows no broadcasting
 // or PyTorch argument rules: linalg.cpp resolves those first.
 #pragma once

@@ -265,10 +265,11 @@ constexpr size_t kBlock = size_t(256) << 10;
 constexpr uint64_t kParallelBytes = uint64_t(4) << 20;
 // With a dtype conversion, tensors are read in batches of about this many bytes, so the
 // file-dtype copies alive at once stay bounded (a one-tensor-at-a-time loop held only one).
-constexpr uint64_t kConvertBatchBytes = uint64_t(256) << 20;
-// A save hands each tensor's bytes to the disk's writeback every this many bytes (and at its end),
-// so the disk writes while the next bytes are hashed and copied, and the final fsync waits for
-// little more than the last pieces.
+constexpr uint64_t kConvertBatchBytes = uint64_t(32) << 20;
+// A save hands each tensor's bytes to the disk's writeback every this many bytes (and its tail at
+// its end, unless smaller than a block: small tensors are left to the final fsync), so the disk
+// writes while the next bytes are hashed and copied, and the fsync waits for little more than the
+// last pieces.
 constexpr size_t kWritebackBytes = size_t(16) << 20;
 
 // Runs work(k) for k in [0, count): on num_threads() threads (tensors handed out in order) when
@@ -455,7 +456,8 @@ void save_file(const std::string& path, const NamedTensors& tensors,
       const size_t len = std::min(kBlock, c.bytes - off);
       XXH64_update(&state, c.data + off, len);  // then write() copies the block from the cache
       w.write_at(data_start + c.offset + off, c.data + off, len);
-      if (off + len - flushed >= kWritebackBytes || off + len == c.bytes) {
+      const size_t pending = off + len - flushed;
+      if (pending >= kWritebackBytes || (off + len == c.bytes && pending >= kBlock)) {
         w.start_writeback(data_start + c.offset + flushed, off + len - flushed);
         flushed = off + len;
       }

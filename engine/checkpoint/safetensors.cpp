@@ -244,21 +244,30 @@ using ReadAt = std::function<void(uint64_t off, void* dst, size_t n)>;
 
 // Note [Load and save I/O]
 // A load is a page-cache copy (pread) plus an XXH64 of every byte; a save is the same XXH64
-// plus a copy into the page cache plus the disk write that fsync waits for. On this 2-core VM
-// (400 MB: 40 float32 tensors of 10 MB, from the page cache) pread costs ~75 ms, XXH64 runs at
-// ~10 GB/s on data in cache but ~6 GB/s on data in memory (~40 vs ~65 ms), and LibTorch's
-// torch::load, which copies once and checks nothing, took 80-120 ms. Reading then hashing each
-// tensor on one thread took 140-200 ms (0.45-0.6x LibTorch). So a load:
-//  - reads each tensor in kBlock pieces and hashes each piece right after its pread, while it is
-//    still in the core's L2 (streaming XXH64 gives the same value as the one-shot hash);
-//  - spreads the tensors over num_threads() threads (an XXH64 stream is sequential, so the unit
-//    of work is a tensor; one huge tensor is read by one thread). Tensors are taken in data
-//    order, so a cold read still walks the file forward;
-//  - allocates on the calling thread (the allocator's memory tag is the caller's), and throws
-//    on the calling thread the error of the first failing tensor in data order, as a one-thread
-//    loop would.
-// Measured with `trainbench bench --suite checkpoint` (same run, engine vs LibTorch): see the
-// commit that added this note; figures are in engine/checkpoint/README.md.
+// plus a copy into the page cache plus the disk write that fsync waits for. On the 2-core
+// development VM (400 MB: 40 float32 tensors of 10 MB, in the page cache), one thread's pread
+// costs ~75-100 ms of CPU, XXH64 runs at ~10 GB/s on data in cache but ~6 GB/s from memory, and
+// LibTorch's torch::load (one read() per tensor, nothing verified) takes 80-90 ms. Reading a
+// whole tensor and then hashing it on one thread took 140-180 ms (0.45-0.6x LibTorch). So:
+//  - each tensor is read (written) in kBlock pieces, each hashed right after its pread (right
+//    before its pwrite) while it is in the core's L2; streaming XXH64 equals the one-shot hash;
+//  - tensors are spread over num_threads() threads, taken in data order (a cold read still
+//    walks the file forward). An XXH64 stream is sequential, so the unit of work is a tensor:
+//    one huge tensor is read and hashed by one thread;
+//  - tensors are allocated on the calling thread (the allocator's memory tag is the caller's),
+//    and the error of the first failing tensor in data order is thrown there, as a one-thread
+//    loop would throw it;
+//  - a save knows its header's size before hashing (checksums are 16 hex digits), so it writes
+//    the data first, at its final offsets, and the header last, and asks the kernel to start
+//    writing each tensor to disk as soon as it is copied (start_writeback), so the closing
+//    fsync finds little left to do.
+// Measured (bench run with the CPUs to itself): load 72-91 ms (was 137-182 ms) against
+// torch::load's 94-109 ms, save 481-545 ms (was 618-668 ms) against torch::save + fsync's
+// 714-788 ms. Two threads do not halve the load: both copies share the memory bandwidth, and on a
+// busy machine, where the process gets about one core, the load costs what its CPU time costs
+// (~1.4x torch::load's, the price of the checksum). Measured and not taken: mmap of the file
+// with hashing from the mapping and non-temporal stores into the tensors (56-63 ms): a file
+// truncated by another process while mapped raises SIGBUS, a crash instead of an error.
 constexpr size_t kBlock = size_t(256) << 10;
 // Below this many data bytes a load or save stays on the calling thread (threads cost more than
 // they save).

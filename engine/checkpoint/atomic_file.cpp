@@ -133,8 +133,37 @@ void AtomicWriter::write(const void* data, size_t n) {
   }
 }
 
+void AtomicWriter::write_at(uint64_t pos, const void* data, size_t n) {
+  TB_CHECK(fd_ >= 0, "checkpoint.write", "'", path_, "' is already committed or abandoned");
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd_, p, std::min<size_t>(n, size_t(1) << 30), off_t(pos));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      // Not abandon(): other threads may still be writing to fd_; the owner's destructor
+      // removes the temporary once they are done.
+      const int err = w < 0 ? errno : ENOSPC;
+      failed_ = true;
+      throw core::Error("checkpoint.write", "writing '" + path_ + "' failed: " + errno_text(err) +
+                                                "; the previous file (if any) is untouched");
+    }
+    p += w;
+    pos += uint64_t(w);
+    n -= size_t(w);
+  }
+}
+
+void AtomicWriter::start_writeback(uint64_t pos, uint64_t n) noexcept {
+#ifdef __linux__
+  if (fd_ >= 0 && n > 0) ::sync_file_range(fd_, off_t(pos), off_t(n), SYNC_FILE_RANGE_WRITE);
+#else
+  (void)pos, (void)n;
+#endif
+}
+
 void AtomicWriter::commit() {
   TB_CHECK(fd_ >= 0, "checkpoint.write", "'", path_, "' is already committed or abandoned");
+  TB_CHECK(!failed_, "checkpoint.write", "'", path_, "' cannot be committed: a write to it failed");
   // fsync before rename: otherwise a crash can leave the new name pointing at unwritten blocks.
   if (::fsync(fd_) != 0) {
     const int err = errno;

@@ -3,6 +3,7 @@
 // or power loss) sees either the old file or the complete new one, never a mix.
 // This file is POSIX plumbing only; it knows nothing of tensors or file formats.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -24,6 +25,13 @@ class AtomicWriter {
 
   void write(const void* data, size_t n);
   void write(std::string_view s) { write(s.data(), s.size()); }
+  // Writes n bytes at byte `pos` of the file (pwrite), for a writer that fills the file out of
+  // order. Several threads may call it at once (but not together with write()). An error throws
+  // and marks the writer failed: commit() then refuses, and the destructor removes the temporary.
+  void write_at(uint64_t pos, const void* data, size_t n);
+  // A hint: start writing bytes [pos, pos + n) to the disk now (Linux sync_file_range), so that
+  // commit()'s fsync, which alone makes them durable, has less left to wait for. Thread-safe.
+  void start_writeback(uint64_t pos, uint64_t n) noexcept;
   // fsync the file, rename over the target, fsync the directory.
   void commit();
   const std::string& path() const { return path_; }
@@ -34,6 +42,7 @@ class AtomicWriter {
   std::string tmp_;
   int fd_ = -1;
   bool committed_ = false;
+  std::atomic<bool> failed_{false};  // a write_at failed (set from any thread)
 };
 
 // The whole content at once.

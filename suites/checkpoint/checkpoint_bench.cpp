@@ -55,7 +55,8 @@ std::vector<harness::BenchCase> checkpoint_benches() {
       {"note",
        "save is honest: the engine fsyncs the file and its directory (atomic rename); the LibTorch side is "
        "torch::save followed by an fsync of its file, so both reach the disk. Loads read the file just written, "
-       "from the page cache. The engine verifies an XXH64 checksum per tensor on load and computes it on save."}};
+       "from the page cache. The engine verifies an XXH64 checksum per tensor on load and computes it on save, "
+       "spreading tensors over --threads threads (torch::save and torch::load use one)."}};
 
   harness::BenchCase save;
   save.name = "save/float32/100M_params";

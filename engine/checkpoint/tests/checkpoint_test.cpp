@@ -7,6 +7,7 @@
 #define XXH_INLINE_ALL  // the checksum computed here independently of the engine's call
 #include <xxhash.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -15,6 +16,7 @@
 #include "engine/checkpoint/training_state.h"
 #include "engine/core/tests/error_of.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/iterator.h"
 #include "engine/tensor/tests/values.h"
 
 namespace tb::checkpoint {
@@ -130,6 +132,66 @@ TEST_F(Checkpoint, TruncatedAndCorruptedFilesAreClearErrors) {
   EXPECT_EQ(load_file(bad, {.verify_checksums = false}).tensors.size(), 1u);
   expect_contains(error_of([&] { load_file(path("missing.safetensors")); }), {"missing.safetensors"});
   expect_contains(error_of([&] { save_file(p, {{"w", zeros({1})}, {"w", zeros({1})}}); }), {"w"});
+}
+
+// Files of more than 4 MiB are hashed, written and read by several threads (Note [Load and save
+// I/O] in safetensors.cpp): the bytes, the checksums, the error for the first bad tensor in data
+// order, the BOOL check and a dtype conversion (in batches of 32 MiB) are those of one thread.
+TEST_F(Checkpoint, LargeFilesOnSeveralThreadsBehaveAsOnOne) {
+  struct Threads {
+    int before = num_threads();
+    ~Threads() { set_num_threads(before); }
+  } restore;
+  set_num_threads(2);
+  NamedTensors in;
+  std::vector<double> v(1 << 20);
+  for (int i = 0; i < 10; ++i) {
+    for (size_t j = 0; j < v.size(); ++j) v[j] = double(i) * 1e6 + double(j) + 0.25;  // exact in float32
+    in.emplace_back("t" + std::to_string(i), from_vector(v));
+  }
+  std::vector<double> mask(1 << 20);
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = double(i % 3 == 0);
+  in.emplace_back("mask", from_vector(mask, DType::Bool));
+  const std::string p = path("big.safetensors");
+  save_file(p, in);
+  const std::string bytes = read(p);
+  const FileIndex idx = read_index(p);
+  ASSERT_EQ(idx.tensors.size(), in.size());
+  const LoadedFile f = load_file(p);
+  ASSERT_EQ(f.tensors.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const IndexEntry& e = idx.tensors[i];
+    const Tensor& t = in[i].second;
+    ASSERT_EQ(e.nbytes, uint64_t(t.numel()) * t.itemsize()) << e.name;
+    EXPECT_EQ(std::memcmp(bytes.data() + e.offset, t.data(), e.nbytes), 0) << e.name;
+    char sum[17];
+    std::snprintf(sum, sizeof sum, "%016llx",
+                  static_cast<unsigned long long>(XXH64(bytes.data() + e.offset, e.nbytes, 0)));
+    EXPECT_EQ(e.checksum, sum) << e.name;
+    EXPECT_EQ(f.tensors[i].first, in[i].first);
+    EXPECT_EQ(std::memcmp(f.tensors[i].second.data(), t.data(), e.nbytes), 0) << e.name;
+  }
+  const std::string bad = path("bad.safetensors");
+  std::string flipped = bytes;
+  flipped[idx.tensors[7].offset + 100] ^= 1;
+  flipped[idx.tensors[2].offset + 7] ^= 1;
+  write(bad, flipped);
+  const std::string err = error_of([&] { load_file(bad); });
+  expect_contains(err, {bad, "tensor 't2'", "checksum mismatch"});
+  EXPECT_EQ(err.find("'t7'"), std::string::npos) << err;
+  std::string not_bool = bytes;
+  not_bool[idx.tensors[10].offset + 5] = 2;
+  write(bad, not_bool);
+  EXPECT_EQ(error_of([&] { load_file(bad, {.verify_checksums = false}); }),
+            "checkpoint.load: '" + bad + "': tensor 'mask': BOOL byte 5 is 2, not 0 or 1");
+  const LoadedFile wide = load_file(p, {.dtype = DType::Float64});
+  ASSERT_EQ(wide.tensors.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = wide.tensors[i].second;
+    EXPECT_EQ(t.dtype(), i < 10 ? DType::Float64 : DType::Bool) << in[i].first;
+    const Tensor back = t.to(in[i].second.dtype());  // float32 -> float64 -> float32 is exact
+    EXPECT_EQ(std::memcmp(back.data(), in[i].second.data(), idx.tensors[i].nbytes), 0) << in[i].first;
+  }
 }
 
 TEST_F(Checkpoint, TrainingStateRoundTrip) {

@@ -6,6 +6,7 @@
 // must then load, here in a world of one, as a complete checkpoint: the one before the trial or
 // one the trial wrote, every tensor equal to the state of its step bit for bit. Never torn.
 // Seed: TB_DCP_SEED overrides the fixed default; the seed is in the record's metrics.
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -45,8 +46,8 @@ checkpoint::DistributedState crash_state(int64_t step, int rank, int world) {
   for (int i = 0; i < 4; ++i) {
     core::Generator gen(uint64_t(step) * 16 + uint64_t(i));
     const Tensor whole = randn({kRows, kCols}, DType::Float32, &gen);
-    s.tensors.push_back({"w" + std::to_string(i), whole.narrow(0, rank * per, per).contiguous(), {kRows, kCols},
-                         rank * per});
+    s.tensors.push_back(
+        {"w" + std::to_string(i), whole.narrow(0, rank * per, per).contiguous(), {kRows, kCols}, rank * per});
   }
   core::Generator gen(uint64_t(step) * 16 + 7);
   s.tensors.push_back({"replicated", randn({33}, DType::Float64, &gen), {33}, 0});
@@ -62,6 +63,9 @@ checkpoint::DistributedState crash_state(int64_t step, int rank, int world) {
 [[noreturn]] void saving_rank(const std::string& root, const std::string& store, int rank, int world, int64_t first,
                               int ready) {
   tb::set_num_threads(1);  // a forked child has only this thread (see checkpoint_crash.cpp)
+  // The survivors' watchdogs report the killed rank: expected, so into the trial's folder.
+  const int log = ::open((store + "/rank" + std::to_string(rank) + ".log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (log >= 0) ::dup2(log, 1), ::dup2(log, 2);
   ::setenv("TRAINBENCH_RANK", std::to_string(rank).c_str(), 1);
   ::setenv("TRAINBENCH_WORLD_SIZE", std::to_string(world).c_str(), 1);
   ::setenv("TRAINBENCH_LOCAL_RANK", std::to_string(rank).c_str(), 1);
@@ -97,6 +101,7 @@ World start_world(const std::string& root, const std::string& store, int world, 
   check(::pipe(fds) == 0, std::string("pipe: ") + std::strerror(errno));
   World w;
   w.ready = fds[0];
+  fs::create_directories(store);
   for (int r = 0; r < world; ++r) {
     const pid_t pid = ::fork();
     if (pid == 0) {
@@ -201,8 +206,8 @@ void run_kill9(harness::Record& rec) {
       throw CheckFailed("trial " + std::to_string(k) + " (rank " + std::to_string(victim) + " of " +
                         std::to_string(world) + " killed): the checkpoint does not load: " + e.what());
     }
-    check(got.second.empty(), "trial " + std::to_string(k) + ": step " + std::to_string(got.first) +
-                                  " loads torn: " + got.second);
+    check(got.second.empty(),
+          "trial " + std::to_string(k) + ": step " + std::to_string(got.first) + " loads torn: " + got.second);
     check(got.first >= prev, "trial " + std::to_string(k) + ": latest went back from step " + std::to_string(prev) +
                                  " to " + std::to_string(got.first));
     (got.first == prev ? kept_previous : took_new)++;

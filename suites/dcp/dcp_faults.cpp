@@ -75,8 +75,8 @@ void run_disk_full(harness::Record& rec) {
   {
     FileSizeCap cap(world->rank() == kFull ? 4096 : 0);
     err = error_of([&] {
-      checkpoint::save_distributed(train::distributed_state(*t.model, t.opt.get(), kSteps + 1, {}, l.name), dir,
-                                   *world, o);
+      checkpoint::save_distributed(train::distributed_state(*t.model, t.opt.get(), kSteps + 1, {}, l.name), dir, *world,
+                                   o);
     });
   }
   world->barrier()->wait();
@@ -84,8 +84,8 @@ void run_disk_full(harness::Record& rec) {
   std::vector<std::string> entries;
   for (const auto& e : fs::directory_iterator(dir)) entries.push_back(e.path().filename().string());
   Trained fresh = make_trained(l, world, 99);
-  const std::string load_err =
-      error_of([&] { train::load_distributed_state(*fresh.model, fresh.opt.get(), dir, *world); });
+  const std::string load_err = error_of(
+      [&] { train::load_distributed_state(*fresh.model, fresh.opt.get(), dir, *world); });
   const NamedTensors got = whole_state(fresh);
   check(!err.empty(), "the save with rank " + std::to_string(kFull) + "'s disk full raised nothing on rank " +
                           std::to_string(world->rank()));
@@ -99,6 +99,7 @@ void run_disk_full(harness::Record& rec) {
   check(d.empty(), "the previous checkpoint loads with other values: " + d);
   rec.metrics["world"] = world->size();
   rec.metrics["full_rank"] = kFull;
+  if (world->rank() == 0) rec.message = "error: " + err.substr(0, 400);
   rec.tolerances = {{"previous_checkpoint", "bitwise"}};
 }
 
@@ -112,7 +113,8 @@ struct Mutation {
 
 // The tensor the edits hit: the first "model." tensor with rows written by rank 1 (so a rank other
 // than the metadata's writer owns the damaged bytes), and that chunk.
-std::pair<const checkpoint::SavedTensor*, const checkpoint::SavedChunk*> target(const checkpoint::DistributedMetadata& m) {
+std::pair<const checkpoint::SavedTensor*, const checkpoint::SavedChunk*> target(
+    const checkpoint::DistributedMetadata& m) {
   for (const checkpoint::SavedTensor& t : m.tensors)
     if (t.name.rfind("model.", 0) == 0)
       for (const checkpoint::SavedChunk& c : t.chunks)
@@ -150,7 +152,8 @@ std::vector<Mutation> mutations(const checkpoint::DistributedMetadata& m) {
                    f.write(&b, 1);
                  },
                  {file, name}});
-  out.push_back({"truncated_file", [=](const std::string& d) { fs::resize_file(d + "/" + file, fs::file_size(d + "/" + file) / 2); },
+  out.push_back({"truncated_file",
+                 [=](const std::string& d) { fs::resize_file(d + "/" + file, fs::file_size(d + "/" + file) / 2); },
                  {file}});
   out.push_back({"missing_rank_file", [=](const std::string& d) { fs::remove(d + "/" + file); }, {file}});
   out.push_back({"metadata_shape",
@@ -177,9 +180,10 @@ std::vector<Mutation> mutations(const checkpoint::DistributedMetadata& m) {
                    write_json(d + "/metadata.json", j);
                  },
                  {file, name}});
-  out.push_back({"metadata_not_json",
-                 [=](const std::string& d) { checkpoint::write_file_atomic(d + "/metadata.json", "{\"tensors\": [1, "); },
-                 {"metadata.json"}});
+  out.push_back(
+      {"metadata_not_json",
+       [=](const std::string& d) { checkpoint::write_file_atomic(d + "/metadata.json", "{\"tensors\": [1, "); },
+       {"metadata.json"}});
   return out;
 }
 
@@ -194,7 +198,8 @@ void run_mutated(const std::string& what, harness::Record& rec) {
   const std::string dir = scratch_dir(*world, "mutated_" + what);
   const std::string step = fs::path(meta.step_dir).filename().string();
   std::string setup;
-  if (world->rank() == 0) setup = error_of([&] {
+  if (world->rank() == 0)
+    setup = error_of([&] {
       fs::copy(S.dir, dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
       mut.apply(dir + "/" + step);
     });
@@ -203,8 +208,8 @@ void run_mutated(const std::string& what, harness::Record& rec) {
   const std::string err = error_of([&] { train::load_distributed_state(*t.model, t.opt.get(), dir, *world); });
   world->barrier()->wait();
   check(setup.empty(), "cannot mutate the copy: " + setup);
-  check(!err.empty(), "the checkpoint with " + what + " loaded without an error on rank " +
-                          std::to_string(world->rank()));
+  check(!err.empty(),
+        "the checkpoint with " + what + " loaded without an error on rank " + std::to_string(world->rank()));
   for (const std::string& n : mut.needles)
     check(err.find(n) != std::string::npos, "the error does not name '" + n + "': " + err);
   rec.metrics["world"] = world->size();
@@ -252,9 +257,17 @@ void run_consolidated(harness::Record& rec) {
   const std::string dir = scratch_dir(*world, "consolidated");
   const std::string file = dir + "/model.safetensors";
   std::string problem;
-  if (world->rank() == 0) problem = error_of([&] {
+  if (world->rank() == 0)
+    problem = error_of([&] {
       const checkpoint::DistributedMetadata meta = checkpoint::read_distributed_metadata(S.dir);
-      checkpoint::save_file(file, checkpoint::read_distributed_full(meta));
+      // As `trainbench checkpoint consolidate` writes it: the state beside the tensors, so the
+      // file also restores the optimizer's groups and the step.
+      const nlohmann::json state = {{"step", meta.step},
+                                    {"layout", meta.layout},
+                                    {"world_size", meta.world_size},
+                                    {"save_id", meta.save_id},
+                                    {"state", meta.state}};
+      checkpoint::save_file(file, checkpoint::read_distributed_full(meta), {{"trainbench.state", state.dump()}});
       const std::string p = python_reads(file, S.at_save, rec);
       if (p == "skip") {
         rec.status = harness::Status::Skip;
@@ -266,8 +279,11 @@ void run_consolidated(harness::Record& rec) {
   world->barrier()->wait();
   const Layout& hybrid = layouts()[5];
   Trained t = make_trained(hybrid, world, 99);
-  const std::string err = error_of([&] { train::load_distributed_state(*t.model, t.opt.get(), file, *world); });
+  int64_t step = -1;
+  const std::string err = error_of(
+      [&] { step = train::load_distributed_state(*t.model, t.opt.get(), file, *world).step; });
   check(err.empty(), "the consolidated file does not load into " + hybrid.name + ": " + err);
+  check(step == kSteps, "the consolidated file loads as step " + std::to_string(step));
   const std::string d = bit_diff(whole_state(t), S.at_save);
   check(problem.empty(), problem);
   check(d.empty(), "the consolidated file loads into " + hybrid.name + " with other values: " + d);

@@ -100,15 +100,19 @@ void run_pair(const Layout& s, const Layout& l, harness::Record& rec) {
     rec.metrics["after_k_steps_worst_tolerance_ratio"] = worst;
     rec.series = {{"engine_loss", losses}, {"reference_loss", S.losses}};
     if (same_order)
-      check(bits.empty(), "after " + std::to_string(K) + " further steps in the saving layout the state is not bitwise "
-                              "the uninterrupted run's: " + bits);
+      check(bits.empty(), "after " + std::to_string(K) +
+                              " further steps in the saving layout the state is not bitwise "
+                              "the uninterrupted run's: " +
+                              bits);
     else
-      check(worst <= 1, "after " + std::to_string(K) + " further steps the state differs from the uninterrupted run "
-                            "beyond the tolerance: " + where);
+      check(worst <= 1, "after " + std::to_string(K) +
+                            " further steps the state differs from the uninterrupted run "
+                            "beyond the tolerance: " +
+                            where);
   });
   rec.tolerances = {{"loaded", "bitwise"},
-                    {"after_k_steps", same_order ? nlohmann::json("bitwise")
-                                                 : nlohmann::json{{"rtol", tol.rtol}, {"atol", tol.atol}}}};
+                    {"after_k_steps",
+                     same_order ? nlohmann::json("bitwise") : nlohmann::json{{"rtol", tol.rtol}, {"atol", tol.atol}}}};
 }
 
 // Copies of every entry's rows: what a checkpoint of `st` must give back.

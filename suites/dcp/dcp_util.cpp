@@ -116,8 +116,8 @@ Tensor gather_rows(ProcessGroup& g, const std::string& name, const Tensor& local
     for (int k = 0; k < P && owner < 0; ++k)
       if (in[2 * k] <= r && r < in[2 * k] + in[2 * k + 1]) owner = k;
     check(owner >= 0, name + ": row " + std::to_string(r) + " is held by no rank");
-    std::memcpy(dst + size_t(r) * row_bytes, src + size_t(owner) * size_t(numel) * whole.itemsize() + size_t(r) * row_bytes,
-                row_bytes);
+    std::memcpy(dst + size_t(r) * row_bytes,
+                src + size_t(owner) * size_t(numel) * whole.itemsize() + size_t(r) * row_bytes, row_bytes);
   }
   return whole;
 }
@@ -149,8 +149,7 @@ NamedTensors share_from_rank0(ProcessGroup& g, const NamedTensors& mine) {
   NamedTensors out;
   for (size_t i = 0; i < header.size(); ++i) {
     const auto& h = header[i];
-    Tensor t = g.rank() == 0 ? mine[i].second.detach().clone()
-                             : zeros(h[2].get<Shape>(), DType(h[1].get<int>()));
+    Tensor t = g.rank() == 0 ? mine[i].second.detach().clone() : zeros(h[2].get<Shape>(), DType(h[1].get<int>()));
     if (t.numel() > 0) g.broadcast(t, 0)->wait();
     out.emplace_back(h[0].get<std::string>(), t);
   }

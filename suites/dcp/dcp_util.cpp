@@ -2,6 +2,7 @@
 #include "suites/dcp/dcp_util.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -166,10 +167,16 @@ std::string bit_diff(const NamedTensors& got, const NamedTensors& want) {
     if (it == g.end()) return n + " is missing";
     const Tensor a = it->second.detach().contiguous(), b = w.detach().contiguous();
     if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return n + " has another dtype or shape";
-    if (std::memcmp(a.data(), b.data(), size_t(a.numel()) * a.itemsize()) != 0) {
-      const Diff d = compare_values(a, b, Tolerance{0, 0});
-      return n + " differs: " + d.first;
-    }
+    const size_t item = a.itemsize();
+    const auto* pa = static_cast<const char*>(a.data());
+    const auto* pb = static_cast<const char*>(b.data());
+    for (int64_t i = 0; i < a.numel(); ++i)
+      if (std::memcmp(pa + size_t(i) * item, pb + size_t(i) * item, item) != 0) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, " differs at flat index %lld: %.17g where %.17g was saved", (long long)i,
+                      a.reshape({-1}).narrow(0, i, 1).item_double(), b.reshape({-1}).narrow(0, i, 1).item_double());
+        return n + buf;
+      }
   }
   return "";
 }

@@ -112,13 +112,21 @@ Tensor gather_rows(ProcessGroup& g, const std::string& name, const Tensor& local
   const size_t row_bytes = size_t(numel / rows) * whole.itemsize();
   auto* dst = static_cast<char*>(whole.data());
   const auto* src = static_cast<const char*>(all.data());
+  const size_t rank_bytes = size_t(numel) * whole.itemsize();
   for (int64_t r = 0; r < rows; ++r) {
     int owner = -1;
-    for (int k = 0; k < P && owner < 0; ++k)
-      if (in[2 * k] <= r && r < in[2 * k] + in[2 * k + 1]) owner = k;
+    for (int k = 0; k < P; ++k) {
+      if (!(in[2 * k] <= r && r < in[2 * k] + in[2 * k + 1])) continue;
+      if (owner < 0) owner = k;
+      // Replicas (DDP, HYBRID_SHARD's replica groups) must hold the same bytes.
+      else
+        check(std::memcmp(src + size_t(k) * rank_bytes + size_t(r) * row_bytes,
+                          src + size_t(owner) * rank_bytes + size_t(r) * row_bytes, row_bytes) == 0,
+              name + ": row " + std::to_string(r) + " differs between its replicas on ranks " + std::to_string(owner) +
+                  " and " + std::to_string(k));
+    }
     check(owner >= 0, name + ": row " + std::to_string(r) + " is held by no rank");
-    std::memcpy(dst + size_t(r) * row_bytes,
-                src + size_t(owner) * size_t(numel) * whole.itemsize() + size_t(r) * row_bytes, row_bytes);
+    std::memcpy(dst + size_t(r) * row_bytes, src + size_t(owner) * rank_bytes + size_t(r) * row_bytes, row_bytes);
   }
   return whole;
 }
@@ -127,6 +135,11 @@ NamedTensors whole_state(Trained& t) {
   NamedTensors out;
   const nn::StateDict sd = t.layout.kind == Kind::FSDP ? dist::full_state_dict(*t.model) : t.model->state_dict();
   for (auto& [n, v] : sd) out.emplace_back("model." + n, v.detach().clone());
+  // Every replica of the model's rows checked too: the full state dict reads one of them.
+  if (t.layout.kind == Kind::FSDP)
+    for (auto& [n, st] : dist::sharded_state_dict(*t.model))
+      gather_rows(*t.group, n, st.local, st.global_shape, st.row_offset);
+  else check_replicas_identical(*t.group, sd, "the model's state");
   const checkpoint::DistributedState ds = train::distributed_state(*t.model, t.opt.get(), 0);
   for (const checkpoint::ShardedEntry& e : ds.tensors)
     if (e.name.rfind("optim.", 0) == 0)

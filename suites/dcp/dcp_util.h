@@ -53,10 +53,12 @@ std::vector<double> train(Trained& t, int64_t first, int64_t n);
 
 // Every tensor of the layout's state, whole and in its saved dtype, on every rank of t.group:
 // "model.<name>" from the (full) state dict, "optim.<name>.<key>" gathered from each rank's rows
-// (train::distributed_state's entries), bytes copied, never summed. A collective on t.group.
+// (train::distributed_state's entries), bytes copied, never summed; every replica of a row must
+// be bitwise the one kept. A collective on t.group.
 NamedTensors whole_state(Trained& t);
 // Rows of one tensor assembled from the ranks' (row_offset, local) pieces: each row from the
-// lowest rank that holds it; a row no rank holds is a CheckFailed naming the tensor.
+// lowest rank that holds it; a row no rank holds, or replicas of a row that differ, is a
+// CheckFailed naming the tensor (alike on every rank: each sees every rank's rows).
 Tensor gather_rows(dist::ProcessGroup& g, const std::string& name, const Tensor& local, const Shape& global,
                    int64_t row_offset);
 

@@ -4,7 +4,10 @@
 // sharded state in a loop, one step after another; after a random delay one random rank gets
 // SIGKILL, and a random moment later the others (as mpirun tears a job down). The checkpoint root
 // must then load, here in a world of one, as a complete checkpoint: the one before the trial or
-// one the trial wrote, every tensor equal to the state of its step bit for bit. Never torn.
+// one the trial wrote, every tensor equal to the state of its step bit for bit. Never torn. In
+// every fourth trial the survivors are not killed: they must end on their own within 30 s (their
+// save's error or their watchdog) with a message naming the killed rank. After the trials, one
+// clean save must remove every staging entry the killed saves left.
 // Seed: TB_DCP_SEED overrides the fixed default; the seed is in the record's metrics.
 #include <fcntl.h>
 #include <poll.h>
@@ -12,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +23,7 @@
 #include <random>
 #include <thread>
 
+#include "engine/checkpoint/atomic_file.h"
 #include "engine/core/env.h"
 #include "engine/dist/tests/world_of_one.h"
 #include "engine/tensor/factories.h"
@@ -81,7 +86,7 @@ checkpoint::DistributedState crash_state(int64_t step, int rank, int world) {
   try {
     checkpoint::DistributedSaveOptions o;
     o.keep_last = 2;
-    o.timeout = std::chrono::seconds(20);
+    o.timeout = std::chrono::seconds(10);
     for (int64_t s = first;; ++s) {
       checkpoint::save_distributed(crash_state(s, rank, world), root, *g, o);
       if (rank == 0 && ::write(ready, "s", 1) != 1) ::_exit(5);
@@ -93,6 +98,8 @@ checkpoint::DistributedState crash_state(int64_t step, int rank, int world) {
 
 struct World {
   std::vector<pid_t> pids;
+  std::vector<int> status;  // wait status of each rank once reaped
+  std::vector<bool> reaped;
   int ready = -1;  // the read end of rank 0's pipe
 };
 
@@ -111,6 +118,8 @@ World start_world(const std::string& root, const std::string& store, int world, 
     check(pid > 0, std::string("fork: ") + std::strerror(errno));
     w.pids.push_back(pid);
   }
+  w.status.assign(size_t(world), 0);
+  w.reaped.assign(size_t(world), false);
   ::close(fds[1]);
   return w;
 }
@@ -123,17 +132,28 @@ bool next_byte(const World& w, std::chrono::milliseconds timeout) {
   return ::read(w.ready, &c, 1) == 1;
 }
 
+// Reaps the ranks that have ended, until all have or `seconds` pass; true when all have.
+bool wait_exits(World& w, double seconds) {
+  const auto t0 = Clock::now();
+  for (;;) {
+    bool all = true;
+    for (size_t r = 0; r < w.pids.size(); ++r) {
+      if (!w.reaped[r] && ::waitpid(w.pids[r], &w.status[r], WNOHANG) == w.pids[r]) w.reaped[r] = true;
+      all = all && w.reaped[r];
+    }
+    if (all || std::chrono::duration<double>(Clock::now() - t0).count() > seconds) return all;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 // Kills what is left of the world and reaps it; returns each rank's wait status.
 std::vector<int> end_world(World& w) {
-  std::vector<int> status;
-  for (pid_t p : w.pids) ::kill(p, SIGKILL);
-  for (pid_t p : w.pids) {
-    int st = 0;
-    ::waitpid(p, &st, 0);
-    status.push_back(st);
-  }
+  for (size_t r = 0; r < w.pids.size(); ++r)
+    if (!w.reaped[r]) ::kill(w.pids[r], SIGKILL);
+  for (size_t r = 0; r < w.pids.size(); ++r)
+    if (!w.reaped[r]) ::waitpid(w.pids[r], &w.status[r], 0), w.reaped[r] = true;
   ::close(w.ready);
-  return status;
+  return w.status;
 }
 
 // The root loaded in a world of one: its step, and "" when every tensor is the state of that step.
@@ -181,8 +201,10 @@ void run_kill9(harness::Record& rec) {
                       ", " + std::to_string(st[1]) + ")");
   }
   int64_t prev = load_whole(root).first;
-  int kept_previous = 0, took_new = 0;
+  int kept_previous = 0, took_new = 0, survivors_checked = 0;
+  double survivors_s = 0;
   constexpr int kTrials = 24;
+  constexpr double kSurvivorLimitS = 30;
   for (int k = 0; k < kTrials; ++k) {
     const int world = 2 + k % 2;
     World w = start_world(root, dir / ("store_" + std::to_string(k)), world, prev + 1);
@@ -193,18 +215,39 @@ void run_kill9(harness::Record& rec) {
     std::uniform_real_distribution<double> delay(0, 2 * save_s);
     std::this_thread::sleep_for(std::chrono::duration<double>(delay(rng)));
     const int victim = int(rng() % uint64_t(world));
+    const std::string trial = "trial " + std::to_string(k) + " (rank " + std::to_string(victim) + " of " +
+                              std::to_string(world) + " killed)";
     ::kill(w.pids[size_t(victim)], SIGKILL);
-    std::this_thread::sleep_for(std::chrono::duration<double>(delay(rng) / 4));
+    // Every fourth trial the survivors are left to notice on their own: they must end (a save
+    // error or their watchdog), never hang, and say which rank is gone.
+    const bool on_their_own = k % 4 == 3;
+    if (on_their_own) {
+      const auto t0 = Clock::now();
+      const bool ended = wait_exits(w, kSurvivorLimitS);
+      survivors_s = std::max(survivors_s, std::chrono::duration<double>(Clock::now() - t0).count());
+      if (!ended) end_world(w);
+      check(ended, trial + ": the other ranks still run " + std::to_string(kSurvivorLimitS) + " s later (a hang)");
+    } else {
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay(rng) / 4));
+    }
     const std::vector<int> st = end_world(w);
-    for (int r = 0; r < world; ++r)
-      check(!(WIFEXITED(st[size_t(r)]) && WEXITSTATUS(st[size_t(r)]) == 3 && r == victim),
-            "trial " + std::to_string(k) + ": the victim's save threw before it was killed");
+    const int vs = st[size_t(victim)];
+    check(WIFSIGNALED(vs) && WTERMSIG(vs) == SIGKILL,
+          trial + ": the victim ended on its own before the kill (wait status " + std::to_string(vs) + ")");
+    for (int r = 0; on_their_own && r < world; ++r) {
+      if (r == victim) continue;
+      const std::string log = checkpoint::read_small_file(
+          dir / ("store_" + std::to_string(k) + "/rank" + std::to_string(r) + ".log"));
+      check(log.find("rank " + std::to_string(victim)) != std::string::npos,
+            trial + ": rank " + std::to_string(r) + " ended without naming rank " + std::to_string(victim) + ": " +
+                log.substr(0, 600));
+      ++survivors_checked;
+    }
     std::pair<int64_t, std::string> got;
     try {
       got = load_whole(root);
     } catch (const std::exception& e) {
-      throw CheckFailed("trial " + std::to_string(k) + " (rank " + std::to_string(victim) + " of " +
-                        std::to_string(world) + " killed): the checkpoint does not load: " + e.what());
+      throw CheckFailed(trial + ": the checkpoint does not load: " + e.what());
     }
     check(got.second.empty(),
           "trial " + std::to_string(k) + ": step " + std::to_string(got.first) + " loads torn: " + got.second);
@@ -230,7 +273,9 @@ void run_kill9(harness::Record& rec) {
                       {"trials", kTrials},
                       {"loaded_previous", kept_previous},
                       {"loaded_new", took_new},
-                      {"save_s", save_s}});
+                      {"save_s", save_s},
+                      {"survivors_checked", survivors_checked},
+                      {"survivors_slowest_exit_s", survivors_s}});
   rec.tolerances = {{"loaded_state", "bitwise, previous or new"}};
 }
 

@@ -117,7 +117,8 @@ std::string utc_now() {
 int64_t get_int(const json& j, const char* key, const std::string& file, const std::string& where, int64_t lo = 0) {
   auto it = j.find(key);
   if (it == j.end() || !(it->is_number_integer() || it->is_number_unsigned()))
-    bad_meta(file, where + "\"" + key + "\" must be an integer, got " + (it == j.end() ? "nothing" : json_excerpt(*it)));
+    bad_meta(file,
+             where + "\"" + key + "\" must be an integer, got " + (it == j.end() ? "nothing" : json_excerpt(*it)));
   const int64_t v = it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : it->get<int64_t>();
   if (v < lo) bad_meta(file, where + "\"" + key + "\" must be >= " + std::to_string(lo) + ", got " + json_excerpt(*it));
   return v;
@@ -129,7 +130,8 @@ std::string get_str(const json& j, const char* key, const std::string& file, con
   return it->get<std::string>();
 }
 bool is_hex16(const std::string& s) {
-  return s.size() == 16 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return s.size() == 16 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 // "rank-<digits>.safetensors": nothing else may name a file (no path traversal from metadata).
 bool is_rank_file(const std::string& f) {
@@ -184,9 +186,11 @@ DistributedMetadata parse_metadata(const std::string& text, const std::string& f
     if (!d) bad_meta(file, where + "unknown dtype \"" + text_excerpt(dt) + "\"");
     st.dtype = *d;
     auto sh = t.find("shape");
-    if (sh == t.end() || !sh->is_array() || sh->size() > kMaxDims) bad_meta(file, where + "\"shape\" must be an array of at most 64 sizes");
+    if (sh == t.end() || !sh->is_array() || sh->size() > kMaxDims)
+      bad_meta(file, where + "\"shape\" must be an array of at most 64 sizes");
     for (const json& x : *sh) {
-      if (!x.is_number_integer() && !x.is_number_unsigned()) bad_meta(file, where + "\"shape\" holds " + json_excerpt(x));
+      if (!x.is_number_integer() && !x.is_number_unsigned())
+        bad_meta(file, where + "\"shape\" holds " + json_excerpt(x));
       const int64_t v = x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : x.get<int64_t>();
       if (v < 0) bad_meta(file, where + "\"shape\" holds " + json_excerpt(x));
       st.shape.push_back(v);
@@ -204,8 +208,10 @@ DistributedMetadata parse_metadata(const std::string& text, const std::string& f
       ch.file = get_str(c, "file", file, where);
       ch.key = get_str(c, "key", file, where);
       ch.checksum = get_str(c, "checksum", file, where);
-      if (!is_rank_file(ch.file)) bad_meta(file, where + "chunk file \"" + text_excerpt(ch.file) + "\" is not rank-<N>.safetensors");
-      if (!is_hex16(ch.checksum)) bad_meta(file, where + "checksum \"" + text_excerpt(ch.checksum) + "\" is not 16 hex digits");
+      if (!is_rank_file(ch.file))
+        bad_meta(file, where + "chunk file \"" + text_excerpt(ch.file) + "\" is not rank-<N>.safetensors");
+      if (!is_hex16(ch.checksum))
+        bad_meta(file, where + "checksum \"" + text_excerpt(ch.checksum) + "\" is not 16 hex digits");
       if (ch.row_end <= ch.row_begin || ch.row_end > R)
         bad_meta(file, where + "chunk rows [" + std::to_string(ch.row_begin) + ", " + std::to_string(ch.row_end) +
                            ") do not lie inside [0, " + std::to_string(R) + ")");
@@ -217,22 +223,27 @@ DistributedMetadata parse_metadata(const std::string& text, const std::string& f
         bad_meta(file, where + "a chunk of " + std::to_string(bytes) + " bytes needs " + std::to_string(nblocks) +
                            " block checksums, has " + std::to_string(bl->size()));
       for (const json& b : *bl) {
-        if (!b.is_string() || !is_hex16(b.get<std::string>())) bad_meta(file, where + "block checksum " + json_excerpt(b) + " is not 16 hex digits");
+        if (!b.is_string() || !is_hex16(b.get<std::string>()))
+          bad_meta(file, where + "block checksum " + json_excerpt(b) + " is not 16 hex digits");
         ch.block_checksums.push_back(b.get<std::string>());
       }
       st.chunks.push_back(std::move(ch));
     }
-    std::sort(st.chunks.begin(), st.chunks.end(), [](const SavedChunk& a, const SavedChunk& b) { return a.row_begin < b.row_begin; });
+    std::sort(st.chunks.begin(), st.chunks.end(),
+              [](const SavedChunk& a, const SavedChunk& b) { return a.row_begin < b.row_begin; });
     int64_t next = 0;
     for (const SavedChunk& c : st.chunks) {
       if (c.row_begin != next)
-        bad_meta(file, where + (c.row_begin < next ? "chunks overlap at row " : "no chunk holds row ") + std::to_string(std::min(next, c.row_begin)));
+        bad_meta(file, where + (c.row_begin < next ? "chunks overlap at row " : "no chunk holds row ") +
+                           std::to_string(std::min(next, c.row_begin)));
       next = c.row_end;
     }
-    if (next != R && R > 0) bad_meta(file, where + "no chunk holds rows from " + std::to_string(next) + " to " + std::to_string(R));
+    if (next != R && R > 0)
+      bad_meta(file, where + "no chunk holds rows from " + std::to_string(next) + " to " + std::to_string(R));
     m.tensors.push_back(std::move(st));
   }
-  std::sort(m.tensors.begin(), m.tensors.end(), [](const SavedTensor& a, const SavedTensor& b) { return a.name < b.name; });
+  std::sort(m.tensors.begin(), m.tensors.end(),
+            [](const SavedTensor& a, const SavedTensor& b) { return a.name < b.name; });
   return m;
 }
 
@@ -267,7 +278,8 @@ DistributedMetadata file_metadata(const std::string& path) {
     }
     m.tensors.push_back(std::move(st));
   }
-  std::sort(m.tensors.begin(), m.tensors.end(), [](const SavedTensor& a, const SavedTensor& b) { return a.name < b.name; });
+  std::sort(m.tensors.begin(), m.tensors.end(),
+            [](const SavedTensor& a, const SavedTensor& b) { return a.name < b.name; });
   return m;
 }
 
@@ -298,13 +310,14 @@ class ChunkReader {
     const std::string path = single ? c.file : meta_.step_dir + "/" + c.file;
     OpenFile& f = open(path);
     const IndexEntry* e = f.index.find(c.key);
-    const std::string where = "tensor '" + t.name + "' rows [" + std::to_string(c.row_begin) + ", " + std::to_string(c.row_end) + ")";
+    const std::string where = "tensor '" + t.name + "' rows [" + std::to_string(c.row_begin) + ", " +
+                              std::to_string(c.row_end) + ")";
     if (!e) bad_meta(path, where + ": the file has no key '" + text_excerpt(c.key) + "'");
     Shape want = t.shape;
     if (!want.empty()) want[0] = c.row_end - c.row_begin;
     if (e->dtype != t.dtype || e->shape != want)
-      bad_meta(path, where + ": the file holds " + core::name(e->dtype) + " " + shape_text(e->shape) + ", the metadata says " +
-                         core::name(t.dtype) + " " + shape_text(want));
+      bad_meta(path, where + ": the file holds " + core::name(e->dtype) + " " + shape_text(e->shape) +
+                         ", the metadata says " + core::name(t.dtype) + " " + shape_text(want));
     const int64_t rb = row_bytes_of(t.shape, t.dtype);
     const int64_t off = (a - c.row_begin) * rb, len = (b - a) * rb, total = int64_t(e->nbytes);
     if (single || !verify_) {
@@ -388,7 +401,8 @@ json describe(const DistributedState& s, int rank, const std::string& error) {
   if (!error.empty()) return d;
   for (const ShardedEntry& e : s.tensors) {
     const int64_t rows = e.global_shape.empty() ? 1 : e.local.size(0);
-    d["entries"].push_back({e.name, format_dtype_name(e.local.dtype()), e.global_shape, e.row_offset, e.row_offset + rows});
+    d["entries"].push_back(
+        {e.name, format_dtype_name(e.local.dtype()), e.global_shape, e.row_offset, e.row_offset + rows});
   }
   (void)rank;
   return d;
@@ -404,14 +418,17 @@ std::string check_local(const DistributedState& s) {
     if (!e.local.defined()) return w + "undefined";
     if (e.local.device().type != core::DeviceType::CPU) return w + "not on the CPU";
     if (e.local.dim() != int64_t(e.global_shape.size()))
-      return w + "local " + shape_text(e.local.sizes()) + " and global " + shape_text(e.global_shape) + " differ in rank";
+      return w + "local " + shape_text(e.local.sizes()) + " and global " + shape_text(e.global_shape) +
+             " differ in rank";
     for (size_t d = 1; d < e.global_shape.size(); ++d)
       if (e.local.size(int64_t(d)) != e.global_shape[d])
-        return w + "local " + shape_text(e.local.sizes()) + " does not match global " + shape_text(e.global_shape) + " beyond dim 0";
+        return w + "local " + shape_text(e.local.sizes()) + " does not match global " + shape_text(e.global_shape) +
+               " beyond dim 0";
     if (e.global_shape.empty() ? e.row_offset != 0
                                : (e.row_offset < 0 || e.row_offset + e.local.size(0) > e.global_shape[0]))
-      return w + "rows [" + std::to_string(e.row_offset) + ", " + std::to_string(e.row_offset + (e.global_shape.empty() ? 1 : e.local.size(0))) +
-             ") lie outside " + shape_text(e.global_shape);
+      return w + "rows [" + std::to_string(e.row_offset) + ", " +
+             std::to_string(e.row_offset + (e.global_shape.empty() ? 1 : e.local.size(0))) + ") lie outside " +
+             shape_text(e.global_shape);
   }
   return "";
 }
@@ -446,8 +463,9 @@ Plan make_plan(const std::vector<json>& ranks) {
       if (en <= b) continue;  // no rows here
       Holders& h = chunks[name][b];
       if (!h.ranks.empty() && h.row_end != en) {
-        p.error = "tensor '" + name + "': ranks hold rows from " + std::to_string(b) + " to " + std::to_string(h.row_end) +
-                  " and to " + std::to_string(en) + " (rank " + std::to_string(r) + "): overlapping shards";
+        p.error = "tensor '" + name + "': ranks hold rows from " + std::to_string(b) + " to " +
+                  std::to_string(h.row_end) + " and to " + std::to_string(en) + " (rank " + std::to_string(r) +
+                  "): overlapping shards";
         return p;
       }
       h.row_end = en;
@@ -459,7 +477,8 @@ Plan make_plan(const std::vector<json>& ranks) {
     if (names.size() != p.tensors.size())
       for (const auto& [n, _] : p.tensors)
         if (!names.count(n)) {
-          p.error = "rank " + std::to_string(r) + " does not have tensor '" + n + "' (every rank must name every tensor)";
+          p.error = "rank " + std::to_string(r) + " does not have tensor '" + n +
+                    "' (every rank must name every tensor)";
           return p;
         }
   }
@@ -475,14 +494,16 @@ Plan make_plan(const std::vector<json>& ranks) {
     int64_t next = 0;
     for (const auto& [b, h] : by_row) {
       if (b != next) {
-        p.error = "tensor '" + name + "': " + (b < next ? "shards overlap at row " : "no rank holds row ") + std::to_string(std::min(b, next));
+        p.error = "tensor '" + name + "': " + (b < next ? "shards overlap at row " : "no rank holds row ") +
+                  std::to_string(std::min(b, next));
         return p;
       }
       next = h.row_end;
       items.push_back({(h.row_end - b) * row_bytes_of(shape, dt), name, b, &h.ranks});
     }
     if (next != rows_of(shape)) {
-      p.error = "tensor '" + name + "': no rank holds rows from " + std::to_string(next) + " to " + std::to_string(rows_of(shape));
+      p.error = "tensor '" + name + "': no rank holds rows from " + std::to_string(next) + " to " +
+                std::to_string(rows_of(shape));
       return p;
     }
   }
@@ -501,7 +522,8 @@ Plan make_plan(const std::vector<json>& ranks) {
 
 json block_checksums(const char* data, int64_t n) {
   json b = json::array();
-  for (int64_t off = 0; off < n; off += kBlockBytes) b.push_back(hex(XXH64(data + off, size_t(std::min(kBlockBytes, n - off)), 0)));
+  for (int64_t off = 0; off < n; off += kBlockBytes)
+    b.push_back(hex(XXH64(data + off, size_t(std::min(kBlockBytes, n - off)), 0)));
   return b;
 }
 
@@ -598,12 +620,17 @@ SaveStats save_distributed(const DistributedState& state, const std::string& dir
                          {"row_begin", b},
                          {"row_end", b + rows},
                          {"key", key_of(n, b)},
-                         {"checksum", hex(XXH64(data, size_t(bytes), 0))},
                          {"blocks", block_checksums(data, bytes)}});
       stats.bytes_written += bytes;
       out.emplace_back(key_of(n, b), t);
     }
-    if (!out.empty()) save_file(staging + "/" + file_of(rank), out, {{"save_id", save_id}});
+    if (!out.empty()) {
+      const std::string file = staging + "/" + file_of(rank);
+      save_file(file, out, {{"save_id", save_id}});
+      // The whole-chunk checksums save_file computed, from the header it wrote (not hashed twice).
+      const FileIndex idx = read_index(file);
+      for (json& c : written) c["checksum"] = idx.find(c["key"].get<std::string>())->checksum.value_or("");
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -632,16 +659,17 @@ SaveStats save_distributed(const DistributedState& state, const std::string& dir
       for (int r = 0; r < W; ++r)
         for (const json& c : reports[size_t(r)]["chunks"])
           tensors[c["name"].get<std::string>()]["chunks"].push_back({{"row_begin", c["row_begin"]},
-                                                                      {"row_end", c["row_end"]},
-                                                                      {"writer", r},
-                                                                      {"file", file_of(r)},
-                                                                      {"key", c["key"]},
-                                                                      {"checksum", c["checksum"]},
-                                                                      {"blocks", c["blocks"]}});
-      const json meta = {{"format", kFormat},   {"version", kVersion},           {"save_id", save_id},
-                         {"step", state.step},  {"world_size", W},               {"layout", state.layout},
-                         {"created", utc_now()}, {"block_bytes", kBlockBytes},    {"tensors", tensors},
-                         {"state", state.state}};
+                                                                     {"row_end", c["row_end"]},
+                                                                     {"writer", r},
+                                                                     {"file", file_of(r)},
+                                                                     {"key", c["key"]},
+                                                                     {"checksum", c["checksum"]},
+                                                                     {"blocks", c["blocks"]}});
+      const json meta = {{"format", kFormat},    {"version", kVersion},
+                         {"save_id", save_id},   {"step", state.step},
+                         {"world_size", W},      {"layout", state.layout},
+                         {"created", utc_now()}, {"block_bytes", kBlockBytes},
+                         {"tensors", tensors},   {"state", state.state}};
       std::string text;
       try {
         text = meta.dump(1);
@@ -711,9 +739,12 @@ LoadStats load_distributed(DistributedState& state, const std::string& path, dis
                core::name(t->dtype), " ", shape_text(t->shape), ", this model wants ", core::name(e.local.dtype()), " ",
                shape_text(e.global_shape));
       const int64_t rows = e.global_shape.empty() ? 1 : e.local.size(0);
-      TB_CHECK(e.local.dim() == int64_t(t->shape.size()) && e.row_offset >= 0 && e.row_offset + rows <= rows_of(t->shape) &&
-                   (e.global_shape.empty() || row_bytes_of(e.local.sizes(), e.local.dtype()) == row_bytes_of(t->shape, t->dtype)),
-               op, w, "local ", shape_text(e.local.sizes()), " at row ", e.row_offset, " does not fit ", shape_text(t->shape));
+      TB_CHECK(e.local.dim() == int64_t(t->shape.size()) && e.row_offset >= 0 &&
+                   e.row_offset + rows <= rows_of(t->shape) &&
+                   (e.global_shape.empty() ||
+                    row_bytes_of(e.local.sizes(), e.local.dtype()) == row_bytes_of(t->shape, t->dtype)),
+               op, w, "local ", shape_text(e.local.sizes()), " at row ", e.row_offset, " does not fit ",
+               shape_text(t->shape));
       if (rows > 0 && e.local.numel() > 0)
         read_tensor_rows(reader, *t, e.row_offset, rows, static_cast<char*>(e.local.data()));
     }

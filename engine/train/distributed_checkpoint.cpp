@@ -18,7 +18,7 @@ constexpr const char* kOp = "checkpoint.distributed_state";
 
 struct Layout {
   std::map<std::string, dist::ShardedTensor> by_fqn;  // the model's entries (sharded or whole)
-  std::vector<std::string> fqn_of;                     // the optimizer's parameter index -> name
+  std::vector<std::string> fqn_of;                    // the optimizer's parameter index -> name
 };
 
 // The model's rows on this rank, and which parameter each optimizer index is.
@@ -134,12 +134,13 @@ checkpoint::DistributedState load_distributed_state(nn::Module& model, optim::Op
           if (!v.is_object() || !v.contains("tensor") || !v["tensor"].is_string()) continue;
           const std::string name = v["tensor"].get<std::string>();
           TB_CHECK(name == "optim." + fqn + "." + key, op, "'", meta.step_dir, "': optimizer parameter ", i, " is '",
-                   fqn, "' here but its state is '", name, "' in the checkpoint (a different model or parameter order)");
+                   fqn, "' here but its state is '", name,
+                   "' in the checkpoint (a different model or parameter order)");
           const checkpoint::SavedTensor* saved = meta.find(name);
           TB_CHECK(saved, op, "'", meta.step_dir, "' has no tensor '", name, "'");
           const dist::ShardedTensor& p = l.by_fqn.at(fqn);
           Tensor t = saved->shape == p.global_shape && !p.global_shape.empty() ? zeros(params[i].sizes(), saved->dtype)
-                                                                                : empty(saved->shape, saved->dtype);
+                                                                               : empty(saved->shape, saved->dtype);
           s.tensors.push_back(state_entry(name, t, params[i], p));
           const std::string local_name = "state." + std::to_string(i) + "." + key;
           sd.tensors.emplace_back(local_name, t);

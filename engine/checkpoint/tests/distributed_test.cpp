@@ -105,7 +105,8 @@ TEST_F(Distributed, AConsolidatedFileLoadsLikeTheDirectory) {
   save_distributed(sample(2), root(), *group_);
   const DistributedMetadata m = read_distributed_metadata(root());
   const std::string file = (dir_ / "all.safetensors").string();
-  save_file(file, read_distributed_full(m), {{"trainbench.state", nlohmann::json({{"state", m.state}, {"step", 2}}).dump()}});
+  save_file(file, read_distributed_full(m),
+            {{"trainbench.state", nlohmann::json({{"state", m.state}, {"step", 2}}).dump()}});
   DistributedState s;
   Tensor rows = zeros({2, 3}, DType::Float32);
   s.tensors.push_back({"w", rows, {100000, 3}, 99998});
@@ -140,7 +141,8 @@ TEST_F(Distributed, MismatchesAndHostileMetadataAreClearErrors) {
   s.tensors.push_back({"nope", zeros({1}, DType::Float32), {1}, 0});
   expect_contains(error_of([&] { load_distributed(s, root(), *group_); }), {"has no tensor 'nope'"});
   s.tensors = {{"w", zeros({1, 3}, DType::Float64), {100000, 3}, 0}};
-  expect_contains(error_of([&] { load_distributed(s, root(), *group_); }), {"holds float32 [100000, 3], this model wants float64"});
+  expect_contains(error_of([&] { load_distributed(s, root(), *group_); }),
+                  {"holds float32 [100000, 3], this model wants float64"});
   s.tensors = {{"w", zeros({2, 3}, DType::Float32), {100000, 3}, 99999}};
   expect_contains(error_of([&] { load_distributed(s, root(), *group_); }), {"does not fit"});
   // A metadata file pointing outside the step directory.

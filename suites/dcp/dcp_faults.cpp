@@ -87,6 +87,7 @@ void run_disk_full(harness::Record& rec) {
   const std::string load_err = error_of(
       [&] { train::load_distributed_state(*fresh.model, fresh.opt.get(), dir, *world); });
   const NamedTensors got = whole_state(fresh);
+  remove_scratch(*world, dir);
   check(!err.empty(), "the save with rank " + std::to_string(kFull) + "'s disk full raised nothing on rank " +
                           std::to_string(world->rank()));
   check(err.find("rank " + std::to_string(kFull)) != std::string::npos,
@@ -207,6 +208,7 @@ void run_mutated(const std::string& what, harness::Record& rec) {
   Trained t = make_trained(full_shard_w4(), world, 99);
   const std::string err = error_of([&] { train::load_distributed_state(*t.model, t.opt.get(), dir, *world); });
   world->barrier()->wait();
+  remove_scratch(*world, dir);
   check(setup.empty(), "cannot mutate the copy: " + setup);
   check(!err.empty(),
         "the checkpoint with " + what + " loaded without an error on rank " + std::to_string(world->rank()));
@@ -248,6 +250,7 @@ std::string python_reads(const std::string& file, const NamedTensors& want, harn
     if (e["hex"] != hex(t)) return name + ": Python reads other bytes than the state at the save";
   }
   rec.metrics["python_tensors_compared"] = want.size();
+  rec.message = "read in Python by suites/checkpoint/read_safetensors.py (json + numpy from the format spec)";
   return "";
 }
 
@@ -285,6 +288,7 @@ void run_consolidated(harness::Record& rec) {
   check(err.empty(), "the consolidated file does not load into " + hybrid.name + ": " + err);
   check(step == kSteps, "the consolidated file loads as step " + std::to_string(step));
   const std::string d = bit_diff(whole_state(t), S.at_save);
+  remove_scratch(*world, dir);
   check(problem.empty(), problem);
   check(d.empty(), "the consolidated file loads into " + hybrid.name + " with other values: " + d);
   rec.metrics["world"] = world->size();

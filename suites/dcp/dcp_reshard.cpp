@@ -15,6 +15,7 @@
 // the other ranks wait at a barrier of the world group.
 #include <chrono>
 #include <exception>
+#include <filesystem>
 #include <map>
 
 #include "engine/dist/process_group.h"
@@ -29,6 +30,7 @@ namespace tb::suites {
 
 namespace dcp {
 
+namespace fs = std::filesystem;
 using dist::ProcessGroup;
 
 constexpr int64_t K = kSteps;
@@ -48,8 +50,16 @@ void on_first_ranks(ProcessGroup& all, int world, const std::function<void()>& f
   check(failed.data_ptr<int64_t>()[0] == 0, "another rank of the case failed (its record says why)");
 }
 
+// The checkpoints outlive the cases that use them; every rank removes them as it exits.
+struct SavedCache : std::map<std::string, Saved> {
+  ~SavedCache() {
+    std::error_code ec;
+    for (auto& [name, s] : *this) fs::remove_all(s.dir, ec);
+  }
+};
+
 const Saved& saved(const Layout& s, ProcessGroup& world) {
-  static std::map<std::string, Saved> cache;
+  static SavedCache cache;
   if (auto it = cache.find(s.name); it != cache.end()) return it->second;
   Saved out;
   out.dir = scratch_dir(world, "reshard_" + s.name);
@@ -179,6 +189,8 @@ void run_async(harness::Record& rec) {
   checkpoint::save_distributed(like, sync_dir, *world);
   const double sync_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double sync_mean = global_mean(*world, sync_s), blocking_mean = global_mean(*world, blocking_first);
+  remove_scratch(*world, dir);
+  remove_scratch(*world, sync_dir);
   check(step_b == 2 * K, "the root's latest checkpoint is step " + std::to_string(step_b) + ", not the second save's");
   check(step_a == K, "step-" + std::to_string(K) + " holds step " + std::to_string(step_a));
   const std::string da = bit_diff(got_a, want_a), db = bit_diff(got_b, want_b);

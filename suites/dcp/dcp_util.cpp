@@ -228,6 +228,11 @@ std::string scratch_dir(ProcessGroup& g, const std::string& what) {
   return dir;
 }
 
+void remove_scratch(ProcessGroup& g, const std::string& dir) {
+  std::error_code ec;  // best effort: a leftover folder in the run directory harms nothing
+  if (g.rank() == 0) fs::remove_all(dir, ec);
+}
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();

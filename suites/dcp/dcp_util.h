@@ -94,6 +94,10 @@ const Saved& saved(const Layout& s, dist::ProcessGroup& world);
 // The disk-full, mutated-file and Python-reader cases (dcp_faults.cpp).
 std::vector<harness::TestCase> fault_rank_tests();
 
+// Removes a scratch directory on rank 0 (no collective): call it after a collective that every
+// rank reaches only once done with the files.
+void remove_scratch(dist::ProcessGroup& g, const std::string& dir);
+
 // The error `f` throws (empty when none).
 std::string error_of(const std::function<void()>& f);
 

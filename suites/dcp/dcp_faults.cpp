@@ -155,7 +155,7 @@ std::vector<Mutation> mutations(const checkpoint::DistributedMetadata& m) {
                  {file, name}});
   out.push_back({"truncated_file",
                  [=](const std::string& d) { fs::resize_file(d + "/" + file, fs::file_size(d + "/" + file) / 2); },
-                 {file}});
+                 {file, "tensor '"}});  // which tensor reaches past the end depends on the cut
   out.push_back({"missing_rank_file", [=](const std::string& d) { fs::remove(d + "/" + file); }, {file}});
   out.push_back({"metadata_shape",
                  [=](const std::string& d) {

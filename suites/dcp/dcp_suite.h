@@ -11,7 +11,7 @@ namespace tb::suites {
 
 // Rank cases (dcp_reshard.cpp, dcp_faults.cpp): the resharding matrix
 // mpi/reshard/<saved>/to/<loaded>, mpi/async/..., mpi/disk_full/..., mpi/mutated/...,
-// mpi/interop/python_reader. Empty unless world == 4.
+// mpi/interop/consolidated. Empty unless world == 4.
 std::vector<harness::TestCase> dcp_rank_tests(int world);
 
 // Cases run in the parent process (dcp_crash.cpp): kill -9 of one rank of small worlds that save in

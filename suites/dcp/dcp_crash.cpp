@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -91,6 +92,10 @@ checkpoint::DistributedState crash_state(int64_t step, int rank, int world) {
       checkpoint::save_distributed(crash_state(s, rank, world), root, *g, o);
       if (rank == 0 && ::write(ready, "s", 1) != 1) ::_exit(5);
     }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "saving rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    ::_exit(3);
   } catch (...) {
     ::_exit(3);
   }
@@ -203,6 +208,7 @@ void run_kill9(harness::Record& rec) {
   int64_t prev = load_whole(root).first;
   int kept_previous = 0, took_new = 0, survivors_checked = 0;
   double survivors_s = 0;
+  std::string survivor_sample;  // what a survivor said, for the record
   constexpr int kTrials = 24;
   constexpr double kSurvivorLimitS = 30;
   for (int k = 0; k < kTrials; ++k) {
@@ -234,15 +240,26 @@ void run_kill9(harness::Record& rec) {
     const int vs = st[size_t(victim)];
     check(WIFSIGNALED(vs) && WTERMSIG(vs) == SIGKILL,
           trial + ": the victim ended on its own before the kill (wait status " + std::to_string(vs) + ")");
+    // Each survivor names a rank that is gone: the victim, or a survivor that ended before it
+    // (its error ends it, so the last one may see only that one); at least one names the victim.
+    int named_victim = 0;
+    std::string logs;
     for (int r = 0; on_their_own && r < world; ++r) {
       if (r == victim) continue;
       const std::string log = checkpoint::read_small_file(
           dir / ("store_" + std::to_string(k) + "/rank" + std::to_string(r) + ".log"));
-      check(log.find("rank " + std::to_string(victim)) != std::string::npos,
-            trial + ": rank " + std::to_string(r) + " ended without naming rank " + std::to_string(victim) + ": " +
-                log.substr(0, 600));
+      logs += "\n  rank " + std::to_string(r) + " (wait status " + std::to_string(st[size_t(r)]) +
+              "): " + log.substr(0, 700);
+      bool names_other = false;
+      for (int o = 0; o < world; ++o)
+        names_other = names_other || (o != r && log.find("rank " + std::to_string(o)) != std::string::npos);
+      check(names_other, trial + ": rank " + std::to_string(r) + " ended without naming the rank it lost:" + logs);
+      if (log.find("rank " + std::to_string(victim)) != std::string::npos) ++named_victim;
+      if (survivor_sample.empty() && log.find("rank " + std::to_string(victim)) != std::string::npos)
+        survivor_sample = log.substr(0, 400);
       ++survivors_checked;
     }
+    check(!on_their_own || named_victim > 0, trial + ": no survivor names rank " + std::to_string(victim) + ":" + logs);
     std::pair<int64_t, std::string> got;
     try {
       got = load_whole(root);
@@ -269,6 +286,7 @@ void run_kill9(harness::Record& rec) {
   for (const auto& e : fs::directory_iterator(root))
     if (e.path().filename().string()[0] == '.') ++leftovers;
   check(leftovers == 0, std::to_string(leftovers) + " staging entries of the killed saves survive the next save");
+  rec.message = "a survivor said: " + survivor_sample;
   rec.metrics.update({{"seed", seed},
                       {"trials", kTrials},
                       {"loaded_previous", kept_previous},

@@ -69,6 +69,10 @@ checkpoint::DistributedState crash_state(int64_t step, int rank, int world) {
 [[noreturn]] void saving_rank(const std::string& root, const std::string& store, int rank, int world, int64_t first,
                               int ready) {
   tb::set_num_threads(1);  // a forked child has only this thread (see checkpoint_crash.cpp)
+  // Gloo writes to the dead peer's socket; SIGPIPE's default would end a survivor silently (seen:
+  // wait status 13, no diagnosis). Neither the engine's Gloo group nor the harness ignores it;
+  // PyTorch's Python does, and so do these ranks.
+  ::signal(SIGPIPE, SIG_IGN);
   // The survivors' watchdogs report the killed rank: expected, so into the trial's folder.
   const int log = ::open((store + "/rank" + std::to_string(rank) + ".log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (log >= 0) ::dup2(log, 1), ::dup2(log, 2);

@@ -11,6 +11,7 @@
 #include "suites/collectives/collectives_suite.h"
 #include "suites/collectives/watchdog_launch.h"
 #include "suites/comm/comm_bench.h"
+#include "suites/dcp/dcp_suite.h"
 #include "suites/ddp/ddp_suite.h"
 #include "suites/fsdp/fsdp_bench.h"
 #include "suites/fsdp/fsdp_suite.h"
@@ -160,6 +161,19 @@ void register_all() {
       return world == 3 ? std::vector<harness::Record>{} : fsdp_peer(world, wanted);
     };
     s.bench_rounds = 2;  // engine, PyTorch, PyTorch, engine (Note [Benchmark rounds])
+    harness::register_suite(std::move(s));
+  }
+  {
+    harness::Suite s;
+    s.name = "dcp";
+    s.description =
+        "distributed checkpoints: every (saved, loaded) pair of one process, DDP w2, FULL_SHARD w2 and w4, "
+        "SHARD_GRAD_OP w3 and HYBRID_SHARD 2x2 (state bitwise, K further steps against the uninterrupted run), "
+        "async save, kill -9 of a rank mid-save, a full disk on one rank, mutated files, the consolidated "
+        "file in Python";
+    s.tests = [] { return dcp_tests(); };  // forks its own worlds (a killed rank ends a launched job)
+    s.world_sizes = {4};                   // smaller worlds are subgroups of this one
+    s.rank_tests = [](int world) { return dcp_rank_tests(world); };
     harness::register_suite(std::move(s));
   }
   {

@@ -1,0 +1,223 @@
+// The dcp suite's resharding matrix and asynchronous save, run in every rank of one world-4 launch:
+//   mpi/reshard/<saved>/to/<loaded>: for each of the six layouts (dcp_util.h) a GPT trains K = 3
+//     AdamW steps and saves model and optimizer (train::distributed_state), then trains K more
+//     steps (the uninterrupted run). Every layout then builds a fresh model (other initial
+//     weights) and optimizer, loads the checkpoint (train::load_distributed_state) and must hold,
+//     gathered whole, the saved model and optimizer state bit for bit; after the same K further
+//     steps on the same data it must equal the uninterrupted run: bitwise when the loading layout
+//     is the saving one (the same reduction order), else within the DDP suite's float64 parameter
+//     tolerance (Note [DDP equivalence tolerances]: the layouts sum the gradient in other orders).
+//     Metrics `after_k_steps_bitwise` and `after_k_steps_worst_tolerance_ratio` say which held.
+//   mpi/async/full_shard_w4: two AsyncCheckpointer saves while training goes on (the second
+//     waits for the first); each checkpoint equals the state at its save() bit for bit; the time
+//     save() blocked beside a synchronous save of the same state.
+// Subgroups: the ranks [0, W) of the launched world, split per case (dcp_util.h: first_ranks);
+// the other ranks wait at a barrier of the world group.
+#include <chrono>
+#include <exception>
+#include <filesystem>
+#include <map>
+
+#include "engine/dist/process_group.h"
+#include "engine/ops/elementwise.h"
+#include "engine/tensor/factories.h"
+#include "engine/train/distributed_checkpoint.h"
+#include "suites/dcp/dcp_suite.h"
+#include "suites/dcp/dcp_util.h"
+#include "suites/ddp/dist_check.h"
+
+namespace tb::suites {
+
+namespace dcp {
+
+namespace fs = std::filesystem;
+using dist::ProcessGroup;
+
+constexpr int64_t K = kSteps;
+
+void on_first_ranks(ProcessGroup& all, int world, const std::function<void()>& f) {
+  std::exception_ptr err;
+  if (all.rank() < world) {
+    try {
+      f();
+    } catch (...) {
+      err = std::current_exception();
+    }
+  }
+  Tensor failed = from_vector_of<int64_t>({err ? 1 : 0}, {1});
+  all.all_reduce(failed, dist::ReduceOp::Max)->wait();
+  if (err) std::rethrow_exception(err);
+  check(failed.data_ptr<int64_t>()[0] == 0, "another rank of the case failed (its record says why)");
+}
+
+// The checkpoints outlive the cases that use them; every rank removes them as it exits.
+struct SavedCache : std::map<std::string, Saved> {
+  ~SavedCache() {
+    std::error_code ec;
+    for (auto& [name, s] : *this) fs::remove_all(s.dir, ec);
+  }
+};
+
+const Saved& saved(const Layout& s, ProcessGroup& world) {
+  static SavedCache cache;
+  if (auto it = cache.find(s.name); it != cache.end()) return it->second;
+  Saved out;
+  out.dir = scratch_dir(world, "reshard_" + s.name);
+  auto g = first_ranks(world, s.world);
+  NamedTensors at, after;
+  on_first_ranks(world, s.world, [&] {
+    Trained t = make_trained(s, g, 7);
+    train(t, 0, K);
+    at = whole_state(t);
+    checkpoint::save_distributed(train::distributed_state(*t.model, t.opt.get(), K, {{"next_step", K}}, s.name),
+                                 out.dir, *g);
+    out.losses = train(t, K, K);
+    after = whole_state(t);
+  });
+  out.at_save = share_from_rank0(world, at);
+  out.after = share_from_rank0(world, after);
+  const NamedTensors losses =
+      share_from_rank0(world, {{"losses", from_vector(out.losses, {int64_t(out.losses.size())}, DType::Float64)}});
+  out.losses.assign(losses[0].second.data_ptr<double>(), losses[0].second.data_ptr<double>() + K);
+  return cache.emplace(s.name, std::move(out)).first->second;
+}
+
+void run_pair(const Layout& s, const Layout& l, harness::Record& rec) {
+  auto world = dist::new_group("mpi");
+  const Saved& S = saved(s, *world);
+  auto g = first_ranks(*world, l.world);
+  const bool same_order = s.name == l.name;
+  const Tolerance tol = param_tolerance(DType::Float64);
+  on_first_ranks(*world, l.world, [&] {
+    Trained t = make_trained(l, g, 99);  // other initial weights: the load must replace them all
+    const checkpoint::DistributedState got = train::load_distributed_state(*t.model, t.opt.get(), S.dir, *g);
+    check(got.step == K, "the loaded step is " + std::to_string(got.step) + ", saved " + std::to_string(K));
+    check(got.layout == s.name, "the loaded layout is '" + got.layout + "', saved '" + s.name + "'");
+    check(got.state.value("extra", nlohmann::json::object()).value("next_step", -1) == K,
+          "state[\"extra\"] did not come back: " + got.state.dump());
+    const std::string loaded = bit_diff(whole_state(t), S.at_save);
+    check(loaded.empty(), "the loaded model and optimizer state differ from what " + s.name + " saved: " + loaded);
+    const std::vector<double> losses = train(t, K, K);
+    const NamedTensors after = whole_state(t);
+    const std::string bits = bit_diff(after, S.after);
+    std::string where;
+    const double worst = worst_ratio(after, S.after, tol, &where);
+    rec.metrics["saved_world"] = s.world;
+    rec.metrics["loaded_world"] = l.world;
+    rec.metrics["tensors"] = S.at_save.size();
+    rec.metrics["loaded_bitwise"] = 1;
+    rec.metrics["after_k_steps_bitwise"] = bits.empty() ? 1 : 0;
+    rec.metrics["after_k_steps_worst_tolerance_ratio"] = worst;
+    rec.series = {{"engine_loss", losses}, {"reference_loss", S.losses}};
+    if (same_order)
+      check(bits.empty(), "after " + std::to_string(K) +
+                              " further steps in the saving layout the state is not bitwise "
+                              "the uninterrupted run's: " +
+                              bits);
+    else
+      check(worst <= 1, "after " + std::to_string(K) +
+                            " further steps the state differs from the uninterrupted run "
+                            "beyond the tolerance: " +
+                            where);
+  });
+  rec.tolerances = {{"loaded", "bitwise"},
+                    {"after_k_steps",
+                     same_order ? nlohmann::json("bitwise") : nlohmann::json{{"rtol", tol.rtol}, {"atol", tol.atol}}}};
+}
+
+// Copies of every entry's rows: what a checkpoint of `st` must give back.
+NamedTensors snapshot(const checkpoint::DistributedState& st) {
+  NamedTensors out;
+  for (const checkpoint::ShardedEntry& e : st.tensors) out.emplace_back(e.name, e.local.detach().clone());
+  return out;
+}
+
+// Loads `path` into zeroed entries shaped as `like`'s and returns their rows.
+NamedTensors load_rows(const checkpoint::DistributedState& like, const std::string& path, ProcessGroup& g,
+                       int64_t* step) {
+  checkpoint::DistributedState st = like;
+  for (checkpoint::ShardedEntry& e : st.tensors) e.local = zeros_like(e.local);
+  checkpoint::load_distributed(st, path, g);
+  *step = st.step;
+  return snapshot(st);
+}
+
+void run_async(harness::Record& rec) {
+  auto world = dist::new_group("mpi");
+  const Layout& l = layouts()[3];  // full_shard_w4
+  Trained t = make_trained(l, world, 11);
+  // Beside the tiny GPT, 4 MiB of this rank's rows of a sharded tensor, so the write takes long
+  // enough for the blocking time to mean something.
+  const int64_t rows = 4096, cols = 256, mine = rows / world->size();
+  core::Generator gen(123 + uint64_t(world->rank()));
+  Tensor big = randn({mine, cols}, DType::Float32, &gen);
+  auto state_at = [&](int64_t step) {
+    checkpoint::DistributedState st = train::distributed_state(*t.model, t.opt.get(), step, {}, l.name);
+    st.tensors.push_back({"extra.big", big, {rows, cols}, world->rank() * mine});
+    return st;
+  };
+  const std::string dir = scratch_dir(*world, "async");
+  train(t, 0, K);
+  double blocking_first = 0, blocking_second = 0, call_first = 0;
+  NamedTensors want_a, want_b;
+  checkpoint::DistributedState like;
+  {
+    checkpoint::AsyncCheckpointer ckpt(world);
+    like = state_at(K);
+    want_a = snapshot(like);
+    const auto t0 = std::chrono::steady_clock::now();
+    ckpt.save(like, dir);
+    call_first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    blocking_first = ckpt.last_blocking_seconds();
+    // Training goes on while the first save writes: the live tensors change under it.
+    train(t, K, K);
+    ops::add_(big, 1.0);
+    checkpoint::DistributedState b = state_at(2 * K);
+    want_b = snapshot(b);
+    ckpt.save(b, dir);  // waits for the first save
+    blocking_second = ckpt.last_blocking_seconds();
+    train(t, 2 * K, 1);
+    ops::add_(big, 1.0);
+    ckpt.wait();
+  }
+  int64_t step_a = 0, step_b = 0;
+  const NamedTensors got_b = load_rows(like, dir, *world, &step_b);
+  const NamedTensors got_a = load_rows(like, dir + "/step-" + std::to_string(K), *world, &step_a);
+  // The same state, synchronously, into another directory.
+  const std::string sync_dir = scratch_dir(*world, "async_sync");
+  const auto t0 = std::chrono::steady_clock::now();
+  checkpoint::save_distributed(like, sync_dir, *world);
+  const double sync_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double sync_mean = global_mean(*world, sync_s), blocking_mean = global_mean(*world, blocking_first);
+  remove_scratch(*world, dir);
+  remove_scratch(*world, sync_dir);
+  check(step_b == 2 * K, "the root's latest checkpoint is step " + std::to_string(step_b) + ", not the second save's");
+  check(step_a == K, "step-" + std::to_string(K) + " holds step " + std::to_string(step_a));
+  const std::string da = bit_diff(got_a, want_a), db = bit_diff(got_b, want_b);
+  check(da.empty(), "the first async checkpoint is not the state at its save(): " + da);
+  check(db.empty(), "the second async checkpoint is not the state at its save(): " + db);
+  rec.metrics["world"] = world->size();
+  rec.metrics["state_bytes_per_rank"] = double(big.numel() * 4);
+  rec.metrics["async_blocking_s"] = blocking_mean;
+  rec.metrics["async_save_call_s"] = call_first;
+  rec.metrics["async_second_blocking_s"] = blocking_second;
+  rec.metrics["sync_save_s"] = sync_mean;
+  rec.metrics["blocking_over_sync"] = sync_mean > 0 ? blocking_mean / sync_mean : 0;
+  rec.tolerances = {{"checkpoint", "bitwise"}};
+}
+
+}  // namespace dcp
+
+std::vector<harness::TestCase> dcp_rank_tests(int world) {
+  std::vector<harness::TestCase> t;
+  if (world != 4) return t;
+  for (const dcp::Layout& s : dcp::layouts())
+    for (const dcp::Layout& l : dcp::layouts())
+      t.push_back(dcp::dcp_case("mpi/reshard/" + s.name + "/to/" + l.name,
+                                [s, l](harness::Record& rec) { dcp::run_pair(s, l, rec); }));
+  t.push_back(dcp::dcp_case("mpi/async/full_shard_w4", dcp::run_async));
+  for (harness::TestCase& c : dcp::fault_rank_tests()) t.push_back(std::move(c));
+  return t;
+}
+
+}  // namespace tb::suites

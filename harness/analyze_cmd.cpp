@@ -16,7 +16,7 @@ CLI::App* add_analyze_command(CLI::App& app, AnalyzeOptions& o) {
       "Merge the ranks' flight-recorder dumps of a hang (flight_recorder_rank<R>.json) into one diagnosis: where "
       "the ranks diverged, each side's op, shapes and dtype, the missing or lagging ranks, each rank's last calls; "
       "exit 0 consistent, 1 diagnosed, 2 bad input");
-  sub->add_option("dir", o.dir, "Folder holding the dumps (the run dir, TRAINBENCH_DIST_DIR)")
+  sub->add_option("dump_dir", o.dir, "Folder holding the dumps (the run dir, TRAINBENCH_DIST_DIR)")
       ->required()
       ->type_name("DUMP_DIR");
   sub->add_flag("--json", o.json, "Print the diagnosis as JSON instead of text");
@@ -32,8 +32,7 @@ int run_analyze(const AnalyzeOptions& o) {
   }
   if (o.json)
     std::cout << dist::diagnosis_json(d).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-  else
-    std::cout << dist::diagnosis_text(d);
+  else std::cout << dist::diagnosis_text(d);
   std::cout.flush();
   return d.consistent() ? 0 : 1;
 }

@@ -186,9 +186,8 @@ std::string shapes_text(const std::vector<std::vector<int64_t>>& shapes) {
   return os.str();
 }
 
-std::string call_text(const std::string& op, const std::string& dtype,
-                      const std::vector<std::vector<int64_t>>& shapes, const std::string& detail,
-                      const std::string& label) {
+std::string call_text(const std::string& op, const std::string& dtype, const std::vector<std::vector<int64_t>>& shapes,
+                      const std::string& detail, const std::string& label) {
   std::string s = printable(op, 40);
   if (op != "barrier") {
     s += " (" + printable(dtype, 20);
@@ -232,7 +231,8 @@ Key key_of(const DumpEntry& e) {
   if (e.op == "all_reduce" || e.op == "reduce_scatter") k.arg = e.detail.substr(0, e.detail.find(' '));
   if (e.op == "broadcast") k.arg = e.detail;
   if (e.op == "all_gather") k.counts = {total(s, 0, 1), total(s, 1, s.size())};
-  else if (e.op == "reduce_scatter") k.counts = {total(s, 0, s.empty() ? 0 : s.size() - 1), total(s, s.size() - 1, s.size())};
+  else if (e.op == "reduce_scatter")
+    k.counts = {total(s, 0, s.empty() ? 0 : s.size() - 1), total(s, s.size() - 1, s.size())};
   else if (e.op != "barrier") k.counts = {total(s, 0, s.size())};
   return k;
 }
@@ -317,8 +317,8 @@ RankDump parse_dump(std::string_view text, const std::string& source) {
     d.board_path = r.opt_str(*b, "path", "progress_board");
     const json& slots = r.array(r.need(*b, "slots", "progress_board"), "progress_board.slots");
     if (slots.size() > std::size_t(d.size))
-      r.fail("progress_board.slots", "more slots (" + std::to_string(slots.size()) + ") than ranks (" +
-                                         std::to_string(d.size) + ")");
+      r.fail("progress_board.slots",
+             "more slots (" + std::to_string(slots.size()) + ") than ranks (" + std::to_string(d.size) + ")");
     std::vector<char> seen(std::size_t(d.size), 0);
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const std::string at = "progress_board.slots[" + std::to_string(i) + "]";
@@ -593,8 +593,8 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
   for (int q : at)
     if (const View& v = views[std::size_t(q)]; v.in_flight && v.in_flight->collective_seq == S) waited = v.in_flight;
   const std::string waited_text = waited ? describe_entry(*waited) : "#" + std::to_string(S);
-  const bool extra_end =
-      !behind.empty() && finished.size() == behind.size() && at.size() < behind.size() && d.findings.empty();
+  const bool extra_end = !behind.empty() && finished.size() == behind.size() && at.size() < behind.size() &&
+                         d.findings.empty();
   if (extra_end) {
     Finding f{FindingKind::ExtraCollective, S, at, "", {}};
     f.text = join_ranks(at) + " issued " + waited_text + ", which " + join_ranks(behind) +
@@ -612,7 +612,9 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
       bool board_seen = false;
       for (const RankDump& x : dumps) board_seen |= !x.board.empty();
       d.findings.push_back(
-          {FindingKind::RankNeverJoined, 0, {q},
+          {FindingKind::RankNeverJoined,
+           0,
+           {q},
            "rank " + std::to_string(q) + " left no dump and never joined the group: " +
                (board_seen ? "its progress-board slot was never written" : "the dumps have no progress board") +
                " and no collective completed (it never started, or failed before creating the group: see its log; "
@@ -626,7 +628,8 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
     if (v.slot && v.slot->joined) os << ": " << slot_state_text(*v.slot) << "; " << slot_last_text(*v.slot);
     else os << "; its progress is unknown (no progress-board entry: another host?)";
     if (S > 0 && std::find(behind.begin(), behind.end(), q) != behind.end())
-      os << "; it never arrived at " << waited_text << ", which " << join_ranks(at) << (at.size() == 1 ? " waits in" : " wait in");
+      os << "; it never arrived at " << waited_text << ", which " << join_ranks(at)
+         << (at.size() == 1 ? " waits in" : " wait in");
     if (extra_end) os << " (see the extra collective above)";
     d.findings.push_back({FindingKind::RankAbsent, S, {q}, os.str(), {}});
   }
@@ -639,8 +642,9 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
       std::ostringstream os;
       os << "rank " << q << " never arrived at " << waited_text << ", which " << join_ranks(at)
          << (at.size() == 1 ? " waits in: " : " wait in: ");
-      if (v.in_flight) os << "it is waiting in an earlier collective, " << describe_entry(*v.in_flight) << " ("
-                          << v.in_flight->state << ")";
+      if (v.in_flight)
+        os << "it is waiting in an earlier collective, " << describe_entry(*v.in_flight) << " (" << v.in_flight->state
+           << ")";
       else if (!v.coll.empty())
         os << "its last collective " << describe_entry(*v.coll.rbegin()->second) << " "
            << v.coll.rbegin()->second->state << "; it is busy outside collectives (computing, a data loader, "
@@ -684,7 +688,8 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
           for (const DumpEntry& x : pv.dump->entries)
             if (!x.collective_seq) {
               last = &x;
-              matched |= x.op == want && !x.ended() && x.detail.rfind("peer=" + std::to_string(v.dump->rank) + " ", 0) == 0;
+              matched |= x.op == want && !x.ended() &&
+                         x.detail.rfind("peer=" + std::to_string(v.dump->rank) + " ", 0) == 0;
             }
           os << ": rank " << peer << " has no matching " << want << " in flight (its last send/recv: "
              << (last ? describe_entry(*last) + " " + last->state : std::string("none")) << ")";
@@ -702,9 +707,12 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
   if (d.findings.empty()) {
     for (const RankDump& x : dumps)
       if (!x.diagnosis.empty() || x.stuck_seq) {
-        d.findings.push_back({FindingKind::HangOutsideCollectives, 0, {x.rank},
+        d.findings.push_back({FindingKind::HangOutsideCollectives,
+                              0,
+                              {x.rank},
                               "every rank dumped, every collective matches and completed, and no call is in flight, "
-                              "yet rank " + std::to_string(x.rank) + "'s watchdog fired (" +
+                              "yet rank " +
+                                  std::to_string(x.rank) + "'s watchdog fired (" +
                                   printable(x.diagnosis.empty() ? x.stuck_what : x.diagnosis) +
                                   "): the hang is outside this group's collectives",
                               {}});
@@ -720,8 +728,8 @@ std::string diagnosis_text(const Diagnosis& d) {
   std::ostringstream os;
   int dumped = 0;
   for (const RankProgress& p : d.ranks) dumped += p.presence == "dumped";
-  os << "flight-recorder dumps: " << dumped << " of " << d.world_size << " ranks (backend "
-     << printable(d.backend, 20) << ")\n";
+  os << "flight-recorder dumps: " << dumped << " of " << d.world_size << " ranks (backend " << printable(d.backend, 20)
+     << ")\n";
   if (d.findings.empty()) {
     os << "consistent: every rank dumped, every collective matches, none is in flight\n";
   } else {
@@ -734,7 +742,8 @@ std::string diagnosis_text(const Diagnosis& d) {
   for (const RankProgress& p : d.ranks) {
     os << "  rank " << p.rank << ": ";
     if (p.presence == "dumped") os << "dump " << printable(p.file, 200) << "\n";
-    else os << (p.presence == "absent" ? "no dump; joined (" + p.joined_evidence + ")" : "no dump; never joined") << "\n";
+    else
+      os << (p.presence == "absent" ? "no dump; joined (" + p.joined_evidence + ")" : "no dump; never joined") << "\n";
     const auto line = [&](const char* what, const std::optional<DumpEntry>& e) {
       if (e) os << "    " << what << describe_entry(*e) << " [" << e->state << "]\n";
     };
@@ -754,8 +763,10 @@ std::string diagnosis_text(const Diagnosis& d) {
 nlohmann::json diagnosis_json(const Diagnosis& d) {
   const auto entry = [](const std::optional<DumpEntry>& e) -> json {
     if (!e) return nullptr;
-    json j = {{"seq", e->seq},     {"collective_seq", e->collective_seq}, {"op", e->op}, {"dtype", e->dtype},
-              {"shapes", e->shapes}, {"detail", e->detail},              {"state", e->state}};
+    json j = {{"seq", e->seq},       {"collective_seq", e->collective_seq},
+              {"op", e->op},         {"dtype", e->dtype},
+              {"shapes", e->shapes}, {"detail", e->detail},
+              {"state", e->state}};
     if (!e->label.empty()) j["label"] = e->label;
     if (!e->error.empty()) j["error"] = e->error;
     return j;

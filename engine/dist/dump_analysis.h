@@ -65,17 +65,17 @@ RankDump parse_dump(std::string_view text, const std::string& source);
 std::vector<RankDump> read_dump_dir(const std::string& dir);
 
 enum class FindingKind {
-  RankAbsent,            // joined the group (its board slot, or a collective completed) but left no dump
-  RankNeverJoined,       // no dump and no sign that it ever joined
-  OpMismatch,            // different ops at the same collective sequence number
-  DtypeMismatch,         // same op, different dtypes
-  ShapeMismatch,         // same op and dtype, different element counts
-  ArgumentMismatch,      // same op, dtype and counts; another reduction or root
-  ExtraCollective,       // some ranks issued a collective the others never issue
-  SkippedCollective,     // some ranks skipped a collective the others issued
-  Lagging,               // a live rank never arrived at the collective the others wait in
-  BackendStuck,          // every rank entered the same collective and none completed it
-  P2pHang,               // a send/recv in flight whose peer has no matching call in flight
+  RankAbsent,              // joined the group (its board slot, or a collective completed) but left no dump
+  RankNeverJoined,         // no dump and no sign that it ever joined
+  OpMismatch,              // different ops at the same collective sequence number
+  DtypeMismatch,           // same op, different dtypes
+  ShapeMismatch,           // same op and dtype, different element counts
+  ArgumentMismatch,        // same op, dtype and counts; another reduction or root
+  ExtraCollective,         // some ranks issued a collective the others never issue
+  SkippedCollective,       // some ranks skipped a collective the others issued
+  Lagging,                 // a live rank never arrived at the collective the others wait in
+  BackendStuck,            // every rank entered the same collective and none completed it
+  P2pHang,                 // a send/recv in flight whose peer has no matching call in flight
   HangOutsideCollectives,  // a dump was written, but every collective matches and completed
 };
 const char* finding_name(FindingKind k);  // "op_mismatch", ...

@@ -18,9 +18,9 @@ namespace {
 using nlohmann::json;
 
 json entry(uint64_t seq, uint64_t cseq, const char* op, const char* state, const char* detail) {
-  return {{"seq", seq},       {"collective_seq", cseq}, {"op", op},        {"detail", detail},
-          {"dtype", "float32"}, {"shapes", {{4, 2}}},   {"state", state},  {"enqueued_us", 1.5},
-          {"started_us", 2.0},  {"ended_us", -1},       {"error", ""},     {"label", "bucket 0"}};
+  return {{"seq", seq},         {"collective_seq", cseq}, {"op", op},       {"detail", detail},
+          {"dtype", "float32"}, {"shapes", {{4, 2}}},     {"state", state}, {"enqueued_us", 1.5},
+          {"started_us", 2.0},  {"ended_us", -1},         {"error", ""},    {"label", "bucket 0"}};
 }
 
 json slot(int rank, const char* state, uint64_t done) {
@@ -48,7 +48,8 @@ json dump(int rank, json entries) {
           {"entries", std::move(entries)},
           {"diagnosis", "rank 0: all_reduce #3 did not complete"},
           {"stuck", {{"seq", 4}, {"collective_seq", 3}, {"what", "all_reduce #3"}, {"elapsed_s", 3.1}}},
-          {"progress_board", {{"path", "/dev/shm/progress_1_mpi_0.bin"}, {"slots", {slot(0, "failed", 2), slot(1, "exiting", 2)}}}}};
+          {"progress_board",
+           {{"path", "/dev/shm/progress_1_mpi_0.bin"}, {"slots", {slot(0, "failed", 2), slot(1, "exiting", 2)}}}}};
 }
 
 const tb::dist::RankDump& peer() {
@@ -62,7 +63,8 @@ const tb::dist::RankDump& peer() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    const tb::dist::RankDump d = tb::dist::parse_dump(std::string_view(reinterpret_cast<const char*>(data), size), "input");
+    const tb::dist::RankDump d = tb::dist::parse_dump(std::string_view(reinterpret_cast<const char*>(data), size),
+                                                      "input");
     ++tb_fuzz_accepted;
     for (const std::vector<tb::dist::RankDump>& set :
          {std::vector<tb::dist::RankDump>{d}, std::vector<tb::dist::RankDump>{d, peer()}}) {
@@ -79,8 +81,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 extern "C" void tb_fuzz_seeds(std::vector<std::string>& out) {
-  const json good = dump(0, {entry(1, 1, "all_reduce", "completed", "sum"), entry(2, 2, "all_reduce", "completed", "sum"),
-                             entry(3, 0, "send", "completed", "peer=1 tag=0"), entry(4, 3, "all_reduce", "started", "sum")});
+  const json good =
+      dump(0, {entry(1, 1, "all_reduce", "completed", "sum"), entry(2, 2, "all_reduce", "completed", "sum"),
+               entry(3, 0, "send", "completed", "peer=1 tag=0"), entry(4, 3, "all_reduce", "started", "sum")});
   out.push_back(good.dump(2));
   json mismatch = good;
   mismatch["entries"][3]["op"] = "all_gather";

@@ -36,8 +36,8 @@ json history(uint64_t n) {
   return list;
 }
 
-json slot(int rank, bool joined, const std::string& state, std::optional<bool> alive, uint64_t issued,
-          uint64_t entered, uint64_t completed) {
+json slot(int rank, bool joined, const std::string& state, std::optional<bool> alive, uint64_t issued, uint64_t entered,
+          uint64_t completed) {
   return {{"rank", rank},
           {"joined", joined},
           {"host", joined ? "node0" : ""},
@@ -54,8 +54,8 @@ json slot(int rank, bool joined, const std::string& state, std::optional<bool> a
 }
 
 json dump(int rank, int size, json entries, json slots = nullptr, const std::string& diagnosis = "") {
-  json j = {{"backend", "mpi"}, {"rank", rank},   {"size", size},
-            {"capacity", 2048}, {"dropped", 0},   {"wall_clock_origin_unix_us", 1},
+  json j = {{"backend", "mpi"},   {"rank", rank},    {"size", size},
+            {"capacity", 2048},   {"dropped", 0},    {"wall_clock_origin_unix_us", 1},
             {"entries", entries}, {"timeout_s", 3.0}};
   if (!diagnosis.empty()) j["diagnosis"] = diagnosis;
   if (!slots.is_null()) j["progress_board"] = {{"path", "/dev/shm/progress_job_mpi_0.bin"}, {"slots", slots}};
@@ -88,6 +88,13 @@ std::string what_of(const std::function<void()>& fn) {
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+// A finding's class, culprits and sentence (written out in full by each test).
+void expect_finding(const Finding& f, FindingKind kind, const std::vector<int>& ranks, const std::string& text) {
+  EXPECT_EQ(finding_name(f.kind), std::string(finding_name(kind))) << f.text;
+  EXPECT_EQ(f.ranks, ranks) << f.text;
+  EXPECT_EQ(f.text, text);
+}
+
 TEST(DumpAnalysis, ConsistentDumps) {
   const Diagnosis d = analyze({dump(0, 2, history(3)), dump(1, 2, history(3))});
   EXPECT_TRUE(d.consistent());
@@ -99,15 +106,14 @@ TEST(DumpAnalysis, ConsistentDumps) {
 TEST(DumpAnalysis, RankAbsentButJoinedPerBoard) {
   // Rank 1 called exit() after #3; rank 0 waits in #4. Only rank 0 dumped.
   const json slots = {slot(0, true, "failed", true, 4, 4, 3), slot(1, true, "exiting", false, 3, 3, 3)};
-  const Diagnosis d =
-      analyze({dump(0, 2, append(history(3), {entry(4, 4, "all_reduce", "started")}), slots, "rank 0: ...")});
+  const Diagnosis d = analyze(
+      {dump(0, 2, append(history(3), {entry(4, 4, "all_reduce", "started")}), slots, "rank 0: ...")});
   ASSERT_EQ(d.findings.size(), 1u);
-  EXPECT_EQ(d.findings[0].kind, FindingKind::RankAbsent);
-  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{1});
-  EXPECT_EQ(d.findings[0].text,
-            "rank 1 left no dump but joined the group (its progress-board slot): it was exiting (exit() or a return "
-            "from main with the group alive); last collective #3 all_reduce (float32, 4 elements, sum), completed; "
-            "it never arrived at #4 all_reduce (float32 [4], sum), which rank 0 waits in");
+  expect_finding(
+      d.findings[0], FindingKind::RankAbsent, {1},
+      "rank 1 left no dump but joined the group (its progress-board slot): it was exiting (exit() or a return "
+      "from main with the group alive); last collective #3 all_reduce (float32, 4 elements, sum), completed; "
+      "it never arrived at #4 all_reduce (float32 [4], sum), which rank 0 waits in");
   EXPECT_EQ(d.diverged_at, std::optional<uint64_t>(4));
   EXPECT_EQ(d.ranks[1].presence, "absent");
   EXPECT_EQ(d.ranks[0].presence, "dumped");
@@ -128,14 +134,14 @@ TEST(DumpAnalysis, RankAbsentButJoinedPerCompletedCollective) {
 TEST(DumpAnalysis, RankNeverJoined) {
   // Rank 1's slot was never written and no collective ever completed: it never created the group.
   const json slots = {slot(0, true, "failed", true, 1, 1, 0), slot(1, false, "active", std::nullopt, 0, 0, 0)};
-  const Diagnosis d = analyze({dump(0, 2, json::array({entry(1, 1, "broadcast", "started", {{4}}, "float32",
-                                                             "root=0")}),
-                                    slots)});
+  const Diagnosis d = analyze(
+      {dump(0, 2, json::array({entry(1, 1, "broadcast", "started", {{4}}, "float32", "root=0")}), slots)});
   ASSERT_EQ(d.findings.size(), 1u);
   EXPECT_EQ(d.findings[0].kind, FindingKind::RankNeverJoined);
   EXPECT_EQ(d.findings[0].ranks, std::vector<int>{1});
-  EXPECT_TRUE(has(d.findings[0].text, "rank 1 left no dump and never joined the group: its progress-board slot "
-                                      "was never written and no collective completed"))
+  EXPECT_TRUE(has(d.findings[0].text,
+                  "rank 1 left no dump and never joined the group: its progress-board slot "
+                  "was never written and no collective completed"))
       << d.findings[0].text;
   EXPECT_EQ(d.ranks[1].presence, "never joined");
 }
@@ -161,28 +167,29 @@ TEST(DumpAnalysis, ShapeMismatchNamesTheMinority) {
   const json bad = append(history(2), {entry(3, 3, "all_reduce", "started", {{63, 4}})});
   const Diagnosis d = analyze({dump(0, 3, good), dump(1, 3, bad), dump(2, 3, good)});
   ASSERT_EQ(d.findings.size(), 1u);
-  EXPECT_EQ(d.findings[0].kind, FindingKind::ShapeMismatch);
-  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{1});
-  EXPECT_EQ(d.findings[0].text,
-            "collective #3 differs between ranks: ranks 0, 2: all_reduce (float32 [64, 4], sum); rank 1: all_reduce "
-            "(float32 [63, 4], sum) (different element counts)");
+  expect_finding(
+      d.findings[0], FindingKind::ShapeMismatch, {1},
+      "collective #3 differs between ranks: ranks 0, 2: all_reduce (float32 [64, 4], sum); rank 1: all_reduce "
+      "(float32 [63, 4], sum) (different element counts)");
 }
 
 TEST(DumpAnalysis, SameCountOtherShapeIsConsistent) {
   // The backend sees element counts (Note [Call fingerprints]); [2, 2] and [4] agree, as do an
   // all_gather into one tensor and into a list.
   const Diagnosis d = analyze(
-      {dump(0, 2, json::array({entry(1, 1, "all_reduce", "completed", {{2, 2}}),
-                               entry(2, 2, "all_gather", "completed", {{2}, {4}}, "float32", "tensor")})),
-       dump(1, 2, json::array({entry(1, 1, "all_reduce", "completed", {{4}}),
-                               entry(2, 2, "all_gather", "completed", {{2}, {2}, {2}}, "float32", "list")}))});
+      {dump(0, 2,
+            json::array({entry(1, 1, "all_reduce", "completed", {{2, 2}}),
+                         entry(2, 2, "all_gather", "completed", {{2}, {4}}, "float32", "tensor")})),
+       dump(1, 2,
+            json::array({entry(1, 1, "all_reduce", "completed", {{4}}),
+                         entry(2, 2, "all_gather", "completed", {{2}, {2}, {2}}, "float32", "list")}))});
   EXPECT_TRUE(d.consistent()) << diagnosis_text(d);
 }
 
 TEST(DumpAnalysis, DtypeMismatch) {
-  const Diagnosis d =
-      analyze({dump(0, 2, append(history(1), {entry(2, 2, "all_reduce", "started", {{4}}, "float32")})),
-               dump(1, 2, append(history(1), {entry(2, 2, "all_reduce", "started", {{4}}, "bfloat16")}))});
+  const Diagnosis d = analyze(
+      {dump(0, 2, append(history(1), {entry(2, 2, "all_reduce", "started", {{4}}, "float32")})),
+       dump(1, 2, append(history(1), {entry(2, 2, "all_reduce", "started", {{4}}, "bfloat16")}))});
   ASSERT_EQ(d.findings.size(), 1u);
   EXPECT_EQ(d.findings[0].kind, FindingKind::DtypeMismatch);
   EXPECT_EQ(d.findings[0].text,
@@ -206,19 +213,19 @@ TEST(DumpAnalysis, ExtraCollectiveShiftsTheRest) {
                                          entry(5, 5, "all_reduce", "failed"), entry(6, 6, "all_reduce", "started")});
   const Diagnosis d = analyze({dump(0, 3, normal), dump(1, 3, extra), dump(2, 3, normal)});
   ASSERT_GE(d.findings.size(), 1u);
-  EXPECT_EQ(d.findings[0].kind, FindingKind::ExtraCollective);
-  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{1});
-  EXPECT_EQ(d.findings[0].text,
-            "collective #4 differs between ranks: ranks 0, 2: all_reduce (float32 [4], sum); rank 1: broadcast "
-            "(float32 [4], root=0). rank 1 issued an extra collective at #4: its later collectives line up with the "
-            "others' shifted by one");
+  expect_finding(
+      d.findings[0], FindingKind::ExtraCollective, {1},
+      "collective #4 differs between ranks: ranks 0, 2: all_reduce (float32 [4], sum); rank 1: broadcast "
+      "(float32 [4], root=0). rank 1 issued an extra collective at #4: its later collectives line up with the "
+      "others' shifted by one");
   EXPECT_EQ(d.diverged_at, std::optional<uint64_t>(4));
 }
 
 TEST(DumpAnalysis, SkippedCollective) {
   // Rank 1 skipped a barrier the others issued.
-  const json normal = append(history(3), {entry(4, 4, "barrier", "failed", json::array(), "float32", ""),
-                                          entry(5, 5, "all_reduce", "completed"), entry(6, 6, "all_reduce", "started")});
+  const json normal = append(history(3),
+                             {entry(4, 4, "barrier", "failed", json::array(), "float32", ""),
+                              entry(5, 5, "all_reduce", "completed"), entry(6, 6, "all_reduce", "started")});
   const json skipped = append(history(3), {entry(4, 4, "all_reduce", "failed"), entry(5, 5, "all_reduce", "started")});
   const Diagnosis d = analyze({dump(0, 3, normal), dump(1, 3, skipped), dump(2, 3, normal)});
   ASSERT_GE(d.findings.size(), 1u);
@@ -235,11 +242,10 @@ TEST(DumpAnalysis, ExtraCollectiveAtTheEnd) {
       {dump(1, 3, append(history(3), {entry(4, 4, "all_reduce", "started", {{4}}, "float32", "sum", "step 7")}),
             slots)});
   ASSERT_EQ(d.findings.size(), 3u);
-  EXPECT_EQ(d.findings[0].kind, FindingKind::ExtraCollective);
-  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{1});
-  EXPECT_EQ(d.findings[0].text,
-            "rank 1 issued #4 all_reduce (float32 [4], sum) at step 7, which ranks 0, 2 never issued: they finished "
-            "their collectives at #3 and left the group (an extra collective on rank 1)");
+  expect_finding(
+      d.findings[0], FindingKind::ExtraCollective, {1},
+      "rank 1 issued #4 all_reduce (float32 [4], sum) at step 7, which ranks 0, 2 never issued: they finished "
+      "their collectives at #3 and left the group (an extra collective on rank 1)");
   EXPECT_EQ(d.findings[1].kind, FindingKind::RankAbsent);
   EXPECT_EQ(d.findings[2].kind, FindingKind::RankAbsent);
 }
@@ -260,11 +266,9 @@ TEST(DumpAnalysis, LaggingRankWaitsInAnEarlierCollective) {
   const json r1 = append(history(3), {entry(4, 4, "broadcast", "started", {{4}}, "float32", "root=0")});
   const Diagnosis d = analyze({dump(0, 2, r0), dump(1, 2, r1)});
   ASSERT_EQ(d.findings.size(), 1u);
-  EXPECT_EQ(d.findings[0].kind, FindingKind::Lagging);
-  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{1});
-  EXPECT_EQ(d.findings[0].text,
-            "rank 1 never arrived at #5 all_reduce (float32 [4], sum), which rank 0 waits in: it is waiting in an "
-            "earlier collective, #4 broadcast (float32 [4], root=0) (started)");
+  expect_finding(d.findings[0], FindingKind::Lagging, {1},
+                 "rank 1 never arrived at #5 all_reduce (float32 [4], sum), which rank 0 waits in: it is waiting in an "
+                 "earlier collective, #4 broadcast (float32 [4], root=0) (started)");
   EXPECT_EQ(d.diverged_at, std::optional<uint64_t>(5));
   // Each rank's last enqueued / started / completed call.
   const RankProgress& p = d.ranks[0];
@@ -289,8 +293,7 @@ TEST(DumpAnalysis, BackendStuck) {
 }
 
 TEST(DumpAnalysis, HangOutsideCollectives) {
-  const Diagnosis d =
-      analyze({dump(0, 2, history(3), nullptr, "rank 0: stuck elsewhere"), dump(1, 2, history(3))});
+  const Diagnosis d = analyze({dump(0, 2, history(3), nullptr, "rank 0: stuck elsewhere"), dump(1, 2, history(3))});
   ASSERT_EQ(d.findings.size(), 1u);
   EXPECT_EQ(d.findings[0].kind, FindingKind::HangOutsideCollectives);
   EXPECT_TRUE(has(d.findings[0].text, "the hang is outside this group's collectives")) << d.findings[0].text;
@@ -312,9 +315,8 @@ TEST(DumpAnalysis, P2pWithoutAMatchingCall) {
 }
 
 TEST(DumpAnalysis, JsonCarriesTheDiagnosis) {
-  const Diagnosis d =
-      analyze({dump(0, 2, append(history(1), {entry(2, 2, "all_reduce", "started", {{4}}, "float32")})),
-               dump(1, 2, append(history(1), {entry(2, 2, "all_reduce", "started", {{4}}, "int64")}))});
+  const Diagnosis d = analyze({dump(0, 2, append(history(1), {entry(2, 2, "all_reduce", "started", {{4}}, "float32")})),
+                               dump(1, 2, append(history(1), {entry(2, 2, "all_reduce", "started", {{4}}, "int64")}))});
   const json j = diagnosis_json(d);
   EXPECT_EQ(j["consistent"], false);
   EXPECT_EQ(j["diverged_at_collective"], 2);
@@ -371,7 +373,9 @@ TEST(DumpAnalysis, MalformedDumpsNameTheFileAndField) {
 }
 
 TEST(DumpAnalysis, DumpsOfDifferentGroupsAreRefused) {
-  EXPECT_TRUE(has(what_of([] { analyze({dump(0, 2, history(1)), dump(1, 3, history(1))}); }),
+  EXPECT_TRUE(has(what_of([] {
+                    analyze({dump(0, 2, history(1)), dump(1, 3, history(1))});
+                  }),
                   "are dumps of different process groups"));
   EXPECT_TRUE(has(what_of([] { analyze({dump(1, 2, history(1)), dump(1, 2, history(1))}); }), "are both rank 1"));
   EXPECT_TRUE(has(what_of([] { analyze_dumps({}); }), "no dumps to analyze"));

@@ -1,4 +1,4 @@
-// `trainbench` subcommands: list, test, bench, report, all, launch, estimate (and the hidden `rank`).
+// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze (and the hidden `rank`).
 // Output contract: progress lines on stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
 #include <CLI/CLI.hpp>
 
@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "harness/cli.h"
+#include "harness/analyze_cmd.h"
 #include "harness/distributed.h"
 #include "harness/estimate_cmd.h"
 #include "harness/launcher.h"
@@ -477,6 +478,8 @@ int main(int argc, char** argv) {
 
   EstimateOptions estimate_options;
   CLI::App* estimate = add_estimate_command(app, estimate_options);
+  AnalyzeOptions analyze_options;
+  CLI::App* analyze = add_analyze_command(app, analyze_options);
 
   // Started by the harness inside mpirun for distributed suites; not for users (hidden).
   CLI::App* rank = app.add_subcommand("rank", "");
@@ -521,6 +524,7 @@ int main(int argc, char** argv) {
     if (*report) return cmd_report(o);
     if (*launch) return cmd_launch(o);
     if (*estimate) return run_estimate(*estimate, estimate_options, join_argv(argc, argv));
+    if (*analyze) return run_analyze(analyze_options);
     if (*rank) return rank_main(o.rank);
     if (*test) return cmd_run(o, "test", argc, argv);
     if (*bench) return cmd_run(o, "bench", argc, argv);

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/dist/dump_analysis.h"
 #include "engine/dist/flight_recorder.h"
 #include "engine/dist/process_group.h"
 
@@ -516,20 +517,26 @@ std::string Watchdog::diagnose(const InFlight& f, double elapsed_s) const {
              "dir, or it never created the group)";
       } else if (!s.same_host) {
         o << "rank " << q << "'s progress is unknown (on host " << s.host << ")";
-      } else if (s.coll_entered < S) {
-        o << "rank " << q << " never arrived at #" << S << " (its last collective: " << last_coll(s) << ")";
-      } else if (s.coll_entered == S && unpack_call(s.coll_entered_call).op != unpack_call(f.call).op) {
-        o << "rank " << q << " is at #" << S << " " << describe_full(s.coll_entered_call) << ", not "
-          << describe_full(f.call) << " (mismatched collectives)";
-      } else if (s.coll_entered == S && s.coll_entered_call != f.call) {
-        o << "rank " << q << " is at #" << S << " " << describe_full(s.coll_entered_call) << ", this rank at "
-          << describe_full(f.call) << " (mismatched arguments)";
-      } else if (s.coll_entered == S) {
-        arrived.push_back(q);
-        continue;
       } else {
-        o << "rank " << q << " is past #" << S << " (at #" << s.coll_entered << " " << describe(s.coll_entered_call)
-          << ")";
+        switch (peer_position(S, s.coll_entered, unpack_call(s.coll_entered_call).op == unpack_call(f.call).op,
+                              s.coll_entered_call == f.call)) {
+          case PeerPosition::NotArrived:
+            o << "rank " << q << " never arrived at #" << S << " (its last collective: " << last_coll(s) << ")";
+            break;
+          case PeerPosition::OtherOp:
+            o << "rank " << q << " is at #" << S << " " << describe_full(s.coll_entered_call) << ", not "
+              << describe_full(f.call) << " (mismatched collectives)";
+            break;
+          case PeerPosition::OtherArguments:
+            o << "rank " << q << " is at #" << S << " " << describe_full(s.coll_entered_call) << ", this rank at "
+              << describe_full(f.call) << " (mismatched arguments)";
+            break;
+          case PeerPosition::Arrived: arrived.push_back(q); continue;
+          case PeerPosition::Past:
+            o << "rank " << q << " is past #" << S << " (at #" << s.coll_entered << " " << describe(s.coll_entered_call)
+              << ")";
+            break;
+        }
       }
       parts.push_back(o.str());
     }

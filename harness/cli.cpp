@@ -1,4 +1,4 @@
-// `trainbench` subcommands: list, test, bench, report, all, launch, estimate (and the hidden `rank`).
+// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, checkpoint (and the hidden `rank`).
 // Output contract: progress lines on stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
 #include <CLI/CLI.hpp>
 
@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/checkpoint_cmd.h"
 #include "harness/cli.h"
 #include "harness/distributed.h"
 #include "harness/estimate_cmd.h"
@@ -478,6 +479,9 @@ int main(int argc, char** argv) {
   EstimateOptions estimate_options;
   CLI::App* estimate = add_estimate_command(app, estimate_options);
 
+  CheckpointOptions checkpoint_options;
+  CLI::App* checkpoint = add_checkpoint_command(app, checkpoint_options);
+
   // Started by the harness inside mpirun for distributed suites; not for users (hidden).
   CLI::App* rank = app.add_subcommand("rank", "");
   rank->group("");
@@ -521,6 +525,7 @@ int main(int argc, char** argv) {
     if (*report) return cmd_report(o);
     if (*launch) return cmd_launch(o);
     if (*estimate) return run_estimate(*estimate, estimate_options, join_argv(argc, argv));
+    if (*checkpoint) return run_checkpoint(*checkpoint, checkpoint_options);
     if (*rank) return rank_main(o.rank);
     if (*test) return cmd_run(o, "test", argc, argv);
     if (*bench) return cmd_run(o, "bench", argc, argv);

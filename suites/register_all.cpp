@@ -11,6 +11,7 @@
 #include "suites/collectives/collectives_suite.h"
 #include "suites/collectives/watchdog_launch.h"
 #include "suites/comm/comm_bench.h"
+#include "suites/dcp/dcp_bench.h"
 #include "suites/ddp/ddp_suite.h"
 #include "suites/fsdp/fsdp_bench.h"
 #include "suites/fsdp/fsdp_suite.h"
@@ -159,6 +160,20 @@ void register_all() {
     s.peer = [](int world, const harness::CaseFilter& wanted) {
       return world == 3 ? std::vector<harness::Record>{} : fsdp_peer(world, wanted);
     };
+    s.bench_rounds = 2;  // engine, PyTorch, PyTorch, engine (Note [Benchmark rounds])
+    harness::register_suite(std::move(s));
+  }
+  {
+    // dcpsuite writes the suite's description, world sizes and rank_tests; these are its benchmarks.
+    harness::Suite s;
+    s.name = "dcp";
+    s.description =
+        "distributed checkpoints that reshard; save/load GB/s and the async save's blocking time beside "
+        "torch.distributed.checkpoint on Gloo (worlds 1 and 2), memcpy GB/s as the machine's figure";
+    s.world_sizes = {1, 2};
+    // Benchmarks at worlds 1 and 2 (the figure is at world 2).
+    s.rank_benches = [](int world) { return dcp_rank_benches(world); };
+    s.peer = [](int world, const harness::CaseFilter& wanted) { return dcp_peer(world, wanted); };
     s.bench_rounds = 2;  // engine, PyTorch, PyTorch, engine (Note [Benchmark rounds])
     harness::register_suite(std::move(s));
   }

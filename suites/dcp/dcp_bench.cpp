@@ -121,6 +121,7 @@ void run_dcp_bench(const std::string& model, harness::Record& rec) {
       local[0] = end - b;
     }
     e.local = rand(local, DType::Float32, &gen);
+    if (shape.empty()) e.local.data_ptr<float>()[0] = 1;  // AdamW's step: the same on every rank
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     state_bytes += n * int64_t(sizeof(float));

@@ -41,9 +41,9 @@ constexpr const char* kStateKey = "trainbench.state";
 struct ChunkRow {
   int64_t row_begin = 0, row_end = 0, bytes = 0;
   std::string file, key;
-  int writer = -1;         // -1: one process wrote everything
-  std::string checksum;    // empty: none stored
-  std::string status;      // after --verify: "ok", else the problem
+  int writer = -1;       // -1: one process wrote everything
+  std::string checksum;  // empty: none stored
+  std::string status;    // after --verify: "ok", else the problem
 };
 struct TensorRow {
   std::string name;
@@ -109,8 +109,8 @@ Listing from_distributed(const DistributedMetadata& meta) {
   for (const checkpoint::SavedTensor& s : meta.tensors) {
     TensorRow t{s.name, s.dtype, s.shape, tensor_bytes(s.dtype, s.shape), {}};
     for (const checkpoint::SavedChunk& c : s.chunks) {
-      ChunkRow r{c.row_begin, c.row_end, rows_bytes(t, c.row_begin, c.row_end), c.file, c.key, c.writer, c.checksum,
-                 ""};
+      ChunkRow r{c.row_begin, c.row_end, rows_bytes(t, c.row_begin, c.row_end), c.file, c.key, c.writer,
+                 c.checksum,  ""};
       t.chunks.push_back(std::move(r));
     }
     l.tensors.push_back(std::move(t));
@@ -139,8 +139,8 @@ Listing from_single(const std::string& step_dir) {
   l.step_dir = step_dir;
   l.world_size = 1;
   const std::string state_path = step_dir + "/state.json";
-  const nlohmann::json j =
-      checkpoint::parse_untrusted_json(checkpoint::read_small_file(state_path, size_t(1) << 30), op, state_path);
+  const nlohmann::json j = checkpoint::parse_untrusted_json(checkpoint::read_small_file(state_path, size_t(1) << 30),
+                                                            op, state_path);
   TB_CHECK(j.is_object(), op, "'", state_path, "' is not a JSON object");
   if (j.contains("save_id") && j["save_id"].is_string()) l.save_id = j["save_id"].get<std::string>();
   if (j.contains("step") && j["step"].is_number_integer()) l.step = j["step"].get<int64_t>();
@@ -242,9 +242,8 @@ std::string human_bytes(int64_t b) {
 std::string shape_text(const Shape& s) { return core::to_string(s); }
 
 nlohmann::json to_json(const Listing& l, bool verified) {
-  nlohmann::json j = {{"path", l.path},      {"kind", l.kind},       {"step_dir", l.step_dir},
-                      {"layout", l.layout},  {"created", l.created}, {"save_id", l.save_id},
-                      {"world_size", l.world_size}};
+  nlohmann::json j = {{"path", l.path},       {"kind", l.kind},       {"step_dir", l.step_dir},    {"layout", l.layout},
+                      {"created", l.created}, {"save_id", l.save_id}, {"world_size", l.world_size}};
   j["step"] = l.step ? nlohmann::json(*l.step) : nlohmann::json();
   if (l.epoch) j["epoch"] = *l.epoch;
   if (l.block_bytes) j["block_bytes"] = l.block_bytes;
@@ -257,8 +256,11 @@ nlohmann::json to_json(const Listing& l, bool verified) {
                          {"bytes", t.bytes},
                          {"chunks", nlohmann::json::array()}};
     for (const ChunkRow& c : t.chunks) {
-      nlohmann::json jc = {{"rows", {c.row_begin, c.row_end}}, {"bytes", c.bytes}, {"file", c.file},
-                           {"key", c.key},                     {"checksum", c.checksum}};
+      nlohmann::json jc = {{"rows", {c.row_begin, c.row_end}},
+                           {"bytes", c.bytes},
+                           {"file", c.file},
+                           {"key", c.key},
+                           {"checksum", c.checksum}};
       jc["writer"] = c.writer >= 0 ? nlohmann::json(c.writer) : nlohmann::json();
       if (verified) jc["status"] = c.status;
       bad += verified && !chunk_ok(c);
@@ -296,8 +298,10 @@ void print_table(std::ostream& os, const Listing& l, bool verified) {
   for (size_t i = 0; i < who.size(); ++i) os << (i ? ", " : "  ") << who[i] << (i + 1 == who.size() ? "\n" : "");
   size_t width = 6;
   for (const TensorRow& t : l.tensors) width = std::max(width, t.name.size());
-  os << '\n' << std::left << std::setw(int(width)) << "tensor" << "  " << std::setw(5) << "dtype" << "  "
-     << std::setw(18) << "shape" << std::right << std::setw(11) << "bytes"
+  os << '\n'
+     << std::left << std::setw(int(width)) << "tensor"
+     << "  " << std::setw(5) << "dtype"
+     << "  " << std::setw(18) << "shape" << std::right << std::setw(11) << "bytes"
      << "  chunks: rows, file (writer)" << (verified ? ", checksum" : "") << '\n';
   int64_t data = 0, chunks = 0, bad = 0;
   for (const TensorRow& t : l.tensors) {
@@ -325,8 +329,8 @@ void print_table(std::ostream& os, const Listing& l, bool verified) {
   os << "\ntotal: " << l.tensors.size() << " tensors, " << chunks << " chunks, " << data << " bytes of data ("
      << human_bytes(data) << ") in " << l.files.size() << " files of " << file_bytes << " bytes\n";
   if (verified)
-    os << "checksums: " << chunks - bad << " of " << chunks << " chunks ok" << (bad ? ", " + std::to_string(bad) + " BAD" : "")
-       << '\n';
+    os << "checksums: " << chunks - bad << " of " << chunks << " chunks ok"
+       << (bad ? ", " + std::to_string(bad) + " BAD" : "") << '\n';
 }
 
 // The input must exist; a typo is a usage error, not a broken checkpoint.
@@ -399,8 +403,8 @@ int consolidate(const CheckpointOptions& o) {
   for (size_t i = 0; i < meta.tensors.size(); ++i) {
     one.tensors = {meta.tensors[i]};
     checkpoint::NamedTensors got = checkpoint::read_distributed_full(one);
-    TB_CHECK(got.size() == 1, op, "read_distributed_full returned ", got.size(), " tensors for '",
-             meta.tensors[i].name, "'");
+    TB_CHECK(got.size() == 1, op, "read_distributed_full returned ", got.size(), " tensors for '", meta.tensors[i].name,
+             "'");
     all.push_back(std::move(got[0]));
     done += tensor_bytes(meta.tensors[i].dtype, meta.tensors[i].shape);
     const auto now = Clock::now();
@@ -411,27 +415,29 @@ int consolidate(const CheckpointOptions& o) {
                    std::chrono::duration<double>(now - start).count());
     }
   }
-  const nlohmann::json state = {{"step", meta.step},           {"layout", meta.layout},
-                                {"world_size", meta.world_size}, {"save_id", meta.save_id},
-                                {"created", meta.created},     {"state", meta.state}};
+  const nlohmann::json state = {{"step", meta.step},       {"layout", meta.layout},   {"world_size", meta.world_size},
+                                {"save_id", meta.save_id}, {"created", meta.created}, {"state", meta.state}};
   if (progress) std::fprintf(stderr, "consolidate: writing %s\n", o.out.c_str());
   checkpoint::save_file(o.out, all, {{kStateKey, state.dump()}});
-  std::cout << "consolidated " << all.size() << " tensors (" << total << " bytes) of step " << meta.step
-            << " from " << meta.step_dir << " into " << o.out << '\n';
+  std::cout << "consolidated " << all.size() << " tensors (" << total << " bytes) of step " << meta.step << " from "
+            << meta.step_dir << " into " << o.out << '\n';
   return 0;
 }
 
 }  // namespace
 
 CLI::App* add_checkpoint_command(CLI::App& app, CheckpointOptions& o) {
-  CLI::App* cmd = app.add_subcommand("checkpoint", "Inspect a checkpoint or consolidate a distributed one into one file");
+  CLI::App* cmd = app.add_subcommand("checkpoint",
+                                     "Inspect a checkpoint or consolidate a distributed one into one file");
   cmd->require_subcommand(1);
   CLI::App* inspect = cmd->add_subcommand(
       "inspect",
       "Who wrote a checkpoint (layout, world size, step, time, save id), every tensor with its chunks (rows, file, "
       "writer rank), file sizes and totals; PATH is a distributed or one-process checkpoint (root or step "
       "directory) or a safetensors file. Exit 1 when it is incomplete or, with --verify, a chunk is corrupt");
-  inspect->add_option("path", o.path, "Checkpoint root, step directory or safetensors file")->required()->type_name("PATH");
+  inspect->add_option("path", o.path, "Checkpoint root, step directory or safetensors file")
+      ->required()
+      ->type_name("PATH");
   inspect->add_flag("--verify", o.verify, "Read every byte and check each chunk's checksum");
   inspect->add_flag("--json", o.json, "Print JSON instead of the table");
   CLI::App* consolidate = cmd->add_subcommand(

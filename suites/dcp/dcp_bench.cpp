@@ -246,7 +246,8 @@ std::vector<harness::TestCase> dcp_rank_benches(int world) {
   if (world > 2) return b;  // the figures are at worlds 1 and 2
   for (const std::string& model : dcp_bench_models()) {
     const std::string name = "dcp/" + model + "/w" + std::to_string(world) + "/engine";
-    b.push_back(recorded_case("dcp", name, [model](harness::Record& r) { run_dcp_bench(model, r); }, false));
+    b.push_back(recorded_case(
+        "dcp", name, [model](harness::Record& r) { run_dcp_bench(model, r); }, false));
   }
   return b;
 }

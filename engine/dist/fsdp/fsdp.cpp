@@ -335,12 +335,7 @@ void FSDPUnit::launch_reduce() {
 void FSDPUnit::finish_reduce(const std::vector<bool>& used_anywhere, size_t first) {
   if (!requires_sync || params.empty()) return;
   autograd::NoGradGuard ng;
-  if (reduce_work) root->wait(reduce_work);
-  if (replicas > 1 && !replicas_reduced) {
-    WorkPtr w = replicate_group->all_reduce(reduce_out, ReduceOp::Sum);
-    root->count(*replicate_group, w, reduce_out.numel() * int64_t(reduce_out.itemsize()), &FSDPStats::all_reduces);
-    root->wait(w);
-  }
+  if (reduce_work) root->wait(reduce_work);  // the replicas' all-reduce (finalize issued it)
   const DType master = flat.dtype();
   Tensor out = reduce_out.dtype() == master ? reduce_out : converted(reduce_out, master);
   // A shard without a gradient takes a view of `out` as its .grad (no copy: the buffer is this
@@ -438,6 +433,17 @@ void FSDPRoot::finalize() {
     }
     for (size_t k = 0; k < n; ++k) used[k] = f[k] > 0;
   }
+  // HybridShard: every unit's replica all-reduce is issued before any is waited for, so the
+  // group's worker runs them back to back (all on the one replica group: the same order on every
+  // rank).
+  for (FSDPUnit* u : units)
+    if (u->requires_sync && !u->params.empty() && u->replicas > 1 && !u->replicas_reduced) {
+      autograd::NoGradGuard ng;
+      u->reduce_work = u->replicate_group->all_reduce(u->reduce_out, ReduceOp::Sum);
+      count(*u->replicate_group, u->reduce_work, u->reduce_out.numel() * int64_t(u->reduce_out.itemsize()),
+            &FSDPStats::all_reduces);
+      u->replicas_reduced = true;
+    }
   for (size_t i = 0; i < units.size(); ++i) units[i]->finish_reduce(used, first[i]);
   for (FSDPUnit* u : units) u->reshard();
   const auto order = forward_order;

@@ -1,0 +1,866 @@
+// Sharded checkpoints: see Note [Distributed checkpoint directory] in distributed.h.
+#include "engine/checkpoint/distributed.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <ctime>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "engine/checkpoint/atomic_file.h"
+#include "engine/checkpoint/step_dir.h"
+#include "engine/checkpoint/training_state.h"
+#include "engine/checkpoint/untrusted_json.h"
+#include "engine/core/error.h"
+#include "engine/tensor/factories.h"
+
+namespace tb::checkpoint {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+constexpr const char* kFormat = "trainbench.distributed_checkpoint";
+constexpr int kVersion = 1;
+constexpr const char* kMetadataFile = "metadata.json";
+constexpr const char* kStateKey = "trainbench.state";  // a consolidated file's state, in __metadata__
+// Checksums cover 1 MiB blocks of each chunk, so a rank reading part of a chunk verifies what it
+// read at the cost of at most two partial blocks (the ends of its range), not the whole chunk.
+constexpr int64_t kBlockBytes = int64_t(1) << 20;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Rows of a tensor for sharding: dim 0, or 1 for a 0-dim tensor.
+int64_t rows_of(const Shape& s) { return s.empty() ? 1 : s[0]; }
+int64_t row_bytes_of(const Shape& s, DType dt) {
+  int64_t n = int64_t(core::itemsize(dt));
+  for (size_t i = 1; i < s.size(); ++i) n *= s[i];
+  return n;
+}
+std::string shape_text(const Shape& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+std::string key_of(const std::string& name, int64_t row_begin) { return name + "@" + std::to_string(row_begin); }
+std::string file_of(int rank) { return "rank-" + std::to_string(rank) + ".safetensors"; }
+
+// ---------------------------------------------------------------- byte exchange over a group
+
+// Every rank's string, in rank order (two all-gathers: the lengths, then the padded bytes).
+std::vector<std::string> all_gather_strings(dist::ProcessGroup& g, const std::string& mine,
+                                            std::chrono::milliseconds timeout) {
+  const int W = g.size();
+  Tensor len = full({1}, double(mine.size()), DType::Int64);
+  Tensor lens = empty({W}, DType::Int64);
+  g.all_gather(lens, len)->wait(timeout);
+  const int64_t* l = lens.data_ptr<int64_t>();
+  int64_t most = 0;
+  for (int r = 0; r < W; ++r) most = std::max(most, l[r]);
+  const int64_t words = std::max<int64_t>(1, (most + 7) / 8);
+  Tensor in = zeros({words}, DType::Int64);
+  std::memcpy(in.data(), mine.data(), mine.size());
+  Tensor out = empty({int64_t(W) * words}, DType::Int64);
+  g.all_gather(out, in)->wait(timeout);
+  std::vector<std::string> all(static_cast<size_t>(W));
+  const char* base = static_cast<const char*>(out.data());
+  for (int r = 0; r < W; ++r) all[size_t(r)].assign(base + size_t(r) * size_t(words) * 8, size_t(l[r]));
+  return all;
+}
+
+// Raises on every rank when any rank reported an error (the same message everywhere).
+void raise_if_any(const std::string& op, const std::vector<std::string>& errors, const std::string& tail) {
+  std::string msg;
+  for (size_t r = 0; r < errors.size(); ++r) {
+    if (errors[r].empty()) continue;
+    std::string_view e = errors[r];
+    if (e.rfind(op + ": ", 0) == 0) e.remove_prefix(op.size() + 2);  // said once, in front
+    msg += (msg.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": ") + std::string(e);
+  }
+  if (!msg.empty()) throw core::Error(op, "failed on " + msg + tail);
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// ---------------------------------------------------------------- metadata
+
+[[noreturn]] void bad_meta(const std::string& file, const std::string& what) {
+  throw core::Error("checkpoint.load", "'" + file + "': " + what);
+}
+
+int64_t get_int(const json& j, const char* key, const std::string& file, const std::string& where, int64_t lo = 0) {
+  auto it = j.find(key);
+  if (it == j.end() || !(it->is_number_integer() || it->is_number_unsigned()))
+    bad_meta(file,
+             where + "\"" + key + "\" must be an integer, got " + (it == j.end() ? "nothing" : json_excerpt(*it)));
+  const int64_t v = it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : it->get<int64_t>();
+  if (v < lo) bad_meta(file, where + "\"" + key + "\" must be >= " + std::to_string(lo) + ", got " + json_excerpt(*it));
+  return v;
+}
+std::string get_str(const json& j, const char* key, const std::string& file, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string())
+    bad_meta(file, where + "\"" + key + "\" must be a string, got " + (it == j.end() ? "nothing" : json_excerpt(*it)));
+  return it->get<std::string>();
+}
+bool is_hex16(const std::string& s) {
+  return s.size() == 16 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+// "rank-<digits>.safetensors": nothing else may name a file (no path traversal from metadata).
+bool is_rank_file(const std::string& f) {
+  const std::string pre = "rank-", post = ".safetensors";
+  if (f.size() <= pre.size() + post.size() || f.size() > 40 || f.rfind(pre, 0) != 0 ||
+      f.compare(f.size() - post.size(), post.size(), post) != 0)
+    return false;
+  for (size_t i = pre.size(); i < f.size() - post.size(); ++i)
+    if (f[i] < '0' || f[i] > '9') return false;
+  return true;
+}
+
+int64_t checked_bytes(const Shape& shape, DType dt, const std::string& file, const std::string& name) {
+  uint64_t n = core::itemsize(dt);
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > uint64_t(INT64_MAX) / uint64_t(d)))
+      bad_meta(file, "tensor '" + text_excerpt(name) + "': shape " + shape_text(shape) + " overflows");
+    n *= uint64_t(d);
+  }
+  return int64_t(n);
+}
+
+DistributedMetadata parse_metadata(const std::string& text, const std::string& file, const std::string& step_dir) {
+  const json j = parse_untrusted_json(text, "checkpoint.load", file);
+  if (!j.is_object()) bad_meta(file, "metadata must be a JSON object");
+  if (get_str(j, "format", file, "") != kFormat)
+    bad_meta(file, "\"format\" is not \"" + std::string(kFormat) + "\": not a trainbench distributed checkpoint");
+  const int64_t version = get_int(j, "version", file, "", 1);
+  if (version > kVersion)
+    bad_meta(file, "version " + std::to_string(version) + " is newer than this build reads (" +
+                       std::to_string(kVersion) + "): update trainbench");
+  DistributedMetadata m;
+  m.step_dir = step_dir;
+  m.save_id = get_str(j, "save_id", file, "");
+  m.step = get_int(j, "step", file, "");
+  m.world_size = int(std::min<int64_t>(get_int(j, "world_size", file, "", 1), 1 << 24));
+  m.layout = get_str(j, "layout", file, "");
+  m.created = get_str(j, "created", file, "");
+  m.block_bytes = get_int(j, "block_bytes", file, "", 1);
+  if (auto it = j.find("state"); it != j.end()) m.state = *it;
+  auto ts = j.find("tensors");
+  if (ts == j.end() || !ts->is_object()) bad_meta(file, "\"tensors\" must be an object");
+  for (auto it = ts->begin(); it != ts->end(); ++it) {
+    const std::string& name = it.key();
+    const std::string where = "tensor '" + text_excerpt(name) + "': ";
+    const json& t = it.value();
+    if (!t.is_object()) bad_meta(file, where + "must be an object");
+    SavedTensor st;
+    st.name = name;
+    const std::string dt = get_str(t, "dtype", file, where);
+    auto d = dtype_from_format_name(dt);
+    if (!d) bad_meta(file, where + "unknown dtype \"" + text_excerpt(dt) + "\"");
+    st.dtype = *d;
+    auto sh = t.find("shape");
+    if (sh == t.end() || !sh->is_array() || sh->size() > kMaxDims)
+      bad_meta(file, where + "\"shape\" must be an array of at most 64 sizes");
+    for (const json& x : *sh) {
+      if (!x.is_number_integer() && !x.is_number_unsigned())
+        bad_meta(file, where + "\"shape\" holds " + json_excerpt(x));
+      const int64_t v = x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : x.get<int64_t>();
+      if (v < 0) bad_meta(file, where + "\"shape\" holds " + json_excerpt(x));
+      st.shape.push_back(v);
+    }
+    checked_bytes(st.shape, st.dtype, file, name);
+    const int64_t R = rows_of(st.shape), rb = row_bytes_of(st.shape, st.dtype);
+    auto cs = t.find("chunks");
+    if (cs == t.end() || !cs->is_array()) bad_meta(file, where + "\"chunks\" must be an array");
+    for (const json& c : *cs) {
+      if (!c.is_object()) bad_meta(file, where + "a chunk must be an object");
+      SavedChunk ch;
+      ch.row_begin = get_int(c, "row_begin", file, where);
+      ch.row_end = get_int(c, "row_end", file, where);
+      ch.writer = int(std::min<int64_t>(get_int(c, "writer", file, where), 1 << 24));
+      ch.file = get_str(c, "file", file, where);
+      ch.key = get_str(c, "key", file, where);
+      ch.checksum = get_str(c, "checksum", file, where);
+      if (!is_rank_file(ch.file))
+        bad_meta(file, where + "chunk file \"" + text_excerpt(ch.file) + "\" is not rank-<N>.safetensors");
+      if (!is_hex16(ch.checksum))
+        bad_meta(file, where + "checksum \"" + text_excerpt(ch.checksum) + "\" is not 16 hex digits");
+      if (ch.row_end <= ch.row_begin || ch.row_end > R)
+        bad_meta(file, where + "chunk rows [" + std::to_string(ch.row_begin) + ", " + std::to_string(ch.row_end) +
+                           ") do not lie inside [0, " + std::to_string(R) + ")");
+      auto bl = c.find("blocks");
+      if (bl == c.end() || !bl->is_array()) bad_meta(file, where + "a chunk's \"blocks\" must be an array");
+      const int64_t bytes = (ch.row_end - ch.row_begin) * rb;
+      const int64_t nblocks = (bytes + m.block_bytes - 1) / m.block_bytes;
+      if (int64_t(bl->size()) != nblocks)
+        bad_meta(file, where + "a chunk of " + std::to_string(bytes) + " bytes needs " + std::to_string(nblocks) +
+                           " block checksums, has " + std::to_string(bl->size()));
+      for (const json& b : *bl) {
+        if (!b.is_string() || !is_hex16(b.get<std::string>()))
+          bad_meta(file, where + "block checksum " + json_excerpt(b) + " is not 16 hex digits");
+        ch.block_checksums.push_back(b.get<std::string>());
+      }
+      st.chunks.push_back(std::move(ch));
+    }
+    std::sort(st.chunks.begin(), st.chunks.end(),
+              [](const SavedChunk& a, const SavedChunk& b) { return a.row_begin < b.row_begin; });
+    int64_t next = 0;
+    for (const SavedChunk& c : st.chunks) {
+      if (c.row_begin != next)
+        bad_meta(file, where + (c.row_begin < next ? "chunks overlap at row " : "no chunk holds row ") +
+                           std::to_string(std::min(next, c.row_begin)));
+      next = c.row_end;
+    }
+    if (next != R && R > 0)
+      bad_meta(file, where + "no chunk holds rows from " + std::to_string(next) + " to " + std::to_string(R));
+    m.tensors.push_back(std::move(st));
+  }
+  std::sort(m.tensors.begin(), m.tensors.end(),
+            [](const SavedTensor& a, const SavedTensor& b) { return a.name < b.name; });
+  return m;
+}
+
+// A plain safetensors file as metadata: each tensor one whole chunk, no block checksums (the
+// file's own per-tensor checksum is verified when a chunk is read whole).
+DistributedMetadata file_metadata(const std::string& path) {
+  const FileIndex idx = read_index(path);
+  DistributedMetadata m;
+  m.step_dir = path;
+  m.world_size = 1;
+  m.layout = "file";
+  m.block_bytes = 0;
+  if (auto it = idx.metadata.find(kStateKey); it != idx.metadata.end()) {
+    const json s = parse_untrusted_json(it->second, "checkpoint.load", path);
+    if (!s.is_object()) bad_meta(path, std::string("__metadata__ \"") + kStateKey + "\" must be a JSON object");
+    if (s.contains("state")) m.state = s["state"];
+    if (s.contains("step") && s["step"].is_number_integer()) m.step = s["step"].get<int64_t>();
+    if (s.contains("layout") && s["layout"].is_string()) m.layout = s["layout"].get<std::string>();
+  }
+  for (const IndexEntry& e : idx.tensors) {
+    SavedTensor st;
+    st.name = e.name;
+    st.dtype = e.dtype;
+    st.shape = e.shape;
+    if (rows_of(e.shape) > 0) {
+      SavedChunk c;
+      c.row_end = rows_of(e.shape);
+      c.file = path;
+      c.key = e.name;
+      c.checksum = e.checksum.value_or("");
+      st.chunks.push_back(std::move(c));
+    }
+    m.tensors.push_back(std::move(st));
+  }
+  std::sort(m.tensors.begin(), m.tensors.end(),
+            [](const SavedTensor& a, const SavedTensor& b) { return a.name < b.name; });
+  return m;
+}
+
+bool is_regular_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// ---------------------------------------------------------------- reading chunk rows
+
+struct OpenFile {
+  int fd = -1;
+  FileIndex index;
+  ~OpenFile() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Reads rows of saved chunks, verifying the checksum blocks it touches; files opened once each.
+class ChunkReader {
+ public:
+  ChunkReader(const DistributedMetadata& m, bool verify) : meta_(m), verify_(verify) {}
+  int64_t bytes_read = 0;
+
+  // Rows [a, b) (absolute) of chunk `c` of tensor `t` into dst (contiguous, (b - a) rows).
+  void read_rows(const SavedTensor& t, const SavedChunk& c, int64_t a, int64_t b, char* dst) {
+    const bool single = meta_.block_bytes == 0;  // one safetensors file
+    const std::string path = single ? c.file : meta_.step_dir + "/" + c.file;
+    OpenFile& f = open(path);
+    const IndexEntry* e = f.index.find(c.key);
+    const std::string where = "tensor '" + t.name + "' rows [" + std::to_string(c.row_begin) + ", " +
+                              std::to_string(c.row_end) + ")";
+    if (!e) bad_meta(path, where + ": the file has no key '" + text_excerpt(c.key) + "'");
+    Shape want = t.shape;
+    if (!want.empty()) want[0] = c.row_end - c.row_begin;
+    if (e->dtype != t.dtype || e->shape != want)
+      bad_meta(path, where + ": the file holds " + core::name(e->dtype) + " " + shape_text(e->shape) +
+                         ", the metadata says " + core::name(t.dtype) + " " + shape_text(want));
+    const int64_t rb = row_bytes_of(t.shape, t.dtype);
+    const int64_t off = (a - c.row_begin) * rb, len = (b - a) * rb, total = int64_t(e->nbytes);
+    if (single || !verify_) {
+      if (!verify_ || (a == c.row_begin && b == c.row_end) || c.checksum.empty()) {
+        pread_exact(f.fd, e->offset + uint64_t(off), dst, size_t(len), path);
+        bytes_read += len;
+        if (verify_ && !c.checksum.empty() && hex(XXH64(dst, size_t(len), 0)) != c.checksum)
+          bad_meta(path, where + ": checksum mismatch: the file is corrupt; restore it from a good copy");
+        return;
+      }
+      // Part of a file's tensor: its checksum covers the whole tensor, so read all of it.
+      std::vector<char> whole(static_cast<size_t>(total));
+      read_rows(t, c, c.row_begin, c.row_end, whole.data());
+      std::memcpy(dst, whole.data() + off, size_t(len));
+      return;
+    }
+    pread_exact(f.fd, e->offset + uint64_t(off), dst, size_t(len), path);
+    bytes_read += len;
+    const int64_t B = meta_.block_bytes;
+    std::vector<char> edge;
+    for (int64_t k = off / B; k * B < off + len; ++k) {
+      const int64_t bb = k * B, be = std::min(total, bb + B);
+      XXH64_state_t* s = XXH64_createState();
+      XXH64_reset(s, 0);
+      auto edge_read = [&](int64_t from, int64_t to) {
+        edge.resize(size_t(to - from));
+        pread_exact(f.fd, e->offset + uint64_t(from), edge.data(), edge.size(), path);
+        bytes_read += to - from;
+        XXH64_update(s, edge.data(), edge.size());
+      };
+      if (bb < off) edge_read(bb, off);
+      const int64_t mb = std::max(bb, off), me = std::min(be, off + len);
+      XXH64_update(s, dst + (mb - off), size_t(me - mb));
+      if (be > off + len) edge_read(off + len, be);
+      const uint64_t got = XXH64_digest(s);
+      XXH64_freeState(s);
+      if (hex(got) != c.block_checksums[size_t(k)])
+        bad_meta(path, where + ": checksum mismatch in bytes [" + std::to_string(bb) + ", " + std::to_string(be) +
+                           ") of the chunk (stored " + c.block_checksums[size_t(k)] + ", data gives " + hex(got) +
+                           "): the file is corrupt; restore it from a good copy");
+    }
+  }
+
+ private:
+  OpenFile& open(const std::string& path) {
+    auto it = files_.find(path);
+    if (it != files_.end()) return *it->second;
+    auto f = std::make_unique<OpenFile>();
+    f->index = read_index(path);  // validates the header (and that the file exists)
+    f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0) bad_meta(path, "cannot open: " + errno_text(errno));
+    return *files_.emplace(path, std::move(f)).first->second;
+  }
+  const DistributedMetadata& meta_;
+  bool verify_;
+  std::map<std::string, std::unique_ptr<OpenFile>> files_;
+};
+
+// Fills rows [row_offset, row_offset + rows) of saved tensor `t` into dst.
+void read_tensor_rows(ChunkReader& r, const SavedTensor& t, int64_t row_offset, int64_t rows, char* dst) {
+  const int64_t rb = row_bytes_of(t.shape, t.dtype);
+  const int64_t a = row_offset, b = row_offset + rows;
+  for (const SavedChunk& c : t.chunks) {
+    const int64_t lo = std::max(a, c.row_begin), hi = std::min(b, c.row_end);
+    if (lo >= hi) continue;
+    r.read_rows(t, c, lo, hi, dst + (lo - a) * rb);
+  }
+}
+
+// ---------------------------------------------------------------- the save plan
+
+struct Held {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  int64_t row_begin, row_end;
+};
+
+json describe(const DistributedState& s, int rank, const std::string& error) {
+  json d = {{"error", error}, {"step", s.step}, {"entries", json::array()}};
+  if (!error.empty()) return d;
+  for (const ShardedEntry& e : s.tensors) {
+    const int64_t rows = e.global_shape.empty() ? 1 : e.local.size(0);
+    d["entries"].push_back(
+        {e.name, format_dtype_name(e.local.dtype()), e.global_shape, e.row_offset, e.row_offset + rows});
+  }
+  (void)rank;
+  return d;
+}
+
+std::string check_local(const DistributedState& s) {
+  std::map<std::string, int> seen;
+  for (const ShardedEntry& e : s.tensors) {
+    const std::string w = "tensor '" + e.name + "': ";
+    if (e.name.empty()) return "a tensor has an empty name";
+    if (e.name.find('@') != std::string::npos) return w + "names may not contain '@'";
+    if (seen[e.name]++) return w + "named twice";
+    if (!e.local.defined()) return w + "undefined";
+    if (e.local.device().type != core::DeviceType::CPU) return w + "not on the CPU";
+    if (e.local.dim() != int64_t(e.global_shape.size()))
+      return w + "local " + shape_text(e.local.sizes()) + " and global " + shape_text(e.global_shape) +
+             " differ in rank";
+    for (size_t d = 1; d < e.global_shape.size(); ++d)
+      if (e.local.size(int64_t(d)) != e.global_shape[d])
+        return w + "local " + shape_text(e.local.sizes()) + " does not match global " + shape_text(e.global_shape) +
+               " beyond dim 0";
+    if (e.global_shape.empty() ? e.row_offset != 0
+                               : (e.row_offset < 0 || e.row_offset + e.local.size(0) > e.global_shape[0]))
+      return w + "rows [" + std::to_string(e.row_offset) + ", " +
+             std::to_string(e.row_offset + (e.global_shape.empty() ? 1 : e.local.size(0))) + ") lie outside " +
+             shape_text(e.global_shape);
+  }
+  return "";
+}
+
+struct Plan {
+  // (name, row_begin) of the chunks this rank writes, and per tensor its dtype and shape.
+  std::map<std::string, std::pair<DType, Shape>> tensors;
+  std::vector<std::vector<std::pair<std::string, int64_t>>> writes;  // per rank
+  std::string error;
+};
+
+Plan make_plan(const std::vector<json>& ranks) {
+  Plan p;
+  p.writes.resize(ranks.size());
+  struct Holders {
+    int64_t row_end;
+    std::vector<int> ranks;
+  };
+  std::map<std::string, std::map<int64_t, Holders>> chunks;  // name -> row_begin -> holders
+  for (size_t r = 0; r < ranks.size(); ++r)
+    for (const json& e : ranks[r]["entries"]) {
+      const std::string name = e[0].get<std::string>();
+      const DType dt = *dtype_from_format_name(e[1].get<std::string>());
+      const Shape shape = e[2].get<Shape>();
+      const int64_t b = e[3].get<int64_t>(), en = e[4].get<int64_t>();
+      auto [it, fresh] = p.tensors.try_emplace(name, dt, shape);
+      if (!fresh && (it->second.first != dt || it->second.second != shape)) {
+        p.error = "tensor '" + name + "' is " + core::name(it->second.first) + " " + shape_text(it->second.second) +
+                  " on one rank and " + core::name(dt) + " " + shape_text(shape) + " on rank " + std::to_string(r);
+        return p;
+      }
+      if (en <= b) continue;  // no rows here
+      Holders& h = chunks[name][b];
+      if (!h.ranks.empty() && h.row_end != en) {
+        p.error = "tensor '" + name + "': ranks hold rows from " + std::to_string(b) + " to " +
+                  std::to_string(h.row_end) + " and to " + std::to_string(en) + " (rank " + std::to_string(r) +
+                  "): overlapping shards";
+        return p;
+      }
+      h.row_end = en;
+      h.ranks.push_back(int(r));
+    }
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    std::map<std::string, int> names;
+    for (const json& e : ranks[r]["entries"]) names[e[0].get<std::string>()] = 1;
+    if (names.size() != p.tensors.size())
+      for (const auto& [n, _] : p.tensors)
+        if (!names.count(n)) {
+          p.error = "rank " + std::to_string(r) + " does not have tensor '" + n +
+                    "' (every rank must name every tensor)";
+          return p;
+        }
+  }
+  struct Item {
+    int64_t bytes;
+    std::string name;
+    int64_t row_begin;
+    const std::vector<int>* holders;
+  };
+  std::vector<Item> items;
+  for (const auto& [name, by_row] : chunks) {
+    const auto& [dt, shape] = p.tensors[name];
+    int64_t next = 0;
+    for (const auto& [b, h] : by_row) {
+      if (b != next) {
+        p.error = "tensor '" + name + "': " + (b < next ? "shards overlap at row " : "no rank holds row ") +
+                  std::to_string(std::min(b, next));
+        return p;
+      }
+      next = h.row_end;
+      items.push_back({(h.row_end - b) * row_bytes_of(shape, dt), name, b, &h.ranks});
+    }
+    if (next != rows_of(shape)) {
+      p.error = "tensor '" + name + "': no rank holds rows from " + std::to_string(next) + " to " +
+                std::to_string(rows_of(shape));
+      return p;
+    }
+  }
+  // Largest first, each to its least loaded holder: replicated state spreads over the ranks.
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.bytes > b.bytes; });
+  std::vector<int64_t> load(ranks.size(), 0);
+  for (const Item& it : items) {
+    int best = (*it.holders)[0];
+    for (int r : *it.holders)
+      if (load[size_t(r)] < load[size_t(best)]) best = r;
+    load[size_t(best)] += it.bytes;
+    p.writes[size_t(best)].emplace_back(it.name, it.row_begin);
+  }
+  return p;
+}
+
+json block_checksums(const char* data, int64_t n) {
+  json b = json::array();
+  for (int64_t off = 0; off < n; off += kBlockBytes)
+    b.push_back(hex(XXH64(data + off, size_t(std::min(kBlockBytes, n - off)), 0)));
+  return b;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- public
+
+const SavedTensor* DistributedMetadata::find(const std::string& name) const {
+  auto it = std::lower_bound(tensors.begin(), tensors.end(), name,
+                             [](const SavedTensor& t, const std::string& n) { return t.name < n; });
+  return it != tensors.end() && it->name == name ? &*it : nullptr;
+}
+
+std::string resolve_step_dir(const std::string& path) {
+  std::error_code ec;
+  TB_CHECK(fs::is_directory(path, ec), "checkpoint.load", "'", path, "' is not a directory");
+  if (fs::exists(path + "/latest", ec)) return latest_checkpoint(path);
+  return path;
+}
+
+bool is_distributed_checkpoint(const std::string& path) {
+  try {
+    return is_regular_file(resolve_step_dir(path) + "/" + kMetadataFile);
+  } catch (const core::Error&) {
+    return false;
+  }
+}
+
+DistributedMetadata read_distributed_metadata(const std::string& path) {
+  if (is_regular_file(path)) return file_metadata(path);
+  const std::string step_dir = resolve_step_dir(path);
+  const std::string file = step_dir + "/" + kMetadataFile;
+  TB_CHECK(is_regular_file(file), "checkpoint.load", "'", step_dir, "' has no ", kMetadataFile,
+           ": not a distributed checkpoint (a one-process checkpoint has state.json), or its save never completed");
+  return parse_metadata(read_small_file(file, size_t(1) << 30), file, step_dir);
+}
+
+SaveStats save_distributed(const DistributedState& state, const std::string& dir, dist::ProcessGroup& group,
+                           const DistributedSaveOptions& options) {
+  const auto t0 = Clock::now();
+  const int rank = group.rank(), W = group.size();
+  const char* op = "checkpoint.save";
+  const std::string kept = "; the previous checkpoint (if any) is what `latest` still names";
+  // (1) Validate, exchange what each rank holds, agree on the save id and the plan.
+  std::string error = check_local(state);
+  if (error.empty() && state.step < 0) error = "step must be >= 0, got " + std::to_string(state.step);
+  std::string save_id;
+  if (rank == 0 && error.empty()) {
+    try {
+      make_dirs(dir);
+      remove_stale_staging(dir);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    save_id = new_save_id();
+  }
+  json mine = describe(state, rank, error);
+  mine["save_id"] = save_id;
+  std::vector<json> all;
+  {
+    const auto texts = all_gather_strings(group, mine.dump(), options.timeout);
+    std::vector<std::string> errors;
+    for (const std::string& t : texts) {
+      all.push_back(json::parse(t));
+      errors.push_back(all.back()["error"].get<std::string>());
+    }
+    raise_if_any(op, errors, kept);
+  }
+  save_id = all[0]["save_id"].get<std::string>();
+  for (int r = 1; r < W; ++r)
+    TB_CHECK(all[size_t(r)]["step"] == all[0]["step"], op, "ranks disagree on the step: rank 0 saves ",
+             all[0]["step"].dump(), ", rank ", r, " ", all[size_t(r)]["step"].dump());
+  const Plan plan = make_plan(all);
+  TB_CHECK(plan.error.empty(), op, plan.error);
+  const std::string name = step_name(state.step);
+  const std::string staging = dir + "/." + name + ".staging-" + save_id;
+
+  // (2) Write this rank's chunks.
+  SaveStats stats;
+  json written = json::array();
+  error.clear();
+  try {
+    if (::mkdir(staging.c_str(), 0755) != 0 && errno != EEXIST)
+      throw core::Error(op, "cannot create '" + staging + "': " + errno_text(errno));
+    std::map<std::string, const ShardedEntry*> by_name;
+    for (const ShardedEntry& e : state.tensors) by_name[e.name] = &e;
+    NamedTensors out;
+    for (const auto& [n, b] : plan.writes[size_t(rank)]) {
+      Tensor t = by_name.at(n)->local.contiguous();
+      const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+      const int64_t bytes = t.numel() * int64_t(t.itemsize());
+      const char* data = static_cast<const char*>(t.data());
+      written.push_back({{"name", n},
+                         {"row_begin", b},
+                         {"row_end", b + rows},
+                         {"key", key_of(n, b)},
+                         {"blocks", block_checksums(data, bytes)}});
+      stats.bytes_written += bytes;
+      out.emplace_back(key_of(n, b), t);
+    }
+    if (!out.empty()) {
+      const std::string file = staging + "/" + file_of(rank);
+      save_file(file, out, {{"save_id", save_id}});
+      // The whole-chunk checksums save_file computed, from the header it wrote (not hashed twice).
+      const FileIndex idx = read_index(file);
+      for (json& c : written) c["checksum"] = idx.find(c["key"].get<std::string>())->checksum.value_or("");
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  // (3) Everyone's outcome.
+  json report = {{"error", error}, {"chunks", written}};
+  std::vector<json> reports;
+  {
+    const auto texts = all_gather_strings(group, report.dump(), options.timeout);
+    std::vector<std::string> errors;
+    for (const std::string& t : texts) {
+      reports.push_back(json::parse(t));
+      errors.push_back(reports.back()["error"].get<std::string>());
+    }
+    bool failed = false;
+    for (const auto& e : errors) failed = failed || !e.empty();
+    if (failed && rank == 0) remove_tree_quietly(staging);
+    raise_if_any(op, errors, kept);
+  }
+  // (4) Rank 0 commits: metadata last, then the directory, then `latest`.
+  std::string commit_error;
+  if (rank == 0) {
+    try {
+      json tensors = json::object();
+      for (const auto& [n, ds] : plan.tensors)
+        tensors[n] = {{"dtype", format_dtype_name(ds.first)}, {"shape", ds.second}, {"chunks", json::array()}};
+      for (int r = 0; r < W; ++r)
+        for (const json& c : reports[size_t(r)]["chunks"])
+          tensors[c["name"].get<std::string>()]["chunks"].push_back({{"row_begin", c["row_begin"]},
+                                                                     {"row_end", c["row_end"]},
+                                                                     {"writer", r},
+                                                                     {"file", file_of(r)},
+                                                                     {"key", c["key"]},
+                                                                     {"checksum", c["checksum"]},
+                                                                     {"blocks", c["blocks"]}});
+      const json meta = {{"format", kFormat},    {"version", kVersion},
+                         {"save_id", save_id},   {"step", state.step},
+                         {"world_size", W},      {"layout", state.layout},
+                         {"created", utc_now()}, {"block_bytes", kBlockBytes},
+                         {"tensors", tensors},   {"state", state.state}};
+      std::string text;
+      try {
+        text = meta.dump(1);
+      } catch (const json::exception& e) {
+        throw core::Error(op, "the state's JSON cannot be written (invalid UTF-8?): " + std::string(e.what()));
+      }
+      TB_CHECK(json_depth(text) <= kMaxJsonDepth, op, "the state's JSON nests deeper than ", kMaxJsonDepth - 2,
+               " levels; flatten it");
+      write_file_atomic(staging + "/" + kMetadataFile, text);
+      install_step_dir(dir, staging, dir + "/" + name, name);
+      commit_latest(dir, name, options.keep_last);
+    } catch (const std::exception& e) {
+      commit_error = e.what();
+      remove_tree_quietly(staging);
+    }
+  }
+  {
+    const auto texts = all_gather_strings(group, commit_error, options.timeout);
+    raise_if_any(op, texts, kept);
+  }
+  stats.step_dir = dir + "/" + name;
+  stats.seconds = since(t0);
+  return stats;
+}
+
+LoadStats load_distributed(DistributedState& state, const std::string& path, dist::ProcessGroup& group,
+                           const DistributedLoadOptions& options) {
+  const auto t0 = Clock::now();
+  const char* op = "checkpoint.load";
+  std::optional<DistributedMetadata> meta;
+  std::string error;
+  try {
+    meta = read_distributed_metadata(path);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  // Every rank must read the same save (a `latest` moved in between would mix two).
+  {
+    const json mine = {{"error", error}, {"save_id", meta ? meta->save_id : ""}};
+    const auto texts = all_gather_strings(group, mine.dump(), options.timeout);
+    std::vector<std::string> errors;
+    std::vector<std::string> ids;
+    for (const std::string& t : texts) {
+      const json j = json::parse(t);
+      errors.push_back(j["error"].get<std::string>());
+      ids.push_back(j["save_id"].get<std::string>());
+    }
+    raise_if_any(op, errors, "");
+    for (size_t r = 1; r < ids.size(); ++r)
+      TB_CHECK(ids[r] == ids[0], op, "ranks 0 and ", r, " read different saves of '", path,
+               "' (did `latest` move during the load?); load a step directory");
+  }
+  LoadStats stats;
+  stats.step_dir = meta->step_dir;
+  error.clear();
+  try {
+    ChunkReader reader(*meta, options.verify_checksums);
+    std::map<std::string, int> seen;
+    for (ShardedEntry& e : state.tensors) {
+      const std::string w = "tensor '" + e.name + "': ";
+      TB_CHECK(!seen[e.name]++, op, w, "named twice");
+      const SavedTensor* t = meta->find(e.name);
+      TB_CHECK(t, op, "'", meta->step_dir, "' has no tensor '", e.name, "'");
+      TB_CHECK(e.local.defined() && e.local.device().type == core::DeviceType::CPU && e.local.is_contiguous(), op, w,
+               "the destination must be a defined, contiguous CPU tensor");
+      TB_CHECK(e.global_shape == t->shape && e.local.dtype() == t->dtype, op, w, "the checkpoint holds ",
+               core::name(t->dtype), " ", shape_text(t->shape), ", this model wants ", core::name(e.local.dtype()), " ",
+               shape_text(e.global_shape));
+      const int64_t rows = e.global_shape.empty() ? 1 : e.local.size(0);
+      TB_CHECK(e.local.dim() == int64_t(t->shape.size()) && e.row_offset >= 0 &&
+                   e.row_offset + rows <= rows_of(t->shape) &&
+                   (e.global_shape.empty() ||
+                    row_bytes_of(e.local.sizes(), e.local.dtype()) == row_bytes_of(t->shape, t->dtype)),
+               op, w, "local ", shape_text(e.local.sizes()), " at row ", e.row_offset, " does not fit ",
+               shape_text(t->shape));
+      if (rows > 0 && e.local.numel() > 0)
+        read_tensor_rows(reader, *t, e.row_offset, rows, static_cast<char*>(e.local.data()));
+    }
+    stats.bytes_read = reader.bytes_read;
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  {
+    const auto texts = all_gather_strings(group, error, options.timeout);
+    raise_if_any(op, texts, "");
+  }
+  state.state = meta->state;
+  state.step = meta->step;
+  state.layout = meta->layout;
+  stats.seconds = since(t0);
+  return stats;
+}
+
+NamedTensors read_distributed_full(const DistributedMetadata& meta) {
+  ChunkReader reader(meta, true);
+  NamedTensors out;
+  for (const SavedTensor& t : meta.tensors) {
+    Tensor x = empty(t.shape, t.dtype);
+    if (x.numel() > 0) read_tensor_rows(reader, t, 0, rows_of(t.shape), static_cast<char*>(x.data()));
+    out.emplace_back(t.name, std::move(x));
+  }
+  return out;
+}
+
+std::vector<ChunkCheck> verify_distributed(const DistributedMetadata& meta) {
+  ChunkReader reader(meta, true);
+  std::vector<ChunkCheck> out;
+  for (const SavedTensor& t : meta.tensors)
+    for (const SavedChunk& c : t.chunks) {
+      ChunkCheck k{t.name, c.file, c.row_begin, c.row_end, true, ""};
+      std::vector<char> buf(size_t((c.row_end - c.row_begin) * row_bytes_of(t.shape, t.dtype)));
+      try {
+        reader.read_rows(t, c, c.row_begin, c.row_end, buf.data());
+      } catch (const std::exception& e) {
+        k.ok = false;
+        k.problem = e.what();
+      }
+      out.push_back(std::move(k));
+    }
+  return out;
+}
+
+// ---------------------------------------------------------------- asynchronous save
+
+struct AsyncCheckpointer::Impl {
+  std::shared_ptr<dist::ProcessGroup> group;  // private: split from the caller's
+  DistributedSaveOptions options;
+  DistributedState staged;  // copies the background thread writes
+  std::thread worker;
+  std::exception_ptr error;
+  SaveStats stats;
+  bool in_flight = false;
+
+  SaveStats join() {
+    if (!in_flight) return stats;
+    worker.join();
+    in_flight = false;
+    if (error) std::rethrow_exception(std::exchange(error, nullptr));
+    return stats;
+  }
+};
+
+AsyncCheckpointer::AsyncCheckpointer(const std::shared_ptr<dist::ProcessGroup>& group, DistributedSaveOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  TB_CHECK(group, "checkpoint.async_save", "a process group is required");
+  impl_->group = group->split(0);  // every rank in one group of its own
+  impl_->options = options;
+}
+
+AsyncCheckpointer::~AsyncCheckpointer() {
+  try {
+    impl_->join();
+  } catch (...) {
+  }
+}
+
+void AsyncCheckpointer::save(const DistributedState& state, const std::string& dir) {
+  const auto t0 = Clock::now();
+  impl_->join();
+  // Stage: copy every tensor (reusing last save's buffers when the shapes are the same).
+  DistributedState& s = impl_->staged;
+  std::vector<ShardedEntry> fresh;
+  fresh.reserve(state.tensors.size());
+  for (size_t i = 0; i < state.tensors.size(); ++i) {
+    const ShardedEntry& e = state.tensors[i];
+    TB_CHECK(e.local.defined(), "checkpoint.async_save", "tensor '", e.name, "' is undefined");
+    ShardedEntry c = e;
+    if (i < s.tensors.size() && s.tensors[i].local.defined() && s.tensors[i].local.sizes() == e.local.sizes() &&
+        s.tensors[i].local.dtype() == e.local.dtype()) {
+      c.local = s.tensors[i].local;
+      c.local.copy_(e.local.detach());
+    } else {
+      c.local = e.local.detach().clone().contiguous();
+    }
+    fresh.push_back(std::move(c));
+  }
+  s.tensors = std::move(fresh);
+  s.state = state.state;
+  s.step = state.step;
+  s.layout = state.layout;
+  impl_->in_flight = true;
+  impl_->worker = std::thread([impl = impl_.get(), dir] {
+    try {
+      impl->stats = save_distributed(impl->staged, dir, *impl->group, impl->options);
+    } catch (...) {
+      impl->error = std::current_exception();
+    }
+  });
+  last_blocking_s_ = since(t0);
+}
+
+SaveStats AsyncCheckpointer::wait() { return impl_->join(); }
+
+}  // namespace tb::checkpoint

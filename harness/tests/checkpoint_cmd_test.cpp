@@ -58,8 +58,8 @@ struct TempDir {
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.sizes() == b.sizes() &&
-         std::memcmp(a.contiguous().data(), b.contiguous().data(),
-                     size_t(a.numel()) * tb::core::itemsize(a.dtype())) == 0;
+         std::memcmp(a.contiguous().data(), b.contiguous().data(), size_t(a.numel()) * tb::core::itemsize(a.dtype())) ==
+             0;
 }
 
 // A world-1 distributed checkpoint: a 5x3 weight, a 4-element int64 tensor and a 0-dim step.

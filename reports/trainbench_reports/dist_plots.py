@@ -687,10 +687,10 @@ def dcp_throughput(items, path: Path):
             ax_bw.axhline(floor, color="black", linestyle="--", linewidth=1, label=f"memcpy {floor:.3g}")
         ax_bw.set_xticks([0, 1], ["save", "load"])
         ax_bw.set_ylabel("GB/s (all ranks)")
-        ax_bw.set_title(f"checkpoint {model}, {world} ranks: GB/s", fontsize=10)
+        ax_bw.set_title(f"checkpoint {model}, {world} rank{'s' if world != 1 else ''}: GB/s", fontsize=10)
         ax_t.set_xticks([0, 1], ["sync save", "async save blocks"])
         ax_t.set_ylabel("ms")
-        ax_t.set_title(f"checkpoint {model}, {world} ranks: training blocked", fontsize=10)
+        ax_t.set_title(f"checkpoint {model}, {world} rank{'s' if world != 1 else ''}: training blocked", fontsize=10)
         for ax in (ax_bw, ax_t):
             ax.set_ylim(bottom=0)
             ax.grid(alpha=0.3, axis="y")

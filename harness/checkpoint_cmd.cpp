@@ -227,7 +227,8 @@ void verify_distributed(Listing& l, const DistributedMetadata& meta) {
           if (r.row_begin == c.row_begin && r.row_end == c.row_end) r.status = c.ok ? "ok" : c.problem;
 }
 
-bool chunk_ok(const ChunkRow& c) { return c.status == "ok" || c.status.rfind("unchecked", 0) == 0; }
+bool chunk_unchecked(const ChunkRow& c) { return c.status.rfind("unchecked", 0) == 0; }
+bool chunk_ok(const ChunkRow& c) { return c.status == "ok" || chunk_unchecked(c); }
 
 std::string human_bytes(int64_t b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -247,7 +248,7 @@ nlohmann::json to_json(const Listing& l, bool verified) {
   j["step"] = l.step ? nlohmann::json(*l.step) : nlohmann::json();
   if (l.epoch) j["epoch"] = *l.epoch;
   if (l.block_bytes) j["block_bytes"] = l.block_bytes;
-  int64_t data = 0, chunks = 0, bad = 0, file_bytes = 0;
+  int64_t data = 0, chunks = 0, bad = 0, unchecked = 0, file_bytes = 0;
   j["tensors"] = nlohmann::json::array();
   for (const TensorRow& t : l.tensors) {
     nlohmann::json jt = {{"name", t.name},
@@ -264,6 +265,7 @@ nlohmann::json to_json(const Listing& l, bool verified) {
       jc["writer"] = c.writer >= 0 ? nlohmann::json(c.writer) : nlohmann::json();
       if (verified) jc["status"] = c.status;
       bad += verified && !chunk_ok(c);
+      unchecked += verified && chunk_unchecked(c);
       jt["chunks"].push_back(std::move(jc));
       ++chunks;
     }
@@ -277,7 +279,10 @@ nlohmann::json to_json(const Listing& l, bool verified) {
     file_bytes += std::max<int64_t>(f.bytes, 0);
   }
   j["totals"] = {{"tensors", l.tensors.size()}, {"chunks", chunks}, {"data_bytes", data}, {"file_bytes", file_bytes}};
-  if (verified) j["totals"]["bad_chunks"] = bad;
+  if (verified) {
+    j["totals"]["bad_chunks"] = bad;
+    j["totals"]["unchecked_chunks"] = unchecked;  // files without stored checksums
+  }
   j["problems"] = l.problems;
   return j;
 }
@@ -303,7 +308,7 @@ void print_table(std::ostream& os, const Listing& l, bool verified) {
      << "  " << std::setw(5) << "dtype"
      << "  " << std::setw(18) << "shape" << std::right << std::setw(11) << "bytes"
      << "  chunks: rows, file (writer)" << (verified ? ", checksum" : "") << '\n';
-  int64_t data = 0, chunks = 0, bad = 0;
+  int64_t data = 0, chunks = 0, bad = 0, unchecked = 0;
   for (const TensorRow& t : l.tensors) {
     os << std::left << std::setw(int(width)) << t.name << "  " << std::setw(5) << checkpoint::format_dtype_name(t.dtype)
        << "  " << std::setw(18) << shape_text(t.shape) << std::right << std::setw(11) << human_bytes(t.bytes) << "  "
@@ -315,6 +320,7 @@ void print_table(std::ostream& os, const Listing& l, bool verified) {
       if (verified) os << "  " << (chunk_ok(c) ? c.status : "BAD: " + c.status);
       os << '\n';
       bad += verified && !chunk_ok(c);
+      unchecked += verified && chunk_unchecked(c);
       ++chunks;
     }
     data += t.bytes;
@@ -328,9 +334,12 @@ void print_table(std::ostream& os, const Listing& l, bool verified) {
   }
   os << "\ntotal: " << l.tensors.size() << " tensors, " << chunks << " chunks, " << data << " bytes of data ("
      << human_bytes(data) << ") in " << l.files.size() << " files of " << file_bytes << " bytes\n";
-  if (verified)
-    os << "checksums: " << chunks - bad << " of " << chunks << " chunks ok"
-       << (bad ? ", " + std::to_string(bad) + " BAD" : "") << '\n';
+  if (verified) {
+    os << "checksums: " << chunks - bad - unchecked << " of " << chunks << " chunks ok";
+    if (unchecked) os << ", " << unchecked << " unchecked (no checksum stored)";
+    if (bad) os << ", " << bad << " BAD";
+    os << '\n';
+  }
 }
 
 // The input must exist; a typo is a usage error, not a broken checkpoint.

@@ -330,9 +330,10 @@ TEST(CheckpointCli, TorchDistributedCheckpointConverts) {
                                  [&](const auto& x) { return x.first == e.name; });
     EXPECT_TRUE(same_bytes(e.local, it->second)) << e.name;
   }
-  const CliRun r = run({"checkpoint", "inspect", ours});
+  const CliRun r = run({"checkpoint", "inspect", ours, "--verify"});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(has(r.out, "layout torch.distributed.checkpoint")) << r.out;
+  EXPECT_TRUE(has(r.out, "layout torch.distributed.checkpoint, world size 2")) << r.out;
+  EXPECT_TRUE(has(r.out, "checksums: 0 of 24 chunks ok, 24 unchecked")) << r.out;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ trainbench's names (engine/train/distributed_checkpoint.h):
     any other tensor at a.b.c     ->  a.b.c
 Everything that is not a tensor (the optimizer's param_groups, a step counter) goes, as JSON, into
 the file's "trainbench.state" metadata: {"step": <"step" of the checkpoint if an integer, else 0>,
+"world_size": <the ranks that saved it, from the .distcp file names>,
 "layout": "torch.distributed.checkpoint", "state": {"torch": {<non-tensor values by dotted path>}}}.
 The optimizer's groups keep PyTorch's form (parameters named by fqn); they are recorded, not
 translated. dtypes: float32/64, float16, bfloat16, int32/64 and bool; others are refused. No
@@ -112,8 +113,10 @@ def convert(dcp_dir: str, out: str) -> int:
     tensors, rest = {}, {}
     flatten(state, [], tensors, rest)
     step = rest.get("step", 0)
+    # The ranks that saved it, from FileSystemWriter's file names (__<rank>_<n>.distcp).
+    ranks = {f.split("_")[2] for f in os.listdir(dcp_dir) if f.startswith("__") and f.endswith(".distcp")}
     meta = {"step": step if isinstance(step, int) else 0, "layout": "torch.distributed.checkpoint",
-            "world_size": 1, "state": {"torch": rest}}
+            "world_size": len(ranks), "state": {"torch": rest}}
     write_safetensors(out, tensors, {"trainbench.state": json.dumps(meta, default=str)})
     print(f"converted {len(tensors)} tensors from {dcp_dir} into {out}")
     return 0

@@ -179,6 +179,23 @@ TEST(CheckpointCli, ConsolidateLoadsBack) {
   EXPECT_TRUE(has(r.out, "checksums: 3 of 3 chunks ok")) << r.out;
 }
 
+// Past 64 MiB consolidate says how far it got on stderr; --quiet silences it.
+TEST(CheckpointCli, ConsolidateProgress) {
+  TempDir d;
+  ckpt::DistributedState s;
+  s.step = 1;
+  for (int i = 0; i < 3; ++i) s.tensors.push_back({"t" + std::to_string(i), tb::zeros({6, 1 << 20}), {6, 1 << 20}, 0});
+  ckpt::save_distributed(s, d.path.string(), group());  // 72 MiB
+  const std::string out = (d.path / "all.safetensors").string();
+  CliRun r = run({"checkpoint", "consolidate", d.path.string(), out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "consolidate: read 3/3 tensors, 72.0 MiB of 72.0 MiB")) << r.err;
+  EXPECT_TRUE(has(r.err, "consolidate: writing " + out)) << r.err;
+  r = run({"checkpoint", "consolidate", "--quiet", d.path.string(), out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+}
+
 TEST(CheckpointCli, OneProcessCheckpointAndPlainFile) {
   TempDir d;
   ckpt::TrainingState s;

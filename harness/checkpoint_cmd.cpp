@@ -186,7 +186,13 @@ Listing from_file(const std::string& path) {
 // Reads every byte of each chunk of a listing built from safetensors files and compares its
 // XXH64 with the stored one (the distributed kind goes through verify_distributed).
 void verify_files(Listing& l) {
-  std::map<std::string, int> fds;
+  struct Fds : std::map<std::string, int> {
+    ~Fds() {
+      for (auto& [path, fd] : *this)
+        if (fd >= 0) ::close(fd);
+    }
+  } fds;  // closed however the loop ends
+  std::map<std::string, checkpoint::FileIndex> indexes;
   for (TensorRow& t : l.tensors)
     for (ChunkRow& c : t.chunks) {
       const std::string path = (fs::path(l.step_dir.empty() ? "." : l.step_dir) / c.file).string();
@@ -196,8 +202,9 @@ void verify_files(Listing& l) {
         c.status = "cannot open " + c.file;
         continue;
       }
-      const checkpoint::FileIndex index = checkpoint::read_index(path);
-      const checkpoint::IndexEntry* e = index.find(c.key);
+      auto idx = indexes.find(path);  // one header parse per file, not per tensor
+      if (idx == indexes.end()) idx = indexes.emplace(path, checkpoint::read_index(path)).first;
+      const checkpoint::IndexEntry* e = idx->second.find(c.key);
       if (!e) {
         c.status = "not in " + c.file;
         continue;
@@ -215,16 +222,18 @@ void verify_files(Listing& l) {
         c.status = got == c.checksum ? "ok" : "checksum mismatch (stored " + c.checksum + ", read " + got + ")";
       }
     }
-  for (auto& [path, fd] : fds)
-    if (fd >= 0) ::close(fd);
 }
 
 void verify_distributed(Listing& l, const DistributedMetadata& meta) {
+  std::map<std::string, TensorRow*> by_name;
+  for (TensorRow& t : l.tensors) by_name[t.name] = &t;
   for (const checkpoint::ChunkCheck& c : checkpoint::verify_distributed(meta))
-    for (TensorRow& t : l.tensors)
-      if (t.name == c.tensor)
-        for (ChunkRow& r : t.chunks)
-          if (r.row_begin == c.row_begin && r.row_end == c.row_end) r.status = c.ok ? "ok" : c.problem;
+    if (auto it = by_name.find(c.tensor); it != by_name.end())
+      for (ChunkRow& r : it->second->chunks)
+        if (r.row_begin == c.row_begin && r.row_end == c.row_end) r.status = c.ok ? "ok" : c.problem;
+  for (TensorRow& t : l.tensors)
+    for (ChunkRow& r : t.chunks)
+      if (r.status.empty()) r.status = "not checked (the verifier did not report this chunk)";
 }
 
 bool chunk_unchecked(const ChunkRow& c) { return c.status.rfind("unchecked", 0) == 0; }

@@ -1,4 +1,4 @@
-// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze (and the hidden `rank`).
+// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, checkpoint (and the hidden `rank`).
 // Output contract: progress lines on stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
 #include <CLI/CLI.hpp>
 
@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/checkpoint_cmd.h"
 #include "harness/cli.h"
 #include "harness/analyze_cmd.h"
 #include "harness/distributed.h"
@@ -481,6 +482,9 @@ int main(int argc, char** argv) {
   AnalyzeOptions analyze_options;
   CLI::App* analyze = add_analyze_command(app, analyze_options);
 
+  CheckpointOptions checkpoint_options;
+  CLI::App* checkpoint = add_checkpoint_command(app, checkpoint_options);
+
   // Started by the harness inside mpirun for distributed suites; not for users (hidden).
   CLI::App* rank = app.add_subcommand("rank", "");
   rank->group("");
@@ -525,6 +529,7 @@ int main(int argc, char** argv) {
     if (*launch) return cmd_launch(o);
     if (*estimate) return run_estimate(*estimate, estimate_options, join_argv(argc, argv));
     if (*analyze) return run_analyze(analyze_options);
+    if (*checkpoint) return run_checkpoint(*checkpoint, checkpoint_options);
     if (*rank) return rank_main(o.rank);
     if (*test) return cmd_run(o, "test", argc, argv);
     if (*bench) return cmd_run(o, "bench", argc, argv);

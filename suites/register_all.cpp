@@ -12,6 +12,7 @@
 #include "suites/collectives/watchdog_launch.h"
 #include "suites/comm/comm_bench.h"
 #include "suites/dcp/dcp_suite.h"
+#include "suites/dcp/dcp_bench.h"
 #include "suites/ddp/ddp_suite.h"
 #include "suites/fsdp/fsdp_bench.h"
 #include "suites/fsdp/fsdp_suite.h"
@@ -170,10 +171,15 @@ void register_all() {
         "distributed checkpoints: every (saved, loaded) pair of one process, DDP w2, FULL_SHARD w2 and w4, "
         "SHARD_GRAD_OP w3 and HYBRID_SHARD 2x2 (state bitwise, K further steps against the uninterrupted run), "
         "async save, kill -9 of a rank mid-save, a full disk on one rank, mutated files, the consolidated "
-        "file in Python";
+        "file in Python; benchmarks: save/load GB/s and the async save's blocking time beside "
+        "torch.distributed.checkpoint on Gloo (worlds 1 and 2), memcpy GB/s as the machine's figure";
     s.tests = [] { return dcp_tests(); };  // forks its own worlds (a killed rank ends a launched job)
-    s.world_sizes = {4};                   // smaller worlds are subgroups of this one
+    // Tests at world 4 (smaller worlds are its subgroups), benchmarks at worlds 1 and 2.
+    s.world_sizes = {1, 2, 4};
     s.rank_tests = [](int world) { return dcp_rank_tests(world); };
+    s.rank_benches = [](int world) { return dcp_rank_benches(world); };
+    s.peer = [](int world, const harness::CaseFilter& wanted) { return dcp_peer(world, wanted); };
+    s.bench_rounds = 2;  // engine, PyTorch, PyTorch, engine (Note [Benchmark rounds])
     harness::register_suite(std::move(s));
   }
   {

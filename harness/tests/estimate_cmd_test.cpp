@@ -16,46 +16,14 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli.h"
+#include "harness/tests/cli_run.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-// Runs `trainbench args...` with stdout and stderr captured through temporary files.
-CliRun run(std::vector<std::string> args) {
-  args.insert(args.begin(), "trainbench");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  CliRun r;
-  auto capture = [](int fd, auto&& fn) {
-    std::cout.flush();
-    std::cerr.flush();
-    std::fflush(nullptr);
-    char name[] = "/tmp/tb_estimate_capture_XXXXXX";
-    const int tmp = ::mkstemp(name);
-    const int saved = ::dup(fd);
-    ::dup2(tmp, fd);
-    fn();
-    std::cout.flush();
-    std::cerr.flush();
-    std::fflush(nullptr);
-    ::dup2(saved, fd);
-    ::close(saved);
-    ::close(tmp);
-    std::ifstream in(name);
-    std::stringstream text;
-    text << in.rdbuf();
-    ::unlink(name);
-    return text.str();
-  };
-  r.err = capture(2, [&] { r.out = capture(1, [&] { r.code = tb::harness::main(int(argv.size()), argv.data()); }); });
-  return r;
-}
+using tb::harness::testing::CliRun;
+using tb::harness::testing::run;
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

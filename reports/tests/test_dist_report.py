@@ -299,5 +299,34 @@ class Fsdp(unittest.TestCase):
             self.assertGreater(b.shape[0], a.shape[0])
 
 
+
+class DcpPlots(unittest.TestCase):
+    """The distributed-checkpoint figure and table from synthetic dcp records."""
+
+    @staticmethod
+    def items():
+        recs = []
+        for world in (1, 2):
+            for impl, gbps in (("engine", 2.0), ("torch", 1.0)):
+                m = {"save_gbps": gbps * world, "load_gbps": 2 * gbps * world, "save_ms": 1000 / world,
+                     "async_blocking_ms": 50.0, "async_blocking_fraction": 0.05 * world, "world": world}
+                if impl == "engine":
+                    m["memcpy_gbps"] = 10.0
+                recs.append((None, {"suite": "dcp", "case": f"dcp/gpt/w{world}/{impl}", "kind": "benchmark",
+                                    "status": "pass", "metrics": m}))
+        return recs
+
+    def test_plot_and_table(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = dist_plots.dcp_throughput(self.items(), Path(d) / "dcp.png")
+            self.assertIsNotNone(path)
+            self.assertGreater(path.stat().st_size, 5000)
+            self.assertIsNone(dist_plots.dcp_throughput([], Path(d) / "none.png"))
+        md = "\n".join(dist_plots.dcp_table_md(self.items()))
+        self.assertIn("| gpt | 2 | 4 | 2 | 2.00x | 8 | 4 | 2.00x | 10% | 10 |", md)
+        failed = [(n, dict(r, status="fail")) for n, r in self.items()]
+        self.assertEqual(dist_plots.dcp_table_md(failed), [])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -50,7 +50,8 @@ def parse_args(argv):
 
 
 DIST_PNGS = ("comm_busbw.png", "comm_time.png", "ddp_scaling.png", "ddp_step.png",
-             "fashion_mnist.png", "fsdp_throughput.png", "fsdp_memory.png", "fsdp_comm.png")
+             "fashion_mnist.png", "fsdp_throughput.png", "fsdp_memory.png", "fsdp_comm.png",
+             "dcp_throughput.png")
 
 
 def dist_items(rows):
@@ -67,6 +68,7 @@ def distributed_plots(rows, out: Path):
     has_comm = any(dist_plots.COMM_CASE.match(c) for c in cases)
     has_ddp = any(dist_plots.DDP_CASE.match(c) for c in cases)
     has_fsdp = any(dist_plots.FSDP_CASE.match(c) for c in cases)
+    has_dcp = any(dist_plots.DCP_CASE.match(c) for c in cases)
     has_fashion = any(dist_plots.is_fashion(r.rec["case"]) and r.rec["suite"] != "training"
                       and r.rec.get("series") for r in rows)
     plots_ = []
@@ -95,6 +97,10 @@ def distributed_plots(rows, out: Path):
             ("FSDP communication: exposed vs hidden",
              dist_plots.fsdp_comm(items, out / "fsdp_comm.png"),
              "No FSDP records with communication figures.")]
+    if has_dcp:
+        plots_.append(("Distributed checkpoints: save/load GB/s and async blocking time",
+                       dist_plots.dcp_throughput(items, out / "dcp_throughput.png"),
+                       "No passed distributed-checkpoint benchmark records."))
     if has_fashion:
         plots_.append(("Fashion-MNIST: DDP beside one process",
                        dist_plots.fashion_curves(items, out / "fashion_mnist.png"),
@@ -182,7 +188,7 @@ def _report(args) -> int:
     html = html_report.write(out / "report.html", results, rows, plot_list, peaks, sections)
     md = markdown.write(out / "summary.md", results, rows,
                         extra=dist_plots.comm_table_md(items) + dist_plots.ddp_table_md(items)
-                        + dist_plots.fsdp_table_md(items))
+                        + dist_plots.fsdp_table_md(items) + dist_plots.dcp_table_md(items))
     if not args.quiet:
         print(f"report: {html}")
         print(f"summary: {md}")

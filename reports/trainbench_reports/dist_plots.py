@@ -2,12 +2,14 @@
 message size, one line per implementation), DDP scaling and the split of a DDP step, and the
 DDP Fashion-MNIST curves beside the single-process ones; FSDP throughput per strategy, per-rank
 memory by category (with the estimator's figures when records carry them) and exposed against
-hidden communication.
+hidden communication; distributed checkpoints' save/load GB/s beside torch.distributed.checkpoint
+and the asynchronous save's blocking time.
 
-Records are recognised by their case names (docs/results.md, "comm", "ddp" and "fsdp"):
+Records are recognised by their case names (docs/results.md, "comm", "ddp", "fsdp" and "dcp"):
   <op>/<dtype>/<bytes>/w<world>/<impl>   e.g. all_reduce/float32/1048576/w2/engine
   ddp/<model>/w<world>/<impl>            e.g. ddp/mlp/w2/torch-gloo
   fsdp/<model>/<strategy>/w<world>/<impl> e.g. fsdp/gpt/full_shard/w2/torch
+  dcp/<model>/w<world>/<impl>            e.g. dcp/gpt/w2/engine
 Each function takes [(run label or None, record)] and returns the written path, or None when
 there is nothing to draw."""
 from __future__ import annotations
@@ -634,3 +636,94 @@ def fsdp_table_html(items) -> str:
             "most 30% of the step), and the engine's bytes and memory per rank.</p>"
             "<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
             + "".join(body) + "</table>")
+
+
+# ---------------------------------------------------------------- DCP (docs/results.md, "dcp")
+
+DCP_CASE = re.compile(r"^dcp/(?P<model>[^/]+)/w(?P<world>\d+)/(?P<impl>[A-Za-z0-9_.-]+)$")
+DCP_IMPL_COLOR = {"engine": "#1f77b4", "torch": "#ff7f0e"}
+
+
+def dcp_points(items):
+    """{(model, world): {impl label: record}} of passed distributed-checkpoint benchmarks."""
+    out: dict = OrderedDict()
+    for run, r in items:
+        if r.get("kind") != "benchmark" or r.get("status") != "pass":
+            continue
+        m = DCP_CASE.match(r["case"])
+        if not m:
+            continue
+        impl = m["impl"] if run is None else f"{m['impl']} [{run}]"
+        out.setdefault((m["model"], int(m["world"])), {})[impl] = r
+    return OrderedDict(sorted(out.items()))
+
+
+def dcp_throughput(items, path: Path):
+    """Per (model, world): save and load GB/s, one bar per impl, the engine's memcpy GB/s as a
+    dashed line (what a save or load through the page cache cannot beat); and the asynchronous
+    save's blocking time beside the synchronous save's, in ms."""
+    groups = dcp_points(items)
+    if not groups:
+        return None
+    fig, axes = plt.subplots(len(groups), 2, figsize=(9.5, 3.2 * len(groups)), squeeze=False)
+    for (ax_bw, ax_t), ((model, world), impls) in zip(axes, groups.items()):
+        names = sorted(impls, key=lambda i: (i.split(" [")[0] != "engine", i))
+        width = 0.8 / max(1, len(names))
+        floor = None
+        for k, impl in enumerate(names):
+            m = impls[impl]["metrics"]
+            color = DCP_IMPL_COLOR.get(impl.split(" [")[0], "#7f7f7f")
+            vals = [number(m.get("save_gbps")) or 0, number(m.get("load_gbps")) or 0]
+            xs = [x + (k - (len(names) - 1) / 2) * width for x in (0, 1)]
+            ax_bw.bar(xs, vals, width, label=impl, color=color)
+            for x, v in zip(xs, vals):
+                ax_bw.annotate(f"{v:.3g}", (x, v), ha="center", va="bottom", fontsize=7)
+            floor = floor or number(m.get("memcpy_gbps"))
+            times = [number(m.get("save_ms")) or 0, number(m.get("async_blocking_ms")) or 0]
+            ax_t.bar(xs, times, width, label=impl, color=color)
+            for x, v in zip(xs, times):
+                ax_t.annotate(f"{v:.0f}", (x, v), ha="center", va="bottom", fontsize=7)
+        if floor:
+            ax_bw.axhline(floor, color="black", linestyle="--", linewidth=1, label=f"memcpy {floor:.3g}")
+        ax_bw.set_xticks([0, 1], ["save", "load"])
+        ax_bw.set_ylabel("GB/s (all ranks)")
+        ax_bw.set_title(f"checkpoint {model}, {world} rank{'s' if world != 1 else ''}: GB/s", fontsize=10)
+        ax_t.set_xticks([0, 1], ["sync save", "async save blocks"])
+        ax_t.set_ylabel("ms")
+        ax_t.set_title(f"checkpoint {model}, {world} rank{'s' if world != 1 else ''}: training blocked", fontsize=10)
+        for ax in (ax_bw, ax_t):
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3, axis="y")
+            ax.legend(fontsize=7)
+    fig.suptitle("Distributed checkpoints: the engine beside torch.distributed.checkpoint", fontsize=11)
+    return _save(fig, path)
+
+
+def dcp_table_md(items) -> list[str]:
+    """Markdown: per (model, world) the engine's and torch's save/load GB/s, their ratios and the
+    async save's blocking share."""
+    rows = []
+    for (model, world), impls in dcp_points(items).items():
+        e, t = impls.get("engine"), impls.get("torch")
+        if not e:
+            continue
+        em, tm = e["metrics"], (t["metrics"] if t else {})
+
+        def ratio(k):
+            a, b = number(em.get(k)), number(tm.get(k))
+            return f"{a / b:.2f}x" if a and b else "-"
+
+        def f(m, k):
+            v = number(m.get(k))
+            return "-" if v is None else f"{v:.3g}"
+
+        share = number(em.get("async_blocking_fraction"))
+        rows.append(f"| {model} | {world} | {f(em, 'save_gbps')} | {f(tm, 'save_gbps')} | {ratio('save_gbps')} | "
+                    f"{f(em, 'load_gbps')} | {f(tm, 'load_gbps')} | {ratio('load_gbps')} | "
+                    f"{'-' if share is None else f'{share:.0%}'} | {f(em, 'memcpy_gbps')} |")
+    if not rows:
+        return []
+    return ["## Distributed checkpoints (GB/s, all ranks)", "",
+            "| model | ranks | engine save | torch save | ratio | engine load | torch load | ratio | "
+            "async blocks | memcpy |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows, ""]

@@ -1,5 +1,5 @@
-// The Python peers of the `comm`, `ddp` and `fsdp` suites: PyTorch's Gloo backend, PyTorch DDP
-// and PyTorch FSDP2 on Gloo, run by the parent after each world size (Suite::peer). Each script starts its own ranks
+// The Python peers of the `comm`, `ddp`, `fsdp` and `dcp` suites: PyTorch's Gloo backend, PyTorch
+// DDP, PyTorch FSDP2 and torch.distributed.checkpoint on Gloo, run by the parent after each world size (Suite::peer). Each script starts its own ranks
 // (torchrun) and prints one JSON record per line; this file runs it under a timeout and turns
 // the lines into Records. See comm_bench.h.
 #include <unistd.h>
@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -24,6 +25,7 @@
 #include "harness/runner.h"
 #include "harness/subprocess.h"
 #include "suites/comm/comm_bench.h"
+#include "suites/dcp/dcp_bench.h"
 #include "suites/ddp/ddp_suite.h"
 #include "suites/fsdp/fsdp_bench.h"
 
@@ -239,6 +241,35 @@ std::vector<harness::Record> fsdp_peer(int world, const harness::CaseFilter& wan
       "--models",       join(models), "--strategies",
       join(strategies), "--target-s", std::to_string(core::env_double("TRAINBENCH_FSDP_BENCH_S", 2.0, 0, 3600))};
   return keep_wanted(run_peer("fsdp", script_path("torch_fsdp_bench.py"), world, args, expected), wanted);
+}
+
+std::vector<harness::Record> dcp_peer(int world, const harness::CaseFilter& wanted) {
+  // The same state (dcp_bench_spec), handed over as a JSON file of names and shapes.
+  std::vector<std::string> expected, models;
+  for (const std::string& m : dcp_bench_models())
+    if (std::string name = "dcp/" + m + "/w" + std::to_string(world) + "/torch"; world <= 2 && wanted(name)) {
+      expected.push_back(std::move(name));
+      models.push_back(m);
+    }
+  if (expected.empty()) return {};
+  nlohmann::json spec = nlohmann::json::object();
+  for (const std::string& m : models) {
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const auto& [name, shape] : dcp_bench_spec(m)) tensors.push_back({{"name", name}, {"shape", shape}});
+    spec[m] = std::move(tensors);
+  }
+  std::error_code ec;
+  const fs::path file = fs::temp_directory_path(ec) /
+                        ("tb_dcp_spec_" + std::to_string(getpid()) + "_w" + std::to_string(world) + ".json");
+  {
+    std::ofstream out(file);
+    out << spec.dump();
+    if (!out) throw std::runtime_error("dcp peer: cannot write " + file.string());
+  }
+  std::vector<harness::Record> recs = run_peer("dcp", script_path("torch_dcp_bench.py"), world,
+                                               {"--spec", file.string(), "--models", join(models)}, expected);
+  fs::remove(file, ec);
+  return recs;
 }
 
 }  // namespace tb::suites

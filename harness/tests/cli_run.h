@@ -1,0 +1,54 @@
+// Runs `trainbench args...` through the CLI's main (harness/cli.h) in this process, with stdout
+// and stderr captured through temporary files: for the tests of subcommands.
+#pragma once
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "harness/cli.h"
+
+namespace tb::harness::testing {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs `trainbench args...` with stdout and stderr captured through temporary files.
+inline CliRun run(std::vector<std::string> args) {
+  args.insert(args.begin(), "trainbench");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  CliRun r;
+  auto capture = [](int fd, auto&& fn) {
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    char name[] = "/tmp/tb_cli_capture_XXXXXX";
+    const int tmp = ::mkstemp(name);
+    const int saved = ::dup(fd);
+    ::dup2(tmp, fd);
+    fn();
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    ::dup2(saved, fd);
+    ::close(saved);
+    ::close(tmp);
+    std::ifstream in(name);
+    std::stringstream text;
+    text << in.rdbuf();
+    ::unlink(name);
+    return text.str();
+  };
+  r.err = capture(2, [&] { r.out = capture(1, [&] { r.code = tb::harness::main(int(argv.size()), argv.data()); }); });
+  return r;
+}
+
+}  // namespace tb::harness::testing

@@ -1,0 +1,255 @@
+// The dcp suite's benchmarks, run inside every rank (dcp_bench.h names the cases).
+//
+// Note [DCP bench timing]
+// Each rank fills its rows of every tensor with random values. Then kRepetitions times: a
+// synchronous save into a fresh step directory under a temporary root (std::filesystem's
+// temp_directory_path, /tmp by default; removed afterwards), timed from a barrier to the save's
+// return on every rank (the commit included) and reduced with MAX over the ranks; the buffers are
+// zeroed, and the same checkpoint is loaded back in place, timed the same way, and checked
+// against the saved values (XXH64 of each rank's rows). save_gbps / load_gbps: the state's bytes
+// over the median repetition (aggregate over the ranks), _min/_max from the extremes. The files
+// were just written, so loads read the page cache, on both sides alike. rank<r>_save_gbps /
+// rank<r>_load_gbps: that rank's data bytes (SaveStats/LoadStats) over its own seconds, median.
+// Then kRepetitions asynchronous saves (AsyncCheckpointer), each waited for before the next:
+// async_blocking_ms is the median of last_blocking_seconds (MAX over ranks), and
+// async_blocking_fraction its ratio to the synchronous save's median time. memcpy_gbps: every rank
+// copies a 256 MiB buffer at once (the best of 3): the aggregate rate of copying bytes in memory,
+// which a save or load through the page cache cannot beat; it is recorded beside them as the
+// machine's figure. reference/dist/torch_dcp_bench.py measures torch.distributed.checkpoint the
+// same way.
+#include "suites/dcp/dcp_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/distributed.h"
+#include "engine/core/rng.h"
+#include "engine/dist/process_group.h"
+#include "engine/nn/models.h"
+#include "engine/tensor/factories.h"
+#include "suites/recorded.h"
+
+namespace tb::suites {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kRepetitions = 3;
+constexpr size_t kMemcpyBytes = size_t(256) << 20;
+
+double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double reduce_value(dist::ProcessGroup& g, double v, dist::ReduceOp op) {
+  Tensor t = from_vector({v}, {1}, DType::Float64);
+  g.all_reduce(t, op)->wait();
+  return t.data_ptr<double>()[0];
+}
+
+// Rows [begin, end) of n that `rank` holds: torch.chunk's split (DTensor's Shard(0)).
+std::pair<int64_t, int64_t> rank_rows(int64_t n, int rank, int world) {
+  const int64_t per = (n + world - 1) / world;
+  return {std::min(n, per * rank), std::min(n, per * (rank + 1))};
+}
+
+// The temporary root, the same on every rank (rank 0 draws its name), removed when done.
+struct TempRoot {
+  std::string path;
+  bool owner = false;
+  TempRoot(dist::ProcessGroup& g) {
+    std::random_device rd;
+    Tensor id = from_vector({double(rd() & 0xffffff) * 16777216.0 + double(rd() & 0xffffff)}, {1}, DType::Float64);
+    g.broadcast(id, 0)->wait();
+    char name[64];
+    std::snprintf(name, sizeof name, "tb_dcp_bench_%012llx", (unsigned long long)id.data_ptr<double>()[0]);
+    path = (fs::temp_directory_path() / name).string();
+    owner = g.rank() == 0;
+    if (owner) fs::create_directories(path);
+    g.barrier()->wait();
+  }
+  ~TempRoot() {
+    std::error_code ec;
+    if (owner) fs::remove_all(path, ec);
+  }
+};
+
+std::string local_checksum(const checkpoint::DistributedState& s) {
+  std::string all;
+  for (const checkpoint::ShardedEntry& e : s.tensors)
+    all += checkpoint::checksum_hex(e.local.data_ptr<float>(), size_t(e.local.numel()) * sizeof(float));
+  return checkpoint::checksum_hex(all.data(), all.size());
+}
+
+void zero_locals(checkpoint::DistributedState& s) {
+  for (checkpoint::ShardedEntry& e : s.tensors)
+    std::memset(e.local.data_ptr<float>(), 0, size_t(e.local.numel()) * sizeof(float));
+}
+
+void run_dcp_bench(const std::string& model, harness::Record& rec) {
+  rec.kind = "benchmark";
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);  // Note [MPI polling in the DDP bench]
+  std::shared_ptr<dist::ProcessGroup> g = dist::new_group("mpi");
+  const int world = g->size(), rank = g->rank();
+
+  checkpoint::DistributedState state;
+  state.layout = "fsdp/full_shard";
+  state.step = 1;
+  state.state = {{"bench", "dcp"}, {"model", model}};
+  core::Generator gen(7000 + uint64_t(rank));
+  int64_t state_bytes = 0;
+  for (const auto& [name, shape] : dcp_bench_spec(model)) {
+    checkpoint::ShardedEntry e;
+    e.name = name;
+    e.global_shape = shape;
+    Shape local = shape;
+    if (!shape.empty()) {
+      const auto [b, end] = rank_rows(shape[0], rank, world);
+      e.row_offset = b;
+      local[0] = end - b;
+    }
+    e.local = rand(local, DType::Float32, &gen);
+    if (shape.empty()) e.local.data_ptr<float>()[0] = 1;  // AdamW's step: the same on every rank
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    state_bytes += n * int64_t(sizeof(float));
+    state.tensors.push_back(std::move(e));
+  }
+  const std::string saved_sum = local_checksum(state);
+  TempRoot root(*g);
+
+  std::vector<double> save_s, load_s, rank_save_gbps, rank_load_gbps;
+  int64_t rank_written = 0, rank_read = 0;
+  bool values_ok = true;
+  for (int r = 0; r < kRepetitions; ++r) {
+    const std::string dir = root.path + "/sync-" + std::to_string(r);
+    g->barrier()->wait();
+    auto t0 = Clock::now();
+    const checkpoint::SaveStats ss = checkpoint::save_distributed(state, dir, *g);
+    save_s.push_back(reduce_value(*g, secs(t0, Clock::now()), dist::ReduceOp::Max));
+    rank_save_gbps.push_back(double(ss.bytes_written) / ss.seconds / 1e9);
+    rank_written = ss.bytes_written;
+
+    zero_locals(state);
+    g->barrier()->wait();
+    t0 = Clock::now();
+    const checkpoint::LoadStats ls = checkpoint::load_distributed(state, dir, *g);
+    load_s.push_back(reduce_value(*g, secs(t0, Clock::now()), dist::ReduceOp::Max));
+    rank_load_gbps.push_back(double(ls.bytes_read) / ls.seconds / 1e9);
+    rank_read = ls.bytes_read;
+    values_ok = values_ok && local_checksum(state) == saved_sum;
+    g->barrier()->wait();
+    std::error_code ec;
+    if (rank == 0) fs::remove_all(dir, ec);
+  }
+
+  std::vector<double> blocking, async_total;
+  {
+    checkpoint::AsyncCheckpointer ck(g);
+    for (int r = 0; r < kRepetitions; ++r) {
+      g->barrier()->wait();
+      const auto t0 = Clock::now();
+      ck.save(state, root.path + "/async-" + std::to_string(r));
+      blocking.push_back(reduce_value(*g, ck.last_blocking_seconds(), dist::ReduceOp::Max));
+      ck.wait();
+      async_total.push_back(reduce_value(*g, secs(t0, Clock::now()), dist::ReduceOp::Max));
+    }
+  }
+  // The last asynchronous checkpoint must hold the state too.
+  zero_locals(state);
+  checkpoint::load_distributed(state, root.path + "/async-" + std::to_string(kRepetitions - 1), *g);
+  values_ok = values_ok && local_checksum(state) == saved_sum;
+
+  // memcpy: every rank at once, the best of 3.
+  std::vector<char> src(kMemcpyBytes, 1), dst(kMemcpyBytes, 0);
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    g->barrier()->wait();
+    const auto t0 = Clock::now();
+    std::memcpy(dst.data(), src.data(), kMemcpyBytes);
+    best = std::min(best, secs(t0, Clock::now()));
+  }
+  const double memcpy_rank = double(kMemcpyBytes) / best / 1e9;
+
+  const double save_med = median(save_s), load_med = median(load_s), block_med = median(blocking);
+  auto minmax = [](const std::vector<double>& v) { return std::minmax_element(v.begin(), v.end()); };
+  const double gb = double(state_bytes) / 1e9;
+  rec.metrics = {{"save_gbps", gb / save_med},
+                 {"save_gbps_min", gb / *minmax(save_s).second},
+                 {"save_gbps_max", gb / *minmax(save_s).first},
+                 {"load_gbps", gb / load_med},
+                 {"load_gbps_min", gb / *minmax(load_s).second},
+                 {"load_gbps_max", gb / *minmax(load_s).first},
+                 {"save_ms", save_med * 1e3},
+                 {"load_ms", load_med * 1e3},
+                 {"async_blocking_ms", block_med * 1e3},
+                 {"async_blocking_fraction", block_med / save_med},
+                 {"async_save_ms", median(async_total) * 1e3},
+                 {"memcpy_gbps", reduce_value(*g, memcpy_rank, dist::ReduceOp::Sum)},
+                 {"state_bytes", double(state_bytes)},
+                 {"tensors", double(state.tensors.size())},
+                 {"repetitions", kRepetitions},
+                 {"world", world},
+                 {"layout", state.layout}};
+  for (int r = 0; r < world; ++r) {
+    // Every rank's own figures, gathered by a sum where only rank r contributes.
+    auto of_rank = [&](double v) { return reduce_value(*g, rank == r ? v : 0.0, dist::ReduceOp::Sum); };
+    const std::string p = "rank" + std::to_string(r) + "_";
+    rec.metrics[p + "save_gbps"] = of_rank(median(rank_save_gbps));
+    rec.metrics[p + "load_gbps"] = of_rank(median(rank_load_gbps));
+    rec.metrics[p + "bytes_written"] = of_rank(double(rank_written));
+    rec.metrics[p + "bytes_read"] = of_rank(double(rank_read));
+  }
+  const bool all_ok = reduce_value(*g, values_ok ? 1.0 : 0.0, dist::ReduceOp::Min) == 1.0;
+  if (!all_ok) {
+    rec.status = harness::Status::Fail;
+    rec.message = "a load did not give back the saved values (XXH64 of a rank's rows differs)";
+  }
+  g->barrier()->wait();
+}
+
+}  // namespace
+
+std::vector<std::string> dcp_bench_models() { return {"gpt"}; }
+
+std::vector<std::pair<std::string, core::Shape>> dcp_bench_spec(const std::string& model) {
+  TB_CHECK(model == "gpt", "dcp bench", "unknown model '", model, "' (known: gpt)");
+  nn::GPTConfig c;
+  c.vocab = 16384, c.d_model = 1024, c.n_layers = 2, c.n_heads = 8, c.max_seq = 512, c.dropout = 0;
+  std::vector<std::pair<std::string, core::Shape>> spec;
+  const nn::GPT gpt(c);
+  const auto params = gpt.named_parameters();
+  for (const auto& [fqn, p] : params) spec.emplace_back("model." + fqn, p.sizes());
+  // AdamW's state, named as train::distributed_state names it.
+  for (const auto& [fqn, p] : params) {
+    spec.emplace_back("optim." + fqn + ".exp_avg", p.sizes());
+    spec.emplace_back("optim." + fqn + ".exp_avg_sq", p.sizes());
+    spec.emplace_back("optim." + fqn + ".step", core::Shape{});
+  }
+  return spec;
+}
+
+std::vector<harness::TestCase> dcp_rank_benches(int world) {
+  std::vector<harness::TestCase> b;
+  if (world > 2) return b;  // the figures are at worlds 1 and 2
+  for (const std::string& model : dcp_bench_models()) {
+    const std::string name = "dcp/" + model + "/w" + std::to_string(world) + "/engine";
+    b.push_back(recorded_case(
+        "dcp", name, [model](harness::Record& r) { run_dcp_bench(model, r); }, false));
+  }
+  return b;
+}
+
+}  // namespace tb::suites

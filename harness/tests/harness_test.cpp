@@ -21,6 +21,7 @@
 #include "harness/cli.h"
 #include "harness/distributed.h"
 #include "harness/runner.h"
+#include "harness/tests/cli_run.h"
 
 namespace th = tb::harness;
 namespace fs = std::filesystem;
@@ -298,35 +299,13 @@ TEST(Cli, ExitCodes) {
 
 namespace {
 
+using tb::harness::testing::capture_fd;
+
 int run_cli(std::vector<std::string> args) {
   args.insert(args.begin(), "trainbench");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   return th::main(static_cast<int>(argv.size()), argv.data());
-}
-
-// What `fn` wrote to file descriptor `fd` (1 or 2), through C++ streams, stdio or a child process.
-template <class Fn>
-std::string capture_fd(int fd, Fn&& fn) {
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  char name[] = "/tmp/tb_harness_capture_XXXXXX";
-  const int tmp = ::mkstemp(name);
-  const int saved = ::dup(fd);
-  ::dup2(tmp, fd);
-  fn();
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  ::dup2(saved, fd);
-  ::close(saved);
-  ::close(tmp);
-  std::ifstream in(name);
-  std::stringstream text;
-  text << in.rdbuf();
-  ::unlink(name);
-  return text.str();
 }
 
 struct CliRun {

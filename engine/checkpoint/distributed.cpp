@@ -24,6 +24,7 @@
 #include "engine/checkpoint/untrusted_json.h"
 #include "engine/core/error.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/iterator.h"  // ThreadLimit
 
 namespace tb::checkpoint {
 
@@ -857,6 +858,8 @@ void AsyncCheckpointer::save(const DistributedState& state, const std::string& d
   s.layout = state.layout;
   impl_->in_flight = true;
   impl_->worker = std::thread([impl = impl_.get(), dir] {
+    // One thread: the save runs beside training, whose parallel loops own the cores.
+    ThreadLimit one(1);
     try {
       impl->stats = save_distributed(impl->staged, dir, *impl->group, impl->options);
     } catch (...) {

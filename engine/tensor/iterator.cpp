@@ -1,14 +1,25 @@
 #include "engine/tensor/iterator.h"
 
+#include <algorithm>
 #include <omp.h>
 
 namespace tb {
 
 namespace {
-int g_threads = 0;  // 0: not set, use OpenMP's default
+int g_threads = 0;               // 0: not set, use OpenMP's default
+thread_local int t_threads = 0;  // this thread's limit (ThreadLimit); 0: none
+}  // namespace
+
+int num_threads() {
+  const int all = g_threads > 0 ? g_threads : omp_get_max_threads();
+  return t_threads > 0 ? std::min(t_threads, all) : all;
 }
 
-int num_threads() { return g_threads > 0 ? g_threads : omp_get_max_threads(); }
+ThreadLimit::ThreadLimit(int n) : previous_(t_threads) {
+  TB_CHECK(n >= 1, "ThreadLimit", "thread count must be >= 1, got ", n);
+  t_threads = n;
+}
+ThreadLimit::~ThreadLimit() { t_threads = previous_; }
 
 void set_num_threads(int n) {
   TB_CHECK(n >= 1, "set_num_threads", "thread count must be >= 1, got ", n);

@@ -18,6 +18,18 @@ namespace tb {
 inline constexpr int64_t kParallelGrain = 32768;
 int num_threads();            // threads the engine's parallel loops use
 void set_num_threads(int n);  // like torch.set_num_threads
+// Caps num_threads() on the calling thread while it lives (e.g. a background checkpoint writer
+// that must not take the cores training runs on); other threads keep theirs.
+class ThreadLimit {
+ public:
+  explicit ThreadLimit(int n);
+  ~ThreadLimit();
+  ThreadLimit(const ThreadLimit&) = delete;
+  ThreadLimit& operator=(const ThreadLimit&) = delete;
+
+ private:
+  int previous_;
+};
 
 class StridedLoop {
  public:

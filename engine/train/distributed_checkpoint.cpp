@@ -106,7 +106,16 @@ checkpoint::DistributedState load_distributed_state(nn::Module& model, optim::Op
                                                     const checkpoint::DistributedLoadOptions& options) {
   const char* op = "checkpoint.load";
   autograd::NoGradGuard ng;
-  const checkpoint::DistributedMetadata meta = checkpoint::read_distributed_metadata(path);
+  // Read here to size the optimizer state; a rank that cannot read it still takes part in the
+  // load's first exchange, so every rank raises (naming it) instead of the others waiting.
+  checkpoint::DistributedMetadata meta;
+  try {
+    meta = checkpoint::read_distributed_metadata(path);
+  } catch (const core::Error&) {
+    checkpoint::DistributedState none;
+    checkpoint::load_distributed(none, path, group, options);
+    throw;
+  }
   Layout l = layout_of(model, optimizer);
   checkpoint::DistributedState s;
   for (auto& [fqn, t] : l.by_fqn) s.tensors.push_back({"model." + fqn, t.local, t.global_shape, t.row_offset});

@@ -143,15 +143,13 @@ TEST_F(Checkpoint, LargeFilesOnSeveralThreadsBehaveAsOnOne) {
     ~Threads() { set_num_threads(before); }
   } restore;
   set_num_threads(2);
-  // Under ThreadSanitizer (ci/tsan, ~100x slower per access) a smaller file that still takes the
-  // threaded path (>= 4 MiB); the full size also crosses a 32 MiB conversion batch below.
-#if defined(__SANITIZE_THREAD__)
-  constexpr int kTensors = 3;
-  constexpr size_t kElements = size_t(1) << 19;
-#else
+#if defined(__SANITIZE_THREAD__) || (defined(__has_feature) && __has_feature(thread_sanitizer))
+  // libgomp is not instrumented: its team's barriers are invisible to ThreadSanitizer, so every
+  // OpenMP team reports races (ci/tsan runs the engine with OMP_NUM_THREADS=1 for that reason).
+  GTEST_SKIP() << "two OpenMP threads under ThreadSanitizer (uninstrumented libgomp)";
+#endif
   constexpr int kTensors = 10;
   constexpr size_t kElements = size_t(1) << 20;
-#endif
   NamedTensors in;
   std::vector<double> v(kElements);
   for (int i = 0; i < kTensors; ++i) {

@@ -2,7 +2,6 @@
 // metadata.json (engine/checkpoint/distributed_metadata.cpp). The input replaces metadata.json of
 // a step directory; reading must succeed or throw core::Error, and an accepted metadata's lookups
 // must hold (every tensor found by its name, chunks tiling its rows).
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +14,7 @@
 
 #include "engine/checkpoint/distributed.h"
 #include "engine/core/error.h"
+#include "suites/fuzz/fuzz_scratch.h"
 
 extern "C" {
 size_t tb_fuzz_accepted = 0;
@@ -22,27 +22,12 @@ size_t tb_fuzz_accepted = 0;
 
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
-
-// atexit handlers run after the destructors of statics built before them: keep the path alive.
-void remove_at_exit(const std::string& path) {
-  static std::string* const p = new std::string(path);
-  std::atexit([] {
-    std::error_code e;
-    fs::remove_all(*p, e);
-  });
-}
 
 const std::string& step_dir() {
   static const std::string dir = [] {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp && *tmp ? tmp : "/tmp");
-    const std::string d = base + "/tb_fuzz_dcp_" + std::to_string(::getpid());
-    std::error_code ec;
-    fs::remove_all(d, ec);
-    fs::create_directories(d);
-    remove_at_exit(d);
+    const std::string d = tb::fuzz::scratch_dir("tb_fuzz_dcp_");
+    std::filesystem::create_directories(d);
     return d;
   }();
   return dir;

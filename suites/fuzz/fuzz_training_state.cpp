@@ -1,7 +1,6 @@
 // Fuzz target: tb::checkpoint::load_checkpoint's state.json parser. The input is written as
 // the state.json of a step directory whose two tensor files are valid; loading must succeed or
 // throw core::Error, and the restored RNG state must be accepted or refused with core::Error.
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -14,14 +13,13 @@
 #include "engine/checkpoint/training_state.h"
 #include "engine/core/error.h"
 #include "engine/tensor/factories.h"
+#include "suites/fuzz/fuzz_scratch.h"
 
 extern "C" {
 size_t tb_fuzz_accepted = 0;
 }
 
 namespace {
-
-namespace fs = std::filesystem;
 
 tb::checkpoint::TrainingState sample_state() {
   using namespace tb;
@@ -40,25 +38,11 @@ tb::checkpoint::TrainingState sample_state() {
   return s;
 }
 
-// atexit handlers run after the destructors of statics built before them: keep the path alive.
-void remove_at_exit(const std::string& path) {
-  static std::string* const p = new std::string(path);
-  std::atexit([] {
-    std::error_code e;
-    fs::remove_all(*p, e);
-  });
-}
-
 // A step directory made once per process: its state.json is replaced by each input.
 const std::string& step_dir() {
   static const std::string dir = [] {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp && *tmp ? tmp : "/tmp");
-    const std::string root = base + "/tb_fuzz_state_" + std::to_string(::getpid());
-    std::error_code ec;
-    fs::remove_all(root, ec);
+    const std::string root = tb::fuzz::scratch_dir("tb_fuzz_state_");
     tb::checkpoint::save_checkpoint(root, sample_state());
-    remove_at_exit(root);
     return tb::checkpoint::latest_checkpoint(root);
   }();
   return dir;

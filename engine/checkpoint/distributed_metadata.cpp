@@ -58,6 +58,13 @@ int64_t checked_bytes(const Shape& shape, DType dt, const std::string& file, con
       bad_meta(file, "tensor '" + text_excerpt(name) + "': shape " + shape_text(shape) + " overflows");
     n *= uint64_t(d);
   }
+  // A row's bytes too (dims after 0): with a 0 in dim 0 the total is 0 but a row can overflow.
+  uint64_t row = core::itemsize(dt);
+  for (size_t i = 1; i < shape.size(); ++i) {
+    if (shape[i] > 0 && row > uint64_t(INT64_MAX) / uint64_t(shape[i]))
+      bad_meta(file, "tensor '" + text_excerpt(name) + "': shape " + shape_text(shape) + " overflows");
+    row *= uint64_t(shape[i]);
+  }
   return int64_t(n);
 }
 

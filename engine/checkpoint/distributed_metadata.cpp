@@ -132,7 +132,7 @@ DistributedMetadata parse_metadata(const std::string& text, const std::string& f
       auto bl = c.find("blocks");
       if (bl == c.end() || !bl->is_array()) bad_meta(file, where + "a chunk's \"blocks\" must be an array");
       const int64_t bytes = (ch.row_end - ch.row_begin) * rb;
-      const int64_t nblocks = (bytes + m.block_bytes - 1) / m.block_bytes;
+      const int64_t nblocks = bytes / m.block_bytes + (bytes % m.block_bytes != 0);  // no overflow
       if (int64_t(bl->size()) != nblocks)
         bad_meta(file, where + "a chunk of " + std::to_string(bytes) + " bytes needs " + std::to_string(nblocks) +
                            " block checksums, has " + std::to_string(bl->size()));

@@ -22,6 +22,7 @@
 #include "harness/launcher.h"
 #include "harness/output_file.h"
 #include "harness/runner.h"
+#include "harness/scenario.h"
 
 #ifndef TB_VERSION
 #define TB_VERSION "unknown"
@@ -497,6 +498,16 @@ int main(int argc, char** argv) {
   rank->add_option("--progress-start", o.rank.progress_start);
   rank->add_option("--progress-total", o.rank.progress_total);
 
+  // A scenario's rank body (harness/scenario.h), started by launch_scenario_ranks; hidden too.
+  std::string scenario_rank_name;
+  ScenarioContext scenario_rank_ctx;
+  CLI::App* scenario_rank = app.add_subcommand("scenario-rank", "");
+  scenario_rank->group("");
+  scenario_rank->add_option("name", scenario_rank_name)->required();
+  scenario_rank->add_option("--seed", scenario_rank_ctx.seed);
+  scenario_rank->add_option("--backend", scenario_rank_ctx.backend);
+  scenario_rank->add_option("--timeout", scenario_rank_ctx.timeout_s);
+
   // CLI11 reads an unknown first word as a stray positional and says "A subcommand is required".
   std::vector<std::string> names;  // the visible ones, for the message
   bool known = false;
@@ -531,6 +542,10 @@ int main(int argc, char** argv) {
     if (*analyze) return run_analyze(analyze_options);
     if (*checkpoint) return run_checkpoint(*checkpoint, checkpoint_options);
     if (*rank) return rank_main(o.rank);
+    if (*scenario_rank) {
+      if (const char* dir = std::getenv("TRAINBENCH_DIST_DIR")) scenario_rank_ctx.run_dir = dir;
+      return scenario_rank_main(scenario_rank_name, scenario_rank_ctx);
+    }
     if (*test) return cmd_run(o, "test", argc, argv);
     if (*bench) return cmd_run(o, "bench", argc, argv);
     if (*all) return cmd_run(o, "all", argc, argv);

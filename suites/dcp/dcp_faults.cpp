@@ -7,10 +7,10 @@
 //     rank file truncated or removed, metadata.json's shape, rows or checksums edited or broken:
 //     loading it fails on every rank with an error naming the file and, where one tensor is hit,
 //     the tensor.
-//   mpi/interop/consolidated: read_distributed_full of that checkpoint written by save_file is read
-//     by the independent Python reader (suites/checkpoint/read_safetensors.py: the project venv
-//     has no `safetensors` package) with the bytes of the state gathered at the save; the same
-//     file loads into a HYBRID_SHARD 2 x 2 model and optimizer bit for bit.
+//   mpi/interop/consolidated: read_distributed_full of that checkpoint written by save_file opens in
+//     Python's `safetensors` package (suites/checkpoint/read_with_safetensors.py) with the bytes of
+//     the state gathered at the save; the same file loads into a HYBRID_SHARD 2 x 2 model and
+//     optimizer bit for bit.
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -228,17 +228,18 @@ std::string hex(const Tensor& t) {
   return s;
 }
 
-// The consolidated file read by the independent Python reader; rank 0's problem, or "".
+// The consolidated file read by Python's `safetensors` package; rank 0's problem, or "".
 std::string python_reads(const std::string& file, const NamedTensors& want, harness::Record& rec) {
   const auto py = harness::project_python();
   if (!py) return "skip";
   harness::SubprocessSpec spec;
-  spec.argv = {py->path, std::string(TB_SOURCE_DIR) + "/suites/checkpoint/read_safetensors.py", "read", file};
+  spec.argv = {py->path, std::string(TB_SOURCE_DIR) + "/suites/checkpoint/read_with_safetensors.py", file};
   spec.timeout = std::chrono::seconds(120);
   const harness::SubprocessResult run = harness::run_subprocess(spec);
-  if (!run.ok()) return "the Python reader failed on " + file + ": " + run.describe() + " " + run.err.substr(0, 1000);
+  if (!run.ok())
+    return "Python's safetensors failed on " + file + ": " + run.describe() + " " + run.err.substr(0, 1000);
   const nlohmann::json j = nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return "the Python reader printed no JSON";
+  if (j.is_discarded()) return "read_with_safetensors.py printed no JSON";
   if (j["tensors"].size() != want.size())
     return "Python sees " + std::to_string(j["tensors"].size()) + " tensors, the state has " +
            std::to_string(want.size());
@@ -250,7 +251,7 @@ std::string python_reads(const std::string& file, const NamedTensors& want, harn
     if (e["hex"] != hex(t)) return name + ": Python reads other bytes than the state at the save";
   }
   rec.metrics["python_tensors_compared"] = want.size();
-  rec.message = "read in Python by suites/checkpoint/read_safetensors.py (json + numpy from the format spec)";
+  rec.message = "opened in Python's safetensors package (suites/checkpoint/read_with_safetensors.py)";
   return "";
 }
 

@@ -261,31 +261,36 @@ bool can_fork_worlds() {
 
 TEST(DistDebugRanks, DetailCatchesAShapeMismatchOnEveryRankWithBothFingerprints) {
   TB_NEED_FORKED_WORLDS();
-  const fs::path dir = fresh_dir("detail");
-  const auto runs = run_ranks(2, dir, {{"TRAINBENCH_DIST_DEBUG", "DETAIL"}}, [](std::shared_ptr<ProcessGroup> g) {
-    // Same element count, other shapes: the default check lets it through; DETAIL does not.
-    Tensor t = ones(g->rank() == 0 ? Shape{2, 3} : Shape{3, 2});
-    try {
-      CallSite site("test/shapes");
-      g->all_reduce(t)->wait();
-      return 1;
-    } catch (const DistError& e) {
-      std::fprintf(stderr, "caught: %s\n", e.what());
+  // DETAIL after the board check (auto: one host), instead of the plain exchange, and with the check off.
+  for (const char* check : {"auto", "exchange", "off"}) {
+    SCOPED_TRACE(std::string("TRAINBENCH_DIST_CHECK=") + check);
+    const fs::path dir = fresh_dir(std::string("detail_") + check);
+    const auto runs = run_ranks(2, dir, {{"TRAINBENCH_DIST_DEBUG", "DETAIL"}, {"TRAINBENCH_DIST_CHECK", check}},
+                                [](std::shared_ptr<ProcessGroup> g) {
+                                  // Same element count, other shapes: the default check lets it through; DETAIL does not.
+                                  Tensor t = ones(g->rank() == 0 ? Shape{2, 3} : Shape{3, 2});
+                                  try {
+                                    CallSite site("test/shapes");
+                                    g->all_reduce(t)->wait();
+                                    return 1;
+                                  } catch (const DistError& e) {
+                                    std::fprintf(stderr, "caught: %s\n", e.what());
+                                  }
+                                  Tensor u = ones({2, 3});  // the group stays in step: the next call works
+                                  g->all_reduce(u)->wait();
+                                  return u.data_ptr<float>()[0] == 2.f ? 0 : 3;
+                                });
+    for (int r = 0; r < 2; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r) + ": " + runs[std::size_t(r)].err);
+      EXPECT_EQ(runs[std::size_t(r)].status, 0);
+      expect_contains(runs[std::size_t(r)].err,
+                      {"caught: all_reduce: TRAINBENCH_DIST_DEBUG=DETAIL: collective #1 differs between ranks: ",
+                       "rank 0: all_reduce #1 float32 shapes [2, 3] sum label \"test/shapes\"",
+                       "rank 1: all_reduce #1 float32 shapes [3, 2] sum label \"test/shapes\""});
     }
-    Tensor u = ones({2, 3});  // the group stays in step: the next call works
-    g->all_reduce(u)->wait();
-    return u.data_ptr<float>()[0] == 2.f ? 0 : 3;
-  });
-  for (int r = 0; r < 2; ++r) {
-    SCOPED_TRACE("rank " + std::to_string(r) + ": " + runs[std::size_t(r)].err);
-    EXPECT_EQ(runs[std::size_t(r)].status, 0);
-    expect_contains(runs[std::size_t(r)].err,
-                    {"caught: all_reduce: TRAINBENCH_DIST_DEBUG=DETAIL: collective #1 differs between ranks: ",
-                     "rank 0: all_reduce #1 float32 shapes [2, 3] sum label \"test/shapes\"",
-                     "rank 1: all_reduce #1 float32 shapes [3, 2] sum label \"test/shapes\""});
+    expect_contains(runs[0].err, {"trainbench: dist: group world on gloo: 2 ranks", "debug DETAIL"});
+    fs::remove_all(dir);
   }
-  expect_contains(runs[0].err, {"trainbench: dist: group world on gloo: 2 ranks", "debug DETAIL"});
-  fs::remove_all(dir);
 }
 
 TEST(DistDebugRanks, AStragglerIsReportedOnceAndTrainingGoesOn) {

@@ -411,6 +411,34 @@ TEST(DistDebugRanks, WithoutJoinUnevenInputsHangAndTheWatchdogNamesTheBucket) {
   fs::remove_all(dir);
 }
 
+TEST(DistDebugRanks, AParameterWithoutAGradientIsAnErrorOnEveryRankNotAHang) {
+  TB_NEED_FORKED_WORLDS();
+  const fs::path dir = fresh_dir("unused_ranks");
+  const auto runs = run_ranks(2, dir, {{"TRAINBENCH_DIST_TIMEOUT", "20"}}, [](std::shared_ptr<ProcessGroup> g) {
+    auto model = std::make_shared<TwoLayers>(false);
+    DDPOptions o;
+    o.first_bucket_cap_mb = 1e-6;  // b's bucket (unready) comes first: nothing is launched
+    auto ddp = std::make_shared<DistributedDataParallel>(model, g, o);
+    Tensor loss = tb::sum((*ddp)(ones({5, 4})));
+    try {
+      loss.backward();
+      return 1;
+    } catch (const core::Error& e) {
+      std::fprintf(stderr, "caught: %s\n", e.what());
+    }
+    Tensor t = ones({3});  // the ranks are still in step
+    g->all_reduce(t)->wait();
+    return t.data_ptr<float>()[0] == 2.f ? 0 : 3;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(runs[std::size_t(r)].status, 0) << runs[std::size_t(r)].err;
+    expect_contains(runs[std::size_t(r)].err,
+                    {"caught: DistributedDataParallel: some parameters received no gradient",
+                     "parameters which did not receive grad for rank " + std::to_string(r) + ": b.weight, b.bias"});
+  }
+  fs::remove_all(dir);
+}
+
 TEST(DistDebugRanks, FsdpCollectivesAreLabelledWithTheirUnit) {
   TB_NEED_FORKED_WORLDS();
   const fs::path dir = fresh_dir("fsdp");

@@ -1,5 +1,6 @@
 #include "engine/dist/ddp/join.h"
 
+#include <cstdio>
 #include <exception>
 
 #include "engine/autograd/grad_mode.h"

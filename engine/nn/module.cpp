@@ -1,12 +1,15 @@
 // Module: registration, traversal, state dicts, modes and hooks. See module.h.
 #include "engine/nn/module.h"
 
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "engine/autograd/checkpoint.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/dtype.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
 #include "engine/tensor/factories.h"
 
 namespace tb::nn {
@@ -33,6 +36,67 @@ std::string shape_str(const Shape& s) {
   for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
   os << ']';
   return os.str();
+}
+
+// Note [Module paths]
+// Allocations made in a module's forward carry its path (memory::ModuleScope), as
+// named_modules() names it from the module that was called first: "blocks.3.mlp.fc1"; that root
+// is named by its type ("GPT"). A module does not know its parent, so the path is found the first
+// time the module runs under a given parent path (a search of the parent's descendants) and kept
+// in site_path_: later calls compare one pointer. Entries and their strings are interned (one per
+// distinct parent path and path, never freed), so the steady state allocates nothing.
+struct Module::SitePath {
+  const char* parent;  // the calling module's path (null at the root)
+  const char* path;    // this module's
+  const char* prefix;  // what its children's names follow: "" at the root, else path + "."
+};
+
+namespace {
+struct Running {
+  const Module* module = nullptr;
+  const char* path = nullptr;
+  const char* prefix = nullptr;
+};
+thread_local Running t_running;
+
+// Sets the running module (and the allocator's module path) while a forward runs.
+class RunningScope {
+ public:
+  RunningScope(const Module* m, const char* path, const char* prefix) : prev_(t_running), site_(path) {
+    t_running = {m, path, prefix};
+  }
+  ~RunningScope() { t_running = prev_; }
+
+ private:
+  Running prev_;
+  memory::ModuleScope site_;
+};
+}  // namespace
+
+const Module::SitePath* Module::site_path() const {
+  const Running parent = t_running;
+  const SitePath* cached = site_path_.load(std::memory_order_acquire);
+  if (cached && cached->parent == parent.path) return cached;
+  std::string path;
+  if (!parent.module) {
+    path = type_name_;
+  } else {
+    std::string name = "(" + type_name_ + ")";  // not registered under the caller
+    for (const auto& [n, m] : parent.module->named_modules())
+      if (m == this && !n.empty()) {
+        name = n;
+        break;
+      }
+    path = std::string(parent.prefix) + name;
+  }
+  static auto* mu = new std::mutex();
+  static auto* entries = new std::map<std::pair<const char*, const char*>, SitePath>();  // leaked: see above
+  const char* interned = memory::intern(path);
+  std::lock_guard<std::mutex> lock(*mu);
+  auto [it, fresh] = entries->try_emplace({parent.path, interned});
+  if (fresh) it->second = {parent.path, interned, parent.module ? memory::intern(path + ".") : ""};
+  site_path_.store(&it->second, std::memory_order_release);
+  return &it->second;
 }
 
 Module::Module(std::string type_name) : type_name_(std::move(type_name)), hooks_(std::make_shared<HookStore>()) {}
@@ -309,6 +373,8 @@ Tensor identity(const Tensor& t) { return t.as_strided(t.sizes(), t.strides(), t
 }  // namespace
 
 Tensor Module::call_with_hooks(const TensorList& inputs_in, const std::function<Tensor(const TensorList&)>& fwd) {
+  const SitePath* site = site_path();  // Note [Module paths]
+  RunningScope running(this, site->path, site->prefix);
   // A forward that records a graph allocates activations (Note [Memory tags]).
   memory::TagGuard tag(autograd::grad_mode_enabled() ? memory::Tag::Activation : memory::TagGuard::current(),
                        /*keep_outer=*/true);

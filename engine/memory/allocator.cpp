@@ -1,8 +1,10 @@
 #include "engine/memory/allocator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <shared_mutex>
 #include <sstream>
 
 #include "engine/core/env.h"
@@ -113,9 +115,15 @@ std::string format_bytes(int64_t n) {
   return os.str();
 }
 
-// The allocator's state, behind the header (Impl) so that it can grow without rebuilding every
-// tensor user. Everything here is guarded by mu.
-struct CpuCachingAllocator::Impl {
+// Note [Allocator state outside the header]
+// A CpuCachingAllocator's state is an AllocatorState found by the allocator's address (the
+// constructor registers it, the destructor drops it; the CPU allocator is found without a lookup),
+// not the private members allocator.h declares, which are unused. allocator.h is included by
+// almost every file of the project: changing it rebuilds all of them (hours on the shared 2-core
+// machines), so the state that issue 18 added (sites, history, fault injection) lives here, and
+// the functions that reach it are in oom.h and snapshot.h. The header's members go when it next
+// changes for another reason. Everything in a state is guarded by its mu.
+struct AllocatorState {
   struct Block {
     size_t size;
     size_t requested;
@@ -136,6 +144,7 @@ struct CpuCachingAllocator::Impl {
   size_t ring_cap = 0;
   size_t ring_next = 0;
   int64_t recorded = 0;
+  int64_t num_ooms = 0;  // requests refused (counted nowhere else)
 
   bool recording() const { return ring_cap > 0; }
   void record(Action a, uintptr_t address, size_t size, size_t requested, Tag tag, Site site) {
@@ -192,31 +201,56 @@ struct CpuCachingAllocator::Impl {
                       [](const auto& a, const auto& b) { return a.size > b.size; });
     blocks.resize(n);
     r->largest_live = std::move(blocks);
-    ++stats.num_ooms;
+    ++num_ooms;
     record(Action::Oom, 0, size, nbytes, tag, site);
     return r;
   }
 };
 
-CpuCachingAllocator::CpuCachingAllocator() : impl_(std::make_unique<Impl>()) {
+namespace {
+// Note [Allocator state outside the header]: every allocator's state by address; the CPU
+// allocator's also in g_cpu / g_cpu_state, read without the registry's lock.
+std::shared_mutex g_registry_mu;
+auto* g_registry = new std::unordered_map<const CpuCachingAllocator*, std::unique_ptr<AllocatorState>>();
+std::atomic<const CpuCachingAllocator*> g_cpu{nullptr};
+std::atomic<AllocatorState*> g_cpu_state{nullptr};
+
+AllocatorState& state_of(const CpuCachingAllocator& a) {
+  if (&a == g_cpu.load(std::memory_order_acquire)) return *g_cpu_state.load(std::memory_order_relaxed);
+  std::shared_lock<std::shared_mutex> lock(g_registry_mu);
+  return *g_registry->at(&a);
+}
+}  // namespace
+
+CpuCachingAllocator::CpuCachingAllocator() {
+  auto st = std::make_unique<AllocatorState>();
   if (auto v = core::env_string("TRAINBENCH_MEMORY_LIMIT"))
-    impl_->limit = parse_memory_limit("TRAINBENCH_MEMORY_LIMIT", *v);
-  impl_->fail_countdown = core::env_int64("TRAINBENCH_MEMORY_FAIL_AT", 0, 0);
-  impl_->ring_cap = size_t(core::env_int64("TRAINBENCH_MEMORY_HISTORY", 0, 0, kMaxHistory));
-  impl_->snapshot_dir = core::env_or("TRAINBENCH_MEMORY_SNAPSHOT_DIR");
-  impl_->release_cache = core::env_bool("TRAINBENCH_MEMORY_RELEASE_CACHE", true);
+    st->limit = parse_memory_limit("TRAINBENCH_MEMORY_LIMIT", *v);
+  st->fail_countdown = core::env_int64("TRAINBENCH_MEMORY_FAIL_AT", 0, 0);
+  st->ring_cap = size_t(core::env_int64("TRAINBENCH_MEMORY_HISTORY", 0, 0, kMaxHistory));
+  st->snapshot_dir = core::env_or("TRAINBENCH_MEMORY_SNAPSHOT_DIR");
+  st->release_cache = core::env_bool("TRAINBENCH_MEMORY_RELEASE_CACHE", true);
+  std::unique_lock<std::shared_mutex> lock(g_registry_mu);
+  g_registry->emplace(this, std::move(st));
 }
 
 CpuCachingAllocator::~CpuCachingAllocator() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->free_cached();
+  std::unique_ptr<AllocatorState> st;
+  {
+    std::unique_lock<std::shared_mutex> lock(g_registry_mu);
+    auto it = g_registry->find(this);
+    st = std::move(it->second);
+    g_registry->erase(it);
+  }
+  std::lock_guard<std::mutex> lock(st->mu);
+  st->free_cached();
 }
 
 DataPtr CpuCachingAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) return DataPtr(nullptr, DataDeleter{this});
   const Tag tag = g_tag;
   const Site site = detail::t_site;
-  Impl& m = *impl_;
+  AllocatorState& m = state_of(*this);
   std::shared_ptr<OomReport> refused;
   void* p = nullptr;
   {
@@ -243,12 +277,12 @@ DataPtr CpuCachingAllocator::allocate(size_t nbytes) {
       }
     }
     if (!refused) {
-      m.live.emplace(p, Impl::Block{size, nbytes, tag, site, m.recording() ? now_us() : 0});
+      m.live.emplace(p, AllocatorState::Block{size, nbytes, tag, site, m.recording() ? now_us() : 0});
       ++m.stats.num_allocs;
       m.stats.allocated_bytes += int64_t(size);
       m.stats.allocated_by_tag[int(tag)] += int64_t(size);
       m.stats.peak_allocated_bytes = std::max(m.stats.peak_allocated_bytes, m.stats.allocated_bytes);
-      if (this == &cpu_allocator()) note_peaks(m.stats);
+      if (this == g_cpu.load(std::memory_order_relaxed)) note_peaks(m.stats);
       m.stats.peak_reserved_bytes = std::max(m.stats.peak_reserved_bytes, m.stats.reserved_bytes);
       m.record(Action::Alloc, reinterpret_cast<uintptr_t>(p), size, nbytes, tag, site);
       return DataPtr(p, DataDeleter{this});
@@ -262,20 +296,20 @@ DataPtr CpuCachingAllocator::allocate(size_t nbytes) {
   }
   if (!dir.empty()) {
     try {
-      refused->snapshot_path = write_snapshot(dir, snapshot(), "oom", refused.get());
+      refused->snapshot_path = write_snapshot(dir, memory::snapshot(*this), "oom", refused.get());
     } catch (const std::exception& e) {
       refused->snapshot_path = std::string("(not written: ") + e.what() + ")";
     }
   }
-  throw OutOfMemoryError(std::move(refused));
+  throw OomError(std::move(refused));
 }
 
 void CpuCachingAllocator::release(void* p) {
-  Impl& m = *impl_;
+  AllocatorState& m = state_of(*this);
   std::lock_guard<std::mutex> lock(m.mu);
   auto it = m.live.find(p);
   if (it == m.live.end()) return;  // not ours: nothing to do (never happens through DataPtr)
-  const Impl::Block& b = it->second;
+  const AllocatorState::Block& b = it->second;
   m.stats.allocated_bytes -= int64_t(b.size);
   m.stats.allocated_by_tag[int(b.tag)] -= int64_t(b.size);
   m.free[b.size].push_back(p);
@@ -285,7 +319,7 @@ void CpuCachingAllocator::release(void* p) {
 
 void CpuCachingAllocator::retag(void* p, Tag tag) {
   if (!p) return;
-  Impl& m = *impl_;
+  AllocatorState& m = state_of(*this);
   std::lock_guard<std::mutex> lock(m.mu);
   auto it = m.live.find(p);
   if (it == m.live.end() || it->second.tag == tag) return;
@@ -293,56 +327,78 @@ void CpuCachingAllocator::retag(void* p, Tag tag) {
   m.stats.allocated_by_tag[int(it->second.tag)] -= size;
   m.stats.allocated_by_tag[int(tag)] += size;
   it->second.tag = tag;
-  if (this == &cpu_allocator()) note_peaks(m.stats);
+  if (this == g_cpu.load(std::memory_order_relaxed)) note_peaks(m.stats);
 }
 
 Stats CpuCachingAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->stats;
+  const AllocatorState& m = state_of(*this);
+  std::lock_guard<std::mutex> lock(m.mu);
+  return m.stats;
 }
 
 void CpuCachingAllocator::reset_peak() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->stats.peak_allocated_bytes = impl_->stats.allocated_bytes;
-  impl_->stats.peak_reserved_bytes = impl_->stats.reserved_bytes;
+  AllocatorState& m = state_of(*this);
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.stats.peak_allocated_bytes = m.stats.allocated_bytes;
+  m.stats.peak_reserved_bytes = m.stats.reserved_bytes;
 }
 
 void CpuCachingAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->free_cached();
+  AllocatorState& m = state_of(*this);
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.free_cached();
 }
 
 void CpuCachingAllocator::set_limit(int64_t bytes) {
   TB_CHECK(bytes >= 0, "set_limit", "the memory limit must be >= 0 bytes (0 = no cap), got ", bytes);
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->limit = bytes;
+  AllocatorState& m = state_of(*this);
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.limit = bytes;
 }
 
 int64_t CpuCachingAllocator::limit() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->limit;
+  const AllocatorState& m = state_of(*this);
+  std::lock_guard<std::mutex> lock(m.mu);
+  return m.limit;
 }
 
-void CpuCachingAllocator::set_release_cache(bool on) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->release_cache = on;
+// ---- oom.h and snapshot.h: the state issue 18 added (Note [Allocator state outside the header]) ----
+
+void set_release_cache(CpuCachingAllocator& a, bool on) {
+  AllocatorState& m = state_of(a);
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.release_cache = on;
 }
 
-void CpuCachingAllocator::set_fail_at(int64_t k) {
+void set_fail_at(CpuCachingAllocator& a, int64_t k) {
   TB_CHECK(k >= 0, "set_fail_at", "k counts allocation requests from now (1 = the next one, 0 = off), got ", k);
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->fail_countdown = k;
+  AllocatorState& m = state_of(a);
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.fail_countdown = k;
 }
 
-int64_t CpuCachingAllocator::fail_at() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->fail_countdown;
+int64_t fail_at(const CpuCachingAllocator& a) {
+  const AllocatorState& m = state_of(a);
+  std::lock_guard<std::mutex> lock(m.mu);
+  return m.fail_countdown;
 }
 
-void CpuCachingAllocator::record_history(size_t max_entries) {
+int64_t num_ooms(const CpuCachingAllocator& a) {
+  const AllocatorState& m = state_of(a);
+  std::lock_guard<std::mutex> lock(m.mu);
+  return m.num_ooms;
+}
+
+void set_oom_snapshot_dir(CpuCachingAllocator& a, std::string dir) {
+  AllocatorState& m = state_of(a);
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.snapshot_dir = std::move(dir);
+}
+
+void record_history(CpuCachingAllocator& a, size_t max_entries) {
   TB_CHECK(max_entries <= size_t(kMaxHistory), "record_history", "at most ", kMaxHistory, " entries, got ",
            max_entries);
-  Impl& m = *impl_;
+  AllocatorState& m = state_of(a);
   std::lock_guard<std::mutex> lock(m.mu);
   std::vector<Event> kept = m.events();
   if (kept.size() > max_entries) kept.erase(kept.begin(), kept.end() - ptrdiff_t(max_entries));
@@ -352,13 +408,14 @@ void CpuCachingAllocator::record_history(size_t max_entries) {
   m.ring_next = 0;
 }
 
-Snapshot CpuCachingAllocator::snapshot() const {
+Snapshot snapshot(const CpuCachingAllocator& a) {
   Snapshot s;
   {
-    const Impl& m = *impl_;
+    const AllocatorState& m = state_of(a);
     std::lock_guard<std::mutex> lock(m.mu);
     s.time_us = now_us();
     s.stats = m.stats;
+    s.num_ooms = m.num_ooms;
     s.limit = m.limit;
     s.live.reserve(m.live.size());
     for (const auto& [p, b] : m.live)
@@ -377,16 +434,21 @@ Snapshot CpuCachingAllocator::snapshot() const {
   return s;
 }
 
-void CpuCachingAllocator::set_oom_snapshot_dir(std::string dir) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->snapshot_dir = std::move(dir);
+OomError::OomError(std::shared_ptr<const OomReport> report)
+    : OutOfMemoryError(format_oom(*report), report->requested), report_(std::move(report)) {}
+
+const OomReport* oom_report(const OutOfMemoryError& e) {
+  const auto* o = dynamic_cast<const OomError*>(&e);
+  return o ? &o->report() : nullptr;
 }
 
-OutOfMemoryError::OutOfMemoryError(std::shared_ptr<const OomReport> report)
-    : core::Error("allocate", format_oom(*report)), requested_(report->requested), report_(std::move(report)) {}
-
 CpuCachingAllocator& cpu_allocator() {
-  static CpuCachingAllocator* a = new CpuCachingAllocator();  // leaked: outlives static tensors
+  static CpuCachingAllocator* a = [] {
+    auto* made = new CpuCachingAllocator();  // leaked: outlives static tensors
+    g_cpu_state.store(&state_of(*made), std::memory_order_relaxed);
+    g_cpu.store(made, std::memory_order_release);  // after the state: state_of reads it without a lock
+    return made;
+  }();
   return *a;
 }
 

@@ -1,13 +1,9 @@
 // Allocator interface and the CPU caching allocator: freed blocks are kept by size and reused,
 // so steady-state training allocates no fresh pages. Every block is counted under the tag that
 // was current when it was allocated (TagGuard) or was given later (retag: a tensor made as
-// `other` and then registered as a parameter), and remembers where it came from (the op, the
-// module path and the user label current on the allocating thread: site.h). An optional cap
-// (TRAINBENCH_MEMORY_LIMIT: bytes, K/M/G/T, or a fraction of RAM) or an injected failure
-// (TRAINBENCH_MEMORY_FAIL_AT) turns a request into an OutOfMemoryError whose OomReport (oom.h)
-// says what was asked, by which op and module, what is held, by which tags, what is cached, and
-// the largest live blocks with the op that made each. With history on (record_history), a
-// bounded ring of allocation events feeds the memory snapshot (snapshot.h).
+// `other` and then registered as a parameter), and an optional cap (TRAINBENCH_MEMORY_LIMIT,
+// bytes or with a K/M/G/T suffix) turns an over-budget request into an OutOfMemoryError that
+// says what was asked, what is held, by which tags, and the largest live blocks.
 // See Note [Memory tags] in allocator.cpp for who sets which tag.
 #pragma once
 #include <array>
@@ -51,25 +47,16 @@ struct Stats {
   int64_t num_cache_hits = 0;     // requests served from the cache
   int64_t num_system_allocs = 0;  // requests that went to the system
   std::array<int64_t, kNumTags> allocated_by_tag{};
-  int64_t num_ooms = 0;  // requests refused (counted nowhere else)
 };
-
-// What the allocator knew when it refused a request (engine/memory/oom.h).
-struct OomReport;
 
 class OutOfMemoryError : public core::Error {
  public:
   OutOfMemoryError(std::string detail, uint64_t requested)
       : core::Error("allocate", std::move(detail)), requested_(requested) {}
-  // The message is the report's text (oom.h: format_oom).
-  explicit OutOfMemoryError(std::shared_ptr<const OomReport> report);
   uint64_t requested() const { return requested_; }
-  // Null only for errors made from a bare message.
-  const OomReport* report() const { return report_.get(); }
 
  private:
   uint64_t requested_;
-  std::shared_ptr<const OomReport> report_;
 };
 
 // A block of memory and the means to return it.
@@ -92,13 +79,8 @@ class Allocator {
   virtual void release(void* p) = 0;
 };
 
-struct Snapshot;  // snapshot.h
-
 class CpuCachingAllocator final : public Allocator {
  public:
-  // Reads TRAINBENCH_MEMORY_LIMIT, TRAINBENCH_MEMORY_FAIL_AT, TRAINBENCH_MEMORY_HISTORY,
-  // TRAINBENCH_MEMORY_SNAPSHOT_DIR and TRAINBENCH_MEMORY_RELEASE_CACHE (docs/env.md); a bad value
-  // is a core::Error naming it.
   CpuCachingAllocator();
   ~CpuCachingAllocator() override;
   DataPtr allocate(size_t nbytes) override;
@@ -106,32 +88,21 @@ class CpuCachingAllocator final : public Allocator {
   Stats stats() const;
   void reset_peak();
   void empty_cache();             // return cached free blocks to the system
-  void set_limit(int64_t bytes);  // 0 = no cap; negative is an error (limit.h: fractions of RAM)
+  void set_limit(int64_t bytes);  // 0 = no cap; negative is an error
   int64_t limit() const;
-  // Whether a request over the cap first returns the cached free blocks to the system and tries
-  // again (default; TRAINBENCH_MEMORY_RELEASE_CACHE=0 turns it off). Off models memory that the
-  // allocator cannot give back (fragmented CUDA segments): cached blocks of other sizes then
-  // count against the cap, and an OOM report shows them as cached but free.
-  void set_release_cache(bool on);
-  // Fault injection: the k-th allocation request from now (k >= 1; requests of 0 bytes do not
-  // count) throws OutOfMemoryError once, as if over the cap; 0 disarms. Returns the requests
-  // still to go before it fires (0 when disarmed).
-  void set_fail_at(int64_t k);
-  int64_t fail_at() const;
-  // Keeps the last `max_entries` allocation events (alloc, free, segment_alloc, segment_free,
-  // oom) for snapshot(); 0 turns recording off and drops them. Blocks allocated while it is on
-  // also remember their allocation time.
-  void record_history(size_t max_entries);
-  // The live and cached blocks, statistics and recorded events, consistent at one moment.
-  Snapshot snapshot() const;
-  // Where an OutOfMemoryError writes memory_snapshot_rank<R>.json before it is thrown (""
-  // = nowhere; TRAINBENCH_MEMORY_SNAPSHOT_DIR sets it at construction).
-  void set_oom_snapshot_dir(std::string dir);
 
  private:
   void release(void* p) override;
-  struct Impl;  // allocator.cpp: its state and the lock, so this header stays put
-  std::unique_ptr<Impl> impl_;
+  void free_cached_locked();
+  struct Block {
+    size_t size;
+    Tag tag;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;  // rounded size -> cached blocks
+  std::unordered_map<void*, Block> live_;
+  Stats stats_;
+  int64_t limit_ = 0;
 };
 
 CpuCachingAllocator& cpu_allocator();

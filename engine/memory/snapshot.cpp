@@ -78,9 +78,9 @@ const char* action_name(Action a) {
   return "invalid";
 }
 
-void record_history(size_t max_entries) { cpu_allocator().record_history(max_entries); }
+void record_history(size_t max_entries) { record_history(cpu_allocator(), max_entries); }
 
-Snapshot snapshot() { return cpu_allocator().snapshot(); }
+Snapshot snapshot() { return snapshot(cpu_allocator()); }
 
 std::string snapshot_json(const Snapshot& s, const std::string& reason, const OomReport* oom) {
   int64_t largest_free = 0;
@@ -102,7 +102,7 @@ std::string snapshot_json(const Snapshot& s, const std::string& reason, const Oo
                 {"num_allocs", s.stats.num_allocs},
                 {"num_cache_hits", s.stats.num_cache_hits},
                 {"num_system_allocs", s.stats.num_system_allocs},
-                {"num_ooms", s.stats.num_ooms},
+                {"num_ooms", s.num_ooms},
                 {"allocated_by_tag", by_tag(s.stats.allocated_by_tag)}};
   j["history"] = {{"max_entries", s.max_entries}, {"events", s.events.size()}, {"dropped", s.dropped_events}};
   json live = json::array();

@@ -12,6 +12,8 @@
 
 namespace tb::memory {
 
+struct OomReport;  // oom.h
+
 enum class Action : uint8_t { Alloc, Free, SegmentAlloc, SegmentFree, Oom };
 const char* action_name(Action a);  // "alloc", "free", "segment_alloc", "segment_free", "oom"
 
@@ -40,6 +42,7 @@ struct Snapshot {
   };
   int64_t time_us = 0;
   Stats stats;
+  int64_t num_ooms = 0;
   int64_t limit = 0;
   std::vector<Block> live;      // largest first
   std::vector<Cached> cached;   // free blocks kept for reuse, largest first
@@ -48,9 +51,16 @@ struct Snapshot {
   int64_t dropped_events = 0;   // recorded but pushed out of the ring
 };
 
-// The CPU allocator's history switch (0 = off), as torch.cuda.memory._record_memory_history.
+// Keeps the last `max_entries` allocation events of `a` (alloc, free, segment_alloc,
+// segment_free, oom) for its snapshots; 0 turns recording off and drops them. Blocks allocated
+// while it is on also remember their allocation time. As
+// torch.cuda.memory._record_memory_history(max_entries=N); TRAINBENCH_MEMORY_HISTORY=N sets it
+// when the allocator is made.
+void record_history(CpuCachingAllocator& a, size_t max_entries);
+// a's live and cached blocks, statistics and recorded events, consistent at one moment.
+Snapshot snapshot(const CpuCachingAllocator& a);
+// The same for cpu_allocator().
 void record_history(size_t max_entries);
-// cpu_allocator().snapshot().
 Snapshot snapshot();
 // The snapshot as JSON text (docs/memory.md); `reason` is "on_demand" or "oom", `oom` the
 // report when written for an OutOfMemoryError.

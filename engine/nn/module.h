@@ -4,7 +4,6 @@
 // shared_ptrs (children are shared); they are neither copied nor moved.
 // Not here: the layers (linear.h, conv.h, ...) and the initialisers (init.h).
 #pragma once
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -204,11 +203,6 @@ class Module : public std::enable_shared_from_this<Module> {
   OrderedDict<ModulePtr> children_;
   std::shared_ptr<HookStore> hooks_;
   std::shared_ptr<const autograd::CheckpointOptions> checkpoint_;
-  // This module's path ("blocks.3.mlp.fc1") under the module whose forward called it, for OOM
-  // reports and memory snapshots: Note [Module paths] in module.cpp.
-  struct SitePath;
-  const SitePath* site_path() const;
-  mutable std::atomic<const SitePath*> site_path_{nullptr};
 };
 
 // Shape as PyTorch prints it, for error messages: [3, 4].

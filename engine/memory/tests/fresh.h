@@ -2,6 +2,8 @@
 // failure, history or snapshot directory, whatever the TRAINBENCH_MEMORY_* variables say.
 #pragma once
 #include "engine/memory/allocator.h"
+#include "engine/memory/oom.h"
+#include "engine/memory/snapshot.h"
 
 namespace tb::memory {
 
@@ -9,10 +11,10 @@ struct Fresh {
   CpuCachingAllocator a;
   Fresh() {
     a.set_limit(0);
-    a.set_fail_at(0);
-    a.record_history(0);
-    a.set_oom_snapshot_dir("");
-    a.set_release_cache(true);
+    set_fail_at(a, 0);
+    record_history(a, 0);
+    set_oom_snapshot_dir(a, "");
+    set_release_cache(a, true);
   }
 };
 

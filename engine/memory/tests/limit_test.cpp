@@ -77,7 +77,7 @@ TEST(MemoryLimit, OtherVariablesAreStrictToo) {
   ::setenv("TRAINBENCH_MEMORY_HISTORY", "7", 1);
   {
     CpuCachingAllocator a;
-    EXPECT_EQ(a.fail_at(), 2);
+    EXPECT_EQ(fail_at(a), 2);
     DataPtr p = a.allocate(10);
     EXPECT_THROW(a.allocate(10), OutOfMemoryError);
   }

@@ -23,7 +23,7 @@ constexpr int64_t KiB = 1024, MiB = 1024 * 1024;
 // The statistics agree with the live blocks: allocated is their sum, by tag too, and reserved
 // is allocated plus the cached blocks.
 void expect_consistent(const CpuCachingAllocator& a) {
-  const Snapshot s = a.snapshot();
+  const Snapshot s = snapshot(a);
   int64_t live = 0, cached = 0;
   std::array<int64_t, kNumTags> by_tag{};
   for (const auto& b : s.live) {
@@ -38,16 +38,17 @@ void expect_consistent(const CpuCachingAllocator& a) {
   EXPECT_GE(s.stats.peak_allocated_bytes, s.stats.allocated_bytes);
 }
 
-// The OutOfMemoryError that f throws (fails the test if none).
+// The OutOfMemoryError that f throws, which must carry a report (fails the test otherwise).
 template <typename F>
-OutOfMemoryError oom_of(F&& f) {
+OomError oom_of(F&& f) {
   try {
     f();
   } catch (const OutOfMemoryError& e) {
-    return e;
+    if (const auto* o = dynamic_cast<const OomError*>(&e)) return *o;
+    ADD_FAILURE() << "an OutOfMemoryError without a report: " << e.what();
   }
   ADD_FAILURE() << "expected an OutOfMemoryError";
-  return OutOfMemoryError("none", 0);
+  return OomError(std::make_shared<OomReport>());
 }
 
 TEST(OutOfMemory, ReportNamesRequestCapHeldCachedTagsSiteAndLargestBlocks) {
@@ -72,9 +73,9 @@ TEST(OutOfMemory, ReportNamesRequestCapHeldCachedTagsSiteAndLargestBlocks) {
   ModuleScope m("blocks.1.fc2");
   OpScope op("linear");
   TagGuard g(Tag::Activation);
-  const OutOfMemoryError e = oom_of([&] { f.a.allocate(size_t(1536 * KiB)); });
-  ASSERT_NE(e.report(), nullptr);
-  const OomReport& r = *e.report();
+  const OomError e = oom_of([&] { f.a.allocate(size_t(1536 * KiB)); });
+  ASSERT_NE(oom_report(e), nullptr);
+  const OomReport& r = *oom_report(e);
   EXPECT_EQ(r.reason, "limit");
   EXPECT_EQ(r.requested, uint64_t(1536 * KiB));
   EXPECT_EQ(e.requested(), uint64_t(1536 * KiB));
@@ -112,6 +113,7 @@ TEST(OutOfMemory, TheProcessGoesOnAndARetryAfterFreeingSucceeds) {
     held.push_back(f.a.allocate(size_t(2 * MiB)));
   }
   const Stats before = f.a.stats();
+  const int64_t ooms_before = num_ooms(f.a);
   EXPECT_THROW(f.a.allocate(size_t(4 * MiB)), OutOfMemoryError);
   const Stats after = f.a.stats();
   // The refused request is counted nowhere but num_ooms.
@@ -121,7 +123,7 @@ TEST(OutOfMemory, TheProcessGoesOnAndARetryAfterFreeingSucceeds) {
   EXPECT_EQ(after.num_system_allocs, before.num_system_allocs);
   EXPECT_EQ(after.peak_allocated_bytes, before.peak_allocated_bytes);
   EXPECT_EQ(after.allocated_by_tag, before.allocated_by_tag);
-  EXPECT_EQ(after.num_ooms, before.num_ooms + 1);
+  EXPECT_EQ(num_ooms(f.a), ooms_before + 1);
   expect_consistent(f.a);
   // Free two activations and retry: it fits now (the 4 MiB cached is released to make room).
   held.pop_back();
@@ -139,7 +141,7 @@ TEST(OutOfMemory, TheProcessGoesOnAndARetryAfterFreeingSucceeds) {
   expect_consistent(f.a);
   // Many OOMs in a row leave no trace either.
   for (int i = 0; i < 20; ++i) EXPECT_THROW(f.a.allocate(size_t(3 * MiB)), OutOfMemoryError);
-  EXPECT_EQ(f.a.stats().num_ooms, before.num_ooms + 21);
+  EXPECT_EQ(num_ooms(f.a), ooms_before + 21);
   EXPECT_EQ(f.a.stats().allocated_bytes, 6 * MiB);
   expect_consistent(f.a);
   held.clear();
@@ -150,53 +152,53 @@ TEST(OutOfMemory, TheProcessGoesOnAndARetryAfterFreeingSucceeds) {
 
 TEST(OutOfMemory, FailAtKRefusesExactlyTheKthRequestOnce) {
   Fresh f;
-  f.a.set_fail_at(3);
-  EXPECT_EQ(f.a.fail_at(), 3);
+  set_fail_at(f.a, 3);
+  EXPECT_EQ(fail_at(f.a), 3);
   DataPtr a = f.a.allocate(100);
   DataPtr zero = f.a.allocate(0);  // no request: does not count
   DataPtr b = f.a.allocate(100);
-  EXPECT_EQ(f.a.fail_at(), 1);
+  EXPECT_EQ(fail_at(f.a), 1);
   OpScope op("adamw.step");
-  const OutOfMemoryError e = oom_of([&] { f.a.allocate(5000); });
-  ASSERT_NE(e.report(), nullptr);
-  EXPECT_EQ(e.report()->reason, "fail_at");
-  EXPECT_EQ(e.report()->requested, 5000u);
-  EXPECT_STREQ(e.report()->site.op, "adamw.step");
+  const OomError e = oom_of([&] { f.a.allocate(5000); });
+  ASSERT_NE(oom_report(e), nullptr);
+  EXPECT_EQ(oom_report(e)->reason, "fail_at");
+  EXPECT_EQ(oom_report(e)->requested, 5000u);
+  EXPECT_STREQ(oom_report(e)->site.op, "adamw.step");
   expect_contains(e.what(), {"4.88 KiB (5000 bytes", "for adamw.step", "fault injection", "TRAINBENCH_MEMORY_FAIL_AT",
                              "Held: 256 B by live tensors"});
-  EXPECT_EQ(f.a.fail_at(), 0) << "fires once";
+  EXPECT_EQ(fail_at(f.a), 0) << "fires once";
   DataPtr c = f.a.allocate(5000);  // the retry succeeds
   const Stats s = f.a.stats();
   EXPECT_EQ(s.num_allocs, 3);
-  EXPECT_EQ(s.num_ooms, 1);
+  EXPECT_EQ(num_ooms(f.a), 1);
   EXPECT_EQ(s.allocated_bytes, 128 + 128 + 8192);
   expect_consistent(f.a);
   // k = 1 is the very next request, from the cache as well.
   c.reset();
-  f.a.set_fail_at(1);
+  set_fail_at(f.a, 1);
   EXPECT_THROW(f.a.allocate(5000), OutOfMemoryError);
   EXPECT_NE(f.a.allocate(5000).get(), nullptr);
-  EXPECT_EQ(testing::error_of([&] { f.a.set_fail_at(-1); }),
+  EXPECT_EQ(testing::error_of([&] { set_fail_at(f.a, -1); }),
             "set_fail_at: k counts allocation requests from now (1 = the next one, 0 = off), got -1");
 }
 
 TEST(OutOfMemory, CacheThatCannotBeReleasedShowsAsCachedButFree) {
   Fresh f;
   f.a.set_limit(8 * MiB);
-  f.a.set_release_cache(false);
+  set_release_cache(f.a, false);
   std::vector<DataPtr> blocks;
   for (int i = 0; i < 6; ++i) blocks.push_back(f.a.allocate(size_t(1 * MiB)));
   for (int i = 0; i < 6; i += 2) blocks[size_t(i)].reset();  // 3 MiB cached in 1 MiB blocks
-  const OutOfMemoryError e = oom_of([&] { f.a.allocate(size_t(4 * MiB)); });
-  ASSERT_NE(e.report(), nullptr);
-  EXPECT_EQ(e.report()->allocated, 3 * MiB);
-  EXPECT_EQ(e.report()->cached_free, 3 * MiB);
-  EXPECT_EQ(e.report()->largest_free_block, 1 * MiB);
+  const OomError e = oom_of([&] { f.a.allocate(size_t(4 * MiB)); });
+  ASSERT_NE(oom_report(e), nullptr);
+  EXPECT_EQ(oom_report(e)->allocated, 3 * MiB);
+  EXPECT_EQ(oom_report(e)->cached_free, 3 * MiB);
+  EXPECT_EQ(oom_report(e)->largest_free_block, 1 * MiB);
   expect_contains(e.what(), {"3 MiB cached but free (largest free block 1 MiB)", "6 MiB reserved"});
   DataPtr fits = f.a.allocate(size_t(1 * MiB));  // a cached block of the right size still serves
   EXPECT_EQ(f.a.stats().num_cache_hits, 1);
   expect_consistent(f.a);
-  f.a.set_release_cache(true);  // now the cache goes back to the system before refusing
+  set_release_cache(f.a, true);  // now the cache goes back to the system before refusing
   EXPECT_NE(f.a.allocate(size_t(2 * MiB)).get(), nullptr);
   expect_consistent(f.a);
 }
@@ -204,12 +206,12 @@ TEST(OutOfMemory, CacheThatCannotBeReleasedShowsAsCachedButFree) {
 TEST(OutOfMemory, ImpossibleSizeReportNamesTheSite) {
   Fresh f;
   OpScope op("empty");
-  const OutOfMemoryError e = oom_of([&] { f.a.allocate(kMaxAllocation + 1); });
-  ASSERT_NE(e.report(), nullptr);
-  EXPECT_EQ(e.report()->reason, "too_large");
-  EXPECT_EQ(e.report()->block, 0);
+  const OomError e = oom_of([&] { f.a.allocate(kMaxAllocation + 1); });
+  ASSERT_NE(oom_report(e), nullptr);
+  EXPECT_EQ(oom_report(e)->reason, "too_large");
+  EXPECT_EQ(oom_report(e)->block, 0);
   expect_contains(e.what(), {std::to_string(kMaxAllocation + 1) + " bytes for empty", "more than any allocation"});
-  EXPECT_EQ(f.a.stats().num_ooms, 1);
+  EXPECT_EQ(num_ooms(f.a), 1);
   EXPECT_EQ(f.a.stats().num_allocs, 0);
 }
 
@@ -218,7 +220,7 @@ TEST(OutOfMemory, ImpossibleSizeReportNamesTheSite) {
 TEST(OutOfMemory, ConcurrentOomsKeepTheStatisticsConsistent) {
   Fresh f;
   f.a.set_limit(16 * MiB);
-  f.a.record_history(1000);
+  record_history(f.a, 1000);
   std::atomic<int> ooms{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
@@ -236,7 +238,7 @@ TEST(OutOfMemory, ConcurrentOomsKeepTheStatisticsConsistent) {
     });
   for (auto& th : threads) th.join();
   EXPECT_GT(ooms.load(), 0) << "4 threads x up to 200 blocks must hit a 16 MiB cap";
-  EXPECT_EQ(f.a.stats().num_ooms, ooms.load());
+  EXPECT_EQ(num_ooms(f.a), ooms.load());
   EXPECT_EQ(f.a.stats().allocated_bytes, 0);
   expect_consistent(f.a);
 }

@@ -46,7 +46,7 @@ void expect_events(const std::vector<Event>& got, const std::vector<Expected>& w
 TEST(Snapshot, EventsMatchAKnownSequence) {
   Fresh f;
   DataPtr before = f.a.allocate(100);  // before recording: live, without a time
-  f.a.record_history(100);
+  record_history(f.a, 100);
   DataPtr w, x;
   {
     TagGuard g(Tag::Parameter);
@@ -73,7 +73,7 @@ TEST(Snapshot, EventsMatchAKnownSequence) {
       OutOfMemoryError);
   before.reset();
   f.a.empty_cache();  // the 128 B block goes back to the system
-  const Snapshot s = f.a.snapshot();
+  const Snapshot s = snapshot(f.a);
   const uintptr_t waddr = reinterpret_cast<uintptr_t>(w.get()), xaddr = reinterpret_cast<uintptr_t>(x.get());
   expect_events(s.events, {
                               {Action::SegmentAlloc, 4 * KiB, 4 * KiB, Tag::Other, nullptr},
@@ -104,17 +104,17 @@ TEST(Snapshot, EventsMatchAKnownSequence) {
   EXPECT_GT(s.live[1].time_us, 0);
   EXPECT_TRUE(s.cached.empty());
   EXPECT_EQ(s.stats.allocated_bytes, MiB + 4 * KiB);
-  EXPECT_EQ(s.stats.num_ooms, 1);
+  EXPECT_EQ(s.num_ooms, 1);
   EXPECT_EQ(s.limit, 2 * MiB);
 }
 
 TEST(Snapshot, TheRingKeepsTheNewestEntries) {
   Fresh f;
-  f.a.record_history(5);
+  record_history(f.a, 5);
   for (int i = 1; i <= 4; ++i) {
     DataPtr p = f.a.allocate(size_t(i) * 64);  // 64, 128, 192->256, 256: segment, alloc, free (cache hit: no segment)
   }
-  Snapshot s = f.a.snapshot();
+  Snapshot s = snapshot(f.a);
   ASSERT_EQ(s.events.size(), 5u);
   // The last request (256 B) hit the cached 256 B block: alloc, free; before it the third's
   // segment_alloc, alloc, free.
@@ -125,21 +125,21 @@ TEST(Snapshot, TheRingKeepsTheNewestEntries) {
   EXPECT_EQ(s.events[4].action, Action::Free);
   EXPECT_EQ(s.dropped_events, 3 * 3 + 2 - 5);
   // Shrinking keeps the newest; 0 turns recording off and drops them.
-  f.a.record_history(2);
-  s = f.a.snapshot();
+  record_history(f.a, 2);
+  s = snapshot(f.a);
   ASSERT_EQ(s.events.size(), 2u);
   EXPECT_EQ(s.events[1].action, Action::Free);
-  f.a.record_history(0);
+  record_history(f.a, 0);
   DataPtr p = f.a.allocate(64);
-  s = f.a.snapshot();
+  s = snapshot(f.a);
   EXPECT_TRUE(s.events.empty());
   EXPECT_EQ(s.live.at(0).time_us, 0) << "no clock read while history is off";
-  EXPECT_EQ(testing::error_of([&] { f.a.record_history(size_t(1) << 40); }).find("record_history: at most"), 0u);
+  EXPECT_EQ(testing::error_of([&] { record_history(f.a, size_t(1) << 40); }).find("record_history: at most"), 0u);
 }
 
 TEST(Snapshot, JsonCarriesStatsLiveCachedAndEvents) {
   Fresh f;
-  f.a.record_history(10);
+  record_history(f.a, 10);
   DataPtr kept;
   {
     TagGuard g(Tag::Gradient);
@@ -149,7 +149,7 @@ TEST(Snapshot, JsonCarriesStatsLiveCachedAndEvents) {
   }
   DataPtr gone = f.a.allocate(100);
   gone.reset();
-  const nlohmann::json j = nlohmann::json::parse(snapshot_json(f.a.snapshot()));
+  const nlohmann::json j = nlohmann::json::parse(snapshot_json(snapshot(f.a)));
   EXPECT_EQ(j["format"], "trainbench.memory_snapshot");
   EXPECT_EQ(j["version"], 1);
   EXPECT_EQ(j["reason"], "on_demand");
@@ -184,8 +184,8 @@ TEST(Snapshot, WrittenOnOomWhenADirectoryIsSet) {
       std::filesystem::temp_directory_path() / ("tb_memory_snapshot_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   for (const char* v : {"TRAINBENCH_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK"}) ::unsetenv(v);  // rank 0
-  f.a.set_oom_snapshot_dir((dir / "nested").string());
-  f.a.record_history(16);
+  set_oom_snapshot_dir(f.a, (dir / "nested").string());
+  record_history(f.a, 16);
   f.a.set_limit(MiB);
   OpScope op("embedding");
   DataPtr held = f.a.allocate(600 * KiB);
@@ -194,8 +194,8 @@ TEST(Snapshot, WrittenOnOomWhenADirectoryIsSet) {
     f.a.allocate(600 * KiB);
   } catch (const OutOfMemoryError& e) {
     msg = e.what();
-    ASSERT_NE(e.report(), nullptr);
-    EXPECT_EQ(e.report()->snapshot_path, (dir / "nested" / snapshot_file_name(0)).string());
+    ASSERT_NE(oom_report(e), nullptr);
+    EXPECT_EQ(oom_report(e)->snapshot_path, (dir / "nested" / snapshot_file_name(0)).string());
   }
   const std::filesystem::path file = dir / "nested" / "memory_snapshot_rank0.json";
   ASSERT_TRUE(std::filesystem::exists(file)) << msg;
@@ -213,14 +213,14 @@ TEST(Snapshot, WrittenOnOomWhenADirectoryIsSet) {
   // A path that cannot be a directory: the OOM is still thrown, the report says why no file.
   const std::filesystem::path blocker = dir / "file";
   std::ofstream(blocker) << "x";
-  f.a.set_oom_snapshot_dir(blocker.string());
+  set_oom_snapshot_dir(f.a, blocker.string());
   try {
     f.a.allocate(600 * KiB);
     ADD_FAILURE() << "expected an OutOfMemoryError";
   } catch (const OutOfMemoryError& e) {
-    EXPECT_EQ(e.report()->snapshot_path.find("(not written: write_snapshot: cannot create the snapshot directory"),
+    EXPECT_EQ(oom_report(e)->snapshot_path.find("(not written: write_snapshot: cannot create the snapshot directory"),
               0u)
-        << e.report()->snapshot_path;
+        << oom_report(e)->snapshot_path;
   }
   std::filesystem::remove_all(dir);
 }

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import pickle
+import pickletools
 import subprocess
 import sys
 import tempfile
@@ -137,6 +138,13 @@ class ToTorch(unittest.TestCase):
             raw = out.read_bytes()
         self.assertEqual(raw[:2], b"\x80\x04", "MemoryViz.js reads pickle protocols 2 to 4")
         self.assertEqual(pickle.loads(raw), ms.to_torch(snap))
+        # Only opcodes the unpickler in PyTorch's MemoryViz.js (pytorch.org/memory_viz) handles.
+        js_reads = {"APPENDS", "BINGET", "BININT", "BININT1", "BININT2", "EMPTY_DICT", "EMPTY_LIST", "FRAME",
+                    "LONG1", "LONG_BINGET", "MARK", "MEMOIZE", "PROTO", "SETITEMS", "SHORT_BINUNICODE", "STOP",
+                    "TUPLE2", "APPEND", "NEWFALSE", "BINPUT", "BINUNICODE", "EMPTY_TUPLE", "NEWTRUE", "NONE",
+                    "BINFLOAT", "TUPLE", "TUPLE1", "TUPLE3", "LONG_BINPUT", "LIST", "DICT", "SETITEM"}
+        used = {op.name for op, _, _ in pickletools.genops(raw)}
+        self.assertLessEqual(used, js_reads)
 
     @unittest.skipIf(viz is None, "needs the project's venv (torch)")
     def test_pytorch_memory_viz_reads_it(self):

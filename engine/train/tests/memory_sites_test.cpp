@@ -44,9 +44,10 @@ TEST(MemorySites, ATrainingStepNamesOpsModulesNodesAndTheOptimizer) {
   const memory::Snapshot s = memory::snapshot(a);
   memory::record_history(a, 0);
   std::set<std::pair<std::string, std::string>> op_module;  // of forward activations
-  std::set<std::string> backward_ops, optimizer_ops;
+  std::set<std::string> backward_ops, optimizer_ops, other_ops;
   for (const memory::Event& e : s.events) {
     if (e.action != Action::Alloc) continue;
+    if (e.tag == Tag::Other) other_ops.insert(str(e.site.op));
     if (e.tag == Tag::Activation) op_module.insert({str(e.site.op), str(e.site.module)});
     if (e.tag == Tag::Gradient) backward_ops.insert(str(e.site.op));
     if (e.tag == Tag::OptimizerState) optimizer_ops.insert(str(e.site.op));
@@ -69,7 +70,8 @@ TEST(MemorySites, ATrainingStepNamesOpsModulesNodesAndTheOptimizer) {
   EXPECT_TRUE(backward_ops.count("MmBackward0") || backward_ops.count("LinearBackward0"));
   for (const std::string& op : backward_ops)
     EXPECT_TRUE(op.find("Backward") != std::string::npos || op == "AccumulateGrad") << "[" << op << "]";
-  EXPECT_EQ(optimizer_ops, std::set<std::string>{"adamw.step"});
+  EXPECT_EQ(optimizer_ops, std::set<std::string>{"adamw.step"}) << "its zeros keep the step's name";
+  EXPECT_TRUE(other_ops.count("randint")) << "the batch, made by a factory";
 }
 
 // The modules' activations seen while `f` runs: (op, module) pairs.

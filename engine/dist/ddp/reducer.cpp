@@ -22,6 +22,7 @@
 #include "engine/dist/flight_recorder.h"
 #include "engine/dist/process_group.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
 #include "engine/tensor/factories.h"
 #include "engine/tensor/iterator.h"
 
@@ -159,6 +160,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared
   if (info)
     std::fprintf(stderr, "trainbench: ddp: %zu parameters in %zu buckets (caps %.1f MiB, first %.1f MiB)\n",
                  params_.size(), buckets_.size(), options_.bucket_cap_mb, options_.first_bucket_cap_mb);
+  memory::OpScope op("ddp.bucket");  // names the buckets in OOM reports
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& b = buckets_[bi];
     b.flat = zeros({b.numel}, b.dtype);

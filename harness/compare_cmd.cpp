@@ -24,6 +24,9 @@ CLI::App* add_compare_command(CLI::App& app, CompareCmdOptions& o) {
       ->capture_default_str()
       ->type_name("PCT");
   sub->add_flag("--markdown", o.markdown, "Print Markdown tables (for a pull-request comment)");
+  sub->add_flag("--relative", o.relative,
+                "Verdicts from the change of the engine/LibTorch ratio (robust to a machine's load) instead of engine "
+                "time");
   sub->add_option("--bounds", o.bounds, "Per-family engine/LibTorch bounds (ci/perf_bounds.json) to check one run")
       ->type_name("FILE");
   return sub;
@@ -46,7 +49,8 @@ double parse_threshold(const std::string& text) {
 int run_compare(const CompareCmdOptions& o) {
   try {
     if (!o.bounds.empty()) {
-      if (o.files.size() != 1) throw UsageError("compare --bounds: give one result JSON, not " + std::to_string(o.files.size()));
+      if (o.files.size() != 1)
+        throw UsageError("compare --bounds: give one result JSON, not " + std::to_string(o.files.size()));
       std::ifstream in(o.bounds, std::ios::binary);
       if (!in) throw UsageError("compare: --bounds " + o.bounds + ": cannot be read");
       std::ostringstream text;
@@ -57,11 +61,13 @@ int run_compare(const CompareCmdOptions& o) {
       if (c.rows.empty()) return 1;  // a gate that checked nothing must not pass
       return c.over() ? 1 : 0;
     }
-    if (o.files.size() != 2) throw UsageError("compare: give BASE.json and NEW.json, not " + std::to_string(o.files.size()) + " files");
+    if (o.files.size() != 2)
+      throw UsageError("compare: give BASE.json and NEW.json, not " + std::to_string(o.files.size()) + " files");
     CompareOptions opt;
     opt.threshold = parse_threshold(o.threshold);
-    const Comparison c =
-        compare_results(read_result_file(o.files[0]), read_result_file(o.files[1]), opt, o.files[0], o.files[1]);
+    opt.relative = o.relative;
+    const Comparison c = compare_results(read_result_file(o.files[0]), read_result_file(o.files[1]), opt, o.files[0],
+                                         o.files[1]);
     std::cout << (o.markdown ? comparison_markdown(c) : comparison_text(c)) << std::flush;
     return c.regression() ? 1 : 0;
   } catch (const core::Error& e) {

@@ -1,4 +1,4 @@
-// `trainbench compare BASE.json NEW.json [--threshold 5%] [--markdown]`: per case in both runs the
+// `trainbench compare BASE.json NEW.json [--threshold 5%] [--markdown] [--relative]`: per case in both runs the
 // NEW/BASE ratio of the median time with a bootstrap interval and a verdict, status changes first
 // (harness/result_compare.h, docs/compare.md). `trainbench compare --bounds FILE RUN.json`: one run's
 // engine/LibTorch ratios against per-family bounds (ci/perf_bounds.json, the CI gate).
@@ -17,6 +17,7 @@ struct CompareCmdOptions {
   std::string threshold = "5%";
   std::string bounds;
   bool markdown = false;
+  bool relative = false;
 };
 
 CLI::App* add_compare_command(CLI::App& app, CompareCmdOptions& o);

@@ -88,8 +88,8 @@ double resampled_median(const std::vector<double>& v, Rng& rng, std::vector<doub
 }
 
 // The percentile bootstrap of prod(median(num_i)) / prod(median(den_i)) (Note [Compare statistics]).
-RatioCI bootstrap(const std::vector<const std::vector<double>*>& num, const std::vector<const std::vector<double>*>& den,
-                  const CompareOptions& opt, uint64_t seed) {
+RatioCI bootstrap(const std::vector<const std::vector<double>*>& num,
+                  const std::vector<const std::vector<double>*>& den, const CompareOptions& opt, uint64_t seed) {
   RatioCI r;
   for (const auto* s : num)
     if (s->empty()) return r;
@@ -110,7 +110,9 @@ RatioCI bootstrap(const std::vector<const std::vector<double>*>& num, const std:
   for (int i = 0; i < n; ++i)
     ratios.push_back(ratio_of([&](const std::vector<double>& s) { return resampled_median(s, rng, scratch); }));
   std::sort(ratios.begin(), ratios.end());
-  auto at = [&](double q) { return ratios[std::min(ratios.size() - 1, std::size_t(q * double(ratios.size() - 1) + 0.5))]; };
+  auto at = [&](double q) {
+    return ratios[std::min(ratios.size() - 1, std::size_t(q * double(ratios.size() - 1) + 0.5))];
+  };
   r.lo = std::min(at(0.025), r.ratio);
   r.hi = std::max(at(0.975), r.ratio);
   return r;
@@ -210,8 +212,8 @@ std::string fmt_ci(const RatioCI& c) {
 
 std::string fmt_vs_ref(const CaseComparison& x) {
   if (!(x.base_engine_over_ref > 0 && x.new_engine_over_ref > 0)) return "-";
-  return fmt_ratio(x.base_engine_over_ref) + " -> " + fmt_ratio(x.new_engine_over_ref) + " (" +
-         fmt_ci(x.vs_reference) + ")";
+  return fmt_ratio(x.base_engine_over_ref) + " -> " + fmt_ratio(x.new_engine_over_ref) + " (" + fmt_ci(x.vs_reference) +
+         ")";
 }
 
 // A table as aligned text (markdown false) or GitHub Markdown; the first row is the header.
@@ -267,14 +269,18 @@ std::string render(const Comparison& c, bool md) {
   os << (md ? "- " : "") << "BASE: " << (md ? "`" + c.base_source + "`" : c.base_source) << " (" << c.base_run << ")\n";
   os << (md ? "- " : "") << "NEW:  " << (md ? "`" + c.new_source + "`" : c.new_source) << " (" << c.new_run << ")\n";
   os << (md ? "- " : "") << "threshold " << percent(c.threshold) << "; NEW/BASE of the median time per call with its "
-     << "95% bootstrap interval (" << c.resamples << " resamples)\n\n";
+     << "95% bootstrap interval (" << c.resamples << " resamples); verdicts from "
+     << (c.relative ? "the engine/LibTorch ratio's change (--relative; engine time where LibTorch was not timed)"
+                    : "engine time")
+     << "\n\n";
 
   if (!c.status_changes.empty()) {
     os << h2 << "Status changes (" << c.status_changes.size() << ")\n\n";
     std::vector<std::vector<std::string>> rows = {{"case", "BASE", "NEW", "NEW message"}};
     for (const CaseComparison& x : c.status_changes)
-      rows.push_back({x.key(), x.base_status, (is_bad(x.new_status) && !is_bad(x.base_status) ? b : "") + x.new_status +
-                                                  (is_bad(x.new_status) && !is_bad(x.base_status) ? b : ""),
+      rows.push_back({x.key(), x.base_status,
+                      (is_bad(x.new_status) && !is_bad(x.base_status) ? b : "") + x.new_status +
+                          (is_bad(x.new_status) && !is_bad(x.base_status) ? b : ""),
                       x.new_message.empty() ? "" : first_line(x.new_message)});
     os << table(rows, md) << '\n';
   }
@@ -304,8 +310,8 @@ std::string render(const Comparison& c, bool md) {
   };
   list("Only in BASE", c.only_base);
   list("Only in NEW", c.only_new);
-  os << (c.regression() ? "Result: REGRESSION (" : "Result: no regression (")
-     << c.count(Verdict::Slower) << " significantly slower beyond " << percent(c.threshold) << ", "
+  os << (c.regression() ? "Result: REGRESSION (" : "Result: no regression (") << c.count(Verdict::Slower)
+     << " significantly slower beyond " << percent(c.threshold) << ", "
      << std::count_if(c.status_changes.begin(), c.status_changes.end(),
                       [](const CaseComparison& x) { return is_bad(x.new_status) && !is_bad(x.base_status); })
      << " newly failing)\n";
@@ -357,9 +363,11 @@ json parse_result_text(std::string_view text, const std::string& source) {
     if (!rec.is_object()) fail(source, where, std::string("is ") + type_name(rec) + ", not an object");
     for (const char* k : {"suite", "case", "kind", "status"}) need_string(rec, k, source, where);
     if (!statuses().count(rec["status"].get<std::string>()))
-      fail(source, where + ".status", checkpoint::json_excerpt(rec["status"], 40) + " is not pass, skip, fail or error");
+      fail(source, where + ".status",
+           checkpoint::json_excerpt(rec["status"], 40) + " is not pass, skip, fail or error");
     const auto rank = rec.find("rank");
-    if (rank != rec.end() && !(rank->is_number_integer() && rank->get<int64_t>() >= 0 && rank->get<int64_t>() < (1 << 24)))
+    if (rank != rec.end() &&
+        !(rank->is_number_integer() && rank->get<int64_t>() >= 0 && rank->get<int64_t>() < (1 << 24)))
       fail(source, where + ".rank", "is not a rank (a whole number from 0)");
     const auto msg = rec.find("message");
     if (msg != rec.end() && !msg->is_string()) fail(source, where + ".message", "is not a string");
@@ -404,6 +412,7 @@ Comparison compare_results(const json& base, const json& neu, const CompareOptio
   c.new_run = run_line(neu);
   c.threshold = opt.threshold;
   c.resamples = std::max(1, opt.resamples);
+  c.relative = opt.relative;
   const auto b = entries_of(base), n = entries_of(neu);
   std::map<std::string, const Entry*> in_base;
   for (const auto& [k, e] : b) in_base[k] = &e;
@@ -442,7 +451,7 @@ Comparison compare_results(const json& base, const json& neu, const CompareOptio
       x.new_engine_over_ref = median(ns) / median(e.reference);
       x.vs_reference = bootstrap({&ns, &be.reference}, {&e.reference, &bs}, opt, seed ^ 0x5bd1e995u);
     }
-    x.verdict = verdict_of(x.time, opt.threshold);
+    x.verdict = verdict_of(opt.relative && x.vs_reference.valid ? x.vs_reference : x.time, opt.threshold);
     if (be.dropped + e.dropped)
       x.note = std::to_string(be.dropped + e.dropped) + " non-finite or non-positive times ignored";
     if (x.verdict == Verdict::NoSamples && x.note.empty()) x.note = "no series." + x.series + " to compare";
@@ -453,9 +462,11 @@ Comparison compare_results(const json& base, const json& neu, const CompareOptio
   // A pull-request comment leads with what needs attention: slower, then the rest by verdict.
   std::stable_sort(c.benchmarks.begin(), c.benchmarks.end(),
                    [](const CaseComparison& l, const CaseComparison& r) { return l.verdict < r.verdict; });
-  std::stable_sort(c.status_changes.begin(), c.status_changes.end(), [](const CaseComparison& l, const CaseComparison& r) {
-    return (is_bad(l.new_status) && !is_bad(l.base_status)) > (is_bad(r.new_status) && !is_bad(r.base_status));
-  });
+  std::stable_sort(c.status_changes.begin(), c.status_changes.end(),
+                   [](const CaseComparison& l, const CaseComparison& r) {
+                     return (is_bad(l.new_status) && !is_bad(l.base_status)) >
+                            (is_bad(r.new_status) && !is_bad(r.base_status));
+                   });
   return c;
 }
 

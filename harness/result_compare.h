@@ -42,6 +42,9 @@ struct CompareOptions {
   double threshold = 0.05;  // 5%: a slowdown must exceed it to count
   int resamples = 2000;
   uint64_t seed = 20261203;
+  // Verdicts from the engine/LibTorch ratio's change where both runs timed LibTorch (engine time
+  // elsewhere): for runs on shared machines, whose load shifts a whole run's times.
+  bool relative = false;
 };
 
 enum class Verdict { Slower, Faster, TooNoisy, Same, NoSamples };
@@ -60,8 +63,8 @@ struct CaseComparison {
   std::string series;  // "engine_time_s" or "reference_time_s": what `time` compares
   std::size_t base_n = 0, new_n = 0;
   double base_median_s = 0, new_median_s = 0;
-  RatioCI time;          // NEW / BASE median time
-  RatioCI vs_reference;  // (engine/LibTorch in NEW) / (engine/LibTorch in BASE)
+  RatioCI time;                                              // NEW / BASE median time
+  RatioCI vs_reference;                                      // (engine/LibTorch in NEW) / (engine/LibTorch in BASE)
   double base_engine_over_ref = 0, new_engine_over_ref = 0;  // 0: not timed
   Verdict verdict = Verdict::NoSamples;
   std::string note;  // e.g. values dropped as not finite
@@ -70,11 +73,12 @@ struct CaseComparison {
 
 struct Comparison {
   std::string base_source, new_source, base_run, new_run;  // run: "time, git rev, host"
-  std::vector<CaseComparison> status_changes;  // any kind of record whose status changed
-  std::vector<CaseComparison> benchmarks;      // passed in both files; slower first
+  std::vector<CaseComparison> status_changes;              // any kind of record whose status changed
+  std::vector<CaseComparison> benchmarks;                  // passed in both files; slower first
   std::vector<std::string> only_base, only_new;
   double threshold = 0.05;
   int resamples = 0;
+  bool relative = false;
   bool worse_status() const;  // a record went from pass/skip to fail/error
   std::size_t count(Verdict v) const;
   bool regression() const { return worse_status() || count(Verdict::Slower) > 0; }

@@ -27,17 +27,32 @@ using th::testing::run;
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-json bench(const std::string& c, std::vector<double> eng, std::vector<double> ref = {}, const std::string& suite = "ops") {
-  json r = {{"suite", suite},  {"case", c},       {"kind", "benchmark"}, {"status", "pass"}, {"rank", 0},
-            {"metrics", json::object()}, {"tolerances", json::object()}, {"duration_s", 1.0}, {"message", ""}};
+json bench(const std::string& c, std::vector<double> eng, std::vector<double> ref = {},
+           const std::string& suite = "ops") {
+  json r = {{"suite", suite},
+            {"case", c},
+            {"kind", "benchmark"},
+            {"status", "pass"},
+            {"rank", 0},
+            {"metrics", json::object()},
+            {"tolerances", json::object()},
+            {"duration_s", 1.0},
+            {"message", ""}};
   if (!eng.empty()) r["series"]["engine_time_s"] = eng;
   if (!ref.empty()) r["series"]["reference_time_s"] = ref;
   return r;
 }
 
 json correctness(const std::string& c, const std::string& status, const std::string& message = "") {
-  return {{"suite", "ops"}, {"case", c},      {"kind", "correctness"},     {"status", status},      {"rank", 0},
-          {"metrics", json::object()}, {"tolerances", json::object()}, {"duration_s", 0.1}, {"message", message}};
+  return {{"suite", "ops"},
+          {"case", c},
+          {"kind", "correctness"},
+          {"status", status},
+          {"rank", 0},
+          {"metrics", json::object()},
+          {"tolerances", json::object()},
+          {"duration_s", 0.1},
+          {"message", message}};
 }
 
 json result(std::vector<json> records, const std::string& time = "2026-12-03T10:00:00Z") {
@@ -130,7 +145,8 @@ TEST_F(CompareCli, ThresholdDecides) {
 TEST_F(CompareCli, StatusChangesFirstAndNewFailureExits1) {
   const json base = result({bench("add/float32/16M", kSteady), correctness("add/float32/contiguous", "pass"),
                             correctness("mul/float32/contiguous", "fail", "was wrong")});
-  const json neu = result({bench("add/float32/16M", kSteady), correctness("add/float32/contiguous", "fail", "max_abs 0.5 over atol"),
+  const json neu = result({bench("add/float32/16M", kSteady),
+                           correctness("add/float32/contiguous", "fail", "max_abs 0.5 over atol"),
                            correctness("mul/float32/contiguous", "pass")});
   const CliRun r = compare(base, neu);
   EXPECT_EQ(r.code, 1) << r.out;
@@ -142,7 +158,8 @@ TEST_F(CompareCli, StatusChangesFirstAndNewFailureExits1) {
   EXPECT_LT(r.out.find("ops/add/float32/contiguous"), r.out.find("ops/mul/float32/contiguous")) << r.out;
   EXPECT_TRUE(has(r.out, "max_abs 0.5 over atol")) << r.out;
   // A fix alone is listed but passes.
-  const CliRun fixed = compare(result({correctness("x/float32/a", "fail")}), result({correctness("x/float32/a", "pass")}));
+  const CliRun fixed = compare(result({correctness("x/float32/a", "fail")}),
+                               result({correctness("x/float32/a", "pass")}));
   EXPECT_EQ(fixed.code, 0) << fixed.out;
   EXPECT_TRUE(has(fixed.out, "Status changes (1)")) << fixed.out;
 }
@@ -168,7 +185,8 @@ TEST_F(CompareCli, MarkdownTable) {
 // A machine twice as slow slows both sides: engine time "slower", the engine/LibTorch ratio unchanged.
 TEST_F(CompareCli, EngineOverLibTorchShowsMachineNoise) {
   const th::Comparison c = th::compare_results(result({bench("c/float32/1", kSteady, scaled(kSteady, 0.8))}),
-                                               result({bench("c/float32/1", scaled(kSteady, 2), scaled(kSteady, 1.6))}));
+                                               result(
+                                                   {bench("c/float32/1", scaled(kSteady, 2), scaled(kSteady, 1.6))}));
   ASSERT_EQ(c.benchmarks.size(), 1u);
   const th::CaseComparison& x = c.benchmarks[0];
   EXPECT_EQ(x.verdict, th::Verdict::Slower);
@@ -176,14 +194,30 @@ TEST_F(CompareCli, EngineOverLibTorchShowsMachineNoise) {
   EXPECT_NEAR(x.vs_reference.ratio, 1.0, 1e-9);
   EXPECT_NEAR(x.base_engine_over_ref, 1.25, 1e-9);
   // Reproducible: a fixed seed.
-  EXPECT_EQ(th::comparison_text(c), th::comparison_text(th::compare_results(result({bench("c/float32/1", kSteady, scaled(kSteady, 0.8))}),
-                                                                           result({bench("c/float32/1", scaled(kSteady, 2), scaled(kSteady, 1.6))}))));
+  EXPECT_EQ(th::comparison_text(c),
+            th::comparison_text(
+                th::compare_results(result({bench("c/float32/1", kSteady, scaled(kSteady, 0.8))}),
+                                    result({bench("c/float32/1", scaled(kSteady, 2), scaled(kSteady, 1.6))}))));
+}
+
+// --relative: the same machine-wide slowdown is "same" by the engine/LibTorch ratio; an engine-only
+// slowdown is still "slower".
+TEST_F(CompareCli, RelativeGatesOnTheRatioToLibTorch) {
+  const json base = result({bench("c/float32/1", kSteady, kSteady), bench("d/float32/1", kSteady, kSteady)});
+  const json neu = result({bench("c/float32/1", scaled(kSteady, 2), scaled(kSteady, 2)),
+                           bench("d/float32/1", scaled(kSteady, 2), kSteady)});
+  EXPECT_EQ(compare(base, neu).out.find("2 slower") != std::string::npos, true);
+  const CliRun r = compare(base, neu, {"--relative"});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "1 slower, 0 faster, 1 same")) << r.out;
+  EXPECT_TRUE(has(r.out, "verdicts from the engine/LibTorch ratio's change")) << r.out;
 }
 
 TEST_F(CompareCli, NanAndEmptySeries) {
   json nan_series = bench("a/float32/1", {});
   nan_series["series"]["engine_time_s"] = json::array({"nan", 1e-3, "inf", 1.01e-3, -1.0, 0.99e-3});
-  const CliRun r = compare(result({nan_series, bench("e/float32/1", {})}), result({bench("a/float32/1", kSteady), bench("e/float32/1", {})}));
+  const CliRun r = compare(result({nan_series, bench("e/float32/1", {})}),
+                           result({bench("a/float32/1", kSteady), bench("e/float32/1", {})}));
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_TRUE(has(r.out, "3 non-finite or non-positive times ignored")) << r.out;
   EXPECT_TRUE(has(r.out, "1 without repetition times")) << r.out;
@@ -241,8 +275,11 @@ TEST_F(CompareCli, BadInputExits2WithOneClearLine) {
 TEST_F(CompareCli, BoundsGateFailsA10xSlowerRow) {
   auto row = [](const std::string& c, double ratio) {
     json r = bench(c, {});
-    r["metrics"] = {{"engine_median_s", 1e-3 * ratio}, {"reference_median_s", 1e-3}, {"engine_min_s", 0.9e-3 * ratio},
-                    {"reference_min_s", 0.9e-3}, {"speedup", 1 / ratio}};
+    r["metrics"] = {{"engine_median_s", 1e-3 * ratio},
+                    {"reference_median_s", 1e-3},
+                    {"engine_min_s", 0.9e-3 * ratio},
+                    {"reference_min_s", 0.9e-3},
+                    {"speedup", 1 / ratio}};
     return r;
   };
   const std::string bounds = std::string(TB_SOURCE_DIR) + "/ci/perf_bounds.json";
@@ -269,7 +306,8 @@ TEST_F(CompareCli, BoundsGateFailsA10xSlowerRow) {
   EXPECT_EQ(run({"compare", "--bounds", bounds, write("burst.json", burst)}).code, 0);
 
   // Nothing to check is a failure of the gate, not a pass.
-  EXPECT_EQ(run({"compare", "--bounds", bounds, write("none.json", result({correctness("a/float32/x", "pass")}))}).code, 1);
+  EXPECT_EQ(run({"compare", "--bounds", bounds, write("none.json", result({correctness("a/float32/x", "pass")}))}).code,
+            1);
   // A bad bounds file, or two results, are usage errors.
   EXPECT_EQ(run({"compare", "--bounds", write("b.json", std::string("{\"schema\":\"trainbench.perf_bounds/1\"}")),
                  write("t.json", today)})
@@ -305,7 +343,8 @@ TEST(CompareSeries, BenchRecordsCarryRepetitionTimes) {
   ASSERT_EQ(j["series"]["reference_time_s"].size(), 4u);
   for (const json& v : j["series"]["engine_time_s"]) EXPECT_GT(v.get<double>(), 0);
   const json doc = th::make_result({"trainbench bench", 1}, recs);
-  const th::Comparison c = th::compare_results(th::parse_result_text(doc.dump(), "a"), th::parse_result_text(doc.dump(), "b"));
+  const th::Comparison c = th::compare_results(th::parse_result_text(doc.dump(), "a"),
+                                               th::parse_result_text(doc.dump(), "b"));
   ASSERT_EQ(c.benchmarks.size(), 1u);
   // Timings of a busy machine: the file against itself is "same" or "too noisy", never a change.
   EXPECT_TRUE(c.benchmarks[0].verdict == th::Verdict::Same || c.benchmarks[0].verdict == th::Verdict::TooNoisy)

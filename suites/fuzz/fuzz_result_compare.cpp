@@ -19,11 +19,20 @@ namespace {
 using nlohmann::json;
 
 json bench(const char* c, json eng, json ref) {
-  return {{"suite", "ops"},       {"case", c},           {"kind", "benchmark"},
-          {"status", "pass"},     {"rank", 0},           {"duration_s", 1.5},
-          {"message", ""},        {"tolerances", json::object()},
-          {"metrics", {{"engine_median_s", 1e-3}, {"reference_median_s", 2e-3}, {"engine_min_s", 0.9e-3},
-                       {"reference_min_s", 1.8e-3}, {"speedup", 2.0}}},
+  return {{"suite", "ops"},
+          {"case", c},
+          {"kind", "benchmark"},
+          {"status", "pass"},
+          {"rank", 0},
+          {"duration_s", 1.5},
+          {"message", ""},
+          {"tolerances", json::object()},
+          {"metrics",
+           {{"engine_median_s", 1e-3},
+            {"reference_median_s", 2e-3},
+            {"engine_min_s", 0.9e-3},
+            {"reference_min_s", 1.8e-3},
+            {"speedup", 2.0}}},
           {"series", {{"engine_time_s", std::move(eng)}, {"reference_time_s", std::move(ref)}}}};
 }
 
@@ -66,8 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const json doc = tb::harness::parse_result_text(text, "input");
     ++tb_fuzz_accepted;
     for (const bool input_first : {false, true}) {
-      const tb::harness::Comparison c =
-          input_first ? tb::harness::compare_results(doc, base(), opt) : tb::harness::compare_results(base(), doc, opt);
+      const tb::harness::Comparison c = input_first ? tb::harness::compare_results(doc, base(), opt)
+                                                    : tb::harness::compare_results(base(), doc, opt);
       (void)tb::harness::comparison_text(c);
       (void)tb::harness::comparison_markdown(c);
     }
@@ -101,7 +110,8 @@ extern "C" void tb_fuzz_seeds(std::vector<std::string>& out) {
   other["records"].push_back(other["records"][0]);  // a duplicate key
   out.push_back(other.dump());
   out.push_back(result(json::array()).dump());
-  out.push_back(R"({"schema":"trainbench.perf_bounds/1","suite":"ops","default_max_ratio":3,"family_max_ratio":{"max":4}})");
+  out.push_back(
+      R"({"schema":"trainbench.perf_bounds/1","suite":"ops","default_max_ratio":3,"family_max_ratio":{"max":4}})");
   // Hostile: nesting past the limit, another schema, a wrong type.
   out.push_back(R"({"schema":"trainbench.result/1","run":{},"records":[)" + std::string(100000, '[') +
                 std::string(100000, ']') + "]}");

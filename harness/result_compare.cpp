@@ -11,6 +11,7 @@
 
 #include "engine/checkpoint/untrusted_json.h"
 #include "engine/core/error.h"
+#include "engine/core/rng.h"
 
 namespace tb::harness {
 
@@ -53,14 +54,13 @@ std::string first_line(const std::string& s, std::size_t max_chars = 160) {
   return line.size() > max_chars ? checkpoint::text_excerpt(line, max_chars) : line;
 }
 
-// splitmix64: a tiny RNG with the same stream on every platform (std's distributions are not).
+// The engine's counter-based generator: the same stream on every platform (std's distributions
+// are not), so a comparison's intervals are reproducible anywhere.
 struct Rng {
-  uint64_t s;
+  core::Generator g;
   uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    const auto b = g.block(g.reserve(1));
+    return (uint64_t(b[0]) << 32) | b[1];
   }
   std::size_t below(std::size_t n) { return std::size_t((static_cast<unsigned __int128>(next()) * n) >> 64); }
 };
@@ -103,7 +103,7 @@ RatioCI bootstrap(const std::vector<const std::vector<double>*>& num,
   };
   r.valid = true;
   r.ratio = ratio_of([](const std::vector<double>& s) { return median(s); });
-  Rng rng{seed};
+  Rng rng{core::Generator(seed)};
   std::vector<double> scratch, ratios;
   const int n = std::max(1, opt.resamples);
   ratios.reserve(std::size_t(n));

@@ -168,6 +168,9 @@ Record bench_one(const PlannedBench& p, const BenchOptions& opt) {
         m["reference_gbps"] = b.bytes_per_call / rm / 1e9;
       }
       r.metrics = std::move(m);
+      // Every repetition's time, in the order run: `trainbench compare` bootstraps its confidence
+      // intervals from them (docs/compare.md); a median alone cannot say how noisy it was.
+      r.series = {{"engine_time_s", eng.seconds}, {"reference_time_s", ref.seconds}};
     }
   }
   if (err) {

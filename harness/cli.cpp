@@ -1,4 +1,4 @@
-// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, checkpoint (and the hidden `rank`).
+// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, compare, checkpoint (and the hidden `rank`).
 // Output contract: progress lines on stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
 #include <CLI/CLI.hpp>
 
@@ -17,6 +17,7 @@
 #include "harness/checkpoint_cmd.h"
 #include "harness/cli.h"
 #include "harness/analyze_cmd.h"
+#include "harness/compare_cmd.h"
 #include "harness/distributed.h"
 #include "harness/estimate_cmd.h"
 #include "harness/launcher.h"
@@ -482,6 +483,8 @@ int main(int argc, char** argv) {
   CLI::App* estimate = add_estimate_command(app, estimate_options);
   AnalyzeOptions analyze_options;
   CLI::App* analyze = add_analyze_command(app, analyze_options);
+  CompareCmdOptions compare_options;
+  CLI::App* compare = add_compare_command(app, compare_options);
 
   CheckpointOptions checkpoint_options;
   CLI::App* checkpoint = add_checkpoint_command(app, checkpoint_options);
@@ -540,6 +543,7 @@ int main(int argc, char** argv) {
     if (*launch) return cmd_launch(o);
     if (*estimate) return run_estimate(*estimate, estimate_options, join_argv(argc, argv));
     if (*analyze) return run_analyze(analyze_options);
+    if (*compare) return run_compare(compare_options);
     if (*checkpoint) return run_checkpoint(*checkpoint, checkpoint_options);
     if (*rank) return rank_main(o.rank);
     if (*scenario_rank) {

@@ -208,7 +208,8 @@ std::vector<Record> run_peer(const Suite& s, int w, const DistRunOptions& o, Pro
 // 1.99x for the same build. With Suite::bench_rounds = R the pair runs R times, alternating its
 // order (ranks, peer, peer, ranks, ...), and each case keeps the mean of its numeric metrics over
 // the rounds that passed (status and message come from the worst round, string metrics from the
-// first), with `rounds` = the rounds averaged. Ratios of those means compare both sides over the same span.
+// first), with `rounds` = the rounds averaged, and its series of repetition times (`*_time_s`) holds every
+// passing round's. Ratios of those means compare both sides over the same span.
 std::vector<Record> average_rounds(const std::vector<std::vector<Record>>& rounds) {
   std::vector<Record> out;
   std::map<std::string, std::size_t> index;
@@ -223,6 +224,10 @@ std::vector<Record> average_rounds(const std::vector<std::vector<Record>>& round
         acc.message = r.message;
       }
       if (r.status != Status::Pass) continue;
+      if (!fresh)  // every passing round's repetition times, for `trainbench compare`
+        for (const auto& [k, v] : r.series.items())
+          if (k.size() > 7 && k.compare(k.size() - 7, 7, "_time_s") == 0 && v.is_array())
+            for (const auto& x : v) acc.series[k].push_back(x);
       for (const auto& [k, v] : r.metrics.items())
         if (v.is_number()) {
           auto& [sum, n] = sums[r.case_name][k];

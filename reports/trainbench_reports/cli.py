@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from . import (DEFAULT_PEAK_GBPS, DEFAULT_PEAK_GFLOPS, DEFAULT_PEAK_GFLOPS_AVX2, default_peak_gflops,
-               dist_plots, html_report, markdown, memory_snapshot, plots)
-from .load import LoadError, load_results
+               dist_plots, history, html_report, markdown, memory_snapshot, plots)
+from .load import LoadError, expand_folders, load_results
 from .output import OutputError
 from .summary import passed_benchmarks, rows_of
 
@@ -34,8 +34,8 @@ def parse_args(argv):
         prog="python -m trainbench_reports",
         description="Make PNG plots, report.html and summary.md from trainbench result JSON.")
     p.add_argument("inputs", nargs="*", metavar="JSON",
-                   help="result files (docs/results.md) and memory snapshots (docs/memory.md), "
-                        "whose per-rank timelines are plotted")
+                   help="result files (docs/results.md), or folders of them (their *.json), and memory "
+                        "snapshots (docs/memory.md), whose per-rank timelines are plotted")
     p.add_argument("--out", default="report", metavar="DIR",
                    help="output folder, created if needed (default: ./report)")
     p.add_argument("--peak-gflops", type=_peak, default=None,
@@ -146,7 +146,8 @@ def _out_dir(out: Path) -> Path:
 
 
 def _report(args) -> int:
-    inputs, snapshots = memory_snapshot.split_inputs(args.inputs)
+    # Folders first, so a folder's memory snapshots are set apart like named ones.
+    inputs, snapshots = memory_snapshot.split_inputs(expand_folders(args.inputs))
     results = load_results(inputs, args.schema)
     if not args.inputs:
         print("trainbench_reports: warning: no input files; writing an empty report",
@@ -179,6 +180,7 @@ def _report(args) -> int:
     ]
     plot_list += distributed_plots(rows, out)
     plot_list += memory_plots(snapshots, out)
+    plot_list += history.plots(results, out)  # several runs: each case's trend
     # Stale plots from an earlier report into the same folder would contradict this one.
     for name in ("speedup.png", "throughput_gflops.png", "throughput_gbps.png", "correctness.png",
                  "curves.png") + DIST_PNGS + ("memory_timeline.png",):
@@ -198,6 +200,9 @@ def _report(args) -> int:
     table = dist_plots.fsdp_table_html(items)
     if table:
         sections.append(("FSDP: the engine beside its DDP and PyTorch FSDP2", table))
+    table = history.section_html(results)
+    if table:
+        sections.append(("History across runs", table))
     html = html_report.write(out / "report.html", results, rows, plot_list, peaks, sections)
     md = markdown.write(out / "summary.md", results, rows,
                         extra=dist_plots.comm_table_md(items) + dist_plots.ddp_table_md(items)

@@ -112,11 +112,26 @@ def read_json(p: Path):
         raise LoadError(f"{p}: not JSON: {_brief(e)}")
 
 
+def expand_folders(paths) -> list[Path]:
+    """Each folder among `paths` replaced by its *.json files (not recursive, sorted by name): a
+    folder of runs reports their history."""
+    out = []
+    for p in map(Path, paths):
+        if not p.is_dir():
+            out.append(p)
+            continue
+        found = sorted(q for q in p.glob("*.json") if q.is_file())
+        if not found:
+            raise LoadError(f"{p}: is a directory with no *.json result files in it")
+        out += found
+    return out
+
+
 def load_results(paths, schema_path: Path | None = None) -> list[Result]:
     schema = load_schema(schema_path)
     results = []
     labels = set()
-    for p in map(Path, paths):
+    for p in expand_folders(paths):
         doc = read_json(p)
         validate(doc, schema, str(p))
         label = p.stem

@@ -153,6 +153,8 @@ def curves(records, path: Path):
             if not key.startswith("engine_"):
                 continue
             name = key[len("engine_"):]
+            if name == "time_s":  # a benchmark's repetition times: `trainbench compare` reads them
+                continue
             panels.append((f'{r["suite"]}/{r["case"]}', name, values, series.get("reference_" + name)))
     if not panels:
         return None

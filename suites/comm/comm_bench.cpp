@@ -164,7 +164,8 @@ double timed(const Runner& r, int n) {
 
 struct Timing {
   double median = 0, min = 0, max = 0;
-  int calls = 0;  // over all repetitions
+  int calls = 0;             // over all repetitions
+  std::vector<double> reps;  // each repetition's time per call, in run order (`trainbench compare`)
 };
 
 // kReps repetitions of ceil(iters / kReps) calls; the same values on every rank.
@@ -172,8 +173,9 @@ Timing timed_reps(const Runner& r, int iters) {
   const int per = (iters + kReps - 1) / kReps;
   std::vector<double> t;
   for (int i = 0; i < kReps; ++i) t.push_back(timed(r, per));
-  std::sort(t.begin(), t.end());
-  return {t[kReps / 2], t.front(), t.back(), per * kReps};
+  std::vector<double> sorted = t;
+  std::sort(sorted.begin(), sorted.end());
+  return {sorted[kReps / 2], sorted.front(), sorted.back(), per * kReps, std::move(t)};
 }
 
 // Every rank sends rank+1 (exact in float32), so the first call's output is known everywhere.
@@ -260,6 +262,8 @@ void run_point(CommState& st, const std::string& op, int64_t nominal, const std:
   rec.metrics["iterations"] = t.calls;
   rec.metrics["repetitions"] = kReps;
   rec.metrics["threads"] = num_threads();
+  // The engine's process groups against raw MPI, the reference these records are read beside.
+  rec.series = {{impl == "mpi" ? "reference_time_s" : "engine_time_s", t.reps}};
 }
 
 }  // namespace

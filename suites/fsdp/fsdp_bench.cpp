@@ -298,6 +298,7 @@ void run_fsdp_bench(const std::string& model, const std::string& strategy, harne
                  {"threads", num_threads()},
                  {"strategy", strategy},
                  {"adamw", "fused"}};
+  rec.series = {{"engine_time_s", reps}};  // seconds per step of each repetition (`trainbench compare`)
   // HybridShard's reduce-scatters and all-reduces run on groups split from the world group, whose
   // flight recorders the bench cannot reach: its busy time would leave them out, so it is not given.
   if (is_ddp || fo.strategy != dist::ShardingStrategy::HybridShard) {

@@ -1,0 +1,160 @@
+"""History across runs: when the report is given several results (a folder of runs), each
+benchmark case's time per run, ordered by the run header's time, as one trend plot per suite
+(history_<suite>.png) and a table in the HTML; correctness cases whose status changed between
+runs are listed with their statuses in run order. One result: nothing here."""
+from __future__ import annotations
+
+import math
+import re
+from html import escape
+from pathlib import Path
+
+from .load import number
+from .output import OutputError
+from .summary import fmt_seconds
+
+MAX_HIGHLIGHTED = 8  # cases drawn in colour and named in the legend; the rest thin and grey
+
+
+def ordered_runs(results):
+    """The results in run order: the run header's ISO 8601 time, then the file label."""
+    return sorted(results, key=lambda r: (str(r.run.get("time", "")), r.label))
+
+
+def case_time(rec):
+    """A benchmark record's time per call in seconds: the median of its repetitions
+    (series.engine_time_s), else the median metric the suite wrote (engine_median_s, a distributed
+    bench's time_s or step_ms); None when it has none."""
+    series = rec.get("series", {}).get("engine_time_s")
+    if isinstance(series, list):
+        vals = sorted(v for v in map(number, series) if v is not None and v > 0)
+        if vals:
+            n = len(vals)
+            return vals[n // 2] if n % 2 else 0.5 * (vals[n // 2 - 1] + vals[n // 2])
+    m = rec.get("metrics", {})
+    for key, scale in (("engine_median_s", 1.0), ("time_s", 1.0), ("step_ms", 1e-3)):
+        v = number(m.get(key))
+        if v is not None and v > 0:
+            return v * scale
+    return None
+
+
+def _run_label(res) -> str:
+    t = str(res.run.get("time", "?"))
+    short = t[5:16].replace("T", " ") if len(t) >= 16 else t  # 2026-12-03T10:20:30Z -> 12-03 10:20
+    return f"{short}\n{res.run.get('git_revision', '?')}"
+
+
+def collect(results):
+    """(runs in order, {suite: {case: [time or None per run]}}, [(suite, case, [status per run])]
+    for the cases whose status changed). Only rank-0 records; a case repeated in one file keeps
+    its first record."""
+    runs = ordered_runs(results)
+    times: dict = {}
+    statuses: dict = {}
+    for i, res in enumerate(runs):
+        seen = set()
+        for rec in res.records:
+            if rec.get("rank", 0):
+                continue
+            key = (rec["suite"], rec["case"])
+            if key in seen:
+                continue
+            seen.add(key)
+            statuses.setdefault(key, [None] * len(runs))[i] = rec["status"]
+            if rec["kind"] == "benchmark" and rec["status"] == "pass":
+                t = case_time(rec)
+                if t is not None:
+                    times.setdefault(rec["suite"], {}).setdefault(rec["case"], [None] * len(runs))[i] = t
+    changed = [(s, c, st) for (s, c), st in statuses.items() if len({x for x in st if x is not None}) > 1]
+    return runs, times, changed
+
+
+def _spread(values) -> float:
+    vals = [v for v in values if v]
+    return max(vals) / min(vals) if len(vals) > 1 else 1.0
+
+
+def _slug(suite: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", suite) or "suite"
+
+
+def trend_plot(suite: str, cases: dict, runs, path: Path):
+    """One line per case: its time in each run over its own median across runs (log scale), so
+    cases of any size share an axis; the cases that moved most are coloured and named."""
+    from .plots import _save, plt  # matplotlib only when a history is drawn
+
+    lines = []
+    for case, values in cases.items():
+        present = sorted(v for v in values if v)
+        if len(present) < 2:
+            continue
+        mid = present[len(present) // 2]
+        lines.append((case, [v / mid if v else math.nan for v in values], _spread(values)))
+    if not lines:
+        return None
+    lines.sort(key=lambda x: -x[2])
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.1 * len(runs) + 4), 4.8))
+    xs = list(range(len(runs)))
+    for i, (case, rel, spread) in enumerate(lines):
+        if i < MAX_HIGHLIGHTED:
+            ax.plot(xs, rel, marker="o", linewidth=1.6, label=f"{case} ({spread:.2f}x range)")
+        else:
+            ax.plot(xs, rel, color="#bbbbbb", linewidth=0.8, zorder=0)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(xs, [_run_label(r) for r in runs], fontsize=7)
+    ax.set_ylabel("time per call / the case's median over runs (log)")
+    rest = f"; {len(lines) - MAX_HIGHLIGHTED} more in grey" if len(lines) > MAX_HIGHLIGHTED else ""
+    ax.set_title(f"{suite}: benchmark time per run (up = slower){rest}", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return _save(fig, path)
+
+
+def plots(results, out: Path):
+    """[(title, png or None, note)] for the report's plot list: one trend per suite with benchmark
+    history. Stale history_*.png from an earlier report into `out` are removed."""
+    items = []
+    written = set()
+    if len(results) > 1:
+        runs, times, _ = collect(results)
+        for suite in sorted(times):
+            png = trend_plot(suite, times[suite], runs, out / f"history_{_slug(suite)}.png")
+            items.append((f"History: {suite} benchmarks over {len(runs)} runs", png,
+                          f"No {suite} benchmark ran in two or more of the runs."))
+            if png:
+                written.add(png.name)
+    for old in out.glob("history_*.png"):
+        if old.name not in written:
+            try:
+                old.unlink()
+            except OSError as e:
+                raise OutputError(f"{old}: cannot remove the stale plot: {e.strerror or e}")
+    return items
+
+
+def section_html(results):
+    """The history tables (benchmark times per run, status changes), or '' for one result."""
+    if len(results) < 2:
+        return ""
+    runs, times, changed = collect(results)
+    head = "".join(f"<th>{escape(_run_label(r)).replace(chr(10), '<br>')}</th>" for r in runs)
+    parts = []
+    if changed:
+        parts.append(f"<h3>Cases whose status changed ({len(changed)})</h3>")
+        parts.append(f"<table><tr><th>suite</th><th>case</th>{head}</tr>")
+        for suite, case, st in changed:
+            cells = "".join(f'<td class="{escape(s or "")}">{escape(s or "-")}</td>' for s in st)
+            parts.append(f"<tr><td>{escape(suite)}</td><td>{escape(case)}</td>{cells}</tr>")
+        parts.append("</table>")
+    for suite in sorted(times):
+        parts.append(f"<h3>{escape(suite)}: time per call</h3>")
+        parts.append(f"<table><tr><th>case</th>{head}<th>last / first</th></tr>")
+        for case, values in times[suite].items():
+            cells = "".join(f'<td class="num">{escape(fmt_seconds(v))}</td>' for v in values)
+            present = [v for v in values if v]
+            change = f"{present[-1] / present[0]:.2f}x" if len(present) > 1 else "-"
+            parts.append(f"<tr><td>{escape(case)}</td>{cells}<td class=\"num\">{change}</td></tr>")
+        parts.append("</table>")
+    return "\n".join(parts)

@@ -76,6 +76,8 @@ std::vector<std::string> mpirun_command(const LaunchSpec& spec) {
 }
 
 std::string short_stack(const std::string& full, int frames, int threads) {
+  static const std::string kStdString =
+      "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >";
   static const std::regex frame(R"(^#(\d+)\s+(0x[0-9a-fA-F]+\s+)?(in\s+)?(.*)$)");
   std::ostringstream os;
   int thread = -1, skipped = 0;
@@ -94,8 +96,11 @@ std::string short_stack(const std::string& full, int frames, int threads) {
       if (++thread >= threads) ++skipped;
     } else if (thread < threads && std::regex_match(l, m, frame) && std::stoi(m[1]) < frames) {
       std::string f = m[4].str();
+      for (std::size_t at; (at = f.find(kStdString)) != std::string::npos;)
+        f.replace(at, kStdString.size(), "std::string");
       if (f.size() > 110) f = f.substr(0, 107) + "...";
-      os << "  " << (thread > 0 && m[1] == "0" ? "| " : "") << "#" << m[1] << " " << f << '\n';
+      if (thread > 0 && m[1] == "0") os << "  thread " << thread + 1 << ":\n";
+      os << "  #" << m[1] << " " << f << '\n';
     }
   }
   flush_skipped();

@@ -254,9 +254,8 @@ class GlooGroup final : public ProcessGroup {
                " is not from this run (left by an earlier run with the same "
                "launch id?): give each launch a fresh TRAINBENCH_DIST_DIR";
       else if (what.find("Wait timeout") != std::string::npos)
-        hint = "; " + never_joined(what, prefix) + ": they did not publish their address within " +
-               std::to_string(timeout_.count()) +
-               " ms (not started, stuck before creating the group, or not sharing this folder: several hosts need a "
+        hint = "; " + never_joined(what, prefix) + " (no address published within " + std::to_string(timeout_.count()) +
+               " ms: not started, stuck before creating the group, or not sharing this folder: several hosts need a "
                "shared filesystem)";
       else if (attr.iface.empty() && attr.hostname == "127.0.0.1" && size() > 1)
         hint = "; if the ranks run on several hosts, set TRAINBENCH_GLOO_IFACE or TRAINBENCH_GLOO_HOSTNAME";

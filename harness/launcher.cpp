@@ -88,7 +88,7 @@ std::string short_stack(const std::string& full, int frames, int threads) {
   std::istringstream is(full);
   for (std::string l; std::getline(is, l);) {
     std::smatch m;
-    if (l.rfind("pid ", 0) == 0 || l.front() == '(') {  // our process header, or our own note
+    if (l.rfind("pid ", 0) == 0 || l.rfind('(', 0) == 0) {  // our process header, or our own note
       flush_skipped();
       thread = -1;
       os << l << '\n';

@@ -114,6 +114,7 @@ std::string LaunchResult::diagnosis(std::size_t lines) const {
     os << "the launcher got signal " << stop_signal << " (" << strsignal(stop_signal) << ") and ended the ranks after "
        << seconds << " s";
   else os << "mpirun exited with status " << exit_code << " after " << seconds << " s";
+  for (int r : never_joined) os << "\n  rank " << r << " never joined: it never reached MPI_Init";
   for (std::size_t r = 0; r < rank_output.size(); ++r) {
     std::vector<std::string> all;
     std::istringstream is(rank_output[r]);
@@ -313,6 +314,25 @@ class ForwardSignals {
   ForwardSignals& operator=(const ForwardSignals&) = delete;
 };
 
+// The ranks without an arrival mark of Note [MPI rendezvous] (engine/dist/mpi/mpi_group.cpp:
+// mpi_init_<job>_rank<R> in the run folder, written before MPI_Init), when some rank left one:
+// ranks of a program on the engine's MPI backend that never reached MPI_Init. Empty for other
+// programs (no rank leaves a mark).
+std::vector<int> ranks_never_joined(const fs::path& run_dir, int ranks) {
+  std::set<int> marked;
+  std::error_code ec;
+  for (fs::directory_iterator it(run_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    const std::size_t at = n.rfind("_rank");
+    if (n.rfind("mpi_init_", 0) == 0 && at != std::string::npos) marked.insert(std::atoi(n.c_str() + at + 5));
+  }
+  std::vector<int> missing;
+  if (!marked.empty())
+    for (int r = 0; r < ranks; ++r)
+      if (!marked.count(r)) missing.push_back(r);
+  return missing;
+}
+
 // Ranks started by `trainbench rank` write their pid here, so a timeout can kill them even when
 // mpirun itself no longer responds.
 void kill_rank_pids(const fs::path& run_dir, int ranks, int sig) {
@@ -426,6 +446,7 @@ LaunchResult launch(const LaunchSpec& spec) {
   // rank on this host that mpirun lost track of) is killed, found by the run's environment.
   res.orphans = kill_run(spec.run_dir, std::chrono::seconds(5));
   res.timed_out = done.timed_out;
+  if (!done.ok()) res.never_joined = ranks_never_joined(spec.run_dir, spec.ranks);
   if (done.stopped) res.stop_signal = g_stop_signal.load();
   res.seconds = done.seconds;
   res.exit_code = done.status_code();

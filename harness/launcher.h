@@ -40,6 +40,10 @@ struct LaunchResult {
   // for each process of the rank on this host (Note [Stacks at the timeout] in launcher.cpp).
   // Also written to the run folder as rank<R>.stack.
   std::vector<std::string> stacks;
+  // After a failed run of a program on the engine's MPI backend: the ranks that never reached
+  // MPI_Init (never started, or stopped before creating a process group), told apart from ranks
+  // that joined and then stopped (Note [MPI rendezvous] in engine/dist/mpi/mpi_group.cpp).
+  std::vector<int> never_joined;
   int stop_signal = 0;  // SIGINT/SIGTERM/SIGHUP that made the launcher end the ranks (then raised again)
   bool ok() const { return exit_code == 0 && !timed_out && stop_signal == 0; }
   // One paragraph for an error record: how it ended and the last `lines` lines of every rank.

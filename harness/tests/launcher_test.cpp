@@ -215,6 +215,26 @@ TEST(Launcher, ForwardsTrainbenchNcclAndOmpiVariables) {
   fs::remove_all(spec.run_dir);
 }
 
+// Ranks on the engine's MPI backend mark their arrival before MPI_Init (Note [MPI rendezvous]);
+// here scripts leave the marks: rank 1 dies before it would, and the result names it.
+TEST(Launcher, NamesTheRankThatNeverReachedMpiInit) {
+  const LaunchSpec spec = two_ranks("never_joined",
+                                    {"sh", "-c",
+                                     "if [ $OMPI_COMM_WORLD_RANK = 1 ]; then exit 127; fi; touch "
+                                     "\"$TRAINBENCH_DIST_DIR/mpi_init_job_rank0\"; exit 3"},
+                                    std::chrono::seconds(60));
+  const LaunchResult res = launch(spec);
+  EXPECT_FALSE(res.ok());
+  EXPECT_EQ(res.never_joined, std::vector<int>{1});
+  EXPECT_NE(res.diagnosis().find("rank 1 never joined"), std::string::npos) << res.diagnosis();
+  EXPECT_EQ(res.diagnosis().find("rank 0 never joined"), std::string::npos) << res.diagnosis();
+  fs::remove_all(spec.run_dir);
+  // A program that leaves no mark at all (not on the engine's MPI backend): nobody is named.
+  const LaunchSpec plain = two_ranks("no_marks", {"sh", "-c", "exit 3"}, std::chrono::seconds(60));
+  EXPECT_TRUE(launch(plain).never_joined.empty());
+  fs::remove_all(plain.run_dir);
+}
+
 TEST(Launcher, ShortStackKeepsTheTopFramesOfTheFirstThreads) {
   const std::string eu =
       "pid 10 (trainbench):\nPID 10 - process\nTID 10:\n#0  0x00007f0000000001 clock_nanosleep\n"

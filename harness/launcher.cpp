@@ -215,13 +215,13 @@ int kill_run(const fs::path& run_dir, std::chrono::milliseconds patience) {
 // too), and a program that is not ours (a shell script) has none. ptrace reads a stopped process
 // as it is and leaves it stopped. eu-stack before gdb: gdb first loads the symbols of every
 // library, which for a rank linking LibTorch took over 60 s here; eu-stack reads only what it
-// unwinds through (1-4 s). All ranks at once, each process for at most kStackTime, so the kill
-// comes at most that long after the timeout. Ranks on other hosts are out of reach (their last
+// unwinds through (1-4 s). All ranks at once, kStackTime for all the processes of a rank, so
+// the kill comes at most that long after the timeout. Ranks on other hosts are out of reach (their last
 // lines still show).
 constexpr std::chrono::seconds kStackTime{10};
 constexpr std::size_t kStackProcessesPerRank = 4;  // the rank and what it started (a shell's child)
 
-std::string stack_of(int pid) {
+std::string stack_of(int pid, std::chrono::milliseconds limit) {
   for (const bool gdb : {false, true}) {
     SubprocessSpec s;
     if (gdb)
@@ -235,14 +235,14 @@ std::string stack_of(int pid) {
                 "-ex",
                 "thread apply all bt"};
     else s.argv = {"eu-stack", "-p", std::to_string(pid)};
-    s.timeout = kStackTime;
-    s.grace = std::chrono::seconds(1);
+    s.timeout = limit;
+    s.grace = std::chrono::milliseconds(500);
     s.output = SubprocessSpec::Output::Merge;
     s.max_output = std::size_t(1) << 20;
     const SubprocessResult r = run_subprocess(s);
     if (!r.started()) continue;  // not installed: the next tool
     if (r.timed_out)
-      return r.out + "(" + s.argv[0] + " did not finish within " + std::to_string(kStackTime.count()) + " s)\n";
+      return r.out + "(" + s.argv[0] + " did not finish within " + std::to_string(limit.count()) + " ms)\n";
     return r.out;
   }
   return "(no stack: neither eu-stack (elfutils) nor gdb is installed)\n";
@@ -269,8 +269,13 @@ std::vector<std::string> collect_stacks(const fs::path& run_dir, int ranks) {
     if (procs.size() > kStackProcessesPerRank) procs.resize(kStackProcessesPerRank);
     readers.emplace_back([&procs, &text = stacks[std::size_t(r)]] {
       if (procs.empty()) text = "(no process of this rank on this host: it ended, never started, or runs elsewhere)\n";
-      for (const RunProcess& p : procs)
-        text += "pid " + std::to_string(p.pid) + " (" + p.name + "):\n" + stack_of(p.pid);
+      const auto until = std::chrono::steady_clock::now() + kStackTime;
+      for (const RunProcess& p : procs) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until -
+                                                                                std::chrono::steady_clock::now());
+        text += "pid " + std::to_string(p.pid) + " (" + p.name + "):\n" +
+                (left.count() > 0 ? stack_of(p.pid, left) : "(not read: the rank's stack time ran out)\n");
+      }
     });
   }
   for (std::thread& t : readers) t.join();

@@ -32,13 +32,19 @@ const Scenario* find_scenario(const std::string& name) {
 }
 
 LaunchResult launch_scenario_ranks(const Scenario& sc, const ScenarioContext& ctx, int ranks,
-                                   const std::map<std::string, std::string>& env,
-                                   std::chrono::seconds outer_timeout) {
+                                   const std::map<std::string, std::string>& env, std::chrono::seconds outer_timeout) {
   if (!sc.rank_main) throw std::invalid_argument("scenario '" + sc.name + "' has no rank body to launch");
   LaunchSpec spec;
   spec.ranks = ranks;
-  spec.argv = {self_exe(),          "scenario-rank", sc.name,    "--seed", std::to_string(ctx.seed),
-               "--backend",         ctx.backend,     "--timeout", std::to_string(ctx.timeout_s)};
+  spec.argv = {self_exe(),
+               "scenario-rank",
+               sc.name,
+               "--seed",
+               std::to_string(ctx.seed),
+               "--backend",
+               ctx.backend,
+               "--timeout",
+               std::to_string(ctx.timeout_s)};
   spec.timeout = outer_timeout;
   spec.run_dir = ctx.run_dir;
   spec.env = env;

@@ -49,8 +49,7 @@ const Scenario* find_scenario(const std::string& name);
 // TRAINBENCH_DIST_TIMEOUT = ctx.timeout_s, `env` exported, rank logs in ctx.run_dir, and an outer
 // timeout of `outer_timeout` (past it the launcher kills everything: the scenario then failed).
 LaunchResult launch_scenario_ranks(const Scenario& sc, const ScenarioContext& ctx, int ranks,
-                                   const std::map<std::string, std::string>& env,
-                                   std::chrono::seconds outer_timeout);
+                                   const std::map<std::string, std::string>& env, std::chrono::seconds outer_timeout);
 
 // The hidden `scenario-rank` subcommand's body.
 int scenario_rank_main(const std::string& name, const ScenarioContext& ctx);

@@ -7,6 +7,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/variable.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
 #include "engine/tensor/factories.h"
@@ -160,6 +161,9 @@ TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool 
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
+    // What this node's hooks, formula and delivery allocate is named after it ("MmBackward0") in
+    // OOM reports and memory snapshots; intern() is a lookup once the name is known.
+    memory::OpScope op_scope(memory::intern(n->name()));
     NodeTask& task = tasks[n];
     TensorList grads = std::move(task.buffer);
     grads.resize(n->outputs.size());

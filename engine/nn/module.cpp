@@ -1,17 +1,27 @@
 // Module: registration, traversal, state dicts, modes and hooks. See module.h.
 #include "engine/nn/module.h"
 
+#include <atomic>
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "engine/autograd/checkpoint.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/dtype.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
 #include "engine/tensor/factories.h"
 
 namespace tb::nn {
 
+namespace {
+void forget_module(const Module* m);  // Note [Module paths]
+}
+
 struct HookStore {
+  const Module* owner = nullptr;
+  ~HookStore() { forget_module(owner); }  // dies with its module: no shared_ptr to it escapes
   int64_t next_id = 0;
   std::vector<std::pair<int64_t, ForwardPreHook>> pre;
   std::vector<std::pair<int64_t, ForwardHook>> fwd;
@@ -35,7 +45,132 @@ std::string shape_str(const Shape& s) {
   return os.str();
 }
 
-Module::Module(std::string type_name) : type_name_(std::move(type_name)), hooks_(std::make_shared<HookStore>()) {}
+// Note [Module paths]
+// Allocations made in a module's forward carry its path (memory::ModuleScope), as
+// named_modules() names it from the module that was called first: "blocks.3.mlp.fc1"; that root
+// is named by its type ("GPT"). A module does not know its parent, so the path is found the first
+// time a module runs under a given parent path (a search of the parent's descendants) and kept in
+// a per-thread table by module address: later calls check that the parent path is the same and
+// that the parent's child of that name is this module (so a new module at a freed module's
+// address is never given the old path), one string lookup. Paths are interned
+// (memory::intern), so the steady state allocates nothing. (The table is outside Module so that
+// module.h, included by most of the project, stays as it is.)
+namespace {
+
+struct SitePath {
+  const char* parent = nullptr;  // the calling module's path (null at the root)
+  const char* path = nullptr;    // this module's
+  const char* prefix = nullptr;  // what its children's names follow: "" at the root, else path + "."
+  std::vector<std::string> rel;  // its dotted name under the parent, split ("blocks", "3"); empty if none
+  uint64_t forgotten = 0;        // g_forgotten when found: a root's path is found again after any module died
+};
+
+struct Running {
+  const Module* module = nullptr;
+  const char* path = nullptr;
+  const char* prefix = nullptr;
+};
+thread_local Running t_running;
+thread_local std::unordered_map<const Module*, SitePath> t_paths;
+
+// Whether `rel` still leads from `parent` to `self` (one child lookup per part).
+bool still_there(const Module* parent, const std::vector<std::string>& rel, const Module& self) {
+  if (rel.empty()) return false;
+  ModulePtr m;
+  for (const std::string& part : rel) {
+    m = (m ? m.get() : parent)->child(part);
+    if (!m) return false;
+  }
+  return m.get() == &self;
+}
+
+// Where each module was registered (add_child), for a module whose forward is called directly
+// rather than through its parent's (the training benchmark calls GPT::forward itself, so no
+// parent runs around its blocks): its path is then found by walking up the registrations. A
+// module's entries (as child and as parent) are dropped when it dies (its HookStore's
+// destructor), so a new module at a dead one's address never inherits its place.
+struct Registration {
+  const Module* parent;
+  std::string name;
+};
+std::mutex g_registrations_mu;
+std::atomic<uint64_t> g_forgotten{0};                                           // modules forgotten so far
+auto* g_registrations = new std::unordered_map<const Module*, Registration>();  // leaked: modules outlive statics
+
+void forget_module(const Module* m) {
+  g_forgotten.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(g_registrations_mu);
+  g_registrations->erase(m);
+  std::erase_if(*g_registrations, [m](const auto& kv) { return kv.second.parent == m; });
+}
+
+// The dotted name of `self` below the outermost module it is registered under, as that
+// module's named_modules() gives it; "" if it is registered nowhere.
+std::string registered_path(const Module& self) {
+  std::lock_guard<std::mutex> lock(g_registrations_mu);
+  std::string path;
+  const Module* m = &self;
+  for (int depth = 0; depth < 256; ++depth) {  // registrations form a tree; never loop regardless
+    auto it = g_registrations->find(m);
+    if (it == g_registrations->end()) break;
+    path = path.empty() ? it->second.name : it->second.name + "." + path;
+    m = it->second.parent;
+  }
+  return path;
+}
+
+const SitePath& site_path(const Module& self) {
+  const Running parent = t_running;
+  auto [it, fresh] = t_paths.try_emplace(&self);
+  SitePath& sp = it->second;
+  const uint64_t forgotten = g_forgotten.load(std::memory_order_relaxed);
+  if (!fresh && sp.parent == parent.path &&
+      (parent.module ? still_there(parent.module, sp.rel, self) : sp.forgotten == forgotten))
+    return sp;
+  std::string path;
+  std::vector<std::string> rel;
+  if (!parent.module) {
+    path = registered_path(self);  // a child called directly, "blocks.0"; else the root, by type
+    if (path.empty()) path = self.type_name();
+  } else {
+    std::string name;
+    for (const auto& [n, m] : parent.module->named_modules())
+      if (m == &self && !n.empty()) {
+        name = n;
+        break;
+      }
+    for (size_t b = 0; !name.empty();) {
+      const size_t e = name.find('.', b);
+      rel.push_back(name.substr(b, e == std::string::npos ? e : e - b));
+      if (e == std::string::npos) break;
+      b = e + 1;
+    }
+    path = std::string(parent.prefix) + (name.empty() ? "(" + self.type_name() + ")" : name);  // unregistered
+  }
+  const bool root = !parent.module && path == self.type_name();
+  sp = {parent.path, memory::intern(path), root ? "" : memory::intern(path + "."), std::move(rel), forgotten};
+  return sp;
+}
+
+// Sets the running module (and the allocator's module path) while a forward runs.
+class RunningScope {
+ public:
+  explicit RunningScope(const Module& m) : prev_(t_running), sp_(site_path(m)), site_(sp_.path) {
+    t_running = {&m, sp_.path, sp_.prefix};
+  }
+  ~RunningScope() { t_running = prev_; }
+
+ private:
+  Running prev_;
+  const SitePath& sp_;  // t_paths's nodes never move
+  memory::ModuleScope site_;
+};
+
+}  // namespace
+
+Module::Module(std::string type_name) : type_name_(std::move(type_name)), hooks_(std::make_shared<HookStore>()) {
+  hooks_->owner = this;  // its destructor forgets this module's registrations (Note [Module paths])
+}
 
 Tensor Module::forward(const Tensor&) {
   throw core::Error(type_name_ + ".forward", "this module has no single-tensor forward; call its own forward method");
@@ -87,6 +222,10 @@ Tensor Module::register_buffer(const std::string& name, Tensor t, bool persisten
 void Module::add_child(const std::string& name, ModulePtr m) {
   check_new_name(name, "module");
   TB_CHECK(m != nullptr, "register_module", "module '", name, "' is null");
+  {
+    std::lock_guard<std::mutex> lock(g_registrations_mu);  // Note [Module paths]
+    (*g_registrations)[m.get()] = {this, name};
+  }
   children_.insert(name, std::move(m));
 }
 
@@ -309,6 +448,7 @@ Tensor identity(const Tensor& t) { return t.as_strided(t.sizes(), t.strides(), t
 }  // namespace
 
 Tensor Module::call_with_hooks(const TensorList& inputs_in, const std::function<Tensor(const TensorList&)>& fwd) {
+  RunningScope running(*this);  // names its allocations (Note [Module paths])
   // A forward that records a graph allocates activations (Note [Memory tags]).
   memory::TagGuard tag(autograd::grad_mode_enabled() ? memory::Tag::Activation : memory::TagGuard::current(),
                        /*keep_outer=*/true);

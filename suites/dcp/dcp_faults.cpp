@@ -7,18 +7,23 @@
 //     rank file truncated or removed, metadata.json's shape, rows or checksums edited or broken:
 //     loading it fails on every rank with an error naming the file and, where one tensor is hit,
 //     the tensor.
-//   mpi/interop/consolidated: read_distributed_full of that checkpoint written by save_file is read
-//     by the independent Python reader (suites/checkpoint/read_safetensors.py: the project venv
-//     has no `safetensors` package) with the bytes of the state gathered at the save; the same
-//     file loads into a HYBRID_SHARD 2 x 2 model and optimizer bit for bit.
+//   mpi/interop/consolidated: read_distributed_full of that checkpoint written by save_file opens in
+//     Python's `safetensors` package (suites/checkpoint/read_with_safetensors.py) with the bytes of
+//     the state gathered at the save; the same file loads into a HYBRID_SHARD 2 x 2 model and
+//     optimizer bit for bit.
+//   mpi/inspect/full_shard_w4: `trainbench checkpoint inspect DIR --verify --json` (a child of rank
+//     0) on the world-4 checkpoint: world size 4, every tensor of the state with chunks that tile
+//     its rows in order, each verified ok, written by all four ranks.
 #include <signal.h>
 #include <sys/resource.h>
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "engine/checkpoint/atomic_file.h"
 #include "engine/train/distributed_checkpoint.h"
+#include "harness/launcher.h"
 #include "harness/project_python.h"
 #include "harness/subprocess.h"
 #include "suites/dcp/dcp_util.h"
@@ -228,17 +233,18 @@ std::string hex(const Tensor& t) {
   return s;
 }
 
-// The consolidated file read by the independent Python reader; rank 0's problem, or "".
+// The consolidated file read by Python's `safetensors` package; rank 0's problem, or "".
 std::string python_reads(const std::string& file, const NamedTensors& want, harness::Record& rec) {
   const auto py = harness::project_python();
   if (!py) return "skip";
   harness::SubprocessSpec spec;
-  spec.argv = {py->path, std::string(TB_SOURCE_DIR) + "/suites/checkpoint/read_safetensors.py", "read", file};
+  spec.argv = {py->path, std::string(TB_SOURCE_DIR) + "/suites/checkpoint/read_with_safetensors.py", file};
   spec.timeout = std::chrono::seconds(120);
   const harness::SubprocessResult run = harness::run_subprocess(spec);
-  if (!run.ok()) return "the Python reader failed on " + file + ": " + run.describe() + " " + run.err.substr(0, 1000);
+  if (!run.ok())
+    return "Python's safetensors failed on " + file + ": " + run.describe() + " " + run.err.substr(0, 1000);
   const nlohmann::json j = nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return "the Python reader printed no JSON";
+  if (j.is_discarded()) return "read_with_safetensors.py printed no JSON";
   if (j["tensors"].size() != want.size())
     return "Python sees " + std::to_string(j["tensors"].size()) + " tensors, the state has " +
            std::to_string(want.size());
@@ -250,7 +256,7 @@ std::string python_reads(const std::string& file, const NamedTensors& want, harn
     if (e["hex"] != hex(t)) return name + ": Python reads other bytes than the state at the save";
   }
   rec.metrics["python_tensors_compared"] = want.size();
-  rec.message = "read in Python by suites/checkpoint/read_safetensors.py (json + numpy from the format spec)";
+  rec.message = "opened in Python's safetensors package (suites/checkpoint/read_with_safetensors.py)";
   return "";
 }
 
@@ -295,6 +301,52 @@ void run_consolidated(harness::Record& rec) {
   rec.tolerances = {{"bytes", "exact"}};
 }
 
+void run_inspect(harness::Record& rec) {
+  auto world = dist::new_group("mpi");
+  const Saved& S = saved(full_shard_w4(), *world);
+  std::string problem;
+  if (world->rank() == 0)
+    problem = error_of([&] {
+      harness::SubprocessSpec spec;
+      spec.argv = {harness::self_exe(), "checkpoint", "inspect", S.dir, "--verify", "--json"};
+      spec.timeout = std::chrono::seconds(120);
+      const harness::SubprocessResult run = harness::run_subprocess(spec);
+      check(run.ok(), "checkpoint inspect failed: " + run.describe() + " " + run.err.substr(0, 600));
+      const nlohmann::json j = nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
+      check(!j.is_discarded() && j.is_object(), "checkpoint inspect printed no JSON object");
+      check(j.value("world_size", -1) == 4, "inspect says world size " + j["world_size"].dump());
+      check(j["tensors"].size() == S.at_save.size(), "inspect lists " + std::to_string(j["tensors"].size()) +
+                                                         " tensors, the state has " + std::to_string(S.at_save.size()));
+      std::set<std::string> files;
+      int64_t chunks = 0;
+      for (const nlohmann::json& t : j["tensors"]) {
+        const std::string name = t.value("name", "");
+        const auto want = std::find_if(S.at_save.begin(), S.at_save.end(),
+                                       [&](const auto& e) { return e.first == name; });
+        check(want != S.at_save.end(), "inspect lists '" + name + "', which the state does not have");
+        check(t["shape"] == nlohmann::json(want->second.sizes()), name + ": inspect says shape " + t["shape"].dump());
+        const int64_t rows = want->second.dim() == 0 ? 1 : want->second.size(0);
+        int64_t next = 0;
+        for (const nlohmann::json& c : t["chunks"]) {
+          check(c["rows"][0] == next,
+                name + ": a chunk starts at row " + c["rows"][0].dump() + ", expected " + std::to_string(next));
+          next = c["rows"][1].get<int64_t>();
+          check(c.value("status", "") == "ok", name + ": chunk status " + c.value("status", "(none)"));
+          files.insert(c.value("file", ""));
+          ++chunks;
+        }
+        check(next == rows || (want->second.dim() == 0 && next <= 1),
+              name + ": chunks end at row " + std::to_string(next) + " of " + std::to_string(rows));
+      }
+      check(files.size() == 4, "the chunks come from " + std::to_string(files.size()) + " files, not the 4 ranks'");
+      rec.metrics["chunks"] = chunks;
+      rec.message = "inspect --verify: " + std::to_string(chunks) + " chunks in 4 rank files, all ok";
+    });
+  world->barrier()->wait();
+  check(problem.empty(), problem);
+  rec.metrics["world"] = world->size();
+}
+
 }  // namespace
 
 std::vector<harness::TestCase> fault_rank_tests() {
@@ -304,6 +356,7 @@ std::vector<harness::TestCase> fault_rank_tests() {
                                  "metadata_rows", "metadata_checksum", "metadata_not_json"})
     t.push_back(dcp_case("mpi/mutated/" + what, [what](harness::Record& rec) { run_mutated(what, rec); }));
   t.push_back(dcp_case("mpi/interop/consolidated", run_consolidated));
+  t.push_back(dcp_case("mpi/inspect/full_shard_w4", run_inspect));
   return t;
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -192,26 +193,30 @@ TEST(Launcher, ASignalToTheLauncherEndsTheRunFirst) {
 }
 
 TEST(Launcher, ForwardsTrainbenchNcclAndOmpiVariables) {
-  ::setenv("TRAINBENCH_LAUNCH_TEST_FORWARDED", "tb-yes", 1);
+  // TRAINBENCH_SEED stands for every TRAINBENCH_* variable (a made-up one would need a row in
+  // docs/env.md); the ranks here are shell scripts that only print it.
+  const char* had = std::getenv("TRAINBENCH_SEED");
+  const std::string previous = had ? had : "";
+  ::setenv("TRAINBENCH_SEED", "4242", 1);
   ::setenv("NCCL_LAUNCH_TEST_FORWARDED", "nccl-yes", 1);
   ::setenv("OMPI_LAUNCH_TEST_FORWARDED", "ompi-yes", 1);
-  const LaunchSpec spec = two_ranks(
-      "forward",
-      {"sh", "-c",
-       "echo \"got $TRAINBENCH_LAUNCH_TEST_FORWARDED $NCCL_LAUNCH_TEST_FORWARDED $OMPI_LAUNCH_TEST_FORWARDED\""},
-      std::chrono::seconds(60));
+  const LaunchSpec spec =
+      two_ranks("forward",
+                {"sh", "-c", "echo \"got $TRAINBENCH_SEED $NCCL_LAUNCH_TEST_FORWARDED $OMPI_LAUNCH_TEST_FORWARDED\""},
+                std::chrono::seconds(60));
   const std::vector<std::string> names = forwarded_variables(spec);
-  for (const char* n : {"TRAINBENCH_LAUNCH_TEST_FORWARDED", "NCCL_LAUNCH_TEST_FORWARDED", "OMPI_LAUNCH_TEST_FORWARDED",
-                        "TRAINBENCH_DIST_DIR"})
+  for (const char* n :
+       {"TRAINBENCH_SEED", "NCCL_LAUNCH_TEST_FORWARDED", "OMPI_LAUNCH_TEST_FORWARDED", "TRAINBENCH_DIST_DIR"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   EXPECT_EQ(std::find(names.begin(), names.end(), "HOME"), names.end());
   const LaunchResult res = launch(spec);
-  ::unsetenv("TRAINBENCH_LAUNCH_TEST_FORWARDED");
+  if (had) ::setenv("TRAINBENCH_SEED", previous.c_str(), 1);
+  else ::unsetenv("TRAINBENCH_SEED");
   ::unsetenv("NCCL_LAUNCH_TEST_FORWARDED");
   ::unsetenv("OMPI_LAUNCH_TEST_FORWARDED");
   ASSERT_TRUE(res.ok()) << res.diagnosis();
   for (const std::string& out : res.rank_output)
-    EXPECT_NE(out.find("got tb-yes nccl-yes ompi-yes"), std::string::npos) << out;
+    EXPECT_NE(out.find("got 4242 nccl-yes ompi-yes"), std::string::npos) << out;
   fs::remove_all(spec.run_dir);
 }
 

@@ -467,7 +467,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(between(1, 4096, "ranks", true))
       ->type_name("N");
-  launch->add_option("--timeout", o.launch_timeout, "Seconds before the ranks are killed")
+  launch
+      ->add_option("--timeout", o.launch_timeout,
+                   "Seconds before every rank's stack is printed and the ranks and all they started are killed")
       ->capture_default_str()
       ->check(between(1, 86400, "seconds"))
       ->type_name("S");

@@ -1,13 +1,17 @@
 // The launcher on plain shell programs (no engine, no MPI code in the ranks): output split by
 // rank, exit statuses passed through, and a hanging job killed at its deadline.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "harness/distributed.h"
 #include "harness/launcher.h"
@@ -21,6 +25,42 @@ fs::path fresh_dir(const std::string& name) {
   const fs::path d = fs::temp_directory_path() / ("tb_launcher_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   return d;
+}
+
+// Two ranks of `argv` in a fresh run folder, killed after `timeout`.
+LaunchSpec two_ranks(const std::string& name, std::vector<std::string> argv,
+                     std::chrono::seconds timeout = std::chrono::seconds(2)) {
+  LaunchSpec spec;
+  spec.ranks = 2;
+  spec.run_dir = fresh_dir(name);
+  spec.timeout = timeout;
+  spec.argv = std::move(argv);
+  return spec;
+}
+
+// launch(spec), its wall time in `took`.
+LaunchResult timed_launch(const LaunchSpec& spec, double& took) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LaunchResult res = launch(spec);
+  took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+// A run that hit its timeout left nothing alive, counted by the launcher and by us.
+void expect_timed_out_and_gone(const LaunchResult& res, const LaunchSpec& spec) {
+  EXPECT_TRUE(res.timed_out);
+  EXPECT_FALSE(res.ok());
+  EXPECT_EQ(res.orphans, 0);
+  EXPECT_TRUE(processes_in_run(spec.run_dir).empty());
+}
+
+// Until both ranks have touched up<R> in `dir` (a script's first step), and a little more for
+// the exec that follows the touch.
+void wait_for_ranks_up(const fs::path& dir) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!(fs::exists(dir / "up0") && fs::exists(dir / "up1")) && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
 }
 
 TEST(Launcher, SplitsOutputByRankAndKeepsLogs) {
@@ -60,19 +100,165 @@ TEST(Launcher, ReportsAFailingRank) {
 }
 
 TEST(Launcher, KillsAHangingJobAtItsDeadline) {
-  LaunchSpec spec;
-  spec.ranks = 2;
-  spec.run_dir = fresh_dir("hang");
-  spec.timeout = std::chrono::seconds(2);
-  spec.argv = {"sh", "-c", "echo started; exec sleep 300"};
-  const auto t0 = std::chrono::steady_clock::now();
-  const LaunchResult res = launch(spec);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_TRUE(res.timed_out);
-  EXPECT_FALSE(res.ok());
-  EXPECT_LT(s, 2 + 10.0) << "the launcher waited too long for a hanging job";
+  const LaunchSpec spec = two_ranks("hang", {"sh", "-c", "echo started; exec sleep 300"});
+  double took = 0;
+  const LaunchResult res = timed_launch(spec, took);
+  expect_timed_out_and_gone(res, spec);
+  EXPECT_LT(took, 2 + 15.0) << "the launcher waited too long for a hanging job";
   EXPECT_NE(res.diagnosis().find("did not finish within"), std::string::npos);
   fs::remove_all(spec.run_dir);
+}
+
+TEST(Launcher, ProcessesInRunSeesTheRanksWhileTheyRun) {
+  const LaunchSpec spec =
+      two_ranks("procs", {"sh", "-c", "touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; exec sleep 300"},
+                std::chrono::seconds(30));
+  LaunchResult res;
+  std::thread runner([&] { res = launch(spec); });
+  wait_for_ranks_up(spec.run_dir);
+  const std::vector<int> live = processes_in_run(spec.run_dir);
+  EXPECT_GE(live.size(), 3u) << "mpirun and 2 ranks";
+  for (int pid : live) ::kill(pid, SIGKILL);
+  runner.join();
+  EXPECT_EQ(res.orphans, 0);
+  EXPECT_TRUE(processes_in_run(spec.run_dir).empty());
+  EXPECT_TRUE(processes_in_run(spec.run_dir / "other").empty());
+  fs::remove_all(spec.run_dir);
+}
+
+TEST(Launcher, LeavesNoOrphanWhenARankForksAChildThatIgnoresSigterm) {
+  // The grandchild leaves the rank's process group and session and ignores SIGTERM: only the
+  // environment scan finds it.
+  const LaunchSpec spec = two_ranks("orphan",
+                                    {"sh", "-c", "trap '' TERM; setsid sh -c \"trap '' TERM; sleep 300\" & sleep 300"});
+  double took = 0;
+  const LaunchResult res = timed_launch(spec, took);
+  expect_timed_out_and_gone(res, spec);
+  EXPECT_LT(took, 2 + 15.0);
+  fs::remove_all(spec.run_dir);
+}
+
+// Past the timeout every rank's stack is read before the kill, naming where each rank is.
+TEST(Launcher, TimeoutPrintsEveryRanksStackThenKills) {
+  LaunchSpec spec = two_ranks("stacks", {TB_LAUNCHER_SLEEPER, "sleep"});
+  std::ostringstream echo;
+  spec.echo = &echo;
+  double took = 0;
+  const LaunchResult res = timed_launch(spec, took);
+  expect_timed_out_and_gone(res, spec);
+  EXPECT_LT(took, 2 + 15.0);
+  ASSERT_EQ(res.stacks.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(res.stacks[std::size_t(r)].find("rank_sleeps_in_here"), std::string::npos) << res.stacks[std::size_t(r)];
+    EXPECT_TRUE(fs::exists(spec.run_dir / ("rank" + std::to_string(r) + ".stack")));
+  }
+  EXPECT_NE(res.diagnosis().find("rank_sleeps_in_here"), std::string::npos) << res.diagnosis();
+  EXPECT_NE(echo.str().find("[rank 1]   "), std::string::npos) << echo.str();
+  fs::remove_all(spec.run_dir);
+}
+
+// A frozen rank cannot run a signal handler; ptrace still reads it, and SIGKILL still ends it.
+TEST(Launcher, AStoppedRankStillHasItsStackAndIsKilled) {
+  const LaunchSpec spec = two_ranks("stopped", {TB_LAUNCHER_SLEEPER, "stop", "1"});
+  double took = 0;
+  const LaunchResult res = timed_launch(spec, took);
+  expect_timed_out_and_gone(res, spec);
+  ASSERT_EQ(res.stacks.size(), 2u);
+  EXPECT_NE(res.stacks[0].find("rank_sleeps_in_here"), std::string::npos) << res.stacks[0];
+  EXPECT_NE(res.stacks[1].find("rank_stops_itself_here"), std::string::npos) << res.stacks[1];
+  fs::remove_all(spec.run_dir);
+}
+
+// SIGTERM to the launcher: the ranks are ended, nothing is left, and the launcher then dies of
+// the signal as it would have without the launch.
+TEST(Launcher, ASignalToTheLauncherEndsTheRunFirst) {
+  const LaunchSpec spec = two_ranks("signal",
+                                    {"sh", "-c",
+                                     "trap '' TERM; touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; sleep 300"},
+                                    std::chrono::seconds(60));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    launch(spec);
+    ::_exit(0);  // not reached: the launcher raises SIGTERM again
+  }
+  wait_for_ranks_up(spec.run_dir);
+  EXPECT_GE(processes_in_run(spec.run_dir).size(), 3u);
+  ::kill(child, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_TRUE(processes_in_run(spec.run_dir).empty());
+  fs::remove_all(spec.run_dir);
+}
+
+TEST(Launcher, ForwardsTrainbenchNcclAndOmpiVariables) {
+  // TRAINBENCH_SEED stands for every TRAINBENCH_* variable (a made-up one would need a row in
+  // docs/env.md); the ranks here are shell scripts that only print it.
+  const char* had = std::getenv("TRAINBENCH_SEED");
+  const std::string previous = had ? had : "";
+  ::setenv("TRAINBENCH_SEED", "4242", 1);
+  ::setenv("NCCL_LAUNCH_TEST_FORWARDED", "nccl-yes", 1);
+  ::setenv("OMPI_LAUNCH_TEST_FORWARDED", "ompi-yes", 1);
+  const LaunchSpec spec =
+      two_ranks("forward",
+                {"sh", "-c", "echo \"got $TRAINBENCH_SEED $NCCL_LAUNCH_TEST_FORWARDED $OMPI_LAUNCH_TEST_FORWARDED\""},
+                std::chrono::seconds(60));
+  const std::vector<std::string> names = forwarded_variables(spec);
+  for (const char* n :
+       {"TRAINBENCH_SEED", "NCCL_LAUNCH_TEST_FORWARDED", "OMPI_LAUNCH_TEST_FORWARDED", "TRAINBENCH_DIST_DIR"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  EXPECT_EQ(std::find(names.begin(), names.end(), "HOME"), names.end());
+  const LaunchResult res = launch(spec);
+  if (had) ::setenv("TRAINBENCH_SEED", previous.c_str(), 1);
+  else ::unsetenv("TRAINBENCH_SEED");
+  ::unsetenv("NCCL_LAUNCH_TEST_FORWARDED");
+  ::unsetenv("OMPI_LAUNCH_TEST_FORWARDED");
+  ASSERT_TRUE(res.ok()) << res.diagnosis();
+  for (const std::string& out : res.rank_output)
+    EXPECT_NE(out.find("got 4242 nccl-yes ompi-yes"), std::string::npos) << out;
+  fs::remove_all(spec.run_dir);
+}
+
+// Ranks on the engine's MPI backend mark their arrival before MPI_Init (Note [MPI rendezvous]);
+// here scripts leave the marks: rank 1 dies before it would, and the result names it.
+TEST(Launcher, NamesTheRankThatNeverReachedMpiInit) {
+  const LaunchSpec spec = two_ranks("never_joined",
+                                    {"sh", "-c",
+                                     "if [ $OMPI_COMM_WORLD_RANK = 1 ]; then exit 127; fi; touch "
+                                     "\"$TRAINBENCH_DIST_DIR/mpi_init_job_rank0\"; exit 3"},
+                                    std::chrono::seconds(60));
+  const LaunchResult res = launch(spec);
+  EXPECT_FALSE(res.ok());
+  EXPECT_EQ(res.never_joined, std::vector<int>{1});
+  EXPECT_NE(res.diagnosis().find("rank 1 never joined"), std::string::npos) << res.diagnosis();
+  EXPECT_EQ(res.diagnosis().find("rank 0 never joined"), std::string::npos) << res.diagnosis();
+  fs::remove_all(spec.run_dir);
+  // A program that leaves no mark at all (not on the engine's MPI backend): nobody is named.
+  const LaunchSpec plain = two_ranks("no_marks", {"sh", "-c", "exit 3"}, std::chrono::seconds(60));
+  EXPECT_TRUE(launch(plain).never_joined.empty());
+  fs::remove_all(plain.run_dir);
+}
+
+TEST(Launcher, ShortStackKeepsTheTopFramesOfTheFirstThreads) {
+  const std::string eu =
+      "pid 10 (trainbench):\nPID 10 - process\nTID 10:\n#0  0x00007f0000000001 clock_nanosleep\n"
+      "#1  0x00007f0000000002 nanosleep\n#2  0x0000000000401000 waits_here()\n#3  0x0000000000401100 main\n"
+      "TID 11:\n#0  0x00007f0000000003 poll\nTID 12:\n#0  0x00007f0000000004 epoll_wait\nTID 13:\n#0  0x1 futex\n";
+  const std::string cut = short_stack(eu, 3, 2);
+  EXPECT_NE(cut.find("pid 10 (trainbench):"), std::string::npos) << cut;
+  EXPECT_NE(cut.find("#2 waits_here()"), std::string::npos) << cut;
+  EXPECT_EQ(cut.find("main"), std::string::npos) << cut;                  // frame 3 is past the 3 kept
+  EXPECT_NE(cut.find("thread 2:\n  #0 poll"), std::string::npos) << cut;  // the second thread
+  EXPECT_EQ(cut.find("epoll_wait"), std::string::npos) << cut;            // the third is only counted
+  EXPECT_NE(cut.find("(+2 more threads)"), std::string::npos) << cut;
+  EXPECT_EQ(cut.find("0x00007f"), std::string::npos) << cut;
+  const std::string gdb =
+      "pid 20 (sleeper):\n[New LWP 21]\nThread 1 (Thread 0x7f (LWP 20) \"sleeper\"):\n"
+      "#0  0x00007f00 in clock_nanosleep () from /lib/libc.so.6\n"
+      "#1  0x0040 in waits_here(std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > "
+      "const&) ()\n";
+  EXPECT_NE(short_stack(gdb).find("#1 waits_here(std::string const&) ()"), std::string::npos) << short_stack(gdb);
 }
 
 TEST(Launcher, MpirunCommandCarriesTheRootAndOversubscribeFlags) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 
@@ -124,6 +125,36 @@ TEST(Subprocess, DeadlineKillsTheWholeGroupGrandchildIncluded) {
   for (int i = 0; i < 50 && alive(grandchild); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_FALSE(alive(grandchild)) << "grandchild " << grandchild << " outlived the deadline";
   std::remove(pidfile.c_str());
+}
+
+// on_deadline runs once, while the child is still there and before any signal; stop_requested
+// ends a child without a deadline the same way, and says so apart from a timeout.
+TEST(Subprocess, OnDeadlineRunsBeforeTheKillAndStopRequestedEndsTheChild) {
+  th::SubprocessSpec s = sh("echo started; sleep 60");
+  s.timeout = std::chrono::milliseconds(300);
+  s.grace = std::chrono::milliseconds(300);
+  std::vector<std::string> events;
+  s.on_deadline = [&] { events.push_back("deadline"); };
+  s.on_kill = [&](int sig) { events.push_back("kill " + std::to_string(sig)); };
+  th::SubprocessResult r = th::run_subprocess(s);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_FALSE(r.stopped);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[0], "deadline");
+  EXPECT_EQ(events[1], "kill " + std::to_string(SIGTERM));
+  EXPECT_EQ(std::count(events.begin(), events.end(), "deadline"), 1);
+
+  th::SubprocessSpec t = sh("sleep 60");
+  const auto t0 = std::chrono::steady_clock::now();
+  bool deadline_called = false;
+  t.on_deadline = [&] { deadline_called = true; };
+  t.stop_requested = [&] { return std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(200); };
+  r = th::run_subprocess(t);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_FALSE(deadline_called);
+  EXPECT_EQ(r.signal, SIGTERM);
+  EXPECT_NE(r.describe().find("asked to stop"), std::string::npos) << r.describe();
 }
 
 TEST(Subprocess, ShellQuoteSurvivesQuotes) {

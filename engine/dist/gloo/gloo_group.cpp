@@ -201,6 +201,23 @@ Millis gloo_timeout(const Options& o) {
   return o.timeout + std::max<Millis>(std::chrono::seconds(2), o.timeout / 10);
 }
 
+// "rank 1 never joined; rank 3 never joined" from Gloo's "Wait timeout for key(s): <prefix>/1,
+// <prefix>/3" (connectFullMesh's keys are the ranks, "rank_<R>" in other Gloo versions): the
+// wording of Note [MPI rendezvous], so a rank that never came is told apart from one that came and
+// stopped.
+std::string never_joined(const std::string& what, const std::string& prefix) {
+  std::string out;
+  for (std::size_t at = what.find(prefix + "/"); at != std::string::npos; at = what.find(prefix + "/", at + 1)) {
+    std::size_t d = at + prefix.size() + 1;
+    if (what.compare(d, 5, "rank_") == 0) d += 5;
+    const std::size_t end = what.find_first_not_of("0123456789", d);
+    if (end == d) continue;
+    out += (out.empty() ? "rank " : "; rank ") + what.substr(d, end == std::string::npos ? end : end - d) +
+           " never joined";
+  }
+  return out.empty() ? "a rank never joined" : out;
+}
+
 class GlooGroup final : public ProcessGroup {
  public:
   GlooGroup(const WorldInfo& w, Options o) : ProcessGroup(w.rank, w.size, std::move(o)) {
@@ -237,8 +254,9 @@ class GlooGroup final : public ProcessGroup {
                " is not from this run (left by an earlier run with the same "
                "launch id?): give each launch a fresh TRAINBENCH_DIST_DIR";
       else if (what.find("Wait timeout") != std::string::npos)
-        hint = "; the rank(s) named did not publish their address within " + std::to_string(timeout_.count()) +
-               " ms: not started, or not sharing this folder (several hosts need a shared filesystem)";
+        hint = "; " + never_joined(what, prefix) + " (no address published within " + std::to_string(timeout_.count()) +
+               " ms: not started, stuck before creating the group, or not sharing this folder: several hosts need a "
+               "shared filesystem)";
       else if (attr.iface.empty() && attr.hostname == "127.0.0.1" && size() > 1)
         hint = "; if the ranks run on several hosts, set TRAINBENCH_GLOO_IFACE or TRAINBENCH_GLOO_HOSTNAME";
       throw DistError("gloo", "rendezvous of rank " + std::to_string(rank()) + " of " + std::to_string(size()) +

@@ -4,15 +4,23 @@
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "engine/core/env.h"
 #include "engine/dist/watchdog.h"
 
 namespace tb::dist::mpi {
@@ -74,14 +82,63 @@ void finalize_at_exit() {
   if (!done) MPI_Finalize();
 }
 
-Runtime& runtime() {
+// Note [MPI rendezvous]
+// MPI_Init waits (Open MPI's modex fence) until every rank of the job has called it, without a
+// timeout: a rank that never gets there (stuck before creating its first group) would leave the
+// others in MPI_Init, silent, until the launcher's outer timeout. So each rank marks its arrival
+// in the run folder first (mpi_init_<job>_rank<R>), and when MPI_Init has not returned within the
+// group's timeout it names the ranks without a mark ("rank R never joined", as opposed to a rank
+// that joined and then stopped, which the watchdog reports) and ends as the watchdog does.
+int init_watched(const Options& o, const WorldInfo& w, int* provided) {
+  // The group's constructor applies these two variables to its options; MPI_Init comes before it.
+  std::string dir = o.run_dir;
+  if (const char* d = std::getenv("TRAINBENCH_DIST_DIR"); d && *d) dir = d;
+  std::chrono::duration<double> timeout = o.timeout;
+  if (const char* t = std::getenv("TRAINBENCH_DIST_TIMEOUT"); t && *t)
+    timeout = std::chrono::duration<double>(core::parse_double("TRAINBENCH_DIST_TIMEOUT", t, 1e-3, 1e9));
+  if (!o.watchdog || dir.empty() || w.size <= 1)
+    return MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, provided);
+  std::string job = w.job_id.empty() ? "local" : w.job_id;
+  std::replace(job.begin(), job.end(), '/', '_');
+  const auto mark = [&](int r) {
+    return std::filesystem::path(dir) / ("mpi_init_" + job + "_rank" + std::to_string(r));
+  };
+  std::ofstream(mark(w.rank)) << ::getpid() << '\n';
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watch([&] {
+    std::unique_lock lock(mu);
+    if (cv.wait_for(lock, timeout, [&] { return done; })) return;
+    std::string missing;
+    for (int q = 0; q < w.size; ++q)
+      if (!std::filesystem::exists(mark(q)))
+        missing += (missing.empty() ? "rank " : "; rank ") + std::to_string(q) + " never joined";
+    if (missing.empty()) missing = "every rank reached MPI_Init (the MPI runtime itself is stuck)";
+    else missing += " (it never reached MPI_Init: not started, or stuck before creating its first process group)";
+    std::fprintf(stderr, "trainbench: watchdog: rank %d: MPI_Init did not complete in %.1f s: %s\n", w.rank,
+                 timeout.count(), missing.c_str());
+    std::fflush(stderr);
+    std::_Exit(3);
+  });
+  const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, provided);
+  {
+    std::lock_guard lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  watch.join();
+  return rc;
+}
+
+Runtime& runtime(const Options& o = {}, const WorldInfo& w = world_from_env()) {
   static Runtime rt;
   static std::once_flag once;
-  std::call_once(once, [] {
+  std::call_once(once, [&] {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
-      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &rt.provided), "mpi", "MPI_Init_thread");
+      check(init_watched(o, w, &rt.provided), "mpi", "MPI_Init_thread");
       rt.we_initialized = true;
       std::atexit(finalize_at_exit);
     } else {
@@ -273,7 +330,7 @@ class MpiGroup final : public ProcessGroup {
 int thread_level() { return runtime().provided; }
 
 std::shared_ptr<ProcessGroup> make_group(const WorldInfo& world, Options options) {
-  Runtime& rt = runtime();
+  Runtime& rt = runtime(options, world);
   int rank = 0, size = 1;
   {
     Serial s(rt);

@@ -187,6 +187,24 @@ TEST_F(OneRank, GlooRunsEveryCollective) {
 #endif
 }
 
+// Rank 0 of a world of 2 whose rank 1 never comes: the rendezvous names it as never joined
+// (Note [MPI rendezvous] words it the same for MPI).
+TEST_F(OneRank, GlooRendezvousNamesTheRankThatNeverJoined) {
+#if TB_WITH_GLOO
+  ::setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  ::setenv("TRAINBENCH_GLOO_RUN_ID", ("never_joined_" + std::to_string(::getpid())).c_str(), 1);
+  const std::string e = error_of([&] { new_group("gloo", options(1s, false)); });
+  ::unsetenv("OMPI_COMM_WORLD_RANK");
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  ::unsetenv("TRAINBENCH_GLOO_RUN_ID");
+  EXPECT_NE(e.find("rank 1 never joined"), std::string::npos) << e;
+  EXPECT_EQ(e.find("rank 0 never joined"), std::string::npos) << e;
+#else
+  GTEST_SKIP() << "the gloo backend is not built (libgloo-dev not found)";
+#endif
+}
+
 TEST_F(OneRank, UnknownBackendAndWorldFromEnv) {
   EXPECT_EQ(error_of([&] { new_group("carrier-pigeon", options()); }),
             "new_group: unknown backend 'carrier-pigeon'; known: mpi, gloo, nccl");

@@ -1,0 +1,121 @@
+// Hang scenarios of DistributedDataParallel (Note [Hang scenarios] in hang_launch.cpp): a
+// parameter that stops getting a gradient, and ranks with uneven numbers of batches.
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "engine/dist/ddp/ddp.h"
+#include "engine/nn/linear.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/reduce.h"
+#include "engine/tensor/factories.h"
+#include "suites/scenarios/hang_launch.h"
+#include "suites/scenarios/scenarios.h"
+
+namespace tb::suites {
+
+namespace {
+
+using dist::FindingKind;
+using hang::Outcome;
+using hang::Rank;
+
+// A body and a head; from step `skip_from` on the head is skipped (conditional computation), so
+// its parameters get no gradient.
+struct Branchy : nn::Module {
+  std::shared_ptr<nn::Linear> body = register_module("body", std::make_shared<nn::Linear>(16, 16));
+  std::shared_ptr<nn::Linear> head = register_module("head", std::make_shared<nn::Linear>(16, 16));
+  bool use_head = true;
+  Tensor forward(const Tensor& x) override {
+    Tensor h = (*body)(x);
+    return use_head ? (*head)(h) : h;
+  }
+};
+
+// One DDP training step on 8 rows; the loss is the output's mean square.
+void ddp_step(dist::DistributedDataParallel& ddp, Rank& r) {
+  Tensor x = full({8, 16}, 0.1 * double(r.rank + 1));
+  Tensor y = ddp.forward(x);
+  Tensor loss = ops::mean(ops::mul(y, y));
+  loss.backward();
+  r.write_peak();
+}
+
+const dist::Finding* any_finding(const Outcome& o, FindingKind kind, int rank) {
+  if (!o.dumps) return nullptr;
+  for (const dist::Finding& f : o.dumps->findings)
+    if (f.kind == kind && std::find(f.ranks.begin(), f.ranks.end(), rank) != f.ranks.end()) return &f;
+  return nullptr;
+}
+
+}  // namespace
+
+void register_ddp_hang_scenarios() {
+  hang::register_hang({
+      "ddp_unused_parameter",
+      "under DDP without find_unused_parameters, a layer stops taking part in the loss from some step on",
+      "every rank raises at the end of that backward, naming the parameters that got no gradient",
+      2,
+      [](Rank& r) {
+        r.join();
+        auto model = std::make_shared<Branchy>();
+        dist::DistributedDataParallel ddp(model, r.pg);
+        for (int i = 1; i <= r.plan.steps; ++i) {
+          if (i == r.plan.step) {
+            model->use_head = false;
+            r.fault("the head leaves the loss at step " + std::to_string(i));
+          }
+          ddp_step(ddp, r);
+        }
+      },
+      [](const Outcome& o, std::string& diagnosis) -> std::string {
+        for (int r = 0; r < o.world; ++r) {
+          const std::string& e = o.errors[std::size_t(r)];
+          if (e.find("received no gradient") == std::string::npos || e.find("head.weight") == std::string::npos ||
+              e.find("head.bias") == std::string::npos || e.find("find_unused_parameters") == std::string::npos)
+            return "rank " + std::to_string(r) + " raised '" + e +
+                   "', not the unused-parameter error naming head.weight and head.bias";
+          if (e.find("body.weight") != std::string::npos)
+            return "rank " + std::to_string(r) + " names body.weight, which got its gradient: " + e;
+        }
+        diagnosis = o.errors[0];
+        return {};
+      },
+  });
+
+  hang::register_hang({
+      "ddp_uneven_batches",
+      "under DDP one rank has fewer batches than the others, finishes its loop and leaves (no Join)",
+      "the others' gradient all_reduce is named as one the early rank never issued; the early rank left the group",
+      2,
+      [](Rank& r) {
+        r.join();
+        auto model = std::make_shared<Branchy>();
+        {
+          dist::DistributedDataParallel ddp(model, r.pg);
+          const int batches = r.victim() ? r.plan.step : r.plan.steps;
+          for (int i = 1; i <= batches; ++i) ddp_step(ddp, r);
+          if (r.victim()) r.fault("out of batches after " + std::to_string(batches) + " steps");
+        }
+        r.pg.reset();
+      },
+      [](const Outcome& o, std::string& diagnosis) -> std::string {
+        const int v = o.plan.victim;
+        const dist::Finding* absent = any_finding(o, FindingKind::RankAbsent, v);
+        if (!absent) return "the dumps do not name rank " + std::to_string(v) + " as absent";
+        for (int r = 0; r < o.world; ++r)
+          if (r != v && !any_finding(o, FindingKind::ExtraCollective, r))
+            return "the dumps do not name rank " + std::to_string(r) + "'s all_reduce as one rank " +
+                   std::to_string(v) + " never issued";
+        const std::string who = "rank " + std::to_string(v);
+        bool said = false;
+        for (const std::string& w : o.watchdog_lines)
+          said |= w.find(who) != std::string::npos && w.find("destroyed its process group") != std::string::npos;
+        if (!said) return "no watchdog line says " + who + " destroyed its process group";
+        diagnosis = o.dumps->findings.front().text;
+        return {};
+      },
+  });
+}
+
+}  // namespace tb::suites

@@ -312,6 +312,7 @@ class DcpPlots(unittest.TestCase):
                      "async_blocking_ms": 50.0, "async_blocking_fraction": 0.05 * world, "world": world}
                 if impl == "engine":
                     m["memcpy_gbps"] = 10.0
+                    m["write_floor_gbps"] = 3.0
                 recs.append((None, {"suite": "dcp", "case": f"dcp/gpt/w{world}/{impl}", "kind": "benchmark",
                                     "status": "pass", "metrics": m}))
         return recs
@@ -323,7 +324,7 @@ class DcpPlots(unittest.TestCase):
             self.assertGreater(path.stat().st_size, 5000)
             self.assertIsNone(dist_plots.dcp_throughput([], Path(d) / "none.png"))
         md = "\n".join(dist_plots.dcp_table_md(self.items()))
-        self.assertIn("| gpt | 2 | 4 | 2 | 2.00x | 8 | 4 | 2.00x | 10% | 10 |", md)
+        self.assertIn("| gpt | 2 | 4 | 2 | 2.00x | 8 | 4 | 2.00x | 10% | 10 | 3 |", md)
         failed = [(n, dict(r, status="fail")) for n, r in self.items()]
         self.assertEqual(dist_plots.dcp_table_md(failed), [])
 

@@ -11,8 +11,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include "engine/dist/watchdog.h"
-
 namespace tb::harness {
 namespace {
 
@@ -61,33 +59,6 @@ LaunchResult launch_scenario_ranks(const Scenario& sc, const ScenarioContext& ct
   spec.env["TRAINBENCH_DIST_TIMEOUT"] = std::to_string(ctx.timeout_s);
   spec.echo = ctx.echo;
   return launch(spec);
-}
-
-std::vector<long> run_dir_processes(const std::filesystem::path& run_dir, std::chrono::milliseconds grace) {
-  const std::string want = "TRAINBENCH_DIST_DIR=" + run_dir.string();
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  for (;;) {
-    std::vector<long> found;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-      const std::string n = e.path().filename().string();
-      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) continue;
-      const long pid = std::stol(n);
-      if (pid == long(::getpid()) || !dist::process_alive(pid)) continue;
-      std::ifstream in(e.path() / "environ", std::ios::binary);  // unreadable (another user's): skipped
-      const std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      for (std::size_t at = 0; at < env.size();) {
-        const std::size_t end = std::min(env.find('\0', at), env.size());
-        if (env.compare(at, end - at, want) == 0) {
-          found.push_back(pid);
-          break;
-        }
-        at = end + 1;
-      }
-    }
-    if (found.empty() || std::chrono::steady_clock::now() >= deadline) return found;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
 }
 
 std::vector<Record> run_scenarios(const ScenarioRunOptions& o) {

@@ -53,11 +53,6 @@ const Scenario* find_scenario(const std::string& name);
 LaunchResult launch_scenario_ranks(const Scenario& sc, const ScenarioContext& ctx, int ranks,
                                    const std::map<std::string, std::string>& env, std::chrono::seconds outer_timeout);
 
-// The processes still running whose environment has TRAINBENCH_DIST_DIR = `run_dir` (what a launch
-// into that run dir left behind: orphans), after waiting up to `grace` for them to end (mpirun
-// may still be reaping). This process is never counted.
-std::vector<long> run_dir_processes(const std::filesystem::path& run_dir, std::chrono::milliseconds grace);
-
 struct ScenarioRunOptions {
   std::vector<std::string> names;
   int seeds = 1;

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-
 namespace tb::harness {
 
 struct ScenarioOptions {

@@ -32,9 +32,10 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 TEST(ScenarioCli, ListShowsEveryHangScenario) {
   const auto res = trainbench({"scenario", "list"});
   ASSERT_EQ(res.exit_code, 0) << res.out << res.err;
-  for (const char* name : {"hang/rank_exits", "hang/frozen_rank", "hang/op_mismatch", "hang/shape_mismatch",
-                           "hang/dtype_mismatch", "hang/barrier_skipped", "hang/extra_collective", "hang/rank_throws",
-                           "hang/rank_never_starts", "hang/ddp_unused_parameter", "hang/ddp_uneven_batches"})
+  for (const char* name :
+       {"hang/rank_exits", "hang/frozen_rank", "hang/op_mismatch", "hang/shape_mismatch", "hang/dtype_mismatch",
+        "hang/barrier_skipped", "hang/extra_collective", "hang/rank_throws", "hang/rank_never_starts",
+        "hang/ddp_unused_parameter", "hang/ddp_uneven_batches", "hang/ddp_uneven_batches_join", "hang/straggler"})
     EXPECT_TRUE(has(res.out, std::string(name) + "\n") || has(res.out, std::string(name) + "  (")) << name << res.out;
   EXPECT_TRUE(has(res.out, "  fault:     ")) << res.out;
   EXPECT_TRUE(has(res.out, "  diagnosis: ")) << res.out;
@@ -53,9 +54,11 @@ TEST(ScenarioCli, BadRegexIsAnError) {
 }
 
 TEST(ScenarioCli, BadOptionsAreErrors) {
-  for (const std::vector<std::string>& bad :
-       {std::vector<std::string>{"--seeds", "0"}, {"--seeds", "x"}, {"--seeds", "-3"}, {"--backend", "nccl"},
-        {"--timeout", "0"}}) {
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--seeds", "0"},
+                                              {"--seeds", "x"},
+                                              {"--seeds", "-3"},
+                                              {"--backend", "nccl"},
+                                              {"--timeout", "0"}}) {
     std::vector<std::string> args = {"scenario", "run", "hang/op_mismatch"};
     args.insert(args.end(), bad.begin(), bad.end());
     const auto res = trainbench(args);
@@ -75,8 +78,9 @@ TEST(ScenarioCli, ScenariosRunEndToEnd) {
   const fs::path dir = fs::temp_directory_path() / ("tb_scenario_cli_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const fs::path json = dir / "s.json";
-  const auto res = trainbench(
-      {"scenario", "run", "^hang/(rank_exits|op_mismatch)$", "--timeout", "3", "--json", json.string()}, 170);
+  const auto res = trainbench({"scenario", "run", "^hang/(rank_exits|op_mismatch)$", "--timeout", "3", "--json",
+                               json.string()},
+                              170);
   ASSERT_EQ(res.exit_code, 0) << res.out << res.err;
   EXPECT_TRUE(has(res.out, "4 passed, 0 failed, 0 skipped")) << res.out;
   std::ifstream in(json);

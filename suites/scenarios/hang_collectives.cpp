@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <regex>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -47,8 +48,7 @@ Check missing_rank_check(const std::string& watchdog_says) {
     const dist::Finding* f = o.finding(FindingKind::RankAbsent, o.plan.victim, S);
     if (!f) f = o.finding(FindingKind::Lagging, o.plan.victim, S);
     if (!f)
-      return "the dumps do not name rank " + std::to_string(o.plan.victim) + " as absent or lagging at " +
-             seq_text(S);
+      return "the dumps do not name rank " + std::to_string(o.plan.victim) + " as absent or lagging at " + seq_text(S);
     const std::string who = "rank " + std::to_string(o.plan.victim);
     for (const std::string& w : o.watchdog_lines)
       if (w.find(who) != std::string::npos && w.find(watchdog_says) != std::string::npos &&
@@ -174,7 +174,8 @@ void register_hang_scenarios() {
         // Identical calls line up one off until the others run out: the victim's last is the extra.
         const uint64_t S = uint64_t(o.plan.steps) + 1;
         const dist::Finding* f = o.finding(FindingKind::ExtraCollective, o.plan.victim, S);
-        if (!f) return "the dumps do not name rank " + std::to_string(o.plan.victim) + "'s extra collective " + seq_text(S);
+        if (!f)
+          return "the dumps do not name rank " + std::to_string(o.plan.victim) + "'s extra collective " + seq_text(S);
         diagnosis = f->text;
         return {};
       },
@@ -232,6 +233,41 @@ void register_hang_scenarios() {
           }
         }
         return "nothing names " + who + " as never joined";
+      },
+  });
+
+  hang::register_hang({
+      "straggler",
+      "one rank is slow before a collective (3/4 of the timeout: a slow data loader, a noisy neighbour) but "
+      "not hung",
+      "a straggler report names the rank, its lag and the collective; training goes on and every rank finishes",
+      2,
+      train_with([](Rank& r) {
+        const double lag = 0.75 * r.ctx.timeout_s;
+        r.fault("sleeps " + std::to_string(lag) + " s before collective #" + std::to_string(r.plan.step));
+        std::this_thread::sleep_for(std::chrono::duration<double>(lag));
+        r.step();
+        r.diagnosed("the late collective completed: its straggler report is out");
+      }),
+      [](const Outcome& o, std::string& diagnosis) -> std::string {
+        if (o.launch.exit_code != 0)
+          return "training did not go on: the job exited " + std::to_string(o.launch.exit_code);
+        const std::regex line(
+            "trainbench: straggler: rank (\\d+) arrived ([0-9.]+) s after the others at collective "
+            "#(\\d+) (\\w+)[^\n]*");
+        std::string all;
+        for (const std::string& out : o.launch.rank_output) all += out;
+        std::smatch m;
+        if (!std::regex_search(all, m, line)) return "no straggler report";
+        const double lag = std::stod(m[2]), want = 0.75 * o.timeout_s;
+        if (std::stoi(m[1]) != o.plan.victim || std::stoull(m[3]) != uint64_t(o.plan.step) || m[4] != "all_reduce")
+          return "the straggler report names another rank or collective: " + m.str();
+        // The lag is measured from the last on-time arrival; the fault's own delay adds to it.
+        if (lag < 0.8 * want || lag > want + 1.5)
+          return "the reported lag " + m[2].str() + " s is not the injected ~" + std::to_string(want) +
+                 " s: " + m.str();
+        diagnosis = m.str();
+        return {};
       },
   });
 

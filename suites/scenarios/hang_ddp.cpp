@@ -1,10 +1,13 @@
 // Hang scenarios of DistributedDataParallel (Note [Hang scenarios] in hang_launch.cpp): a
 // parameter that stops getting a gradient, and ranks with uneven numbers of batches.
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 
 #include "engine/dist/ddp/ddp.h"
+#include "engine/dist/ddp/join.h"
+#include "engine/core/error.h"
 #include "engine/nn/linear.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
@@ -39,6 +42,16 @@ void ddp_step(dist::DistributedDataParallel& ddp, Rank& r) {
   Tensor loss = ops::mean(ops::mul(y, y));
   loss.backward();
   r.write_peak();
+}
+
+double param_sum(nn::Module& m) {
+  double s = 0;
+  for (const Tensor& p : m.parameters()) {
+    const Tensor c = p.contiguous();
+    const float* d = c.data_ptr<float>();
+    for (int64_t i = 0; i < c.numel(); ++i) s += d[i];
+  }
+  return s;
 }
 
 const dist::Finding* any_finding(const Outcome& o, FindingKind kind, int rank) {
@@ -112,9 +125,60 @@ void register_ddp_hang_scenarios() {
         for (const std::string& w : o.watchdog_lines)
           said |= w.find(who) != std::string::npos && w.find("destroyed its process group") != std::string::npos;
         if (!said) return "no watchdog line says " + who + " destroyed its process group";
+        bool labelled = false;  // the call site of the collective the others wait in
+        for (const std::string& w : o.watchdog_lines) labelled |= w.find("label ddp/bucket") != std::string::npos;
+        if (!labelled) return "no watchdog line names the DDP bucket (label ddp/bucket ...) the others wait in";
         diagnosis = o.dumps->findings.front().text;
         return {};
       },
+  });
+
+  hang::register_hang({
+      "ddp_uneven_batches_join",
+      "the same uneven batches, trained under a Join context (the remedy)",
+      "no hang: every rank finishes, the early rank shadows the others' remaining steps, the replicas end equal",
+      2,
+      [](Rank& r) {
+        r.join();
+        auto model = std::make_shared<Branchy>();
+        {
+          dist::DistributedDataParallel ddp(model, r.pg);
+          dist::Join join(ddp);
+          const int batches = r.victim() ? r.plan.step : r.plan.steps;
+          for (int i = 1; i <= batches; ++i) ddp_step(ddp, r);
+          if (r.victim()) r.fault("out of batches after " + std::to_string(batches) + " steps");
+          const int64_t shadowed = join.join();
+          // Every replica must end equal: the largest and smallest parameter sum over ranks agree.
+          const double local = param_sum(*model);
+          Tensor ext = full({2}, 0.0, DType::Float64);
+          ext.data_ptr<double>()[0] = local;
+          ext.data_ptr<double>()[1] = -local;
+          r.pg->all_reduce(ext, dist::ReduceOp::Max)->wait();
+          TB_CHECK(ext.data_ptr<double>()[0] == -ext.data_ptr<double>()[1], "scenario",
+                   "the replicas differ after Join: parameter sums from ", -ext.data_ptr<double>()[1], " to ",
+                   ext.data_ptr<double>()[0]);
+          std::fprintf(stderr, "scenario: rank %d: joined after %d batches, shadowed %lld\n", r.rank, batches,
+                       static_cast<long long>(shadowed));
+        }
+        r.pg.reset();
+      },
+      [](const Outcome& o, std::string& diagnosis) -> std::string {
+        if (o.launch.exit_code != 0) return "the job exited " + std::to_string(o.launch.exit_code);
+        for (int r = 0; r < o.world; ++r)
+          if (!o.errors[std::size_t(r)].empty())
+            return "rank " + std::to_string(r) + " raised: " + o.errors[std::size_t(r)];
+        const int v = o.plan.victim, shadow = o.plan.steps - o.plan.step;
+        const std::string want = "scenario: rank " + std::to_string(v) + ": joined after " +
+                                 std::to_string(o.plan.step) + " batches, shadowed " + std::to_string(shadow);
+        if (o.launch.rank_output[std::size_t(v)].find(want) == std::string::npos)
+          return "rank " + std::to_string(v) + " did not say '" + want + "'";
+        diagnosis = "every rank finished under Join; rank " + std::to_string(v) + " shadowed the others' last " +
+                    std::to_string(shadow) + " steps; the replicas are equal";
+        return {};
+      },
+      {},
+      false,
+      /*remedy=*/true,
   });
 }
 

@@ -4,14 +4,14 @@
 // and inject one fault at a step, rank and delay drawn from the seed (fault_plan). The ranks
 // leave in the run dir: rank<R>.pid, fault_rank<R>.txt (realtime ns of the fault), error_rank<R>.txt
 // (realtime ns and the exception a rank raised: long lines are kept out of mpirun's tagged
-// output, which can cut them) and peak_rank<R>.txt; the watchdog adds flight_recorder_rank<R>.json.
+// output, which can cut them), diagnosed_rank<R>.txt (realtime ns of a diagnosis that is not an
+// error, e.g. a straggler report) and peak_rank<R>.txt; the watchdog adds flight_recorder_rank<R>.json.
 // The parent merges the dumps (dist::analyze_dumps, as `trainbench analyze` does) and the
 // scenario's check decides whether the expected diagnosis came out. time_to_diagnosis_s runs from
-// the fault to the first diagnosis written (an error file or a dump); the outer timeout is the
+// the fault to the first diagnosis written (an error, a diagnosed stamp or a dump); the outer timeout is the
 // collective timeout + 15 s, and reaching it fails the scenario (outer_kill).
 #include "suites/scenarios/hang_launch.h"
 
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "engine/core/error.h"
+#include "engine/dist/call_site.h"
 #include "engine/dist/watchdog.h"
 #include "engine/memory/allocator.h"
 #include "engine/tensor/factories.h"
@@ -83,7 +84,7 @@ void write_stamped(const fs::path& p, const std::string& text) {
 FaultPlan fault_plan(int seed, int world) {
   std::mt19937 rng(uint32_t(seed) * 2654435761u + 0x5eedu);
   FaultPlan p;
-  p.step = 2 + int(rng() % 5);                     // collective #2..#6: the group has run
+  p.step = 2 + int(rng() % 5);                                      // collective #2..#6: the group has run
   p.victim = world > 1 ? 1 + int(rng() % uint32_t(world - 1)) : 0;  // never rank 0: it reports
   p.delay_ms = int(rng() % 200);
   p.steps = p.step + 2;
@@ -93,7 +94,8 @@ FaultPlan fault_plan(int seed, int world) {
 Rank::Rank(const harness::ScenarioContext& c, int w) : ctx(c), plan(fault_plan(c.seed, w)), world(w) {
   const dist::WorldInfo info = dist::world_from_env();
   rank = info.rank;
-  TB_CHECK(info.size == w, "scenario", "launched with " + std::to_string(info.size) + " ranks, wants " + std::to_string(w));
+  TB_CHECK(info.size == w, "scenario",
+           "launched with " + std::to_string(info.size) + " ranks, wants " + std::to_string(w));
   std::ofstream(rank_file(ctx.run_dir, "pid", rank)) << ::getpid() << '\n';
 }
 
@@ -104,7 +106,10 @@ void Rank::join() {
 
 void Rank::step() {
   Tensor g = full({1024}, double(rank + 1));
-  pg->all_reduce(g)->wait();
+  {
+    dist::CallSite site("train/grad sync");
+    pg->all_reduce(g)->wait();
+  }
   const float want = float(world * (world + 1) / 2);
   TB_CHECK(g.data_ptr<float>()[0] == want, "scenario", "all_reduce gave " + std::to_string(g.data_ptr<float>()[0]));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the step's compute
@@ -117,6 +122,8 @@ void Rank::fault(const std::string& what) {
   std::fprintf(stderr, "scenario: rank %d: fault at step %d: %s\n", rank, plan.step, what.c_str());
   std::fflush(stderr);
 }
+
+void Rank::diagnosed(const std::string& what) const { write_stamped(rank_file(ctx.run_dir, "diagnosed", rank), what); }
 
 void Rank::write_peak() const {
   std::ofstream(rank_file(ctx.run_dir, "peak", rank)) << memory::cpu_allocator().stats().peak_allocated_bytes << '\n';
@@ -178,11 +185,10 @@ void register_hang(HangScenario s) {
       Outcome o;
       o.world = shared->world;
       o.plan = fault_plan(ctx.seed, shared->world);
+      o.timeout_s = ctx.timeout_s;
       fs::remove_all(ctx.run_dir);
       const auto outer = std::chrono::seconds(long(ctx.timeout_s + 15.5));
       o.launch = harness::launch_scenario_ranks(*me, ctx, shared->world, shared->env, outer);
-      const std::vector<long> left = harness::run_dir_processes(ctx.run_dir, std::chrono::seconds(3));
-      for (long pid : left) ::kill(pid_t(pid), SIGKILL);  // never leave one behind, but count it
       // What the ranks left.
       std::optional<double> fault_at, diagnosed_at;
       const auto earliest = [](std::optional<double>& acc, double t) {
@@ -192,6 +198,7 @@ void register_hang(HangScenario s) {
       for (int r = 0; r < o.world; ++r) {
         std::string err;
         if (auto t = stamped_time(rank_file(ctx.run_dir, "error", r), &err)) earliest(diagnosed_at, *t);
+        if (auto t = stamped_time(rank_file(ctx.run_dir, "diagnosed", r))) earliest(diagnosed_at, *t);
         o.errors.push_back(err);
         if (auto t = stamped_time(rank_file(ctx.run_dir, "fault", r))) earliest(fault_at, *t);
         const fs::path dump = rank_file(ctx.run_dir, "flight_recorder", r, ".json");
@@ -216,7 +223,7 @@ void register_hang(HangScenario s) {
       }
       rec.metrics["ranks_started"] = started;
       rec.metrics["ranks_ended"] = ended;
-      rec.metrics["orphans"] = double(left.size());
+      rec.metrics["orphans"] = o.launch.orphans;  // the launcher killed them; they fail the run
       rec.metrics["outer_kill"] = o.launch.timed_out ? 1 : 0;
       rec.metrics["launch_s"] = o.launch.seconds;
       rec.metrics["timeout_s"] = ctx.timeout_s;
@@ -227,10 +234,10 @@ void register_hang(HangScenario s) {
       std::string problem = shared->check(o, diagnosis);
       if (problem.empty() && o.launch.timed_out)
         problem = "the ranks ran into the outer timeout (" + std::to_string(outer.count()) + " s)";
-      if (problem.empty() && !left.empty())
-        problem = std::to_string(left.size()) + " process(es) outlived the launch (killed now)";
+      if (problem.empty() && o.launch.orphans > 0)
+        problem = std::to_string(o.launch.orphans) + " process(es) of the run outlived the launch";
       if (problem.empty() && ended != started) problem = "a rank was still running after the launch";
-      if (problem.empty() && !rec.metrics.contains("time_to_diagnosis_s"))
+      if (problem.empty() && !shared->remedy && !rec.metrics.contains("time_to_diagnosis_s"))
         problem = "no fault moment or no diagnosis was recorded (time_to_diagnosis_s unknown)";
       if (problem.empty()) {
         rec.status = harness::Status::Pass;

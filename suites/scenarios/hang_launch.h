@@ -37,11 +37,15 @@ struct Rank {
   Rank(const harness::ScenarioContext& ctx, int world);
   // Creates the process group on ctx.backend.
   void join();
-  // One training step's gradient sync: all_reduce of 1024 float32 (sum); checks the sum.
+  // One training step's gradient sync: all_reduce of 1024 float32 (sum) at call site
+  // "train/grad sync"; checks the sum.
   void step();
   // Writes the fault moment (fault_rank<R>.txt) and sleeps the plan's delay: call it right before
   // the faulty action.
   void fault(const std::string& what);
+  // Stamps the moment a diagnosis that is not an error came out (diagnosed_rank<R>.txt), e.g. the
+  // end of a collective a straggler report is printed for.
+  void diagnosed(const std::string& what) const;
   // The engine allocator's peak so far, written to peak_rank<R>.txt (the record's peak bytes).
   void write_peak() const;
   bool victim() const { return rank == plan.victim; }
@@ -55,6 +59,7 @@ int rank_main(const harness::ScenarioContext& ctx, int world, const std::functio
 struct Outcome {
   FaultPlan plan;
   int world = 0;
+  double timeout_s = 0;  // the collective timeout the ranks had
   harness::LaunchResult launch;
   std::vector<std::string> errors;          // per rank: the exception it raised ("" none)
   std::vector<std::string> watchdog_lines;  // per rank: its watchdog's line ("" none)
@@ -76,11 +81,15 @@ struct HangScenario {
   Check check;
   std::map<std::string, std::string> env;  // extra environment for the ranks
   bool quick = false;                      // in `trainbench all`'s short set (harness::Scenario::quick)
+  // The fix shown working (e.g. Join for uneven batches): no fault to diagnose, so no
+  // time_to_diagnosis_s is required; the check says what a correct finish looks like.
+  bool remedy = false;
 };
 
 // Registers `s` as "hang/<name>": its run launches `world` ranks with an outer timeout of the
 // collective timeout + 15 s, checks the outcome and fills the record (metrics
-// time_to_diagnosis_s, ranks_ended, orphans, outer_kill, launch_s, peak_bytes_rank<R>).
+// time_to_diagnosis_s, ranks_ended, orphans (the launcher's count), outer_kill, launch_s,
+// peak_bytes_rank<R>).
 void register_hang(HangScenario s);
 
 // "collective #S differs between ranks" naming both sides: every rank that raised must say it

@@ -89,6 +89,9 @@ void register_hang_scenarios() {
       train_with([](Rank& r) {
         r.fault("SIGSTOP before collective #" + std::to_string(r.plan.step));
         ::raise(SIGSTOP);
+        // Resumed only by the launcher ending the job (SIGCONT before its SIGTERM): a frozen host
+        // does nothing more, so neither does this rank.
+        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
       }),
       missing_rank_check("never arrived at"),
   });
@@ -158,7 +161,7 @@ void register_hang_scenarios() {
       "one rank issues one all_reduce more than the others (a metric synced on one rank only), then the others "
       "finish and leave",
       "the extra collective is named on the rank that issued it: the others finished and left before it",
-      2,
+      3,
       [](Rank& r) {
         r.join();
         for (int i = 1; i <= r.plan.steps; ++i) {
@@ -218,22 +221,40 @@ void register_hang_scenarios() {
         for (int i = 1; i <= r.plan.steps; ++i) r.step();
       },
       [](const Outcome& o, std::string& diagnosis) -> std::string {
-        const std::string who = "rank " + std::to_string(o.plan.victim);
-        if (o.dumps)
-          for (const dist::Finding& f : o.dumps->findings)
-            if (f.kind == FindingKind::RankNeverJoined && f.ranks == std::vector<int>{o.plan.victim}) {
-              diagnosis = f.text;
-              return {};
-            }
-        for (int r = 0; r < o.world; ++r) {
-          const std::string& e = o.errors[std::size_t(r)];
-          if (r != o.plan.victim && e.find(who) != std::string::npos) {
-            diagnosis = e;
-            return {};
+        const int v = o.plan.victim;
+        if (o.backend == "mpi") {
+          // MPI_Init waits for every rank with no timeout of its own: the launcher's outer timeout
+          // ends the job, and its stacks show the others inside MPI's init, the victim outside it.
+          if (!o.launch.timed_out)
+            return "the job ended before the outer timeout (exit " + std::to_string(o.launch.exit_code) + ")";
+          if (o.launch.stacks.size() != std::size_t(o.world)) return "no stacks at the outer timeout";
+          for (int r = 0; r < o.world; ++r) {
+            const bool in_init = o.launch.stacks[std::size_t(r)].find("mpi_init") != std::string::npos;
+            if (in_init == (r == v))
+              return "rank " + std::to_string(r) + "'s stack " + (in_init ? "is" : "is not") +
+                     " in MPI's init: " + harness::short_stack(o.launch.stacks[std::size_t(r)]);
           }
+          diagnosis = "the launcher's outer timeout: every rank but " + std::to_string(v) +
+                      " waits in MPI_Init (ompi_mpi_init in its stack); rank " + std::to_string(v) + " never got there";
+          return {};
         }
-        return "nothing names " + who + " as never joined";
+        // Gloo: the rendezvous names the missing rank's address key, <prefix>/<group>/<rank>.
+        for (int r = 0; r < o.world; ++r) {
+          if (r == v) continue;
+          const std::string& e = o.errors[std::size_t(r)];
+          const std::regex key("rendezvous of rank " + std::to_string(r) + " of " + std::to_string(o.world) +
+                               "[^\\n]*Wait timeout for key\\(s\\): [^ ;]*/" + std::to_string(v) + ";");
+          if (!std::regex_search(e, key))
+            return "rank " + std::to_string(r) + " did not report rank " + std::to_string(v) +
+                   "'s missing rendezvous key: " + e;
+          if (diagnosis.empty()) diagnosis = e;
+        }
+        return {};
       },
+      {},
+      false,
+      false,
+      /*outer_kill_expected=*/{"mpi"},
   });
 
   hang::register_hang({

@@ -59,6 +59,7 @@ int rank_main(const harness::ScenarioContext& ctx, int world, const std::functio
 struct Outcome {
   FaultPlan plan;
   int world = 0;
+  std::string backend;
   double timeout_s = 0;  // the collective timeout the ranks had
   harness::LaunchResult launch;
   std::vector<std::string> errors;          // per rank: the exception it raised ("" none)
@@ -84,6 +85,9 @@ struct HangScenario {
   // The fix shown working (e.g. Join for uneven batches): no fault to diagnose, so no
   // time_to_diagnosis_s is required; the check says what a correct finish looks like.
   bool remedy = false;
+  // Backends where the launcher's outer timeout is the expected end (MPI_Init has no timeout of
+  // its own): there the run passes with outer_kill 1 when the check accepts the stacks.
+  std::vector<std::string> outer_kill_expected;
 };
 
 // Registers `s` as "hang/<name>": its run launches `world` ranks with an outer timeout of the

@@ -215,6 +215,9 @@ void register_hang(HangScenario s) {
         std::ifstream(rank_file(ctx.run_dir, "pid", r)) >> pid;
         if (pid > 0) {
           ++started;
+          // A rank the launcher killed last may take a moment to go (the signal, the reaping).
+          for (int i = 0; i < 30 && dist::process_alive(pid); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
           ended += !dist::process_alive(pid);
         }
         const std::string peak = read_text(rank_file(ctx.run_dir, "peak", r));

@@ -155,6 +155,13 @@ const dist::Finding* Outcome::finding(dist::FindingKind kind, int rank, uint64_t
   return nullptr;
 }
 
+std::string Outcome::clean_finish() const {
+  if (launch.exit_code != 0) return "the job exited " + std::to_string(launch.exit_code);
+  for (int r = 0; r < world; ++r)
+    if (!errors[std::size_t(r)].empty()) return "rank " + std::to_string(r) + " raised: " + errors[std::size_t(r)];
+  return {};
+}
+
 std::string Outcome::all(std::size_t lines) const {
   std::string s = launch.diagnosis(lines);
   for (int r = 0; r < world; ++r)

@@ -471,8 +471,9 @@ int main(int argc, char** argv) {
   add_peak_options(report, o);
   report->add_option("json", o.inputs, "Result JSON files")->required()->type_name("JSON");
 
-  CLI::App* all = app.add_subcommand("all",
-                                     "The main job: tests and benchmarks of the default suites, one JSON, the report");
+  CLI::App* all = app.add_subcommand(
+      "all",
+      "The main job: tests and benchmarks of the default suites and the short scenario set, one JSON, the report");
   add_run_options(all, o, "all");
   add_bench_options(all, o);
   all->add_option("--out", o.report_out, "Report folder; default: report/ beside the JSON")->type_name("DIR");

@@ -20,6 +20,7 @@
 #include "suites/opfuzz/opfuzz.h"
 #include "suites/optim/optim_suite.h"
 #include "suites/ops/op_case.h"
+#include "suites/scenarios/scenarios.h"
 #include "suites/training/training_bench.h"
 
 namespace tb::suites {
@@ -193,6 +194,8 @@ void register_all() {
     s.peer = [](int world, const harness::CaseFilter& wanted) { return comm_peer(world, wanted); };
     harness::register_suite(std::move(s));
   }
+  register_hang_scenarios();
+  register_scenario_soak();
 }
 
 }  // namespace tb::suites

@@ -7,6 +7,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/variable.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
 #include "engine/tensor/factories.h"
@@ -193,6 +194,9 @@ TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool 
       for (size_t k = 0; k < grads.size(); ++k)
         if (!grads[k].defined()) grads[k] = zeros(n->outputs[k].sizes, n->outputs[k].dtype);
       TensorList received = n->post_hooks.empty() ? TensorList{} : grads;
+      // What the formula allocates is named after its node ("MmBackward0") in OOM reports and
+      // memory snapshots; intern() is a lookup once the name is known (no allocation).
+      memory::OpScope op_scope(memory::intern(n->name()));
       outs = n->apply(std::move(grads));
       for (auto& h : n->post_hooks) h(outs, received);
     }

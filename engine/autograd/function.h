@@ -18,14 +18,19 @@
 #include "engine/autograd/node.h"
 #include "engine/autograd/variable.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
 
 namespace tb::autograd {
 
 // Runs a forward kernel with grad mode off, so the views and copies it makes inside join no
 // graph. View ops must not use it: their results are views tracked by the tensor hooks.
-// What it allocates while grad mode is on is counted as activation memory (Note [Memory tags]).
+// What it allocates while grad mode is on is counted as activation memory (Note [Memory tags]),
+// under the op's name for the OOM report and the memory snapshot (engine/memory/site.h): by
+// default the calling function's name ("matmul" for tb::matmul), a static string. An enclosing
+// op (a composite op, an optimizer step) keeps its own name.
 template <typename F>
-auto kernel(F&& f) {
+auto kernel(F&& f, const char* op = __builtin_FUNCTION()) {
+  memory::OpScope op_scope(op, /*keep_outer=*/true);
   memory::TagGuard tag(grad_mode_enabled() ? memory::Tag::Activation : memory::TagGuard::current(),
                        /*keep_outer=*/true);
   NoGradGuard no_grad;

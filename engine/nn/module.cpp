@@ -2,11 +2,13 @@
 #include "engine/nn/module.h"
 
 #include <sstream>
+#include <unordered_map>
 
 #include "engine/autograd/checkpoint.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/dtype.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
 #include "engine/tensor/factories.h"
 
 namespace tb::nn {
@@ -34,6 +36,75 @@ std::string shape_str(const Shape& s) {
   os << ']';
   return os.str();
 }
+
+// Note [Module paths]
+// Allocations made in a module's forward carry its path (memory::ModuleScope), as
+// named_modules() names it from the module that was called first: "blocks.3.mlp.fc1"; that root
+// is named by its type ("GPT"). A module does not know its parent, so the path is found the first
+// time a module runs under a given parent path (a search of the parent's descendants) and kept in
+// a per-thread table by module address: later calls check that the parent path is the same and
+// that the parent's child of that name is this module (so a new module at a freed module's
+// address is never given the old path), one string lookup. Paths are interned
+// (memory::intern), so the steady state allocates nothing. (The table is outside Module so that
+// module.h, included by most of the project, stays as it is.)
+namespace {
+
+struct SitePath {
+  const char* parent = nullptr;  // the calling module's path (null at the root)
+  const char* path = nullptr;    // this module's
+  const char* prefix = nullptr;  // what its children's names follow: "" at the root, else path + "."
+  std::string child;             // its name among the parent's direct children ("" if deeper)
+};
+
+struct Running {
+  const Module* module = nullptr;
+  const char* path = nullptr;
+  const char* prefix = nullptr;
+};
+thread_local Running t_running;
+thread_local std::unordered_map<const Module*, SitePath> t_paths;
+
+const SitePath& site_path(const Module& self) {
+  const Running parent = t_running;
+  auto [it, fresh] = t_paths.try_emplace(&self);
+  SitePath& sp = it->second;
+  if (!fresh && sp.parent == parent.path &&
+      (!parent.module || (!sp.child.empty() && parent.module->child(sp.child).get() == &self)))
+    return sp;
+  std::string path, child;
+  if (!parent.module) {
+    path = self.type_name();
+  } else {
+    for (const auto& [n, m] : parent.module->named_children())
+      if (m.get() == &self) child = n;
+    std::string name = child.empty() ? "(" + self.type_name() + ")" : child;  // "(Linear)": not registered
+    if (child.empty())
+      for (const auto& [n, m] : parent.module->named_modules())
+        if (m == &self && !n.empty()) {
+          name = n;  // a deeper descendant the parent calls itself
+          break;
+        }
+    path = std::string(parent.prefix) + name;
+  }
+  sp = {parent.path, memory::intern(path), parent.module ? memory::intern(path + ".") : "", child};
+  return sp;
+}
+
+// Sets the running module (and the allocator's module path) while a forward runs.
+class RunningScope {
+ public:
+  explicit RunningScope(const Module& m) : prev_(t_running), sp_(site_path(m)), site_(sp_.path) {
+    t_running = {&m, sp_.path, sp_.prefix};
+  }
+  ~RunningScope() { t_running = prev_; }
+
+ private:
+  Running prev_;
+  const SitePath& sp_;  // t_paths's nodes never move
+  memory::ModuleScope site_;
+};
+
+}  // namespace
 
 Module::Module(std::string type_name) : type_name_(std::move(type_name)), hooks_(std::make_shared<HookStore>()) {}
 
@@ -309,6 +380,7 @@ Tensor identity(const Tensor& t) { return t.as_strided(t.sizes(), t.strides(), t
 }  // namespace
 
 Tensor Module::call_with_hooks(const TensorList& inputs_in, const std::function<Tensor(const TensorList&)>& fwd) {
+  RunningScope running(*this);  // names its allocations (Note [Module paths])
   // A forward that records a graph allocates activations (Note [Memory tags]).
   memory::TagGuard tag(autograd::grad_mode_enabled() ? memory::Tag::Activation : memory::TagGuard::current(),
                        /*keep_outer=*/true);

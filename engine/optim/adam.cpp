@@ -17,6 +17,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
 #include "engine/tensor/factories.h"
 
 namespace tb::optim {
@@ -117,6 +118,7 @@ void Adam::check_options(const nlohmann::json& o) const {
 
 void Adam::step() {
   memory::TagGuard tag(memory::Tag::OptimizerState);  // the lazily created state (Note [Memory tags])
+  memory::OpScope op(dynamic_cast<const AdamW*>(this) ? "adamw.step" : "adam.step");  // for OOM reports
   autograd::NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const ParamGroup& group = groups_[gi];

@@ -8,6 +8,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
 #include "engine/tensor/factories.h"
 
 namespace tb::optim {
@@ -153,6 +154,7 @@ StateDict Optimizer::state_dict() const {
 void Optimizer::load_state_dict(const StateDict& sd) {
   memory::TagGuard tag(memory::Tag::OptimizerState);  // the copied state (Note [Memory tags])
   const char* op = "Optimizer.load_state_dict";
+  memory::OpScope op_scope(op);  // for OOM reports
   TB_CHECK(sd.json.is_object() && sd.json.contains("state") && sd.json.contains("param_groups"), op,
            "a state dict needs the keys 'state' and 'param_groups' (got ",
            sd.json.is_object() ? "an object without them" : "no object", ")");

@@ -10,6 +10,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
 
 namespace tb::optim {
 
@@ -80,6 +81,7 @@ void SGD::check_options(const nlohmann::json& o) const {
 
 void SGD::step() {
   memory::TagGuard tag(memory::Tag::OptimizerState);  // the momentum buffers (Note [Memory tags])
+  memory::OpScope op("sgd.step");                     // for OOM reports
   autograd::NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const ParamGroup& group = groups_[gi];

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from . import (DEFAULT_PEAK_GBPS, DEFAULT_PEAK_GFLOPS, DEFAULT_PEAK_GFLOPS_AVX2, default_peak_gflops,
-               dist_plots, html_report, markdown, plots)
+               dist_plots, html_report, markdown, memory_snapshot, plots)
 from .load import LoadError, load_results
 from .output import OutputError
 from .summary import passed_benchmarks, rows_of
@@ -33,7 +33,9 @@ def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="python -m trainbench_reports",
         description="Make PNG plots, report.html and summary.md from trainbench result JSON.")
-    p.add_argument("inputs", nargs="*", metavar="JSON", help="result files (docs/results.md)")
+    p.add_argument("inputs", nargs="*", metavar="JSON",
+                   help="result files (docs/results.md) and memory snapshots (docs/memory.md), "
+                        "whose per-rank timelines are plotted")
     p.add_argument("--out", default="report", metavar="DIR",
                    help="output folder, created if needed (default: ./report)")
     p.add_argument("--peak-gflops", type=_peak, default=None,
@@ -108,6 +110,15 @@ def distributed_plots(rows, out: Path):
     return plots_
 
 
+def memory_plots(snapshots, out: Path):
+    """The per-rank memory timeline, listed only when memory snapshots are among the inputs."""
+    if not snapshots:
+        return []
+    return [("Memory timeline per rank: allocated bytes by tag (memory snapshots)",
+             memory_snapshot.plot_timelines(snapshots, out / "memory_timeline.png"),
+             "No memory snapshot recorded events (set TRAINBENCH_MEMORY_HISTORY).")]
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -135,7 +146,8 @@ def _out_dir(out: Path) -> Path:
 
 
 def _report(args) -> int:
-    results = load_results(args.inputs, args.schema)
+    inputs, snapshots = memory_snapshot.split_inputs(args.inputs)
+    results = load_results(inputs, args.schema)
     if not args.inputs:
         print("trainbench_reports: warning: no input files; writing an empty report",
               file=sys.stderr)
@@ -166,9 +178,10 @@ def _report(args) -> int:
          "No records with curves in the input."),
     ]
     plot_list += distributed_plots(rows, out)
+    plot_list += memory_plots(snapshots, out)
     # Stale plots from an earlier report into the same folder would contradict this one.
     for name in ("speedup.png", "throughput_gflops.png", "throughput_gbps.png", "correctness.png",
-                 "curves.png") + DIST_PNGS:
+                 "curves.png") + DIST_PNGS + ("memory_timeline.png",):
         if not any(png and png.name == name for _, png, _ in plot_list):
             try:
                 (out / name).unlink(missing_ok=True)

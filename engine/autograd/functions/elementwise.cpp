@@ -45,7 +45,7 @@ Tensor unary_record(const char* op, const Tensor& x, const Tensor& out, const Te
 template <typename K>
 Tensor& inplace_from_output(const char* op, Tensor& self, K&& k, GradFn f) {
   check_inplace(self);
-  kernel([&] { return k(self); });
+  kernel([&] { return k(self); }, op);
   record_inplace(op, self, {}, {self},
                  [f](BackwardContext& ctx, const TensorList& g) { return TensorList{f(g[0], ctx.saved(0))}; });
   return self;

@@ -7,6 +7,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/dist/ddp/reducer.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
 #include "engine/tensor/factories.h"
 
 namespace tb::dist {
@@ -34,6 +35,7 @@ void broadcast_coalesced(ProcessGroup& group, const TensorList& tensors, int roo
   if (group.size() == 1) return;
   autograd::NoGradGuard no_grad;
   memory::TagGuard tag(memory::Tag::Communication);
+  memory::OpScope op("ddp.broadcast");  // names its buffers in OOM reports
   std::map<DType, std::vector<const Tensor*>> by_wire;
   for (const Tensor& t : tensors)
     if (t.defined() && t.numel() > 0) by_wire[wire_dtype(t.dtype())].push_back(&t);

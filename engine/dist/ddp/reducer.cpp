@@ -20,6 +20,7 @@
 #include "engine/dist/flight_recorder.h"
 #include "engine/dist/process_group.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
 #include "engine/tensor/factories.h"
 #include "engine/tensor/iterator.h"
 
@@ -153,6 +154,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared
   std::sort(done.begin(), done.end(), [](const Bucket& a, const Bucket& b) { return a.params[0] > b.params[0]; });
   buckets_ = std::move(done);
   memory::TagGuard tag(memory::Tag::Communication);
+  memory::OpScope op("ddp.bucket");  // names the buckets in OOM reports
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& b = buckets_[bi];
     b.flat = zeros({b.numel}, b.dtype);

@@ -18,6 +18,7 @@
 #include "engine/dist/ddp/ddp.h"
 #include "engine/dist/ddp/reducer.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
 #include "engine/tensor/factories.h"
 
 namespace tb::dist {
@@ -211,6 +212,7 @@ void FSDPUnit::start_gather() {
   if (alias || gathered || gather_work || params.empty()) return;
   autograd::NoGradGuard ng;
   memory::TagGuard tag(memory::Tag::Communication);
+  memory::OpScope op("fsdp.all_gather");  // names its buffers in OOM reports
   gather_in = param_dtype == DType::Float32 ? flat : converted(flat, param_dtype);
   if (shard_size == 1) return;  // nothing to exchange: finish_gather copies out of gather_in
   gather_out = empty({int64_t(shard_size) * chunk}, param_dtype);
@@ -287,6 +289,7 @@ void FSDPUnit::launch_reduce() {
   if (params.empty()) return;
   autograd::NoGradGuard ng;
   if (!requires_sync) return;
+  memory::OpScope op("fsdp.reduce_scatter");  // names its buffers in OOM reports
   {
     memory::TagGuard tag(memory::Tag::Communication);
     // Not zeros(): every element is written below (the gradient, or zeros in the padding rows

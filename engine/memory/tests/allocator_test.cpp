@@ -5,17 +5,12 @@
 
 #include "engine/core/tests/error_of.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/tests/fresh.h"
 
 namespace tb::memory {
 namespace {
 
 using testing::error_of;
-
-// A fresh allocator without a cap, whatever TRAINBENCH_MEMORY_LIMIT says.
-struct Fresh {
-  CpuCachingAllocator a;
-  Fresh() { a.set_limit(0); }
-};
 
 TEST(Allocator, SizeClasses) {
   EXPECT_EQ(block_size(0), 0u);
@@ -123,9 +118,10 @@ TEST(Allocator, CapGivesAnOutOfMemoryErrorThatExplains) {
   } catch (const OutOfMemoryError& e) {
     EXPECT_EQ(e.requested(), 768u << 10);
     EXPECT_STREQ(e.what(),
-                 "allocate: out of memory: tried to allocate 768 KiB (tag other) with 512 KiB held by live tensors "
-                 "under a limit of 1 MiB (TRAINBENCH_MEMORY_LIMIT). Held by tag: activation=512 KiB. Largest live "
-                 "blocks: 512 KiB (activation). Reduce the batch size or raise the limit.");
+                 "allocate: out of memory: tried to allocate 768 KiB (786432 bytes, tag other) under a limit of 1 MiB "
+                 "(TRAINBENCH_MEMORY_LIMIT). Held: 512 KiB by live tensors, 0 B cached but free (largest free block "
+                 "0 B), 512 KiB reserved. Held by tag: activation=512 KiB. Largest live blocks: 512 KiB (activation). "
+                 "Reduce the batch size or raise the limit.");
   }
   EXPECT_EQ(f.a.stats().allocated_bytes, 512 << 10) << "a refused request changes nothing";
   // Cached free blocks are returned to the system before the cap refuses a request.

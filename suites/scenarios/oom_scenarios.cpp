@@ -108,7 +108,7 @@ void add_launch_metrics(Record& rec, const Launched& l) {
 
 Record scenario_record(const Scenario& sc) {
   Record rec;
-  rec.suite = "scenario";
+  rec.suite = "scenarios";
   rec.case_name = sc.name;
   rec.kind = "scenario";
   return rec;
@@ -141,6 +141,7 @@ Record guarded(const Scenario& sc, const ScenarioContext& ctx,
 std::string where(const RunResult& r) {
   std::string s = "step " + std::to_string(r.step) + " " + r.phase + ", tag " + (r.tag.empty() ? "?" : r.tag);
   if (!r.op.empty()) s += ", op " + r.op;
+  if (!r.module.empty()) s += " in " + r.module;
   return s + ", " + mib(r.requested) + " requested";
 }
 
@@ -150,6 +151,7 @@ void oom_metrics(Record& rec, const RunResult& fault) {
   rec.metrics["oom_phase"] = fault.phase;
   rec.metrics["oom_tag"] = fault.tag;
   rec.metrics["oom_op"] = fault.op;
+  rec.metrics["oom_module"] = fault.module;
   rec.metrics["oom_requested_bytes"] = fault.requested;
   rec.metrics["time_to_diagnosis_s"] = fault.seconds_to_oom;
 }
@@ -165,6 +167,13 @@ void expect_oom(const RunResult& fault, int step, const std::string& phase, cons
                        " tag " + tag);
   if (fault.error.find("tag " + tag) == std::string::npos)
     failures.push_back("the error text does not name the tag " + tag + ": " + fault.error);
+  // The call site: the op that asked, else the module whose forward ran (an allocation outside
+  // any op's scope, e.g. a layout copy, carries only the module).
+  const std::string site = fault.op.empty() ? fault.module : fault.op;
+  if (site.empty() || fault.error.find(site) == std::string::npos)
+    failures.push_back("the error names neither the op nor the module that asked: " + fault.error);
+  if (fault.snapshot_path.empty() || !fs::exists(fault.snapshot_path))
+    failures.push_back("no memory snapshot was written at the OOM");
 }
 
 // ---- capacity scenarios ----
@@ -175,8 +184,8 @@ struct Capacity {
   // Of the baseline's peak; 0: 3/4 of the way from step 0's forward/backward peak to the peak with
   // the optimizer state (AdamW's state is 2x the parameters, so its first step() cannot fit).
   double cap_fraction = 0;
-  std::string phase, tag;   // where the OOM must come (step 0)
-  std::string what;         // the description
+  std::string phase, tag;  // where the OOM must come (step 0)
+  std::string what;        // the description
 };
 
 std::vector<Capacity> capacity_scenarios() {
@@ -235,6 +244,7 @@ int capacity_rank(const Capacity& c, const ScenarioContext& ctx) {
   TB_CHECK(!base.oom, "oom scenario", "the uncapped baseline ran out of memory: ", base.error);
   s.cap = c.cap_fraction > 0 ? int64_t(c.cap_fraction * double(base.peak_bytes))
                              : base.peak_before_first_step + (base.peak_bytes - base.peak_before_first_step) * 3 / 4;
+  s.snapshot_dir = dir_of(ctx);
   if (cfg.contains("repeat_seeds")) {  // the determinism check: the fault alone, seed after seed
     json faults = json::array();
     for (int seed = 0; seed < cfg.at("repeat_seeds").get<int>(); ++seed) {
@@ -246,12 +256,14 @@ int capacity_rank(const Capacity& c, const ScenarioContext& ctx) {
   }
   const RunResult fault = oom::train_run(s);
   json remedies = json::array();
+  s.snapshot_dir.clear();
   for (const Remedy& r : oom::capacity_remedies()) {
     if (r.fsdp) continue;  // ranks of their own
     s.remedy = r;
     remedies.push_back(oom::train_run(s).to_json());
   }
-  write_result(ctx, 0, {{"baseline", base.to_json()}, {"cap", s.cap}, {"fault", fault.to_json()}, {"remedies", remedies}});
+  write_result(ctx, 0,
+               {{"baseline", base.to_json()}, {"cap", s.cap}, {"fault", fault.to_json()}, {"remedies", remedies}});
   return 0;
 }
 
@@ -306,6 +318,7 @@ Record capacity_run(const Capacity& c, const ScenarioContext& ctx) {
       msg << "; step 0's forward and backward fit (peak " << mib(fault.peak_before_first_step)
           << "): the optimizer's first step() creates its state";
     msg << ".\n  " << fault.error << "\n";
+    if (!fault.snapshot_path.empty()) msg << "  memory snapshot at the OOM: " << fault.snapshot_path << "\n";
     msg << "  remedy                     fits  peak        samples/s  vs uncapped\n";
     msg << "  uncapped baseline          -     " << mib(base.peak_bytes) << "   " << fixed(base.samples_per_s, 1)
         << "   1.00\n";
@@ -350,6 +363,8 @@ int leak_rank(const ScenarioContext& ctx) {
   s.cap = base.peak_bytes + int64_t(kLeakRoom * double(logits));
   s.steps = kLeakSteps;
   s.keep_logits = true;
+  s.sites_each_step = true;
+  s.snapshot_dir = dir_of(ctx);
   if (config(ctx).contains("repeat_seeds")) {  // the determinism check, as for the capacity scenarios
     json faults = json::array();
     for (int seed = 0; seed < config(ctx).at("repeat_seeds").get<int>(); ++seed) {
@@ -360,7 +375,8 @@ int leak_rank(const ScenarioContext& ctx) {
     return 0;
   }
   const RunResult leak = oom::train_run(s);
-  write_result(ctx, 0, {{"baseline", base.to_json()}, {"cap", s.cap}, {"logits_bytes", logits}, {"fault", leak.to_json()}});
+  write_result(ctx, 0,
+               {{"baseline", base.to_json()}, {"cap", s.cap}, {"logits_bytes", logits}, {"fault", leak.to_json()}});
   return 0;
 }
 
@@ -384,8 +400,7 @@ Record leak_run(const ScenarioContext& ctx) {
     const std::vector<int64_t>& held = fault.allocated_after_step;
     const std::vector<int64_t>& act = fault.activation_after_step;
     std::ostringstream msg;
-    msg << "oom/leak: out of memory at " << where(fault) << " under a cap of " << mib(cap)
-        << ". Held after each step:";
+    msg << "oom/leak: out of memory at " << where(fault) << " under a cap of " << mib(cap) << ". Held after each step:";
     for (size_t i = 0; i < held.size(); ++i) msg << " " << mib(held[i]);
     bool steady = held.size() >= 3;
     for (size_t i = 1; i < held.size(); ++i) {
@@ -393,10 +408,29 @@ Record leak_run(const ScenarioContext& ctx) {
       steady = steady && grew == logits && grew_act == logits;
     }
     const int64_t per_step = held.size() >= 2 ? held.back() - held[held.size() - 2] : 0;
+    // The snapshots after each step, by the site that made the live blocks: the site whose bytes
+    // grew by the logits' size at every step is the leak's creating op.
+    const auto& sites = fault.sites_after_step;
+    std::string grower;
+    if (sites.size() >= 3)
+      for (const auto& [site, bytes] : sites.back()) {
+        bool every = true;
+        for (size_t i = 1; i < sites.size() && every; ++i) {
+          const auto prev = sites[i - 1].find(site), now = sites[i].find(site);
+          const int64_t before = prev == sites[i - 1].end() ? 0 : prev->second;
+          every = now != sites[i].end() && now->second - before == logits;
+        }
+        if (every) grower = site;
+      }
+    rec.metrics["leak_site"] = grower;
     rec.metrics["leak_bytes_per_step"] = per_step;
     rec.metrics["steps_before_oom"] = int64_t(held.size());
-    msg << ": +" << mib(per_step) << " per step, all of it tagged activation (the logits, " << mib(logits)
-        << " a step, kept in a list).\n  " << fault.error;
+    msg << ": +" << mib(per_step) << " per step, all of it tagged activation";
+    if (!grower.empty())
+      msg << ", made by " << grower << " (the per-step snapshots: its live bytes grew by " << mib(logits)
+          << " at every step)";
+    msg << ".\n  " << fault.error;
+    if (!fault.snapshot_path.empty()) msg << "\n  memory snapshot at the OOM: " << fault.snapshot_path;
     rec.message = msg.str();
     // Where the last step's request fails (forward or backward) is the cap's business; the
     // diagnosis is the growth before it.
@@ -404,6 +438,134 @@ Record leak_run(const ScenarioContext& ctx) {
     if (!steady)
       failures.push_back("the bytes held did not grow by the logits' " + mib(logits) + " (activation) every step");
     if (fault.step < 3) failures.push_back("the leak ran out of memory before showing its growth");
+    if (grower.empty()) failures.push_back("no site's live bytes grew by the logits' size at every step");
+    else if (grower.find("head") == std::string::npos)
+      failures.push_back("the growing site " + grower + " is not the head that makes the logits");
+  });
+}
+
+// ---- fragmentation ----
+// Sequence lengths that grow step after step (32, 48, ..., 128): each step's activations come in
+// size classes no earlier step made, and the cache serves a request only from its own class. With
+// the cache release off (memory::set_release_cache: memory the allocator cannot give back, as a
+// CUDA segment with a live block in it), the earlier steps' free blocks stay reserved and count
+// against the cap: the request fails with more bytes cached but free than it asks, while the
+// bytes held by live tensors plus the request are under the cap.
+
+const GptShape kFragShape{256, 64, 2, 4, 128, 8};
+const std::vector<int64_t> kFragSeqs{32, 48, 64, 80, 96, 112, 128};
+constexpr double kFragCapFraction = 1.25;  // of the uncapped run's peak (live bytes)
+
+RunSpec frag_spec(const ScenarioContext& ctx) {
+  RunSpec s;
+  s.shape = kFragShape, s.seed = uint64_t(ctx.seed), s.seq_per_step = kFragSeqs, s.steps = int(kFragSeqs.size());
+  return s;
+}
+
+int frag_rank(const ScenarioContext& ctx) {
+  oom::write_pid_file(dir_of(ctx), 0);
+  set_num_threads(1);
+  RunSpec s = frag_spec(ctx);
+  const RunResult base = oom::train_run(s);  // the cache released as needed, no cap: the peak
+  TB_CHECK(!base.oom, "oom scenario", "the uncapped run ran out of memory: ", base.error);
+  s.cap = int64_t(kFragCapFraction * double(base.peak_bytes));
+  s.release_cache = false;
+  s.snapshot_dir = dir_of(ctx);
+  const json cfg = config(ctx);
+  if (cfg.contains("repeat_seeds")) {
+    json faults = json::array();
+    for (int seed = 0; seed < cfg.at("repeat_seeds").get<int>(); ++seed) {
+      s.seed = uint64_t(seed);
+      faults.push_back(oom::train_run(s).to_json());
+    }
+    write_result(ctx, 0, {{"faults", faults}});
+    return 0;
+  }
+  const RunResult fault = oom::train_run(s);
+  s.snapshot_dir.clear();
+  // Remedies: let the allocator return its cache (torch.cuda.empty_cache(), or CUDA's expandable
+  // segments), or pad every batch to one length so every step reuses the same blocks.
+  RunSpec release = s;
+  release.release_cache = true;
+  release.remedy.name = "release_cache";
+  RunSpec padded = s;
+  padded.seq_per_step.clear();
+  padded.remedy.name = "pad_to_max_length";
+  write_result(ctx, 0,
+               {{"baseline", base.to_json()},
+                {"cap", s.cap},
+                {"fault", fault.to_json()},
+                {"remedies", {oom::train_run(release).to_json(), oom::train_run(padded).to_json()}}});
+  return 0;
+}
+
+Record frag_run(const ScenarioContext& ctx) {
+  const Scenario& sc = *harness::find_scenario("oom/fragmentation");
+  return guarded(sc, ctx, [&](Record& rec, std::vector<std::string>& failures) {
+    Launched one = launch(sc, ctx, ctx.run_dir / "fragmentation", 1, {{"mode", "fragmentation"}}, 300);
+    add_launch_metrics(rec, one);
+    if (!one.res.ok() || !one.results[0]) {
+      failures.push_back("the rank failed: " + one.res.diagnosis(20));
+      return;
+    }
+    const json& out = *one.results[0];
+    const RunResult base = RunResult::from_json(out.at("baseline"));
+    const RunResult fault = RunResult::from_json(out.at("fault"));
+    const int64_t cap = out.at("cap");
+    oom_metrics(rec, fault);
+    rec.metrics["cap_bytes"] = cap;
+    rec.metrics["baseline_peak_bytes"] = base.peak_bytes;
+    rec.metrics["peak_bytes_rank0"] = fault.peak_bytes;
+    rec.metrics["cached_free_bytes"] = fault.cached_free;
+    rec.metrics["largest_free_block_bytes"] = fault.largest_free_block;
+    rec.metrics["allocated_bytes_at_oom"] = fault.allocated;
+    const int64_t block = fault.requested > 0 ? int64_t(memory::block_size(size_t(fault.requested))) : 0;
+    std::ostringstream msg;
+    msg << "oom/fragmentation: out of memory at " << where(fault) << " (sequence length "
+        << (fault.step >= 0 && size_t(fault.step) < kFragSeqs.size() ? kFragSeqs[size_t(fault.step)] : 0)
+        << ") under a cap of " << mib(cap) << ": " << mib(fault.allocated) << " held by live tensors + the "
+        << mib(block) << " block asked = " << mib(fault.allocated + block) << " would fit, but "
+        << mib(fault.cached_free) << " sit cached but free in blocks of the earlier lengths' sizes";
+    // The cached blocks at the refusal, from the OOM's snapshot: none of the request's size class
+    // (the cache serves a request only from its own class and never splits a larger block).
+    int64_t cached_blocks = 0, same_class = 0;
+    if (!fault.snapshot_path.empty() && fs::exists(fault.snapshot_path)) {
+      const json snap = oom::read_json(fault.snapshot_path);
+      for (const json& b : snap.at("cached")) {
+        ++cached_blocks;
+        same_class += b.at("size").get<int64_t>() == block ? 1 : 0;
+      }
+    }
+    rec.metrics["cached_blocks_at_oom"] = cached_blocks;
+    msg << " (" << cached_blocks << " blocks, the largest " << mib(fault.largest_free_block) << ", none of the "
+        << mib(block) << " size class), which the allocator may not give back and the cache never splits.\n  "
+        << fault.error << "\n";
+    if (!fault.snapshot_path.empty()) msg << "  memory snapshot at the OOM: " << fault.snapshot_path << "\n";
+    msg << "  remedy               fits  peak\n";
+    int fits = 0;
+    for (const json& j : out.at("remedies")) {
+      const RunResult r = RunResult::from_json(j);
+      rec.metrics["remedy_" + r.remedy + "_fits"] = r.oom ? 0 : 1;
+      rec.metrics["remedy_" + r.remedy + "_peak_bytes"] = r.peak_bytes;
+      fits += r.oom ? 0 : 1;
+      std::string name = r.remedy;
+      name.resize(std::max<size_t>(name.size(), 20), ' ');
+      msg << "  " << name << " " << (r.oom ? "no " : "yes") << "   " << mib(r.peak_bytes);
+      if (r.oom) msg << "   OOM at " << where(r);
+      msg << "\n";
+    }
+    rec.message = msg.str();
+    if (!fault.oom) {
+      failures.push_back("the run with the cache release off did not run out of memory");
+      return;
+    }
+    if (fault.reason != "limit") failures.push_back("the refusal's reason is " + fault.reason + ", not the limit");
+    if (fault.cached_free < int64_t(fault.requested))
+      failures.push_back("the bytes cached but free (" + mib(fault.cached_free) + ") do not exceed the request");
+    if (fault.allocated + block > cap) failures.push_back("live bytes + the request exceed the cap: not fragmentation");
+    if (cached_blocks == 0) failures.push_back("the OOM's snapshot lists no cached blocks");
+    if (same_class > 0) failures.push_back("a cached block of the request's size class existed");
+    if (fits == 0) failures.push_back("no remedy fits under the cap");
   });
 }
 
@@ -422,7 +584,10 @@ int ddp_rank(const ScenarioContext& ctx) {
   s.shape = kDdpShape, s.seed = uint64_t(ctx.seed), s.steps = 2, s.ddp = true, s.group = group;
   const RunResult base = oom::train_run(s);  // every rank: the uncapped peak
   TB_CHECK(!base.oom, "oom scenario", "the uncapped DDP run ran out of memory: ", base.error);
-  if (rank == kDdpOomRank) s.cap = int64_t(kDdpCapFraction * double(base.peak_bytes));
+  if (rank == kDdpOomRank) {
+    s.cap = int64_t(kDdpCapFraction * double(base.peak_bytes));
+    s.snapshot_dir = dir_of(ctx);
+  }
   s.steps = 4;
   const RunResult r = oom::train_run(s);
   if (r.oom) {
@@ -468,7 +633,8 @@ Record ddp_run(const ScenarioContext& ctx) {
     for (int r = 0; r < 2; ++r) {
       if (r == kDdpOomRank) continue;
       const std::string& o = l.res.rank_output[size_t(r)];
-      const std::string want = "watchdog: rank " + std::to_string(r) + ": rank " + std::to_string(kDdpOomRank) + " (pid";
+      const std::string want = "watchdog: rank " + std::to_string(r) + ": rank " + std::to_string(kDdpOomRank) +
+                               " (pid";
       const size_t at = o.find(want);
       if (at == std::string::npos) {
         failures.push_back("rank " + std::to_string(r) + " did not name rank " + std::to_string(kDdpOomRank));
@@ -477,12 +643,15 @@ Record ddp_run(const ScenarioContext& ctx) {
       const size_t eol = o.find('\n', at);
       msg << "\n  trainbench: " << o.substr(at, eol == std::string::npos ? eol : eol - at);
     }
-    rec.message = msg.str();
     if (l.res.seconds > ctx.timeout_s + 15)
       failures.push_back("the ranks took " + fixed(l.res.seconds, 1) + " s to end (timeout " + fixed(ctx.timeout_s, 0) +
                          " s + 15)");
     if (!fault.oom) failures.push_back("rank 1's result is not an OOM");
-    else if (fault.tag.empty()) failures.push_back("the OOM names no tag: " + fault.error);
+    else if (fault.tag.empty() || fault.op.empty()) failures.push_back("the OOM names no tag or op: " + fault.error);
+    if (fault.snapshot_path.empty() || !fs::exists(fault.snapshot_path))
+      failures.push_back("rank 1 wrote no memory snapshot at the OOM");
+    else msg << "\n  memory snapshot of rank " << kDdpOomRank << ": " << fault.snapshot_path;
+    rec.message = msg.str();
     if (!failures.empty()) rec.message += "\n" + all;
   });
 }
@@ -493,7 +662,7 @@ std::vector<std::string> oom_fault_signatures(const std::string& name, const Sce
   const Scenario* sc = harness::find_scenario(name);
   TB_CHECK(sc != nullptr, "oom scenario", "unknown scenario ", name);
   TB_CHECK(name != "oom/ddp_one_rank", "oom scenario", name, " ends its OOM rank: run it once per seed");
-  const std::string mode = name == "oom/leak" ? "leak" : "capacity";
+  const std::string mode = name == "oom/leak" ? "leak" : name == "oom/fragmentation" ? "fragmentation" : "capacity";
   const Launched l = launch(*sc, ctx, ctx.run_dir / "repeat", 1, {{"mode", mode}, {"repeat_seeds", seeds}}, 300);
   TB_CHECK(l.res.ok() && l.results[0], "oom scenario", name, ": the rank failed: ", l.res.diagnosis(20));
   std::vector<std::string> out;
@@ -507,26 +676,38 @@ std::string signature(const oom::RunResult& r) {
 }
 
 void register_oom_scenarios() {
-  for (const Capacity& c : capacity_scenarios()) {
+  const auto add = [](std::string name, std::string what, std::string expected,
+                      std::function<Record(const ScenarioContext&)> run,
+                      std::function<int(const ScenarioContext&)> rank_main) {
     Scenario s;
-    s.name = c.name;
-    s.description = c.what;
-    s.expected = "out of memory at step 0 " + c.phase + " (tag " + c.tag +
-                 "); at least one remedy (micro-batches, activation checkpointing, bf16 autocast, FSDP) fits";
-    s.run = [c](const ScenarioContext& ctx) { return capacity_run(c, ctx); };
-    s.rank_main = [c](const ScenarioContext& ctx) { return capacity_rank(c, ctx); };
+    s.name = std::move(name);
+    s.description = std::move(what);
+    s.expected = std::move(expected);
+    s.run = std::move(run);
+    s.rank_main = std::move(rank_main);
     harness::register_scenario(std::move(s));
-  }
-  harness::register_scenario({"oom/leak",
-                              "every step's logits appended to a list (a GPT under a cap with room for 4.5 steps of them)",
-                              "out of memory after the bytes held grew by the logits' size, tagged activation, "
-                              "every step",
-                              leak_run, leak_rank});
-  harness::register_scenario({"oom/ddp_one_rank",
-                              "2 DDP ranks, a memory cap on rank 1 only (60% of its uncapped peak)",
-                              "rank 1 reports its OOM (step, phase, tag) and exits; rank 0's watchdog names rank 1; "
-                              "every rank ends, no orphans",
-                              ddp_run, ddp_rank});
+  };
+  for (const Capacity& c : capacity_scenarios())
+    add(
+        c.name, c.what,
+        "out of memory at step 0 " + c.phase + " (tag " + c.tag +
+            ", the op named); at least one remedy (micro-batches, activation checkpointing, bf16 autocast, FSDP) fits",
+        [c](const ScenarioContext& ctx) { return capacity_run(c, ctx); },
+        [c](const ScenarioContext& ctx) { return capacity_rank(c, ctx); });
+  add("oom/fragmentation",
+      "a GPT whose sequence length grows every step (32 to 128) with the cache release off, under a cap of 125% of "
+      "its peak",
+      "out of memory with live bytes + the request under the cap and more bytes cached but free than the request, "
+      "none in a block of its size class (the OOM's snapshot); letting the allocator release its cache fits",
+      frag_run, frag_rank);
+  add("oom/leak", "every step's logits appended to a list (a GPT under a cap with room for 4.5 steps of them)",
+      "out of memory after the bytes held grew by the logits' size every step; the per-step snapshots name the "
+      "head's op as the site that grew",
+      leak_run, leak_rank);
+  add("oom/ddp_one_rank", "2 DDP ranks, a memory cap on rank 1 only (60% of its uncapped peak)",
+      "rank 1 reports its OOM (step, phase, tag, op) and exits; rank 0's watchdog names rank 1; every rank ends, no "
+      "orphans",
+      ddp_run, ddp_rank);
 }
 
 }  // namespace tb::suites

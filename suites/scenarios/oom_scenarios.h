@@ -20,7 +20,6 @@ std::string signature(const oom::RunResult& r);
 // The determinism check: one rank places the cap once (seed ctx.seed) and runs the scenario's
 // fault for seeds 0..seeds-1, each from a fresh model and an emptied cache; one signature per
 // seed. For the capacity scenarios and oom/leak (oom/ddp_one_rank ends its rank: run it per seed).
-std::vector<std::string> oom_fault_signatures(const std::string& name, const harness::ScenarioContext& ctx,
-                                              int seeds);
+std::vector<std::string> oom_fault_signatures(const std::string& name, const harness::ScenarioContext& ctx, int seeds);
 
 }  // namespace tb::suites

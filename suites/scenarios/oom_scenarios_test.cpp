@@ -69,7 +69,8 @@ TEST_P(OomScenario, DiagnosedAtTheSamePlaceForEverySeed) {
 
 INSTANTIATE_TEST_SUITE_P(All, OomScenario,
                          ::testing::Values("oom/batch_too_large", "oom/long_sequence_activations",
-                                           "oom/optimizer_state_step1", "oom/leak", "oom/ddp_one_rank"),
+                                           "oom/optimizer_state_step1", "oom/fragmentation", "oom/leak",
+                                           "oom/ddp_one_rank"),
                          [](const auto& info) { return info.param.substr(4); });
 
 }  // namespace

@@ -13,6 +13,8 @@
 #include "engine/dist/ddp/ddp.h"
 #include "engine/dist/fsdp/fsdp.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/oom.h"
+#include "engine/memory/snapshot.h"
 #include "engine/nn/activation_checkpoint.h"
 #include "engine/nn/models.h"
 #include "engine/optim/adam.h"
@@ -24,26 +26,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The tag the allocator's error names ("... (tag activation) ..."); empty when it names none.
-std::string tag_in(const std::string& text) {
-  for (size_t at = text.find("tag "); at != std::string::npos; at = text.find("tag ", at + 1)) {
-    size_t e = at + 4;
-    while (e < text.size() && (std::islower(static_cast<unsigned char>(text[e])) || text[e] == '_')) ++e;
-    const std::string t = text.substr(at + 4, e - at - 4);
-    for (int i = 0; i < memory::kNumTags; ++i)
-      if (t == memory::tag_name(memory::Tag(i))) return t;
-  }
-  return "";
+std::string str(const char* p) { return p ? p : ""; }
+
+// "<op> in <module>", what a snapshot's blocks are grouped by.
+std::string site_name(const memory::Site& site) {
+  std::string s = site.op ? site.op : "?";
+  if (site.module) s += std::string(" in ") + site.module;
+  return s;
 }
 
 // Restores the allocator's cap when a run ends, however it ends.
 struct CapGuard {
-  explicit CapGuard(int64_t cap) {
-    memory::cpu_allocator().empty_cache();
-    memory::cpu_allocator().reset_peak();
-    memory::cpu_allocator().set_limit(cap);
+  explicit CapGuard(const RunSpec& spec) {
+    memory::CpuCachingAllocator& a = memory::cpu_allocator();
+    a.empty_cache();
+    a.reset_peak();
+    a.set_limit(spec.cap);
+    memory::set_release_cache(a, spec.release_cache);
+    memory::set_oom_snapshot_dir(a, spec.snapshot_dir);
   }
-  ~CapGuard() { memory::cpu_allocator().set_limit(0); }
+  ~CapGuard() {
+    memory::CpuCachingAllocator& a = memory::cpu_allocator();
+    a.set_limit(0);
+    memory::set_release_cache(a, true);
+    memory::set_oom_snapshot_dir(a, "");
+  }
 };
 
 }  // namespace
@@ -68,7 +75,7 @@ RunResult train_run(const RunSpec& spec) {
   std::string phase = "setup";
   const auto t0 = Clock::now();
   {
-    CapGuard cap(spec.cap);
+    CapGuard cap(spec);
     try {
       core::manual_seed(spec.seed);
       nn::GPTConfig c;
@@ -87,14 +94,17 @@ RunResult train_run(const RunSpec& spec) {
       nn::Module& net = ddp ? static_cast<nn::Module&>(*ddp) : *model;
       optim::AdamW opt(model->parameters(), {});
       core::Generator gen(spec.seed * 1000 + uint64_t(rank) + 1);  // each rank its own data
-      const Tensor x = randint(0, c.vocab, {per_rank, c.max_seq}, DType::Int64, &gen);
-      const Tensor y = randint(0, c.vocab, {per_rank, c.max_seq}, DType::Int64, &gen);
+      const Tensor x_all = randint(0, c.vocab, {per_rank, c.max_seq}, DType::Int64, &gen);
+      const Tensor y_all = randint(0, c.vocab, {per_rank, c.max_seq}, DType::Int64, &gen);
       std::vector<Tensor> kept;  // the leak
       const int64_t mb = per_rank / spec.remedy.micro_batches;
       Clock::time_point timed_from = Clock::now();
       for (step = 0; step < spec.steps; ++step) {
         if (step == 1 || spec.steps == 1) timed_from = Clock::now();
         opt.zero_grad(true);
+        const int64_t seq = size_t(step) < spec.seq_per_step.size() ? spec.seq_per_step[size_t(step)] : c.max_seq;
+        const Tensor x = seq == c.max_seq ? x_all : x_all.narrow(1, 0, seq).contiguous();
+        const Tensor y = seq == c.max_seq ? y_all : y_all.narrow(1, 0, seq).contiguous();
         for (int m = 0; m < spec.remedy.micro_batches; ++m) {
           phase = "forward";
           Tensor loss;
@@ -114,6 +124,11 @@ RunResult train_run(const RunSpec& spec) {
         const memory::Stats s = memory::cpu_allocator().stats();
         r.allocated_after_step.push_back(s.allocated_bytes);
         r.activation_after_step.push_back(s.allocated_by_tag[size_t(memory::Tag::Activation)]);
+        if (spec.sites_each_step) {
+          std::map<std::string, int64_t> by_site;
+          for (const auto& b : memory::snapshot().live) by_site[site_name(b.site)] += b.size;
+          r.sites_after_step.push_back(std::move(by_site));
+        }
       }
       const double secs = std::chrono::duration<double>(Clock::now() - timed_from).count();
       const int timed = spec.steps == 1 ? 1 : spec.steps - 1;
@@ -125,9 +140,21 @@ RunResult train_run(const RunSpec& spec) {
       r.step = step;
       r.phase = phase;
       r.error = e.what();
-      r.tag = tag_in(e.detail());
       r.requested = int64_t(e.requested());
-      if (e.op() != "allocate") r.op = e.op();
+      if (const memory::OomReport* rep = memory::oom_report(e)) {
+        r.tag = memory::tag_name(rep->tag);
+        r.op = str(rep->site.op);
+        r.module = str(rep->site.module);
+        r.reason = rep->reason;
+        r.limit = rep->limit, r.allocated = rep->allocated, r.cached_free = rep->cached_free;
+        r.largest_free_block = rep->largest_free_block;
+        for (const auto& b : rep->largest_live)
+          r.largest_live.push_back({{"bytes", b.size},
+                                    {"tag", memory::tag_name(b.tag)},
+                                    {"op", str(b.site.op)},
+                                    {"module", str(b.site.module)}});
+        r.snapshot_path = rep->snapshot_path;
+      }
     }
     r.peak_bytes = memory::cpu_allocator().stats().peak_allocated_bytes;
   }
@@ -141,7 +168,16 @@ nlohmann::json RunResult::to_json() const {
           {"phase", phase},
           {"tag", tag},
           {"op", op},
+          {"module", module},
+          {"reason", reason},
           {"requested", requested},
+          {"limit", limit},
+          {"allocated", allocated},
+          {"cached_free", cached_free},
+          {"largest_free_block", largest_free_block},
+          {"largest_live", largest_live},
+          {"snapshot_path", snapshot_path},
+          {"sites_after_step", sites_after_step},
           {"error", error},
           {"peak_bytes", peak_bytes},
           {"peak_before_first_step", peak_before_first_step},
@@ -159,7 +195,16 @@ RunResult RunResult::from_json(const nlohmann::json& j) {
   r.phase = j.at("phase").get<std::string>();
   r.tag = j.at("tag").get<std::string>();
   r.op = j.at("op").get<std::string>();
+  r.module = j.at("module").get<std::string>();
+  r.reason = j.at("reason").get<std::string>();
   r.requested = j.at("requested").get<int64_t>();
+  r.limit = j.at("limit").get<int64_t>();
+  r.allocated = j.at("allocated").get<int64_t>();
+  r.cached_free = j.at("cached_free").get<int64_t>();
+  r.largest_free_block = j.at("largest_free_block").get<int64_t>();
+  r.largest_live = j.at("largest_live");
+  r.snapshot_path = j.at("snapshot_path").get<std::string>();
+  r.sites_after_step = j.at("sites_after_step").get<std::vector<std::map<std::string, int64_t>>>();
   r.error = j.at("error").get<std::string>();
   r.peak_bytes = j.at("peak_bytes").get<int64_t>();
   r.peak_before_first_step = j.at("peak_before_first_step").get<int64_t>();

@@ -4,6 +4,7 @@
 // in a caught OutOfMemoryError whose step, phase, tag and op are kept for the diagnosis.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,10 +33,17 @@ std::vector<Remedy> capacity_remedies();  // the four, in the order the tables l
 struct RunSpec {
   GptShape shape;
   Remedy remedy;
-  int steps = 3;                   // step 0 warms up; the others are timed
-  int64_t cap = 0;                 // bytes; 0 = no cap
-  bool keep_logits = false;        // the leak: every step's logits appended to a list
-  bool ddp = false;                // DistributedDataParallel over the group
+  int steps = 3;                 // step 0 warms up; the others are timed
+  int64_t cap = 0;               // bytes; 0 = no cap
+  bool keep_logits = false;      // the leak: every step's logits appended to a list
+  bool sites_each_step = false;  // RunResult::sites_after_step (a memory snapshot per step)
+  // Fragmentation: the sequence length of each step (empty: shape.seq every step; each <=
+  // shape.seq), and whether a request over the cap may first return the cache to the system
+  // (memory::set_release_cache; off models memory the allocator cannot give back).
+  std::vector<int64_t> seq_per_step;
+  bool release_cache = true;
+  std::string snapshot_dir;                   // where an OOM writes its memory snapshot ("" = nowhere)
+  bool ddp = false;                           // DistributedDataParallel over the group
   std::shared_ptr<dist::ProcessGroup> group;  // FSDP and DDP
   uint64_t seed = 0;
 };
@@ -45,16 +53,24 @@ struct RunResult {
   bool oom = false;
   int step = -1;       // the step (from 0) the OOM happened in
   std::string phase;   // forward | backward | optimizer.step (where in that step)
-  std::string tag;     // the tag of the failed request (from the error text)
-  std::string op;      // the op of the failed request where the error names one
+  std::string tag;     // the tag of the failed request
+  std::string op;      // the op that asked ("" when none was running)
+  std::string module;  // the module whose forward was running ("" when none)
+  std::string reason;  // the allocator's: limit | fail_at | system | too_large
   int64_t requested = 0;
-  std::string error;   // the OutOfMemoryError's text
-  int64_t peak_bytes = 0;                // the allocator's peak over the run (at the failure: before it)
-  int64_t peak_before_first_step = 0;    // the peak up to step 0's optimizer.step
-  double samples_per_s = 0;              // over the timed steps (0 after an OOM)
+  int64_t limit = 0, allocated = 0, cached_free = 0, largest_free_block = 0;  // at the refusal
+  nlohmann::json largest_live = nlohmann::json::array();  // [{bytes, tag, op, module}], largest first
+  std::string snapshot_path;                              // the OOM's memory snapshot, if written
+  std::string error;                                      // the OutOfMemoryError's text
+  int64_t peak_bytes = 0;                      // the allocator's peak over the run (at the failure: before it)
+  int64_t peak_before_first_step = 0;          // the peak up to step 0's optimizer.step
+  double samples_per_s = 0;                    // over the timed steps (0 after an OOM)
   std::vector<int64_t> allocated_after_step;   // bytes held by live tensors after each step
   std::vector<int64_t> activation_after_step;  // of which tagged activation
-  double seconds_to_oom = 0;                   // from the run's start to the caught error
+  // With RunSpec::sites_each_step: after each step, live bytes by the site that made them
+  // ("<op> in <module>"), from a memory snapshot.
+  std::vector<std::map<std::string, int64_t>> sites_after_step;
+  double seconds_to_oom = 0;  // from the run's start to the caught error
   nlohmann::json to_json() const;
   static RunResult from_json(const nlohmann::json& j);
 };

@@ -161,6 +161,9 @@ TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool 
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
+    // What this node's hooks, formula and delivery allocate is named after it ("MmBackward0") in
+    // OOM reports and memory snapshots; intern() is a lookup once the name is known.
+    memory::OpScope op_scope(memory::intern(n->name()));
     NodeTask& task = tasks[n];
     TensorList grads = std::move(task.buffer);
     grads.resize(n->outputs.size());
@@ -194,9 +197,6 @@ TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool 
       for (size_t k = 0; k < grads.size(); ++k)
         if (!grads[k].defined()) grads[k] = zeros(n->outputs[k].sizes, n->outputs[k].dtype);
       TensorList received = n->post_hooks.empty() ? TensorList{} : grads;
-      // What the formula allocates is named after its node ("MmBackward0") in OOM reports and
-      // memory snapshots; intern() is a lookup once the name is known (no allocation).
-      memory::OpScope op_scope(memory::intern(n->name()));
       outs = n->apply(std::move(grads));
       for (auto& h : n->post_hooks) h(outs, received);
     }

@@ -53,8 +53,9 @@ int64_t machine_memory_bytes() {
     const int64_t c = read_limit(p);
     if (c > 0) total = total > 0 ? std::min(total, c) : c;
   }
-  TB_CHECK(total > 0, "memory limit", "cannot read the machine's memory (/proc/meminfo MemTotal or the cgroup's "
-                                      "memory.max) for a fractional limit; give the limit in bytes");
+  TB_CHECK(total > 0, "memory limit",
+           "cannot read the machine's memory (/proc/meminfo MemTotal or the cgroup's "
+           "memory.max) for a fractional limit; give the limit in bytes");
   return total;
 }
 
@@ -63,8 +64,9 @@ int64_t parse_memory_limit(std::string_view name, std::string_view value) {
 }
 
 int64_t parse_memory_limit(std::string_view name, std::string_view value, int64_t machine_bytes) {
-  const std::string forms = "bytes (\"8G\", \"512M\", \"1073741824\"; 0 = no cap), a fraction of the machine's memory "
-                            "in (0, 1] (\"0.25\") or a percentage in (0, 100] (\"25%\")";
+  const std::string forms =
+      "bytes (\"8G\", \"512M\", \"1073741824\"; 0 = no cap), a fraction of the machine's memory "
+      "in (0, 1] (\"0.25\") or a percentage in (0, 100] (\"25%\")";
   auto share = [&](double f) {
     TB_CHECK(machine_bytes > 0, std::string(name), "the machine's memory is unknown, so '", value,
              "' cannot be a share of it");
@@ -76,7 +78,8 @@ int64_t parse_memory_limit(std::string_view name, std::string_view value, int64_
     try {
       pct = core::parse_double(name, num, 0, 100);
     } catch (const core::Error&) {
-      throw core::Error(std::string(name), "'" + std::string(value) + "' is not a percentage in (0, 100]; the limit is " + forms);
+      throw core::Error(std::string(name),
+                        "'" + std::string(value) + "' is not a percentage in (0, 100]; the limit is " + forms);
     }
     TB_CHECK(pct > 0, std::string(name), "'", value, "' is not a percentage in (0, 100]; the limit is ", forms);
     return share(pct / 100);
@@ -86,7 +89,8 @@ int64_t parse_memory_limit(std::string_view name, std::string_view value, int64_
     try {
       f = core::parse_double(name, value, 0, 1);
     } catch (const core::Error&) {
-      throw core::Error(std::string(name), "'" + std::string(value) + "' is not a fraction in (0, 1]; the limit is " + forms);
+      throw core::Error(std::string(name),
+                        "'" + std::string(value) + "' is not a fraction in (0, 1]; the limit is " + forms);
     }
     TB_CHECK(f > 0, std::string(name), "'", value, "' is not a fraction in (0, 1]; the limit is ", forms);
     return share(f);

@@ -25,12 +25,9 @@ std::string format_oom(const OomReport& r) {
   }
   os << format_bytes(int64_t(r.requested)) << " (" << r.requested << " bytes, tag " << tag_name(r.tag) << ")";
   put_site(os, r.site, "for");
-  if (r.reason == "limit")
-    os << " under a limit of " << format_bytes(r.limit) << " (TRAINBENCH_MEMORY_LIMIT)";
-  else if (r.reason == "fail_at")
-    os << ": refused by fault injection (TRAINBENCH_MEMORY_FAIL_AT or set_fail_at)";
-  else
-    os << ": the system refused a block of " << format_bytes(r.block);
+  if (r.reason == "limit") os << " under a limit of " << format_bytes(r.limit) << " (TRAINBENCH_MEMORY_LIMIT)";
+  else if (r.reason == "fail_at") os << ": refused by fault injection (TRAINBENCH_MEMORY_FAIL_AT or set_fail_at)";
+  else os << ": the system refused a block of " << format_bytes(r.block);
   os << ". Held: " << format_bytes(r.allocated) << " by live tensors, " << format_bytes(r.cached_free)
      << " cached but free (largest free block " << format_bytes(r.largest_free_block) << "), "
      << format_bytes(r.reserved) << " reserved. Held by tag:";

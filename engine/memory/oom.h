@@ -21,14 +21,14 @@ struct OomReport {
   // set_fail_at / TRAINBENCH_MEMORY_FAIL_AT), "system" (the system refused), "too_large"
   // (above kMaxAllocation).
   std::string reason;
-  uint64_t requested = 0;     // bytes asked
-  int64_t block = 0;          // the size class it needed (0 when too large to have one)
-  Tag tag = Tag::Other;       // the tag it would have had
-  Site site;                  // who asked (strings live for the process)
-  int64_t limit = 0;          // the cap (0 = none)
-  int64_t allocated = 0;      // held by live blocks
-  int64_t reserved = 0;       // allocated + cached
-  int64_t cached_free = 0;    // reserved - allocated at the refusal (the cache dropped unless release is off)
+  uint64_t requested = 0;          // bytes asked
+  int64_t block = 0;               // the size class it needed (0 when too large to have one)
+  Tag tag = Tag::Other;            // the tag it would have had
+  Site site;                       // who asked (strings live for the process)
+  int64_t limit = 0;               // the cap (0 = none)
+  int64_t allocated = 0;           // held by live blocks
+  int64_t reserved = 0;            // allocated + cached
+  int64_t cached_free = 0;         // reserved - allocated at the refusal (the cache dropped unless release is off)
   int64_t largest_free_block = 0;  // the largest cached block, 0 if none
   std::array<int64_t, kNumTags> allocated_by_tag{};
   struct LiveBlock {
@@ -37,7 +37,7 @@ struct OomReport {
     Site site;
   };
   std::vector<LiveBlock> largest_live;  // largest first, at most 5
-  std::string snapshot_path;             // where the snapshot went ("" if not written)
+  std::string snapshot_path;            // where the snapshot went ("" if not written)
 };
 
 // The message: what was asked, by whom, why refused, then held/cached/tags/largest blocks.

@@ -118,12 +118,8 @@ std::string snapshot_json(const Snapshot& s, const std::string& reason, const Oo
   j["cached"] = std::move(cached);
   json events = json::array();
   for (const auto& ev : s.events) {
-    json e = {{"time_us", ev.time_us},
-              {"action", action_name(ev.action)},
-              {"address", ev.address},
-              {"size", ev.size},
-              {"requested", ev.requested},
-              {"tag", tag_name(ev.tag)}};
+    json e = {{"time_us", ev.time_us}, {"action", action_name(ev.action)}, {"address", ev.address},
+              {"size", ev.size},       {"requested", ev.requested},        {"tag", tag_name(ev.tag)}};
     put_site(e, ev.site);
     events.push_back(std::move(e));
   }
@@ -134,14 +130,13 @@ std::string snapshot_json(const Snapshot& s, const std::string& reason, const Oo
 
 std::string snapshot_file_name(int64_t rank) { return "memory_snapshot_rank" + std::to_string(rank) + ".json"; }
 
-std::string write_snapshot(const std::string& dir, const Snapshot& s, const std::string& reason,
-                           const OomReport* oom) {
+std::string write_snapshot(const std::string& dir, const Snapshot& s, const std::string& reason, const OomReport* oom) {
   namespace fs = std::filesystem;
   TB_CHECK(!dir.empty(), "write_snapshot", "no directory given");
   std::error_code ec;
   fs::create_directories(dir, ec);
-  TB_CHECK(fs::is_directory(dir), "write_snapshot", "cannot create the snapshot directory '", dir, "': ",
-           ec ? ec.message() : "not a directory");
+  TB_CHECK(fs::is_directory(dir), "write_snapshot", "cannot create the snapshot directory '", dir,
+           "': ", ec ? ec.message() : "not a directory");
   const std::string text = snapshot_json(s, reason, oom);
   const fs::path path = fs::path(dir) / snapshot_file_name(snapshot_rank());
   const fs::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
@@ -155,7 +150,8 @@ std::string write_snapshot(const std::string& dir, const Snapshot& s, const std:
   fs::rename(tmp, path, ec);
   if (ec) {
     fs::remove(tmp);
-    throw core::Error("write_snapshot", "cannot rename '" + tmp.string() + "' to '" + path.string() + "': " + ec.message());
+    throw core::Error("write_snapshot",
+                      "cannot rename '" + tmp.string() + "' to '" + path.string() + "': " + ec.message());
   }
   return path.string();
 }

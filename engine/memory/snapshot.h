@@ -44,11 +44,11 @@ struct Snapshot {
   Stats stats;
   int64_t num_ooms = 0;
   int64_t limit = 0;
-  std::vector<Block> live;      // largest first
-  std::vector<Cached> cached;   // free blocks kept for reuse, largest first
-  std::vector<Event> events;    // oldest first
-  size_t max_entries = 0;       // the ring's capacity (0: history off)
-  int64_t dropped_events = 0;   // recorded but pushed out of the ring
+  std::vector<Block> live;     // largest first
+  std::vector<Cached> cached;  // free blocks kept for reuse, largest first
+  std::vector<Event> events;   // oldest first
+  size_t max_entries = 0;      // the ring's capacity (0: history off)
+  int64_t dropped_events = 0;  // recorded but pushed out of the ring
 };
 
 // Keeps the last `max_entries` allocation events of `a` (alloc, free, segment_alloc,

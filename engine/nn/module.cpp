@@ -53,7 +53,7 @@ struct SitePath {
   const char* parent = nullptr;  // the calling module's path (null at the root)
   const char* path = nullptr;    // this module's
   const char* prefix = nullptr;  // what its children's names follow: "" at the root, else path + "."
-  std::string child;             // its name among the parent's direct children ("" if deeper)
+  std::vector<std::string> rel;  // its dotted name under the parent, split ("blocks", "3"); empty if none
 };
 
 struct Running {
@@ -64,29 +64,42 @@ struct Running {
 thread_local Running t_running;
 thread_local std::unordered_map<const Module*, SitePath> t_paths;
 
+// Whether `rel` still leads from `parent` to `self` (one child lookup per part).
+bool still_there(const Module* parent, const std::vector<std::string>& rel, const Module& self) {
+  if (rel.empty()) return false;
+  ModulePtr m;
+  for (const std::string& part : rel) {
+    m = (m ? m.get() : parent)->child(part);
+    if (!m) return false;
+  }
+  return m.get() == &self;
+}
+
 const SitePath& site_path(const Module& self) {
   const Running parent = t_running;
   auto [it, fresh] = t_paths.try_emplace(&self);
   SitePath& sp = it->second;
-  if (!fresh && sp.parent == parent.path &&
-      (!parent.module || (!sp.child.empty() && parent.module->child(sp.child).get() == &self)))
-    return sp;
-  std::string path, child;
+  if (!fresh && sp.parent == parent.path && (!parent.module || still_there(parent.module, sp.rel, self))) return sp;
+  std::string path;
+  std::vector<std::string> rel;
   if (!parent.module) {
     path = self.type_name();
   } else {
-    for (const auto& [n, m] : parent.module->named_children())
-      if (m.get() == &self) child = n;
-    std::string name = child.empty() ? "(" + self.type_name() + ")" : child;  // "(Linear)": not registered
-    if (child.empty())
-      for (const auto& [n, m] : parent.module->named_modules())
-        if (m == &self && !n.empty()) {
-          name = n;  // a deeper descendant the parent calls itself
-          break;
-        }
-    path = std::string(parent.prefix) + name;
+    std::string name;
+    for (const auto& [n, m] : parent.module->named_modules())
+      if (m == &self && !n.empty()) {
+        name = n;
+        break;
+      }
+    for (size_t b = 0; !name.empty();) {
+      const size_t e = name.find('.', b);
+      rel.push_back(name.substr(b, e == std::string::npos ? e : e - b));
+      if (e == std::string::npos) break;
+      b = e + 1;
+    }
+    path = std::string(parent.prefix) + (name.empty() ? "(" + self.type_name() + ")" : name);  // unregistered
   }
-  sp = {parent.path, memory::intern(path), parent.module ? memory::intern(path + ".") : "", child};
+  sp = {parent.path, memory::intern(path), parent.module ? memory::intern(path + ".") : "", std::move(rel)};
   return sp;
 }
 

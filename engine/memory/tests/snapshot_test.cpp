@@ -180,8 +180,8 @@ TEST(Snapshot, JsonCarriesStatsLiveCachedAndEvents) {
 
 TEST(Snapshot, WrittenOnOomWhenADirectoryIsSet) {
   Fresh f;
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("tb_memory_snapshot_" + std::to_string(::getpid()));
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("tb_memory_snapshot_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   for (const char* v : {"TRAINBENCH_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK"}) ::unsetenv(v);  // rank 0
   set_oom_snapshot_dir(f.a, (dir / "nested").string());

@@ -189,37 +189,41 @@ struct Capacity {
 };
 
 std::vector<Capacity> capacity_scenarios() {
-  std::vector<Capacity> cs;
-  {
-    Capacity c;
-    c.name = "oom/batch_too_large";
-    c.shape = {256, 64, 4, 4, 64, 64};
-    c.cap_fraction = 0.6;
-    c.phase = "forward", c.tag = "activation";
-    c.what = "a GPT step on a batch of 64 x 64 tokens under a cap of 60% of its peak";
-    cs.push_back(c);
+  return {
+      {"oom/batch_too_large",
+       {256, 64, 4, 4, 64, 64},
+       0.6,
+       "forward",
+       "activation",
+       "a GPT step on a batch of 64 x 64 tokens under a cap of 60% of its peak"},
+      {"oom/long_sequence_activations",
+       {256, 64, 4, 4, 512, 4},
+       0.5,
+       "forward",
+       "activation",
+       "a GPT step on 4 sequences of 512 tokens (attention scores grow with T^2) under a cap of 50% of its peak"},
+      {"oom/optimizer_state_step1",
+       {256, 192, 8, 4, 16, 4},
+       0,
+       "optimizer.step",
+       "optimizer_state",
+       "a GPT (8 blocks of d 192) with AdamW on a small batch, capped 3/4 of the way from step 0's "
+       "forward/backward peak to the peak once AdamW's first step() creates exp_avg and exp_avg_sq"},
+  };
+}
+
+// The determinism check's rank side (oom_fault_signatures): when the config asks for it, the
+// fault alone for seeds 0..N-1 under the cap already placed; true when it ran.
+bool repeat_fault(const ScenarioContext& ctx, RunSpec s) {
+  const json cfg = config(ctx);
+  if (!cfg.contains("repeat_seeds")) return false;
+  json faults = json::array();
+  for (int seed = 0; seed < cfg.at("repeat_seeds").get<int>(); ++seed) {
+    s.seed = uint64_t(seed);
+    faults.push_back(oom::train_run(s).to_json());
   }
-  {
-    Capacity c;
-    c.name = "oom/long_sequence_activations";
-    c.shape = {256, 64, 4, 4, 512, 4};
-    c.cap_fraction = 0.5;
-    c.phase = "forward", c.tag = "activation";
-    c.what = "a GPT step on 4 sequences of 512 tokens (attention scores grow with T^2) under a cap of 50% of its peak";
-    cs.push_back(c);
-  }
-  {
-    Capacity c;
-    c.name = "oom/optimizer_state_step1";
-    c.shape = {256, 192, 8, 4, 16, 4};
-    c.cap_fraction = 0;
-    c.phase = "optimizer.step", c.tag = "optimizer_state";
-    c.what =
-        "a GPT (8 blocks of d 192) with AdamW on a small batch, capped 3/4 of the way from step 0's "
-        "forward/backward peak to the peak once AdamW's first step() creates exp_avg and exp_avg_sq";
-    cs.push_back(c);
-  }
-  return cs;
+  write_result(ctx, 0, {{"faults", faults}});
+  return true;
 }
 
 // Rank 0 of the capacity launch: baseline, cap, fault, three remedies.
@@ -245,15 +249,7 @@ int capacity_rank(const Capacity& c, const ScenarioContext& ctx) {
   s.cap = c.cap_fraction > 0 ? int64_t(c.cap_fraction * double(base.peak_bytes))
                              : base.peak_before_first_step + (base.peak_bytes - base.peak_before_first_step) * 3 / 4;
   s.snapshot_dir = dir_of(ctx);
-  if (cfg.contains("repeat_seeds")) {  // the determinism check: the fault alone, seed after seed
-    json faults = json::array();
-    for (int seed = 0; seed < cfg.at("repeat_seeds").get<int>(); ++seed) {
-      s.seed = uint64_t(seed);
-      faults.push_back(oom::train_run(s).to_json());
-    }
-    write_result(ctx, 0, {{"faults", faults}});
-    return 0;
-  }
+  if (repeat_fault(ctx, s)) return 0;
   const RunResult fault = oom::train_run(s);
   json remedies = json::array();
   s.snapshot_dir.clear();
@@ -365,15 +361,7 @@ int leak_rank(const ScenarioContext& ctx) {
   s.keep_logits = true;
   s.sites_each_step = true;
   s.snapshot_dir = dir_of(ctx);
-  if (config(ctx).contains("repeat_seeds")) {  // the determinism check, as for the capacity scenarios
-    json faults = json::array();
-    for (int seed = 0; seed < config(ctx).at("repeat_seeds").get<int>(); ++seed) {
-      s.seed = uint64_t(seed);
-      faults.push_back(oom::train_run(s).to_json());
-    }
-    write_result(ctx, 0, {{"faults", faults}});
-    return 0;
-  }
+  if (repeat_fault(ctx, s)) return 0;
   const RunResult leak = oom::train_run(s);
   write_result(ctx, 0,
                {{"baseline", base.to_json()}, {"cap", s.cap}, {"logits_bytes", logits}, {"fault", leak.to_json()}});
@@ -471,16 +459,7 @@ int frag_rank(const ScenarioContext& ctx) {
   s.cap = int64_t(kFragCapFraction * double(base.peak_bytes));
   s.release_cache = false;
   s.snapshot_dir = dir_of(ctx);
-  const json cfg = config(ctx);
-  if (cfg.contains("repeat_seeds")) {
-    json faults = json::array();
-    for (int seed = 0; seed < cfg.at("repeat_seeds").get<int>(); ++seed) {
-      s.seed = uint64_t(seed);
-      faults.push_back(oom::train_run(s).to_json());
-    }
-    write_result(ctx, 0, {{"faults", faults}});
-    return 0;
-  }
+  if (repeat_fault(ctx, s)) return 0;
   const RunResult fault = oom::train_run(s);
   s.snapshot_dir.clear();
   // Remedies: let the allocator return its cache (torch.cuda.empty_cache(), or CUDA's expandable

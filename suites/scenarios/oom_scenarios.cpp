@@ -176,6 +176,24 @@ void expect_oom(const RunResult& fault, int step, const std::string& phase, cons
     failures.push_back("no memory snapshot was written at the OOM");
 }
 
+// One rank of `sc` in <run_dir>/<mode> that places the cap, runs the fault and writes
+// {"cap", "fault", ...}: its result with the fault's metrics recorded, or nullopt (and the failure
+// said) when it wrote none.
+std::optional<json> run_one_rank(const Scenario& sc, const ScenarioContext& ctx, const std::string& mode, Record& rec,
+                                 std::vector<std::string>& failures) {
+  Launched one = launch(sc, ctx, ctx.run_dir / mode, 1, {{"mode", mode}}, 300);
+  add_launch_metrics(rec, one);
+  if (!one.res.ok() || !one.results[0]) {
+    failures.push_back("the rank failed: " + one.res.diagnosis(20));
+    return std::nullopt;
+  }
+  const RunResult fault = RunResult::from_json(one.results[0]->at("fault"));
+  oom_metrics(rec, fault);
+  rec.metrics["cap_bytes"] = one.results[0]->at("cap");
+  rec.metrics["peak_bytes_rank0"] = fault.peak_bytes;
+  return one.results[0];
+}
+
 // ---- capacity scenarios ----
 
 struct Capacity {
@@ -266,13 +284,9 @@ int capacity_rank(const Capacity& c, const ScenarioContext& ctx) {
 Record capacity_run(const Capacity& c, const ScenarioContext& ctx) {
   const Scenario& sc = *harness::find_scenario(c.name);
   return guarded(sc, ctx, [&](Record& rec, std::vector<std::string>& failures) {
-    Launched one = launch(sc, ctx, ctx.run_dir / "capacity", 1, {{"mode", "capacity"}}, 300);
-    add_launch_metrics(rec, one);
-    if (!one.res.ok() || !one.results[0]) {
-      failures.push_back("the rank failed: " + one.res.diagnosis(20));
-      return;
-    }
-    const json& out = *one.results[0];
+    const std::optional<json> result = run_one_rank(sc, ctx, "capacity", rec, failures);
+    if (!result) return;
+    const json& out = *result;
     const RunResult base = RunResult::from_json(out.at("baseline"));
     const RunResult fault = RunResult::from_json(out.at("fault"));
     const int64_t cap = out.at("cap");
@@ -302,11 +316,8 @@ Record capacity_run(const Capacity& c, const ScenarioContext& ctx) {
     }
     remedies.push_back(fsdp);
 
-    oom_metrics(rec, fault);
-    rec.metrics["cap_bytes"] = cap;
     rec.metrics["baseline_peak_bytes"] = base.peak_bytes;
     rec.metrics["baseline_samples_per_s"] = base.samples_per_s;
-    rec.metrics["peak_bytes_rank0"] = fault.peak_bytes;
     std::ostringstream msg;
     msg << c.name << ": out of memory at " << where(fault) << " under a cap of " << mib(cap) << " (uncapped peak "
         << mib(base.peak_bytes) << ")";
@@ -371,18 +382,11 @@ int leak_rank(const ScenarioContext& ctx) {
 Record leak_run(const ScenarioContext& ctx) {
   const Scenario& sc = *harness::find_scenario("oom/leak");
   return guarded(sc, ctx, [&](Record& rec, std::vector<std::string>& failures) {
-    Launched one = launch(sc, ctx, ctx.run_dir / "leak", 1, {{"mode", "leak"}}, 300);
-    add_launch_metrics(rec, one);
-    if (!one.res.ok() || !one.results[0]) {
-      failures.push_back("the rank failed: " + one.res.diagnosis(20));
-      return;
-    }
-    const json& out = *one.results[0];
+    const std::optional<json> result = run_one_rank(sc, ctx, "leak", rec, failures);
+    if (!result) return;
+    const json& out = *result;
     const RunResult fault = RunResult::from_json(out.at("fault"));
     const int64_t cap = out.at("cap"), logits = out.at("logits_bytes");
-    oom_metrics(rec, fault);
-    rec.metrics["cap_bytes"] = cap;
-    rec.metrics["peak_bytes_rank0"] = fault.peak_bytes;
     // The growth: bytes held after each step, step over step (from step 1: step 0 made the
     // optimizer state).
     const std::vector<int64_t>& held = fault.allocated_after_step;
@@ -481,20 +485,13 @@ int frag_rank(const ScenarioContext& ctx) {
 Record frag_run(const ScenarioContext& ctx) {
   const Scenario& sc = *harness::find_scenario("oom/fragmentation");
   return guarded(sc, ctx, [&](Record& rec, std::vector<std::string>& failures) {
-    Launched one = launch(sc, ctx, ctx.run_dir / "fragmentation", 1, {{"mode", "fragmentation"}}, 300);
-    add_launch_metrics(rec, one);
-    if (!one.res.ok() || !one.results[0]) {
-      failures.push_back("the rank failed: " + one.res.diagnosis(20));
-      return;
-    }
-    const json& out = *one.results[0];
+    const std::optional<json> result = run_one_rank(sc, ctx, "fragmentation", rec, failures);
+    if (!result) return;
+    const json& out = *result;
     const RunResult base = RunResult::from_json(out.at("baseline"));
     const RunResult fault = RunResult::from_json(out.at("fault"));
     const int64_t cap = out.at("cap");
-    oom_metrics(rec, fault);
-    rec.metrics["cap_bytes"] = cap;
     rec.metrics["baseline_peak_bytes"] = base.peak_bytes;
-    rec.metrics["peak_bytes_rank0"] = fault.peak_bytes;
     rec.metrics["cached_free_bytes"] = fault.cached_free;
     rec.metrics["largest_free_block_bytes"] = fault.largest_free_block;
     rec.metrics["allocated_bytes_at_oom"] = fault.allocated;

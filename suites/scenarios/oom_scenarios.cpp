@@ -343,6 +343,8 @@ Record capacity_run(const Capacity& c, const ScenarioContext& ctx) {
       else msg << fixed(r.samples_per_s, 1) << "   " << fixed(ratio, 2) << "\n";
     }
     if (!fsdp_note.empty() && fsdp.oom) msg << "  (fsdp_2_ranks: " << fsdp_note << ")\n";
+    msg << "  (samples/s of the whole job over 2 timed steps, one thread per process: fsdp_2_ranks has two processes,\n"
+           "  so twice the baseline's cores)\n";
     rec.metrics["remedies_fit"] = fits;
     rec.message = msg.str();
 

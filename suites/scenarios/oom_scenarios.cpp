@@ -70,6 +70,13 @@ struct Launched {
   int ranks_ended = 0, orphans = 0;
 };
 
+// <run_dir>/<name>; without a run dir (a caller that gave none), one under the temp folder.
+fs::path sub_dir(const ScenarioContext& ctx, const std::string& name) {
+  const fs::path base = ctx.run_dir.empty() ? fs::temp_directory_path() / ("tb_oom_" + std::to_string(getpid()))
+                                            : ctx.run_dir;
+  return base / name;
+}
+
 // Ranks of `sc` with `cfg` as their config, in `dir`; every rank's pid checked (and killed) after.
 Launched launch(const Scenario& sc, const ScenarioContext& ctx, const fs::path& dir, int ranks, const json& cfg,
                 int timeout_s) {
@@ -181,7 +188,7 @@ void expect_oom(const RunResult& fault, int step, const std::string& phase, cons
 // said) when it wrote none.
 std::optional<json> run_one_rank(const Scenario& sc, const ScenarioContext& ctx, const std::string& mode, Record& rec,
                                  std::vector<std::string>& failures) {
-  Launched one = launch(sc, ctx, ctx.run_dir / mode, 1, {{"mode", mode}}, 300);
+  Launched one = launch(sc, ctx, sub_dir(ctx, mode), 1, {{"mode", mode}}, 300);
   add_launch_metrics(rec, one);
   if (!one.res.ok() || !one.results[0]) {
     failures.push_back("the rank failed: " + one.res.diagnosis(20));
@@ -293,7 +300,7 @@ Record capacity_run(const Capacity& c, const ScenarioContext& ctx) {
     std::vector<RunResult> remedies;
     for (const json& j : out.at("remedies")) remedies.push_back(RunResult::from_json(j));
 
-    Launched two = launch(sc, ctx, ctx.run_dir / "fsdp", 2, {{"mode", "fsdp"}, {"cap", cap}}, 300);
+    Launched two = launch(sc, ctx, sub_dir(ctx, "fsdp"), 2, {{"mode", "fsdp"}, {"cap", cap}}, 300);
     add_launch_metrics(rec, two);
     RunResult fsdp;
     fsdp.remedy = oom::capacity_remedies().back().name;
@@ -585,7 +592,7 @@ Record ddp_run(const ScenarioContext& ctx) {
   const Scenario& sc = *harness::find_scenario("oom/ddp_one_rank");
   return guarded(sc, ctx, [&](Record& rec, std::vector<std::string>& failures) {
     const auto t0 = std::chrono::steady_clock::now();
-    Launched l = launch(sc, ctx, ctx.run_dir / "ddp", 2, {{"mode", "ddp"}}, int(ctx.timeout_s) + 120);
+    Launched l = launch(sc, ctx, sub_dir(ctx, "ddp"), 2, {{"mode", "ddp"}}, int(ctx.timeout_s) + 120);
     add_launch_metrics(rec, l);
     const double launch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rec.metrics["launch_seconds"] = launch_s;
@@ -641,7 +648,7 @@ std::vector<std::string> oom_fault_signatures(const std::string& name, const Sce
   TB_CHECK(sc != nullptr, "oom scenario", "unknown scenario ", name);
   TB_CHECK(name != "oom/ddp_one_rank", "oom scenario", name, " ends its OOM rank: run it once per seed");
   const std::string mode = name == "oom/leak" ? "leak" : name == "oom/fragmentation" ? "fragmentation" : "capacity";
-  const Launched l = launch(*sc, ctx, ctx.run_dir / "repeat", 1, {{"mode", mode}, {"repeat_seeds", seeds}}, 300);
+  const Launched l = launch(*sc, ctx, sub_dir(ctx, "repeat"), 1, {{"mode", mode}, {"repeat_seeds", seeds}}, 300);
   TB_CHECK(l.res.ok() && l.results[0], "oom scenario", name, ": the rank failed: ", l.res.diagnosis(20));
   std::vector<std::string> out;
   for (const json& j : l.results[0]->at("faults")) out.push_back(signature(RunResult::from_json(j)));

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -281,7 +282,13 @@ int capacity_rank(const Capacity& c, const ScenarioContext& ctx) {
   for (const Remedy& r : oom::capacity_remedies()) {
     if (r.fsdp) continue;  // ranks of their own
     s.remedy = r;
-    remedies.push_back(oom::train_run(s).to_json());
+    json j = oom::train_run(s).to_json();
+    if (j.at("oom").get<bool>()) {  // how much it would have needed: the same run without the cap
+      RunSpec free = s;
+      free.cap = 0;
+      j["uncapped_peak_bytes"] = oom::train_run(free).peak_bytes;
+    }
+    remedies.push_back(j);
   }
   write_result(ctx, 0,
                {{"baseline", base.to_json()}, {"cap", s.cap}, {"fault", fault.to_json()}, {"remedies", remedies}});
@@ -298,7 +305,11 @@ Record capacity_run(const Capacity& c, const ScenarioContext& ctx) {
     const RunResult fault = RunResult::from_json(out.at("fault"));
     const int64_t cap = out.at("cap");
     std::vector<RunResult> remedies;
-    for (const json& j : out.at("remedies")) remedies.push_back(RunResult::from_json(j));
+    std::map<std::string, int64_t> needs;  // uncapped peaks of the remedies that did not fit
+    for (const json& j : out.at("remedies")) {
+      remedies.push_back(RunResult::from_json(j));
+      if (j.contains("uncapped_peak_bytes")) needs[remedies.back().remedy] = j.at("uncapped_peak_bytes");
+    }
 
     Launched two = launch(sc, ctx, sub_dir(ctx, "fsdp"), 2, {{"mode", "fsdp"}, {"cap", cap}}, 300);
     add_launch_metrics(rec, two);
@@ -346,8 +357,14 @@ Record capacity_run(const Capacity& c, const ScenarioContext& ctx) {
       std::string name = r.remedy;
       name.resize(std::max<size_t>(name.size(), 26), ' ');
       msg << "  " << name << " " << (r.oom ? "no " : "yes") << "   " << mib(r.peak_bytes) << "   ";
-      if (r.oom) msg << "OOM at " << where(r) << "\n";
-      else msg << fixed(r.samples_per_s, 1) << "   " << fixed(ratio, 2) << "\n";
+      if (r.oom) {
+        msg << "OOM at " << where(r);
+        if (needs.count(r.remedy)) {
+          msg << "; needs " << mib(needs[r.remedy]) << " without the cap";
+          rec.metrics["remedy_" + r.remedy + "_uncapped_peak_bytes"] = needs[r.remedy];
+        }
+        msg << "\n";
+      } else msg << fixed(r.samples_per_s, 1) << "   " << fixed(ratio, 2) << "\n";
     }
     if (!fsdp_note.empty() && fsdp.oom) msg << "  (fsdp_2_ranks: " << fsdp_note << ")\n";
     msg << "  (samples/s of the whole job over 2 timed steps, one thread per process: fsdp_2_ranks has two processes,\n"

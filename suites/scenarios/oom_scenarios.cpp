@@ -11,7 +11,11 @@
 //     expected), then micro-batches + accumulation, activation checkpointing and bf16 autocast
 //     under the same cap; then 2 ranks: FSDP with the same cap on each. A remedy fits when its run
 //     ends without an OutOfMemoryError; its throughput is the job's samples/s over the baseline's.
-//   - leak: every step's logits appended to a list; the cap leaves room for a few steps of it.
+//     One that does not fit runs once more without the cap, to say how much it needs.
+//   - fragmentation: sequence lengths that grow every step with the allocator's cache release off
+//     (memory::set_release_cache); the cached blocks of earlier sizes fill the cap.
+//   - leak: every step's logits appended to a list; the cap leaves room for a few steps of it; a
+//     snapshot after each step groups the live bytes by the site (op, module) that made them.
 //   - ddp_one_rank: 2 ranks under DDP, the cap on rank 1 only; rank 1 reports its OOM and exits
 //     with its group alive (as an uncaught error would), rank 0's watchdog names it.
 #include "suites/scenarios/oom_scenarios.h"

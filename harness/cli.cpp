@@ -1,4 +1,5 @@
-// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, checkpoint (and the hidden `rank`).
+// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, scenario, checkpoint (and the
+// hidden `rank` and `scenario-rank`).
 // Output contract: progress lines on stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
 #include <CLI/CLI.hpp>
 
@@ -23,6 +24,7 @@
 #include "harness/output_file.h"
 #include "harness/runner.h"
 #include "harness/scenario.h"
+#include "harness/scenario_cmd.h"
 
 #ifndef TB_VERSION
 #define TB_VERSION "unknown"
@@ -166,6 +168,7 @@ int cmd_list(const Options& o) {
     Selection one{{s->name}, o.filter, true};
     for (const auto& t : collect_tests(one)) l.tests.push_back(t.test.name);
     for (const auto& b : collect_benches(one)) l.benches.push_back(b.bench.name);
+    for (const auto& t : collect_timed(one)) l.benches.push_back(t.test.name);
     // A distributed suite's rank cases, per world size (they run inside launched ranks).
     for (int w : s->world_sizes) {
       for (const TestCase& t : rank_cases(*s, w, false, o.filter)) l.tests.push_back(t.name);
@@ -258,6 +261,8 @@ int cmd_run(const Options& o, const std::string& sub, int argc, char** argv) {
   std::vector<PlannedTest> tests;
   std::vector<PlannedBench> benches;
   if (do_tests) tests = collect_tests(sel);
+  if (do_benches)  // benchmarks that time themselves run as cases (register_timed_benches)
+    for (PlannedTest& t : collect_timed(sel)) tests.push_back(std::move(t));
   if (do_benches) benches = collect_benches(sel);
 
   const int threads = apply_threads(o.threads);
@@ -288,6 +293,12 @@ int cmd_run(const Options& o, const std::string& sub, int argc, char** argv) {
     }
     per_suite.emplace_back(s->name, n);
   }
+  // `all` without --suite also runs the short scenario set (harness/scenario_cmd.h), --filter narrowing it.
+  std::vector<std::string> quick;
+  if (sub == "all" && o.suites.empty()) {
+    quick = quick_scenarios(o.filter);
+    per_suite.emplace_back("scenarios", quick.size());
+  }
   check_selection_not_empty(o, sub, per_suite);
 
   Progress progress(&std::cerr, tests.size() + benches.size() + rank_total);
@@ -298,6 +309,15 @@ int cmd_run(const Options& o, const std::string& sub, int argc, char** argv) {
   for (const Suite* s : distributed) {
     std::vector<Record> drecs = run_distributed(*s, dopt, &progress);
     records.insert(records.end(), std::make_move_iterator(drecs.begin()), std::make_move_iterator(drecs.end()));
+  }
+  if (!quick.empty()) {
+    ScenarioRunOptions so;
+    so.names = quick;
+    so.timeout_s = 3;
+    so.work_dir = dopt.work_dir.parent_path() / "scenarios";
+    so.progress = &std::cerr;
+    std::vector<Record> srecs = run_scenarios(so);
+    records.insert(records.end(), std::make_move_iterator(srecs.begin()), std::make_move_iterator(srecs.end()));
   }
 
   // The tally first: it is the line CI logs are read for, even if the JSON cannot be written.
@@ -482,6 +502,8 @@ int main(int argc, char** argv) {
   CLI::App* estimate = add_estimate_command(app, estimate_options);
   AnalyzeOptions analyze_options;
   CLI::App* analyze = add_analyze_command(app, analyze_options);
+  ScenarioOptions scenario_options;
+  CLI::App* scenario = add_scenario_command(app, scenario_options);
 
   CheckpointOptions checkpoint_options;
   CLI::App* checkpoint = add_checkpoint_command(app, checkpoint_options);
@@ -540,6 +562,7 @@ int main(int argc, char** argv) {
     if (*launch) return cmd_launch(o);
     if (*estimate) return run_estimate(*estimate, estimate_options, join_argv(argc, argv));
     if (*analyze) return run_analyze(analyze_options);
+    if (*scenario) return run_scenario_command(*scenario, scenario_options, join_argv(argc, argv));
     if (*checkpoint) return run_checkpoint(*checkpoint, checkpoint_options);
     if (*rank) return rank_main(o.rank);
     if (*scenario_rank) {

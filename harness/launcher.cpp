@@ -5,17 +5,28 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <ostream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
+#include <thread>
 
 #include "harness/subprocess.h"
+
+extern char** environ;
 
 namespace tb::harness {
 
@@ -25,6 +36,22 @@ std::string self_exe() {
   std::error_code ec;
   const fs::path p = fs::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("trainbench") : p.string();
+}
+
+std::vector<std::string> forwarded_variables(const LaunchSpec& spec) {
+  std::set<std::string> names = {"TRAINBENCH_DIST_DIR"};
+  for (const auto& [k, v] : spec.env) names.insert(k);
+  // Inside a rank of another Open MPI job, its OMPI_* variables describe that job (its rank, its
+  // daemon's address): passing them on would make our ranks believe they belong to it.
+  const bool inside_mpi_job = std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view kv(*e);
+    const std::string name(kv.substr(0, kv.find('=')));
+    const auto starts = [&](std::string_view p) { return name.compare(0, p.size(), p) == 0; };
+    if (starts("TRAINBENCH_") || starts("NCCL_") || (starts("OMPI_") && !inside_mpi_job) || name == "OMP_NUM_THREADS")
+      names.insert(name);
+  }
+  return {names.begin(), names.end()};
 }
 
 std::vector<std::string> mpirun_command(const LaunchSpec& spec) {
@@ -42,21 +69,45 @@ std::vector<std::string> mpirun_command(const LaunchSpec& spec) {
   } else {
     cmd.insert(cmd.end(), {"--hostfile", spec.hostfile});
   }
-  // Every variable a rank needs, forwarded explicitly so remote hosts get it too.
-  std::vector<std::string> names = {"TRAINBENCH_DIST_DIR"};
-  for (const auto& [k, v] : spec.env) names.push_back(k);
-  for (const char* inherited :
-       {"TRAINBENCH_VENV", "TRAINBENCH_SEED", "TRAINBENCH_DIST_TIMEOUT", "TRAINBENCH_MEMORY_LIMIT", "OMP_NUM_THREADS"})
-    if (std::getenv(inherited) && !spec.env.count(inherited)) names.push_back(inherited);
-  for (const std::string& n : names) cmd.insert(cmd.end(), {"-x", n});
+  for (const std::string& n : forwarded_variables(spec)) cmd.insert(cmd.end(), {"-x", n});
   cmd.insert(cmd.end(), spec.mpirun_args.begin(), spec.mpirun_args.end());
   cmd.insert(cmd.end(), spec.argv.begin(), spec.argv.end());
   return cmd;
 }
 
+std::string short_stack(const std::string& full, int frames, int threads) {
+  static const std::regex frame(R"(^#(\d+)\s+(0x[0-9a-fA-F]+\s+)?(in\s+)?(.*)$)");
+  std::ostringstream os;
+  int thread = -1, skipped = 0;
+  auto flush_skipped = [&] {
+    if (skipped) os << "  (+" << skipped << " more thread" << (skipped > 1 ? "s" : "") << ")\n";
+    skipped = 0;
+  };
+  std::istringstream is(full);
+  for (std::string l; std::getline(is, l);) {
+    std::smatch m;
+    if (l.rfind("pid ", 0) == 0 || l.front() == '(') {  // our process header, or our own note
+      flush_skipped();
+      thread = -1;
+      os << l << '\n';
+    } else if (l.rfind("TID ", 0) == 0 || l.rfind("Thread ", 0) == 0) {  // eu-stack's, gdb's thread header
+      if (++thread >= threads) ++skipped;
+    } else if (thread < threads && std::regex_match(l, m, frame) && std::stoi(m[1]) < frames) {
+      std::string f = m[4].str();
+      if (f.size() > 110) f = f.substr(0, 107) + "...";
+      os << "  " << (thread > 0 && m[1] == "0" ? "| " : "") << "#" << m[1] << " " << f << '\n';
+    }
+  }
+  flush_skipped();
+  return os.str();
+}
+
 std::string LaunchResult::diagnosis(std::size_t lines) const {
   std::ostringstream os;
   if (timed_out) os << "the ranks did not finish within the launch timeout (" << seconds << " s) and were killed";
+  else if (stop_signal)
+    os << "the launcher got signal " << stop_signal << " (" << strsignal(stop_signal) << ") and ended the ranks after "
+       << seconds << " s";
   else os << "mpirun exited with status " << exit_code << " after " << seconds << " s";
   for (std::size_t r = 0; r < rank_output.size(); ++r) {
     std::vector<std::string> all;
@@ -72,10 +123,190 @@ std::string LaunchResult::diagnosis(std::size_t lines) const {
     os << "\n  mpirun:";
     for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) os << "\n    " << all[i];
   }
+  if (!stacks.empty()) {
+    os << "\n  stacks at the timeout (top frames; every thread in LaunchResult::stacks and rank<R>.stack):";
+    for (std::size_t r = 0; r < stacks.size(); ++r) {
+      os << "\n  rank " << r << ":";
+      std::istringstream is(short_stack(stacks[r]));
+      for (std::string l; std::getline(is, l);) os << "\n    " << l;
+    }
+  }
+  if (orphans) os << "\n  " << orphans << " process(es) of the run outlived every kill (orphans)";
   return os.str();
 }
 
 namespace {
+
+// A process of a run, as /proc shows it.
+struct RunProcess {
+  int pid = 0;
+  int ppid = 0;
+  int rank = -1;     // OMPI_COMM_WORLD_RANK (PMIX_RANK) in its environment; -1: mpirun or a daemon
+  std::string name;  // its comm, e.g. "trainbench", "sleep"
+};
+
+std::string read_whole(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+std::vector<RunProcess> scan_run(const fs::path& run_dir) {
+  const std::string want = "TRAINBENCH_DIST_DIR=" + run_dir.string();
+  std::vector<RunProcess> found;
+  const int self = int(::getpid());
+  std::error_code ec;
+  // Processes vanish while we read: every step tolerates a missing file.
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::directory_entry& e = *it;
+    const std::string id = e.path().filename().string();
+    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) continue;
+    RunProcess p;
+    p.pid = std::atoi(id.c_str());
+    if (p.pid == self) continue;
+    const std::string env = read_whole(e.path() / "environ");  // unreadable (gone, other user): empty
+    bool ours = false;
+    for (std::size_t at = 0; at < env.size();) {
+      std::size_t end = env.find('\0', at);
+      if (end == std::string::npos) end = env.size();
+      const std::string_view kv(env.data() + at, end - at);
+      if (kv == want) ours = true;
+      for (std::string_view key : {"OMPI_COMM_WORLD_RANK=", "PMIX_RANK="})
+        if (p.rank < 0 && kv.substr(0, key.size()) == key)
+          p.rank = std::atoi(std::string(kv.substr(key.size())).c_str());
+      at = end + 1;
+    }
+    if (!ours) continue;
+    // "pid (comm) S ppid ...": comm may hold spaces and parentheses, so split at the last ')'.
+    const std::string stat = read_whole(e.path() / "stat");
+    const std::size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size()) continue;  // gone meanwhile
+    const char state = stat[close + 2];
+    if (state == 'Z' || state == 'X') continue;  // dead, waiting to be reaped: not running anything
+    p.name = stat.substr(stat.find('(') + 1, close - stat.find('(') - 1);
+    p.ppid = std::atoi(stat.c_str() + close + 4);
+    found.push_back(std::move(p));
+  }
+  return found;
+}
+
+// SIGKILLs every process of the run until none is left or `patience` passes (a process that
+// forks as fast as we kill, or one in uninterruptible sleep); returns how many are left.
+int kill_run(const fs::path& run_dir, std::chrono::milliseconds patience) {
+  const auto until = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    const std::vector<RunProcess> left = scan_run(run_dir);
+    if (left.empty() || std::chrono::steady_clock::now() >= until) return int(left.size());
+    for (const RunProcess& p : left) ::kill(p.pid, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// Note [Stacks at the timeout]
+// When the outer timeout passes, every process of the run on this host is read from the outside
+// through ptrace, by eu-stack (elfutils) or, without it, gdb; not by a signal handler in the
+// ranks: a rank that is SIGSTOPped (a frozen host) cannot run a handler, nor can one blocked with
+// the signal masked or deadlocked inside malloc (where formatting a backtrace would deadlock
+// too), and a program that is not ours (a shell script) has none. ptrace reads a stopped process
+// as it is and leaves it stopped. eu-stack before gdb: gdb first loads the symbols of every
+// library, which for a rank linking LibTorch took over 60 s here; eu-stack reads only what it
+// unwinds through (1-4 s). All ranks at once, each process for at most kStackTime, so the kill
+// comes at most that long after the timeout. Ranks on other hosts are out of reach (their last
+// lines still show).
+constexpr std::chrono::seconds kStackTime{10};
+constexpr std::size_t kStackProcessesPerRank = 4;  // the rank and what it started (a shell's child)
+
+std::string stack_of(int pid) {
+  for (const bool gdb : {false, true}) {
+    SubprocessSpec s;
+    if (gdb)
+      s.argv = {"gdb",
+                "-p",
+                std::to_string(pid),
+                "-batch",
+                "-nx",
+                "-iex",
+                "set debuginfod enabled off",
+                "-ex",
+                "thread apply all bt"};
+    else s.argv = {"eu-stack", "-p", std::to_string(pid)};
+    s.timeout = kStackTime;
+    s.grace = std::chrono::seconds(1);
+    s.output = SubprocessSpec::Output::Merge;
+    s.max_output = std::size_t(1) << 20;
+    const SubprocessResult r = run_subprocess(s);
+    if (!r.started()) continue;  // not installed: the next tool
+    if (r.timed_out)
+      return r.out + "(" + s.argv[0] + " did not finish within " + std::to_string(kStackTime.count()) + " s)\n";
+    return r.out;
+  }
+  return "(no stack: neither eu-stack (elfutils) nor gdb is installed)\n";
+}
+
+// Per rank: the stack of every thread of each of its processes on this host.
+std::vector<std::string> collect_stacks(const fs::path& run_dir, int ranks) {
+  std::vector<std::vector<RunProcess>> by_rank(std::size_t(ranks), std::vector<RunProcess>{});
+  const std::vector<RunProcess> all = scan_run(run_dir);
+  std::map<int, int> rank_of;
+  for (const RunProcess& p : all) rank_of[p.pid] = p.rank;
+  for (const RunProcess& p : all)
+    if (p.rank >= 0 && p.rank < ranks) by_rank[std::size_t(p.rank)].push_back(p);
+  std::vector<std::string> stacks(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> readers;
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<RunProcess>& procs = by_rank[std::size_t(r)];
+    // The process mpirun started first (its parent is not of the same rank), then its children.
+    std::stable_sort(procs.begin(), procs.end(), [&](const RunProcess& a, const RunProcess& b) {
+      const bool a_top = !rank_of.count(a.ppid) || rank_of[a.ppid] != a.rank;
+      const bool b_top = !rank_of.count(b.ppid) || rank_of[b.ppid] != b.rank;
+      return a_top != b_top ? a_top : a.pid < b.pid;
+    });
+    if (procs.size() > kStackProcessesPerRank) procs.resize(kStackProcessesPerRank);
+    readers.emplace_back([&procs, &text = stacks[std::size_t(r)]] {
+      if (procs.empty()) text = "(no process of this rank on this host: it ended, never started, or runs elsewhere)\n";
+      for (const RunProcess& p : procs)
+        text += "pid " + std::to_string(p.pid) + " (" + p.name + "):\n" + stack_of(p.pid);
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  return stacks;
+}
+
+// Note [Launcher signals]
+// SIGINT, SIGTERM or SIGHUP reaching the launcher while ranks run is forwarded: mpirun's group
+// and every process of the run get SIGTERM, SIGKILL after the grace, the leftovers are killed,
+// then the signal is raised again under the disposition it had before, so the caller ends as it
+// would have (Ctrl-C on `trainbench launch` leaves no rank behind). Several launches at once
+// (threads) share one set of handlers.
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP};
+std::atomic<int> g_stop_signal{0};
+std::mutex g_signal_mutex;
+int g_launches_running = 0;
+struct sigaction g_previous[std::size(kForwardedSignals)];
+
+extern "C" void note_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+class ForwardSignals {
+ public:
+  ForwardSignals() {
+    std::lock_guard<std::mutex> lock(g_signal_mutex);
+    if (g_launches_running++ > 0) return;
+    g_stop_signal.store(0);
+    struct sigaction sa {};
+    sa.sa_handler = note_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (std::size_t i = 0; i < std::size(kForwardedSignals); ++i)
+      ::sigaction(kForwardedSignals[i], &sa, &g_previous[i]);
+  }
+  ~ForwardSignals() {
+    std::lock_guard<std::mutex> lock(g_signal_mutex);
+    if (--g_launches_running > 0) return;
+    for (std::size_t i = 0; i < std::size(kForwardedSignals); ++i)
+      ::sigaction(kForwardedSignals[i], &g_previous[i], nullptr);
+  }
+  ForwardSignals(const ForwardSignals&) = delete;
+  ForwardSignals& operator=(const ForwardSignals&) = delete;
+};
 
 // Ranks started by `trainbench rank` write their pid here, so a timeout can kill them even when
 // mpirun itself no longer responds.
@@ -88,6 +319,12 @@ void kill_rank_pids(const fs::path& run_dir, int ranks, int sig) {
 }
 
 }  // namespace
+
+std::vector<int> processes_in_run(const fs::path& run_dir) {
+  std::vector<int> pids;
+  for (const RunProcess& p : scan_run(run_dir)) pids.push_back(p.pid);
+  return pids;
+}
 
 LaunchResult launch(const LaunchSpec& spec) {
   if (spec.ranks < 1) throw std::invalid_argument("launch: ranks must be >= 1");
@@ -102,10 +339,36 @@ LaunchResult launch(const LaunchSpec& spec) {
   run.output = SubprocessSpec::Output::Merge;
   run.env["TRAINBENCH_DIST_DIR"] = spec.run_dir.string();
   for (const auto& [k, v] : spec.env) run.env[k] = v;
-  // Ranks on other hosts are not in mpirun's group: their pid files reach them.
-  run.on_kill = [&](int sig) { kill_rank_pids(spec.run_dir, spec.ranks, sig); };
-
+  // Ranks on other hosts are not in mpirun's group: their pid files reach them. Ranks here (and
+  // what they started, in whatever group or session) are found by the run's environment.
+  run.on_kill = [&](int sig) {
+    kill_rank_pids(spec.run_dir, spec.ranks, sig);
+    for (const RunProcess& p : scan_run(spec.run_dir)) {
+      ::kill(p.pid, sig);
+      if (sig == SIGTERM) ::kill(p.pid, SIGCONT);  // a stopped process acts on SIGTERM only once continued
+    }
+  };
   LaunchResult res;
+  run.on_deadline = [&] {  // Note [Stacks at the timeout]
+    if (spec.echo)
+      *spec.echo << "[launch] no end within " << spec.timeout.count()
+                 << " s: reading every rank's stack, then killing\n"
+                 << std::flush;
+    res.stacks = collect_stacks(spec.run_dir, spec.ranks);
+    for (int r = 0; r < spec.ranks; ++r) {
+      const fs::path file = spec.run_dir / ("rank" + std::to_string(r) + ".stack");
+      std::ofstream(file) << res.stacks[std::size_t(r)];
+      if (!spec.echo) continue;
+      *spec.echo << "[launch] rank " << r << "'s stack (all threads: " << file.string() << "):\n";
+      std::istringstream is(short_stack(res.stacks[std::size_t(r)]));
+      for (std::string l; std::getline(is, l);) *spec.echo << "[rank " << r << "]   " << l << '\n';
+      *spec.echo << std::flush;
+    }
+  };
+  std::optional<ForwardSignals> forward;  // Note [Launcher signals]
+  forward.emplace();
+  run.stop_requested = [] { return g_stop_signal.load() != 0; };
+
   res.rank_output.resize(std::size_t(spec.ranks));
   std::vector<std::unique_ptr<std::ofstream>> logs;
   for (int r = 0; r < spec.ranks; ++r)
@@ -154,9 +417,18 @@ LaunchResult launch(const LaunchSpec& spec) {
     handle_line(std::string("launch: cannot run mpirun: ") + std::strerror(done.exec_errno) +
                 " (install openmpi-bin; ci/bootstrap does)");
   if (!pending.empty()) handle_line(pending);  // a last line without its newline
+  // Whatever outlived mpirun (a rank's child that ignores SIGTERM, a daemon a rank started, a
+  // rank on this host that mpirun lost track of) is killed, found by the run's environment.
+  res.orphans = kill_run(spec.run_dir, std::chrono::seconds(5));
   res.timed_out = done.timed_out;
+  if (done.stopped) res.stop_signal = g_stop_signal.load();
   res.seconds = done.seconds;
   res.exit_code = done.status_code();
+  // A signal to us (also one that came after the ranks ended): once the previous handlers are
+  // back, it acts as it would have.
+  const int got = g_stop_signal.load();
+  forward.reset();
+  if (got) ::raise(got);
   return res;
 }
 

@@ -1,8 +1,10 @@
 // Starting N ranks through mpirun with a whole-run timeout, every rank's output kept (one log per
 // rank in the run folder) and echoed with a rank prefix. Used by distributed suites (one launch
 // per world size), by the watchdog test (which expects its ranks to fail), and by
-// `trainbench launch` for any program. Never waits forever: past the timeout the ranks and
-// mpirun are killed and the result says so, with each rank's last lines.
+// `trainbench launch` for any program. Never waits forever: past the timeout every rank's stack
+// is read (Note [Stacks at the timeout] in launcher.cpp), then mpirun, its daemons, the ranks and
+// whatever they started are killed, and the result says so with each rank's last lines and
+// stacks. A SIGINT/SIGTERM/SIGHUP to the launcher ends the run the same way first.
 #pragma once
 #include <chrono>
 #include <filesystem>
@@ -16,9 +18,9 @@ namespace tb::harness {
 struct LaunchSpec {
   int ranks = 1;
   std::vector<std::string> argv;           // the program and its arguments, same for every rank
-  std::chrono::seconds timeout{3600};      // whole run; then SIGTERM, 5 s later SIGKILL
+  std::chrono::seconds timeout{3600};      // whole run; then stacks, SIGTERM, 5 s later SIGKILL
   std::filesystem::path run_dir;           // created; rank<R>.log files; exported as TRAINBENCH_DIST_DIR
-  std::map<std::string, std::string> env;  // exported to every rank (mpirun -x)
+  std::map<std::string, std::string> env;  // exported to every rank (mpirun -x), beside forwarded_variables
   std::string hostfile;                    // empty: every rank on this host (oversubscribed if needed)
   std::vector<std::string> mpirun_args;    // extra mpirun arguments, before the program
   std::ostream* echo = nullptr;            // live lines "[rank R] ..." (null: quiet)
@@ -31,10 +33,27 @@ struct LaunchResult {
   double seconds = 0;
   std::vector<std::string> rank_output;  // per rank: its stdout and stderr lines, in arrival order
   std::string launcher_output;           // lines not tagged with a rank (mpirun's own messages)
-  bool ok() const { return exit_code == 0 && !timed_out; }
+  // Processes of the run (processes_in_run) still alive when launch() returned, after it killed
+  // everything left over: mpirun, its daemons, ranks and whatever they forked. Must be 0.
+  int orphans = 0;
+  // Per rank, read when the timeout passed (else empty): "pid P (name):" and every thread's stack
+  // for each process of the rank on this host (Note [Stacks at the timeout] in launcher.cpp).
+  // Also written to the run folder as rank<R>.stack.
+  std::vector<std::string> stacks;
+  int stop_signal = 0;  // SIGINT/SIGTERM/SIGHUP that made the launcher end the ranks (then raised again)
+  bool ok() const { return exit_code == 0 && !timed_out && stop_signal == 0; }
   // One paragraph for an error record: how it ended and the last `lines` lines of every rank.
   std::string diagnosis(std::size_t lines = 6) const;
 };
+
+// The variables every rank gets (mpirun -x NAME each, so ranks on other hosts get them too):
+// TRAINBENCH_DIST_DIR, the spec's env, and every TRAINBENCH_*, NCCL_*, OMPI_* (not when we are
+// ourselves a rank of an Open MPI job) and OMP_NUM_THREADS set in this process. Sorted.
+std::vector<std::string> forwarded_variables(const LaunchSpec& spec);
+
+// A stack from LaunchResult::stacks cut for a one-paragraph message: process headers, the first
+// `threads` threads of each process, their first `frames` frames without addresses.
+std::string short_stack(const std::string& full, int frames = 12, int threads = 2);
 
 // The mpirun command line for a spec (shown by `trainbench launch --dry-run`).
 std::vector<std::string> mpirun_command(const LaunchSpec& spec);
@@ -42,6 +61,13 @@ std::vector<std::string> mpirun_command(const LaunchSpec& spec);
 // Runs the spec. Throws std::runtime_error only when mpirun cannot be started at all (not
 // installed); everything a rank does, including hanging or crashing, is in the result.
 LaunchResult launch(const LaunchSpec& spec);
+
+// The live processes (zombies excluded, the caller excluded) whose environment has
+// TRAINBENCH_DIST_DIR equal to run_dir: mpirun, its daemons, every rank of a launch into run_dir
+// and anything they started (all inherit the variable the launcher sets). Read from
+// /proc/PID/environ, so a process that changed its own environment later is still found, and
+// one that exec'd with a cleared environment is not.
+std::vector<int> processes_in_run(const std::filesystem::path& run_dir);
 
 // The path of the running executable (/proc/self/exe), for relaunching ourselves as ranks.
 std::string self_exe();

@@ -117,14 +117,22 @@ std::vector<const Suite*> select_suites(const Selection& sel) {
   return out;
 }
 
-std::vector<PlannedTest> collect_tests(const Selection& sel) {
+namespace {
+using CaseList = std::function<std::vector<TestCase>()>;
+std::vector<std::pair<std::string, CaseList>>& timed_list() {
+  static std::vector<std::pair<std::string, CaseList>> t;
+  return t;
+}
+// The cases `of(suite)` gives for each selected suite, filtered.
+std::vector<PlannedTest> collect_cases(const Selection& sel, const std::function<CaseList(const Suite&)>& of) {
   const std::regex re = compile_filter(sel.filter);
   std::vector<PlannedTest> out;
   for (const Suite* s : select_suites(sel)) {
-    if (!s->tests) continue;
+    const CaseList list = of(*s);
+    if (!list) continue;
     std::vector<TestCase> cases;
     try {
-      cases = s->tests();
+      cases = list();
     } catch (const std::exception& e) {
       out.push_back({s->name, setup_error_case(e.what())});
       continue;
@@ -135,6 +143,28 @@ std::vector<PlannedTest> collect_tests(const Selection& sel) {
       if (std::regex_search(t.name, re)) out.push_back({s->name, std::move(t)});
   }
   return out;
+}
+}  // namespace
+
+std::vector<PlannedTest> collect_tests(const Selection& sel) {
+  return collect_cases(sel, [](const Suite& s) { return s.tests; });
+}
+
+void register_timed_benches(const std::string& suite, std::function<std::vector<TestCase>()> cases) {
+  bool known = false;
+  for (const Suite& s : suite_list()) known = known || s.name == suite;
+  if (!known) throw std::invalid_argument("register_timed_benches: no suite '" + suite + "'");
+  for (const auto& [name, list] : timed_list())
+    if (name == suite) throw std::invalid_argument("register_timed_benches: suite '" + suite + "' has them already");
+  timed_list().emplace_back(suite, std::move(cases));
+}
+
+std::vector<PlannedTest> collect_timed(const Selection& sel) {
+  return collect_cases(sel, [](const Suite& s) {
+    for (const auto& [name, list] : timed_list())
+      if (name == s.name) return list;
+    return CaseList();
+  });
 }
 
 std::vector<PlannedBench> collect_benches(const Selection& sel) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <stdexcept>
 #include <string>
@@ -44,6 +45,13 @@ struct PlannedBench {
 // Cases of the selected suites whose name matches the filter. Throws UsageError on a bad regex.
 std::vector<PlannedTest> collect_tests(const Selection& sel);
 std::vector<PlannedBench> collect_benches(const Selection& sel);
+// Benchmarks that run in this process and time themselves, returning records of kind "benchmark"
+// (work Google Benchmark cannot repeat: the scenario soak launches ranks for every run), added
+// to the registered suite `suite`; `bench` and `all` run them as cases, `list` lists them as
+// benchmarks. Throws std::invalid_argument for an unknown suite or a second call for one.
+void register_timed_benches(const std::string& suite, std::function<std::vector<TestCase>()> cases);
+// The timed benchmarks of the selected suites whose name matches the filter.
+std::vector<PlannedTest> collect_timed(const Selection& sel);
 
 // The `[12/340] ops matmul/float32/1024 ... pass` line on a stream (stderr in the CLI); one
 // Progress can span tests and benchmarks so `all` counts them together. Null stream: silent.

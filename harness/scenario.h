@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <ostream>
 #include <string>
@@ -28,6 +29,7 @@ struct Scenario {
   std::string name;         // "hang/<name>" or "oom/<name>"
   std::string description;  // one line: the fault it injects
   std::string expected;     // one line: the diagnosis that must come out
+  bool quick = false;       // part of `trainbench all`'s short set (a few seconds per run)
   // Runs the scenario once, in the parent process (it launches ranks or children as it needs),
   // and returns a record of kind "scenario": pass when the expected diagnosis came out; metrics
   // time_to_diagnosis_s, ranks_ended, orphans (processes left behind; must be 0) and
@@ -49,8 +51,20 @@ const Scenario* find_scenario(const std::string& name);
 // TRAINBENCH_DIST_TIMEOUT = ctx.timeout_s, `env` exported, rank logs in ctx.run_dir, and an outer
 // timeout of `outer_timeout` (past it the launcher kills everything: the scenario then failed).
 LaunchResult launch_scenario_ranks(const Scenario& sc, const ScenarioContext& ctx, int ranks,
-                                   const std::map<std::string, std::string>& env,
-                                   std::chrono::seconds outer_timeout);
+                                   const std::map<std::string, std::string>& env, std::chrono::seconds outer_timeout);
+
+struct ScenarioRunOptions {
+  std::vector<std::string> names;
+  int seeds = 1;
+  std::vector<std::string> backends{"mpi", "gloo"};  // for hang/ scenarios; oom/ run once
+  double timeout_s = 5;
+  std::filesystem::path work_dir;  // run dirs go under it; a passing run's is removed
+  std::ostream* progress = nullptr;
+};
+
+// Runs every (name, backend, seed); one record per run (suite "scenarios", kind "scenario"), and
+// a line per run on `progress`. Throws std::invalid_argument for an unknown name.
+std::vector<Record> run_scenarios(const ScenarioRunOptions& o);
 
 // The hidden `scenario-rank` subcommand's body.
 int scenario_rank_main(const std::string& name, const ScenarioContext& ctx);

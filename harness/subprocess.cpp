@@ -57,6 +57,7 @@ std::string SubprocessResult::describe() const {
   std::string s = signal ? "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")"
                          : "exited with status " + std::to_string(exit_code);
   if (timed_out) s += " after its deadline";
+  if (stopped) s += " after we were asked to stop";
   return s;
 }
 
@@ -161,9 +162,12 @@ SubprocessResult run_subprocess(const SubprocessSpec& spec) {
     if (w == pid || w < 0) reaped = true;  // < 0: not our child any more (cannot happen); stop waiting
     const auto now = Clock::now();
     if (reaped) break;
-    if (has_deadline && !term_sent && now >= deadline) {
-      res.timed_out = term_sent = true;
-      kill_at = now + spec.grace;
+    const bool past_deadline = has_deadline && now >= deadline;
+    if (!term_sent && (past_deadline || (spec.stop_requested && spec.stop_requested()))) {
+      term_sent = true;
+      (past_deadline ? res.timed_out : res.stopped) = true;
+      if (past_deadline && spec.on_deadline) spec.on_deadline();
+      kill_at = Clock::now() + spec.grace;
       signal_group(SIGTERM);
     } else if (term_sent && !kill_sent && now >= kill_at) {
       kill_sent = true;
@@ -177,7 +181,7 @@ SubprocessResult run_subprocess(const SubprocessSpec& spec) {
   for (pollfd& f : fds)
     if (f.fd >= 0) ::close(f.fd);
   if (spec.own_group) ::kill(-pid, SIGKILL);  // whatever of its group is left (nothing, normally)
-  if (res.timed_out && spec.on_kill) spec.on_kill(SIGKILL);
+  if ((res.timed_out || res.stopped) && spec.on_kill) spec.on_kill(SIGKILL);
   if (!res.exec_errno) {
     if (WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status)) res.signal = WTERMSIG(status);

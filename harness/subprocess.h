@@ -35,6 +35,12 @@ struct SubprocessSpec {
   // Called with SIGTERM, then SIGKILL, when the group is signalled past the deadline: for
   // processes the child started outside its group (mpirun's ranks on other hosts).
   std::function<void(int signal)> on_kill;
+  // Called once when the deadline passes, before anything is signalled: to look at the hung
+  // processes while they are still there (the launcher records every rank's stack).
+  std::function<void()> on_deadline;
+  // Polled every ~100 ms: true ends the child as a passed deadline does (SIGTERM, the grace,
+  // SIGKILL), without on_deadline; e.g. the caller itself got SIGINT and forwards it.
+  std::function<bool()> stop_requested;
 };
 
 struct SubprocessResult {
@@ -42,6 +48,7 @@ struct SubprocessResult {
   int exit_code = -1;      // its exit status when it exited
   int signal = 0;          // the signal that ended it, when one did
   bool timed_out = false;  // the deadline passed and the group was killed
+  bool stopped = false;    // stop_requested said so and the group was killed
   double seconds = 0;
   std::string out, err;    // captured output (err stays empty with Merge and Inherit)
   bool truncated = false;  // more than max_output bytes came on a stream

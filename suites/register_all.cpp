@@ -21,6 +21,7 @@
 #include "suites/optim/optim_suite.h"
 #include "suites/scenarios/oom_scenarios.h"
 #include "suites/ops/op_case.h"
+#include "suites/scenarios/scenarios.h"
 #include "suites/training/training_bench.h"
 
 namespace tb::suites {
@@ -32,7 +33,6 @@ void register_all() {
   if (const char* spec = std::getenv("TRAINBENCH_WATCHDOG_DEMO")) std::exit(watchdog_demo_from_env(spec));
   // Same thread count on both sides: the harness calls this with --threads.
   harness::register_thread_setter([](int n) { ref::set_threads(n); });
-  register_oom_scenarios();                 // `trainbench scenario` (harness/scenario.h)
   const nlohmann::json info = ref::info();  // a named copy: items() must not outlive it
   for (auto& [k, v] : info.items()) harness::add_run_info(k, v);
   harness::add_run_info("engine_blas", "oneDNN (libdnnl) for matmul and convolution");
@@ -195,6 +195,9 @@ void register_all() {
     s.peer = [](int world, const harness::CaseFilter& wanted) { return comm_peer(world, wanted); };
     harness::register_suite(std::move(s));
   }
+  register_hang_scenarios();
+  register_oom_scenarios();
+  register_scenario_soak();
 }
 
 }  // namespace tb::suites

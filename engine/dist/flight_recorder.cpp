@@ -111,6 +111,7 @@ CallRecord FlightRecorder::copy(const RecorderSlot& r) const {
   c.op = r.op;
   c.detail = r.detail;
   c.error = r.error;
+  c.label = r.label;
   c.dtype = r.dtype;
   c.shapes = r.shapes;
   c.enqueued = CallClock::to_time(r.enqueued);
@@ -162,6 +163,7 @@ nlohmann::json FlightRecorder::to_json() const {
                     {"ended_us", end},
                     {"duration_us", start >= 0 && end >= 0 ? end - start : -1},
                     {"error", r.error}});
+    if (!r.label.empty()) list.back()["label"] = r.label;
   }
   const auto wall_us = std::chrono::duration_cast<std::chrono::microseconds>(wall_origin_.time_since_epoch()).count();
   return {{"backend", backend_},

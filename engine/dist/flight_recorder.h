@@ -39,6 +39,7 @@ struct CallRecord {
   uint64_t collective_seq = 0;  // among collectives only; 0 for send/recv (Note [Progress board])
   std::string op;               // "all_reduce", "recv", ...
   std::string detail;           // "sum", "root=1", "peer=0 tag=3", ...
+  std::string label;            // the call site (call_site.h); "" when none was set
   core::DType dtype = core::DType::Float32;
   std::vector<core::Shape> shapes;  // inputs then outputs, as passed
   std::chrono::steady_clock::time_point enqueued, started, ended;
@@ -53,7 +54,7 @@ struct RecorderSlot {
   std::atomic<uint64_t> seq{0};
   uint64_t collective_seq = 0;
   const char* op = "";  // a static name
-  std::string detail, error;
+  std::string detail, error, label;
   core::DType dtype = core::DType::Float32;
   std::vector<core::Shape> shapes;
   uint64_t enqueued = 0;                       // CallClock ticks
@@ -65,7 +66,7 @@ class FlightRecorder {
  public:
   FlightRecorder(std::size_t capacity, std::string backend, int rank, int size);
 
-  // Records call `seq`: `fill(RecorderSlot&)` writes op, detail, dtype, shapes (the slot's old
+  // Records call `seq`: `fill(RecorderSlot&)` writes op, detail, label, dtype, shapes (the slot's old
   // contents are cleared first, capacity kept). Under the recorder's lock.
   template <typename F>
   void record(uint64_t seq, uint64_t collective_seq, uint64_t enqueued, F&& fill) {
@@ -75,6 +76,7 @@ class FlightRecorder {
     r.collective_seq = collective_seq;
     r.detail.clear();
     r.error.clear();
+    r.label.clear();
     r.enqueued = enqueued;
     r.started.store(0, std::memory_order_relaxed);
     r.ended.store(0, std::memory_order_relaxed);
@@ -92,7 +94,8 @@ class FlightRecorder {
   std::vector<CallRecord> entries() const;
   std::optional<CallRecord> get(uint64_t seq) const;  // nullopt once it has left the ring
   // {"backend", "rank", "size", "capacity", "dropped", "entries": [{seq, collective_seq, op,
-  // detail, dtype, shapes, state, enqueued_us, started_us, ended_us, duration_us, error}]}; times
+  // detail, dtype, shapes, state, enqueued_us, started_us, ended_us, duration_us, error[, label]}]}
+  // ("label" only when the call had one); times
   // in microseconds since the recorder was made (-1: not yet), plus "wall_clock_origin_unix_us"
   // (the system clock at that moment) to line dumps of several ranks up.
   nlohmann::json to_json() const;

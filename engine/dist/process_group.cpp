@@ -4,15 +4,18 @@
 #include <immintrin.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <sstream>
 
+#include "engine/dist/call_site.h"
 #include "engine/dist/flight_recorder.h"
 #include "engine/dist/watchdog.h"
 
@@ -206,7 +209,18 @@ ProcessGroup::ProcessGroup(int rank, int size, Options options)
                      : v == "exchange" ? Options::Check::Exchange
                                        : Options::Check::Off;
   }
+  if (const std::string d = env_or("TRAINBENCH_DIST_DEBUG"); !d.empty()) {
+    std::string up = d;
+    for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));
+    const std::string v = core::parse_choice("TRAINBENCH_DIST_DEBUG", up, {"OFF", "INFO", "DETAIL"});
+    options_.debug = v == "OFF" ? Options::Debug::Off : v == "INFO" ? Options::Debug::Info : Options::Debug::Detail;
+  }
+  if (const std::string w = env_or("TRAINBENCH_STRAGGLER_WARN"); !w.empty())
+    options_.straggler_warn = std::chrono::milliseconds(
+        int64_t(core::parse_double("TRAINBENCH_STRAGGLER_WARN", w, 0, 1e9) * 1000));
   if (options_.timeout.count() <= 0) throw DistError("process_group", "Options::timeout must be positive");
+  if (options_.straggler_warn.count() < 0)
+    options_.straggler_warn = std::min<std::chrono::milliseconds>(std::chrono::seconds(5), options_.timeout / 2);
 }
 
 ProcessGroup::~ProcessGroup() {
@@ -242,7 +256,20 @@ void ProcessGroup::start() {
                                            rank_, size_);
   CallClock::calibrate();
   last_enqueue_ = CallClock::now();
+  straggler_ticks_ = CallClock::ticks(options_.straggler_warn);
   agree_on_check();
+  if (options_.debug != Options::Debug::Off && rank_ == 0) {
+    std::fprintf(stderr,
+                 "trainbench: dist: group %s on %s: %d ranks, check %s, debug %s, timeout %.1f s, straggler "
+                 "warning %.1f s, progress board %s\n",
+                 options_.name.empty() ? "world" : options_.name.c_str(), be.c_str(), size_,
+                 check_mode_ == kCheckBoard      ? "board"
+                 : check_mode_ == kCheckExchange ? "exchange"
+                                                 : "off",
+                 detail_ ? "DETAIL" : "INFO", std::chrono::duration<double>(options_.timeout).count(),
+                 std::chrono::duration<double>(options_.straggler_warn).count(), board_->path().c_str());
+    std::fflush(stderr);
+  }
   worker_ = std::thread([this] { worker_loop(); });
   if (options_.watchdog) {
     auto probe = [this]() -> std::optional<InFlight> {
@@ -273,11 +300,14 @@ InFlight ProcessGroup::in_flight(const Task& t) const {
   if (k.op == OpCode::Send) os << " to rank " << t.peer;
   if (k.op == OpCode::Recv) os << " from rank " << t.peer;
   os << " (";
-  std::string detail, shapes;
-  if (std::optional<CallRecord> r = recorder_->get(t.seq)) detail = r->detail, shapes = shape_list(r->shapes);
+  std::string detail, shapes, label;
+  if (std::optional<CallRecord> r = recorder_->get(t.seq))
+    detail = r->detail, shapes = shape_list(r->shapes), label = r->label;
   if (k.op != OpCode::Barrier) os << core::name(k.dtype) << " " << (shapes.empty() ? "?" : shapes) << ", ";
   if (!detail.empty()) os << detail << ", ";
-  os << backend() << (t.cseq ? "" : ", seq " + std::to_string(t.seq)) << ")";
+  os << backend() << (t.cseq ? "" : ", seq " + std::to_string(t.seq));
+  if (!label.empty()) os << ", label " << label;
+  os << ")";
   f.what = os.str();
   return f;
 }
@@ -289,6 +319,7 @@ void ProcessGroup::agree_on_check() {
   int mode = options_.check == Options::Check::Off        ? kCheckOff
              : options_.check == Options::Check::Exchange ? kCheckExchange
                                                           : kCheckBoard;
+  int detail = options_.debug == Options::Debug::Detail ? 1 : 0;
   if (size_ > 1) {
     run_barrier();
     if (mode == kCheckBoard)
@@ -296,13 +327,19 @@ void ProcessGroup::agree_on_check() {
         const ProgressBoard::Slot s = board_->read(r);
         if (!board_->enabled() || !s.joined || !s.same_host) mode = kCheckExchange;
       }
-    Tensor v = empty({2}, DType::Int64);
-    v.data_ptr<int64_t>()[0] = mode;
-    v.data_ptr<int64_t>()[1] = -mode;
+    Tensor v = empty({4}, DType::Int64);
+    int64_t* p = v.data_ptr<int64_t>();
+    p[0] = mode, p[1] = -mode, p[2] = detail, p[3] = -detail;
     run_all_reduce(v, ReduceOp::Min);
-    mode = int(v.data_ptr<int64_t>()[0]);
+    mode = int(p[0]);
+    if (p[2] != -p[3] && rank_ == 0)
+      std::fprintf(stderr,
+                   "trainbench: dist: TRAINBENCH_DIST_DEBUG=DETAIL is set on some ranks only; DETAIL checks are off "
+                   "for this group\n");
+    detail = int(p[2]);
   }
   check_mode_ = CheckMode(mode);
+  detail_ = detail != 0;
 }
 
 void ProcessGroup::shutdown() {
@@ -353,6 +390,7 @@ WorkPtr ProcessGroup::enqueue(std::shared_ptr<Task> task, const std::string& det
   w.op_ = &kNames[int(t.code)];
   w.default_timeout_ = options_.timeout;
   w.group_ = this;
+  const std::string_view label = CallSite::current();
   bool wake;
   {
     std::lock_guard lock(mu_);
@@ -363,6 +401,7 @@ WorkPtr ProcessGroup::enqueue(std::shared_ptr<Task> task, const std::string& det
     recorder_->record(t.seq, t.cseq, t.enqueued, [&](RecorderSlot& r) {
       r.op = op;
       r.detail = detail;
+      r.label.assign(label);
       r.dtype = dtype;
       // inputs then outputs
       std::size_t n = 0;
@@ -456,6 +495,10 @@ void ProcessGroup::run_task(Task& t) {
 // Every rank sees the same fingerprints, so every rank throws the same DistError and skips the
 // call: the group stays in step, and the caller may catch it and go on.
 void ProcessGroup::check_call(Task& t) {
+  if (check_mode_ == kCheckOff || (detail_ && check_mode_ == kCheckExchange)) {
+    check_detail(t, {});  // DETAIL's exchange covers what the plain exchange would compare
+    return;
+  }
   Fingerprint mine;
   mine.call = t.packed & 0xFFFFFFFFull;  // op, dtype, reduction or root; the count in full below
   mine.numel = t.numel;
@@ -483,8 +526,9 @@ void ProcessGroup::check_call(Task& t) {
     throw DistError(op, mismatch_diagnosis(t.cseq, fps));
   }
   const uint64_t n = t.cseq;
-  board_->post_fingerprint(n, mine);
+  board_->post_fingerprint(n, mine, t.enqueued);
   std::vector<char> have(std::size_t(size_), 0);
+  std::vector<uint64_t> arrived(std::size_t(size_), t.enqueued);  // when each rank issued it
   have[std::size_t(rank_)] = 1;
   int missing = size_ - 1;
   const auto t0 = Clock::now();
@@ -492,9 +536,9 @@ void ProcessGroup::check_call(Task& t) {
   for (uint32_t round = 0;; ++round) {
     for (int q = 0; q < size_; ++q) {
       if (have[std::size_t(q)]) continue;
-      const int got = board_->fingerprint(q, n, fps[std::size_t(q)]);
+      const int got = board_->fingerprint(q, n, fps[std::size_t(q)], &arrived[std::size_t(q)]);
       if (got == 0) continue;
-      if (got < 0) fps[std::size_t(q)] = mine;  // cannot happen (see above); never blame on no evidence
+      if (got < 0) fps[std::size_t(q)] = mine, arrived[std::size_t(q)] = t.enqueued;  // cannot happen (see above)
       have[std::size_t(q)] = 1;
       --missing;
     }
@@ -520,11 +564,131 @@ void ProcessGroup::check_call(Task& t) {
       }
     }
   }
+  if (straggler_ticks_ > 0) report_straggler(t, arrived);
+  std::string mismatch;
+  for (int q = 0; q < size_ && mismatch.empty(); ++q)
+    if (!(fps[std::size_t(q)] == mine)) mismatch = mismatch_diagnosis(n, fps);
+  if (detail_) return check_detail(t, mismatch);  // the same verdict, told with shapes and labels
+  if (!mismatch.empty()) {
+    t.mismatch = true;
+    throw DistError(op, mismatch);
+  }
+}
+
+// Note [Stragglers]
+// The board's fingerprints carry when each rank issued the collective (CallClock ticks, one
+// clock for every process of this host), so once every rank has posted collective n each rank
+// knows how far the last one to issue it was behind the others. A lag of at least
+// Options::straggler_warn is reported on stderr, once: by the lowest-numbered rank other than the
+// straggler. The lag is measured from the last of the others, so one slow rank among fast ones
+// reads as its own delay. Only the board check sees it (ranks on other hosts share no clock).
+void ProcessGroup::report_straggler(const Task& t, const std::vector<uint64_t>& arrived) const {
+  int late = 0;
+  for (int q = 1; q < size_; ++q)
+    if (int64_t(arrived[std::size_t(q)] - arrived[std::size_t(late)]) > 0) late = q;
+  const int reporter = late == 0 ? 1 : 0;
+  if (rank_ != reporter) return;
+  uint64_t others = arrived[std::size_t(reporter)];
   for (int q = 0; q < size_; ++q)
-    if (!(fps[std::size_t(q)] == mine)) {
-      t.mismatch = true;
-      throw DistError(op, mismatch_diagnosis(n, fps));
-    }
+    if (q != late && int64_t(arrived[std::size_t(q)] - others) > 0) others = arrived[std::size_t(q)];
+  const int64_t lag = int64_t(arrived[std::size_t(late)] - others);
+  if (lag < int64_t(straggler_ticks_)) return;
+  const double per_s = double(CallClock::ticks(std::chrono::seconds(1)));
+  std::string label;
+  if (std::optional<CallRecord> r = recorder_->get(t.seq)) label = r->label;
+  std::fprintf(stderr,
+               "trainbench: straggler: rank %d arrived %.1f s after the others at collective #%llu %s (label %s); "
+               "threshold %.1f s, reported by rank %d\n",
+               late, double(lag) / per_s, static_cast<unsigned long long>(t.cseq), op_code_name(t.code),
+               label.empty() ? "none" : label.c_str(), std::chrono::duration<double>(options_.straggler_warn).count(),
+               rank_);
+  std::fflush(stderr);
+}
+
+// Note [Debug levels]
+// TRAINBENCH_DIST_DEBUG, after PyTorch's TORCH_DISTRIBUTED_DEBUG. OFF: the fingerprint check of
+// Note [Checking the calls] only. INFO: rank 0 logs each group (check mode, timeout, board) and
+// DDP's buckets. DETAIL: before every collective the ranks all-gather a text fingerprint of it
+// (op, collective number, dtype, every input shape -- not only the element count --, reduction
+// or root, call-site label), 512 bytes per rank in a fixed-size buffer so that the exchange itself
+// never mismatches, and compare them; ranks that differ get a DistError on every rank with each
+// side's fingerprint, and nothing enters the backend. It costs one small all-gather per call (its
+// price is measured by `trainbench bench --suite comm`, impl engine-detail) and runs after the
+// board check, which still times the ranks (Note [Stragglers]) and whose verdict it refines.
+namespace {
+constexpr int kDetailBytes = 512;
+
+std::string detail_fingerprint(OpCode code, uint64_t cseq, DType dtype, ReduceOp rop, int root,
+                               const std::vector<const Tensor*>& inputs, const std::string& label) {
+  std::ostringstream os;
+  os << op_code_name(code) << " #" << cseq;
+  if (code != OpCode::Barrier) {
+    os << " " << core::name(dtype) << " shapes ";
+    for (std::size_t i = 0; i < inputs.size(); ++i) os << (i ? ", " : "") << core::to_string(inputs[i]->sizes());
+  }
+  if (code == OpCode::AllReduce || code == OpCode::ReduceScatter) os << " " << reduce_op_name(rop);
+  if (code == OpCode::Broadcast) os << " root " << root;
+  os << " label " << (label.empty() ? "none" : "\"" + label + "\"");
+  return os.str();
+}
+}  // namespace
+
+void ProcessGroup::check_detail(Task& t, const std::string& board_mismatch) {
+  // The shapes every rank must agree on: the inputs (and outputs where they do not depend on the
+  // rank: a reduce_scatter over a list of chunks has this rank's chunk as output).
+  std::vector<const Tensor*> shapes;
+  switch (t.code) {
+    case OpCode::AllGather:
+      shapes.push_back(&t.b);
+      if (t.list.empty()) shapes.push_back(&t.a);
+      for (const Tensor& x : t.list) shapes.push_back(&x);
+      break;
+    case OpCode::ReduceScatter:
+      if (t.list.empty()) shapes.push_back(&t.b), shapes.push_back(&t.a);
+      for (const Tensor& x : t.list) shapes.push_back(&x);
+      break;
+    case OpCode::Barrier: break;
+    default: shapes.push_back(&t.a);
+  }
+  std::string label;
+  if (std::optional<CallRecord> r = recorder_->get(t.seq)) label = r->label;
+  const std::string mine = detail_fingerprint(t.code, t.cseq, t.a.defined() ? t.a.dtype() : DType::Float32, t.rop,
+                                              t.arg, shapes, label);
+  Tensor in = empty({kDetailBytes / 8}, DType::Int64), all = empty({int64_t(size_) * kDetailBytes / 8}, DType::Int64);
+  std::memset(in.data(), 0, kDetailBytes);
+  std::memcpy(in.data(), mine.data(), std::min<std::size_t>(mine.size(), kDetailBytes - 1));
+  run_all_gather(all, in);
+  std::vector<std::string> fps(static_cast<std::size_t>(size_));
+  const char* base = static_cast<const char*>(all.data());
+  bool same = true;
+  for (int r = 0; r < size_; ++r) {
+    const char* p = base + std::size_t(r) * kDetailBytes;
+    fps[std::size_t(r)].assign(p, strnlen(p, kDetailBytes));
+    same = same && fps[std::size_t(r)] == fps[0];
+  }
+  const char* op = op_code_name(t.code);
+  t.mismatch = same ? !board_mismatch.empty() : true;
+  if (same) {
+    if (!board_mismatch.empty()) throw DistError(op, board_mismatch);
+    return;
+  }
+  std::vector<std::pair<std::string, std::vector<int>>> groups;  // ranks that agree, by lowest rank
+  for (int r = 0; r < size_; ++r) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == fps[std::size_t(r)]; });
+    if (it == groups.end()) groups.push_back({fps[std::size_t(r)], {r}});
+    else it->second.push_back(r);
+  }
+  std::ostringstream os;
+  os << "TRAINBENCH_DIST_DEBUG=DETAIL: collective #" << t.cseq << " differs between ranks: ";
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const auto& rs = groups[i].second;
+    os << (i ? "; " : "") << (rs.size() == 1 ? "rank " : "ranks ");
+    for (std::size_t j = 0; j < rs.size(); ++j) os << (j ? ", " : "") << rs[j];
+    os << ": " << groups[i].first;
+  }
+  os << ". No rank entered the backend with it; every rank must issue the same collectives in the same order with "
+        "the same op, dtype, shapes, reduction or root and call-site label";
+  throw DistError(op, os.str());
 }
 
 void ProcessGroup::execute(Task& t) {
@@ -537,7 +701,7 @@ void ProcessGroup::execute(Task& t) {
   std::exception_ptr err;
   std::string msg;
   try {
-    if (!p2p && size_ > 1 && check_mode_ != kCheckOff) check_call(t);
+    if (!p2p && size_ > 1 && (check_mode_ != kCheckOff || detail_)) check_call(t);
     run_task(t);
   } catch (const std::exception& e) {
     err = std::current_exception();

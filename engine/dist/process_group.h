@@ -96,6 +96,19 @@ struct Options {
   // else the exchange if any rank needs it.
   enum class Check { Auto, Exchange, Off };
   Check check = Check::Auto;
+  // Debug level, after TORCH_DISTRIBUTED_DEBUG (TRAINBENCH_DIST_DEBUG=OFF|INFO|DETAIL overrides it;
+  // Note [Debug levels] in process_group.cpp). Info: rank 0 logs each group's creation and DDP's
+  // bucket assignment on stderr. Detail: also, before every collective, the ranks exchange its
+  // full fingerprint (op, dtype, every shape, reduction or root, collective number, call-site
+  // label) and a mismatch raises DistError on every rank showing each side's fingerprint. The
+  // ranks agree when the group starts: Detail only if every rank asks for it.
+  enum class Debug { Off, Info, Detail };
+  Debug debug = Debug::Off;
+  // A rank that issues a collective this much later than the last of the others is reported on
+  // stderr as a straggler by the lowest-numbered rank that was on time (Note [Stragglers] in
+  // process_group.cpp); training goes on. Negative: min(5 s, timeout / 2); zero: never.
+  // TRAINBENCH_STRAGGLER_WARN (seconds) overrides it.
+  std::chrono::milliseconds straggler_warn{-1};
 };
 
 class ProcessGroup {
@@ -108,6 +121,8 @@ class ProcessGroup {
   int size() const { return size_; }
   virtual std::string backend() const = 0;  // "mpi", "gloo", "nccl"
   const Options& options() const { return options_; }
+  // Whether DETAIL's fingerprint exchange runs before each collective (every rank asked for it).
+  bool detail_checks() const { return detail_; }
   FlightRecorder& recorder() { return *recorder_; }
 
   // Dtypes: float32, float64, bfloat16, int64 (anything else: DistError). Tensors must be
@@ -171,6 +186,8 @@ class ProcessGroup {
   void check_call(Task& task);                 // Note [Checking the calls]; throws DistError on a mismatch
   InFlight in_flight(const Task& task) const;  // the watchdog's description of a call
   void agree_on_check();                       // start(): every rank picks the same CheckMode
+  void check_detail(Task& task, const std::string& board_mismatch);                     // Note [Debug levels]
+  void report_straggler(const Task& task, const std::vector<uint64_t>& arrived) const;  // Note [Stragglers]
 
   int rank_, size_;
   Options options_;
@@ -190,6 +207,8 @@ class ProcessGroup {
   bool peers_local_ = false;  // every rank's board slot is on this host (worker only)
   enum CheckMode { kCheckOff, kCheckExchange, kCheckBoard };
   CheckMode check_mode_ = kCheckOff;  // agreed by every rank in start()
+  bool detail_ = false;               // Options::Debug::Detail, agreed by every rank in start()
+  uint64_t straggler_ticks_ = 0;      // Options::straggler_warn in CallClock ticks; 0: off
   std::thread worker_;
 };
 

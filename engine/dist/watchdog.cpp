@@ -52,7 +52,7 @@ CallKey unpack_call(uint64_t p) {
 
 namespace {
 
-constexpr uint64_t kMagic = 0x3264726f62627474ull;  // "ttbboard2" (little-endian, truncated)
+constexpr uint64_t kMagic = 0x3364726f62627474ull;  // "ttbbord3" (little-endian): slot layout version 3
 constexpr int kSlotWords = 32;                      // 256 bytes: four cache lines
 enum Field {
   kMagicF,
@@ -65,11 +65,11 @@ enum Field {
   kP2pEnteredCall,
   kP2pCompleted,
   kState,
-  kFp /* two fingerprints of kFpWords: seq, call, numel, aux */ = 10,
-  kHost = kFp + 8 /* 7 words of hostname */,
+  kFp /* two fingerprints of kFpWords: seq, call, numel, aux, issued */ = 10,
+  kHost = kFp + 10 /* 7 words of hostname */,
   kEnd = kHost + 7
 };
-constexpr int kFpWords = 4;
+constexpr int kFpWords = 5;
 static_assert(kEnd <= kSlotWords);
 constexpr int kHostBytes = (kEnd - kHost) * 8;
 
@@ -228,17 +228,18 @@ void ProgressBoard::set_state(State st) const {
       std::atomic_ref<uint64_t>(*field(rank_, kState)).load(std::memory_order_relaxed) != uint64_t(State::Left))
     std::atomic_ref<uint64_t>(*field(rank_, kState)).store(uint64_t(st), std::memory_order_release);
 }
-void ProgressBoard::post_fingerprint(uint64_t cseq, const Fingerprint& f) {
+void ProgressBoard::post_fingerprint(uint64_t cseq, const Fingerprint& f, uint64_t issued) {
   if (!base_) return;
   const int e = kFp + int(cseq % 2) * kFpWords;
   TB_BOARD_STORE(e + 1, f.call);
   TB_BOARD_STORE(e + 2, uint64_t(f.numel));
   TB_BOARD_STORE(e + 3, f.aux);
+  TB_BOARD_STORE(e + 4, issued);
   TB_BOARD_STORE(e, cseq);  // last: a reader that sees cseq sees the words before it
 }
 #undef TB_BOARD_STORE
 
-int ProgressBoard::fingerprint(int rank, uint64_t cseq, Fingerprint& out) const {
+int ProgressBoard::fingerprint(int rank, uint64_t cseq, Fingerprint& out, uint64_t* issued) const {
   if (!base_ || rank < 0 || rank >= size_) return 0;
   const auto load = [&](int f) { return std::atomic_ref<uint64_t>(*field(rank, f)).load(std::memory_order_acquire); };
   const int e = kFp + int(cseq % 2) * kFpWords;
@@ -248,6 +249,7 @@ int ProgressBoard::fingerprint(int rank, uint64_t cseq, Fingerprint& out) const 
   out.call = load(e + 1);
   out.numel = int64_t(load(e + 2));
   out.aux = load(e + 3);
+  if (issued) *issued = load(e + 4);
   return load(e) == cseq ? 1 : -1;
 }
 ProgressBoard::Slot ProgressBoard::read(int rank) const {

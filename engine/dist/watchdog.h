@@ -106,10 +106,11 @@ class ProgressBoard {
   static void set_state_all(State s);  // every live board of this process
   // Publishes this rank's fingerprint of collective `cseq` (a ring of two per rank: a rank can be
   // at most one collective ahead of a rank still comparing, since it compares too).
-  void post_fingerprint(uint64_t cseq, const Fingerprint& f);
-  // Rank `rank`'s fingerprint of `cseq`: 1 and `out` set, 0 when it has not posted it yet, -1
-  // when it has already overwritten it.
-  int fingerprint(int rank, uint64_t cseq, Fingerprint& out) const;
+  // `issued`: when this rank issued it (CallClock ticks; Note [Stragglers] in process_group.cpp).
+  void post_fingerprint(uint64_t cseq, const Fingerprint& f, uint64_t issued = 0);
+  // Rank `rank`'s fingerprint of `cseq`: 1 and `out` (and `issued`, if given) set, 0 when it has
+  // not posted it yet, -1 when it has already overwritten it.
+  int fingerprint(int rank, uint64_t cseq, Fingerprint& out, uint64_t* issued = nullptr) const;
   Slot read(int rank) const;
   void remove_file();  // at group destruction (the mapping stays valid for this process)
 

@@ -1,6 +1,8 @@
 // The launcher on plain shell programs (no engine, no MPI code in the ranks): output split by
 // rank, exit statuses passed through, and a hanging job killed at its deadline.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "harness/distributed.h"
 #include "harness/launcher.h"
@@ -73,6 +76,163 @@ TEST(Launcher, KillsAHangingJobAtItsDeadline) {
   EXPECT_LT(s, 2 + 10.0) << "the launcher waited too long for a hanging job";
   EXPECT_NE(res.diagnosis().find("did not finish within"), std::string::npos);
   fs::remove_all(spec.run_dir);
+}
+
+TEST(Launcher, ProcessesInRunSeesTheRanksWhileTheyRun) {
+  LaunchSpec spec;
+  spec.ranks = 2;
+  spec.run_dir = fresh_dir("procs");
+  spec.timeout = std::chrono::seconds(30);
+  spec.argv = {"sh", "-c", "touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; exec sleep 300"};
+  LaunchResult res;
+  std::thread runner([&] { res = launch(spec); });
+  // Both ranks up: mpirun and two sleeps are in the run (and, once killed, none is).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!(fs::exists(spec.run_dir / "up0") && fs::exists(spec.run_dir / "up1")) &&
+         std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the touch is before the exec
+  const std::vector<int> live = processes_in_run(spec.run_dir);
+  EXPECT_GE(live.size(), 3u) << "mpirun and 2 ranks";
+  for (int pid : live) ::kill(pid, SIGKILL);
+  runner.join();
+  EXPECT_EQ(res.orphans, 0);
+  EXPECT_TRUE(processes_in_run(spec.run_dir).empty());
+  EXPECT_TRUE(processes_in_run(spec.run_dir / "other").empty());
+  fs::remove_all(spec.run_dir);
+}
+
+TEST(Launcher, LeavesNoOrphanWhenARankForksAChildThatIgnoresSigterm) {
+  LaunchSpec spec;
+  spec.ranks = 2;
+  spec.run_dir = fresh_dir("orphan");
+  spec.timeout = std::chrono::seconds(2);
+  // The grandchild leaves the rank's process group and session and ignores SIGTERM: only the
+  // environment scan finds it.
+  spec.argv = {"sh", "-c", "trap '' TERM; setsid sh -c \"trap '' TERM; sleep 300\" & sleep 300"};
+  const auto t0 = std::chrono::steady_clock::now();
+  const LaunchResult res = launch(spec);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(res.timed_out);
+  EXPECT_EQ(res.orphans, 0);
+  EXPECT_TRUE(processes_in_run(spec.run_dir).empty());
+  EXPECT_LT(s, 2 + 15.0);
+  fs::remove_all(spec.run_dir);
+}
+
+// Past the timeout every rank's stack is read before the kill, naming where each rank is.
+TEST(Launcher, TimeoutPrintsEveryRanksStackThenKills) {
+  LaunchSpec spec;
+  spec.ranks = 2;
+  spec.run_dir = fresh_dir("stacks");
+  spec.timeout = std::chrono::seconds(2);
+  spec.argv = {TB_LAUNCHER_SLEEPER, "sleep"};
+  std::ostringstream echo;
+  spec.echo = &echo;
+  const auto t0 = std::chrono::steady_clock::now();
+  const LaunchResult res = launch(spec);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(res.timed_out);
+  ASSERT_EQ(res.stacks.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(res.stacks[std::size_t(r)].find("rank_sleeps_in_here"), std::string::npos) << res.stacks[std::size_t(r)];
+    EXPECT_TRUE(fs::exists(spec.run_dir / ("rank" + std::to_string(r) + ".stack")));
+  }
+  EXPECT_NE(res.diagnosis().find("rank_sleeps_in_here"), std::string::npos) << res.diagnosis();
+  EXPECT_NE(echo.str().find("[rank 1]   "), std::string::npos) << echo.str();
+  EXPECT_EQ(res.orphans, 0);
+  EXPECT_TRUE(processes_in_run(spec.run_dir).empty());
+  EXPECT_LT(s, 2 + 15.0);
+  fs::remove_all(spec.run_dir);
+}
+
+// A frozen rank cannot run a signal handler; ptrace still reads it, and SIGKILL still ends it.
+TEST(Launcher, AStoppedRankStillHasItsStackAndIsKilled) {
+  LaunchSpec spec;
+  spec.ranks = 2;
+  spec.run_dir = fresh_dir("stopped");
+  spec.timeout = std::chrono::seconds(2);
+  spec.argv = {TB_LAUNCHER_SLEEPER, "stop", "1"};
+  const LaunchResult res = launch(spec);
+  EXPECT_TRUE(res.timed_out);
+  ASSERT_EQ(res.stacks.size(), 2u);
+  EXPECT_NE(res.stacks[0].find("rank_sleeps_in_here"), std::string::npos) << res.stacks[0];
+  EXPECT_NE(res.stacks[1].find("rank_stops_itself_here"), std::string::npos) << res.stacks[1];
+  EXPECT_EQ(res.orphans, 0);
+  EXPECT_TRUE(processes_in_run(spec.run_dir).empty());
+  fs::remove_all(spec.run_dir);
+}
+
+// SIGTERM to the launcher: the ranks are ended, nothing is left, and the launcher then dies of
+// the signal as it would have without the launch.
+TEST(Launcher, ASignalToTheLauncherEndsTheRunFirst) {
+  const fs::path dir = fresh_dir("signal");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    LaunchSpec spec;
+    spec.ranks = 2;
+    spec.run_dir = dir;
+    spec.timeout = std::chrono::seconds(60);
+    spec.argv = {"sh", "-c", "trap '' TERM; touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; sleep 300"};
+    launch(spec);
+    ::_exit(0);  // not reached: the launcher raises SIGTERM again
+  }
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!(fs::exists(dir / "up0") && fs::exists(dir / "up1")) && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GE(processes_in_run(dir).size(), 3u);
+  ::kill(child, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_TRUE(processes_in_run(dir).empty());
+  fs::remove_all(dir);
+}
+
+TEST(Launcher, ForwardsTrainbenchNcclAndOmpiVariables) {
+  ::setenv("TRAINBENCH_LAUNCH_TEST_FORWARDED", "tb-yes", 1);
+  ::setenv("NCCL_LAUNCH_TEST_FORWARDED", "nccl-yes", 1);
+  ::setenv("OMPI_LAUNCH_TEST_FORWARDED", "ompi-yes", 1);
+  LaunchSpec spec;
+  spec.ranks = 2;
+  spec.run_dir = fresh_dir("forward");
+  spec.timeout = std::chrono::seconds(60);
+  const std::vector<std::string> names = forwarded_variables(spec);
+  for (const char* n : {"TRAINBENCH_LAUNCH_TEST_FORWARDED", "NCCL_LAUNCH_TEST_FORWARDED", "OMPI_LAUNCH_TEST_FORWARDED",
+                        "TRAINBENCH_DIST_DIR"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  EXPECT_EQ(std::find(names.begin(), names.end(), "HOME"), names.end());
+  spec.argv = {
+      "sh", "-c",
+      "echo \"got $TRAINBENCH_LAUNCH_TEST_FORWARDED $NCCL_LAUNCH_TEST_FORWARDED $OMPI_LAUNCH_TEST_FORWARDED\""};
+  const LaunchResult res = launch(spec);
+  ::unsetenv("TRAINBENCH_LAUNCH_TEST_FORWARDED");
+  ::unsetenv("NCCL_LAUNCH_TEST_FORWARDED");
+  ::unsetenv("OMPI_LAUNCH_TEST_FORWARDED");
+  ASSERT_TRUE(res.ok()) << res.diagnosis();
+  for (const std::string& out : res.rank_output)
+    EXPECT_NE(out.find("got tb-yes nccl-yes ompi-yes"), std::string::npos) << out;
+  fs::remove_all(spec.run_dir);
+}
+
+TEST(Launcher, ShortStackKeepsTheTopFramesOfTheFirstThreads) {
+  const std::string eu =
+      "pid 10 (trainbench):\nPID 10 - process\nTID 10:\n#0  0x00007f0000000001 clock_nanosleep\n"
+      "#1  0x00007f0000000002 nanosleep\n#2  0x0000000000401000 waits_here()\n#3  0x0000000000401100 main\n"
+      "TID 11:\n#0  0x00007f0000000003 poll\nTID 12:\n#0  0x00007f0000000004 epoll_wait\nTID 13:\n#0  0x1 futex\n";
+  const std::string cut = short_stack(eu, 3, 2);
+  EXPECT_NE(cut.find("pid 10 (trainbench):"), std::string::npos) << cut;
+  EXPECT_NE(cut.find("#2 waits_here()"), std::string::npos) << cut;
+  EXPECT_EQ(cut.find("main"), std::string::npos) << cut;        // frame 3 is past the 3 kept
+  EXPECT_NE(cut.find("| #0 poll"), std::string::npos) << cut;   // the second thread
+  EXPECT_EQ(cut.find("epoll_wait"), std::string::npos) << cut;  // the third is only counted
+  EXPECT_NE(cut.find("(+2 more threads)"), std::string::npos) << cut;
+  EXPECT_EQ(cut.find("0x00007f"), std::string::npos) << cut;
+  const std::string gdb =
+      "pid 20 (sleeper):\n[New LWP 21]\nThread 1 (Thread 0x7f (LWP 20) \"sleeper\"):\n"
+      "#0  0x00007f00 in clock_nanosleep () from /lib/libc.so.6\n#1  0x0040 in waits_here() ()\n";
+  EXPECT_NE(short_stack(gdb).find("#1 waits_here() ()"), std::string::npos) << short_stack(gdb);
 }
 
 TEST(Launcher, MpirunCommandCarriesTheRootAndOversubscribeFlags) {

@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 SAMPLE = HERE / "sample.json"
 sys.path.insert(0, str(HERE.parent))
 
-from trainbench_reports import dist_plots  # noqa: E402
+from trainbench_reports import dist_plots, scenario_plots  # noqa: E402
 from trainbench_reports.load import load_schema, validate  # noqa: E402
 
 DIST_PNGS = ("comm_busbw.png", "comm_time.png", "ddp_scaling.png", "ddp_step.png",
@@ -312,6 +312,7 @@ class DcpPlots(unittest.TestCase):
                      "async_blocking_ms": 50.0, "async_blocking_fraction": 0.05 * world, "world": world}
                 if impl == "engine":
                     m["memcpy_gbps"] = 10.0
+                    m["write_floor_gbps"] = 3.0
                 recs.append((None, {"suite": "dcp", "case": f"dcp/gpt/w{world}/{impl}", "kind": "benchmark",
                                     "status": "pass", "metrics": m}))
         return recs
@@ -323,9 +324,44 @@ class DcpPlots(unittest.TestCase):
             self.assertGreater(path.stat().st_size, 5000)
             self.assertIsNone(dist_plots.dcp_throughput([], Path(d) / "none.png"))
         md = "\n".join(dist_plots.dcp_table_md(self.items()))
-        self.assertIn("| gpt | 2 | 4 | 2 | 2.00x | 8 | 4 | 2.00x | 10% | 10 |", md)
+        self.assertIn("| gpt | 2 | 4 | 2 | 2.00x | 8 | 4 | 2.00x | 10% | 10 | 3 |", md)
         failed = [(n, dict(r, status="fail")) for n, r in self.items()]
         self.assertEqual(dist_plots.dcp_table_md(failed), [])
+
+
+class ScenarioPlots(unittest.TestCase):
+    """The scenarios figure and table from a soak record and single scenario runs."""
+
+    @staticmethod
+    def items():
+        soak = {"suite": "scenarios", "case": "soak/rank_exits/mpi", "kind": "benchmark", "status": "pass",
+                "metrics": {"runs": 4, "detection_rate": 0.75, "outer_kills": 1, "timeout_s": 5},
+                "series": {"time_to_diagnosis_s": [0.5, 1.0, 2.0, 6.0]}}
+        runs = [(None, {"suite": "scenarios", "case": f"hang/op_mismatch/gloo/seed{s}", "kind": "scenario",
+                        "status": "pass" if s else "fail",
+                        "metrics": {"time_to_diagnosis_s": 0.1 * (s + 1), "outer_kill": 0, "timeout_s": 5}})
+                for s in range(2)]
+        other = (None, {"suite": "ops", "case": "add/float32/16", "kind": "correctness", "status": "pass",
+                        "metrics": {}})
+        return [(None, soak), *runs, other]
+
+    def test_points(self):
+        p = scenario_plots.scenario_points(self.items())
+        self.assertEqual(list(p), ["rank_exits mpi", "op_mismatch gloo"])
+        self.assertEqual((p["rank_exits mpi"]["runs"], p["rank_exits mpi"]["detected"]), (4, 3))
+        self.assertEqual(p["op_mismatch gloo"]["ttd"], [0.1, 0.2])
+        self.assertEqual((p["op_mismatch gloo"]["runs"], p["op_mismatch gloo"]["detected"]), (2, 1))
+
+    def test_plot_and_table(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = scenario_plots.scenarios_plot(self.items(), Path(d) / "scenarios.png")
+            self.assertIsNotNone(path)
+            self.assertGreater(path.stat().st_size, 5000)
+            self.assertIsNone(scenario_plots.scenarios_plot([], Path(d) / "none.png"))
+        md = "\n".join(scenario_plots.scenarios_table_md(self.items()))
+        self.assertIn("| rank_exits mpi | 4 | 75% | 1.00 | 6.00 | 6.00 | 1 |", md)
+        self.assertIn("| op_mismatch gloo | 2 | 50% | 0.10 | 0.20 | 0.20 | 0 |", md)
+        self.assertEqual(scenario_plots.scenarios_table_md([]), [])
 
 
 if __name__ == "__main__":

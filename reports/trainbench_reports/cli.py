@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from . import (DEFAULT_PEAK_GBPS, DEFAULT_PEAK_GFLOPS, DEFAULT_PEAK_GFLOPS_AVX2, default_peak_gflops,
-               dist_plots, html_report, markdown, memory_snapshot, plots)
+               dist_plots, html_report, markdown, memory_snapshot, plots, scenario_plots)
 from .load import LoadError, load_results
 from .output import OutputError
 from .summary import passed_benchmarks, rows_of
@@ -53,7 +53,7 @@ def parse_args(argv):
 
 DIST_PNGS = ("comm_busbw.png", "comm_time.png", "ddp_scaling.png", "ddp_step.png",
              "fashion_mnist.png", "fsdp_throughput.png", "fsdp_memory.png", "fsdp_comm.png",
-             "dcp_throughput.png")
+             "dcp_throughput.png", "scenarios.png")
 
 
 def dist_items(rows):
@@ -103,6 +103,10 @@ def distributed_plots(rows, out: Path):
         plots_.append(("Distributed checkpoints: save/load GB/s and async blocking time",
                        dist_plots.dcp_throughput(items, out / "dcp_throughput.png"),
                        "No passed distributed-checkpoint benchmark records."))
+    if scenario_plots.scenario_points(items):
+        plots_.append(("Scenarios: detection rate and time to diagnosis",
+                       scenario_plots.scenarios_plot(items, out / "scenarios.png"),
+                       "No scenario records."))
     if has_fashion:
         plots_.append(("Fashion-MNIST: DDP beside one process",
                        dist_plots.fashion_curves(items, out / "fashion_mnist.png"),
@@ -201,7 +205,8 @@ def _report(args) -> int:
     html = html_report.write(out / "report.html", results, rows, plot_list, peaks, sections)
     md = markdown.write(out / "summary.md", results, rows,
                         extra=dist_plots.comm_table_md(items) + dist_plots.ddp_table_md(items)
-                        + dist_plots.fsdp_table_md(items) + dist_plots.dcp_table_md(items))
+                        + dist_plots.fsdp_table_md(items) + dist_plots.dcp_table_md(items)
+                        + scenario_plots.scenarios_table_md(items))
     if not args.quiet:
         print(f"report: {html}")
         print(f"summary: {md}")

@@ -720,10 +720,11 @@ def dcp_table_md(items) -> list[str]:
         share = number(em.get("async_blocking_fraction"))
         rows.append(f"| {model} | {world} | {f(em, 'save_gbps')} | {f(tm, 'save_gbps')} | {ratio('save_gbps')} | "
                     f"{f(em, 'load_gbps')} | {f(tm, 'load_gbps')} | {ratio('load_gbps')} | "
-                    f"{'-' if share is None else f'{share:.0%}'} | {f(em, 'memcpy_gbps')} |")
+                    f"{'-' if share is None else f'{share:.0%}'} | {f(em, 'memcpy_gbps')} | "
+                    f"{f(em, 'write_floor_gbps')} |")
     if not rows:
         return []
     return ["## Distributed checkpoints (GB/s, all ranks)", "",
             "| model | ranks | engine save | torch save | ratio | engine load | torch load | ratio | "
-            "async blocks | memcpy |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows, ""]
+            "async blocks | memcpy | disk write floor |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows, ""]

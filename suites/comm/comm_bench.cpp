@@ -1,5 +1,6 @@
 // The rank side of the `comm` suite: engine (MPI backend), engine-gloo and raw MPI timings of
-// the four collectives over the sweep. See comm_bench.h and Note [Comm iteration policy].
+// the four collectives over the sweep, and all_reduce on an MPI group under
+// TRAINBENCH_DIST_DEBUG=DETAIL (engine-detail). See comm_bench.h and Note [Comm iteration policy].
 #include "suites/comm/comm_bench.h"
 
 #include <mpi.h>
@@ -26,7 +27,7 @@ namespace {
 
 constexpr int kWarmup = 2, kMinIters = 3, kMaxIters = 1000, kReps = 5;
 const char* const kOps[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
-const char* const kImpls[] = {"engine", "engine-gloo", "mpi"};
+const char* const kImpls[] = {"engine", "engine-detail", "engine-gloo", "mpi"};
 
 void mpi_check(int rc, const char* call) {
   if (rc != MPI_SUCCESS) {
@@ -43,6 +44,7 @@ void mpi_check(int rc, const char* call) {
 struct CommState {
   int world = 1;
   std::shared_ptr<dist::ProcessGroup> engine;
+  std::shared_ptr<dist::ProcessGroup> detail;  // Options::Debug::Detail: each call's fingerprint exchanged first
   std::shared_ptr<dist::ProcessGroup> gloo;
   bool gloo_tried = false;
   std::string gloo_error;  // why engine-gloo records are skipped
@@ -50,6 +52,7 @@ struct CommState {
 
   ~CommState() {
     gloo.reset();
+    detail.reset();
     engine.reset();
     int finalized = 1;
     MPI_Finalized(&finalized);
@@ -59,6 +62,18 @@ struct CommState {
   dist::ProcessGroup& engine_group() {
     if (!engine) engine = dist::new_group("mpi");
     return *engine;
+  }
+
+  // A second MPI group whose every collective is checked as TRAINBENCH_DIST_DEBUG=DETAIL does
+  // (unless the variable says otherwise: it overrides Options), beside `engine` in the same run.
+  dist::ProcessGroup& detail_group() {
+    if (!detail) {
+      dist::Options o;
+      o.debug = dist::Options::Debug::Detail;
+      o.name = "detail";
+      detail = dist::new_group("mpi", o);
+    }
+    return *detail;
   }
 
   // Every rank must agree on whether Gloo runs, or the ranks that have it would wait on the
@@ -196,6 +211,10 @@ void run_point(CommState& st, const std::string& op, int64_t nominal, const std:
   const int world = st.world;
   dist::ProcessGroup* pg = nullptr;
   if (impl == "engine") pg = &st.engine_group();
+  if (impl == "engine-detail") {
+    pg = &st.detail_group();
+    rec.metrics["detail_checks"] = pg->detail_checks() ? 1 : 0;
+  }
   if (impl == "engine-gloo") {
     pg = st.gloo_group();
     if (!pg) {
@@ -290,6 +309,7 @@ std::vector<harness::TestCase> comm_rank_benches(int world) {
   for (const std::string& op : sweep.ops)
     for (int64_t bytes : sweep.sizes)
       for (const char* impl : kImpls) {
+        if (std::string(impl) == "engine-detail" && op != "all_reduce") continue;  // DETAIL's cost: one op suffices
         const std::string name = comm_case_name(op, bytes, world, impl);
         const double target = sweep.target_s;
         cases.push_back(recorded_case(

@@ -1,7 +1,10 @@
 // The `comm` benchmarks, nccl-tests style: all_reduce, all_gather, reduce_scatter and broadcast
-// of float32 over a sweep of message sizes, timed inside every rank (rank_benches) for three
+// of float32 over a sweep of message sizes, timed inside every rank (rank_benches) for these
 // implementations on the same buffers:
 //   engine       dist::new_group("mpi"), each call issued and waited on
+//   engine-detail  all_reduce only: the same on an MPI group with Options::Debug::Detail
+//                (TRAINBENCH_DIST_DEBUG=DETAIL's fingerprint exchange before each call), so DETAIL's
+//                cost reads against `engine` at every size in one run
 //   engine-gloo  dist::new_group("gloo") (skip records when Gloo is not built or cannot start)
 //   mpi          the raw MPI call on a duplicate of MPI_COMM_WORLD: the floor of our overhead
 // and, from the parent after each world size (peer), PyTorch's Gloo backend (`torch-gloo`,

@@ -15,9 +15,17 @@
 // async_blocking_fraction its ratio to the synchronous save's median time. memcpy_gbps: every rank
 // copies a 256 MiB buffer at once (the best of 3): the aggregate rate of copying bytes in memory,
 // which a save or load through the page cache cannot beat; it is recorded beside them as the
-// machine's figure. reference/dist/torch_dcp_bench.py measures torch.distributed.checkpoint the
+// machine's figure. write_floor_gbps: every rank writes as many bytes as its save wrote, from
+// memory, in 256 MiB pwrite calls to one file in the same directory, then fsyncs it, timed from a
+// barrier to the last rank's fsync (median of kRepetitions): the disk's durable write rate, with
+// no hashing, no metadata and no commit, which no durable save (ours or torch's, both fsync) can
+// beat; save_fraction_of_floor says how close the save comes. async_blocking_floor_ms: the slowest
+// rank's state bytes over its memcpy rate, the least a staging copy can block. reference/dist/torch_dcp_bench.py measures torch.distributed.checkpoint the
 // same way.
 #include "suites/dcp/dcp_bench.h"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -183,6 +191,32 @@ void run_dcp_bench(const std::string& model, harness::Record& rec) {
   }
   const double memcpy_rank = double(kMemcpyBytes) / best / 1e9;
 
+  // The durable-write floor: the save's bytes written plainly and fsynced, every rank at once.
+  std::vector<double> floor_s;
+  for (int r = 0; r < kRepetitions; ++r) {
+    const std::string path = root.path + "/floor-" + std::to_string(r) + "-rank" + std::to_string(rank) + ".bin";
+    g->barrier()->wait();
+    const auto t0 = Clock::now();
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    bool ok = fd >= 0;
+    for (int64_t off = 0; ok && off < rank_written;) {
+      const size_t n = size_t(std::min<int64_t>(int64_t(kMemcpyBytes), rank_written - off));
+      const ssize_t w = ::pwrite(fd, src.data(), n, off_t(off));
+      ok = w > 0;
+      off += ok ? w : 0;
+    }
+    ok = ok && ::fsync(fd) == 0;
+    if (fd >= 0) ::close(fd);
+    const double t = secs(t0, Clock::now());
+    TB_CHECK(reduce_value(*g, ok ? 1.0 : 0.0, dist::ReduceOp::Min) == 1.0, "dcp bench", "the write-floor file ", path,
+             " (or another rank's) could not be written");
+    floor_s.push_back(reduce_value(*g, t, dist::ReduceOp::Max));
+    std::error_code ec;
+    fs::remove(path, ec);
+  }
+  const double floor_med = median(floor_s);
+  const double blocking_floor = reduce_value(*g, double(rank_written) / (memcpy_rank * 1e9), dist::ReduceOp::Max);
+
   const double save_med = median(save_s), load_med = median(load_s), block_med = median(blocking);
   auto minmax = [](const std::vector<double>& v) { return std::minmax_element(v.begin(), v.end()); };
   const double gb = double(state_bytes) / 1e9;
@@ -198,6 +232,9 @@ void run_dcp_bench(const std::string& model, harness::Record& rec) {
                  {"async_blocking_fraction", block_med / save_med},
                  {"async_save_ms", median(async_total) * 1e3},
                  {"memcpy_gbps", reduce_value(*g, memcpy_rank, dist::ReduceOp::Sum)},
+                 {"write_floor_gbps", gb / floor_med},
+                 {"save_fraction_of_floor", floor_med / save_med},
+                 {"async_blocking_floor_ms", blocking_floor * 1e3},
                  {"state_bytes", double(state_bytes)},
                  {"tensors", double(state.tensors.size())},
                  {"repetitions", kRepetitions},

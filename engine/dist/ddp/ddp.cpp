@@ -5,6 +5,8 @@
 #include <map>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/dist/call_site.h"
+#include "engine/dist/ddp/join.h"
 #include "engine/dist/ddp/reducer.h"
 #include "engine/memory/allocator.h"
 #include "engine/memory/site.h"
@@ -67,6 +69,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   // Every replica starts from rank 0's state (PyTorch's _sync_module_states).
   TensorList state = module_->parameters();
   for (const Tensor& b : module_->buffers()) state.push_back(b);
+  CallSite site("ddp/sync module states");
   broadcast_coalesced(*group_, state, 0);
   reducer_ = std::make_shared<Reducer>(module_->named_parameters(), group_, options_);
   reducer_->install_hooks();
@@ -74,11 +77,16 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
-void DistributedDataParallel::broadcast_buffers() { broadcast_coalesced(*group_, module_->buffers(), 0); }
+void DistributedDataParallel::broadcast_buffers() {
+  CallSite site("ddp/broadcast buffers");
+  broadcast_coalesced(*group_, module_->buffers(), 0);
+}
 
 void DistributedDataParallel::pre_forward() {
   reducer_->ensure_prior_reduction_finished();
-  if (options_.broadcast_buffers && require_sync_ && autograd::grad_mode_enabled()) broadcast_buffers();
+  const bool sync = require_sync_ && autograd::grad_mode_enabled();
+  if (join_) join_->notify(sync);  // Note [Join] in join.cpp
+  if (options_.broadcast_buffers && sync) broadcast_buffers();
 }
 
 void DistributedDataParallel::prepare_for_backward(const TensorList& outputs) {

@@ -75,6 +75,7 @@ double comm_seconds(ProcessGroup& group, uint64_t first_seq, uint64_t last_seq);
 double hidden_fraction(double comm_wait_s, double comm_busy_s);
 
 class Reducer;
+class Join;
 
 class DistributedDataParallel : public nn::Module {
  public:
@@ -120,6 +121,7 @@ class DistributedDataParallel : public nn::Module {
   std::vector<std::vector<int64_t>> bucket_indices() const;
 
  private:
+  friend class Join;
   void broadcast_buffers();
 
   std::shared_ptr<nn::Module> module_;
@@ -127,6 +129,7 @@ class DistributedDataParallel : public nn::Module {
   DDPOptions options_;
   std::shared_ptr<Reducer> reducer_;
   bool require_sync_ = true;
+  Join* join_ = nullptr;  // the Join context this rank trains under (join.h), if any
 };
 
 // Broadcasts `tensors` from `root` in place, coalesced into one buffer per wire dtype (bool and

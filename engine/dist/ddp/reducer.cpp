@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/variable.h"
+#include "engine/dist/call_site.h"
 #include "engine/dist/flight_recorder.h"
 #include "engine/dist/process_group.h"
 #include "engine/memory/allocator.h"
@@ -155,6 +157,10 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared
   buckets_ = std::move(done);
   memory::TagGuard tag(memory::Tag::Communication);
   memory::OpScope op("ddp.bucket");  // names the buckets in OOM reports
+  const bool info = group_->options().debug != Options::Debug::Off && group_->rank() == 0;
+  if (info)
+    std::fprintf(stderr, "trainbench: ddp: %zu parameters in %zu buckets (caps %.1f MiB, first %.1f MiB)\n",
+                 params_.size(), buckets_.size(), options_.bucket_cap_mb, options_.first_bucket_cap_mb);
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& b = buckets_[bi];
     b.flat = zeros({b.numel}, b.dtype);
@@ -162,7 +168,17 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared
       params_[size_t(b.params[s])].bucket = int64_t(bi);
       params_[size_t(b.params[s])].slot = int64_t(s);
     }
+    char mib[32];
+    std::snprintf(mib, sizeof mib, "%.1f", double(b.numel) * double(core::itemsize(b.dtype)) / (1024.0 * 1024.0));
+    b.label = "ddp/bucket " + std::to_string(bi) + " (" + std::to_string(b.params.size()) +
+              (b.params.size() == 1 ? " param, " : " params, ") + mib + " MiB)";
+    if (info) {
+      std::string names;
+      for (int64_t i : b.params) names += (names.empty() ? "" : ", ") + params_[size_t(i)].name;
+      std::fprintf(stderr, "trainbench: ddp: %s %s: %s\n", b.label.c_str(), core::name(b.dtype), names.c_str());
+    }
   }
+  if (info) std::fflush(stderr);
   if (options_.find_unused_parameters) used_map_ = zeros({int64_t(params_.size())}, DType::Int64);
   local_ranks_ = local_ranks_from_env();
   cores_ = cores_available();
@@ -365,6 +381,7 @@ void Reducer::mark_ready(int64_t i) {
 void Reducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_++];
+    CallSite site{std::string_view(b.label)};
     b.work = group_->all_reduce(b.flat, ReduceOp::Sum);  // already divided (Note [Divide before the sum])
   }
 }
@@ -401,6 +418,24 @@ void Reducer::ensure_prior_reduction_finished() {
                         unready);
 }
 
+void Reducer::shadow_backward() {
+  ensure_prior_reduction_finished();
+  reset_iteration();
+  for (Bucket& b : buckets_) {
+    zero_(b.flat);
+    CallSite site{std::string_view(b.label)};
+    b.work = group_->all_reduce(b.flat, ReduceOp::Sum);
+  }
+  if (options_.find_unused_parameters) {
+    zero_(used_map_);
+    CallSite site("ddp/unused parameter map");
+    used_map_work_ = group_->all_reduce(used_map_, ReduceOp::Max);
+    used_map_work_->wait();
+  }
+  for (auto b = buckets_.rbegin(); b != buckets_.rend(); ++b) b->work->wait();
+  reset_iteration();
+}
+
 void Reducer::finalize() {
   const auto t0 = std::chrono::steady_clock::now();
   launch_ready_buckets();  // all of them unless overlapped (Note [Overlap needs a spare core])
@@ -420,6 +455,7 @@ void Reducer::finalize() {
   if (options_.find_unused_parameters) {
     int64_t* u = used_map_.data_ptr<int64_t>();
     for (size_t i = 0; i < params_.size(); ++i) u[i] = params_[i].used ? 1 : 0;
+    CallSite site("ddp/unused parameter map");
     used_map_work_ = group_->all_reduce(used_map_, ReduceOp::Max);
   }
   // The last call first: a wait runs the calls still queued up to its own on this thread, so

@@ -49,6 +49,11 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   // parameters got no gradient) is an error here; in-flight collectives are waited for first.
   void ensure_prior_reduction_finished();
 
+  // Join (join.h): a rank out of inputs issues what the others' synced backward issues -- every
+  // bucket's all_reduce in bucket order with zeros, then the used-parameter map (zeros) -- and
+  // waits for them. Its own gradients are left as they are.
+  void shadow_backward();
+
   const DDPStats& stats() const { return stats_; }
   std::vector<std::vector<int64_t>> bucket_indices() const;
 
@@ -60,6 +65,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     int64_t numel = 0;
     Tensor flat;          // the bucket's one buffer (communication tag)
     int64_t pending = 0;  // gradients still to arrive in this backward
+    std::string label;    // call-site label of its all_reduce: "ddp/bucket 3 (12 params, 4.0 MiB)"
     WorkPtr work;         // the in-flight all_reduce
   };
   struct Param {

@@ -15,6 +15,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/variable.h"
+#include "engine/dist/call_site.h"
 #include "engine/dist/ddp/ddp.h"
 #include "engine/dist/ddp/reducer.h"
 #include "engine/memory/allocator.h"
@@ -128,6 +129,9 @@ struct FSDPUnit : std::enable_shared_from_this<FSDPUnit> {
   WorkPtr reduce_work;
   Tensor reduce_in, reduce_out;
   bool requires_sync = true;
+  // Call-site labels of its collectives (call_site.h), set at lazy init from its module's name:
+  // "fsdp/blocks.0 all_gather", "... reduce_scatter", "... all_reduce".
+  std::string label_gather, label_reduce, label_replicas;
 
   std::vector<nn::RemovableHandle> hooks;
 
@@ -216,6 +220,7 @@ void FSDPUnit::start_gather() {
   gather_in = param_dtype == DType::Float32 ? flat : converted(flat, param_dtype);
   if (shard_size == 1) return;  // nothing to exchange: finish_gather copies out of gather_in
   gather_out = empty({int64_t(shard_size) * chunk}, param_dtype);
+  CallSite site{std::string_view(label_gather)};
   gather_work = shard_group->all_gather(gather_out, gather_in);
   root->count(*shard_group, gather_work, gather_out.numel() * int64_t(gather_out.itemsize()), &FSDPStats::all_gathers);
 }
@@ -321,6 +326,7 @@ void FSDPUnit::launch_reduce() {
   if (shard_size > 1) {
     memory::TagGuard tag(memory::Tag::Communication);
     reduce_out = empty({chunk}, reduce_dtype);
+    CallSite site{std::string_view(label_reduce)};
     reduce_work = shard_group->reduce_scatter(reduce_out, reduce_in, ReduceOp::Sum);
     root->count(*shard_group, reduce_work, reduce_in.numel() * int64_t(isz), &FSDPStats::reduce_scatters);
   } else {
@@ -328,6 +334,7 @@ void FSDPUnit::launch_reduce() {
     // NoShard: the replicas' all-reduce can go now, on the world group itself (so it stays in
     // order with every other call of that group and overlaps the rest of backward).
     if (replicas > 1 && replicate_group.get() == group.get()) {
+      CallSite site{std::string_view(label_replicas)};
       reduce_work = group->all_reduce(reduce_out, ReduceOp::Sum);
       root->count(*group, reduce_work, reduce_out.numel() * int64_t(isz), &FSDPStats::all_reduces);
       replicas_reduced = true;
@@ -429,6 +436,7 @@ void FSDPRoot::finalize() {
     for (size_t i = 0; i < units.size(); ++i)
       for (size_t j = 0; j < units[i]->params.size(); ++j) f[first[i] + j] = units[i]->params[j].got_grad ? 1.f : 0.f;
     if (group->size() > 1) {
+      CallSite site("fsdp/used parameter flags");
       WorkPtr w = group->all_reduce(flags, ReduceOp::Max);
       count(*group, w, flags.numel() * 4, &FSDPStats::all_reduces);
       // Waiting here also orders it after the reduce-scatters issued before it on every rank.
@@ -442,6 +450,7 @@ void FSDPRoot::finalize() {
   for (FSDPUnit* u : units)
     if (u->requires_sync && !u->params.empty() && u->replicas > 1 && !u->replicas_reduced) {
       autograd::NoGradGuard ng;
+      CallSite site{std::string_view(u->label_replicas)};
       u->reduce_work = u->replicate_group->all_reduce(u->reduce_out, ReduceOp::Sum);
       count(*u->replicate_group, u->reduce_work, u->reduce_out.numel() * int64_t(u->reduce_out.itemsize()),
             &FSDPStats::all_reduces);
@@ -467,6 +476,10 @@ void lazy_init(const std::shared_ptr<FSDPUnit>& top) {
                "' was sharded over a different process group than its root; one model, one group");
       u->root = root;
       u->is_root = u.get() == top.get();
+      const std::string where = "fsdp/" + (name.empty() ? std::string("root") : name);
+      u->label_gather = where + " all_gather";
+      u->label_reduce = where + " reduce_scatter";
+      u->label_replicas = where + " all_reduce";
       root->units.push_back(u.get());
     }
   // Every rank must have wrapped the same modules with the same parameters: compare a
@@ -486,6 +499,7 @@ void lazy_init(const std::shared_ptr<FSDPUnit>& top) {
     autograd::NoGradGuard ng;
     Tensor mine = from_vector_of<int64_t>({int64_t(h)}, {1});
     Tensor all = zeros({top->group->size()}, DType::Int64);
+    CallSite site("fsdp/lazy init check");
     top->group->all_gather(all, mine)->wait();
     const int64_t* a = all.data_ptr<int64_t>();
     std::string differ;

@@ -107,6 +107,8 @@ Launched launch(const Scenario& sc, const ScenarioContext& ctx, const fs::path& 
 void add_launch_metrics(Record& rec, const Launched& l) {
   rec.metrics["ranks_ended"] = rec.metrics.value("ranks_ended", 0) + l.ranks_ended;
   rec.metrics["orphans"] = rec.metrics.value("orphans", 0) + l.orphans;
+  // As the hang scenarios: launches that reached the outer timeout (the launcher killed them).
+  rec.metrics["outer_kill"] = rec.metrics.value("outer_kill", 0) + (l.res.timed_out ? 1 : 0);
 }
 
 Record scenario_record(const Scenario& sc, int seed) {
@@ -130,6 +132,7 @@ Record guarded(const Scenario& sc, const ScenarioContext& ctx,
   }
   rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (rec.metrics.value("orphans", 0) > 0) failures.push_back("processes of the run outlived the launch");
+  if (rec.metrics.value("outer_kill", 0) > 0) failures.push_back("a launch reached its outer timeout");
   if (!failures.empty()) {
     rec.status = harness::Status::Fail;
     std::string why = "expected: " + sc.expected + ". Not found:";

@@ -8,6 +8,7 @@ Checks, in README.md, docs/*.md and every room README:
 - backticked case patterns (`gelu/float32/...`, `grad/gelu/...`, `gelu/float32/16M`): a pattern
   ending in `/...` must prefix at least one case name, any other must be a case name. When the
   same line names a suite's folder (`suites/nn/...`), the case must be in that suite.
+- backticked scenario names (`hang/<name>`, `oom/<name>`): `trainbench scenario list` must list them.
 - `trainbench test|bench|list ... --filter F` commands: F must select at least one case (of the
   command's kind, in its --suite when given) of those `trainbench list` shows.
 Exit status 0 when all hold; 1 with one line per stale citation otherwise."""
@@ -93,6 +94,8 @@ def main() -> int:
         sys.exit(__doc__)
     trainbench, root = sys.argv[1], Path(sys.argv[2])
     cases = listing(trainbench)
+    listed = run([trainbench, "scenario", "list"]).stdout
+    scenarios = set(re.findall(r"^((?:hang|oom)/\S+)", listed, re.M))
     top_dirs = {p.name for p in root.iterdir() if p.is_dir()} | {"build", "results", "report"}
     problems, checked = [], 0
     for f in doc_files(root):
@@ -104,6 +107,10 @@ def main() -> int:
                 if not is_case_pattern(token, top_dirs):
                     continue
                 checked += 1
+                if re.match(r"^(hang|oom)/", token):
+                    if token not in scenarios:
+                        problems.append(f"{rel}:{n}: `{token}` names no scenario (`trainbench scenario list`)")
+                    continue
                 names = [c for s in scope for c in cases[s][0] + cases[s][1]]
                 if token.endswith("/..."):
                     ok = any(c.startswith(token[:-3]) for c in names)

@@ -96,46 +96,48 @@ void register_hang_scenarios() {
       missing_rank_check("never arrived at"),
   });
 
-  hang::register_hang({
-      "op_mismatch",
-      "one rank calls all_gather where the others call all_reduce",
+  // The others all-reduce 1024 float32 at the fault step; the victim issues `odd` instead.
+  const auto mismatch = [&ar](std::string name, std::string description, std::string expected, std::string odd_text,
+                              std::function<void(Rank&)> odd, bool quick) {
+    hang::register_hang({std::move(name),
+                         std::move(description),
+                         std::move(expected),
+                         2,
+                         train_with([odd, odd_text](Rank& r) {
+                           r.fault(odd_text + " instead of all_reduce (float32, 1024 elements, sum)");
+                           odd(r);
+                         }),
+                         hang::mismatch_check(ar, odd_text),
+                         {},
+                         quick});
+  };
+  mismatch(
+      "op_mismatch", "one rank calls all_gather where the others call all_reduce",
       "every rank raises: collective #N differs, all_reduce on one side and all_gather on the other",
-      2,
-      train_with([](Rank& r) {
-        r.fault("all_gather instead of all_reduce");
+      "all_gather (float32, 1024 elements)",
+      [](Rank& r) {
         Tensor in = grad_like(r, 1024, DType::Float32), out = empty({1024 * r.world});
         r.pg->all_gather(out, in)->wait();
-      }),
-      hang::mismatch_check(ar, "all_gather (float32, 1024 elements)"),
-      {},
-      /*quick=*/true,
-  });
-
-  hang::register_hang({
-      "shape_mismatch",
-      "one rank all-reduces a tensor of another size (a model built with another config)",
+      },
+      /*quick=*/true);
+  mismatch(
+      "shape_mismatch", "one rank all-reduces a tensor of another size (a model built with another config)",
       "every rank raises: collective #N differs, 1024 elements on one side and 1000 on the other",
-      2,
-      train_with([](Rank& r) {
-        r.fault("all_reduce of 1000 elements");
+      "all_reduce (float32, 1000 elements, sum)",
+      [](Rank& r) {
         Tensor g = grad_like(r, 1000, DType::Float32);
         r.pg->all_reduce(g)->wait();
-      }),
-      hang::mismatch_check(ar, "all_reduce (float32, 1000 elements, sum)"),
-  });
-
-  hang::register_hang({
-      "dtype_mismatch",
-      "one rank all-reduces float64 where the others use float32 (a loss computed in double)",
+      },
+      false);
+  mismatch(
+      "dtype_mismatch", "one rank all-reduces float64 where the others use float32 (a loss computed in double)",
       "every rank raises: collective #N differs, float32 on one side and float64 on the other",
-      2,
-      train_with([](Rank& r) {
-        r.fault("all_reduce in float64");
+      "all_reduce (float64, 1024 elements, sum)",
+      [](Rank& r) {
         Tensor g = grad_like(r, 1024, DType::Float64);
         r.pg->all_reduce(g)->wait();
-      }),
-      hang::mismatch_check(ar, "all_reduce (float64, 1024 elements, sum)"),
-  });
+      },
+      false);
 
   hang::register_hang({
       "barrier_skipped",

@@ -163,10 +163,7 @@ void register_ddp_hang_scenarios() {
         r.pg.reset();
       },
       [](const Outcome& o, std::string& diagnosis) -> std::string {
-        if (o.launch.exit_code != 0) return "the job exited " + std::to_string(o.launch.exit_code);
-        for (int r = 0; r < o.world; ++r)
-          if (!o.errors[std::size_t(r)].empty())
-            return "rank " + std::to_string(r) + " raised: " + o.errors[std::size_t(r)];
+        if (const std::string p = o.clean_finish(); !p.empty()) return p;
         const int v = o.plan.victim, shadow = o.plan.steps - o.plan.step;
         const std::string want = "scenario: rank " + std::to_string(v) + ": joined after " +
                                  std::to_string(o.plan.step) + " batches, shadowed " + std::to_string(shadow);

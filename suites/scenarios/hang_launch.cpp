@@ -155,6 +155,13 @@ const dist::Finding* Outcome::finding(dist::FindingKind kind, int rank, uint64_t
   return nullptr;
 }
 
+std::string Outcome::clean_finish() const {
+  if (launch.exit_code != 0) return "the job exited " + std::to_string(launch.exit_code);
+  for (int r = 0; r < world; ++r)
+    if (!errors[std::size_t(r)].empty()) return "rank " + std::to_string(r) + " raised: " + errors[std::size_t(r)];
+  return {};
+}
+
 std::string Outcome::all(std::size_t lines) const {
   std::string s = launch.diagnosis(lines);
   for (int r = 0; r < world; ++r)
@@ -215,6 +222,9 @@ void register_hang(HangScenario s) {
         std::ifstream(rank_file(ctx.run_dir, "pid", r)) >> pid;
         if (pid > 0) {
           ++started;
+          // A rank the launcher killed last may take a moment to go (the signal, the reaping).
+          for (int i = 0; i < 30 && dist::process_alive(pid); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
           ended += !dist::process_alive(pid);
         }
         const std::string peak = read_text(rank_file(ctx.run_dir, "peak", r));

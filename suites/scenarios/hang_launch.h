@@ -69,6 +69,8 @@ struct Outcome {
   // The first finding of the dumps' diagnosis of `kind` naming `rank` at collective `seq`.
   const dist::Finding* finding(dist::FindingKind kind, int rank, uint64_t seq) const;
   std::string all(std::size_t lines = 12) const;  // for failure messages
+  // "" when the job exited 0 and no rank raised, else what went wrong.
+  std::string clean_finish() const;
 };
 
 // Checks an outcome: "" when the expected diagnosis came out (then `diagnosis` holds it), else

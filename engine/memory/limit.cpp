@@ -67,34 +67,20 @@ int64_t parse_memory_limit(std::string_view name, std::string_view value, int64_
   const std::string forms =
       "bytes (\"8G\", \"512M\", \"1073741824\"; 0 = no cap), a fraction of the machine's memory "
       "in (0, 1] (\"0.25\") or a percentage in (0, 100] (\"25%\")";
-  auto share = [&](double f) {
-    TB_CHECK(machine_bytes > 0, std::string(name), "the machine's memory is unknown, so '", value,
-             "' cannot be a share of it");
-    return std::max<int64_t>(1, int64_t(std::floor(f * double(machine_bytes))));
-  };
-  if (is_percent(value)) {
-    const std::string_view num = value.substr(0, value.size() - 1);
-    double pct = 0;
-    try {
-      pct = core::parse_double(name, num, 0, 100);
-    } catch (const core::Error&) {
-      throw core::Error(std::string(name),
-                        "'" + std::string(value) + "' is not a percentage in (0, 100]; the limit is " + forms);
-    }
-    TB_CHECK(pct > 0, std::string(name), "'", value, "' is not a percentage in (0, 100]; the limit is ", forms);
-    return share(pct / 100);
-  }
-  if (is_fraction(value)) {
+  // `number` read as a share of the machine's memory in (0, hi], then divided by hi ("25" of 100).
+  auto share = [&](std::string_view number, double hi, const char* what) {
     double f = 0;
     try {
-      f = core::parse_double(name, value, 0, 1);
+      f = core::parse_double(name, number, 0, hi);
     } catch (const core::Error&) {
-      throw core::Error(std::string(name),
-                        "'" + std::string(value) + "' is not a fraction in (0, 1]; the limit is " + forms);
     }
-    TB_CHECK(f > 0, std::string(name), "'", value, "' is not a fraction in (0, 1]; the limit is ", forms);
-    return share(f);
-  }
+    TB_CHECK(f > 0, std::string(name), "'", value, "' is not ", what, "; the limit is ", forms);
+    TB_CHECK(machine_bytes > 0, std::string(name), "the machine's memory is unknown, so '", value,
+             "' cannot be a share of it");
+    return std::max<int64_t>(1, int64_t(std::floor(f / hi * double(machine_bytes))));
+  };
+  if (is_percent(value)) return share(value.substr(0, value.size() - 1), 100, "a percentage in (0, 100]");
+  if (is_fraction(value)) return share(value, 1, "a fraction in (0, 1]");
   try {
     return core::parse_bytes(name, value);
   } catch (const core::Error& e) {

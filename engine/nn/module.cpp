@@ -1,6 +1,8 @@
 // Module: registration, traversal, state dicts, modes and hooks. See module.h.
 #include "engine/nn/module.h"
 
+#include <atomic>
+#include <mutex>
 #include <sstream>
 #include <unordered_map>
 
@@ -13,7 +15,13 @@
 
 namespace tb::nn {
 
+namespace {
+void forget_module(const Module* m);  // Note [Module paths]
+}
+
 struct HookStore {
+  const Module* owner = nullptr;
+  ~HookStore() { forget_module(owner); }  // dies with its module: no shared_ptr to it escapes
   int64_t next_id = 0;
   std::vector<std::pair<int64_t, ForwardPreHook>> pre;
   std::vector<std::pair<int64_t, ForwardHook>> fwd;
@@ -54,6 +62,7 @@ struct SitePath {
   const char* path = nullptr;    // this module's
   const char* prefix = nullptr;  // what its children's names follow: "" at the root, else path + "."
   std::vector<std::string> rel;  // its dotted name under the parent, split ("blocks", "3"); empty if none
+  uint64_t forgotten = 0;        // g_forgotten when found: a root's path is found again after any module died
 };
 
 struct Running {
@@ -75,15 +84,54 @@ bool still_there(const Module* parent, const std::vector<std::string>& rel, cons
   return m.get() == &self;
 }
 
+// Where each module was registered (add_child), for a module whose forward is called directly
+// rather than through its parent's (the training benchmark calls GPT::forward itself, so no
+// parent runs around its blocks): its path is then found by walking up the registrations. A
+// module's entries (as child and as parent) are dropped when it dies (its HookStore's
+// destructor), so a new module at a dead one's address never inherits its place.
+struct Registration {
+  const Module* parent;
+  std::string name;
+};
+std::mutex g_registrations_mu;
+std::atomic<uint64_t> g_forgotten{0};                                           // modules forgotten so far
+auto* g_registrations = new std::unordered_map<const Module*, Registration>();  // leaked: modules outlive statics
+
+void forget_module(const Module* m) {
+  g_forgotten.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(g_registrations_mu);
+  g_registrations->erase(m);
+  std::erase_if(*g_registrations, [m](const auto& kv) { return kv.second.parent == m; });
+}
+
+// The dotted name of `self` below the outermost module it is registered under, as that
+// module's named_modules() gives it; "" if it is registered nowhere.
+std::string registered_path(const Module& self) {
+  std::lock_guard<std::mutex> lock(g_registrations_mu);
+  std::string path;
+  const Module* m = &self;
+  for (int depth = 0; depth < 256; ++depth) {  // registrations form a tree; never loop regardless
+    auto it = g_registrations->find(m);
+    if (it == g_registrations->end()) break;
+    path = path.empty() ? it->second.name : it->second.name + "." + path;
+    m = it->second.parent;
+  }
+  return path;
+}
+
 const SitePath& site_path(const Module& self) {
   const Running parent = t_running;
   auto [it, fresh] = t_paths.try_emplace(&self);
   SitePath& sp = it->second;
-  if (!fresh && sp.parent == parent.path && (!parent.module || still_there(parent.module, sp.rel, self))) return sp;
+  const uint64_t forgotten = g_forgotten.load(std::memory_order_relaxed);
+  if (!fresh && sp.parent == parent.path &&
+      (parent.module ? still_there(parent.module, sp.rel, self) : sp.forgotten == forgotten))
+    return sp;
   std::string path;
   std::vector<std::string> rel;
   if (!parent.module) {
-    path = self.type_name();
+    path = registered_path(self);  // a child called directly, "blocks.0"; else the root, by type
+    if (path.empty()) path = self.type_name();
   } else {
     std::string name;
     for (const auto& [n, m] : parent.module->named_modules())
@@ -99,7 +147,8 @@ const SitePath& site_path(const Module& self) {
     }
     path = std::string(parent.prefix) + (name.empty() ? "(" + self.type_name() + ")" : name);  // unregistered
   }
-  sp = {parent.path, memory::intern(path), parent.module ? memory::intern(path + ".") : "", std::move(rel)};
+  const bool root = !parent.module && path == self.type_name();
+  sp = {parent.path, memory::intern(path), root ? "" : memory::intern(path + "."), std::move(rel), forgotten};
   return sp;
 }
 
@@ -119,7 +168,9 @@ class RunningScope {
 
 }  // namespace
 
-Module::Module(std::string type_name) : type_name_(std::move(type_name)), hooks_(std::make_shared<HookStore>()) {}
+Module::Module(std::string type_name) : type_name_(std::move(type_name)), hooks_(std::make_shared<HookStore>()) {
+  hooks_->owner = this;  // its destructor forgets this module's registrations (Note [Module paths])
+}
 
 Tensor Module::forward(const Tensor&) {
   throw core::Error(type_name_ + ".forward", "this module has no single-tensor forward; call its own forward method");
@@ -171,6 +222,10 @@ Tensor Module::register_buffer(const std::string& name, Tensor t, bool persisten
 void Module::add_child(const std::string& name, ModulePtr m) {
   check_new_name(name, "module");
   TB_CHECK(m != nullptr, "register_module", "module '", name, "' is null");
+  {
+    std::lock_guard<std::mutex> lock(g_registrations_mu);  // Note [Module paths]
+    (*g_registrations)[m.get()] = {this, name};
+  }
   children_.insert(name, std::move(m));
 }
 

@@ -3,8 +3,10 @@ venv's own torch.cuda._memory_viz (stats, trace, segments, memory, trace_plot, s
 the per-rank timeline, and the report taking snapshots among its inputs. The snapshots are built
 here by replaying a known sequence of allocations and frees through a model of the engine's CPU
 caching allocator (size classes and cache as engine/memory/allocator.cpp), plus
-memory_snapshot_sample.json, written by the engine (an OOM under TRAINBENCH_MEMORY_LIMIT with
-TRAINBENCH_MEMORY_HISTORY and TRAINBENCH_MEMORY_SNAPSHOT_DIR set). Run from this folder with
+memory_snapshot_sample.json, written by the engine on an OOM:
+    TRAINBENCH_MEMORY_LIMIT=120M TRAINBENCH_MEMORY_HISTORY=250 TRAINBENCH_MEMORY_SNAPSHOT_DIR=d \
+      trainbench bench --suite training --filter train_step/gpt --repetitions 1
+(softmax_causal in blocks.2.attn asks for 8 MiB with 112 MiB held). Run from this folder with
 PYTHONPATH=<repo>/reports:
     python -m unittest -v test_memory_snapshot"""
 import io
@@ -205,6 +207,22 @@ class Timeline(unittest.TestCase):
         self.assertGreater(ys["parameter"][0], 0, "the parameter allocated before the window is counted")
         self.assertEqual(sum(ys[t][-1] for t in ys), snap["stats"]["allocated_bytes"])
         self.assertEqual(first["action"], "alloc")
+
+    def test_retagged_blocks_keep_their_allocation_tag_and_nothing_goes_negative(self):
+        r = training_step()
+        snap = r.snapshot()
+        a = next(e for e in snap["events"] if e["action"] == "alloc" and e["tag"] == "other")
+        for b in snap["live"]:  # registered as a parameter after it was made
+            if b["address"] == a["address"]:
+                b["tag"] = "parameter"
+        xs, ys = ms.timeline(snap)
+        self.assertTrue(all(v >= 0 for t in ys for v in ys[t]))
+        self.assertEqual(sum(ys[t][-1] for t in ys), snap["stats"]["allocated_bytes"])
+        if SAMPLE.exists():  # the engine's own: parameters retagged from other, a window after drops
+            real = ms.load(SAMPLE)
+            xs, ys = ms.timeline(real)
+            self.assertTrue(all(v >= 0 for t in ys for v in ys[t]))
+            self.assertEqual(sum(ys[t][-1] for t in ys), real["stats"]["allocated_bytes"])
 
     def test_report_plots_snapshots_among_its_inputs(self):
         env = dict(os.environ, PYTHONPATH=str(HERE.parent), MPLBACKEND="Agg")

@@ -126,20 +126,36 @@ def write_pickle(snap: dict, out) -> Path:
 
 
 def timeline(snap: dict):
-    """(seconds since the first event, {tag: allocated bytes}) after each event, starting from
-    the allocation the events imply at their start (the live blocks minus their net change)."""
+    """(seconds since the first event, {tag: allocated bytes}) after each alloc or free event.
+    The window starts from the blocks live then: those freed in it that it did not allocate, and
+    those still live at the end that it did not allocate. A block counts under the tag it was
+    allocated with until it is freed (a later retag is not an event), so no tag goes negative."""
     events = [e for e in snap["events"] if e["action"] in ("alloc", "free")]
     now = {t: 0 for t in TAGS}
-    for b in snap["live"]:
-        now[b["tag"]] = now.get(b["tag"], 0) + b["size"]
-    for e in events:  # undo the window to find where it began
-        now[e["tag"]] -= e["size"] if e["action"] == "alloc" else -e["size"]
     if not events:
         return [], {t: [] for t in TAGS}
+    active = {}  # address -> tag, for blocks this window allocated and has not freed
+    allocated_here = set()
+    for e in events:
+        if e["action"] == "alloc":
+            active[e["address"]] = e["tag"]
+            allocated_here.add(e["address"])
+        elif e["address"] in active:
+            del active[e["address"]]
+        else:  # live when the window began
+            now[e["tag"]] = now.get(e["tag"], 0) + e["size"]
+    for b in snap["live"]:
+        if b["address"] not in active:
+            now[b["tag"]] = now.get(b["tag"], 0) + b["size"]
     t0 = events[0]["time_us"]
+    tag_of = {}
     xs, ys = [], {t: [] for t in now}
     for e in events:
-        now[e["tag"]] += e["size"] if e["action"] == "alloc" else -e["size"]
+        if e["action"] == "alloc":
+            tag_of[e["address"]] = e["tag"]
+            now[e["tag"]] += e["size"]
+        else:
+            now[tag_of.pop(e["address"], e["tag"])] -= e["size"]
         xs.append((e["time_us"] - t0) / 1e6)
         for t in now:
             ys[t].append(now[t])

@@ -11,6 +11,7 @@
 #include "engine/memory/allocator.h"
 #include "engine/memory/oom.h"
 #include "engine/memory/snapshot.h"
+#include "engine/nn/linear.h"
 #include "engine/nn/models.h"
 #include "engine/optim/adam.h"
 #include "engine/tensor/factories.h"
@@ -43,9 +44,10 @@ TEST(MemorySites, ATrainingStepNamesOpsModulesNodesAndTheOptimizer) {
   const memory::Snapshot s = memory::snapshot(a);
   memory::record_history(a, 0);
   std::set<std::pair<std::string, std::string>> op_module;  // of forward activations
-  std::set<std::string> backward_ops, optimizer_ops;
+  std::set<std::string> backward_ops, optimizer_ops, other_ops;
   for (const memory::Event& e : s.events) {
     if (e.action != Action::Alloc) continue;
+    if (e.tag == Tag::Other) other_ops.insert(str(e.site.op));
     if (e.tag == Tag::Activation) op_module.insert({str(e.site.op), str(e.site.module)});
     if (e.tag == Tag::Gradient) backward_ops.insert(str(e.site.op));
     if (e.tag == Tag::OptimizerState) optimizer_ops.insert(str(e.site.op));
@@ -68,7 +70,40 @@ TEST(MemorySites, ATrainingStepNamesOpsModulesNodesAndTheOptimizer) {
   EXPECT_TRUE(backward_ops.count("MmBackward0") || backward_ops.count("LinearBackward0"));
   for (const std::string& op : backward_ops)
     EXPECT_TRUE(op.find("Backward") != std::string::npos || op == "AccumulateGrad") << "[" << op << "]";
-  EXPECT_EQ(optimizer_ops, std::set<std::string>{"adamw.step"});
+  EXPECT_EQ(optimizer_ops, std::set<std::string>{"adamw.step"}) << "its zeros keep the step's name";
+  EXPECT_TRUE(other_ops.count("randint")) << "the batch, made by a factory";
+}
+
+// The modules' activations seen while `f` runs: (op, module) pairs.
+template <typename F>
+std::set<std::pair<std::string, std::string>> activation_sites(F&& f) {
+  auto& a = memory::cpu_allocator();
+  memory::record_history(a, 100000);
+  f();
+  const memory::Snapshot s = memory::snapshot(a);
+  memory::record_history(a, 0);
+  std::set<std::pair<std::string, std::string>> out;
+  for (const memory::Event& e : s.events)
+    if (e.action == Action::Alloc && e.tag == Tag::Activation) out.insert({str(e.site.op), str(e.site.module)});
+  return out;
+}
+
+TEST(MemorySites, AForwardCalledDirectlyStillNamesItsChildrenByTheirPaths) {
+  nn::GPTConfig c;
+  auto model = std::make_shared<nn::GPT>(c);
+  Tensor idx = randint(0, c.vocab, {2, c.max_seq});
+  // GPT::forward itself, not through operator(): no module runs around the blocks, whose paths
+  // come from where they were registered.
+  const auto sites = activation_sites([&] { model->forward(idx); });
+  EXPECT_TRUE(sites.count({"linear", "blocks.1.mlp.0"}));
+  EXPECT_TRUE(sites.count({"layer_norm", "blocks.0.ln2"}));
+  // A module registered nowhere is named by its type; a dead model's registrations are gone, so
+  // a fresh module is not given a path of the old one.
+  model.reset();
+  auto lone = std::make_shared<nn::Linear>(c.d_model, 8);
+  Tensor x = randn({4, c.d_model}, DType::Float32);
+  EXPECT_EQ(activation_sites([&] { (*lone)(x); }),
+            (std::set<std::pair<std::string, std::string>>{{"linear", "Linear"}}));
 }
 
 TEST(MemorySites, AnOomInAForwardNamesItsOpAndModuleAndTrainingGoesOn) {

@@ -19,6 +19,7 @@
 #include "suites/nn/nn_suite.h"
 #include "suites/opfuzz/opfuzz.h"
 #include "suites/optim/optim_suite.h"
+#include "suites/scenarios/oom_scenarios.h"
 #include "suites/ops/op_case.h"
 #include "suites/scenarios/scenarios.h"
 #include "suites/training/training_bench.h"
@@ -195,6 +196,7 @@ void register_all() {
     harness::register_suite(std::move(s));
   }
   register_hang_scenarios();
+  register_oom_scenarios();
   register_scenario_soak();
 }
 

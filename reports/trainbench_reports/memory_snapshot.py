@@ -59,8 +59,8 @@ def split_inputs(paths):
     for p in paths:
         try:
             doc = json.loads(Path(p).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
-            results.append(p)  # load_results names the problem
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            results.append(p)  # load_results names the problem (too deep a nesting included)
             continue
         if is_snapshot(doc):
             snapshots.append((Path(p), doc))

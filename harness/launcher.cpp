@@ -397,7 +397,33 @@ LaunchResult launch(const LaunchSpec& spec) {
   };
   std::optional<ForwardSignals> forward;  // Note [Launcher signals]
   forward.emplace();
-  run.stop_requested = [] { return g_stop_signal.load() != 0; };
+  // Note [mpirun after its ranks]
+  // Open MPI's mpirun has been seen to stay after every rank had ended (under load, when a rank
+  // exit()s with its group alive and the others' watchdogs end them: it prints "Per user-direction,
+  // the job has been aborted" and then waits for nothing until the launch timeout). So once ranks
+  // of this run were seen on this host and none has been left for kRanklessGrace, the launcher ends
+  // mpirun itself. Ranks on other hosts are not seen here, so such runs never arm it.
+  constexpr auto kRanklessGrace = std::chrono::seconds(5);
+  using SteadyClock = std::chrono::steady_clock;
+  SteadyClock::time_point last_scan{};
+  std::optional<SteadyClock::time_point> rankless_since;
+  bool seen_rank = false, mpirun_lingered = false;
+  run.stop_requested = [&] {
+    if (g_stop_signal.load() != 0) return true;
+    const auto now = SteadyClock::now();
+    if (mpirun_lingered || now - last_scan < std::chrono::milliseconds(500)) return mpirun_lingered;
+    last_scan = now;
+    bool any_rank = false;
+    for (const RunProcess& p : scan_run(spec.run_dir)) any_rank = any_rank || p.rank >= 0;
+    seen_rank = seen_rank || any_rank;
+    if (any_rank || !seen_rank) {
+      rankless_since.reset();
+      return false;
+    }
+    if (!rankless_since) rankless_since = now;
+    mpirun_lingered = now - *rankless_since >= kRanklessGrace;
+    return mpirun_lingered;
+  };
 
   res.rank_output.resize(std::size_t(spec.ranks));
   std::vector<std::unique_ptr<std::ofstream>> logs;
@@ -447,12 +473,15 @@ LaunchResult launch(const LaunchSpec& spec) {
     handle_line(std::string("launch: cannot run mpirun: ") + std::strerror(done.exec_errno) +
                 " (install openmpi-bin; ci/bootstrap does)");
   if (!pending.empty()) handle_line(pending);  // a last line without its newline
+  if (mpirun_lingered)
+    handle_line("launch: every rank of this host had ended " + std::to_string(kRanklessGrace.count()) +
+                " s before, but mpirun had not: it was ended by the launcher (Note [mpirun after its ranks])");
   // Whatever outlived mpirun (a rank's child that ignores SIGTERM, a daemon a rank started, a
   // rank on this host that mpirun lost track of) is killed, found by the run's environment.
   res.orphans = kill_run(spec.run_dir, std::chrono::seconds(5));
   res.timed_out = done.timed_out;
   if (!done.ok()) res.never_joined = ranks_never_joined(spec.run_dir, spec.ranks);
-  if (done.stopped) res.stop_signal = g_stop_signal.load();
+  if (done.stopped) res.stop_signal = g_stop_signal.load();  // 0 when mpirun lingered
   res.seconds = done.seconds;
   res.exit_code = done.status_code();
   // A signal to us (also one that came after the ranks ended): once the previous handlers are

@@ -5,9 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <exception>
@@ -32,6 +36,31 @@ namespace tb::checkpoint {
 using namespace detail;
 
 namespace {
+
+// Note [Staging copy]
+// An asynchronous save blocks training for one copy of the rank's state into staging buffers.
+// glibc's memcpy switches to non-temporal stores only above a share of the L3 cache, so most
+// tensors (a few MiB each) are copied through the cache: every destination line is read before it
+// is overwritten, and the copy evicts training's working set. Streaming stores do neither: for a
+// GPT rank's 356 MB (the dcp bench's shapes) 43-46 ms against memcpy's 53-61 ms on one core here.
+// The background writer reads the staged bytes from memory either way.
+void staging_copy(void* dst, const void* src, size_t n) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+#ifdef __AVX512F__
+  constexpr size_t kLine = 64;
+  const size_t head = std::min(n, (kLine - reinterpret_cast<uintptr_t>(d) % kLine) % kLine);
+  std::memcpy(d, s, head);  // up to the destination's first cache-line boundary
+  size_t i = head;
+  for (; i + 4 * kLine <= n; i += 4 * kLine)
+    for (size_t k = 0; k < 4 * kLine; k += kLine)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i + k), _mm512_loadu_si512(s + i + k));
+  _mm_sfence();  // the streamed lines are visible before the writer thread starts
+  std::memcpy(d + i, s + i, n - i);
+#else
+  std::memcpy(d, s, n);
+#endif
+}
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -608,13 +637,13 @@ void AsyncCheckpointer::save(const DistributedState& state, const std::string& d
     if (i < s.tensors.size() && s.tensors[i].local.defined() && s.tensors[i].local.sizes() == e.local.sizes() &&
         s.tensors[i].local.dtype() == e.local.dtype()) {
       c.local = s.tensors[i].local;
-      if (e.local.is_contiguous())  // a plain memcpy: ~4x the strided copy_'s rate here
-        std::memcpy(c.local.data(), e.local.data(), size_t(e.local.numel()) * e.local.itemsize());
+      if (e.local.is_contiguous())  // a flat copy: memcpy ran ~4x the strided copy_ here; Note [Staging copy]
+        staging_copy(c.local.data(), e.local.data(), size_t(e.local.numel()) * e.local.itemsize());
       else c.local.copy_(e.local.detach());
     } else {
       c.local = empty(e.local.sizes(), e.local.dtype());
       if (e.local.is_contiguous())
-        std::memcpy(c.local.data(), e.local.data(), size_t(e.local.numel()) * e.local.itemsize());
+        staging_copy(c.local.data(), e.local.data(), size_t(e.local.numel()) * e.local.itemsize());
       else c.local.copy_(e.local.detach());
     }
     fresh.push_back(std::move(c));

@@ -312,7 +312,7 @@ class DcpPlots(unittest.TestCase):
                      "async_blocking_ms": 50.0, "async_blocking_fraction": 0.05 * world, "world": world}
                 if impl == "engine":
                     m["memcpy_gbps"] = 10.0
-                    m["write_floor_gbps"] = 3.0
+                    m["plain_write_gbps"] = 3.0
                 recs.append((None, {"suite": "dcp", "case": f"dcp/gpt/w{world}/{impl}", "kind": "benchmark",
                                     "status": "pass", "metrics": m}))
         return recs

@@ -721,10 +721,10 @@ def dcp_table_md(items) -> list[str]:
         rows.append(f"| {model} | {world} | {f(em, 'save_gbps')} | {f(tm, 'save_gbps')} | {ratio('save_gbps')} | "
                     f"{f(em, 'load_gbps')} | {f(tm, 'load_gbps')} | {ratio('load_gbps')} | "
                     f"{'-' if share is None else f'{share:.0%}'} | {f(em, 'memcpy_gbps')} | "
-                    f"{f(em, 'write_floor_gbps')} |")
+                    f"{f(em, 'plain_write_gbps')} |")
     if not rows:
         return []
     return ["## Distributed checkpoints (GB/s, all ranks)", "",
             "| model | ranks | engine save | torch save | ratio | engine load | torch load | ratio | "
-            "async blocks | memcpy | disk write floor |",
+            "async blocks | memcpy | plain write |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows, ""]

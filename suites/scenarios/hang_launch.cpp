@@ -218,6 +218,11 @@ void register_hang(HangScenario s) {
                                                                               : std::string();
         const auto w = out.find("watchdog: ");
         o.watchdog_lines.push_back(w == std::string::npos ? "" : out.substr(w, out.find('\n', w) - w));
+        // A watchdog that ends its rank before any group exists (MPI_Init's, Note [MPI rendezvous])
+        // leaves no dump and no stamp: its line is the rank's last, so the rank's log was last
+        // written when it arrived.
+        if (w != std::string::npos && fs::exists(ctx.run_dir / ("rank" + std::to_string(r) + ".log")))
+          earliest(diagnosed_at, file_mtime(ctx.run_dir / ("rank" + std::to_string(r) + ".log")));
         long pid = 0;
         std::ifstream(rank_file(ctx.run_dir, "pid", r)) >> pid;
         if (pid > 0) {

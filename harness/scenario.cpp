@@ -22,9 +22,9 @@ std::vector<Scenario>& scenario_list() {
 }  // namespace
 
 void register_scenario(Scenario s) {
-  if (s.name.rfind("hang/", 0) != 0 && s.name.rfind("oom/", 0) != 0)
-    throw std::invalid_argument("scenario name '" + s.name + "' must start with hang/ or oom/");
-  if (s.name.size() <= 5 || s.name.back() == '/')
+  const std::size_t prefix = s.name.rfind("hang/", 0) == 0 ? 5 : s.name.rfind("oom/", 0) == 0 ? 4 : 0;
+  if (prefix == 0) throw std::invalid_argument("scenario name '" + s.name + "' must start with hang/ or oom/");
+  if (s.name.size() == prefix || s.name.back() == '/')
     throw std::invalid_argument("scenario name '" + s.name + "' has nothing after its prefix");
   if (!s.run) throw std::invalid_argument("scenario '" + s.name + "' has no run function");
   if (find_scenario(s.name)) throw std::invalid_argument("scenario '" + s.name + "' is registered twice");

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/scenario.h"
 #include "harness/subprocess.h"
 
 namespace {
@@ -101,3 +102,22 @@ TEST(ScenarioCli, ScenariosRunEndToEnd) {
 }
 
 }  // namespace
+
+// The registry (in this process, which registers no scenario of its own): names need the hang/ or
+// oom/ prefix and something after it; the shortest legal names of both prefixes register.
+TEST(ScenarioRegistry, NamesArePrefixedAndUnique) {
+  auto make = [](const std::string& name) {
+    tb::harness::Scenario s;
+    s.name = name;
+    s.run = [](const tb::harness::ScenarioContext&) { return tb::harness::Record{}; };
+    return s;
+  };
+  EXPECT_NO_THROW(tb::harness::register_scenario(make("oom/x")));
+  EXPECT_NO_THROW(tb::harness::register_scenario(make("hang/x")));
+  EXPECT_NE(tb::harness::find_scenario("oom/x"), nullptr);
+  for (const std::string bad : {"oom/", "hang/", "hang/x/", "x/y", "", "hangx", "oom/x"})
+    EXPECT_THROW(tb::harness::register_scenario(make(bad)), std::invalid_argument) << bad;
+  tb::harness::Scenario no_run = make("oom/no_run");
+  no_run.run = nullptr;
+  EXPECT_THROW(tb::harness::register_scenario(no_run), std::invalid_argument);
+}

@@ -151,7 +151,7 @@ def fit_alpha_beta(op: str, algorithm: str, samples, link: str = "", split: bool
     rows = [(cost(n, p), t) for n, p, t in pts]
     al, be, res = _lstsq_nonneg(rows)
     segments = [(0.0, al, be)]
-    if split:
+    if split and res > 1e-8 * len(rows):  # an exact fit needs no second regime
         best = res * SPLIT_GAIN
         for i in range(MIN_SEGMENT_POINTS, len(pts) - MIN_SEGMENT_POINTS + 1):
             if pts[i][0] == pts[i - 1][0]:

@@ -39,6 +39,10 @@ CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
       ->type_name("NAME");
   sub->add_option("--per-rank-batch", o.per_rank_batch, "Samples per rank (default: the world-1 run's)")
       ->type_name("N");
+  sub->add_option("--compute-speedup", o.compute_speedup,
+                  "Ranks compute F times faster than the measured world-1 run (an accelerator against this CPU; "
+                  "default 1)")
+      ->type_name("F");
   sub->add_option("--json", o.json, "Also write the projection as a result file (kind projection)")->type_name("PATH");
   return sub;
 }
@@ -54,12 +58,14 @@ int run_project(const ProjectOptions& o) {
   std::vector<std::string> args = {python, "-m", "trainbench_reports.projection", "--ranks", o.ranks, "--link", o.link};
   for (const std::string& r : o.results) args.insert(args.end(), {"--results", r});
   if (!o.json.empty()) args.insert(args.end(), {"--json", o.json});
-  if (o.per_rank_batch != 0) {
+  auto num = [](double v) {
     std::ostringstream os;
     os.precision(17);
-    os << o.per_rank_batch;
-    args.insert(args.end(), {"--per-rank-batch", os.str()});
-  }
+    os << v;
+    return os.str();
+  };
+  if (o.per_rank_batch != 0) args.insert(args.end(), {"--per-rank-batch", num(o.per_rank_batch)});
+  if (o.compute_speedup != 1) args.insert(args.end(), {"--compute-speedup", num(o.compute_speedup)});
   std::string pythonpath = pkg_root.string();
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonpath.append(":").append(old);
 

@@ -178,16 +178,13 @@ def best_fit(op: str, samples, link: str = "") -> tuple[Fit, list[Fit]]:
 # docs/distributed.md, "Scaling projection"; "busbw" = NCCL-tests' all_reduce bus bandwidth, an
 # achieved figure; "vendor" = a datasheet's line rate.
 LINK_PROFILES = {
-    "nvlink": dict(alpha_s=3.0e-6, gbps=360.0,
-                   source="NVLink 4 (H100 SXM, 8 GPUs/NVSwitch): NCCL-tests all_reduce busbw ~360 GB/s at "
-                          "large sizes (vendor line rate 450 GB/s per direction); ~3 us per step from "
-                          "NCCL-tests small-message latency"),
-    "ib": dict(alpha_s=5.0e-6, gbps=45.0,
-               source="InfiniBand NDR 400 Gb/s, one HCA per GPU: 50 GB/s line rate (vendor), ~45 GB/s "
-                      "busbw across nodes in NCCL-tests; ~5 us per hop (NCCL over IB verbs)"),
+    "nvlink": dict(alpha_s=2.0e-6, gbps=450.0,
+                   source="NVLink 4 (H100 SXM): 450 GB/s per direction (vendor); alpha assumed"),
+    "ib": dict(alpha_s=6.0e-6, gbps=45.0,
+               source="InfiniBand NDR 400 Gb/s, one HCA per rank: 50 GB/s line rate (vendor) at the 90% "
+                      "NCCL-tests reach; alpha from a published NCCL-tests small-message time"),
     "ethernet": dict(alpha_s=30.0e-6, gbps=10.0,
-                     source="100 GbE with TCP sockets (NCCL socket transport): 12.5 GB/s line rate "
-                            "(vendor), ~10 GB/s achieved; ~30 us per hop for kernel TCP"),
+                     source="100 GbE, TCP sockets: 12.5 GB/s line rate (vendor) at an assumed 80%; alpha assumed"),
 }
 
 
@@ -416,11 +413,12 @@ class StepModel:
         self.msg_bytes = ref.m("bytes_per_step") / calls if calls else 0.0
 
     def predict(self, ranks: int, per_rank_batch: float, link: LinkModel, cores_per_rank: float | None = None,
-                comm_slow: float = 1.0) -> Prediction:
+                comm_slow: float = 1.0, compute_speedup: float = 1.0) -> Prediction:
         """Step on `ranks` ranks with `per_rank_batch` samples each; cores_per_rank: the cores a
-        rank computes on (None: a device of its own, as fast as the world-1 run); comm_slow: the
-        oversubscription of the run (collectives slow by it)."""
-        slow = 1.0 if cores_per_rank is None else self.cores1 / cores_per_rank
+        rank computes on (None: a device of its own, as fast as the world-1 run, or
+        `compute_speedup` times faster); comm_slow: the oversubscription of the run (collectives
+        slow by it)."""
+        slow = 1.0 / compute_speedup if cores_per_rank is None else self.cores1 / cores_per_rank
 
         def coll(op, n):
             return link.time(op, n, ranks) * comm_slow
@@ -503,9 +501,11 @@ def validate_points(models: dict, fits: dict) -> list[dict]:
     return out
 
 
-def project(models: dict, link: LinkModel, ranks: list[int], per_rank_batch: float | None = None) -> list[dict]:
-    """Weak scaling: each rank a device as fast as the measured world-1 run, keeping the world-1
-    batch per rank (or `per_rank_batch`); efficiency = samples/s over ranks x the 1-rank figure."""
+def project(models: dict, link: LinkModel, ranks: list[int], per_rank_batch: float | None = None,
+            compute_speedup: float = 1.0) -> list[dict]:
+    """Weak scaling: each rank a device as fast as the measured world-1 run (or `compute_speedup`
+    times faster: an accelerator), keeping the world-1 batch per rank (or `per_rank_batch`);
+    efficiency = samples/s over ranks x the 1-rank figure."""
     out = []
     for (kind, model), (sm, _) in models.items():
         missing = _needs(link, kind)
@@ -513,13 +513,14 @@ def project(models: dict, link: LinkModel, ranks: list[int], per_rank_batch: flo
             raise ProjectionError(f"link {link.name}: no {', '.join(missing)} records to fit (needed for {kind}); run "
                                   "`trainbench bench --suite comm` on that link")
         b = per_rank_batch or sm.batch1
-        one = sm.predict(1, b, link)
+        one = sm.predict(1, b, link, compute_speedup=compute_speedup)
         for r in ranks:
-            pr = sm.predict(r, b, link)
+            pr = sm.predict(r, b, link, compute_speedup=compute_speedup)
             out.append(dict(kind=kind, model=model, ranks=r, link=link.name, per_rank_batch=b,
                             step_ms=pr.step_s * 1e3, compute_ms=pr.compute_s * 1e3, comm_ms=pr.comm_s * 1e3,
                             exposed_comm_ms=pr.exposed_s * 1e3, samples_per_s=pr.samples_per_s,
-                            efficiency=pr.samples_per_s / (r * one.samples_per_s), comm_fraction=pr.comm_fraction))
+                            efficiency=pr.samples_per_s / (r * one.samples_per_s), comm_fraction=pr.comm_fraction,
+                            compute_speedup=compute_speedup))
     return out
 
 
@@ -579,8 +580,8 @@ def records(rows: list[dict], vals: list[dict], fits: dict, link: LinkModel) -> 
     for r in rows:
         name = "ddp" if r["kind"] == "ddp" else f"fsdp/{r['kind']}"
         rec(f"project/{name}/{r['model']}/w{r['ranks']}/{r['link']}",
-            {k: r[k] for k in ("ranks", "per_rank_batch", "step_ms", "compute_ms", "comm_ms", "exposed_comm_ms",
-                               "samples_per_s", "efficiency", "comm_fraction")} | {"link": r["link"]})
+            {k: r[k] for k in ("ranks", "per_rank_batch", "compute_speedup", "step_ms", "compute_ms", "comm_ms",
+                               "exposed_comm_ms", "samples_per_s", "efficiency", "comm_fraction")} | {"link": r["link"]})
     for v in vals:
         name = "ddp" if v["kind"] == "ddp" else f"fsdp/{v['kind']}"
         metrics = {k: v[k] for k in ("world", "hosts", "measured_step_ms", "predicted_step_ms", "error",
@@ -618,6 +619,9 @@ def parse_args(argv):
                         "the records' link profile)")
     p.add_argument("--per-rank-batch", type=float, default=None,
                    help="samples per rank (default: the world-1 run's batch)")
+    p.add_argument("--compute-speedup", type=float, default=1.0, metavar="F",
+                   help="ranks compute F times faster than the measured world-1 run (e.g. an accelerator "
+                        "against this CPU; default 1)")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the projection as a result file")
     p.add_argument("--schema", type=Path, default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -627,6 +631,8 @@ def run(args) -> int:
     ranks = parse_ranks(args.ranks)
     if args.per_rank_batch is not None and not (args.per_rank_batch > 0 and math.isfinite(args.per_rank_batch)):
         raise ProjectionError(f"--per-rank-batch {args.per_rank_batch:g}: must be a positive number")
+    if not (args.compute_speedup > 0 and math.isfinite(args.compute_speedup)):
+        raise ProjectionError(f"--compute-speedup {args.compute_speedup:g}: must be a positive number")
     results = load_results(args.results, args.schema)
     fits = fit_links(results)
     models = step_models(results)
@@ -634,9 +640,10 @@ def run(args) -> int:
         raise ProjectionError("no passed ddp/<model>/w<W>/engine or fsdp/<model>/<strategy>/w<W>/engine records in "
                               f"{', '.join(args.results)} (run `trainbench bench --suite ddp` and/or `--suite fsdp`)")
     link = link_model(args.link, fits)
-    rows = project(models, link, ranks, args.per_rank_batch)
+    rows = project(models, link, ranks, args.per_rank_batch, args.compute_speedup)
     vals = validate_points(models, fits)
-    print(f"projection (a model, not a measurement) to {','.join(map(str, ranks))} ranks on {link.describe()}")
+    speed = f", compute {args.compute_speedup:g}x the measured world-1 step's" if args.compute_speedup != 1 else ""
+    print(f"projection (a model, not a measurement) to {','.join(map(str, ranks))} ranks{speed} on {link.describe()}")
     print(table_text(rows))
     print()
     print(validation_text(vals, fits))

@@ -112,10 +112,15 @@ class Fit:
     def max_rel_err(self) -> float:
         return max((abs(pr - m) / m for _, _, m, pr in self.points), default=math.nan)
 
+    @property
+    def rms_log_err(self) -> float:
+        errs = [math.log(pr / m) for _, _, m, pr in self.points if pr > 0]
+        return math.sqrt(sum(e * e for e in errs) / len(errs)) if errs else math.inf
+
 
 def _lstsq_nonneg(rows):
-    """(alpha, beta, sum of squared relative residuals) minimising the relative error of rows
-    [((latency terms, bytes term), seconds)], each coefficient >= 0."""
+    """(alpha, beta) >= 0 minimising the relative error of rows [((latency terms, bytes term),
+    seconds)]: the linear starting point of _fit_log."""
     import numpy as np
 
     a = np.array([[ab[0] / t, ab[1] / t] for ab, t in rows])
@@ -134,13 +139,60 @@ def _lstsq_nonneg(rows):
     return best
 
 
+def _fit_log(rows):
+    """(alpha, beta, sum of squared log errors) minimising sum (log(predicted / measured))^2 over
+    rows [((latency terms, bytes term), seconds)] (Levenberg-Marquardt on log alpha, log beta, so
+    both stay positive). Log errors weigh a prediction 10x too small as much as one 10x too large
+    (a relative error caps the first at -1, and a fit fed mostly small messages would then
+    sacrifice the large ones)."""
+    import numpy as np
+
+    la = np.array([ab[0] for ab, _ in rows], dtype=float)
+    lb = np.array([ab[1] for ab, _ in rows], dtype=float)
+    lt = np.log(np.array([t for _, t in rows], dtype=float))
+    alpha, beta, _ = _lstsq_nonneg(rows) or (0.0, 0.0, 0.0)
+    t = np.exp(lt)
+    if alpha <= 0:
+        alpha = 1e-3 * float(np.min(t / np.where(la > 0, la, np.inf)))
+    if beta <= 0:
+        beta = 1e-3 * float(np.min(t / np.where(lb > 0, lb, np.inf)))
+    x = np.clip(np.log([alpha, beta]), math.log(1e-30), math.log(1e3))
+
+    def resid(x):
+        s = la * math.exp(x[0]) + lb * math.exp(x[1])
+        return np.log(s) - lt, s
+
+    bound = (math.log(1e-30), math.log(1e3))  # seconds (per byte): far outside any real link
+
+    r, s = resid(x)
+    cost, lam = float(r @ r), 1e-3
+    for _ in range(200):
+        j = np.column_stack([la * math.exp(x[0]) / s, lb * math.exp(x[1]) / s])
+        h, g = j.T @ j, j.T @ r
+        step = np.linalg.solve(h + lam * np.diag(np.diag(h)) + 1e-12 * np.eye(2), -g)
+        x2 = np.clip(x + step, *bound)
+        r2, s2 = resid(x2)
+        c2 = float(r2 @ r2)
+        if c2 < cost:
+            x, r, s, lam = x2, r2, s2, lam / 3
+            done = cost - c2 < 1e-14 * max(1.0, cost)
+            cost = c2
+            if done:
+                break
+        else:
+            lam *= 4
+            if lam > 1e12:
+                break
+    return math.exp(x[0]), math.exp(x[1]), cost
+
+
 MIN_SEGMENT_POINTS = 4  # points on each side of a regime switch
 SPLIT_GAIN = 0.8        # a second regime must cut the squared error by a fifth or more
 
 
 def fit_alpha_beta(op: str, algorithm: str, samples, link: str = "", split: bool = True) -> Fit:
-    """Least squares of relative error (each row divided by its measured time, so 8 B and 64 MiB
-    weigh alike) over samples [(bytes, world, seconds)]; alpha and beta kept >= 0. With `split`,
+    """Least squares of log(predicted / measured) (so 8 B and 64 MiB weigh alike, and too slow as
+    too fast) over samples [(bytes, world, seconds)]; alpha and beta > 0. With `split`,
     the sizes are cut into two regimes where that cuts the error by SPLIT_GAIN (the cut between two measured
     sizes, each side with MIN_SEGMENT_POINTS points or more)."""
     cost = ALGORITHMS[op][algorithm]
@@ -149,14 +201,14 @@ def fit_alpha_beta(op: str, algorithm: str, samples, link: str = "", split: bool
         raise ProjectionError(f"{op} on {link or 'this link'}: {len(pts)} measured point(s) at 2 or more "
                               "ranks; the fit needs at least 2 (run `trainbench bench --suite comm`)")
     rows = [(cost(n, p), t) for n, p, t in pts]
-    al, be, res = _lstsq_nonneg(rows)
+    al, be, res = _fit_log(rows)
     segments = [(0.0, al, be)]
     if split and res > 1e-8 * len(rows):  # an exact fit needs no second regime
         best = res * SPLIT_GAIN
         for i in range(MIN_SEGMENT_POINTS, len(pts) - MIN_SEGMENT_POINTS + 1):
             if pts[i][0] == pts[i - 1][0]:
                 continue  # the cut falls between two sizes
-            lo, hi = _lstsq_nonneg(rows[:i]), _lstsq_nonneg(rows[i:])
+            lo, hi = _fit_log(rows[:i]), _fit_log(rows[i:])
             if lo[2] + hi[2] < best:
                 best = lo[2] + hi[2]
                 segments = [(0.0, lo[0], lo[1]), (pts[i][0], hi[0], hi[1])]
@@ -166,10 +218,10 @@ def fit_alpha_beta(op: str, algorithm: str, samples, link: str = "", split: bool
 
 
 def best_fit(op: str, samples, link: str = "") -> tuple[Fit, list[Fit]]:
-    """Every algorithm's fit, and the one with the smallest RMS relative error: the algorithm the
-    backend behaves like over the measured sizes."""
+    """Every algorithm's fit, and the one with the smallest RMS log error (the fit's own measure):
+    the algorithm the backend behaves like over the measured sizes."""
     fits = [fit_alpha_beta(op, alg, samples, link) for alg in ALGORITHMS[op]]
-    return min(fits, key=lambda f: f.rms_rel_err), fits
+    return min(fits, key=lambda f: f.rms_log_err), fits
 
 
 # Link classes beyond this machine: per-link latency alpha (s) and time per byte beta (s/B, 1 /
@@ -413,11 +465,12 @@ class StepModel:
         self.msg_bytes = ref.m("bytes_per_step") / calls if calls else 0.0
 
     def predict(self, ranks: int, per_rank_batch: float, link: LinkModel, cores_per_rank: float | None = None,
-                comm_slow: float = 1.0, compute_speedup: float = 1.0) -> Prediction:
+                comm_slow: float = 1.0, compute_speedup: float = 1.0, overlap: bool = True) -> Prediction:
         """Step on `ranks` ranks with `per_rank_batch` samples each; cores_per_rank: the cores a
         rank computes on (None: a device of its own, as fast as the world-1 run, or
         `compute_speedup` times faster); comm_slow: the oversubscription of the run (collectives
-        slow by it)."""
+        slow by it); overlap: whether communication can run during compute (False: it runs after
+        the compute that precedes it, as on a CPU host with no core to spare for it)."""
         slow = 1.0 / compute_speedup if cores_per_rank is None else self.cores1 / cores_per_rank
 
         def coll(op, n):
@@ -431,7 +484,7 @@ class StepModel:
         if self.kind == "ddp":
             buckets = ddp_buckets(self.grad_bytes)
             comm_total = sum(coll("all_reduce", b) for b in buckets)
-            exposed = overlap_ddp(bwd, buckets, lambda b: coll("all_reduce", b))
+            exposed = overlap_ddp(bwd, buckets, lambda b: coll("all_reduce", b)) if overlap else comm_total
             fb = fwd + bwd + exposed
         else:
             ag = coll("all_gather", self.msg_bytes)
@@ -439,7 +492,7 @@ class StepModel:
             n_ag = self.units * (2 if self.regather else 1)
             comm_total = n_ag * ag + self.units * rs
             _, end = overlap_fsdp(fwd, bwd, self.units, self.regather, ag, rs)
-            fb = end
+            fb = end if overlap else fwd + bwd + comm_total
             exposed = max(0.0, end - fwd - bwd)
         compute = fwd + bwd + opt + rest
         return Prediction(fb + opt + rest, compute, comm_total, exposed, per_rank_batch, ranks)
@@ -488,13 +541,19 @@ def validate_points(models: dict, fits: dict) -> list[dict]:
                 continue
             local = p.world / max(p.hosts, 1)
             cores = min(p.m("threads", 1.0), p.logical_cores / local)
+            # Collectives over shared memory or TCP need a core to progress: they overlap
+            # compute only where the host has a core that no rank's compute thread holds.
+            spare = p.logical_cores > local * p.m("threads", 1.0)
             pred = sm.predict(p.world, p.m("per_rank_batch", sm.batch1), link, cores,
-                              oversubscription(p.world, p.hosts, p.logical_cores))
+                              oversubscription(p.world, p.hosts, p.logical_cores), overlap=spare)
             meas = p.m("step_ms") / 1e3
             out.append(dict(kind=kind, model=model, world=p.world, hosts=p.hosts, link=p.link,
                             measured_step_ms=meas * 1e3, predicted_step_ms=pred.step_s * 1e3,
                             measured_samples_per_s=p.m("samples_per_s"), predicted_samples_per_s=pred.samples_per_s,
                             error=(pred.step_s - meas) / meas,
+                            # The communication and overlap model alone: the measured step with its
+                            # measured exposed wait replaced by the predicted one.
+                            error_given_compute=(pred.exposed_s - p.m("comm_wait_ms") / 1e3) / meas,
                             measured_exposed_ms=p.m("comm_wait_ms"), predicted_exposed_ms=pred.exposed_s * 1e3,
                             measured_comm_ms=p.m("comm_busy_ms", math.nan),
                             predicted_comm_ms=pred.comm_s * 1e3))
@@ -551,12 +610,15 @@ def table_text(rows: list[dict]) -> str:
 
 
 def validation_text(vals: list[dict], fits: dict) -> str:
-    lines = ["validation: measured steps (ranks sharing this host's cores as they ran) against the model",
+    lines = ["validation: measured steps (ranks sharing this host's cores as they ran) against the model; "
+             "comm-only: the measured step with the predicted exposed communication in place of the measured",
              f"{'model':<6} {'strategy':<20} {'world':>5} {'hosts':>5} {'link':<8} {'measured ms':>11} "
-             f"{'predicted ms':>12} {'error':>7}"]
+             f"{'predicted ms':>12} {'error':>7} {'comm-only error':>15} {'exposed ms meas/pred':>21}"]
     for v in vals:
         lines.append(f"{v['model']:<6} {_kind_label(v['kind']):<20} {v['world']:>5} {v['hosts']:>5} {v['link']:<8} "
-                     f"{v['measured_step_ms']:>11.2f} {v['predicted_step_ms']:>12.2f} {v['error']:>+7.1%}")
+                     f"{v['measured_step_ms']:>11.2f} {v['predicted_step_ms']:>12.2f} {v['error']:>+7.1%} "
+                     f"{v['error_given_compute']:>+15.1%} "
+                     f"{v['measured_exposed_ms']:>10.2f}/{v['predicted_exposed_ms']:<10.2f}")
     lines.append("collective fits (relative error over the measured sweep points):")
     for link, per_op in sorted(fits.items()):
         for op in OPS:
@@ -585,6 +647,7 @@ def records(rows: list[dict], vals: list[dict], fits: dict, link: LinkModel) -> 
     for v in vals:
         name = "ddp" if v["kind"] == "ddp" else f"fsdp/{v['kind']}"
         metrics = {k: v[k] for k in ("world", "hosts", "measured_step_ms", "predicted_step_ms", "error",
+                                     "error_given_compute",
                                      "measured_exposed_ms", "predicted_exposed_ms", "predicted_comm_ms")}
         if math.isfinite(v["measured_comm_ms"]):
             metrics["measured_comm_ms"] = v["measured_comm_ms"]

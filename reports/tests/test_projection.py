@@ -80,6 +80,32 @@ def ddp_records(worlds=(1, 2, 4), params=2_000_000, batch=64, fwd_ms=40.0, bwd_m
     return recs
 
 
+def fsdp_records(worlds=(1, 2, 4), units=4, params=2_000_000, batch=64, fwd_ms=40.0, bwd_ms=80.0, opt_ms=12.0):
+    """FULL_SHARD records of a machine that behaves as the model says: each unit gathered twice and
+    reduce-scattered once per step (TRUE's ring all-gather and recursive-halving reduce-scatter),
+    prefetched behind compute, the optimizer stepping 1/world of the parameters."""
+    recs = []
+    msg = params * 4 / units
+    for w in worlds:
+        per = batch // w
+        f, b = fwd_ms * per / batch, bwd_ms * per / batch
+
+        def t(op):
+            alg, alpha, beta = TRUE[op]
+            a, bb = pj.ALGORITHMS[op][alg](msg, w)
+            return a * alpha + bb * beta
+
+        _, end = pj.overlap_fsdp(f / 1e3, b / 1e3, units, True, t("all_gather"), t("reduce_scatter"))
+        exposed = end * 1e3 - f - b
+        step = end * 1e3 + opt_ms / w
+        recs.append(record("fsdp", f"fsdp/mlp/full_shard/w{w}/engine", {
+            "step_ms": step, "forward_ms": f, "backward_ms": b, "optimizer_ms": opt_ms / w, "comm_wait_ms": exposed,
+            "samples_per_s": batch / (step / 1e3), "per_rank_batch": per, "batch": batch, "threads": 1,
+            "parameters": params, "bytes_per_step": 3 * units * msg, "all_gathers": 2 * units,
+            "reduce_scatters": units, "all_reduces": 0, "units": units, "world": w, "strategy": "full_shard"}))
+    return recs
+
+
 class Files:
     def __init__(self):
         self.dir = tempfile.TemporaryDirectory()
@@ -191,6 +217,15 @@ class ProjectionTest(unittest.TestCase):
         self.assertEqual(sorted(v["world"] for v in vals), [1, 2, 4])
         for v in vals:
             self.assertAlmostEqual(v["error"], 0.0, places=9)
+
+    def test_fsdp_validation_is_exact_on_a_machine_that_obeys_the_model(self):
+        fsdp = self.files.write("fsdp.json", fsdp_records())
+        res = load_results([self.comm, fsdp])
+        vals = pj.validate_points(pj.step_models(res), pj.fit_links(res))
+        self.assertEqual([(v["kind"], v["world"]) for v in vals], [("full_shard", w) for w in (1, 2, 4)])
+        for v in vals:
+            self.assertAlmostEqual(v["error"], 0.0, places=9)
+        self.assertGreater(vals[-1]["predicted_comm_ms"], 0.0)
 
     def test_projection_shape(self):
         fits, models = self.models()

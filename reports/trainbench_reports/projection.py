@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -452,7 +453,13 @@ class StepModel:
         self.fwd_s = b.m("forward_ms") / 1e3
         self.bwd_s = b.m("backward_ms") / 1e3
         self.opt_s = b.m("optimizer_ms") / 1e3
-        self.rest_s = max(0.0, b.m("step_ms") / 1e3 - self.fwd_s - self.bwd_s - self.opt_s - b.m("comm_wait_ms") / 1e3)
+        busy = b.m("step_ms") / 1e3 - b.m("comm_wait_ms") / 1e3
+        parts = self.fwd_s + self.bwd_s + self.opt_s
+        if parts > busy > 0:
+            # The parts are means over the steps, step_ms a median (fsdp): a slow outlier step
+            # inflates the means. The step is the headline figure; the parts keep their shares.
+            self.fwd_s, self.bwd_s, self.opt_s = (x * busy / parts for x in (self.fwd_s, self.bwd_s, self.opt_s))
+        self.rest_s = max(0.0, busy - self.fwd_s - self.bwd_s - self.opt_s)
         self.cores1 = min(b.m("threads", 1.0), b.logical_cores)
         self.grad_bytes = b.m("parameters") * 4.0
         # Collective counts per step and bytes per message come from a multi-rank record (world 1
@@ -740,6 +747,9 @@ def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return run(args)
+    except BrokenPipeError:  # the reader (head, a pager) stopped reading: not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (ProjectionError, LoadError, OutputError) as e:
         print(f"trainbench project: error: {e}", file=sys.stderr)
         return 2

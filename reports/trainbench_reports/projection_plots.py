@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 from . import projection as pj  # noqa: E402
 from .dist_plots import _save  # noqa: E402
@@ -101,6 +102,8 @@ def validation_plot(results, path: Path):
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
+    for axis in (ax.xaxis, ax.yaxis):  # decades labelled, the ticks between them not (they overlap)
+        axis.set_minor_formatter(ticker.NullFormatter())
     ax.set_xlabel("measured step, ms")
     ax.set_ylabel("projected step (model), ms")
     ax.set_title("Projection model against every measured step\n(blue DDP, orange FSDP; x: outside the goal)")

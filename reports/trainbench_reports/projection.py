@@ -269,8 +269,8 @@ class LinkModel:
 
 def _link_of(rec, impl: str) -> str | None:
     m = rec["metrics"]
-    hosts = number(m.get("hosts"))
-    profile = m.get("link_profile")
+    hosts = number(m.get(LINK_KEYS[0]))
+    profile = m.get(LINK_KEYS[1])
     if hosts is not None and hosts > 1:
         name = profile if isinstance(profile, str) and profile else "tcp"
         return name + IMPL_LINK.get(impl, "-" + impl)
@@ -304,7 +304,7 @@ def comm_samples(results) -> dict:
         n, t = number(rec["metrics"].get("bytes")), number(rec["metrics"].get(TIME_KEY))
         if link is None or n is None or t is None:
             continue
-        world, hosts = int(m["world"]), int(number(rec["metrics"].get("hosts")) or 1)
+        world, hosts = int(m["world"]), int(number(rec["metrics"].get(LINK_KEYS[0])) or 1)
         t /= oversubscription(world, hosts, int(res.run.get("logical_cores") or 1))
         out.setdefault(link, {}).setdefault(m["op"], []).append((n, world, t))
     return out
@@ -350,7 +350,7 @@ def step_points(results) -> list[StepPoint]:
         else:
             continue
         met = rec["metrics"]
-        hosts = int(number(met.get("hosts")) or 1)
+        hosts = int(number(met.get(LINK_KEYS[0])) or 1)
         link = _link_of(rec, "engine")
         cores = int(res.run.get("logical_cores") or number(met.get("threads")) or 1)
         out.append(StepPoint(kind, model, int(m["world"]), hosts, link, met, cores))

@@ -39,42 +39,43 @@ def _links(fits):
 
 
 def projection_plot(results, path: Path):
-    """samples/s vs ranks per model: one dashed line per link class and strategy (projection) and
-    the measured points as markers. None when there is nothing to project."""
+    """samples/s vs ranks, one panel per model (rows) and strategy (columns): one dashed line per
+    link class (the projection) and the measured points as markers. None when there is nothing to
+    project."""
     got = model_of(results)
     if got is None:
         return None
     fits, models, vals = got
     names = sorted({m for _, m in models})
-    fig, axes = plt.subplots(1, len(names), figsize=(6.5 * len(names), 4.8), squeeze=False)
-    for ax, name in zip(axes[0], names):
-        for link_name in _links(fits):
-            link = pj.link_model(link_name, fits)
-            for (kind, model), (sm, pts) in models.items():
-                if model != name or pj._needs(link, kind):
+    kinds = [k for k in KIND_DASH if any(kind == k for kind, _ in models)]
+    fig, axes = plt.subplots(len(names), len(kinds), figsize=(5.2 * len(kinds), 4.2 * len(names)), squeeze=False)
+    for row, name in enumerate(names):
+        for col, kind in enumerate(kinds):
+            ax = axes[row][col]
+            if (kind, name) not in models:
+                ax.axis("off")
+                continue
+            sm, pts = models[(kind, name)]
+            for link_name in _links(fits):
+                link = pj.link_model(link_name, fits)
+                if pj._needs(link, kind):
                     continue
                 ys = [sm.predict(r, sm.batch1, link).samples_per_s for r in RANKS]
-                ax.plot(RANKS, ys, KIND_DASH.get(kind, "--"), color=LINK_STYLE.get(link_name, "grey"),
-                        label=f"projection: {pj._kind_label(kind)}, {link_name}")
-        for (kind, model), (sm, pts) in models.items():
-            if model != name:
-                continue
-            xs = [p.world for p in pts]
-            ys = [p.m("samples_per_s") for p in pts]
-            ax.plot(xs, ys, "o", color="black", markersize=6,
-                    label=f"measured: {pj._kind_label(kind)} (this host, batch split, cores shared)")
-            pv = [v for v in vals if v["kind"] == kind and v["model"] == model]
+                ax.plot(RANKS, ys, "--", color=LINK_STYLE.get(link_name, "grey"), label=f"projection, {link_name}")
+            ax.plot([p.world for p in pts], [p.m("samples_per_s") for p in pts], "o", color="black",
+                    label="measured (this host: batch split, cores shared)")
+            pv = [v for v in vals if v["kind"] == kind and v["model"] == name]
             if pv:
                 ax.plot([v["world"] for v in pv], [v["predicted_samples_per_s"] for v in pv], "o", mfc="none",
-                        color="orange", markersize=9, label=f"model at the measured points: {pj._kind_label(kind)}")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("ranks")
-        ax.set_ylabel("samples/s")
-        ax.set_title(f"{name}: PROJECTION (model) to 1024 ranks\n"
-                     f"weak scaling, per-rank batch of the world-1 run; markers measured")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6, loc="upper left")
+                        color="orange", markersize=9, label="model at the measured points")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("ranks")
+            ax.set_ylabel("samples/s")
+            ax.set_title(f"PROJECTION: {name}, {pj._kind_label(kind)}\n(weak scaling, world-1 batch per rank)",
+                         fontsize=9)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=6, loc="upper left")
     return _save(fig, path)
 
 

@@ -3,12 +3,15 @@ parameters from synthetic comm records, the overlap models on hand-computed case
 projection's shape, the command's errors, and the validation on a measured sample
 (projection_sample_*.json, made as below).
 
-Measured samples (checked in; both from one build on the 2-core CI machine, see
-docs/distributed.md "Scaling projection"):
+Measured samples (checked in; one build on the shared 2-core CI machine, each file as written by
+`trainbench bench` (build/release/harness/trainbench), docs/distributed.md "Scaling projection"):
   projection_sample_comm.json  TRAINBENCH_COMM_SWEEP=quick TRAINBENCH_COMM_MAX_BYTES=64M
-                               TRAINBENCH_COMM_TARGET_S=0.05 trainbench bench --suite comm
-                               --filter '/(engine|engine-gloo)$'
-  projection_sample_ddp.json   TRAINBENCH_DDP_BENCH_S=1 trainbench bench --suite ddp --filter '/engine$'
+                               TRAINBENCH_COMM_TARGET_S=0.1 trainbench bench --suite comm --threads 1
+                               --filter '/engine$'
+  projection_sample_ddp.json   TRAINBENCH_DDP_BENCH_S=2 trainbench bench --suite ddp --threads 1
+                               --filter '/engine$'
+  projection_sample_fsdp.json  TRAINBENCH_FSDP_BENCH_S=1 trainbench bench --suite fsdp --threads 1
+                               --filter '/(full_shard|shard_grad_op)/w[124]/engine$'
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from trainbench_reports.load import load_results, load_schema, validate  # noqa:
 HERE = Path(__file__).resolve().parent
 SAMPLE_COMM = HERE / "projection_sample_comm.json"
 SAMPLE_DDP = HERE / "projection_sample_ddp.json"
+SAMPLE_FSDP = HERE / "projection_sample_fsdp.json"
 SIZES = [8] + [16 * 4 ** i for i in range(12)]  # the comm sweep's: 8 B, then powers of 4 to 64 MiB
 
 
@@ -302,14 +306,13 @@ class ProjectionTest(unittest.TestCase):
         self.assertIn("no world-1 record", err)
 
 
-@unittest.skipUnless(SAMPLE_COMM.exists() and SAMPLE_DDP.exists(), "measured samples missing")
 class MeasuredSampleTest(unittest.TestCase):
     """The validation on real records: every measured DDP point is predicted, the errors printed
     are (predicted - measured) / measured, and the world-1 points reproduce their measurement (the
     compute model is built from them; their communication is 0)."""
 
     def test_validation_on_measured_records(self):
-        res = load_results([SAMPLE_COMM, SAMPLE_DDP])
+        res = load_results([SAMPLE_COMM, SAMPLE_DDP, SAMPLE_FSDP])
         fits, models = pj.fit_links(res), pj.step_models(res)
         self.assertIn("shm", fits)
         self.assertEqual(set(fits["shm"]), set(pj.OPS))
@@ -317,8 +320,9 @@ class MeasuredSampleTest(unittest.TestCase):
             self.assertGreaterEqual(len(best.points), 20, op)
             self.assertTrue(math.isfinite(best.rms_rel_err), op)
         vals = pj.validate_points(models, fits)
-        measured = [r for r in res[1].records if r["status"] == "pass" and r["case"].endswith("/engine")]
+        measured = [r for f in res[1:] for r in f.records if r["status"] == "pass" and r["case"].endswith("/engine")]
         self.assertEqual(len(vals), len(measured))
+        self.assertEqual({v["kind"] for v in vals}, {"ddp", "full_shard", "shard_grad_op"})
         for v in vals:
             self.assertAlmostEqual(v["error"], v["predicted_step_ms"] / v["measured_step_ms"] - 1, places=9)
             if v["world"] == 1:
@@ -329,7 +333,7 @@ class MeasuredSampleTest(unittest.TestCase):
     def test_report_draws_the_projection(self):
         with tempfile.TemporaryDirectory() as d:
             with redirect_stdout(io.StringIO()):
-                code = cli.main(["--quiet", "--out", d, str(SAMPLE_COMM), str(SAMPLE_DDP)])
+                code = cli.main(["--quiet", "--out", d, str(SAMPLE_COMM), str(SAMPLE_DDP), str(SAMPLE_FSDP)])
             self.assertEqual(code, 0)
             self.assertGreater(os.path.getsize(Path(d) / "projection.png"), 10_000)
             self.assertGreater(os.path.getsize(Path(d) / "projection_validation.png"), 10_000)

@@ -299,6 +299,17 @@ class ProjectionTest(unittest.TestCase):
         code, _, _ = self.run_cli("--ranks", "8")  # no --results: argparse's usage error
         self.assertEqual(code, 2)
 
+    def test_records_with_unusable_figures_are_left_out(self):
+        recs = ddp_records()
+        recs[0]["metrics"]["threads"] = 0  # world 1: would divide by zero
+        recs[1]["metrics"]["step_ms"] = 1e308
+        ddp = self.files.write("odd.json", recs)
+        points = pj.step_points(load_results([self.comm, ddp]))
+        self.assertEqual([p.world for p in points], [4])
+        code, _, err = self.run_cli("--results", str(self.comm), "--results", str(ddp))
+        self.assertEqual(code, 2)
+        self.assertIn("no world-1 record", err)
+
     def test_missing_world_1_is_an_error(self):
         ddp = self.files.write("ddp2.json", ddp_records(worlds=(2, 4)))
         code, _, err = self.run_cli("--results", str(self.comm), "--results", str(ddp))

@@ -298,7 +298,7 @@ def comm_samples(results) -> dict:
     out: dict = {}
     for res, rec in _records(results):
         m = COMM_CASE.match(rec["case"])
-        if not m or rec["suite"] != "comm":
+        if not m or rec["suite"] != "comm" or not _usable(rec["metrics"], COMM_RANGES, ("bytes", TIME_KEY)):
             continue
         link = _link_of(rec, m["impl"])
         n, t = number(rec["metrics"].get("bytes")), number(rec["metrics"].get(TIME_KEY))
@@ -339,9 +339,34 @@ class StepPoint:
         return default if v is None else v
 
 
+# The figures the model reads, with the range a usable one lies in: records may hold any number
+# (docs/results.md), and 0 threads or a step of 1e308 ms would divide by zero or overflow. A record
+# with a figure outside is left out, as a failed one is.
+STEP_RANGES = {"step_ms": (1e-6, 1e9), "forward_ms": (0, 1e9), "backward_ms": (0, 1e9), "optimizer_ms": (0, 1e9),
+               "comm_wait_ms": (0, 1e9), "comm_busy_ms": (0, 1e9), "threads": (1, 1e5), "per_rank_batch": (1e-6, 1e9),
+               "batch": (1e-6, 1e9), "parameters": (0, 1e14), "bytes_per_step": (0, 1e16), "all_gathers": (0, 1e6),
+               "reduce_scatters": (0, 1e6), "all_reduces": (0, 1e6), "units": (0, 1e6), "samples_per_s": (0, 1e15),
+               LINK_KEYS[0]: (1, 1e6)}
+COMM_RANGES = {"bytes": (0, 1e13), TIME_KEY: (1e-9, 1e5), LINK_KEYS[0]: (1, 1e6)}
+
+
+def _usable(metrics: dict, ranges: dict, required: tuple) -> bool:
+    for key, (lo, hi) in ranges.items():
+        if key not in metrics:
+            if key in required:
+                return False
+            continue
+        v = number(metrics[key])
+        if v is None or not lo <= v <= hi:
+            return False
+    return True
+
+
 def step_points(results) -> list[StepPoint]:
     out = []
     for res, rec in _records(results):
+        if not _usable(rec["metrics"], STEP_RANGES, ("step_ms",)):
+            continue
         suite, case = rec["suite"], rec["case"]
         if suite == "ddp" and (m := DDP_CASE.match(case)):
             kind, model = "ddp", m["model"]

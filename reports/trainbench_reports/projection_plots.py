@@ -27,11 +27,11 @@ def model_of(results):
     try:
         fits = pj.fit_links(results)
         models = pj.step_models(results)
-    except pj.ProjectionError:
+        if not models or not fits:
+            return None
+        return fits, models, pj.validate_points(models, fits)
+    except pj.ProjectionError:  # e.g. no world-1 step: `trainbench project` says so; the report draws nothing
         return None
-    if not models or not fits:
-        return None
-    return fits, models, pj.validate_points(models, fits)
 
 
 def _links(fits):

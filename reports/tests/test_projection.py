@@ -338,6 +338,7 @@ class MeasuredSampleTest(unittest.TestCase):
             self.assertAlmostEqual(v["error"], v["predicted_step_ms"] / v["measured_step_ms"] - 1, places=9)
             if v["world"] == 1:
                 self.assertLess(abs(v["error"]), 0.01, v)
+                self.assertLess(abs(v["cpu_error"]), 1e-9, v)
             else:
                 self.assertGreater(v["predicted_comm_ms"], 0.0, v)
 

@@ -496,6 +496,18 @@ class StepModel:
         self.regather = ref.m("all_gathers") > ref.m("reduce_scatters")
         self.msg_bytes = ref.m("bytes_per_step") / calls if calls else 0.0
 
+    def main_thread_cpu_s(self, ranks: int, per_rank_batch: float) -> float | None:
+        """The training thread's CPU seconds per step at `ranks` ranks (communication left out): the
+        world-1 run's, its forward + backward share scaled by the batch and its optimizer share
+        divided by the ranks for FSDP, the shares taken from the world-1 step's split."""
+        cpu1 = self.base.m("main_thread_cpu_ms") / 1e3
+        total = self.fwd_s + self.bwd_s + self.opt_s + self.rest_s
+        if cpu1 <= 0 or total <= 0:
+            return None
+        fb, opt = (self.fwd_s + self.bwd_s) / total, self.opt_s / total
+        return cpu1 * (fb * per_rank_batch / self.batch1 + opt / (ranks if self.kind != "ddp" else 1)
+                       + (1 - fb - opt))
+
     def predict(self, ranks: int, per_rank_batch: float, link: LinkModel, cores_per_rank: float | None = None,
                 comm_slow: float = 1.0, compute_speedup: float = 1.0, overlap: bool = True) -> Prediction:
         """Step on `ranks` ranks with `per_rank_batch` samples each; cores_per_rank: the cores a
@@ -579,7 +591,13 @@ def validate_points(models: dict, fits: dict) -> list[dict]:
             pred = sm.predict(p.world, p.m("per_rank_batch", sm.batch1), link, cores,
                               oversubscription(p.world, p.hosts, p.logical_cores), overlap=spare)
             meas = p.m("step_ms") / 1e3
+            cpu_pred, cpu_meas = sm.main_thread_cpu_s(p.world, p.m("per_rank_batch", sm.batch1)), None
+            if "main_thread_cpu_ms" in p.metrics:
+                cpu_meas = p.m("main_thread_cpu_ms") / 1e3
             out.append(dict(kind=kind, model=model, world=p.world, hosts=p.hosts, link=p.link,
+                            # The compute model in CPU time, which the machine's load does not stretch:
+                            # the training thread's CPU seconds per step, predicted from world 1's.
+                            cpu_error=(cpu_pred / cpu_meas - 1) if cpu_pred and cpu_meas else math.nan,
                             measured_step_ms=meas * 1e3, predicted_step_ms=pred.step_s * 1e3,
                             measured_samples_per_s=p.m("samples_per_s"), predicted_samples_per_s=pred.samples_per_s,
                             error=(pred.step_s - meas) / meas,
@@ -643,13 +661,15 @@ def table_text(rows: list[dict]) -> str:
 
 def validation_text(vals: list[dict], fits: dict) -> str:
     lines = ["validation: measured steps (ranks sharing this host's cores as they ran) against the model; "
-             "comm-only: the measured step with the predicted exposed communication in place of the measured",
+             "comm-only: the measured step with the predicted exposed communication in place of the measured; "
+             "CPU-time: the training thread's CPU time per step against the compute model (load-independent)",
              f"{'model':<6} {'strategy':<20} {'world':>5} {'hosts':>5} {'link':<8} {'measured ms':>11} "
-             f"{'predicted ms':>12} {'error':>7} {'comm-only error':>15} {'exposed ms meas/pred':>21}"]
+             f"{'predicted ms':>12} {'error':>7} {'comm-only error':>15} {'CPU-time error':>14} "
+             f"{'exposed ms meas/pred':>21}"]
     for v in vals:
         lines.append(f"{v['model']:<6} {_kind_label(v['kind']):<20} {v['world']:>5} {v['hosts']:>5} {v['link']:<8} "
                      f"{v['measured_step_ms']:>11.2f} {v['predicted_step_ms']:>12.2f} {v['error']:>+7.1%} "
-                     f"{v['error_given_compute']:>+15.1%} "
+                     f"{v['error_given_compute']:>+15.1%} {v['cpu_error']:>+14.1%} "
                      f"{v['measured_exposed_ms']:>10.2f}/{v['predicted_exposed_ms']:<10.2f}")
     lines.append("collective fits (relative error over the measured sweep points):")
     for link, per_op in sorted(fits.items()):
@@ -667,9 +687,15 @@ def records(rows: list[dict], vals: list[dict], fits: dict, link: LinkModel) -> 
     points and the fitted parameters (docs/results.md, "Projection records")."""
     out = []
 
+    def json_number(v):  # JSON has no NaN: the harness's strings (docs/results.md)
+        if isinstance(v, float) and not math.isfinite(v):
+            return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        return v
+
     def rec(case, metrics, status="pass", message="", tolerances=None):
         out.append(dict(suite="projection", case=case, kind="projection", status=status, rank=0,
-                        metrics=metrics, tolerances=tolerances or {}, duration_s=0.0, message=message))
+                        metrics={k: json_number(v) for k, v in metrics.items()}, tolerances=tolerances or {},
+                        duration_s=0.0, message=message))
 
     for r in rows:
         name = "ddp" if r["kind"] == "ddp" else f"fsdp/{r['kind']}"
@@ -679,7 +705,7 @@ def records(rows: list[dict], vals: list[dict], fits: dict, link: LinkModel) -> 
     for v in vals:
         name = "ddp" if v["kind"] == "ddp" else f"fsdp/{v['kind']}"
         metrics = {k: v[k] for k in ("world", "hosts", "measured_step_ms", "predicted_step_ms", "error",
-                                     "error_given_compute",
+                                     "error_given_compute", "cpu_error",
                                      "measured_exposed_ms", "predicted_exposed_ms", "predicted_comm_ms")}
         if math.isfinite(v["measured_comm_ms"]):
             metrics["measured_comm_ms"] = v["measured_comm_ms"]
@@ -745,7 +771,7 @@ def run(args) -> int:
     if args.json:
         from .output import write_output
         doc = dict(schema="trainbench.result/1", run=_run_header(results, args), records=records(rows, vals, fits, link))
-        write_output(Path(args.json), (json.dumps(doc, indent=1) + "\n").encode())
+        write_output(Path(args.json), (json.dumps(doc, indent=1, allow_nan=False) + "\n").encode())
         print(f"json: {args.json}")
     return 0
 

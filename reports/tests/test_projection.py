@@ -231,6 +231,25 @@ class ProjectionTest(unittest.TestCase):
             self.assertAlmostEqual(v["error"], 0.0, places=9)
         self.assertGreater(vals[-1]["predicted_comm_ms"], 0.0)
 
+    def test_records_across_hosts_are_checked_on_their_link(self):
+        # The hosts fixture's records: metrics hosts > 1 and link_profile name the link class.
+        comm = comm_records(TRUE)
+        for r in comm:
+            r["metrics"].update(hosts=2, link_profile="10g-50us")
+        ddp = ddp_records(worlds=(1, 2, 4))
+        for r in ddp[1:]:
+            r["metrics"].update(hosts=2, link_profile="10g-50us")
+        res = load_results([self.files.write("c.json", comm), self.files.write("d.json", ddp)])
+        fits = pj.fit_links(res)
+        self.assertEqual(set(fits), {"10g-50us"})
+        vals = pj.validate_points(pj.step_models(res), fits)
+        self.assertEqual([(v["world"], v["hosts"], v["link"]) for v in vals],
+                         [(1, 1, "shm"), (2, 2, "10g-50us"), (4, 2, "10g-50us")])
+        for v in vals:
+            self.assertAlmostEqual(v["error"], 0.0, places=9)
+        rows = pj.project(pj.step_models(res), pj.link_model("10g-50us", fits), [8])
+        self.assertEqual(rows[0]["link"], "10g-50us")
+
     def test_projection_shape(self):
         fits, models = self.models()
         eff = {}

@@ -38,8 +38,8 @@ FSDP_CASE = re.compile(r"^fsdp/(?P<model>[^/]+)/(?P<strategy>full_shard|shard_gr
 TIME_KEY = "time_s"
 GOAL_REL_ERROR = 0.15  # issue 19: the prediction within 15% of every measured point
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
-# The records of runs across hosts say where they ran in these metrics (agreed with the `hosts`
-# fixture, /work notes): the host count and the name of the link profile between hosts.
+# The records of runs across hosts say where they ran in these metrics (the names proposed to the
+# `hosts` fixture's benchmarks): the host count and the name of the link profile between hosts.
 LINK_KEYS = ("hosts", "link_profile")
 # Locally measured link classes: the engine's MPI backend within one host (shared memory) and its
 # Gloo backend (TCP over loopback). Across hosts: "<profile>" and "<profile>-gloo".

@@ -273,11 +273,11 @@ std::string hosts_unavailable_reason() {
       return;
     }
     const std::string probe = "tbprobe" + std::to_string(::getpid());
-    const Ran r = run({"ip", "netns", "add", probe});
+    Ran r = run({"ip", "netns", "add", probe});
+    while (!r.out.empty() && r.out.back() == '\n') r.out.pop_back();
     if (!r.ok) {
       reason = "cannot create a network namespace (`ip netns add` failed: " + r.out +
-               "); needs CAP_NET_ADMIN and iproute2";
-      while (!reason.empty() && (reason.back() == '\n')) reason.pop_back();
+               "); needs CAP_SYS_ADMIN, CAP_NET_ADMIN and iproute2";
       return;
     }
     const Ran u = run({"ip", "netns", "exec", probe, "unshare", "--uts", "--mount", "true"});

@@ -1,5 +1,5 @@
 // The hosts suite's benchmarks (`trainbench bench --suite hosts`): the comm benchmark's all_reduce
-// points and the DDP benchmark's samples/s, run through the launcher across hosts of our own, per
+// points and the DDP and FSDP (FULL_SHARD) benchmarks' samples/s, run through the launcher across hosts of our own, per
 // link profile. Each case brings its own hosts up, measures the link between two of them (TCP
 // probe: measured next to the profile's nominal figures), runs the other suite's rank benchmarks
 // once across the hosts and folds their figures into one record.
@@ -62,27 +62,29 @@ harness::TestCase comm_case(const std::string& profile, int hosts, int ranks_per
           }};
 }
 
-harness::TestCase ddp_case(const std::string& profile, int ranks_per_host) {
-  const std::string shape = "2x" + std::to_string(ranks_per_host);
-  return {"ddp/" + profile + "/" + shape, [=] {
+// The DDP benchmark (or FSDP's FULL_SHARD one) of the MLP and GPT models at 2 hosts x K ranks.
+harness::TestCase training_case(const std::string& suite, const std::string& profile, int ranks_per_host) {
+  const std::string name = suite + "/" + profile + "/2x" + std::to_string(ranks_per_host);
+  const std::string w = "/w" + std::to_string(2 * ranks_per_host) + "/";
+  const std::string filter = suite == "ddp" ? "^ddp/(mlp|gpt)" + w + "engine$"
+                                            : "^fsdp/(mlp|gpt)/full_shard" + w + "engine$";
+  return {name, [=] {
             return run_recorded(
-                "hosts", "ddp/" + profile + "/" + shape,
+                "hosts", name,
                 [&](harness::Record& rec) {
                   rec.kind = "benchmark";
                   if (skip_without_hosts(rec)) return;
                   harness::HostsFixture f = harness::HostsFixture::up({2, ranks_per_host, profile, false});
                   link_metrics(rec, f);
-                  const int world = 2 * ranks_per_host;
-                  const std::vector<harness::Record> inner =
-                      run_suite_on_hosts(f, "ddp", "^ddp/(mlp|gpt)/w" + std::to_string(world) + "/engine$", true, 0,
-                                         {{"TRAINBENCH_DDP_BENCH_S", "1"}});
+                  const std::vector<harness::Record> inner = run_suite_on_hosts(f, suite, filter, true, 0,
+                                                                                {{"TRAINBENCH_DDP_BENCH_S", "1"}});
                   for (const harness::Record& r : inner) {
                     check(r.status == harness::Status::Pass, r.case_name + ": " + r.message);
                     const std::string model = r.case_name.find("/gpt/") != std::string::npos ? "gpt" : "mlp";
                     for (const char* m : {"samples_per_s", "step_ms"})
                       if (r.metrics.contains(m)) rec.metrics[model + "_" + m] = r.metrics[m];
                   }
-                  check(!inner.empty(), "the DDP benchmark produced no record");
+                  check(!inner.empty(), "the " + suite + " benchmark produced no record");
                 },
                 false);
           }};
@@ -94,7 +96,8 @@ std::vector<harness::TestCase> hosts_benches() {
   std::vector<harness::TestCase> out = {comm_case("unshaped", 1, 2)};  // both ranks inside one host
   for (const harness::LinkProfile& p : harness::link_profiles()) out.push_back(comm_case(p.name, 2, 1));
   for (const harness::LinkProfile& p : harness::link_profiles())
-    for (int k : {1, 2}) out.push_back(ddp_case(p.name, k));
+    for (const char* suite : {"ddp", "fsdp"})
+      for (int k : {1, 2}) out.push_back(training_case(suite, p.name, k));
   return out;
 }
 
@@ -105,7 +108,7 @@ void register_hosts_suite() {
       "across hosts of our own (network namespaces on a bridge; needs root, else skips): the fixture (names, "
       "links, tear-down, a killed owner's hosts reaped), TRAINBENCH_/NCCL_/OMPI_ variables on every rank of "
       "every host, the collectives, DDP, FSDP and DCP cases at 2 hosts x 2 ranks, a whole host failing "
-      "mid-collective; benchmarks: comm intra- vs inter-host and DDP samples/s per link profile";
+      "mid-collective; benchmarks: comm intra- vs inter-host, DDP and FSDP samples/s per link profile";
   s.tests = [] { return hosts_tests(); };  // each case makes its own hosts and launches its ranks
   s.run_by_default = false;                // root, and minutes of launches
   harness::register_suite(std::move(s));

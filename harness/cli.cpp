@@ -1,5 +1,5 @@
 // `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, compare, project, scenario,
-// checkpoint
+// checkpoint, hosts
 // (and the hidden `rank` and `scenario-rank`).
 // Output contract: progress lines on stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
 #include <CLI/CLI.hpp>
@@ -23,6 +23,7 @@
 #include "harness/project_cmd.h"
 #include "harness/distributed.h"
 #include "harness/estimate_cmd.h"
+#include "harness/hosts_cmd.h"
 #include "harness/launcher.h"
 #include "harness/output_file.h"
 #include "harness/runner.h"
@@ -514,6 +515,8 @@ int main(int argc, char** argv) {
   CLI::App* project = add_project_command(app, project_options);
   ScenarioOptions scenario_options;
   CLI::App* scenario = add_scenario_command(app, scenario_options);
+  HostsCmdOptions hosts_options;
+  CLI::App* hosts = add_hosts_command(app, hosts_options);
 
   CheckpointOptions checkpoint_options;
   CLI::App* checkpoint = add_checkpoint_command(app, checkpoint_options);
@@ -576,6 +579,7 @@ int main(int argc, char** argv) {
     if (*project) return run_project(project_options);
     if (*scenario) return run_scenario_command(*scenario, scenario_options, join_argv(argc, argv));
     if (*checkpoint) return run_checkpoint(*checkpoint, checkpoint_options);
+    if (*hosts) return run_hosts(*hosts, hosts_options);
     if (*rank) return rank_main(o.rank);
     if (*scenario_rank) {
       if (const char* dir = std::getenv("TRAINBENCH_DIST_DIR")) scenario_rank_ctx.run_dir = dir;

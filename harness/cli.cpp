@@ -1,4 +1,5 @@
-// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, compare, scenario, checkpoint
+// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, compare, profile, scenario,
+// checkpoint
 // (and the hidden `rank` and `scenario-rank`).
 // Output contract: progress lines on stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
 #include <CLI/CLI.hpp>
@@ -21,6 +22,7 @@
 #include "harness/compare_cmd.h"
 #include "harness/distributed.h"
 #include "harness/estimate_cmd.h"
+#include "harness/profile_cmd.h"
 #include "harness/launcher.h"
 #include "harness/output_file.h"
 #include "harness/runner.h"
@@ -508,6 +510,8 @@ int main(int argc, char** argv) {
   CLI::App* analyze = add_analyze_command(app, analyze_options);
   CompareCmdOptions compare_options;
   CLI::App* compare = add_compare_command(app, compare_options);
+  ProfileOptions profile_options;
+  CLI::App* profile = add_profile_command(app, profile_options);
   ScenarioOptions scenario_options;
   CLI::App* scenario = add_scenario_command(app, scenario_options);
 
@@ -569,6 +573,7 @@ int main(int argc, char** argv) {
     if (*estimate) return run_estimate(*estimate, estimate_options, join_argv(argc, argv));
     if (*analyze) return run_analyze(analyze_options);
     if (*compare) return run_compare(compare_options);
+    if (*profile) return run_profile(profile_options, join_argv(argc, argv));
     if (*scenario) return run_scenario_command(*scenario, scenario_options, join_argv(argc, argv));
     if (*checkpoint) return run_checkpoint(*checkpoint, checkpoint_options);
     if (*rank) return rank_main(o.rank);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/tensor/iterator.h"
+#include "harness/runner.h"
 #include "harness/suite.h"
 #include "reference/tensor.h"
 #include "suites/autograd/semantics.h"
@@ -19,6 +20,7 @@
 #include "suites/nn/nn_suite.h"
 #include "suites/opfuzz/opfuzz.h"
 #include "suites/optim/optim_suite.h"
+#include "suites/data/data_bench.h"
 #include "suites/scenarios/oom_scenarios.h"
 #include "suites/ops/op_case.h"
 #include "suites/scenarios/scenarios.h"
@@ -194,6 +196,16 @@ void register_all() {
     s.rank_benches = [](int world) { return comm_rank_benches(world); };
     s.peer = [](int world, const harness::CaseFilter& wanted) { return comm_peer(world, wanted); };
     harness::register_suite(std::move(s));
+  }
+  {
+    harness::Suite s;
+    s.name = "data";
+    s.description =
+        "DataLoader throughput on variable-length sequences through pad_collate at 0..4 workers, and the "
+        "data-bottleneck probe: the time a GPT step waits for its batch (benchmarks only, engine-only)";
+    s.run_by_default = false;
+    harness::register_suite(std::move(s));
+    harness::register_timed_benches("data", [] { return data_benches(); });
   }
   register_hang_scenarios();
   register_oom_scenarios();

@@ -59,9 +59,9 @@ Workload make_workload(const std::string& model, int64_t examples) {
     c.vocab = 1024, c.d_model = 256, c.n_layers = 4, c.n_heads = 8, c.max_seq = 128, c.dropout = 0;
     static constexpr int64_t B = 16;
     w.model = std::make_shared<nn::GPT>(c);
-    w.dataset = std::make_shared<data::TensorDataset>(
-        randint(0, c.vocab, {examples * B, c.max_seq}, DType::Int64, &gen),
-        randint(0, c.vocab, {examples * B, c.max_seq}, DType::Int64, &gen));
+    w.dataset =
+        std::make_shared<data::TensorDataset>(randint(0, c.vocab, {examples * B, c.max_seq}, DType::Int64, &gen),
+                                              randint(0, c.vocab, {examples * B, c.max_seq}, DType::Int64, &gen));
     w.batch = B;
     w.loss = [](const Tensor& out, const Tensor& y) { return nn::GPT::loss(out, y); };
   }
@@ -102,7 +102,7 @@ Breakdown breakdown(const profiler::Trace& t, int steps) {
 }
 
 nlohmann::json breakdown_json(const Breakdown& b) {
-  return {{"step_ms", b.step},          {"forward_ms", b.forward}, {"backward_ms", b.backward},
+  return {{"step_ms", b.step},           {"forward_ms", b.forward}, {"backward_ms", b.backward},
           {"optimizer_ms", b.optimizer}, {"data_ms", b.data},       {"communication_ms", b.communication},
           {"other_ms", b.other()}};
 }
@@ -230,9 +230,9 @@ int merge(const ProfileOptions& o, const fs::path& out, const std::string& comma
             << profiler::table(stats, profiler::SortBy::Calls, 10) << '\n';
   std::cout << std::fixed << std::setprecision(2) << "Step breakdown (mean over ranks, ms per step): step "
             << mean["step_ms"].get<double>() << " = forward " << mean["forward_ms"].get<double>() << " + backward "
-            << mean["backward_ms"].get<double>() << " + optimizer " << mean["optimizer_ms"].get<double>()
-            << " + data " << mean["data_ms"].get<double>() << " + other " << mean["other_ms"].get<double>()
-            << "; communication " << mean["communication_ms"].get<double>() << " (overlaps backward)\n";
+            << mean["backward_ms"].get<double>() << " + optimizer " << mean["optimizer_ms"].get<double>() << " + data "
+            << mean["data_ms"].get<double>() << " + other " << mean["other_ms"].get<double>() << "; communication "
+            << mean["communication_ms"].get<double>() << " (overlaps backward)\n";
 
   Record rec;
   rec.suite = "profile";
@@ -304,11 +304,23 @@ int run_profile(const ProfileOptions& o, const std::string& command) {
   spec.ranks = o.world;
   spec.run_dir = rank_dir(out);
   spec.timeout = std::chrono::seconds(o.timeout);
-  spec.argv = {self_exe(),           "profile",          "--as-rank",      "--model",
-               o.model,              "--steps",          std::to_string(o.steps),
-               "--warmup",           std::to_string(o.warmup), "--world", std::to_string(o.world),
-               "--workers",          std::to_string(o.workers), "--backend", o.backend,
-               "--out",              out.string()};
+  spec.argv = {self_exe(),
+               "profile",
+               "--as-rank",
+               "--model",
+               o.model,
+               "--steps",
+               std::to_string(o.steps),
+               "--warmup",
+               std::to_string(o.warmup),
+               "--world",
+               std::to_string(o.world),
+               "--workers",
+               std::to_string(o.workers),
+               "--backend",
+               o.backend,
+               "--out",
+               out.string()};
   if (!std::getenv("TRAINBENCH_DIST_TIMEOUT")) spec.env["TRAINBENCH_DIST_TIMEOUT"] = "300";
   spec.env["OMPI_MCA_mpi_yield_when_idle"] = "1";  // as the DDP bench (Note [MPI polling in the DDP bench])
   spec.echo = &std::cerr;

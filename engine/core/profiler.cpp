@@ -312,8 +312,8 @@ std::string table(const std::vector<OpStat>& stats, SortBy sort, std::size_t lim
        << (s.calls ? double(s.total_ns) / double(s.calls) / 1e3 : 0.0) << '\n';
   }
   line();
-  os << "Self time total: " << std::setprecision(3) << double(self_sum) / 1e6 << " ms (" << stats.size()
-     << " names, " << std::min(limit, rows.size()) << " shown)\n";
+  os << "Self time total: " << std::setprecision(3) << double(self_sum) / 1e6 << " ms (" << stats.size() << " names, "
+     << std::min(limit, rows.size()) << " shown)\n";
   return os.str();
 }
 
@@ -330,8 +330,8 @@ std::string chrome_trace_json(const std::vector<Trace>& traces) {
     out += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"name\":\"rank " + pid +
            "\"}}";
     sep();
-    out += "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"sort_index\":" +
-           pid + "}}";
+    out += "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid +
+           ",\"tid\":0,\"args\":{\"sort_index\":" + pid + "}}";
     for (const Thread& th : t.threads) {
       sep();
       out += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":" + std::to_string(th.tid) +

@@ -39,8 +39,8 @@ class ProfileCli : public ::testing::Test {
 
 TEST_F(ProfileCli, MlpAtWorldTwoHasARankLaneEachWithCollectives) {
   if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not found";
-  const auto res = trainbench({"profile", "--model", "mlp", "--steps", "2", "--warmup", "1", "--world", "2", "--out",
-                               dir.string()});
+  const auto res = trainbench(
+      {"profile", "--model", "mlp", "--steps", "2", "--warmup", "1", "--world", "2", "--out", dir.string()});
   ASSERT_EQ(res.exit_code, 0) << res.out << res.err;
   EXPECT_TRUE(has(res.out, "Top ops by self time")) << res.out;
   EXPECT_TRUE(has(res.out, "adamw.step")) << res.out;

@@ -4,8 +4,6 @@ other suites or a failed profile draw none. Run from this folder with PYTHONPATH
     python -m unittest -v test_profile_report"""
 import copy
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -13,6 +11,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+from test_history import run_report  # noqa: E402
 from trainbench_reports import profile_plots  # noqa: E402
 
 SAMPLE = HERE / "sample.json"
@@ -25,14 +24,6 @@ def profile_record(case, step, fwd, bwd, opt, data, comm, status="pass"):
                         "data_ms": data, "other_ms": other, "communication_ms": comm, "world": 2,
                         "steps": 5, "trace": "profile/trace.json"},
             "tolerances": {}, "duration_s": 1.0, "message": ""}
-
-
-def run_report(out, *inputs):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(HERE.parent) + os.pathsep + env.get("PYTHONPATH", "")
-    env["MPLBACKEND"] = "Agg"
-    return subprocess.run([sys.executable, "-m", "trainbench_reports", "--out", str(out), *map(str, inputs)],
-                          env=env, capture_output=True, text=True, timeout=240)
 
 
 class ProfileReport(unittest.TestCase):

@@ -1,7 +1,7 @@
 """The step breakdown of `trainbench profile` runs (docs/profiling.md): per model and world size,
 one horizontal bar of the mean step split into forward, backward, optimizer, data and other, with
 the time inside collectives drawn below it (under DDP it overlaps backward, so it is not a part of
-the sum), and a Markdown table of the same figures.
+the sum), as shares of the step, and a Markdown table of the same figures in ms.
 
 Records: suite "profile", kind "benchmark", case "<model>/w<world>", metrics step_ms, forward_ms,
 backward_ms, optimizer_ms, data_ms, other_ms, communication_ms. Each function takes
@@ -42,26 +42,29 @@ def profile_points(items):
 
 
 def step_breakdown(items, path: Path):
-    """Stacked bars: each profiled model's mean step by phase; communication as a thin hatched bar."""
+    """Stacked bars: each profiled model's step as shares of its mean (models of very different
+    step times side by side), annotated with the step in ms; communication as a thin hatched bar."""
     points = profile_points(items)
     if not points:
         return None
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.7 * len(points)))
+    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.7 * len(points)))
     for i, (label, v) in enumerate(points):
-        left = 0.0
+        left, step = 0.0, v["step_ms"] or 1.0
         for key, name, color in PARTS:
-            ax.barh(i, v[key], left=left, height=0.5, color=color, label=name if i == 0 else None)
-            left += v[key]
-        ax.annotate(f"{v['step_ms']:.1f} ms", (left, i), xytext=(4, 0), textcoords="offset points",
+            ax.barh(i, 100 * v[key] / step, left=left, height=0.5, color=color, label=name if i == 0 else None)
+            left += 100 * v[key] / step
+        ax.annotate(f"{v['step_ms']:.1f} ms", (min(left, 100), i), xytext=(4, 0), textcoords="offset points",
                     va="center", fontsize=8)
         if v["communication_ms"] > 0:
-            ax.barh(i + 0.35, v["communication_ms"], height=0.15, color="white", edgecolor="#d62728",
+            ax.barh(i + 0.35, 100 * v["communication_ms"] / step, height=0.15, color="white", edgecolor="#d62728",
                     hatch="////", label="communication (overlaps)" if i == 0 else None)
     ax.set_yticks(range(len(points)), [p[0] for p in points], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("ms per training step (mean over ranks)")
+    ax.set_xlim(0, 115)
+    ax.set_xlabel("share of the mean training step (%), step time in ms at the bar's end")
     ax.grid(alpha=0.3, axis="x")
-    ax.legend(fontsize=7, loc="lower right", ncol=3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.35 / max(1, len(points)) - 0.25),
+              ncol=6, frameon=False)
     ax.set_title("Step breakdown (trainbench profile)", fontsize=11)
     return _save(fig, path)
 

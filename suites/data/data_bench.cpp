@@ -31,7 +31,9 @@ class SyntheticTokens : public data::Dataset {
   SyntheticTokens(int64_t n, int64_t vocab, int64_t min_len, int64_t max_len, int64_t decode_us)
       : n_(n), vocab_(vocab), min_len_(min_len), max_len_(max_len), decode_us_(decode_us) {}
   int64_t size() const override { return n_; }
-  int64_t length(int64_t i) const { return min_len_ + int64_t((uint64_t(i) * 2654435761u) % uint64_t(max_len_ - min_len_ + 1)); }
+  int64_t length(int64_t i) const {
+    return min_len_ + int64_t((uint64_t(i) * 2654435761u) % uint64_t(max_len_ - min_len_ + 1));
+  }
   data::Example get(int64_t i) const override {
     data::check_index("SyntheticTokens", i, n_);
     const auto until = Clock::now() + std::chrono::microseconds(decode_us_);

@@ -1,5 +1,5 @@
-// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, compare, profile, scenario,
-// checkpoint
+// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, compare, profile, project,
+// scenario, checkpoint
 // (and the hidden `rank` and `scenario-rank`).
 // Output contract: progress lines on stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
 #include <CLI/CLI.hpp>
@@ -20,6 +20,7 @@
 #include "harness/cli.h"
 #include "harness/analyze_cmd.h"
 #include "harness/compare_cmd.h"
+#include "harness/project_cmd.h"
 #include "harness/distributed.h"
 #include "harness/estimate_cmd.h"
 #include "harness/profile_cmd.h"
@@ -512,6 +513,8 @@ int main(int argc, char** argv) {
   CLI::App* compare = add_compare_command(app, compare_options);
   ProfileOptions profile_options;
   CLI::App* profile = add_profile_command(app, profile_options);
+  ProjectOptions project_options;
+  CLI::App* project = add_project_command(app, project_options);
   ScenarioOptions scenario_options;
   CLI::App* scenario = add_scenario_command(app, scenario_options);
 
@@ -574,6 +577,7 @@ int main(int argc, char** argv) {
     if (*analyze) return run_analyze(analyze_options);
     if (*compare) return run_compare(compare_options);
     if (*profile) return run_profile(profile_options, join_argv(argc, argv));
+    if (*project) return run_project(project_options);
     if (*scenario) return run_scenario_command(*scenario, scenario_options, join_argv(argc, argv));
     if (*checkpoint) return run_checkpoint(*checkpoint, checkpoint_options);
     if (*rank) return rank_main(o.rank);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/memory/site.h"
 #include "engine/tensor/grad_mode_flag.h"
 #include "engine/tensor/view_replay.h"
 
@@ -241,6 +242,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
   if (auto strides = compute_view_strides(impl_->sizes, impl_->strides, sizes))
     return make_view(*this, sizes, *strides, impl_->offset,
                      replay_if_overlapping(*this, [sizes](const Tensor& p) { return p.view(sizes); }));
+  memory::OpScope op("reshape", /*keep_outer=*/true);  // names the copy in OOM reports and snapshots
   return contiguous_copy(*this).view(sizes);
 }
 
@@ -409,7 +411,11 @@ Tensor Tensor::as_strided(const Shape& sz, const Shape& st, std::optional<int64_
   return v;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : contiguous_copy(*this); }
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  memory::OpScope op("contiguous", /*keep_outer=*/true);
+  return contiguous_copy(*this);
+}
 
 namespace {
 // PyTorch's memory_format=preserve for clone() and to(): a dense t keeps its strides
@@ -461,6 +467,7 @@ Tensor empty_in_stride_order(const Shape& shape, DType dtype, std::initializer_l
 }
 
 Tensor Tensor::clone() const {
+  memory::OpScope op("clone", /*keep_outer=*/true);
   Tensor out = empty_preserving_order(*this, dtype());
   out.copy_(*this);
   return out;
@@ -468,6 +475,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
+  memory::OpScope op("to", /*keep_outer=*/true);
   Tensor out = empty_preserving_order(*this, t);
   out.copy_(*this);
   return out;

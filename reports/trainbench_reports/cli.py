@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import (DEFAULT_PEAK_GBPS, DEFAULT_PEAK_GFLOPS, DEFAULT_PEAK_GFLOPS_AVX2, default_peak_gflops,
                dist_plots, history, html_report, markdown, memory_snapshot, plots, profile_plots,
-               scenario_plots)
+               projection_plots, scenario_plots)
 from .load import LoadError, expand_folders, load_results
 from .output import OutputError
 from .summary import passed_benchmarks, rows_of
@@ -54,7 +54,8 @@ def parse_args(argv):
 
 DIST_PNGS = ("comm_busbw.png", "comm_time.png", "ddp_scaling.png", "ddp_step.png",
              "fashion_mnist.png", "fsdp_throughput.png", "fsdp_memory.png", "fsdp_comm.png",
-             "dcp_throughput.png", "scenarios.png", "profile_step.png")
+             "dcp_throughput.png", "scenarios.png", "profile_step.png", "projection.png",
+             "projection_validation.png")
 
 
 def dist_items(rows):
@@ -189,6 +190,7 @@ def _report(args) -> int:
     plot_list += distributed_plots(rows, out)
     plot_list += memory_plots(snapshots, out)
     plot_list += history.plots(results, out)  # several runs: each case's trend
+    plot_list += projection_plots.plots(results, out)  # comm + ddp/fsdp records: the scaling model
     # Stale plots from an earlier report into the same folder would contradict this one.
     for name in ("speedup.png", "throughput_gflops.png", "throughput_gbps.png", "correctness.png",
                  "curves.png") + DIST_PNGS + ("memory_timeline.png",):
@@ -215,7 +217,8 @@ def _report(args) -> int:
     md = markdown.write(out / "summary.md", results, rows,
                         extra=dist_plots.comm_table_md(items) + dist_plots.ddp_table_md(items)
                         + dist_plots.fsdp_table_md(items) + dist_plots.dcp_table_md(items)
-                        + scenario_plots.scenarios_table_md(items) + profile_plots.profile_table_md(items))
+                        + scenario_plots.scenarios_table_md(items) + profile_plots.profile_table_md(items)
+                        + projection_plots.validation_table_md(results))
     if not args.quiet:
         print(f"report: {html}")
         print(f"summary: {md}")

@@ -116,7 +116,7 @@ def correctness(records, path: Path):
     """Stacked pass/fail/error/skip counts per suite over correctness and scenario records."""
     per_suite: dict[str, Counter] = OrderedDict()
     for r in records:
-        if r["kind"] in ("benchmark", "estimate"):  # estimates check nothing
+        if r["kind"] in ("benchmark", "estimate", "projection"):  # models, not checks
             continue
         per_suite.setdefault(r["suite"], Counter())[r["status"]] += 1
     if not per_suite:

@@ -77,16 +77,16 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
-void DistributedDataParallel::broadcast_buffers() {
+void DistributedDataParallel::broadcast_buffers(int root) {
   CallSite site("ddp/broadcast buffers");
-  broadcast_coalesced(*group_, module_->buffers(), 0);
+  broadcast_coalesced(*group_, module_->buffers(), root);
 }
 
 void DistributedDataParallel::pre_forward() {
   reducer_->ensure_prior_reduction_finished();
   const bool sync = require_sync_ && autograd::grad_mode_enabled();
-  if (join_) join_->notify(sync);  // Note [Join] in join.cpp
-  if (options_.broadcast_buffers && sync) broadcast_buffers();
+  const int buffer_root = join_ ? join_->notify(sync) : 0;  // Note [Join] in join.cpp
+  if (options_.broadcast_buffers && sync) broadcast_buffers(buffer_root);
 }
 
 void DistributedDataParallel::prepare_for_backward(const TensorList& outputs) {

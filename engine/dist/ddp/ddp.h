@@ -122,7 +122,8 @@ class DistributedDataParallel : public nn::Module {
 
  private:
   friend class Join;
-  void broadcast_buffers();
+  // From `root`: rank 0, or under a Join the highest rank still training (Note [Join]).
+  void broadcast_buffers(int root);
 
   std::shared_ptr<nn::Module> module_;
   std::shared_ptr<ProcessGroup> group_;

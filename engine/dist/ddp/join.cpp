@@ -15,24 +15,38 @@ constexpr const char* kOp = "Join";
 }
 
 // Note [Join]
-// Every iteration of a rank still training issues, in pre_forward, an all_reduce(Sum) of
-// {1, sync} (sync: its backward will all-reduce gradients: grad mode on, not under no_sync); a
-// joined rank issues {0, 0} in its loop. The sum tells everyone how many ranks are still training
-// (0: all have joined, the loop ends) and whether they are about to run a synced iteration. For
-// one, the joined rank issues what that iteration issues after the notify, in the same order:
-// the buffers' broadcast (DDPOptions::broadcast_buffers) and the reducer's bucket all-reduces (and
-// used-parameter map), with zeros (Reducer::shadow_backward). The ranks still training divided
-// their gradients by the world size before the sum (Note [Divide before the sum] in reducer.cpp),
-// so the average is over the initial world size, PyTorch's default; dividing by the ranks left
-// (divide_by_initial_world_size=False) is not offered. Every rank still training must agree on
-// sync (all synced or all under no_sync); a mix is an error on the joined ranks.
+// Every iteration of a rank still training issues, in pre_forward, an all_reduce(Max) of four
+// flags: {1, synced, unsynced, its rank}. synced: its backward will all-reduce gradients (grad
+// mode on, not under no_sync); unsynced: it will not. A joined rank issues {0, 0, 0, -1} in its
+// loop. The maxima say whether any rank is still training (none: all have joined, the loop ends),
+// whether the iteration is synced, and which rank is the highest still training. For a synced
+// iteration the joined rank issues what that iteration issues after the notify, in the same
+// order: the buffers' broadcast (DDPOptions::broadcast_buffers) and the reducer's bucket
+// all-reduces (and used-parameter map), with zeros (Reducer::shadow_backward). The buffers come
+// from the highest rank still training, not rank 0, which may have joined with stale buffers
+// (PyTorch's authoritative rank, its _find_common_rank; it spends a second all-reduce on it).
+// The ranks still training divided their gradients by the world size before the sum (Note
+// [Divide before the sum] in reducer.cpp), so the average is over the initial world size,
+// PyTorch's default; dividing by the ranks left (divide_by_initial_world_size=False) is not
+// offered. Every rank still training must agree on sync (all synced or all under no_sync): a mix
+// is an error raised on every rank from the same flags, before anyone issues the iteration's
+// collectives, so nobody hangs.
 // At the end the last rank to join is found by an all_reduce(Max) of the rank of each rank that
 // never shadowed (-1 otherwise), and its parameters and buffers are broadcast.
+
+namespace {
+// The flags after the all-reduce: the mix of synced and unsynced ranks is an error everywhere.
+void check_agreement(const int64_t* f) {
+  TB_CHECK(!(f[1] == 1 && f[2] == 1), kOp,
+           "some of the ranks still training run a synced iteration and the others are under no_sync; under a "
+           "Join every rank still training must sync the same iterations");
+}
+}  // namespace
 
 Join::Join(DistributedDataParallel& ddp, bool enable) : ddp_(ddp), enabled_(enable) {
   if (!enabled_) return;
   TB_CHECK(ddp_.join_ == nullptr, kOp, "this DistributedDataParallel is already inside a Join");
-  flag_ = zeros({2}, DType::Int64);
+  flag_ = zeros({4}, DType::Int64);
   ddp_.join_ = this;
 }
 
@@ -47,13 +61,19 @@ Join::~Join() {
   if (enabled_ && ddp_.join_ == this) ddp_.join_ = nullptr;
 }
 
-void Join::notify(bool sync) {
+int Join::notify(bool sync) {
   TB_CHECK(!joined_, kOp, "a forward after join(): this rank has already joined");
   int64_t* f = flag_.data_ptr<int64_t>();
   f[0] = 1;
   f[1] = sync ? 1 : 0;
-  CallSite site("ddp/join notify");
-  ddp_.group_->all_reduce(flag_, ReduceOp::Sum)->wait();
+  f[2] = sync ? 0 : 1;
+  f[3] = ddp_.group_->rank();
+  {
+    CallSite site("ddp/join notify");
+    ddp_.group_->all_reduce(flag_, ReduceOp::Max)->wait();
+  }
+  check_agreement(f);
+  return int(f[3]);
 }
 
 int64_t Join::join() {
@@ -64,19 +84,17 @@ int64_t Join::join() {
   int64_t shadowed = 0;
   int64_t* f = flag_.data_ptr<int64_t>();
   for (;;) {
-    f[0] = f[1] = 0;
+    f[0] = f[1] = f[2] = 0;
+    f[3] = -1;
     {
       CallSite site("ddp/join notify");
-      g.all_reduce(flag_, ReduceOp::Sum)->wait();
+      g.all_reduce(flag_, ReduceOp::Max)->wait();
     }
-    const int64_t training = f[0], synced = f[1];
-    if (training == 0) break;
+    if (f[0] == 0) break;  // every rank has joined
     ++shadowed;
-    if (synced == 0) continue;
-    TB_CHECK(synced == training, kOp, synced, " of the ", training,
-             " ranks still training run a synced iteration and the others are under no_sync; under a Join every "
-             "rank still training must sync the same iterations");
-    if (ddp_.options_.broadcast_buffers) ddp_.broadcast_buffers();
+    check_agreement(f);
+    if (f[1] == 0) continue;  // under no_sync: the iteration issues nothing more
+    if (ddp_.options_.broadcast_buffers) ddp_.broadcast_buffers(int(f[3]));
     ddp_.reducer_->shadow_backward();
   }
   // The last rank to join trained on every iteration: its state is the one to keep.

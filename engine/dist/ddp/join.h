@@ -36,12 +36,13 @@ class Join {
 
  private:
   friend class DistributedDataParallel;
-  // A forward of a rank still training: one all-reduce of {1, sync} (Note [Join] in join.cpp).
-  void notify(bool sync);
+  // A forward of a rank still training: one all-reduce(Max) of its flags (Note [Join] in
+  // join.cpp). Returns the rank the buffers are broadcast from: the highest rank still training.
+  int notify(bool sync);
 
   DistributedDataParallel& ddp_;
   bool enabled_, joined_ = false;
-  Tensor flag_;  // int64 {ranks still training, of which in a synced forward}
+  Tensor flag_;  // int64 {training, synced, unsynced, rank}, reduced with Max (Note [Join])
 };
 
 }  // namespace tb::dist

@@ -7,7 +7,10 @@
 
 #include "engine/dist/watchdog.h"
 
+#include <ifaddrs.h>
+#include <netdb.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -24,10 +27,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 #include <filesystem>
 #include <numeric>
 #include <type_traits>
@@ -67,11 +72,51 @@ bool all_ranks_local(int size) {
   return true;
 }
 
+// Gloo's TCP device dereferences a failed lookup (a host name that does not resolve crashed the
+// rank inside CreateDevice), so the name or interface is checked here first.
+void check_hostname(const std::string& host, const char* from) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (res) ::freeaddrinfo(res);
+  if (rc != 0)
+    throw DistError("gloo", "host name '" + host + "' (" + from +
+                                ") does not resolve (getaddrinfo: " + ::gai_strerror(rc) +
+                                "): add it to /etc/hosts, or set TRAINBENCH_GLOO_IFACE to the network interface the "
+                                "ranks share, or TRAINBENCH_GLOO_HOSTNAME to this host's address");
+}
+
+void check_interface(const std::string& iface) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0)
+    throw DistError("gloo", std::string("getifaddrs failed: ") + std::strerror(errno) +
+                                "; set TRAINBENCH_GLOO_HOSTNAME instead of TRAINBENCH_GLOO_IFACE");
+  bool found = false;
+  std::vector<std::string> names;
+  for (const ifaddrs* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || (a->ifa_addr->sa_family != AF_INET && a->ifa_addr->sa_family != AF_INET6)) continue;
+    if (iface == a->ifa_name) found = true;
+    if (std::find(names.begin(), names.end(), a->ifa_name) == names.end()) names.emplace_back(a->ifa_name);
+  }
+  ::freeifaddrs(list);
+  if (found) return;
+  std::string known;
+  for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+  throw DistError("gloo", "TRAINBENCH_GLOO_IFACE=" + iface +
+                              ": no network interface of that name with an IPv4 or IPv6 address on this host "
+                              "(interfaces with one: " +
+                              known + ")");
+}
+
 ::gloo::transport::tcp::attr transport_attr(int size) {
   ::gloo::transport::tcp::attr attr;
   if (std::string iface = core::env_or("TRAINBENCH_GLOO_IFACE"); !iface.empty()) {
+    check_interface(iface);
     attr.iface = iface;
   } else if (std::string host = core::env_or("TRAINBENCH_GLOO_HOSTNAME"); !host.empty()) {
+    check_hostname(host, "TRAINBENCH_GLOO_HOSTNAME");
     attr.hostname = host;
   } else if (all_ranks_local(size)) {
     attr.hostname = "127.0.0.1";
@@ -79,6 +124,7 @@ bool all_ranks_local(int size) {
     char buf[HOST_NAME_MAX + 1] = {};
     if (gethostname(buf, sizeof(buf) - 1) != 0)
       throw DistError("gloo", "gethostname failed; set TRAINBENCH_GLOO_IFACE or TRAINBENCH_GLOO_HOSTNAME");
+    check_hostname(buf, "this host's name, as the ranks run on several hosts");
     attr.hostname = buf;
   }
   return attr;

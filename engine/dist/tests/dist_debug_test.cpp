@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -383,6 +384,130 @@ TEST(DistDebugRanks, JoinFinishesUnevenInputsWithTheReferenceParameters) {
     return worst <= 1e-5 && shadowed == W - 1 - rank ? 0 : 3;
   });
   for (int r = 0; r < kWorld; ++r) EXPECT_EQ(runs[std::size_t(r)].status, 0) << runs[std::size_t(r)].err;
+  fs::remove_all(dir);
+}
+
+// TwoLayers with a buffer its forward updates (a running mean of the input, as BatchNorm's
+// running statistics), and whose second layer is used only when `use_b`.
+struct TwoLayersWithBuffer : TwoLayers {
+  TwoLayersWithBuffer() : TwoLayers(true) { running = register_buffer("running", zeros({4})); }
+  Tensor forward(const Tensor& x) override {
+    {
+      autograd::NoGradGuard ng;
+      Tensor m = tb::mean(x, {0});
+      ops::mul_(running, 0.9);
+      ops::add_(running, m, 0.1);
+    }
+    return TwoLayers::forward(x);
+  }
+  Tensor running;
+};
+
+double largest_difference(const TensorList& a, const TensorList& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const Tensor d = tb::sub(a[i], b[i]).contiguous();
+    for (int64_t k = 0; k < d.numel(); ++k) worst = std::max(worst, double(std::abs(d.data_ptr<float>()[k])));
+  }
+  return worst;
+}
+
+// Rank r trains 1 + r optimizer steps of `micro` micro-batches each, all but the last under
+// no_sync, with b unused on odd steps (find_unused_parameters) and a buffer broadcast every synced
+// iteration. Checked against one process: each step sums the micro-batch gradients of the ranks
+// that still have the step, divided by the initial world size; every replica's buffer must be
+// the one of the last rank (the highest still training at every iteration, PyTorch's
+// authoritative rank), computed from its own batches alone.
+int join_edge_case_rank(const std::shared_ptr<ProcessGroup>& g, int micro) {
+  const int rank = g->rank(), W = g->size();
+  const double lr = 0.1;
+  core::manual_seed(7);
+  auto model = std::make_shared<TwoLayersWithBuffer>();
+  core::manual_seed(7);
+  auto ref = std::make_shared<TwoLayersWithBuffer>();
+  DDPOptions o;
+  o.first_bucket_cap_mb = 1e-5;
+  o.find_unused_parameters = true;
+  auto ddp = std::make_shared<DistributedDataParallel>(model, g, o);
+  const auto micro_batch = [&](int r, int step, int m) { return batch(r, step * micro + m); };
+  int64_t shadowed = 0;
+  {
+    Join join(*ddp);
+    for (int step = 0; step < 1 + rank; ++step) {
+      model->zero_grad();
+      model->use_b_ = step % 2 == 0;
+      for (int m = 0; m < micro; ++m) {
+        std::optional<DistributedDataParallel::NoSyncGuard> local;
+        if (m + 1 < micro) local.emplace(*ddp);
+        const auto [x, y] = micro_batch(rank, step, m);
+        const Tensor out = (*ddp)(x);
+        tb::mse_loss(model->use_b_ ? out : out.narrow(1, 0, 2), y).backward();
+      }
+      sgd(*model, lr);
+    }
+    shadowed = join.join();
+  }
+  // The reference's parameters: all ranks' micro-batches; its buffer: the last rank's alone.
+  for (int step = 0; step < W; ++step) {
+    ref->zero_grad();
+    ref->use_b_ = step % 2 == 0;
+    for (int r = 0; r < W; ++r)
+      if (step < 1 + r)
+        for (int m = 0; m < micro; ++m) {
+          const auto [x, y] = micro_batch(r, step, m);
+          const Tensor out = r == W - 1 ? (*ref)(x) : ref->TwoLayers::forward(x);
+          tb::mse_loss(ref->use_b_ ? out : out.narrow(1, 0, 2), y).backward();
+        }
+    autograd::NoGradGuard ng;
+    for (Tensor& p : ref->parameters())
+      if (p.grad().defined()) p.grad().copy_(tb::mul(p.grad(), 1.0 / W));
+    sgd(*ref, lr);
+  }
+  const double params = largest_difference(model->parameters(), ref->parameters());
+  const double buffer = largest_difference({model->running}, {ref->running});
+  std::fprintf(stderr, "rank %d: shadowed %lld; parameters differ by %.3g, the buffer by %.3g\n", rank,
+               static_cast<long long>(shadowed), params, buffer);
+  return params <= 1e-5 && buffer <= 1e-6 && shadowed == int64_t(micro) * (W - 1 - rank) ? 0 : 3;
+}
+
+TEST(DistDebugRanks, JoinWithBuffersUnusedParametersAndNoSyncMatchesTheReference) {
+  TB_NEED_FORKED_WORLDS();
+  const fs::path dir = fresh_dir("join_edges");
+  constexpr int kWorld = 3;
+  const auto runs = run_ranks(kWorld, dir, {},
+                              [](std::shared_ptr<ProcessGroup> g) { return join_edge_case_rank(g, 2); });
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(runs[std::size_t(r)].status, 0) << runs[std::size_t(r)].err;
+  fs::remove_all(dir);
+}
+
+TEST(DistDebugRanks, JoinWithSomeRanksUnderNoSyncAndOthersSyncedIsAnErrorOnEveryRank) {
+  TB_NEED_FORKED_WORLDS();
+  const fs::path dir = fresh_dir("join_mix");
+  // Rank 0 joins at once; rank 1 runs a forward under no_sync while rank 2 runs a synced one.
+  const auto runs = run_ranks(3, dir, {{"TRAINBENCH_DIST_TIMEOUT", "20"}}, [](std::shared_ptr<ProcessGroup> g) {
+    core::manual_seed(7);
+    auto model = std::make_shared<TwoLayers>(true);
+    auto ddp = std::make_shared<DistributedDataParallel>(model, g);
+    try {
+      Join join(*ddp);
+      if (g->rank() > 0) {
+        std::optional<DistributedDataParallel::NoSyncGuard> local;
+        if (g->rank() == 1) local.emplace(*ddp);
+        const auto [x, y] = batch(g->rank(), 0);
+        tb::mse_loss((*ddp)(x), y).backward();
+      }
+      join.join();
+    } catch (const core::Error& e) {
+      std::fprintf(stderr, "caught: %s\n", e.what());
+      return 5;
+    }
+    return 0;
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(runs[std::size_t(r)].status, 5) << runs[std::size_t(r)].err;
+    expect_contains(runs[std::size_t(r)].err,
+                    {"caught: ", "are under no_sync; under a Join every rank still training"});
+  }
   fs::remove_all(dir);
 }
 

@@ -205,6 +205,24 @@ TEST_F(OneRank, GlooRendezvousNamesTheRankThatNeverJoined) {
 #endif
 }
 
+// A host name that does not resolve or an interface that does not exist is a clear error naming
+// it and the variables to set, not a crash inside Gloo's transport (it dereferenced a failed
+// lookup).
+TEST_F(OneRank, GlooBadHostNameOrInterfaceIsAnError) {
+#if TB_WITH_GLOO
+  ::setenv("TRAINBENCH_GLOO_HOSTNAME", "no-such-host.invalid", 1);
+  std::string e = error_of([&] { new_group("gloo", options(1s, false)); });
+  ::unsetenv("TRAINBENCH_GLOO_HOSTNAME");
+  expect_contains(e, {"no-such-host.invalid", "does not resolve", "TRAINBENCH_GLOO_IFACE"});
+  ::setenv("TRAINBENCH_GLOO_IFACE", "tbnosuchif0", 1);
+  e = error_of([&] { new_group("gloo", options(1s, false)); });
+  ::unsetenv("TRAINBENCH_GLOO_IFACE");
+  expect_contains(e, {"tbnosuchif0", "TRAINBENCH_GLOO_IFACE"});
+#else
+  GTEST_SKIP() << "the gloo backend is not built (libgloo-dev not found)";
+#endif
+}
+
 TEST_F(OneRank, UnknownBackendAndWorldFromEnv) {
   EXPECT_EQ(error_of([&] { new_group("carrier-pigeon", options()); }),
             "new_group: unknown backend 'carrier-pigeon'; known: mpi, gloo, nccl");

@@ -4,8 +4,12 @@
 // suites/core/allocator_test.cpp; the allocator alone: engine/memory/tests/allocator_test.cpp).
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "engine/core/env.h"
 #include "engine/memory/allocator.h"
+#include "engine/memory/oom.h"
+#include "engine/memory/site.h"
 #include "engine/tensor/factories.h"
 
 namespace tb {
@@ -54,6 +58,36 @@ TEST(Allocator, CapThrowsOutOfMemoryWithDetails) {
     EXPECT_EQ(e.requested(), uint64_t(16) << 20);
   }
   a.set_limit(old);
+}
+
+// The copies Tensor's methods make name themselves in an OOM report (and in snapshots), unless an
+// enclosing op already named the allocation: a reshape that must copy, outside any op, is
+// "reshape", not nameless.
+TEST(Allocator, TensorMethodCopiesNameTheirOp) {
+  auto& a = memory::cpu_allocator();
+  const Tensor x = empty({64, 32});
+  const Tensor xt = x.transpose(0, 1);  // not contiguous: each method below must copy
+  const auto op_of_failed_copy = [&](const std::function<void()>& copy) -> std::string {
+    memory::set_fail_at(a, 1);
+    try {
+      copy();
+    } catch (const memory::OutOfMemoryError& e) {
+      const memory::OomReport* r = memory::oom_report(e);
+      return r && r->site.op ? r->site.op : "(none)";
+    }
+    memory::set_fail_at(a, 0);
+    return "(no allocation)";
+  };
+  EXPECT_EQ(op_of_failed_copy([&] { (void)xt.reshape({-1}); }), "reshape");
+  EXPECT_EQ(op_of_failed_copy([&] { (void)xt.contiguous(); }), "contiguous");
+  EXPECT_EQ(op_of_failed_copy([&] { (void)xt.clone(); }), "clone");
+  EXPECT_EQ(op_of_failed_copy([&] { (void)xt.to(DType::Float64); }), "to");
+  EXPECT_EQ(op_of_failed_copy([&] {
+              memory::OpScope outer("attention");
+              (void)xt.reshape({-1});
+            }),
+            "attention");
+  EXPECT_EQ(op_of_failed_copy([&] { (void)x.reshape({-1}); }), "(no allocation)") << "a view allocates nothing";
 }
 
 TEST(Allocator, ParsesByteCounts) {  // the parser itself: engine/core/tests/env_test.cpp

@@ -1,0 +1,378 @@
+"""The scaling projection (trainbench_reports/projection.py): the alpha-beta fit recovers known
+parameters from synthetic comm records, the overlap models on hand-computed cases, the
+projection's shape, the command's errors, and the validation on a measured sample
+(projection_sample_*.json, made as below).
+
+Measured samples (checked in; one build on the shared 2-core CI machine, each file as written by
+`trainbench bench` (build/release/harness/trainbench), docs/distributed.md "Scaling projection"):
+  projection_sample_comm.json  TRAINBENCH_COMM_SWEEP=quick TRAINBENCH_COMM_MAX_BYTES=64M
+                               TRAINBENCH_COMM_TARGET_S=0.1 trainbench bench --suite comm --threads 1
+                               --filter '/engine$'
+  projection_sample_ddp.json   TRAINBENCH_DDP_BENCH_S=2 trainbench bench --suite ddp --threads 1
+                               --filter '/engine$'
+  projection_sample_fsdp.json  TRAINBENCH_FSDP_BENCH_S=1 trainbench bench --suite fsdp --threads 1
+                               --filter '/(full_shard|shard_grad_op)/w[124]/engine$'
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from trainbench_reports import cli, projection as pj, projection_plots  # noqa: E402
+from trainbench_reports.load import load_results, load_schema, validate  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+SAMPLE_COMM = HERE / "projection_sample_comm.json"
+SAMPLE_DDP = HERE / "projection_sample_ddp.json"
+SAMPLE_FSDP = HERE / "projection_sample_fsdp.json"
+SIZES = [8] + [16 * 4 ** i for i in range(12)]  # the comm sweep's: 8 B, then powers of 4 to 64 MiB
+
+
+def run_header(cores=64):
+    return {"time": "2026-12-03T12:00:00Z", "git_revision": "abc1234", "host": "t", "build_type": "Release",
+            "compiler": "GNU 12.2.0", "backends": ["cpu"], "world_size": 1, "command": "synthetic",
+            "threads": 1, "logical_cores": cores}
+
+
+def record(suite, case, metrics):
+    return {"suite": suite, "case": case, "kind": "benchmark", "status": "pass", "rank": 0, "metrics": metrics,
+            "tolerances": {}, "duration_s": 1.0, "message": ""}
+
+
+def comm_records(true, worlds=(2, 4, 8), impl="engine", split=None):
+    """Comm records timed exactly by `true` = {op: (algorithm, alpha, beta)}; with split = (bytes,
+    alpha, beta) the sizes from `bytes` on use the second regime."""
+    recs = []
+    for op, (alg, alpha, beta) in true.items():
+        for p in worlds:
+            for n in SIZES:
+                a, b = pj.ALGORITHMS[op][alg](n, p)
+                al, be = (split[1], split[2]) if split and n >= split[0] else (alpha, beta)
+                recs.append(record("comm", f"{op}/float32/{n}/w{p}/{impl}", {"bytes": n, "time_s": a * al + b * be}))
+    return recs
+
+
+def ring_all_reduce(n, p):
+    alg, alpha, beta = TRUE["all_reduce"]
+    a, b = pj.ALGORITHMS["all_reduce"][alg](n, p)
+    return a * alpha + b * beta
+
+
+def ddp_records(worlds=(1, 2, 4), params=2_000_000, batch=64, fwd_ms=40.0, bwd_ms=80.0, opt_ms=10.0):
+    """DDP records of a machine that behaves as the model says: compute scaling exactly with the
+    per-rank batch (ranks on cores of their own: logical_cores in the run header is large), the
+    gradient buckets' all-reduces (TRUE's) overlapping backward."""
+    recs = []
+    for w in worlds:
+        per = batch // w
+        f, b = fwd_ms * per / batch, bwd_ms * per / batch
+        exposed = 1e3 * pj.overlap_ddp(b / 1e3, pj.ddp_buckets(params * 4), lambda n: ring_all_reduce(n, w))
+        step = f + b + opt_ms + exposed
+        recs.append(record("ddp", f"ddp/mlp/w{w}/engine", {
+            "step_ms": step, "forward_ms": f, "backward_ms": b, "optimizer_ms": opt_ms, "comm_wait_ms": exposed,
+            "samples_per_s": batch / (step / 1e3), "per_rank_batch": per, "batch": batch, "threads": 1,
+            "parameters": params, "bytes_per_step": params * 4, "buckets": 2, "world": w}))
+    return recs
+
+
+def fsdp_records(worlds=(1, 2, 4), units=4, params=2_000_000, batch=64, fwd_ms=40.0, bwd_ms=80.0, opt_ms=12.0):
+    """FULL_SHARD records of a machine that behaves as the model says: each unit gathered twice and
+    reduce-scattered once per step (TRUE's ring all-gather and recursive-halving reduce-scatter),
+    prefetched behind compute, the optimizer stepping 1/world of the parameters."""
+    recs = []
+    msg = params * 4 / units
+    for w in worlds:
+        per = batch // w
+        f, b = fwd_ms * per / batch, bwd_ms * per / batch
+
+        def t(op):
+            alg, alpha, beta = TRUE[op]
+            a, bb = pj.ALGORITHMS[op][alg](msg, w)
+            return a * alpha + bb * beta
+
+        _, end = pj.overlap_fsdp(f / 1e3, b / 1e3, units, True, t("all_gather"), t("reduce_scatter"))
+        exposed = end * 1e3 - f - b
+        step = end * 1e3 + opt_ms / w
+        recs.append(record("fsdp", f"fsdp/mlp/full_shard/w{w}/engine", {
+            "step_ms": step, "forward_ms": f, "backward_ms": b, "optimizer_ms": opt_ms / w, "comm_wait_ms": exposed,
+            "samples_per_s": batch / (step / 1e3), "per_rank_batch": per, "batch": batch, "threads": 1,
+            "parameters": params, "bytes_per_step": 3 * units * msg, "all_gathers": 2 * units,
+            "reduce_scatters": units, "all_reduces": 0, "units": units, "world": w, "strategy": "full_shard"}))
+    return recs
+
+
+class Files:
+    def __init__(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def write(self, name, recs, cores=64):
+        p = Path(self.dir.name) / name
+        p.write_text(json.dumps({"schema": "trainbench.result/1", "run": run_header(cores), "records": recs}))
+        return p
+
+
+TRUE = {"all_reduce": ("ring", 5e-6, 1 / 10e9), "all_gather": ("ring", 3e-6, 1 / 12e9),
+        "reduce_scatter": ("recursive_halving", 4e-6, 1 / 8e9), "broadcast": ("binomial_tree", 2e-6, 1 / 20e9)}
+
+
+class FitTest(unittest.TestCase):
+    def setUp(self):
+        self.files = Files()
+
+    def tearDown(self):
+        self.files.dir.cleanup()
+
+    def test_fit_recovers_known_alpha_beta_and_algorithm(self):
+        path = self.files.write("comm.json", comm_records(TRUE))
+        fits = pj.fit_links(load_results([path]))
+        self.assertEqual(set(fits), {"shm"})
+        for op, (alg, alpha, beta) in TRUE.items():
+            best, every = fits["shm"][op]
+            self.assertEqual(best.algorithm, alg, op)
+            self.assertEqual(len(best.segments), 1, op)
+            self.assertAlmostEqual(best.alpha_s / alpha, 1.0, places=6, msg=op)
+            self.assertAlmostEqual(best.beta_s_per_byte / beta, 1.0, places=6, msg=op)
+            self.assertLess(best.max_rel_err, 1e-6, op)
+            self.assertEqual(len(best.points), 3 * len(SIZES))
+            # The other algorithms cannot fit these times exactly.
+            self.assertTrue(all(f.rms_rel_err > 1e-3 for f in every if f.algorithm != alg), op)
+
+    def test_fit_finds_a_second_regime(self):
+        true = {"all_reduce": ("ring", 5e-6, 1 / 10e9)}
+        path = self.files.write("comm.json", comm_records(true, split=(1 << 20, 40e-6, 1 / 2e9)))
+        best, _ = pj.fit_links(load_results([path]))["shm"]["all_reduce"]
+        self.assertEqual(best.algorithm, "ring")
+        self.assertEqual(len(best.segments), 2)
+        self.assertEqual(best.segments[1][0], 1 << 20)
+        self.assertAlmostEqual(best.segments[0][1] / 5e-6, 1.0, places=5)
+        self.assertAlmostEqual(best.segments[1][1] / 40e-6, 1.0, places=5)
+        self.assertAlmostEqual(best.segments[1][2] * 2e9, 1.0, places=5)
+
+    def test_oversubscribed_runs_are_normalised(self):
+        # 4 ranks on 2 cores take turns: their times are twice the link's.
+        recs = comm_records(TRUE, worlds=(2,)) + [
+            dict(r, metrics=dict(r["metrics"], time_s=2 * r["metrics"]["time_s"]))
+            for r in comm_records(TRUE, worlds=(4,))]
+        path = self.files.write("comm.json", recs, cores=2)
+        best, _ = pj.fit_links(load_results([path]))["shm"]["all_reduce"]
+        self.assertAlmostEqual(best.alpha_s / 5e-6, 1.0, places=6)
+
+    def test_gloo_and_hosts_are_their_own_link_classes(self):
+        recs = comm_records(TRUE, impl="engine-gloo")
+        across = comm_records(TRUE)
+        for r in across:
+            r["metrics"].update(hosts=2, link_profile="10g50us")
+        path = self.files.write("comm.json", recs + across)
+        self.assertEqual(set(pj.fit_links(load_results([path]))), {"gloo", "10g50us"})
+
+    def test_too_few_points_is_an_error(self):
+        with self.assertRaises(pj.ProjectionError):
+            pj.fit_alpha_beta("all_reduce", "ring", [(1024, 2, 1e-5)])
+
+
+class OverlapTest(unittest.TestCase):
+    def test_ddp_buckets(self):
+        self.assertEqual(pj.ddp_buckets(3 << 20), [1 << 20, 2 << 20])
+        self.assertEqual(pj.ddp_buckets(60 << 20), [1 << 20, 25 << 20, 25 << 20, 9 << 20])
+
+    def test_ddp_overlap_by_hand(self):
+        # backward 10 s, buckets of 1 and 9 bytes, 1 s per byte: bucket 0 ready at 1 s, done at 2 s;
+        # bucket 1 ready at 10 s, done at 19 s: 9 s exposed.
+        self.assertAlmostEqual(pj.overlap_ddp(10.0, [1, 9], lambda b: float(b)), 9.0)
+        self.assertEqual(pj.overlap_ddp(10.0, [1, 9], lambda b: 0.0), 0.0)
+        # A channel still busy with bucket 0 delays bucket 1: 1 + 20 > 10, then 9 more.
+        self.assertAlmostEqual(pj.overlap_ddp(10.0, [1, 9], lambda b: 20.0 if b == 1 else 9.0), 20.0)
+
+    def test_fsdp_overlap_by_hand(self):
+        # No communication: the step is its compute.
+        self.assertEqual(pj.overlap_fsdp(3.0, 6.0, 3, True, 0.0, 0.0), (3.0, 9.0))
+        # Gathers of 2 s behind 1 s of compute per unit, 3 units, no regather, no reduce-scatter:
+        # unit i can start at 2(i+1) s; forward ends at 6 + 1 = 7 s.
+        fwd, end = pj.overlap_fsdp(3.0, 3.0, 3, False, 2.0, 0.0)
+        self.assertAlmostEqual(fwd, 7.0)
+        self.assertAlmostEqual(end, 10.0)
+
+
+class ProjectionTest(unittest.TestCase):
+    def setUp(self):
+        self.files = Files()
+        self.comm = self.files.write("comm.json", comm_records(TRUE))
+        self.ddp = self.files.write("ddp.json", ddp_records())
+
+    def tearDown(self):
+        self.files.dir.cleanup()
+
+    def models(self):
+        res = load_results([self.comm, self.ddp])
+        return pj.fit_links(res), pj.step_models(res)
+
+    def test_validation_is_exact_on_a_machine_that_obeys_the_model(self):
+        fits, models = self.models()
+        vals = pj.validate_points(models, fits)
+        self.assertEqual(sorted(v["world"] for v in vals), [1, 2, 4])
+        for v in vals:
+            self.assertAlmostEqual(v["error"], 0.0, places=9)
+
+    def test_fsdp_validation_is_exact_on_a_machine_that_obeys_the_model(self):
+        fsdp = self.files.write("fsdp.json", fsdp_records())
+        res = load_results([self.comm, fsdp])
+        vals = pj.validate_points(pj.step_models(res), pj.fit_links(res))
+        self.assertEqual([(v["kind"], v["world"]) for v in vals], [("full_shard", w) for w in (1, 2, 4)])
+        for v in vals:
+            self.assertAlmostEqual(v["error"], 0.0, places=9)
+        self.assertGreater(vals[-1]["predicted_comm_ms"], 0.0)
+
+    def test_records_across_hosts_are_checked_on_their_link(self):
+        # The hosts fixture's records: metrics hosts > 1 and link_profile name the link class.
+        comm = comm_records(TRUE)
+        for r in comm:
+            r["metrics"].update(hosts=2, link_profile="10g-50us")
+        ddp = ddp_records(worlds=(1, 2, 4))
+        for r in ddp[1:]:
+            r["metrics"].update(hosts=2, link_profile="10g-50us")
+        res = load_results([self.files.write("c.json", comm), self.files.write("d.json", ddp)])
+        fits = pj.fit_links(res)
+        self.assertEqual(set(fits), {"10g-50us"})
+        vals = pj.validate_points(pj.step_models(res), fits)
+        self.assertEqual([(v["world"], v["hosts"], v["link"]) for v in vals],
+                         [(1, 1, "shm"), (2, 2, "10g-50us"), (4, 2, "10g-50us")])
+        for v in vals:
+            self.assertAlmostEqual(v["error"], 0.0, places=9)
+        rows = pj.project(pj.step_models(res), pj.link_model("10g-50us", fits), [8])
+        self.assertEqual(rows[0]["link"], "10g-50us")
+
+    def test_projection_shape(self):
+        fits, models = self.models()
+        eff = {}
+        for link in ("nvlink", "ib", "ethernet", "shm"):
+            rows = pj.project(models, pj.link_model(link, fits), [1, 8, 64, 1024])
+            eff[link] = [r["efficiency"] for r in rows]
+            self.assertAlmostEqual(eff[link][0], 1.0)
+            self.assertTrue(all(0 < e <= 1.0 + 1e-12 for e in eff[link]), link)
+            self.assertTrue(all(a >= b - 1e-12 for a, b in zip(eff[link], eff[link][1:])), link)
+            for r in rows:
+                self.assertAlmostEqual(r["samples_per_s"], r["ranks"] * r["per_rank_batch"] / (r["step_ms"] / 1e3))
+        self.assertGreaterEqual(eff["nvlink"][-1], eff["ib"][-1])
+        self.assertGreater(eff["ib"][-1], eff["ethernet"][-1])
+        self.assertLess(eff["ethernet"][-1], 0.999)  # 8 MB of gradients over 10 GB/s are not all hidden
+
+    def test_link_profile_time_is_the_faster_algorithm(self):
+        link = pj.link_model("ib", {})
+        alpha, beta = pj.LINK_PROFILES["ib"]["alpha_s"], 1 / (pj.LINK_PROFILES["ib"]["gbps"] * 1e9)
+        n, p = 64 << 20, 1024
+        ring = 2 * (p - 1) * alpha + 2 * (p - 1) / p * n * beta
+        tree = 2 * 10 * alpha + 2 * n * beta
+        self.assertAlmostEqual(link.time("all_reduce", n, p), min(ring, tree))
+        rec_doubling = 10 * alpha + 10 * 8 * beta  # the fastest at 8 B
+        self.assertAlmostEqual(link.time("all_reduce", 8, p), rec_doubling)
+        self.assertEqual(link.time("all_reduce", n, 1), 0.0)
+
+    def run_cli(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = pj.main(list(argv))
+            except SystemExit as e:  # argparse's own errors
+                code = e.code
+        return code, out.getvalue(), err.getvalue()
+
+    def test_cli_table_and_json(self):
+        out_json = Path(self.files.dir.name) / "proj.json"
+        code, out, err = self.run_cli("--results", str(self.comm), "--results", str(self.ddp), "--ranks",
+                                      "8,64,1024", "--link", "ib", "--json", str(out_json))
+        self.assertEqual(code, 0, err)
+        self.assertIn("projection (a model, not a measurement)", out)
+        for r in ("8", "64", "1024"):
+            self.assertRegex(out, rf"mlp\s+DDP\s+{r}\s")
+        doc = json.loads(out_json.read_text())
+        validate(doc, load_schema(), "proj.json")
+        cases = [r["case"] for r in doc["records"]]
+        self.assertIn("project/ddp/mlp/w1024/ib", cases)
+        self.assertIn("validate/ddp/mlp/w2/h1/shm", cases)
+        self.assertIn("fit/all_reduce/shm", cases)
+        self.assertIn("link/ib", cases)
+        self.assertTrue(all(r["kind"] == "projection" for r in doc["records"]))
+
+    def test_cli_bad_input_exits_2(self):
+        base = ["--results", str(self.comm), "--results", str(self.ddp)]
+        for argv, words in ((base + ["--link", "infiniband"], "unknown link 'infiniband'"),
+                            (base + ["--ranks", "8,x"], "'x' is not a rank count"),
+                            (base + ["--ranks", "0"], "'0' is not a rank count"),
+                            (base + ["--ranks", ""], "is not a rank count"),
+                            (["--results", str(self.comm)], "no passed ddp/"),
+                            (["--results", str(self.ddp), "--link", "shm"], "unknown link 'shm'"),
+                            (["--results", str(Path(self.files.dir.name) / "none.json")], "no such file")):
+            code, out, err = self.run_cli(*argv)
+            self.assertEqual(code, 2, argv)
+            self.assertIn(words, err, argv)
+            self.assertEqual(err.count("\n"), 1, err)
+        code, _, _ = self.run_cli("--ranks", "8")  # no --results: argparse's usage error
+        self.assertEqual(code, 2)
+
+    def test_records_with_unusable_figures_are_left_out(self):
+        recs = ddp_records()
+        recs[0]["metrics"]["threads"] = 0  # world 1: would divide by zero
+        recs[1]["metrics"]["step_ms"] = 1e308
+        ddp = self.files.write("odd.json", recs)
+        points = pj.step_points(load_results([self.comm, ddp]))
+        self.assertEqual([p.world for p in points], [4])
+        code, _, err = self.run_cli("--results", str(self.comm), "--results", str(ddp))
+        self.assertEqual(code, 2)
+        self.assertIn("no world-1 record", err)
+
+    def test_missing_world_1_is_an_error(self):
+        ddp = self.files.write("ddp2.json", ddp_records(worlds=(2, 4)))
+        code, _, err = self.run_cli("--results", str(self.comm), "--results", str(ddp))
+        self.assertEqual(code, 2)
+        self.assertIn("no world-1 record", err)
+
+
+class MeasuredSampleTest(unittest.TestCase):
+    """The validation on real records: every measured DDP point is predicted, the errors printed
+    are (predicted - measured) / measured, and the world-1 points reproduce their measurement (the
+    compute model is built from them; their communication is 0)."""
+
+    def test_validation_on_measured_records(self):
+        res = load_results([SAMPLE_COMM, SAMPLE_DDP, SAMPLE_FSDP])
+        fits, models = pj.fit_links(res), pj.step_models(res)
+        self.assertIn("shm", fits)
+        self.assertEqual(set(fits["shm"]), set(pj.OPS))
+        for op, (best, _) in fits["shm"].items():
+            self.assertGreaterEqual(len(best.points), 20, op)
+            self.assertTrue(math.isfinite(best.rms_rel_err), op)
+        vals = pj.validate_points(models, fits)
+        measured = [r for f in res[1:] for r in f.records if r["status"] == "pass" and r["case"].endswith("/engine")]
+        self.assertEqual(len(vals), len(measured))
+        self.assertEqual({v["kind"] for v in vals}, {"ddp", "full_shard", "shard_grad_op"})
+        for v in vals:
+            self.assertAlmostEqual(v["error"], v["predicted_step_ms"] / v["measured_step_ms"] - 1, places=9)
+            if v["world"] == 1:
+                self.assertLess(abs(v["error"]), 0.01, v)
+                self.assertLess(abs(v["cpu_error"]), 1e-9, v)
+            else:
+                self.assertGreater(v["predicted_comm_ms"], 0.0, v)
+
+    def test_report_draws_the_projection(self):
+        with tempfile.TemporaryDirectory() as d:
+            with redirect_stdout(io.StringIO()):
+                code = cli.main(["--quiet", "--out", d, str(SAMPLE_COMM), str(SAMPLE_DDP), str(SAMPLE_FSDP)])
+            self.assertEqual(code, 0)
+            self.assertGreater(os.path.getsize(Path(d) / "projection.png"), 10_000)
+            self.assertGreater(os.path.getsize(Path(d) / "projection_validation.png"), 10_000)
+            self.assertIn("Scaling projection: the model at the measured points", (Path(d) / "summary.md").read_text())
+            self.assertIn("PROJECTION", (Path(d) / "report.html").read_text())
+        # Without DDP records there is nothing to project, and nothing is drawn.
+        self.assertEqual(projection_plots.plots(load_results([SAMPLE_COMM]), Path(d)), [])
+
+
+if __name__ == "__main__":
+    unittest.main()

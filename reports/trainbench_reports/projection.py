@@ -1,0 +1,813 @@
+"""Scaling projection: a latency-bandwidth (alpha-beta) model of each collective fitted to the
+`comm` sweeps, a compute model from the measured DDP/FSDP steps, and the step time, samples/s and
+scaling efficiency they project to many ranks for a link class; validated against every measured
+point (docs/distributed.md, "Scaling projection").
+
+`trainbench project --results R.json --ranks 8,64,1024 --link ib` runs `python -m
+trainbench_reports.projection` with the same arguments (harness/project_cmd.cpp). Exit status: 0
+printed; 2 a bad command line or input (one line on stderr); 3 this interpreter lacks numpy.
+
+The model, in short (the docs section says why each assumption):
+  collective time  T(n, P) = a_A(P) * alpha + b_A(n, P) * beta for algorithm A (ALGORITHMS);
+  DDP step         compute (forward + backward scaled by the per-rank batch, optimizer, rest) +
+                   the all-reduce time of the gradient buckets not hidden behind backward
+                   (one communication channel, buckets ready as backward produces their bytes);
+  FSDP step        the same with each unit's all-gather prefetched behind the previous unit's
+                   compute and its reduce-scatter behind the next unit's backward."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .load import LoadError, load_results, number
+from .output import OutputError
+
+COMM_CASE = re.compile(r"^(?P<op>all_reduce|all_gather|reduce_scatter|broadcast)/float32/\d+/w(?P<world>\d+)/"
+                       r"(?P<impl>[A-Za-z0-9_.-]+)$")
+DDP_CASE = re.compile(r"^ddp/(?P<model>[^/]+)/w(?P<world>\d+)/engine$")
+FSDP_CASE = re.compile(r"^fsdp/(?P<model>[^/]+)/(?P<strategy>full_shard|shard_grad_op|ddp)/w(?P<world>\d+)/"
+                       r"(?P<impl>engine|engine-ddp)$")
+# The comm records' median repetition, as the DDP/FSDP step times are medians (fitting the
+# fastest repetition, time_min_s, would model a quieter machine than the steps ran on).
+TIME_KEY = "time_s"
+GOAL_REL_ERROR = 0.15  # issue 19: the prediction within 15% of every measured point
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+# The records of runs across hosts say where they ran in these metrics (the names proposed to the
+# `hosts` fixture's benchmarks): the host count and the name of the link profile between hosts.
+LINK_KEYS = ("hosts", "link_profile")
+# Locally measured link classes: the engine's MPI backend within one host (shared memory) and its
+# Gloo backend (TCP over loopback). Across hosts: "<profile>" and "<profile>-gloo".
+IMPL_LINK = {"engine": "", "engine-gloo": "-gloo"}
+LOCAL_LINK = {"engine": "shm", "engine-gloo": "gloo"}
+
+
+class ProjectionError(Exception):
+    """Bad input for the projection; the message says what and how to fix it."""
+
+
+def log2c(p: int) -> float:
+    return float(math.ceil(math.log2(p))) if p > 1 else 0.0
+
+
+# Cost of one call of `op` with algorithm A on P ranks: (latency terms, bytes crossing the
+# slowest link) for a message of n bytes, n as nccl-tests counts it (docs/results.md "comm": the
+# buffer for all_reduce and broadcast, the whole gathered output / scattered input otherwise).
+ALGORITHMS = {
+    "all_reduce": {
+        "ring": lambda n, p: (2 * (p - 1), 2 * (p - 1) / p * n),
+        "recursive_doubling": lambda n, p: (log2c(p), log2c(p) * n),
+        "tree": lambda n, p: (2 * log2c(p), 2 * n if p > 1 else 0.0),  # NCCL's double binary tree
+    },
+    "all_gather": {
+        "ring": lambda n, p: (p - 1, (p - 1) / p * n),
+        "recursive_doubling": lambda n, p: (log2c(p), (p - 1) / p * n),
+    },
+    "reduce_scatter": {
+        "ring": lambda n, p: (p - 1, (p - 1) / p * n),
+        "recursive_halving": lambda n, p: (log2c(p), (p - 1) / p * n),
+    },
+    "broadcast": {
+        "binomial_tree": lambda n, p: (log2c(p), log2c(p) * n),
+        "scatter_allgather": lambda n, p: (log2c(p) + p - 1, 2 * (p - 1) / p * n),
+    },
+}
+
+
+@dataclass
+class Fit:
+    """alpha/beta of one collective on one link class, per size regime: segments [(from_bytes,
+    alpha_s, beta_s_per_byte)], the first from 0. Two regimes where the sweep shows a protocol or
+    cache switch (MPI's eager/rendezvous limit, NCCL's LL/Simple protocols, a working set that
+    leaves the cache), one otherwise."""
+    op: str
+    link: str
+    algorithm: str
+    segments: list
+    points: list = field(default_factory=list)  # [(bytes, world, measured_s, predicted_s)]
+
+    @property
+    def alpha_s(self) -> float:
+        return self.segments[0][1]
+
+    @property
+    def beta_s_per_byte(self) -> float:
+        return self.segments[-1][2]  # the large-message bandwidth
+
+    def time(self, n: float, p: int) -> float:
+        seg = [s for s in self.segments if n >= s[0]][-1] if n >= 0 else self.segments[0]
+        a, b = ALGORITHMS[self.op][self.algorithm](n, p)
+        return a * seg[1] + b * seg[2]
+
+    @property
+    def rms_rel_err(self) -> float:
+        errs = [(pr - m) / m for _, _, m, pr in self.points]
+        return math.sqrt(sum(e * e for e in errs) / len(errs)) if errs else math.nan
+
+    @property
+    def max_rel_err(self) -> float:
+        return max((abs(pr - m) / m for _, _, m, pr in self.points), default=math.nan)
+
+    @property
+    def rms_log_err(self) -> float:
+        errs = [math.log(pr / m) for _, _, m, pr in self.points if pr > 0]
+        return math.sqrt(sum(e * e for e in errs) / len(errs)) if errs else math.inf
+
+
+def _lstsq_nonneg(rows):
+    """(alpha, beta) >= 0 minimising the relative error of rows [((latency terms, bytes term),
+    seconds)]: the linear starting point of _fit_log."""
+    import numpy as np
+
+    a = np.array([[ab[0] / t, ab[1] / t] for ab, t in rows])
+    y = np.ones(len(rows))
+    best = None
+    for cols in ((0, 1), (0,), (1,)):  # the full fit, else the best fit with one term at 0
+        sol, *_ = np.linalg.lstsq(a[:, cols], y, rcond=None)
+        if np.any(sol < 0):
+            continue
+        coef = [0.0, 0.0]
+        for c, v in zip(cols, sol):
+            coef[c] = float(v)
+        res = float(np.sum((a @ np.array(coef) - y) ** 2))
+        if best is None or res < best[2] - 1e-15:
+            best = (coef[0], coef[1], res)
+    return best
+
+
+def _fit_log(rows):
+    """(alpha, beta, sum of squared log errors) minimising sum (log(predicted / measured))^2 over
+    rows [((latency terms, bytes term), seconds)] (Levenberg-Marquardt on log alpha, log beta, so
+    both stay positive). Log errors weigh a prediction 10x too small as much as one 10x too large
+    (a relative error caps the first at -1, and a fit fed mostly small messages would then
+    sacrifice the large ones)."""
+    import numpy as np
+
+    la = np.array([ab[0] for ab, _ in rows], dtype=float)
+    lb = np.array([ab[1] for ab, _ in rows], dtype=float)
+    lt = np.log(np.array([t for _, t in rows], dtype=float))
+    alpha, beta, _ = _lstsq_nonneg(rows) or (0.0, 0.0, 0.0)
+    t = np.exp(lt)
+    if alpha <= 0:
+        alpha = 1e-3 * float(np.min(t / np.where(la > 0, la, np.inf)))
+    if beta <= 0:
+        beta = 1e-3 * float(np.min(t / np.where(lb > 0, lb, np.inf)))
+    x = np.clip(np.log([alpha, beta]), math.log(1e-30), math.log(1e3))
+
+    def resid(x):
+        s = la * math.exp(x[0]) + lb * math.exp(x[1])
+        return np.log(s) - lt, s
+
+    bound = (math.log(1e-30), math.log(1e3))  # seconds (per byte): far outside any real link
+
+    r, s = resid(x)
+    cost, lam = float(r @ r), 1e-3
+    for _ in range(200):
+        j = np.column_stack([la * math.exp(x[0]) / s, lb * math.exp(x[1]) / s])
+        h, g = j.T @ j, j.T @ r
+        step = np.linalg.solve(h + lam * np.diag(np.diag(h)) + 1e-12 * np.eye(2), -g)
+        x2 = np.clip(x + step, *bound)
+        r2, s2 = resid(x2)
+        c2 = float(r2 @ r2)
+        if c2 < cost:
+            x, r, s, lam = x2, r2, s2, lam / 3
+            done = cost - c2 < 1e-14 * max(1.0, cost)
+            cost = c2
+            if done:
+                break
+        else:
+            lam *= 4
+            if lam > 1e12:
+                break
+    return math.exp(x[0]), math.exp(x[1]), cost
+
+
+MIN_SEGMENT_POINTS = 4  # points on each side of a regime switch
+SPLIT_GAIN = 0.8        # a second regime must cut the squared error by a fifth or more
+
+
+def fit_alpha_beta(op: str, algorithm: str, samples, link: str = "", split: bool = True) -> Fit:
+    """Least squares of log(predicted / measured) (so 8 B and 64 MiB weigh alike, and too slow as
+    too fast) over samples [(bytes, world, seconds)]; alpha and beta > 0. With `split`,
+    the sizes are cut into two regimes where that cuts the error by SPLIT_GAIN (the cut between two measured
+    sizes, each side with MIN_SEGMENT_POINTS points or more)."""
+    cost = ALGORITHMS[op][algorithm]
+    pts = sorted((n, p, t) for n, p, t in samples if p > 1 and t > 0)
+    if len(pts) < 2:
+        raise ProjectionError(f"{op} on {link or 'this link'}: {len(pts)} measured point(s) at 2 or more "
+                              "ranks; the fit needs at least 2 (run `trainbench bench --suite comm`)")
+    rows = [(cost(n, p), t) for n, p, t in pts]
+    al, be, res = _fit_log(rows)
+    segments = [(0.0, al, be)]
+    if split and res > 1e-8 * len(rows):  # an exact fit needs no second regime
+        best = res * SPLIT_GAIN
+        for i in range(MIN_SEGMENT_POINTS, len(pts) - MIN_SEGMENT_POINTS + 1):
+            if pts[i][0] == pts[i - 1][0]:
+                continue  # the cut falls between two sizes
+            lo, hi = _fit_log(rows[:i]), _fit_log(rows[i:])
+            if lo[2] + hi[2] < best:
+                best = lo[2] + hi[2]
+                segments = [(0.0, lo[0], lo[1]), (pts[i][0], hi[0], hi[1])]
+    fit = Fit(op, link, algorithm, segments)
+    fit.points = [(n, p, t, fit.time(n, p)) for n, p, t in pts]
+    return fit
+
+
+def best_fit(op: str, samples, link: str = "") -> tuple[Fit, list[Fit]]:
+    """Every algorithm's fit, and the one with the smallest RMS log error (the fit's own measure):
+    the algorithm the backend behaves like over the measured sizes."""
+    fits = [fit_alpha_beta(op, alg, samples, link) for alg in ALGORITHMS[op]]
+    return min(fits, key=lambda f: f.rms_log_err), fits
+
+
+# Link classes beyond this machine: per-link latency alpha (s) and time per byte beta (s/B, 1 /
+# unidirectional bandwidth per rank). Every link of the ring/tree is assumed alike (a flat
+# fabric): the figures are per-rank injection bandwidth and one-hop latency. Sources in
+# docs/distributed.md, "Scaling projection"; "busbw" = NCCL-tests' all_reduce bus bandwidth, an
+# achieved figure; "vendor" = a datasheet's line rate.
+LINK_PROFILES = {
+    "nvlink": dict(alpha_s=2.0e-6, gbps=450.0,
+                   source="NVLink 4 (H100 SXM): 450 GB/s per direction (vendor); alpha assumed"),
+    "ib": dict(alpha_s=6.0e-6, gbps=45.0,
+               source="InfiniBand NDR 400 Gb/s, one HCA per rank: 50 GB/s line rate (vendor) at the 90% "
+                      "NCCL-tests reach; alpha from a published NCCL-tests small-message time"),
+    "ethernet": dict(alpha_s=30.0e-6, gbps=10.0,
+                     source="100 GbE, TCP sockets: 12.5 GB/s line rate (vendor) at an assumed 80%; alpha assumed"),
+}
+
+
+@dataclass
+class LinkModel:
+    """How long each collective takes on one link class: fitted per collective (measured classes)
+    or from a profile's alpha/beta, taking the faster algorithm per call as NCCL's tuner does."""
+    name: str
+    fits: dict  # op -> Fit (measured)
+    profile: dict | None = None
+
+    def time(self, op: str, n: float, p: int) -> float:
+        if p <= 1 or n <= 0:
+            return 0.0
+        if self.profile is None:
+            return self.fits[op].time(n, p)
+        alpha, beta = self.profile["alpha_s"], 1.0 / (self.profile["gbps"] * 1e9)
+        return min(a * alpha + b * beta for a, b in (f(n, p) for f in ALGORITHMS[op].values()))
+
+    def describe(self) -> str:
+        if self.profile is not None:
+            return (f"{self.name}: alpha {self.profile['alpha_s'] * 1e6:g} us, {self.profile['gbps']:g} GB/s per "
+                    f"link ({self.profile['source']})")
+        parts = [f"{op} {f.algorithm} alpha {f.alpha_s * 1e6:.3g} us beta^-1 "
+                 f"{(1e-9 / f.beta_s_per_byte) if f.beta_s_per_byte > 0 else math.inf:.3g} GB/s"
+                 for op, f in self.fits.items()]
+        return f"{self.name} (fitted to the comm records): " + "; ".join(parts)
+
+
+def _link_of(rec, impl: str) -> str | None:
+    m = rec["metrics"]
+    hosts = number(m.get(LINK_KEYS[0]))
+    profile = m.get(LINK_KEYS[1])
+    if hosts is not None and hosts > 1:
+        name = profile if isinstance(profile, str) and profile else "tcp"
+        return name + IMPL_LINK.get(impl, "-" + impl)
+    return LOCAL_LINK.get(impl)
+
+
+def _records(results):
+    for res in results:
+        for rec in res.records:
+            if rec["kind"] == "benchmark" and rec["status"] == "pass":
+                yield res, rec
+
+
+def oversubscription(world: int, hosts: int, cores: int) -> float:
+    """How many ranks share each core of a host (at least 1): with more ranks than cores, ranks
+    take turns, and a collective, which needs every rank to progress, slows by that factor. The
+    fits divide measured times by it, and predictions for such runs multiply it back."""
+    local = world / max(hosts, 1)
+    return max(1.0, local / max(cores, 1))
+
+
+def comm_samples(results) -> dict:
+    """{link: {op: [(bytes, world, time_s)]}} of the passed comm records, each time divided by
+    its run's oversubscription (ranks per core of the host)."""
+    out: dict = {}
+    for res, rec in _records(results):
+        m = COMM_CASE.match(rec["case"])
+        if not m or rec["suite"] != "comm" or not _usable(rec["metrics"], COMM_RANGES, ("bytes", TIME_KEY)):
+            continue
+        link = _link_of(rec, m["impl"])
+        n, t = number(rec["metrics"].get("bytes")), number(rec["metrics"].get(TIME_KEY))
+        if link is None or n is None or t is None:
+            continue
+        world, hosts = int(m["world"]), int(number(rec["metrics"].get(LINK_KEYS[0])) or 1)
+        t /= oversubscription(world, hosts, int(res.run.get("logical_cores") or 1))
+        out.setdefault(link, {}).setdefault(m["op"], []).append((n, world, t))
+    return out
+
+
+def fit_links(results) -> dict:
+    """{link: {op: (best Fit, [every algorithm's Fit])}} for every link class with comm records."""
+    out = {}
+    for link, per_op in comm_samples(results).items():
+        out[link] = {}
+        for op, samples in per_op.items():
+            try:
+                out[link][op] = best_fit(op, samples, link)
+            except ProjectionError:
+                continue  # too few points for this op here; using it is the error
+    return out
+
+
+@dataclass
+class StepPoint:
+    """One measured DDP/FSDP benchmark: what the compute model is built from and checked against."""
+    kind: str       # "ddp", "full_shard", "shard_grad_op"
+    model: str
+    world: int
+    hosts: int
+    link: str
+    metrics: dict
+    logical_cores: int
+
+    def m(self, key: str, default: float = 0.0) -> float:
+        v = number(self.metrics.get(key))
+        return default if v is None else v
+
+
+# The figures the model reads, with the range a usable one lies in: records may hold any number
+# (docs/results.md), and 0 threads or a step of 1e308 ms would divide by zero or overflow. A record
+# with a figure outside is left out, as a failed one is.
+STEP_RANGES = {"step_ms": (1e-6, 1e9), "forward_ms": (0, 1e9), "backward_ms": (0, 1e9), "optimizer_ms": (0, 1e9),
+               "comm_wait_ms": (0, 1e9), "comm_busy_ms": (0, 1e9), "threads": (1, 1e5), "per_rank_batch": (1e-6, 1e9),
+               "batch": (1e-6, 1e9), "parameters": (0, 1e14), "bytes_per_step": (0, 1e16), "all_gathers": (0, 1e6),
+               "reduce_scatters": (0, 1e6), "all_reduces": (0, 1e6), "units": (0, 1e6), "samples_per_s": (0, 1e15),
+               LINK_KEYS[0]: (1, 1e6)}
+COMM_RANGES = {"bytes": (0, 1e13), TIME_KEY: (1e-9, 1e5), LINK_KEYS[0]: (1, 1e6)}
+
+
+def _usable(metrics: dict, ranges: dict, required: tuple) -> bool:
+    for key, (lo, hi) in ranges.items():
+        if key not in metrics:
+            if key in required:
+                return False
+            continue
+        v = number(metrics[key])
+        if v is None or not lo <= v <= hi:
+            return False
+    return True
+
+
+def step_points(results) -> list[StepPoint]:
+    out = []
+    for res, rec in _records(results):
+        if not _usable(rec["metrics"], STEP_RANGES, ("step_ms",)):
+            continue
+        suite, case = rec["suite"], rec["case"]
+        if suite == "ddp" and (m := DDP_CASE.match(case)):
+            kind, model = "ddp", m["model"]
+        elif suite == "fsdp" and (m := FSDP_CASE.match(case)) and m["strategy"] != "ddp":
+            kind, model = m["strategy"], m["model"]
+        else:
+            continue
+        met = rec["metrics"]
+        hosts = int(number(met.get(LINK_KEYS[0])) or 1)
+        link = _link_of(rec, "engine")
+        cores = int(res.run.get("logical_cores") or number(met.get("threads")) or 1)
+        out.append(StepPoint(kind, model, int(m["world"]), hosts, link, met, cores))
+    return out
+
+
+def ddp_buckets(total_bytes: float, first: float = 1 << 20, cap: float = 25 << 20) -> list[float]:
+    """PyTorch's (and the engine's) default bucket layout: the first bucket 1 MiB, then 25 MiB,
+    filled in the order backward produces gradients (parameter boundaries ignored)."""
+    out, left = [], total_bytes
+    size = first
+    while left > 0:
+        out.append(min(size, left))
+        left -= out[-1]
+        size = cap
+    return out
+
+
+def overlap_ddp(backward_s: float, buckets: list[float], comm) -> float:
+    """Exposed all-reduce time after backward: bucket i is ready when backward has produced its
+    bytes (gradients at an even rate over backward), the all-reduces run one at a time in order
+    (one communication channel, the engine's worker / NCCL's stream)."""
+    total = sum(buckets)
+    free, done = 0.0, 0.0
+    for b in buckets:
+        done += b
+        ready = backward_s * done / total if total else backward_s
+        free = max(free, ready) + comm(b)
+    return max(0.0, free - backward_s)
+
+
+def overlap_fsdp(forward_s: float, backward_s: float, units: int, regather: bool, ag, rs) -> tuple[float, float]:
+    """(forward end, backward end) of an FSDP step of `units` equal units: each unit's all-gather
+    prefetched when the previous unit starts computing, its reduce-scatter issued when its
+    backward ends, all on one channel in issue order; regather: FULL_SHARD gathers again in
+    backward."""
+    k = max(units, 1)
+    fc, bc = forward_s / k, backward_s / k
+    chan = 0.0
+    gathered = []  # end of unit i's gather
+
+    def issue(at, dur):
+        nonlocal chan
+        chan = max(chan, at) + dur
+        return chan
+
+    gathered.append(issue(0.0, ag))
+    t = 0.0
+    for i in range(k):
+        start = max(t, gathered[i])
+        if i + 1 < k:
+            gathered.append(issue(start, ag))
+        t = start + fc
+    fwd_end = t
+    if regather:
+        g = {k - 1: issue(t, ag)}
+    last_rs = t
+    for i in reversed(range(k)):
+        start = max(t, g[i]) if regather else t
+        if regather and i > 0:
+            g[i - 1] = issue(start, ag)
+        t = start + bc
+        last_rs = issue(t, rs)
+    return fwd_end, max(t, last_rs)
+
+
+@dataclass
+class Prediction:
+    step_s: float
+    compute_s: float
+    comm_s: float         # all communication time per step (hidden or not)
+    exposed_s: float      # the part not hidden behind compute
+    per_rank_batch: float
+    ranks: int
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.ranks * self.per_rank_batch / self.step_s
+
+    @property
+    def comm_fraction(self) -> float:
+        return self.exposed_s / self.step_s
+
+
+class StepModel:
+    """The compute model of one (kind, model): its world-1 step on this host, scaled to a per-rank
+    batch and to the share of the host's cores a rank gets when ranks share a host."""
+
+    def __init__(self, points: list[StepPoint]):
+        base = [p for p in points if p.world == 1]
+        if not base:
+            p0 = points[0]
+            raise ProjectionError(f"{p0.kind} {p0.model}: no world-1 record to build the compute model from "
+                                  f"(run `trainbench bench --suite {'ddp' if p0.kind == 'ddp' else 'fsdp'}` with "
+                                  "world 1 in its filter)")
+        self.base = base[0]
+        self.kind, self.model = self.base.kind, self.base.model
+        b = self.base
+        self.batch1 = b.m("per_rank_batch", b.m("batch", 1.0))
+        self.fwd_s = b.m("forward_ms") / 1e3
+        self.bwd_s = b.m("backward_ms") / 1e3
+        self.opt_s = b.m("optimizer_ms") / 1e3
+        busy = b.m("step_ms") / 1e3 - b.m("comm_wait_ms") / 1e3
+        parts = self.fwd_s + self.bwd_s + self.opt_s
+        if parts > busy > 0:
+            # The parts are means over the steps, step_ms a median (fsdp): a slow outlier step
+            # inflates the means. The step is the headline figure; the parts keep their shares.
+            self.fwd_s, self.bwd_s, self.opt_s = (x * busy / parts for x in (self.fwd_s, self.bwd_s, self.opt_s))
+        self.rest_s = max(0.0, busy - self.fwd_s - self.bwd_s - self.opt_s)
+        self.cores1 = min(b.m("threads", 1.0), b.logical_cores)
+        self.grad_bytes = b.m("parameters") * 4.0
+        # Collective counts per step and bytes per message come from a multi-rank record (world 1
+        # may skip collectives); they do not depend on the world size.
+        multi = [p for p in points if p.world > 1]
+        ref = multi[0] if multi else b
+        calls = ref.m("all_gathers") + ref.m("reduce_scatters") + ref.m("all_reduces")
+        self.units = int(ref.m("reduce_scatters") or ref.m("units", 1.0))
+        self.regather = ref.m("all_gathers") > ref.m("reduce_scatters")
+        self.msg_bytes = ref.m("bytes_per_step") / calls if calls else 0.0
+
+    def main_thread_cpu_s(self, ranks: int, per_rank_batch: float) -> float | None:
+        """The training thread's CPU seconds per step at `ranks` ranks (communication left out): the
+        world-1 run's, its forward + backward share scaled by the batch and its optimizer share
+        divided by the ranks for FSDP, the shares taken from the world-1 step's split."""
+        cpu1 = self.base.m("main_thread_cpu_ms") / 1e3
+        total = self.fwd_s + self.bwd_s + self.opt_s + self.rest_s
+        if cpu1 <= 0 or total <= 0:
+            return None
+        fb, opt = (self.fwd_s + self.bwd_s) / total, self.opt_s / total
+        return cpu1 * (fb * per_rank_batch / self.batch1 + opt / (ranks if self.kind != "ddp" else 1)
+                       + (1 - fb - opt))
+
+    def predict(self, ranks: int, per_rank_batch: float, link: LinkModel, cores_per_rank: float | None = None,
+                comm_slow: float = 1.0, compute_speedup: float = 1.0, overlap: bool = True) -> Prediction:
+        """Step on `ranks` ranks with `per_rank_batch` samples each; cores_per_rank: the cores a
+        rank computes on (None: a device of its own, as fast as the world-1 run, or
+        `compute_speedup` times faster); comm_slow: the oversubscription of the run (collectives
+        slow by it); overlap: whether communication can run during compute (False: it runs after
+        the compute that precedes it, as on a CPU host with no core to spare for it)."""
+        slow = 1.0 / compute_speedup if cores_per_rank is None else self.cores1 / cores_per_rank
+
+        def coll(op, n):
+            return link.time(op, n, ranks) * comm_slow
+
+        scale = per_rank_batch / self.batch1
+        fwd, bwd = self.fwd_s * scale * slow, self.bwd_s * scale * slow
+        sharded = self.kind != "ddp"
+        opt = self.opt_s * slow / (ranks if sharded else 1)  # FSDP steps its own shard only
+        rest = self.rest_s * slow
+        if self.kind == "ddp":
+            buckets = ddp_buckets(self.grad_bytes)
+            comm_total = sum(coll("all_reduce", b) for b in buckets)
+            exposed = overlap_ddp(bwd, buckets, lambda b: coll("all_reduce", b)) if overlap else comm_total
+            fb = fwd + bwd + exposed
+        else:
+            ag = coll("all_gather", self.msg_bytes)
+            rs = coll("reduce_scatter", self.msg_bytes)
+            n_ag = self.units * (2 if self.regather else 1)
+            comm_total = n_ag * ag + self.units * rs
+            _, end = overlap_fsdp(fwd, bwd, self.units, self.regather, ag, rs)
+            fb = end if overlap else fwd + bwd + comm_total
+            exposed = max(0.0, end - fwd - bwd)
+        compute = fwd + bwd + opt + rest
+        return Prediction(fb + opt + rest, compute, comm_total, exposed, per_rank_batch, ranks)
+
+
+def step_models(results) -> dict:
+    """{(kind, model): (StepModel, [StepPoint])} for every measured DDP/FSDP benchmark family."""
+    groups: dict = {}
+    for p in step_points(results):
+        groups.setdefault((p.kind, p.model), []).append(p)
+    out = {}
+    for key, pts in sorted(groups.items()):
+        pts.sort(key=lambda p: (p.hosts, p.world))
+        out[key] = (StepModel(pts), pts)
+    return out
+
+
+def link_model(name: str, fits: dict) -> LinkModel:
+    if name in LINK_PROFILES:
+        return LinkModel(name, {}, LINK_PROFILES[name])
+    if name in fits:
+        missing = [op for op in OPS if op not in fits[name]]
+        model = LinkModel(name, {op: f for op, (f, _) in fits[name].items()})
+        model.missing = missing
+        return model
+    known = sorted(LINK_PROFILES) + sorted(fits)
+    raise ProjectionError(f"unknown link {name!r}: choose one of {', '.join(known)} (measured classes come from "
+                          "`comm` records in the results)")
+
+
+def _needs(link: LinkModel, kind: str) -> list[str]:
+    ops = ["all_reduce"] if kind == "ddp" else ["all_gather", "reduce_scatter"]
+    return [op for op in ops if link.profile is None and op not in link.fits]
+
+
+def validate_points(models: dict, fits: dict) -> list[dict]:
+    """Every measured DDP/FSDP point predicted from its world-1 compute and the link class it ran
+    on (ranks sharing the host's cores as they did), beside its measurement."""
+    out = []
+    for (kind, model), (sm, pts) in models.items():
+        for p in pts:
+            if p.link not in fits and p.world > 1:
+                continue  # no comm records of that link class: nothing to predict with
+            link = link_model(p.link, fits) if p.link in fits else LinkModel("none", {})
+            if p.world > 1 and _needs(link, kind):
+                continue
+            local = p.world / max(p.hosts, 1)
+            cores = min(p.m("threads", 1.0), p.logical_cores / local)
+            # Collectives over shared memory or TCP need a core to progress: they overlap
+            # compute only where the host has a core that no rank's compute thread holds.
+            spare = p.logical_cores > local * p.m("threads", 1.0)
+            pred = sm.predict(p.world, p.m("per_rank_batch", sm.batch1), link, cores,
+                              oversubscription(p.world, p.hosts, p.logical_cores), overlap=spare)
+            meas = p.m("step_ms") / 1e3
+            cpu_pred, cpu_meas = sm.main_thread_cpu_s(p.world, p.m("per_rank_batch", sm.batch1)), None
+            if "main_thread_cpu_ms" in p.metrics:
+                cpu_meas = p.m("main_thread_cpu_ms") / 1e3
+            out.append(dict(kind=kind, model=model, world=p.world, hosts=p.hosts, link=p.link,
+                            # The compute model in CPU time, which the machine's load does not stretch:
+                            # the training thread's CPU seconds per step, predicted from world 1's.
+                            cpu_error=(cpu_pred / cpu_meas - 1) if cpu_pred and cpu_meas else math.nan,
+                            measured_step_ms=meas * 1e3, predicted_step_ms=pred.step_s * 1e3,
+                            measured_samples_per_s=p.m("samples_per_s"), predicted_samples_per_s=pred.samples_per_s,
+                            error=(pred.step_s - meas) / meas,
+                            # The communication and overlap model alone: the measured step with its
+                            # measured exposed wait replaced by the predicted one.
+                            error_given_compute=(pred.exposed_s - p.m("comm_wait_ms") / 1e3) / meas,
+                            measured_exposed_ms=p.m("comm_wait_ms"), predicted_exposed_ms=pred.exposed_s * 1e3,
+                            measured_comm_ms=p.m("comm_busy_ms", math.nan),
+                            predicted_comm_ms=pred.comm_s * 1e3))
+    return out
+
+
+def project(models: dict, link: LinkModel, ranks: list[int], per_rank_batch: float | None = None,
+            compute_speedup: float = 1.0) -> list[dict]:
+    """Weak scaling: each rank a device as fast as the measured world-1 run (or `compute_speedup`
+    times faster: an accelerator), keeping the world-1 batch per rank (or `per_rank_batch`);
+    efficiency = samples/s over ranks x the 1-rank figure."""
+    out = []
+    for (kind, model), (sm, _) in models.items():
+        missing = _needs(link, kind)
+        if missing:
+            raise ProjectionError(f"link {link.name}: no {', '.join(missing)} records to fit (needed for {kind}); run "
+                                  "`trainbench bench --suite comm` on that link")
+        b = per_rank_batch or sm.batch1
+        one = sm.predict(1, b, link, compute_speedup=compute_speedup)
+        for r in ranks:
+            pr = sm.predict(r, b, link, compute_speedup=compute_speedup)
+            out.append(dict(kind=kind, model=model, ranks=r, link=link.name, per_rank_batch=b,
+                            step_ms=pr.step_s * 1e3, compute_ms=pr.compute_s * 1e3, comm_ms=pr.comm_s * 1e3,
+                            exposed_comm_ms=pr.exposed_s * 1e3, samples_per_s=pr.samples_per_s,
+                            efficiency=pr.samples_per_s / (r * one.samples_per_s), comm_fraction=pr.comm_fraction,
+                            compute_speedup=compute_speedup))
+    return out
+
+
+def parse_ranks(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not re.fullmatch(r"[0-9]+", part) or not (1 <= int(part) <= 1 << 20):
+            raise ProjectionError(f"--ranks {text!r}: {part!r} is not a rank count from 1 to {1 << 20} "
+                                  "(give a comma-separated list, e.g. 8,64,1024)")
+        out.append(int(part))
+    return sorted(set(out))
+
+
+# ---- output ----
+
+def _kind_label(kind: str) -> str:
+    return "DDP" if kind == "ddp" else f"FSDP {kind}"
+
+
+def table_text(rows: list[dict]) -> str:
+    lines = [f"{'model':<6} {'strategy':<20} {'ranks':>6} {'step ms':>10} {'samples/s':>12} {'efficiency':>10} "
+             f"{'comm frac':>9}"]
+    for r in rows:
+        lines.append(f"{r['model']:<6} {_kind_label(r['kind']):<20} {r['ranks']:>6} {r['step_ms']:>10.2f} "
+                     f"{r['samples_per_s']:>12.1f} {r['efficiency']:>10.3f} {r['comm_fraction']:>9.3f}")
+    return "\n".join(lines)
+
+
+def validation_text(vals: list[dict], fits: dict) -> str:
+    lines = ["validation: measured steps (ranks sharing this host's cores as they ran) against the model; "
+             "comm-only: the measured step with the predicted exposed communication in place of the measured; "
+             "CPU-time: the training thread's CPU time per step against the compute model (load-independent)",
+             f"{'model':<6} {'strategy':<20} {'world':>5} {'hosts':>5} {'link':<8} {'measured ms':>11} "
+             f"{'predicted ms':>12} {'error':>7} {'comm-only error':>15} {'CPU-time error':>14} "
+             f"{'exposed ms meas/pred':>21}"]
+    for v in vals:
+        lines.append(f"{v['model']:<6} {_kind_label(v['kind']):<20} {v['world']:>5} {v['hosts']:>5} {v['link']:<8} "
+                     f"{v['measured_step_ms']:>11.2f} {v['predicted_step_ms']:>12.2f} {v['error']:>+7.1%} "
+                     f"{v['error_given_compute']:>+15.1%} {v['cpu_error']:>+14.1%} "
+                     f"{v['measured_exposed_ms']:>10.2f}/{v['predicted_exposed_ms']:<10.2f}")
+    lines.append("collective fits (relative error over the measured sweep points):")
+    for link, per_op in sorted(fits.items()):
+        for op in OPS:
+            if op in per_op:
+                f = per_op[op][0]
+                lines.append(f"  {link:<8} {op:<15} {f.algorithm:<19} alpha {f.alpha_s * 1e6:9.3f} us  "
+                             f"bw {1e-9 / f.beta_s_per_byte if f.beta_s_per_byte else math.inf:8.3f} GB/s  "
+                             f"rms {f.rms_rel_err:6.1%}  max {f.max_rel_err:6.1%}  ({len(f.points)} points)")
+    return "\n".join(lines)
+
+
+def records(rows: list[dict], vals: list[dict], fits: dict, link: LinkModel) -> list[dict]:
+    """Result records (kind `projection`, suite `projection`): the projected points, the validation
+    points and the fitted parameters (docs/results.md, "Projection records")."""
+    out = []
+
+    def json_number(v):  # JSON has no NaN: the harness's strings (docs/results.md)
+        if isinstance(v, float) and not math.isfinite(v):
+            return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        return v
+
+    def rec(case, metrics, status="pass", message="", tolerances=None):
+        out.append(dict(suite="projection", case=case, kind="projection", status=status, rank=0,
+                        metrics={k: json_number(v) for k, v in metrics.items()}, tolerances=tolerances or {},
+                        duration_s=0.0, message=message))
+
+    for r in rows:
+        name = "ddp" if r["kind"] == "ddp" else f"fsdp/{r['kind']}"
+        rec(f"project/{name}/{r['model']}/w{r['ranks']}/{r['link']}",
+            {k: r[k] for k in ("ranks", "per_rank_batch", "compute_speedup", "step_ms", "compute_ms", "comm_ms",
+                               "exposed_comm_ms", "samples_per_s", "efficiency", "comm_fraction")} | {"link": r["link"]})
+    for v in vals:
+        name = "ddp" if v["kind"] == "ddp" else f"fsdp/{v['kind']}"
+        metrics = {k: v[k] for k in ("world", "hosts", "measured_step_ms", "predicted_step_ms", "error",
+                                     "error_given_compute", "cpu_error",
+                                     "measured_exposed_ms", "predicted_exposed_ms", "predicted_comm_ms")}
+        if math.isfinite(v["measured_comm_ms"]):
+            metrics["measured_comm_ms"] = v["measured_comm_ms"]
+        metrics["link"] = v["link"]
+        ok = abs(v["error"]) <= GOAL_REL_ERROR
+        rec(f"validate/{name}/{v['model']}/w{v['world']}/h{v['hosts']}/{v['link']}", metrics,
+            "pass" if ok else "fail", "" if ok else f"prediction error {v['error']:+.1%} exceeds the 15% goal",
+            {"goal_rel_error": GOAL_REL_ERROR})
+    for lname, per_op in sorted(fits.items()):
+        for op, (f, _) in sorted(per_op.items()):
+            rec(f"fit/{op}/{lname}", {"alpha_s": f.alpha_s, "beta_s_per_byte": f.beta_s_per_byte,
+                                      "rms_rel_err": f.rms_rel_err, "max_rel_err": f.max_rel_err,
+                                      "points": len(f.points), "algorithm": f.algorithm, "link": lname})
+    if link.profile is not None:
+        rec(f"link/{link.name}", {"alpha_s": link.profile["alpha_s"], "gbps": link.profile["gbps"],
+                                  "source": link.profile["source"]})
+    return out
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="trainbench project",
+        description="Project DDP and FSDP step time, samples/s and scaling efficiency to many ranks from measured "
+                    "comm, ddp and fsdp benchmarks (docs/distributed.md, 'Scaling projection').")
+    p.add_argument("--results", action="append", required=True, metavar="JSON",
+                   help="result file(s) with comm records and ddp/fsdp benchmark records (repeatable)")
+    p.add_argument("--ranks", default="8,16,32,64,128,256,512,1024",
+                   help="comma-separated rank counts (default 8,16,...,1024)")
+    p.add_argument("--link", default="ib",
+                   help=f"link class: {', '.join(LINK_PROFILES)} (profiles), or a measured class from the comm "
+                        "records (shm: the engine's MPI within this host; gloo: its Gloo backend; across hosts "
+                        "the records' link profile)")
+    p.add_argument("--per-rank-batch", type=float, default=None,
+                   help="samples per rank (default: the world-1 run's batch)")
+    p.add_argument("--compute-speedup", type=float, default=1.0, metavar="F",
+                   help="ranks compute F times faster than the measured world-1 run (e.g. an accelerator "
+                        "against this CPU; default 1)")
+    p.add_argument("--json", default=None, metavar="PATH", help="also write the projection as a result file")
+    p.add_argument("--schema", type=Path, default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def run(args) -> int:
+    ranks = parse_ranks(args.ranks)
+    if args.per_rank_batch is not None and not (args.per_rank_batch > 0 and math.isfinite(args.per_rank_batch)):
+        raise ProjectionError(f"--per-rank-batch {args.per_rank_batch:g}: must be a positive number")
+    if not (args.compute_speedup > 0 and math.isfinite(args.compute_speedup)):
+        raise ProjectionError(f"--compute-speedup {args.compute_speedup:g}: must be a positive number")
+    results = load_results(args.results, args.schema)
+    fits = fit_links(results)
+    models = step_models(results)
+    if not models:
+        raise ProjectionError("no passed ddp/<model>/w<W>/engine or fsdp/<model>/<strategy>/w<W>/engine records in "
+                              f"{', '.join(args.results)} (run `trainbench bench --suite ddp` and/or `--suite fsdp`)")
+    link = link_model(args.link, fits)
+    rows = project(models, link, ranks, args.per_rank_batch, args.compute_speedup)
+    vals = validate_points(models, fits)
+    speed = f", compute {args.compute_speedup:g}x the measured world-1 step's" if args.compute_speedup != 1 else ""
+    print(f"projection (a model, not a measurement) to {','.join(map(str, ranks))} ranks{speed} on {link.describe()}")
+    print(table_text(rows))
+    print()
+    print(validation_text(vals, fits))
+    if args.json:
+        from .output import write_output
+        doc = dict(schema="trainbench.result/1", run=_run_header(results, args), records=records(rows, vals, fits, link))
+        write_output(Path(args.json), (json.dumps(doc, indent=1, allow_nan=False) + "\n").encode())
+        print(f"json: {args.json}")
+    return 0
+
+
+def _run_header(results, args) -> dict:
+    import datetime
+    import socket
+    first = results[0].run
+    return dict(time=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                git_revision=first.get("git_revision", "unknown"), host=socket.gethostname(),
+                build_type=first.get("build_type", "unknown"), compiler=first.get("compiler", "unknown"),
+                backends=first.get("backends", ["cpu"]), world_size=1,
+                command="trainbench project " + " ".join(sys.argv[1:]), threads=first.get("threads", 1),
+                projection_inputs=[str(r.path) for r in results])
+
+
+def main(argv=None) -> int:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        print("trainbench project: error: this Python lacks numpy (use the project's venv: TRAINBENCH_PYTHON)",
+              file=sys.stderr)
+        return 3
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return run(args)
+    except BrokenPipeError:  # the reader (head, a pager) stopped reading: not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except (ProjectionError, LoadError, OutputError) as e:
+        print(f"trainbench project: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"trainbench project: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,5 @@
-// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, compare, project, scenario,
-// checkpoint, hosts
+// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, compare, profile, project,
+// scenario, checkpoint, hosts
 // (and the hidden `rank` and `scenario-rank`).
 // Output contract: progress lines on stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
 #include <CLI/CLI.hpp>
@@ -24,6 +24,7 @@
 #include "harness/distributed.h"
 #include "harness/estimate_cmd.h"
 #include "harness/hosts_cmd.h"
+#include "harness/profile_cmd.h"
 #include "harness/launcher.h"
 #include "harness/output_file.h"
 #include "harness/runner.h"
@@ -511,6 +512,8 @@ int main(int argc, char** argv) {
   CLI::App* analyze = add_analyze_command(app, analyze_options);
   CompareCmdOptions compare_options;
   CLI::App* compare = add_compare_command(app, compare_options);
+  ProfileOptions profile_options;
+  CLI::App* profile = add_profile_command(app, profile_options);
   ProjectOptions project_options;
   CLI::App* project = add_project_command(app, project_options);
   ScenarioOptions scenario_options;
@@ -576,6 +579,7 @@ int main(int argc, char** argv) {
     if (*estimate) return run_estimate(*estimate, estimate_options, join_argv(argc, argv));
     if (*analyze) return run_analyze(analyze_options);
     if (*compare) return run_compare(compare_options);
+    if (*profile) return run_profile(profile_options, join_argv(argc, argv));
     if (*project) return run_project(project_options);
     if (*scenario) return run_scenario_command(*scenario, scenario_options, join_argv(argc, argv));
     if (*checkpoint) return run_checkpoint(*checkpoint, checkpoint_options);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/tensor/iterator.h"
+#include "harness/runner.h"
 #include "harness/suite.h"
 #include "reference/tensor.h"
 #include "suites/autograd/semantics.h"
@@ -20,6 +21,7 @@
 #include "suites/nn/nn_suite.h"
 #include "suites/opfuzz/opfuzz.h"
 #include "suites/optim/optim_suite.h"
+#include "suites/data/data_bench.h"
 #include "suites/scenarios/oom_scenarios.h"
 #include "suites/ops/op_case.h"
 #include "suites/scenarios/scenarios.h"
@@ -199,6 +201,16 @@ void register_all() {
     harness::register_suite(std::move(s));
   }
   register_hosts_suite();
+  {
+    harness::Suite s;
+    s.name = "data";
+    s.description =
+        "DataLoader throughput on variable-length sequences through pad_collate at 0..4 workers, and the "
+        "data-bottleneck probe: the time a GPT step waits for its batch (benchmarks only, engine-only)";
+    s.run_by_default = false;
+    harness::register_suite(std::move(s));
+    harness::register_timed_benches("data", [] { return data_benches(); });
+  }
   register_hang_scenarios();
   register_oom_scenarios();
   register_scenario_soak();

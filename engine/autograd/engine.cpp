@@ -6,6 +6,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/variable.h"
+#include "engine/core/profiler.h"
 #include "engine/memory/allocator.h"
 #include "engine/memory/site.h"
 #include "engine/ops/elementwise.h"
@@ -163,7 +164,9 @@ TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool 
     ready.pop();
     // What this node's hooks, formula and delivery allocate is named after it ("MmBackward0") in
     // OOM reports and memory snapshots; intern() is a lookup once the name is known.
-    memory::OpScope op_scope(memory::intern(n->name()));
+    const char* node_name = memory::intern(n->name());
+    memory::OpScope op_scope(node_name);
+    profiler::Scope prof(node_name, profiler::Category::Backward);  // the node's event in a profile
     NodeTask& task = tasks[n];
     TensorList grads = std::move(task.buffer);
     grads.resize(n->outputs.size());

@@ -9,10 +9,28 @@ std::vector<SavedTensor> save(const TensorList& ts) {
   for (const Tensor& t : ts) s.emplace_back(t);
   return s;
 }
+
+// The profiler's args for an op's event: "input_shapes":[[2, 3], ...],"input_dtypes":["float32", ...]
+// (undefined inputs: [] and "undefined").
+void profile_inputs(const TensorList& inputs) {
+  std::string args = "\"input_shapes\":[", dtypes;
+  for (const Tensor& t : inputs) {
+    if (!dtypes.empty()) args += ',', dtypes += ',';
+    args += t.defined() ? core::to_string(t.sizes()) : std::string("[]");
+    dtypes += '"';
+    dtypes += t.defined() ? core::name(t.dtype()) : "undefined";
+    dtypes += '"';
+  }
+  args += "],\"input_dtypes\":[";
+  args += dtypes;
+  args += ']';
+  profiler::annotate_last_op(args);
+}
 }  // namespace
 
 void record(const char* op, const TensorList& inputs, const TensorList& outputs, const TensorList& saved,
             BackwardFn fn) {
+  if (profiler::enabled()) profile_inputs(inputs);  // the kernel's event, just closed
   if (!any_requires_grad(inputs)) return;
   auto node = std::make_shared<FunctionNode>(op, save(saved), std::move(fn));
   set_history(outputs, node, inputs);

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/core/profiler.h"
+
 namespace tb::data {
 
 class DataLoader::Run {
@@ -69,6 +71,7 @@ class DataLoader::Run {
   // Batch k: examples order[k*B, min((k+1)*B, n)) through the collate. Any failure becomes a
   // core::Error naming the batch, so both modes report the same message.
   Batch build(int64_t k) const {
+    profiler::Scope prof("dataloader.build", profiler::Category::Data);  // on the thread that builds it
     try {
       const int64_t lo = k * batch_size_;
       const int64_t hi = std::min<int64_t>(lo + batch_size_, int64_t(order_.size()));
@@ -86,6 +89,7 @@ class DataLoader::Run {
 
   // Makes batch cur_ current (building it, or waiting for the worker that builds it).
   void fetch() {
+    profiler::Scope prof("dataloader.next", profiler::Category::Data);  // what the consumer waits
     current_ = Batch();
     if (done()) return;
     if (threads_.empty()) {
@@ -118,6 +122,7 @@ class DataLoader::Run {
 
   void worker_loop() {
     omp_set_num_threads(1);  // W workers x all cores of OpenMP each would oversubscribe
+    profiler::set_thread_name("dataloader worker");
     std::unique_lock<std::mutex> lk(mu_);
     while (true) {
       work_.wait(lk, [&] { return stop_ || failed_ || next_claim_ >= num_batches_ || next_claim_ < base_ + window_; });

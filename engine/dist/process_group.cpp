@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 
+#include "engine/core/profiler.h"
 #include "engine/dist/call_site.h"
 #include "engine/dist/flight_recorder.h"
 #include "engine/dist/watchdog.h"
@@ -693,6 +694,11 @@ void ProcessGroup::check_detail(Task& t, const std::string& board_mismatch) {
 
 void ProcessGroup::execute(Task& t) {
   const bool p2p = t.cseq == 0;
+  profiler::Scope prof(op_code_name(t.code), profiler::Category::Collective);  // the call's event in a profile
+  if (prof.active() && t.a.defined()) {
+    prof.arg("seq", int64_t(t.seq)), prof.arg("dtype", core::name(t.a.dtype()));
+    prof.arg("bytes", t.numel * int64_t(t.a.itemsize())), prof.arg("world", size_);
+  }
   const uint64_t started = CallClock::now();
   t.started.store(started, std::memory_order_relaxed);
   recorder_->started(t.seq, started);
@@ -782,6 +788,7 @@ void ProcessGroup::await_peers(uint64_t cseq) {
 }
 
 void ProcessGroup::worker_loop() {
+  profiler::set_thread_name("collectives");  // its lane in a profile's trace
   const uint64_t grace = CallClock::ticks(kGrace), deep_after = CallClock::ticks(kDeepSleepAfter);
   std::unique_lock lock(mu_);
   for (;;) {

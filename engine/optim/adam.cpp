@@ -16,6 +16,7 @@
 #include <cmath>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/core/profiler.h"
 #include "engine/memory/allocator.h"
 #include "engine/memory/site.h"
 #include "engine/tensor/factories.h"
@@ -118,7 +119,9 @@ void Adam::check_options(const nlohmann::json& o) const {
 
 void Adam::step() {
   memory::TagGuard tag(memory::Tag::OptimizerState);  // the lazily created state (Note [Memory tags])
-  memory::OpScope op(dynamic_cast<const AdamW*>(this) ? "adamw.step" : "adam.step");  // for OOM reports
+  const char* name = dynamic_cast<const AdamW*>(this) ? "adamw.step" : "adam.step";
+  memory::OpScope op(name);  // for OOM reports
+  profiler::Scope prof(name, profiler::Category::Optimizer);
   autograd::NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const ParamGroup& group = groups_[gi];

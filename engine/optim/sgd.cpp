@@ -9,6 +9,7 @@
 #include "engine/optim/sgd.h"
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/core/profiler.h"
 #include "engine/memory/allocator.h"
 #include "engine/memory/site.h"
 
@@ -82,6 +83,7 @@ void SGD::check_options(const nlohmann::json& o) const {
 void SGD::step() {
   memory::TagGuard tag(memory::Tag::OptimizerState);  // the momentum buffers (Note [Memory tags])
   memory::OpScope op("sgd.step");                     // for OOM reports
+  profiler::Scope prof("sgd.step", profiler::Category::Optimizer);
   autograd::NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const ParamGroup& group = groups_[gi];

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from . import (DEFAULT_PEAK_GBPS, DEFAULT_PEAK_GFLOPS, DEFAULT_PEAK_GFLOPS_AVX2, default_peak_gflops,
-               dist_plots, history, html_report, markdown, memory_snapshot, plots, projection_plots,
-               scenario_plots)
+               dist_plots, history, html_report, markdown, memory_snapshot, plots, profile_plots,
+               projection_plots, scenario_plots)
 from .load import LoadError, expand_folders, load_results
 from .output import OutputError
 from .summary import passed_benchmarks, rows_of
@@ -54,7 +54,8 @@ def parse_args(argv):
 
 DIST_PNGS = ("comm_busbw.png", "comm_time.png", "ddp_scaling.png", "ddp_step.png",
              "fashion_mnist.png", "fsdp_throughput.png", "fsdp_memory.png", "fsdp_comm.png",
-             "dcp_throughput.png", "scenarios.png", "projection.png", "projection_validation.png")
+             "dcp_throughput.png", "scenarios.png", "profile_step.png", "projection.png",
+             "projection_validation.png")
 
 
 def dist_items(rows):
@@ -108,6 +109,9 @@ def distributed_plots(rows, out: Path):
         plots_.append(("Scenarios: detection rate and time to diagnosis",
                        scenario_plots.scenarios_plot(items, out / "scenarios.png"),
                        "No scenario records."))
+    if profile_plots.profile_points(items):
+        plots_.append(("Step breakdown (trainbench profile)",
+                       profile_plots.step_breakdown(items, out / "profile_step.png"), "No profile records."))
     if has_fashion:
         plots_.append(("Fashion-MNIST: DDP beside one process",
                        dist_plots.fashion_curves(items, out / "fashion_mnist.png"),
@@ -213,7 +217,7 @@ def _report(args) -> int:
     md = markdown.write(out / "summary.md", results, rows,
                         extra=dist_plots.comm_table_md(items) + dist_plots.ddp_table_md(items)
                         + dist_plots.fsdp_table_md(items) + dist_plots.dcp_table_md(items)
-                        + scenario_plots.scenarios_table_md(items)
+                        + scenario_plots.scenarios_table_md(items) + profile_plots.profile_table_md(items)
                         + projection_plots.validation_table_md(results))
     if not args.quiet:
         print(f"report: {html}")

@@ -1,0 +1,359 @@
+// The profiler's buffers, the session guard, the statistics and the trace writer (profiler.h).
+//
+// Note [Profiler buffers]
+// Each thread appends to a buffer of its own, found through a thread_local pointer and registered
+// once in a global list; a session number tells a buffer that its events belong to an earlier
+// Profile (cleared at its next event). stop() turns recording off, then takes each buffer's lock to
+// copy its events, so a scope that closes during stop() either made it or is left out, never half
+// written. A thread that exits leaves its buffer in the list (its events may still be wanted); the
+// next Profile drops the buffers of exited threads.
+#include "engine/core/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iomanip>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <unordered_set>
+
+#include "engine/core/error.h"
+
+namespace tb::profiler {
+
+namespace detail {
+std::atomic<bool> g_enabled{false};
+}
+
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Buffer {
+  std::mutex mu;
+  uint64_t session = 0;
+  int tid = 0;
+  std::string name;
+  bool alive = true;
+  int64_t last_closed = -1;  // the event end() closed last (annotate_last_op)
+  std::vector<Event> events;
+};
+
+struct Registry {
+  std::mutex mu;
+  std::vector<std::shared_ptr<Buffer>> buffers;
+  std::atomic<uint64_t> session{0};  // the running (or last) Profile's number; 0: none yet
+  bool running = false;
+  int next_tid = 1;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: threads may record during exit
+  return *r;
+}
+
+thread_local std::string t_thread_name;
+
+// Keeps the calling thread's buffer; marks it exited when the thread ends.
+struct Holder {
+  std::shared_ptr<Buffer> buf;
+  ~Holder() {
+    if (buf) {
+      std::lock_guard lock(buf->mu);
+      buf->alive = false;
+    }
+  }
+};
+thread_local Holder t_holder;
+
+Buffer& my_buffer() {
+  if (!t_holder.buf) {
+    auto b = std::make_shared<Buffer>();
+    Registry& r = registry();
+    std::lock_guard lock(r.mu);
+    b->tid = r.next_tid++;
+    b->name = t_thread_name;
+    r.buffers.push_back(b);
+    t_holder.buf = std::move(b);
+  }
+  return *t_holder.buf;
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char u[8];
+          std::snprintf(u, sizeof u, "\\u%04x", c);
+          out += u;
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+// Microseconds with nanosecond digits, as trace viewers read fractional ts/dur.
+void append_us(std::string& out, int64_t ns) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%lld.%03lld", static_cast<long long>(ns / 1000), static_cast<long long>(ns % 1000));
+  out += b;
+}
+
+// Self time of each event of one thread: its duration minus its direct children's durations.
+// Events sorted by start (outer first on ties); a child lies within its parent's span.
+void compute_self(std::vector<Event>& ev, std::size_t lo, std::size_t hi) {
+  std::vector<std::size_t> stack;
+  for (std::size_t i = lo; i < hi; ++i) {
+    Event& e = ev[i];
+    e.self_ns = e.end_ns - e.start_ns;
+    while (!stack.empty() && ev[stack.back()].end_ns <= e.start_ns) stack.pop_back();
+    if (!stack.empty()) ev[stack.back()].self_ns -= e.end_ns - e.start_ns;
+    stack.push_back(i);
+  }
+}
+
+}  // namespace
+
+const char* category_name(Category c) {
+  switch (c) {
+    case Category::Op: return "op";
+    case Category::Backward: return "backward";
+    case Category::Optimizer: return "optimizer";
+    case Category::Collective: return "collective";
+    case Category::Data: return "data";
+    case Category::User: return "user";
+    case Category::Step: return "step";
+  }
+  return "?";
+}
+
+namespace detail {
+
+Slot begin(const char* name, Category cat) {
+  Buffer& b = my_buffer();
+  const uint64_t session = registry().session.load(std::memory_order_relaxed);
+  std::lock_guard lock(b.mu);
+  if (b.session != session) {
+    b.events.clear();
+    b.session = session;
+    b.last_closed = -1;
+  }
+  Event e;
+  e.name = name;
+  e.cat = cat;
+  e.tid = b.tid;
+  e.start_ns = now_ns();
+  b.events.push_back(std::move(e));
+  return {int64_t(b.events.size()) - 1, session};
+}
+
+void end(Slot s) {
+  const int64_t t = now_ns();
+  Buffer& b = my_buffer();
+  std::lock_guard lock(b.mu);
+  if (b.session == s.session && s.idx < int64_t(b.events.size())) {
+    b.events[size_t(s.idx)].end_ns = t;
+    b.last_closed = s.idx;
+  }
+}
+
+void add_arg(Slot s, const char* key, std::string_view value, bool quote) {
+  Buffer& b = my_buffer();
+  std::lock_guard lock(b.mu);
+  if (b.session != s.session || s.idx >= int64_t(b.events.size())) return;
+  std::string& a = b.events[size_t(s.idx)].args;
+  if (!a.empty()) a += ',';
+  append_json_string(a, key);
+  a += ':';
+  if (quote) append_json_string(a, value);
+  else a += value;
+}
+
+}  // namespace detail
+
+void annotate_last_op(std::string_view members) {
+  Buffer& b = my_buffer();
+  std::lock_guard lock(b.mu);
+  if (b.session != registry().session.load(std::memory_order_relaxed) || b.last_closed < 0) return;
+  Event& e = b.events[size_t(b.last_closed)];
+  if (e.cat == Category::Op && e.args.empty()) e.args.assign(members);
+}
+
+RecordFunction::RecordFunction(std::string_view name, Category cat) {
+  if (enabled()) slot_ = detail::begin(intern(name), cat);
+}
+
+const char* intern(std::string_view s) {
+  static std::mutex mu;
+  static auto* names = new std::unordered_set<std::string>;  // never freed: events point into it
+  std::lock_guard lock(mu);
+  return names->emplace(s).first->c_str();
+}
+
+void set_thread_name(std::string_view name) {
+  t_thread_name.assign(name);
+  if (t_holder.buf) {
+    std::lock_guard lock(t_holder.buf->mu);
+    t_holder.buf->name = t_thread_name;
+  }
+}
+
+Profile::Profile(Options o) : options_(o) {
+  Registry& r = registry();
+  {
+    std::lock_guard lock(r.mu);
+    TB_CHECK(!r.running, "profiler::Profile", "a profile is already running in this process (one at a time)");
+    r.running = true;
+    std::erase_if(r.buffers, [](const std::shared_ptr<Buffer>& b) {
+      std::lock_guard bl(b->mu);
+      return !b->alive;
+    });
+    session_ = r.session.fetch_add(1) + 1;
+  }
+  if (t_thread_name.empty()) set_thread_name("main");
+  start_ns_ = now_ns();
+  detail::g_enabled.store(true, std::memory_order_release);
+}
+
+Profile::~Profile() {
+  if (!stopped_) stop();
+}
+
+Trace Profile::stop() {
+  TB_CHECK(!stopped_, "profiler::Profile::stop", "the profile was already stopped");
+  stopped_ = true;
+  detail::g_enabled.store(false, std::memory_order_release);
+  Trace t;
+  t.rank = options_.rank;
+  t.start_ns = start_ns_;
+  t.end_ns = now_ns();
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  for (const std::shared_ptr<Buffer>& b : r.buffers) {
+    std::lock_guard bl(b->mu);
+    if (b->session != session_) continue;
+    const std::size_t lo = t.events.size();
+    for (Event& e : b->events)
+      if (e.end_ns != 0) t.events.push_back(std::move(e));
+    b->events.clear();
+    if (t.events.size() == lo) continue;
+    t.threads.push_back({b->tid, b->name.empty() ? "thread " + std::to_string(b->tid) : b->name});
+    std::stable_sort(t.events.begin() + std::ptrdiff_t(lo), t.events.end(), [](const Event& a, const Event& b) {
+      return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+    });
+    compute_self(t.events, lo, t.events.size());
+  }
+  r.running = false;
+  return t;
+}
+
+std::vector<OpStat> key_averages(const std::vector<Event>& events) {
+  std::map<std::pair<std::string_view, Category>, OpStat> by;
+  for (const Event& e : events) {
+    OpStat& s = by[{e.name, e.cat}];
+    if (s.calls == 0) {
+      s.name = e.name;
+      s.cat = e.cat;
+    }
+    ++s.calls;
+    s.total_ns += e.end_ns - e.start_ns;
+    s.self_ns += e.self_ns;
+  }
+  std::vector<OpStat> out;
+  out.reserve(by.size());
+  for (auto& [k, s] : by) out.push_back(std::move(s));
+  return out;
+}
+
+std::string table(const std::vector<OpStat>& stats, SortBy sort, std::size_t limit) {
+  std::vector<OpStat> rows = stats;
+  std::stable_sort(rows.begin(), rows.end(), [sort](const OpStat& a, const OpStat& b) {
+    switch (sort) {
+      case SortBy::SelfTime: return a.self_ns > b.self_ns;
+      case SortBy::TotalTime: return a.total_ns > b.total_ns;
+      case SortBy::Calls: return a.calls > b.calls;
+    }
+    return false;
+  });
+  int64_t self_sum = 0;
+  for (const OpStat& s : stats) self_sum += s.self_ns;
+  std::size_t width = 4;
+  for (std::size_t i = 0; i < rows.size() && i < limit; ++i) width = std::max(width, rows[i].name.size());
+  width = std::min<std::size_t>(width, 60);
+  std::ostringstream os;
+  os << std::fixed;
+  const auto line = [&] { os << std::string(width + 80, '-') << '\n'; };
+  line();
+  os << std::left << std::setw(int(width)) << "Name" << std::right << std::setw(12) << "Category" << std::setw(9)
+     << "Calls" << std::setw(14) << "Self (ms)" << std::setw(9) << "Self %" << std::setw(14) << "Total (ms)"
+     << std::setw(14) << "Avg (us)" << '\n';
+  line();
+  for (std::size_t i = 0; i < rows.size() && i < limit; ++i) {
+    const OpStat& s = rows[i];
+    const std::string name = s.name.size() > width ? s.name.substr(0, width - 3) + "..." : s.name;
+    os << std::left << std::setw(int(width)) << name << std::right << std::setw(12) << category_name(s.cat)
+       << std::setw(9) << s.calls << std::setw(14) << std::setprecision(3) << double(s.self_ns) / 1e6 << std::setw(8)
+       << std::setprecision(1) << (self_sum > 0 ? 100.0 * double(s.self_ns) / double(self_sum) : 0.0) << '%'
+       << std::setw(14) << std::setprecision(3) << double(s.total_ns) / 1e6 << std::setw(14) << std::setprecision(1)
+       << (s.calls ? double(s.total_ns) / double(s.calls) / 1e3 : 0.0) << '\n';
+  }
+  line();
+  os << "Self time total: " << std::setprecision(3) << double(self_sum) / 1e6 << " ms (" << stats.size() << " names, "
+     << std::min(limit, rows.size()) << " shown)\n";
+  return os.str();
+}
+
+std::string chrome_trace_json(const std::vector<Trace>& traces) {
+  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  bool first = true;
+  const auto sep = [&] {
+    if (!first) out += ",\n";
+    first = false;
+  };
+  for (const Trace& t : traces) {
+    const std::string pid = std::to_string(t.rank);
+    sep();
+    out += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"name\":\"rank " + pid +
+           "\"}}";
+    sep();
+    out += "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid +
+           ",\"tid\":0,\"args\":{\"sort_index\":" + pid + "}}";
+    for (const Thread& th : t.threads) {
+      sep();
+      out += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":" + std::to_string(th.tid) +
+             ",\"args\":{\"name\":";
+      append_json_string(out, th.name);
+      out += "}}";
+    }
+    for (const Event& e : t.events) {
+      sep();
+      out += "{\"ph\":\"X\",\"name\":";
+      append_json_string(out, e.name);
+      out += ",\"cat\":\"";
+      out += category_name(e.cat);
+      out += "\",\"pid\":" + pid + ",\"tid\":" + std::to_string(e.tid) + ",\"ts\":";
+      append_us(out, e.start_ns);
+      out += ",\"dur\":";
+      append_us(out, e.end_ns - e.start_ns);
+      out += ",\"args\":{" + e.args + "}}";
+    }
+  }
+  out += "]}\n";
+  return out;
+}
+
+}  // namespace tb::profiler

@@ -1,0 +1,115 @@
+// The profiler's hooks in a real training step (engine/core/profiler.h): forward ops with their
+// input shapes, backward nodes, the optimizer step, the DataLoader's waits and its workers' lanes,
+// and the Chrome trace JSON of it all parsed back with every event's fields.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/autograd/functions.h"
+#include "engine/core/profiler.h"
+#include "engine/data/dataloader.h"
+#include "engine/nn/models.h"
+#include "engine/optim/adam.h"
+#include "engine/tensor/factories.h"
+
+namespace tb {
+namespace {
+
+using profiler::Category;
+
+profiler::Trace profile_mlp_steps(int64_t workers, int steps) {
+  core::manual_seed(0);
+  nn::MLP model(8, 16, 3);
+  optim::AdamW opt(model.parameters(), {});
+  auto ds = std::make_shared<data::TensorDataset>(randn({4 * steps, 8}), randint(0, 3, {4 * steps}));
+  data::DataLoader loader(ds, {.batch_size = 4, .num_workers = workers});
+  profiler::Profile p;
+  for (const data::Batch& b : loader) {
+    profiler::RecordFunction step("step", Category::Step);
+    opt.zero_grad(true);
+    tb::cross_entropy(model(b.input), b.target).backward();
+    opt.step();
+  }
+  return p.stop();
+}
+
+TEST(ProfilerHooks, ATrainingStepRecordsOpsNodesOptimizerAndData) {
+  const profiler::Trace t = profile_mlp_steps(0, 3);
+  std::map<Category, std::set<std::string>> names;
+  for (const profiler::Event& e : t.events) names[e.cat].insert(e.name);
+  EXPECT_TRUE(names[Category::Op].count("linear") || names[Category::Op].count("linear_relu"));
+  EXPECT_TRUE(names[Category::Op].count("cross_entropy"));
+  bool node = false;
+  for (const std::string& n : names[Category::Backward]) node |= n.find("Backward") != std::string::npos;
+  EXPECT_TRUE(node) << "no backward node among " << names[Category::Backward].size() << " backward names";
+  EXPECT_TRUE(names[Category::Optimizer].count("adamw.step"));
+  EXPECT_TRUE(names[Category::Data].count("dataloader.next"));
+  EXPECT_TRUE(names[Category::Data].count("dataloader.build"));
+  // Without workers the batch is built inside the consumer's wait.
+  const std::vector<profiler::OpStat> stats = profiler::key_averages(t.events);
+  for (const profiler::OpStat& s : stats) {
+    EXPECT_LE(s.self_ns, s.total_ns) << s.name;
+    EXPECT_GE(s.self_ns, 0) << s.name;
+    if (s.name == "adamw.step") EXPECT_EQ(s.calls, 3);
+    if (s.name == "step") EXPECT_EQ(s.calls, 3);
+  }
+  // The op events carry their inputs' shapes and dtypes.
+  bool shaped = false;
+  for (const profiler::Event& e : t.events)
+    if (e.cat == Category::Op && e.args.find("\"input_shapes\":[[4, 8]") != std::string::npos)
+      shaped = e.args.find("\"input_dtypes\":[\"float32\"") != std::string::npos;
+  EXPECT_TRUE(shaped);
+  ASSERT_EQ(t.threads.size(), 1u);
+  EXPECT_EQ(t.threads[0].name, "main");
+}
+
+TEST(ProfilerHooks, DataLoaderWorkersHaveTheirOwnLanes) {
+  const profiler::Trace t = profile_mlp_steps(2, 4);
+  std::set<int> build_tids;
+  int main_tid = -1;
+  for (const profiler::Thread& th : t.threads)
+    if (th.name == "main") main_tid = th.tid;
+  for (const profiler::Event& e : t.events)
+    if (std::string_view(e.name) == "dataloader.build") build_tids.insert(e.tid);
+  ASSERT_FALSE(build_tids.empty());
+  EXPECT_FALSE(build_tids.count(main_tid));
+  for (const profiler::Thread& th : t.threads)
+    if (build_tids.count(th.tid)) EXPECT_EQ(th.name, "dataloader worker");
+}
+
+TEST(ProfilerHooks, TraceJsonParsesWithEveryEventsFields) {
+  profiler::Trace a = profile_mlp_steps(0, 2);
+  profiler::Trace b = a;
+  b.rank = 1;
+  const nlohmann::json j = nlohmann::json::parse(profiler::chrome_trace_json({a, b}));
+  ASSERT_TRUE(j["traceEvents"].is_array());
+  std::set<int> pids;
+  std::size_t complete = 0;
+  std::map<int, std::string> process_names;
+  for (const auto& e : j["traceEvents"]) {
+    const std::string ph = e.at("ph");
+    if (ph == "M") {
+      if (e.at("name") == "process_name") process_names[e.at("pid")] = e.at("args").at("name");
+      continue;
+    }
+    ASSERT_EQ(ph, "X");
+    ++complete;
+    pids.insert(e.at("pid").get<int>());
+    EXPECT_TRUE(e.at("name").is_string());
+    EXPECT_TRUE(e.at("cat").is_string());
+    EXPECT_TRUE(e.at("tid").is_number_integer());
+    EXPECT_GT(e.at("ts").get<double>(), 0);
+    EXPECT_GE(e.at("dur").get<double>(), 0);
+    EXPECT_TRUE(e.at("args").is_object());
+  }
+  EXPECT_EQ(complete, a.events.size() + b.events.size());
+  EXPECT_EQ(pids, (std::set<int>{0, 1}));
+  EXPECT_EQ(process_names[1], "rank 1");
+}
+
+}  // namespace
+}  // namespace tb

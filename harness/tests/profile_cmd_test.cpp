@@ -1,0 +1,93 @@
+// `trainbench profile` as users run it: the built command in a child process. At world 2 (MPI,
+// DDP) the merged trace has a process lane per rank with the collectives in it, the table and
+// the step breakdown are printed, and the result file holds the breakdown record; bad input is a
+// usage error.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/subprocess.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+tb::harness::SubprocessResult trainbench(std::vector<std::string> args) {
+  tb::harness::SubprocessSpec spec;
+  args.insert(args.begin(), TB_TRAINBENCH);
+  spec.argv = std::move(args);
+  spec.timeout = std::chrono::seconds(150);
+  return tb::harness::run_subprocess(spec);
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+class ProfileCli : public ::testing::Test {
+ protected:
+  fs::path dir = fs::temp_directory_path() / ("tb_profile_cli_" + std::to_string(::getpid()));
+  void TearDown() override { fs::remove_all(dir); }
+};
+
+TEST_F(ProfileCli, MlpAtWorldTwoHasARankLaneEachWithCollectives) {
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not found";
+  const auto res = trainbench(
+      {"profile", "--model", "mlp", "--steps", "2", "--warmup", "1", "--world", "2", "--out", dir.string()});
+  ASSERT_EQ(res.exit_code, 0) << res.out << res.err;
+  EXPECT_TRUE(has(res.out, "Top ops by self time")) << res.out;
+  EXPECT_TRUE(has(res.out, "adamw.step")) << res.out;
+  EXPECT_TRUE(has(res.out, "Step breakdown")) << res.out;
+
+  std::ifstream f(dir / "trace.json");
+  const json trace = json::parse(f);
+  std::map<int, std::set<std::string>> cats;  // pid -> categories of its complete events
+  std::set<int> named;
+  int steps = 0;
+  for (const json& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "M") {
+      if (e.at("name") == "process_name") named.insert(e.at("pid").get<int>());
+      continue;
+    }
+    ASSERT_EQ(e.at("ph"), "X");
+    cats[e.at("pid").get<int>()].insert(e.at("cat").get<std::string>());
+    if (e.at("cat") == "collective") EXPECT_GT(e.at("args").at("bytes").get<int64_t>(), 0);
+    if (e.at("cat") == "step") ++steps;
+  }
+  EXPECT_EQ(named, (std::set<int>{0, 1}));
+  ASSERT_EQ(cats.size(), 2u);
+  for (auto& [pid, c] : cats)
+    for (const char* want : {"op", "backward", "optimizer", "collective", "data", "step"})
+      EXPECT_TRUE(c.count(want)) << "rank " << pid << " has no " << want << " event";
+  EXPECT_EQ(steps, 4);  // 2 recorded steps on each rank
+
+  std::ifstream r(dir / "profile.json");
+  const json result = json::parse(r);
+  ASSERT_EQ(result.at("records").size(), 1u);
+  const json& rec = result["records"][0];
+  EXPECT_EQ(rec.at("suite"), "profile");
+  EXPECT_EQ(rec.at("case"), "mlp/w2");
+  const json& m = rec.at("metrics");
+  EXPECT_GT(m.at("step_ms").get<double>(), 0);
+  EXPECT_GT(m.at("communication_ms").get<double>(), 0);
+  const double parts = m.at("forward_ms").get<double>() + m.at("backward_ms").get<double>() +
+                       m.at("optimizer_ms").get<double>() + m.at("data_ms").get<double>() +
+                       m.at("other_ms").get<double>();
+  EXPECT_NEAR(parts, m.at("step_ms").get<double>(), 1e-6 * m.at("step_ms").get<double>() + 1e-9);
+}
+
+TEST_F(ProfileCli, BadInputIsAUsageError) {
+  auto res = trainbench({"profile", "--model", "resnet"});
+  EXPECT_EQ(res.exit_code, 2) << res.out << res.err;
+  res = trainbench({"profile", "--steps", "0"});
+  EXPECT_EQ(res.exit_code, 2) << res.out << res.err;
+}
+
+}  // namespace

@@ -680,9 +680,9 @@ struct AsyncCheckpointer::Impl {
         problem = "tensor '" + w.name + "' was written in place (version " + std::to_string(w.version) + " -> " +
                   std::to_string(w.tensor.version()) +
                   ") between save() and wait_staged() of the background-staged save of step " + std::to_string(step) +
-                  ", so its copy may mix old and new values: that save is abandoned on every rank and the previous "
-                  "checkpoint stays what `latest` names. Call wait_staged() (or step the optimizer, which waits "
-                  "for it) before writing saved tensors, or use Staging::Blocking";
+                  ", so its copy may mix old and new values: that save is abandoned on every rank. Call "
+                  "wait_staged() (or step the optimizer, which waits for it) before writing saved tensors, or use "
+                  "Staging::Blocking";
         break;
       }
     watched.clear();
@@ -789,7 +789,9 @@ void AsyncCheckpointer::save(const DistributedState& state, const std::string& d
 
 void AsyncCheckpointer::wait_staged() {
   const std::string problem = impl_->finish_staging();
-  if (!problem.empty()) throw core::Error("checkpoint.async_save", problem);
+  if (!problem.empty())
+    throw core::Error("checkpoint.async_save",
+                      problem + "; the previous checkpoint (if any) is what `latest` still names");
 }
 
 SaveStats AsyncCheckpointer::wait() { return impl_->join(); }

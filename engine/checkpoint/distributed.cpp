@@ -10,6 +10,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -651,6 +652,7 @@ struct AsyncCheckpointer::Impl {
   std::exception_ptr error;
   SaveStats stats;
   bool in_flight = false;
+  std::atomic<bool> finished{true};  // the worker has returned
 
   // Note [Background staging]: what the caller's thread checks once the copy is complete.
   struct Watched {
@@ -760,6 +762,7 @@ void AsyncCheckpointer::save(const DistributedState& state, const std::string& d
     im.verdict_pending = true;
   }
   im.in_flight = true;
+  im.finished.store(false, std::memory_order_relaxed);
   im.worker = std::thread([impl = impl_.get(), dir, sources = std::move(sources), early]() mutable {
     // One thread: the save runs beside training, whose parallel loops own the cores.
     ThreadLimit one(1);
@@ -782,6 +785,7 @@ void AsyncCheckpointer::save(const DistributedState& state, const std::string& d
     } catch (...) {
       impl->error = std::current_exception();
     }
+    impl->finished.store(true, std::memory_order_release);
   });
   std::lock_guard<std::mutex> lock(im.mutex);
   im.blocking_s += since(t0);
@@ -795,6 +799,8 @@ void AsyncCheckpointer::wait_staged() {
 }
 
 SaveStats AsyncCheckpointer::wait() { return impl_->join(); }
+
+bool AsyncCheckpointer::done() const { return impl_->finished.load(std::memory_order_acquire); }
 
 Staging AsyncCheckpointer::staging() const { return impl_->mode; }
 

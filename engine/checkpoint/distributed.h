@@ -188,6 +188,9 @@ class AsyncCheckpointer {
   void wait_staged();
   // Waits for the save in flight (if any) and returns its stats; rethrows its error.
   SaveStats wait();
+  // True when wait() would not block: no save in flight, or it has committed or failed (as
+  // PyTorch's Future.done(); a loop may skip a save while the previous one still writes).
+  bool done() const;
   Staging staging() const;
   // Seconds the last save kept its caller from going on: save() itself (waiting for the previous
   // save, and the copy with Staging::Blocking) plus, with Staging::Background, the time

@@ -120,15 +120,17 @@ void zero_locals(checkpoint::DistributedState& s) {
 // count on every rank) and a real AdamW step over this rank's rows of the benchmarked state
 // (parameters with fixed gradients; the optimizer's own exp_avg, exp_avg_sq and step are the
 // saved moments): a memory-bound pass over the whole state, as in training. A save follows the
-// optimizer step every kSaveEvery steps, and the next step calls wait_staged() before its
-// optimizer step, as a training loop with background staging must. Per save, the time save() and
-// that wait_staged() kept the loop from going on is the blocking time (MAX over the ranks; the
-// last save, after the last step, is left out); a step is "with a save in flight" when it overlaps
-// [save(), the save's commit]. The idle step time comes from kIdleSteps steps of the same run
-// without a checkpointer. The loop runs once per staging mode (Staging::Blocking, then
-// Staging::Background), each time kLoopSteps steps with a save after every kSaveEvery-th; the
-// last checkpoint is loaded back and must equal the state (XXH64 of each rank's rows).
-constexpr int kIdleSteps = 5, kLoopSteps = 12, kSaveEvery = 3;
+// optimizer step at least kSaveEvery steps after the previous one and only once that one has
+// committed on every rank (AsyncCheckpointer::done(), agreed by an all_reduce), as a loop that
+// checkpoints far less often than a save takes would; the next step calls wait_staged() before
+// its optimizer step, as a loop with background staging must. Per save, the time save() and that
+// wait_staged() kept the loop from going on is the blocking time (MAX over the ranks). The last
+// step always saves (after waiting for the previous save): that checkpoint is loaded back and
+// must equal the state (XXH64 of each rank's rows), and it is left out of the figures. A step is
+// "with a save in flight" when it overlaps [save(), the save's commit]. The idle step time comes
+// from kIdleSteps steps of the same run without a checkpointer. The loop runs kLoopSteps steps
+// once per staging mode (Staging::Blocking, then Staging::Background).
+constexpr int kIdleSteps = 5, kLoopSteps = 14, kSaveEvery = 3;
 constexpr double kComputeSeconds = 0.25;
 
 struct LoopFigures {
@@ -213,6 +215,7 @@ class TrainingLoop {
     std::vector<Window> saves;
     std::vector<std::pair<double, double>> steps;
     bool staging_pending = false;
+    int next_due = kSaveEvery - 1;
     auto collect = [&](const checkpoint::SaveStats& ss) {  // the last save just finished
       Window& w = saves.back();
       w.end = w.begin + ck.last_staging_seconds() + ss.seconds;
@@ -230,19 +233,23 @@ class TrainingLoop {
         staging_pending = false;
       }
       opt_->step();
-      if (i % kSaveEvery == kSaveEvery - 1) {
+      // Due, and the previous save done on every rank (a save is a collective); the last step
+      // always saves, after waiting for the previous one.
+      const bool last = i == kLoopSteps - 1;
+      if (last || (i >= next_due && reduce_value(*g, ck.done() ? 1.0 : 0.0, dist::ReduceOp::Min) == 1.0)) {
+        if (!saves.empty()) collect(ck.wait());  // at once, unless last
         const auto t0 = Clock::now();
-        if (!saves.empty()) collect(ck.wait());  // what save() would wait for anyway
         state_.step = i + 1;
         ck.save(state_, dir);
         saves.push_back({secs(origin, t0), 1e30, secs(t0, Clock::now())});
         staging_pending = true;
+        next_due = i + kSaveEvery;
       }
       steps.emplace_back(begin, secs(origin, Clock::now()));
     }
     collect(ck.wait());
     f.staging_s = ck.last_staging_seconds();
-    // The last save has no step after it (its wait_staged is the final wait): not a blocking figure.
+    // The last save is the check's, not a figure.
     for (size_t k = 0; k + 1 < saves.size(); ++k)
       f.blocking.push_back(reduce_value(*g, saves[k].blocked, dist::ReduceOp::Max));
     // The last save came after the last step: it must hold the state as it is now.

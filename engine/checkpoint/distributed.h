@@ -201,7 +201,7 @@ class AsyncCheckpointer {
 
  private:
   struct Impl;
-  std::shared_ptr<Impl> impl_;  // shared with the worker thread and the state fence
+  std::shared_ptr<Impl> impl_;  // the worker thread and the state fence use it until the destructor
 };
 
 }  // namespace tb::checkpoint

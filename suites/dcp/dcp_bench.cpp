@@ -127,19 +127,17 @@ void zero_locals(checkpoint::DistributedState& s) {
 // wait_staged() kept the loop from going on is the blocking time (MAX over the ranks). The last
 // step always saves (after waiting for the previous save): that checkpoint is loaded back and
 // must equal the state (XXH64 of each rank's rows), and it is left out of the figures. A step is
-// "with a save in flight" when it overlaps [save(), the save's commit]. The idle step time comes
-// from kIdleSteps steps of the same run without a checkpointer. The loop runs kLoopSteps steps
+// "with a save in flight" when it overlaps [save(), the save's commit]. The idle step time is the
+// median of kIdleSteps steps without a checkpointer before the loops and kIdleSteps after them. The loop runs kLoopSteps steps
 // once per staging mode (Staging::Blocking, then Staging::Background).
 constexpr int kIdleSteps = 5, kLoopSteps = 14, kSaveEvery = 3;
 constexpr double kComputeSeconds = 0.25;
 
 struct LoopFigures {
-  std::vector<double> blocking;     // per save, MAX over ranks
-  std::vector<double> save_s;       // per save: save() to commit on this rank
-  std::vector<double> busy_steps;   // steps with a save in flight
-  std::vector<double> before_last;  // every step before the last save's
-  int counted_saves = 0;            // the saves before the last
-  double staging_s = 0;             // the last save's copy
+  std::vector<double> blocking;    // per save, MAX over ranks
+  std::vector<double> save_s;      // per save: save() to commit on this rank
+  std::vector<double> busy_steps;  // steps with a save in flight
+  double staging_s = 0;            // the last save's copy
 };
 
 class TrainingLoop {
@@ -257,8 +255,6 @@ class TrainingLoop {
     zero_locals(state_);
     checkpoint::load_distributed(state_, dir, *g);
     values_ok = values_ok && local_checksum(state_) == want;
-    f.counted_saves = int(saves.size()) - 1;
-    for (size_t k = 0; k + 1 < steps.size(); ++k) f.before_last.push_back(steps[k].second - steps[k].first);
     for (const auto& [b, e] : steps) {
       for (const Window& w : saves)
         if (b < w.end && e > w.begin) {
@@ -340,9 +336,10 @@ void run_dcp_bench(const std::string& model, harness::Record& rec) {
 
   // Asynchronous saves inside a training loop (Note [DCP bench training loop]).
   TrainingLoop loop(*g, state);
-  const std::vector<double> idle_steps = loop.idle();
+  std::vector<double> idle_steps = loop.idle();
   const LoopFigures copying = loop.run(g, checkpoint::Staging::Blocking, root.path + "/async-blocking", values_ok);
   const LoopFigures bg = loop.run(g, checkpoint::Staging::Background, root.path + "/async-background", values_ok);
+  for (double t : loop.idle()) idle_steps.push_back(t);  // before and after: the load drifts
 
   // memcpy: every rank at once, the best of 3.
   std::vector<char> src(kMemcpyBytes, 1), dst(kMemcpyBytes, 0);
@@ -386,15 +383,7 @@ void run_dcp_bench(const std::string& model, harness::Record& rec) {
   const double gb = double(state_bytes) / 1e9;
   auto slowest = [&](double v) { return reduce_value(*g, v, dist::ReduceOp::Max); };
   const double idle_step = slowest(median(idle_steps));
-  // Training time a save cost: the steps before the last save's, beyond as many idle steps, per
-  // save among them.
-  auto lost_per_save = [&](const LoopFigures& f) {
-    double sum = 0;
-    for (double t : f.before_last) sum += t;
-    return slowest((sum - double(f.before_last.size()) * median(idle_steps)) / double(f.counted_saves));
-  };
   const double bg_block = median(bg.blocking), copy_block = median(copying.blocking);
-  const double bg_lost = lost_per_save(bg), copy_lost = lost_per_save(copying);
   rec.metrics = {{"save_gbps", gb / save_med},
                  {"save_gbps_min", gb / *minmax(save_s).second},
                  {"save_gbps_max", gb / *minmax(save_s).first},
@@ -409,13 +398,9 @@ void run_dcp_bench(const std::string& model, harness::Record& rec) {
                  {"async_staging_ms", slowest(bg.staging_s) * 1e3},
                  {"step_ms", idle_step * 1e3},
                  {"async_step_slowdown", slowest(median(bg.busy_steps)) / idle_step},
-                 {"async_lost_ms", bg_lost * 1e3},
-                 {"async_lost_fraction", bg_lost / save_med},
                  {"async_copy_blocking_ms", copy_block * 1e3},
                  {"async_copy_blocking_fraction", copy_block / save_med},
                  {"async_copy_step_slowdown", slowest(median(copying.busy_steps)) / idle_step},
-                 {"async_copy_lost_ms", copy_lost * 1e3},
-                 {"async_copy_lost_fraction", copy_lost / save_med},
                  {"memcpy_gbps", reduce_value(*g, memcpy_rank, dist::ReduceOp::Sum)},
                  {"plain_write_gbps", gb / plain_med},
                  {"save_vs_plain_write", plain_med / save_med},

@@ -10,12 +10,14 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -30,6 +32,7 @@
 #include "engine/core/error.h"
 #include "engine/tensor/factories.h"
 #include "engine/tensor/iterator.h"  // ThreadLimit
+#include "engine/tensor/state_fence.h"
 
 namespace tb::checkpoint {
 
@@ -359,14 +362,21 @@ json block_checksums(const char* data, int64_t n) {
 
 // ---------------------------------------------------------------- public
 
-SaveStats save_distributed(const DistributedState& state, const std::string& dir, dist::ProcessGroup& group,
-                           const DistributedSaveOptions& options) {
+namespace {
+
+// save_distributed with two additions for the asynchronous save: `early_error` (this rank could
+// not stage its state) fails the save in step (1); `gate` (may be null) runs after this rank wrote
+// its file and before it reports success, and a non-empty result is this rank's error (Note
+// [Background staging]: the caller's verdict on the staged copy).
+SaveStats save_gated(const DistributedState& state, const std::string& dir, dist::ProcessGroup& group,
+                     const DistributedSaveOptions& options, const std::string& early_error,
+                     const std::function<std::string()>& gate) {
   const auto t0 = Clock::now();
   const int rank = group.rank(), W = group.size();
   const char* op = "checkpoint.save";
   const std::string kept = "; the previous checkpoint (if any) is what `latest` still names";
   // (1) Validate, exchange what each rank holds, agree on the save id and the plan.
-  std::string error = check_local(state);
+  std::string error = early_error.empty() ? check_local(state) : early_error;
   if (error.empty() && state.step < 0) error = "step must be >= 0, got " + std::to_string(state.step);
   std::string save_id;
   if (rank == 0 && error.empty()) {
@@ -432,6 +442,10 @@ SaveStats save_distributed(const DistributedState& state, const std::string& dir
   } catch (const std::exception& e) {
     error = e.what();
   }
+  if (gate) {
+    std::string verdict = gate();
+    if (error.empty()) error = std::move(verdict);
+  }
   // (3) Everyone's outcome.
   json report = {{"error", error}, {"chunks", written}};
   std::vector<json> reports;
@@ -493,10 +507,18 @@ SaveStats save_distributed(const DistributedState& state, const std::string& dir
   return stats;
 }
 
+}  // namespace
+
+SaveStats save_distributed(const DistributedState& state, const std::string& dir, dist::ProcessGroup& group,
+                           const DistributedSaveOptions& options) {
+  return save_gated(state, dir, group, options, "", nullptr);
+}
+
 LoadStats load_distributed(DistributedState& state, const std::string& path, dist::ProcessGroup& group,
                            const DistributedLoadOptions& options) {
   const auto t0 = Clock::now();
   const char* op = "checkpoint.load";
+  state_fence();  // the entries are filled in place: a background staging of them must be done
   std::optional<DistributedMetadata> meta;
   std::string error;
   try {
@@ -592,17 +614,97 @@ std::vector<ChunkCheck> verify_distributed(const DistributedMetadata& meta) {
 
 // ---------------------------------------------------------------- asynchronous save
 
+namespace {
+
+// Copies every entry of `from` into `into`'s staging buffers (reusing the previous save's when
+// the shapes and dtypes are the same). Returns the problem instead of throwing: the save must
+// still go through its collectives to fail on every rank.
+std::string stage(DistributedState& into, const std::vector<ShardedEntry>& from) {
+  std::vector<ShardedEntry> fresh;
+  fresh.reserve(from.size());
+  for (size_t i = 0; i < from.size(); ++i) {
+    const ShardedEntry& e = from[i];
+    if (!e.local.defined()) return "tensor '" + e.name + "' is undefined";
+    if (e.local.device().type != core::DeviceType::CPU) return "tensor '" + e.name + "' is not on the CPU";
+    ShardedEntry c = e;
+    const std::vector<ShardedEntry>& old = into.tensors;
+    if (i < old.size() && old[i].local.defined() && old[i].local.sizes() == e.local.sizes() &&
+        old[i].local.dtype() == e.local.dtype())
+      c.local = old[i].local;
+    else c.local = empty(e.local.sizes(), e.local.dtype());
+    if (e.local.is_contiguous())  // a flat copy: memcpy ran ~4x the strided copy_ here; Note [Staging copy]
+      staging_copy(c.local.data(), e.local.data(), size_t(e.local.numel()) * e.local.itemsize());
+    else c.local.copy_(e.local.detach());
+    fresh.push_back(std::move(c));
+  }
+  into.tensors = std::move(fresh);
+  return "";
+}
+
+}  // namespace
+
 struct AsyncCheckpointer::Impl {
   std::shared_ptr<dist::ProcessGroup> group;  // private: split from the caller's
   DistributedSaveOptions options;
-  DistributedState staged;  // copies the background thread writes
+  Staging mode = Staging::Blocking;
+  DistributedState staged;  // the copies the background thread writes (buffers reused)
   std::thread worker;
   std::exception_ptr error;
   SaveStats stats;
   bool in_flight = false;
+  std::atomic<bool> finished{true};  // the worker has returned
+
+  // Note [Background staging]: what the caller's thread checks once the copy is complete.
+  struct Watched {
+    std::string name;
+    Tensor tensor;
+    uint64_t version;
+  };
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<Watched> watched;
+  int64_t step = 0;
+  bool copied = true;            // the worker finished copying (or gave up)
+  bool verdict_pending = false;  // a background copy awaits the caller's check
+  std::optional<std::string> verdict;
+  double blocking_s = 0, staging_s = 0;
+  std::optional<StateFence> fence;  // last: unregistered before anything it uses goes
+
+  // Waits for the copy, then checks the versions (on the caller's thread); "" when clean.
+  std::string finish_staging() {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!verdict_pending) return "";
+    const auto t0 = Clock::now();
+    cv.wait(lock, [&] { return copied; });
+    std::string problem;
+    for (const Watched& w : watched)
+      if (w.tensor.version() != w.version) {
+        problem = "tensor '" + w.name + "' was written in place (version " + std::to_string(w.version) + " -> " +
+                  std::to_string(w.tensor.version()) +
+                  ") between save() and wait_staged() of the background-staged save of step " + std::to_string(step) +
+                  ", so its copy may mix old and new values: that save is abandoned on every rank. Call "
+                  "wait_staged() (or step the optimizer, which waits for it) before writing saved tensors, or use "
+                  "Staging::Blocking";
+        break;
+      }
+    watched.clear();
+    verdict = problem;
+    verdict_pending = false;
+    blocking_s += since(t0);
+    cv.notify_all();
+    return problem;
+  }
+
+  // The worker's gate: this rank reports success only after the caller's verdict.
+  std::string await_verdict() {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return verdict.has_value(); });
+    return *verdict;
+  }
 
   SaveStats join() {
     if (!in_flight) return stats;
+    finish_staging();  // the worker waits for the verdict; a problem is reported through it
     worker.join();
     in_flight = false;
     if (error) std::rethrow_exception(std::exchange(error, nullptr));
@@ -610,11 +712,15 @@ struct AsyncCheckpointer::Impl {
   }
 };
 
-AsyncCheckpointer::AsyncCheckpointer(const std::shared_ptr<dist::ProcessGroup>& group, DistributedSaveOptions options)
-    : impl_(std::make_unique<Impl>()) {
+AsyncCheckpointer::AsyncCheckpointer(const std::shared_ptr<dist::ProcessGroup>& group, DistributedSaveOptions options,
+                                     Staging staging)
+    : impl_(std::make_shared<Impl>()) {
   TB_CHECK(group, "checkpoint.async_save", "a process group is required");
   impl_->group = group->split(0);  // every rank in one group of its own
   impl_->options = options;
+  impl_->mode = staging;
+  // Optimizer steps and loads wait for a background copy (Note [State fences]).
+  if (staging == Staging::Background) impl_->fence.emplace([impl = impl_.get()] { impl->finish_staging(); });
 }
 
 AsyncCheckpointer::~AsyncCheckpointer() {
@@ -622,50 +728,90 @@ AsyncCheckpointer::~AsyncCheckpointer() {
     impl_->join();
   } catch (...) {
   }
+  impl_->fence.reset();
 }
 
 void AsyncCheckpointer::save(const DistributedState& state, const std::string& dir) {
   const auto t0 = Clock::now();
-  impl_->join();
-  // Stage: copy every tensor (reusing last save's buffers when the shapes are the same).
-  DistributedState& s = impl_->staged;
-  std::vector<ShardedEntry> fresh;
-  fresh.reserve(state.tensors.size());
-  for (size_t i = 0; i < state.tensors.size(); ++i) {
-    const ShardedEntry& e = state.tensors[i];
-    TB_CHECK(e.local.defined(), "checkpoint.async_save", "tensor '", e.name, "' is undefined");
-    ShardedEntry c = e;
-    if (i < s.tensors.size() && s.tensors[i].local.defined() && s.tensors[i].local.sizes() == e.local.sizes() &&
-        s.tensors[i].local.dtype() == e.local.dtype()) {
-      c.local = s.tensors[i].local;
-      if (e.local.is_contiguous())  // a flat copy: memcpy ran ~4x the strided copy_ here; Note [Staging copy]
-        staging_copy(c.local.data(), e.local.data(), size_t(e.local.numel()) * e.local.itemsize());
-      else c.local.copy_(e.local.detach());
-    } else {
-      c.local = empty(e.local.sizes(), e.local.dtype());
-      if (e.local.is_contiguous())
-        staging_copy(c.local.data(), e.local.data(), size_t(e.local.numel()) * e.local.itemsize());
-      else c.local.copy_(e.local.detach());
-    }
-    fresh.push_back(std::move(c));
-  }
-  s.tensors = std::move(fresh);
+  Impl& im = *impl_;
+  im.join();
+  DistributedState& s = im.staged;
   s.state = state.state;
   s.step = state.step;
   s.layout = state.layout;
-  impl_->in_flight = true;
-  impl_->worker = std::thread([impl = impl_.get(), dir] {
+  std::string early;
+  {
+    std::lock_guard<std::mutex> lock(im.mutex);
+    im.verdict.reset();
+    im.blocking_s = 0;
+    im.step = state.step;
+    im.copied = im.mode == Staging::Blocking;
+  }
+  std::vector<ShardedEntry> sources;
+  if (im.mode == Staging::Blocking) {
+    const auto c0 = Clock::now();
+    early = stage(s, state.tensors);
+    std::lock_guard<std::mutex> lock(im.mutex);
+    im.staging_s = since(c0);
+    im.verdict = "";
+  } else {
+    sources = state.tensors;  // handles: the worker copies from them
+    std::lock_guard<std::mutex> lock(im.mutex);
+    for (const ShardedEntry& e : state.tensors)
+      if (e.local.defined()) im.watched.push_back({e.name, e.local, e.local.version()});
+    im.verdict_pending = true;
+  }
+  im.in_flight = true;
+  im.finished.store(false, std::memory_order_relaxed);
+  im.worker = std::thread([impl = impl_.get(), dir, sources = std::move(sources), early]() mutable {
     // One thread: the save runs beside training, whose parallel loops own the cores.
     ThreadLimit one(1);
+    if (impl->mode == Staging::Background) {
+      const auto c0 = Clock::now();
+      try {
+        early = stage(impl->staged, sources);
+      } catch (const std::exception& e) {  // e.g. no memory for the staging buffers
+        early = e.what();
+      }
+      sources.clear();
+      std::lock_guard<std::mutex> lock(impl->mutex);
+      impl->staging_s = since(c0);
+      impl->copied = true;
+      impl->cv.notify_all();
+    }
     try {
-      impl->stats = save_distributed(impl->staged, dir, *impl->group, impl->options);
+      impl->stats = save_gated(impl->staged, dir, *impl->group, impl->options, early,
+                               [impl] { return impl->await_verdict(); });
     } catch (...) {
       impl->error = std::current_exception();
     }
+    impl->finished.store(true, std::memory_order_release);
   });
-  last_blocking_s_ = since(t0);
+  std::lock_guard<std::mutex> lock(im.mutex);
+  im.blocking_s += since(t0);
+}
+
+void AsyncCheckpointer::wait_staged() {
+  const std::string problem = impl_->finish_staging();
+  if (!problem.empty())
+    throw core::Error("checkpoint.async_save",
+                      problem + "; the previous checkpoint (if any) is what `latest` still names");
 }
 
 SaveStats AsyncCheckpointer::wait() { return impl_->join(); }
+
+bool AsyncCheckpointer::done() const { return impl_->finished.load(std::memory_order_acquire); }
+
+Staging AsyncCheckpointer::staging() const { return impl_->mode; }
+
+double AsyncCheckpointer::last_blocking_seconds() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->blocking_s;
+}
+
+double AsyncCheckpointer::last_staging_seconds() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->staging_s;
+}
 
 }  // namespace tb::checkpoint

@@ -136,29 +136,72 @@ struct ChunkCheck {
 };
 std::vector<ChunkCheck> verify_distributed(const DistributedMetadata& meta);
 
+// How AsyncCheckpointer::save() copies the state into staging memory (after PyTorch's
+// torch.distributed.checkpoint.staging.StagingOptions::use_async_staging).
+enum class Staging {
+  // save() copies every tensor before it returns: training is blocked for one copy of the
+  // rank's state, and may then do anything to it. The default, as in PyTorch's async_save.
+  Blocking,
+  // save() records what to copy and returns; a background thread copies. The saved tensors must
+  // not be written until wait_staged() returns (Note [Background staging]).
+  Background,
+};
+
 // Asynchronous save (after torch.distributed.checkpoint.async_save): save() waits for the previous
-// save, copies the state into staging memory (the only time training is blocked) and returns;
-// a background thread writes and commits it over a private group split from `group` (so its
-// collectives never interleave with training's). Needs a backend that can split (MPI).
+// save, has the state staged (copied) and returns; a background thread writes and commits it over
+// a private group split from `group` (so its collectives never interleave with training's). Needs
+// a backend that can split (MPI).
+//
+// Note [Background staging]
+// With Staging::Background, save() returns after recording the tensors and their version
+// counters; the background thread copies them and then writes as with Staging::Blocking. The rule:
+// nothing may write a saved tensor between save() and wait_staged(). The optimizers' step() and
+// load_distributed call tb::state_fence() (engine/tensor/state_fence.h), which waits for the
+// staging, so the usual loop (save, forward, backward, optimizer step) keeps the rule without a
+// call. Misuse is caught, never committed: wait_staged() (also run by the fence, wait(), the next
+// save() and the destructor), after the copy is complete, compares every saved tensor's version
+// counter with the one recorded at save(); every in-place op, copy_, fill_ and optimizer step
+// bumps it. A changed version fails that save on every rank, naming the tensor and the remedy,
+// because each rank's writer waits for this verdict before it reports success (the commit needs
+// every rank's success), and the previous checkpoint stays what `latest` names. The check is
+// exact (a write that happened to finish before the copy began is refused too) and costs nothing
+// per byte; it cannot see writes through raw pointers (Tensor::data()), which bypass the version
+// counter, as PyTorch's does. The version is read on the caller's thread: a write from another
+// thread must be ordered before wait_staged() to be seen.
 class AsyncCheckpointer {
  public:
   // A collective (splits the group).
-  explicit AsyncCheckpointer(const std::shared_ptr<dist::ProcessGroup>& group, DistributedSaveOptions options = {});
+  explicit AsyncCheckpointer(const std::shared_ptr<dist::ProcessGroup>& group, DistributedSaveOptions options = {},
+                             Staging staging = Staging::Blocking);
   ~AsyncCheckpointer();  // waits for a save in flight (errors are swallowed: call wait() to see them)
   AsyncCheckpointer(const AsyncCheckpointer&) = delete;
   AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
 
-  // A collective. Returns once the state is staged; rethrows the previous save's error.
+  // A collective. Waits for the previous save (rethrowing its error), then stages the state
+  // (Staging::Blocking) or starts staging it in the background (Staging::Background) and
+  // returns. A problem with the state (an undefined tensor, a mismatch between ranks) fails the
+  // save on every rank: wait() or the next save() rethrows it.
   void save(const DistributedState& state, const std::string& dir);
+  // Blocks until the last save()'s state is copied, then checks that none of its tensors was
+  // written since save(); throws core::Error naming the tensor if one was (that save then fails
+  // on every rank). Returns at once with Staging::Blocking or when nothing is being staged.
+  void wait_staged();
   // Waits for the save in flight (if any) and returns its stats; rethrows its error.
   SaveStats wait();
-  // Seconds the last save() blocked its caller (waiting for the previous save + staging).
-  double last_blocking_seconds() const { return last_blocking_s_; }
+  // True when wait() would not block: no save in flight, or it has committed or failed (as
+  // PyTorch's Future.done(); a loop may skip a save while the previous one still writes).
+  bool done() const;
+  Staging staging() const;
+  // Seconds the last save kept its caller from going on: save() itself (waiting for the previous
+  // save, and the copy with Staging::Blocking) plus, with Staging::Background, the time
+  // wait_staged() or a state fence waited for its copy.
+  double last_blocking_seconds() const;
+  // Seconds the last save's copy into staging memory took, on whichever thread ran it.
+  double last_staging_seconds() const;
 
  private:
   struct Impl;
-  std::unique_ptr<Impl> impl_;
-  double last_blocking_s_ = 0;
+  std::shared_ptr<Impl> impl_;  // the worker thread and the state fence use it until the destructor
 };
 
 }  // namespace tb::checkpoint

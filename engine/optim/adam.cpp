@@ -20,6 +20,7 @@
 #include "engine/memory/allocator.h"
 #include "engine/memory/site.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/state_fence.h"
 
 namespace tb::optim {
 
@@ -118,6 +119,7 @@ void Adam::check_options(const nlohmann::json& o) const {
 }
 
 void Adam::step() {
+  state_fence();  // a background checkpoint may still be copying this state (Note [State fences])
   memory::TagGuard tag(memory::Tag::OptimizerState);  // the lazily created state (Note [Memory tags])
   const char* name = dynamic_cast<const AdamW*>(this) ? "adamw.step" : "adam.step";
   memory::OpScope op(name);  // for OOM reports

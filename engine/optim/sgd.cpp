@@ -12,6 +12,7 @@
 #include "engine/core/profiler.h"
 #include "engine/memory/allocator.h"
 #include "engine/memory/site.h"
+#include "engine/tensor/state_fence.h"
 
 namespace tb::optim {
 
@@ -81,6 +82,7 @@ void SGD::check_options(const nlohmann::json& o) const {
 }
 
 void SGD::step() {
+  state_fence();  // a background checkpoint may still be copying this state (Note [State fences])
   memory::TagGuard tag(memory::Tag::OptimizerState);  // the momentum buffers (Note [Memory tags])
   memory::OpScope op("sgd.step");                     // for OOM reports
   profiler::Scope prof("sgd.step", profiler::Category::Optimizer);

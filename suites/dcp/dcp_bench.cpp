@@ -10,9 +10,11 @@
 // over the median repetition (aggregate over the ranks), _min/_max from the extremes. The files
 // were just written, so loads read the page cache, on both sides alike. rank<r>_save_gbps /
 // rank<r>_load_gbps: that rank's data bytes (SaveStats/LoadStats) over its own seconds, median.
-// Then kRepetitions asynchronous saves (AsyncCheckpointer), each waited for before the next:
-// async_blocking_ms is the median of last_blocking_seconds (MAX over ranks), and
-// async_blocking_fraction its ratio to the synchronous save's median time. memcpy_gbps: every rank
+// Then asynchronous saves inside a training loop (Note [DCP bench training loop]):
+// async_blocking_ms is the median time a save with Staging::Background kept the loop from going
+// on (save() + the next step's wait_staged()), async_blocking_fraction its ratio to the
+// synchronous save's median time; async_copy_* the same with Staging::Blocking (the copy inside
+// save()), in the same run. memcpy_gbps: every rank
 // copies a 256 MiB buffer at once (the best of 3): the aggregate rate of copying bytes in memory,
 // which a save or load through the page cache cannot beat; it is recorded beside them as the
 // machine's figure. plain_write_gbps: every rank writes as many bytes as its save wrote, from
@@ -30,8 +32,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -41,6 +45,9 @@
 #include "engine/core/rng.h"
 #include "engine/dist/process_group.h"
 #include "engine/nn/models.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/linalg.h"
+#include "engine/optim/adam.h"
 #include "engine/tensor/factories.h"
 #include "suites/recorded.h"
 
@@ -107,6 +114,169 @@ void zero_locals(checkpoint::DistributedState& s) {
     std::memset(e.local.data_ptr<float>(), 0, size_t(e.local.numel()) * sizeof(float));
 }
 
+// Note [DCP bench training loop]
+// The asynchronous save is measured where it matters, inside training. A step is a compute
+// stand-in for forward and backward (matrix products of a few MiB, ~kComputeSeconds, the same
+// count on every rank) and a real AdamW step over this rank's rows of the benchmarked state
+// (parameters with fixed gradients; the optimizer's own exp_avg, exp_avg_sq and step are the
+// saved moments): a memory-bound pass over the whole state, as in training. A save follows the
+// optimizer step at least kSaveEvery steps after the previous one and only once that one has
+// committed on every rank (AsyncCheckpointer::done(), agreed by an all_reduce), as a loop that
+// checkpoints far less often than a save takes would; the next step calls wait_staged() before
+// its optimizer step, as a loop with background staging must. Per save, the time save() and that
+// wait_staged() kept the loop from going on is the blocking time (MAX over the ranks). The last
+// step always saves (after waiting for the previous save): that checkpoint is loaded back and
+// must equal the state (XXH64 of each rank's rows), and it is left out of the figures. A step is
+// "with a save in flight" when it overlaps [save(), the save's commit]. The idle step time is the
+// median of kIdleSteps steps without a checkpointer before the loops and kIdleSteps after them. The loop runs kLoopSteps steps
+// once per staging mode (Staging::Blocking, then Staging::Background).
+constexpr int kIdleSteps = 5, kLoopSteps = 14, kSaveEvery = 3;
+constexpr double kComputeSeconds = 0.25;
+
+struct LoopFigures {
+  std::vector<double> blocking;    // per save, MAX over ranks
+  std::vector<double> save_s;      // per save: save() to commit on this rank
+  std::vector<double> busy_steps;  // steps with a save in flight
+  double staging_s = 0;            // the last save's copy
+};
+
+class TrainingLoop {
+ public:
+  TrainingLoop(dist::ProcessGroup& g, checkpoint::DistributedState& state) : g_(g), state_(state) {
+    // The "model." entries become parameters with fixed gradients; the optimizer's state replaces
+    // the "optim." entries (the same names and shapes), so the saved state is what AdamW writes.
+    std::vector<Tensor> params;
+    std::vector<std::string> fqns;
+    core::Generator gen(9000 + uint64_t(g.rank()));
+    std::vector<checkpoint::ShardedEntry> entries;
+    for (checkpoint::ShardedEntry& e : state.tensors)
+      if (e.name.rfind("model.", 0) == 0) {
+        e.local.requires_grad_(true);
+        e.local.set_grad(ops::mul(rand(e.local.sizes(), DType::Float32, &gen), 1e-3));
+        params.push_back(e.local);
+        fqns.push_back(e.name.substr(6));
+        entries.push_back(e);
+      }
+    optim::AdamW::Options o;
+    o.lr = 1e-4;
+    opt_ = std::make_unique<optim::AdamW>(params, o);
+    opt_->step();  // makes the moments
+    const auto by_name = [&] {
+      std::map<std::string, const checkpoint::ShardedEntry*> m;
+      for (const checkpoint::ShardedEntry& e : state.tensors) m[e.name] = &e;
+      return m;
+    }();
+    const optim::StateDict sd = opt_->state_dict();  // live tensors
+    for (const auto& [key, t] : sd.tensors) {        // "state.<i>.<exp_avg|exp_avg_sq|step>"
+      const size_t dot = key.find('.', 6);
+      const std::string name = "optim." + fqns.at(std::stoul(key.substr(6, dot - 6))) + "." + key.substr(dot + 1);
+      checkpoint::ShardedEntry e = *by_name.at(name);
+      e.local = t;
+      entries.push_back(std::move(e));
+    }
+    TB_CHECK(entries.size() == state.tensors.size(), "dcp bench", "the optimizer's state does not cover the bench's ",
+             state.tensors.size(), " tensors (", entries.size(), ")");
+    state.tensors = std::move(entries);
+    // The compute stand-in: as many products as take kComputeSeconds here, the most any rank needs.
+    a_ = rand({256, 1024}, DType::Float32, &gen);
+    b_ = rand({1024, 1024}, DType::Float32, &gen);
+    ops::matmul(a_, b_);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 4; ++i) ops::matmul(a_, b_);
+    const double one = secs(t0, Clock::now()) / 4;
+    products_ = int(reduce_value(g, std::ceil(kComputeSeconds / std::max(one, 1e-6)), dist::ReduceOp::Max));
+  }
+
+  // kIdleSteps steps without a checkpointer: their step times.
+  std::vector<double> idle() {
+    std::vector<double> steps;
+    g_.barrier()->wait();
+    for (int i = 0; i < kIdleSteps; ++i) {
+      const auto t0 = Clock::now();
+      compute();
+      opt_->step();
+      steps.push_back(secs(t0, Clock::now()));
+    }
+    return steps;
+  }
+
+  // `values_ok` is cleared when the last checkpoint, taken at the last step, is not the state.
+  LoopFigures run(const std::shared_ptr<dist::ProcessGroup>& g, checkpoint::Staging staging, const std::string& dir,
+                  bool& values_ok) {
+    LoopFigures f;
+    checkpoint::DistributedSaveOptions so;
+    so.keep_last = 1;
+    checkpoint::AsyncCheckpointer ck(g, so, staging);
+    struct Window {
+      double begin = 0, end = 1e30, blocked = 0;
+    };
+    std::vector<Window> saves;
+    std::vector<std::pair<double, double>> steps;
+    bool staging_pending = false;
+    int next_due = kSaveEvery - 1;
+    auto collect = [&](const checkpoint::SaveStats& ss) {  // the last save just finished
+      Window& w = saves.back();
+      w.end = w.begin + ck.last_staging_seconds() + ss.seconds;
+      f.save_s.push_back(ck.last_staging_seconds() + ss.seconds);
+    };
+    g->barrier()->wait();
+    const auto origin = Clock::now();
+    for (int i = 0; i < kLoopSteps; ++i) {
+      const double begin = secs(origin, Clock::now());
+      compute();
+      if (staging_pending) {
+        const auto t0 = Clock::now();
+        ck.wait_staged();
+        saves.back().blocked += secs(t0, Clock::now());
+        staging_pending = false;
+      }
+      opt_->step();
+      // Due, and the previous save done on every rank (a save is a collective); the last step
+      // always saves, after waiting for the previous one.
+      const bool last = i == kLoopSteps - 1;
+      if (last || (i >= next_due && reduce_value(*g, ck.done() ? 1.0 : 0.0, dist::ReduceOp::Min) == 1.0)) {
+        if (!saves.empty()) collect(ck.wait());  // at once, unless last
+        const auto t0 = Clock::now();
+        state_.step = i + 1;
+        ck.save(state_, dir);
+        saves.push_back({secs(origin, t0), 1e30, secs(t0, Clock::now())});
+        staging_pending = true;
+        next_due = i + kSaveEvery;
+      }
+      steps.emplace_back(begin, secs(origin, Clock::now()));
+    }
+    collect(ck.wait());
+    f.staging_s = ck.last_staging_seconds();
+    // The last save is the check's, not a figure.
+    for (size_t k = 0; k + 1 < saves.size(); ++k)
+      f.blocking.push_back(reduce_value(*g, saves[k].blocked, dist::ReduceOp::Max));
+    // The last save came after the last step: it must hold the state as it is now.
+    const std::string want = local_checksum(state_);
+    zero_locals(state_);
+    checkpoint::load_distributed(state_, dir, *g);
+    values_ok = values_ok && local_checksum(state_) == want;
+    for (const auto& [b, e] : steps) {
+      for (const Window& w : saves)
+        if (b < w.end && e > w.begin) {
+          f.busy_steps.push_back(e - b);
+          break;
+        }
+    }
+    return f;
+  }
+
+ private:
+  void compute() {
+    for (int i = 0; i < products_; ++i) ops::matmul(a_, b_);
+  }
+
+  dist::ProcessGroup& g_;
+  checkpoint::DistributedState& state_;
+  std::unique_ptr<optim::AdamW> opt_;
+  Tensor a_, b_;
+  int products_ = 1;
+};
+
 void run_dcp_bench(const std::string& model, harness::Record& rec) {
   rec.kind = "benchmark";
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);  // Note [MPI polling in the DDP bench]
@@ -164,22 +334,12 @@ void run_dcp_bench(const std::string& model, harness::Record& rec) {
     if (rank == 0) fs::remove_all(dir, ec);
   }
 
-  std::vector<double> blocking, async_total;
-  {
-    checkpoint::AsyncCheckpointer ck(g);
-    for (int r = 0; r < kRepetitions; ++r) {
-      g->barrier()->wait();
-      const auto t0 = Clock::now();
-      ck.save(state, root.path + "/async-" + std::to_string(r));
-      blocking.push_back(reduce_value(*g, ck.last_blocking_seconds(), dist::ReduceOp::Max));
-      ck.wait();
-      async_total.push_back(reduce_value(*g, secs(t0, Clock::now()), dist::ReduceOp::Max));
-    }
-  }
-  // The last asynchronous checkpoint must hold the state too.
-  zero_locals(state);
-  checkpoint::load_distributed(state, root.path + "/async-" + std::to_string(kRepetitions - 1), *g);
-  values_ok = values_ok && local_checksum(state) == saved_sum;
+  // Asynchronous saves inside a training loop (Note [DCP bench training loop]).
+  TrainingLoop loop(*g, state);
+  std::vector<double> idle_steps = loop.idle();
+  const LoopFigures copying = loop.run(g, checkpoint::Staging::Blocking, root.path + "/async-blocking", values_ok);
+  const LoopFigures bg = loop.run(g, checkpoint::Staging::Background, root.path + "/async-background", values_ok);
+  for (double t : loop.idle()) idle_steps.push_back(t);  // before and after: the load drifts
 
   // memcpy: every rank at once, the best of 3.
   std::vector<char> src(kMemcpyBytes, 1), dst(kMemcpyBytes, 0);
@@ -218,9 +378,12 @@ void run_dcp_bench(const std::string& model, harness::Record& rec) {
   const double plain_med = median(plain_s);
   const double blocking_floor = reduce_value(*g, double(rank_written) / (memcpy_rank * 1e9), dist::ReduceOp::Max);
 
-  const double save_med = median(save_s), load_med = median(load_s), block_med = median(blocking);
+  const double save_med = median(save_s), load_med = median(load_s);
   auto minmax = [](const std::vector<double>& v) { return std::minmax_element(v.begin(), v.end()); };
   const double gb = double(state_bytes) / 1e9;
+  auto slowest = [&](double v) { return reduce_value(*g, v, dist::ReduceOp::Max); };
+  const double idle_step = slowest(median(idle_steps));
+  const double bg_block = median(bg.blocking), copy_block = median(copying.blocking);
   rec.metrics = {{"save_gbps", gb / save_med},
                  {"save_gbps_min", gb / *minmax(save_s).second},
                  {"save_gbps_max", gb / *minmax(save_s).first},
@@ -229,9 +392,15 @@ void run_dcp_bench(const std::string& model, harness::Record& rec) {
                  {"load_gbps_max", gb / *minmax(load_s).first},
                  {"save_ms", save_med * 1e3},
                  {"load_ms", load_med * 1e3},
-                 {"async_blocking_ms", block_med * 1e3},
-                 {"async_blocking_fraction", block_med / save_med},
-                 {"async_save_ms", median(async_total) * 1e3},
+                 {"async_blocking_ms", bg_block * 1e3},
+                 {"async_blocking_fraction", bg_block / save_med},
+                 {"async_save_ms", slowest(median(bg.save_s)) * 1e3},
+                 {"async_staging_ms", slowest(bg.staging_s) * 1e3},
+                 {"step_ms", idle_step * 1e3},
+                 {"async_step_slowdown", slowest(median(bg.busy_steps)) / idle_step},
+                 {"async_copy_blocking_ms", copy_block * 1e3},
+                 {"async_copy_blocking_fraction", copy_block / save_med},
+                 {"async_copy_step_slowdown", slowest(median(copying.busy_steps)) / idle_step},
                  {"memcpy_gbps", reduce_value(*g, memcpy_rank, dist::ReduceOp::Sum)},
                  {"plain_write_gbps", gb / plain_med},
                  {"save_vs_plain_write", plain_med / save_med},

@@ -11,6 +11,10 @@
 //   mpi/async/full_shard_w4: two AsyncCheckpointer saves while training goes on (the second
 //     waits for the first); each checkpoint equals the state at its save() bit for bit; the time
 //     save() blocked beside a synchronous save of the same state.
+//   mpi/async/background/full_shard_w4: the same with Staging::Background (the optimizer step
+//     waits for the copy through the state fence).
+//   mpi/async/background/write_before_wait_staged_w4: rank 1 writes a saved tensor before
+//     wait_staged(): the save fails on every rank naming the tensor, the previous one still loads.
 // Subgroups: the ranks [0, W) of the launched world, split per case (dcp_util.h: first_ranks);
 // the other ranks wait at a barrier of the world group.
 #include <chrono>
@@ -206,6 +210,105 @@ void run_async(harness::Record& rec) {
   rec.tolerances = {{"checkpoint", "bitwise"}};
 }
 
+// Staging::Background (Note [Background staging]): save() returns before the copy; the next
+// optimizer step waits for it through the state fence, so training goes on without a call;
+// writes after wait_staged() are allowed. Each checkpoint equals the state at its save() bit for
+// bit.
+void run_async_background(harness::Record& rec) {
+  auto world = dist::new_group("mpi");
+  Trained t = make_trained(layouts()[3], world, 12);  // full_shard_w4
+  const int64_t rows = 4096, cols = 256, mine = rows / world->size();
+  core::Generator gen(321 + uint64_t(world->rank()));
+  Tensor big = randn({mine, cols}, DType::Float32, &gen);
+  auto state_at = [&](int64_t step) {
+    checkpoint::DistributedState st = train::distributed_state(*t.model, t.opt.get(), step, {}, "full_shard_w4");
+    st.tensors.push_back({"extra.big", big, {rows, cols}, world->rank() * mine});
+    return st;
+  };
+  const std::string dir = scratch_dir(*world, "async_background");
+  train(t, 0, K);
+  NamedTensors want_a, want_b;
+  checkpoint::DistributedState like;
+  double first_call = 0;
+  {
+    checkpoint::AsyncCheckpointer ckpt(world, {}, checkpoint::Staging::Background);
+    like = state_at(K);
+    want_a = snapshot(like);
+    ckpt.save(like, dir);
+    first_call = ckpt.last_blocking_seconds();
+    train(t, K, 1);  // forward and backward beside the copy; AdamW's step waits for it
+    ckpt.wait_staged();
+    ops::add_(big, 1.0);
+    checkpoint::DistributedState b = state_at(K + 1);
+    want_b = snapshot(b);
+    ckpt.save(b, dir);  // waits for the first save
+    ckpt.wait_staged();
+    ops::add_(big, 1.0);
+    train(t, K + 1, 1);
+    ckpt.wait();
+  }
+  int64_t step_a = 0, step_b = 0;
+  const NamedTensors got_b = load_rows(like, dir, *world, &step_b);
+  const NamedTensors got_a = load_rows(like, dir + "/step-" + std::to_string(K), *world, &step_a);
+  world->barrier()->wait();
+  remove_scratch(*world, dir);
+  check(step_a == K && step_b == K + 1,
+        "the checkpoints hold steps " + std::to_string(step_a) + " and " + std::to_string(step_b));
+  const std::string da = bit_diff(got_a, want_a), db = bit_diff(got_b, want_b);
+  check(da.empty(), "the first background-staged checkpoint is not the state at its save(): " + da);
+  check(db.empty(), "the second background-staged checkpoint is not the state at its save(): " + db);
+  rec.metrics["first_save_call_s"] = first_call;
+  rec.tolerances = {{"checkpoint", "bitwise"}};
+}
+
+// A write between save() and wait_staged() (rank 1 only) with Staging::Background: wait_staged()
+// names the tensor on rank 1, the save fails on every rank naming rank 1, and the previous
+// checkpoint is still what the root loads.
+void run_async_misuse(harness::Record& rec) {
+  auto world = dist::new_group("mpi");
+  const int64_t rows = 4096, cols = 256, mine = rows / world->size();
+  core::Generator gen(77 + uint64_t(world->rank()));
+  Tensor w = randn({mine, cols}, DType::Float32, &gen);
+  auto state_at = [&](int64_t step) {
+    checkpoint::DistributedState st;
+    st.tensors.push_back({"model.w", w, {rows, cols}, world->rank() * mine});
+    st.step = step;
+    st.layout = "fsdp/full_shard";
+    return st;
+  };
+  const std::string dir = scratch_dir(*world, "async_misuse");
+  const checkpoint::DistributedState first = state_at(1);
+  const NamedTensors want = snapshot(first);
+  std::string staged_error, save_error;
+  {
+    checkpoint::AsyncCheckpointer ckpt(world, {}, checkpoint::Staging::Background);
+    ckpt.save(first, dir);
+    ckpt.wait_staged();
+    ckpt.wait();
+    ckpt.save(state_at(2), dir);
+    if (world->rank() == 1) ops::add_(w, 1.0);  // the misuse: before wait_staged()
+    staged_error = error_of([&] { ckpt.wait_staged(); });
+    save_error = error_of([&] { ckpt.wait(); });
+  }
+  int64_t step = 0;
+  const NamedTensors got = load_rows(first, dir, *world, &step);
+  const bool step2_absent = !fs::exists(dir + "/step-2");
+  world->barrier()->wait();
+  remove_scratch(*world, dir);
+  if (world->rank() == 1)
+    check(staged_error.find("tensor 'model.w' was written in place") != std::string::npos &&
+              staged_error.find("Call wait_staged()") != std::string::npos,
+          "rank 1's wait_staged() did not name the written tensor and the remedy: '" + staged_error + "'");
+  else check(staged_error.empty(), "wait_staged() failed on a rank that wrote nothing: " + staged_error);
+  check(save_error.find("rank 1: ") != std::string::npos && save_error.find("'model.w'") != std::string::npos,
+        "the save did not fail naming rank 1 and the tensor: '" + save_error + "'");
+  check(step == 1 && step2_absent,
+        "the root loads step " + std::to_string(step) + " (want 1); step-2 " + (step2_absent ? "absent" : "exists"));
+  const std::string d = bit_diff(got, want);
+  check(d.empty(), "the previous checkpoint does not hold the first save's state: " + d);
+  rec.message = save_error;
+}
+
 }  // namespace dcp
 
 std::vector<harness::TestCase> dcp_rank_tests(int world) {
@@ -216,6 +319,8 @@ std::vector<harness::TestCase> dcp_rank_tests(int world) {
       t.push_back(dcp::dcp_case("mpi/reshard/" + s.name + "/to/" + l.name,
                                 [s, l](harness::Record& rec) { dcp::run_pair(s, l, rec); }));
   t.push_back(dcp::dcp_case("mpi/async/full_shard_w4", dcp::run_async));
+  t.push_back(dcp::dcp_case("mpi/async/background/full_shard_w4", dcp::run_async_background));
+  t.push_back(dcp::dcp_case("mpi/async/background/write_before_wait_staged_w4", dcp::run_async_misuse));
   for (harness::TestCase& c : dcp::fault_rank_tests()) t.push_back(std::move(c));
   return t;
 }

@@ -7,6 +7,7 @@
 #include "engine/optim/adam.h"
 #include "engine/optim/sgd.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/state_fence.h"
 #include "engine/tensor/tests/values.h"
 
 namespace tb::optim {
@@ -18,6 +19,20 @@ using V = std::vector<double>;
 
 void set_grad(const Tensor& p, std::initializer_list<double> g) {
   p.set_grad(from_vector(std::vector<double>(g), DType::Float64));
+}
+
+// A background checkpoint may be copying the state (Note [State fences]): every step waits for it
+// before writing, SGD's and Adam's (AdamW's too) alike.
+TEST(Optimizer, StepRunsTheStateFencesFirst) {
+  Tensor w = leaf({1, 2});
+  SGD sgd({w}, {.lr = 0.1});
+  Adam adam({w}, {.lr = 0.1});
+  set_grad(w, {2, -4});
+  std::vector<double> seen;  // w's first value when each fence ran
+  StateFence fence([&] { seen.push_back(values(w)[0]); });
+  sgd.step();
+  adam.step();
+  EXPECT_EQ(seen, V({1.0, 0.8}));  // each before its own update
 }
 
 TEST(Optimizer, SgdPlainMomentumAndWeightDecay) {

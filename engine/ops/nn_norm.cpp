@@ -49,6 +49,7 @@ struct SqDevA : SumA<A> {
 };
 template <typename A>
 struct MaxA {
+  static constexpr bool kSelectMax = true, kSelectAbs = false;  // cpu::SelectOp (float leaves)
   A init() const { return -INFINITY; }
   template <typename T>
   A step(A a, T v, A) const {

@@ -507,6 +507,26 @@ void nan_rows(std::vector<OpCase>& cs) {
                 }});
 }
 
+// Column sums where the vector leaf of reduce_cols takes 64 columns at a time: widths with a
+// 64-column part and a tail, rows past one leaf of 16 (the pairwise merge), float32 and bfloat16,
+// and a transposed input (the plan's copy).
+void column_rows(std::vector<OpCase>& cs) {
+  for (DT d : {DT::Float32, DT::BFloat16}) {
+    cs.push_back({nm("sum", d, "dim0_300x200"),
+                  {Input{{300, 200}, d}},
+                  [](const EV& x) { return one(tb::sum(x[0], {0})); },
+                  [](const RV& x) { return one(ref::sum(x[0], {0})); }});
+    cs.push_back({nm("mean", d, "dim1_3x37x129"),
+                  {Input{{3, 37, 129}, d}},
+                  [](const EV& x) { return one(tb::mean(x[0], {1})); },
+                  [](const RV& x) { return one(ref::mean(x[0], {1})); }});
+    cs.push_back({nm("sum", d, "dim0_transposed_70x65"),
+                  {Input{{65, 70}, d, Layout::Transposed}},
+                  [](const EV& x) { return one(tb::sum(x[0], {0})); },
+                  [](const RV& x) { return one(ref::sum(x[0], {0})); }});
+  }
+}
+
 // ------------------------------------------------------------------ rows with gradients
 // Every reduction in float32 and float64, over contiguous, transposed, strided and expanded
 // inputs, with keepdim, dtype arguments, ties (max/min/amax/amin split evenly), zeros (prod), zero
@@ -945,6 +965,7 @@ std::vector<OpCase> reduce_cases() {
   bench_rows(cs);
   bf16_parallel_rows(cs);
   nan_rows(cs);
+  column_rows(cs);
   for (DType dt : {DType::Float32, DType::Float64}) {
     grad_layout_rows(cs, dt);
     grad_norm_rows(cs, dt);

@@ -49,6 +49,7 @@ struct SqDevA : SumA<A> {
 };
 template <typename A>
 struct MaxA {
+  static constexpr bool kSelectMax = true, kSelectAbs = false;  // cpu::SelectOp (float leaves)
   A init() const { return -INFINITY; }
   template <typename T>
   A step(A a, T v, A) const {
@@ -65,6 +66,20 @@ A exp_sum(const T* x, int64_t n, A c, A* e) {
   constexpr int64_t L = 16;
   A acc[L] = {};
   int64_t i = 0;
+  if constexpr (std::is_same_v<A, float>) {
+    // The exponentials first, then their sum in one 16-lane vector: lane k adds e[k], e[k + 16],
+    // ... as acc[k] below does, so the same sums. Fused in one loop, GCC kept the 16 partial sums
+    // in memory, a store-to-load chain per 16 elements that made softmax's bf16 rows slower than
+    // LibTorch's.
+    for (int64_t j = 0; j < n; ++j) e[j] = cpu::exp_fast(A(load(x[j])) - c);
+    cpu::vfloat v{};
+    for (; i + L <= n; i += L) v += cpu::load16(e + i);
+    for (int64_t k = 0; k < L; ++k) acc[k] = v[k];
+    for (int64_t k = 0; i < n; ++i, ++k) acc[k] += e[i];
+    for (int64_t w = L / 2; w > 0; w /= 2)
+      for (int64_t k = 0; k < w; ++k) acc[k] += acc[k + w];
+    return acc[0];
+  }
   for (; i + L <= n; i += L)
     for (int64_t k = 0; k < L; ++k) {
       const A v = cpu::exp_fast(A(load(x[i + k])) - c);

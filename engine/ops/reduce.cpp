@@ -124,6 +124,7 @@ struct ProdOp {
 // max (kMax) or min; NaN propagates.
 template <typename Acc, bool kMax>
 struct ExtremeOp {
+  static constexpr bool kSelectMax = kMax, kSelectAbs = false;  // cpu::SelectOp (float leaves)
   Acc init() const {
     if constexpr (std::is_same_v<Acc, bool>) return !kMax;
     else if constexpr (std::is_floating_point_v<Acc>) return kMax ? -INFINITY : INFINITY;
@@ -175,6 +176,7 @@ struct PNormOp {
 };
 template <typename Acc, bool kMax>
 struct AbsExtremeOp : ExtremeOp<Acc, kMax> {
+  static constexpr bool kSelectAbs = true;
   template <typename T>
   Acc step(Acc a, T v, Acc) const {
     return this->merge(a, std::abs(Acc(load(v))));

@@ -463,12 +463,17 @@ void bf16_parallel_rows(std::vector<OpCase>& cs) {
 }
 
 // NaN anywhere in a long row must come out of every lane of the vectorised leaves: planted in
-// the first 64-element step, a tail and the second leaf (rows of 5000 floats).
+// the first 64-element step, the second leaf and (last row) the scalar tail of the last leaf (rows
+// of 5000 values: leaves of 2048, 2048 and 904 = 14 * 64 + 8), in float32 and bfloat16 (the
+// AVX-512 selection leaf redoes a leaf that holds a NaN).
 void nan_rows(std::vector<OpCase>& cs) {
   const auto plant = [](tb::Tensor x) {
     x = x.clone();
-    float* p = x.data_ptr<float>();
-    for (int64_t r = 0; r < x.size(0); ++r) p[r * x.size(1) + (r * 1237 + 5) % x.size(1)] = NAN;
+    const int64_t rows = x.size(0), cols = x.size(1);
+    core::dispatch_floating(x.dtype(), "nan_rows", [&]<typename T>() {
+      T* p = x.data_ptr<T>();
+      for (int64_t r = 0; r < rows; ++r) p[r * cols + (r + 1 == rows ? cols - 1 : (r * 1237 + 5) % cols)] = T(NAN);
+    });
     return x;
   };
   using Reduction =
@@ -480,11 +485,45 @@ void nan_rows(std::vector<OpCase>& cs) {
       {"norm_inf",
        {[](auto& x) { return tb::norm(x, INFINITY, {1}); }, [](auto& x) { return ref::norm(x, INFINITY, {1}); }}},
   };
-  for (const auto& [name, fns] : nan_ops) {
-    cs.push_back({name + "/float32/nan_rows",
-                  {{{4, 5000}, DT::Float32}},
-                  [plant, f = fns.first](const EV& in) { return one(f(plant(in[0]))); },
-                  [plant, f = fns.second](const RV& in) { return one(f(ref::to_ref(plant(ref::from_ref(in[0]))))); }});
+  for (const auto& [name, fns] : nan_ops)
+    for (DT d : {DT::Float32, DT::BFloat16})
+      cs.push_back(
+          {nm(name, d, "nan_rows"),
+           {{{5, 5000}, d}},
+           [plant, f = fns.first](const EV& in) { return one(f(plant(in[0]))); },
+           [plant, f = fns.second](const RV& in) { return one(f(ref::to_ref(plant(ref::from_ref(in[0]))))); }});
+  // max over everything: one NaN in the scalar tail of the last leaf of 16M + 17 values.
+  cs.push_back({"max/bfloat16/nan_tail",
+                {{{(int64_t(1) << 24) + 17}, DT::BFloat16}},
+                [](const EV& in) {
+                  tb::Tensor x = in[0].clone();
+                  x.data_ptr<core::BFloat16>()[x.numel() - 3] = core::BFloat16(NAN);
+                  return one(tb::max(x));
+                },
+                [](const RV& in) {
+                  tb::Tensor x = ref::from_ref(in[0]).clone();
+                  x.data_ptr<core::BFloat16>()[x.numel() - 3] = core::BFloat16(NAN);
+                  return one(ref::max(ref::to_ref(x)));
+                }});
+}
+
+// Column sums where the vector leaf of reduce_cols takes 64 columns at a time: widths with a
+// 64-column part and a tail, rows past one leaf of 16 (the pairwise merge), float32 and bfloat16,
+// and a transposed input (the plan's copy).
+void column_rows(std::vector<OpCase>& cs) {
+  for (DT d : {DT::Float32, DT::BFloat16}) {
+    cs.push_back({nm("sum", d, "dim0_300x200"),
+                  {Input{{300, 200}, d}},
+                  [](const EV& x) { return one(tb::sum(x[0], {0})); },
+                  [](const RV& x) { return one(ref::sum(x[0], {0})); }});
+    cs.push_back({nm("mean", d, "dim1_3x37x129"),
+                  {Input{{3, 37, 129}, d}},
+                  [](const EV& x) { return one(tb::mean(x[0], {1})); },
+                  [](const RV& x) { return one(ref::mean(x[0], {1})); }});
+    cs.push_back({nm("sum", d, "dim0_transposed_70x65"),
+                  {Input{{65, 70}, d, Layout::Transposed}},
+                  [](const EV& x) { return one(tb::sum(x[0], {0})); },
+                  [](const RV& x) { return one(ref::sum(x[0], {0})); }});
   }
 }
 
@@ -926,6 +965,7 @@ std::vector<OpCase> reduce_cases() {
   bench_rows(cs);
   bf16_parallel_rows(cs);
   nan_rows(cs);
+  column_rows(cs);
   for (DType dt : {DType::Float32, DType::Float64}) {
     grad_layout_rows(cs, dt);
     grad_norm_rows(cs, dt);

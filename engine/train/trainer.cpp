@@ -291,12 +291,34 @@ void Trainer::save_state(const std::string& dir) const {
 bool Trainer::resume(const std::string& dir) {
   if (!std::filesystem::exists(std::filesystem::path(dir) / "latest")) return false;
   checkpoint::TrainingState s = checkpoint::load_checkpoint(dir);
+  // What the loop's own state needs is checked before anything is changed.
+  std::optional<double> best;  // checkpoints before Options::metric saved best_val_loss
+  const std::string metric = s.extra.value("metric", std::string("loss"));
+  const char* best_key = s.extra.contains("best_metric") ? "best_metric" : "best_val_loss";
+  if (s.extra.contains(best_key)) {
+    TB_CHECK(metric == options_.metric, "Trainer.resume", "the checkpoint's best ", metric, " cannot seed the best ",
+             options_.metric, ": resume with the same Options::metric");
+    best = s.extra[best_key].get<double>();
+  }
+  // Split the accumulated gradients (if any) from the optimizer's own tensors.
+  checkpoint::NamedTensors opt_tensors;
+  std::vector<std::pair<size_t, Tensor>> grads;
+  for (auto& nt : s.optimizer_tensors) {
+    if (nt.first.rfind(kAccumulatedGrad, 0) != 0) {
+      opt_tensors.push_back(nt);
+      continue;
+    }
+    const std::string index = nt.first.substr(std::strlen(kAccumulatedGrad));
+    const bool digits = !index.empty() && index.size() < 10 &&
+                        index.find_first_not_of("0123456789") == std::string::npos;
+    const size_t i = digits ? std::stoul(index) : params_.size();
+    TB_CHECK(i < params_.size() && nt.second.sizes() == params_[i].sizes(), "Trainer.resume", "accumulated gradient ",
+             nt.first, " does not match the model's parameters");
+    grads.emplace_back(i, nt.second);
+  }
   nn::StateDict model_state;
   for (const auto& [name, t] : s.model) model_state.insert(name, t);
   model_->load_state_dict(model_state, /*strict=*/true);
-  // Split the accumulated gradients (if any) from the optimizer's own tensors.
-  checkpoint::NamedTensors opt_tensors, grads;
-  for (auto& nt : s.optimizer_tensors) (nt.first.rfind(kAccumulatedGrad, 0) == 0 ? grads : opt_tensors).push_back(nt);
   optimizer_->load_state_dict({s.optimizer, opt_tensors});
   if (options_.grad_scaler && !s.scaler.is_null() && !s.scaler.empty()) options_.grad_scaler->load_state_dict(s.scaler);
   if (scheduler_) scheduler_->load_state_dict(s.scheduler);
@@ -310,20 +332,9 @@ bool Trainer::resume(const std::string& dir) {
   group_loss_ = s.extra.value("group_loss", 0.0);
   skipped_steps_ = s.extra.value("skipped_steps", int64_t(0));
   best_epoch_ = s.extra.value("best_epoch", int64_t(-1));
-  best_metric_.reset();
-  if (s.extra.contains("best_metric")) {
-    TB_CHECK(s.extra.value("metric", std::string("loss")) == options_.metric, "Trainer.resume",
-             "the checkpoint's best ", s.extra.value("metric", std::string("loss")), " cannot seed the best ",
-             options_.metric, ": resume with the same Options::metric");
-    best_metric_ = s.extra["best_metric"].get<double>();
-  }
+  best_metric_ = best;
   for (Tensor& p : params_) p.set_grad(Tensor());
-  for (const auto& [name, g] : grads) {
-    const size_t i = std::stoul(name.substr(std::strlen(kAccumulatedGrad)));
-    TB_CHECK(i < params_.size() && g.sizes() == params_[i].sizes(), "Trainer.resume", "accumulated gradient ", name,
-             " does not match the model's parameters");
-    params_[i].set_grad(g.to(params_[i].dtype()));
-  }
+  for (const auto& [i, g] : grads) params_[i].set_grad(g.to(params_[i].dtype()));
   if (micro_ > 0 && options_.autocast) cast_cache_ = std::make_unique<autograd::AutocastCacheScope>();
   log("resumed from " + dir + " at epoch " + std::to_string(epoch_) + ", step " + std::to_string(step_));
   return true;

@@ -67,12 +67,14 @@ void with_anomaly_mode(const std::function<void()>& f) {
   guarded("anomaly_mode", f);
 }
 
-void with_autocast(const std::function<void()>& f) {
-  // What torch.autocast("cpu", dtype=torch.bfloat16) does on entry and exit.
+void with_autocast(const std::function<void()>& f) { with_autocast(DType::BFloat16, f); }
+
+void with_autocast(DType dtype, const std::function<void()>& f) {
+  // What torch.autocast("cpu", dtype=dtype) does on entry and exit.
   const bool prev = at::autocast::is_autocast_enabled(at::kCPU);
   const at::ScalarType prev_dtype = at::autocast::get_autocast_dtype(at::kCPU);
   at::autocast::set_autocast_enabled(at::kCPU, true);
-  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  at::autocast::set_autocast_dtype(at::kCPU, to_torch(dtype));
   at::autocast::increment_nesting();
   struct Restore {
     bool prev;

@@ -29,8 +29,9 @@ int64_t version(const Tensor& t);  // _version(): in-place writes so far
 void with_no_grad(const std::function<void()>& f);
 void with_inference_mode(const std::function<void()>& f);
 void with_anomaly_mode(const std::function<void()>& f);
-// torch.autocast("cpu", dtype=bfloat16)
+// torch.autocast("cpu", dtype=bfloat16), or dtype=float16 with the DType overload
 void with_autocast(const std::function<void()>& f);
+void with_autocast(DType dtype, const std::function<void()>& f);
 
 // In-place ops the semantics suite needs beside the op families (clone is in views.h).
 void mul_inplace(const Tensor& t, double v);

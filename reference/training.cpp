@@ -40,6 +40,11 @@ void AdamW::set_lr(double lr) {
   for (auto& g : impl_->opt->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
 }
 
+double AdamW::lr() const {
+  if (!impl_->opt) return impl_->lr;
+  return static_cast<torch::optim::AdamWOptions&>(impl_->opt->param_groups().at(0).options()).lr();
+}
+
 void AdamW::zero_grad() {
   if (impl_->opt) return impl_->opt->zero_grad(/*set_to_none=*/true);
   for (torch::Tensor& p : impl_->params) p.mutable_grad() = torch::Tensor();
@@ -69,6 +74,89 @@ void AdamW::step() {
     at::_fused_adamw_(ps, gs, ms, vs, /*max_exp_avg_sqs=*/{}, ss, f.lr, f.beta1, f.beta2, f.weight_decay, f.eps,
                       /*amsgrad=*/false, /*maximize=*/false);
   });
+}
+
+// ---- GradScaler: torch/amp/grad_scaler.py's steps on ATen's kernels ----
+
+struct GradScaler::Impl {
+  torch::Tensor scale, growth_tracker, found_inf;  // float32, int32, float32 (as PyTorch's)
+  double growth_factor = 2, backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+  bool unscaled = false;
+};
+
+GradScaler::GradScaler(double init_scale, double growth_factor, double backoff_factor, int64_t growth_interval)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->scale = torch::full({}, init_scale, torch::kFloat32);
+  impl_->growth_tracker = torch::zeros({}, torch::kInt32);
+  impl_->growth_factor = growth_factor;
+  impl_->backoff_factor = backoff_factor;
+  impl_->growth_interval = growth_interval;
+}
+
+GradScaler::~GradScaler() = default;
+
+Tensor GradScaler::scale(const Tensor& loss) const {
+  return guarded("GradScaler.scale", [&] { return wrap(T(loss) * impl_->scale.to(T(loss).scalar_type())); });
+}
+
+void GradScaler::unscale_(const NnModule& module) {
+  guarded("GradScaler.unscale_", [&] {
+    torch::NoGradGuard no_grad;
+    Impl& s = *impl_;
+    // _unscale_grads_: inv_scale = 1 / scale in float64 rounded to float32, found_inf per device.
+    torch::Tensor inv = s.scale.to(torch::kFloat64).reciprocal().to(torch::kFloat32);
+    s.found_inf = torch::zeros({}, torch::kFloat32);
+    std::vector<torch::Tensor> grads;
+    for (const torch::Tensor& p : module.module->parameters())
+      if (p.grad().defined()) grads.push_back(p.grad());
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, s.found_inf, inv);
+    s.unscaled = true;
+  });
+}
+
+bool GradScaler::step(AdamW& opt) {
+  // The module's parameters are the optimizer's: unscale through the optimizer's own list.
+  if (!impl_->unscaled) throw RefError("GradScaler.step: call unscale_(module) first in this reference");
+  const bool ok = guarded("GradScaler.step", [&] { return impl_->found_inf.item<float>() == 0.f; });
+  if (ok) opt.step();
+  return ok;
+}
+
+void GradScaler::update() {
+  guarded("GradScaler.update", [&] {
+    Impl& s = *impl_;
+    at::_amp_update_scale_(s.scale, s.growth_tracker, s.found_inf, s.growth_factor, s.backoff_factor,
+                           s.growth_interval);
+    s.unscaled = false;
+  });
+}
+
+double GradScaler::get_scale() const { return impl_->scale.item<double>(); }
+
+// ---- ReduceLROnPlateau ----
+
+struct ReduceLROnPlateau::Impl {
+  std::unique_ptr<torch::optim::ReduceLROnPlateauScheduler> s;
+};
+
+ReduceLROnPlateau::ReduceLROnPlateau(AdamW& opt, const std::string& mode, double factor, int64_t patience,
+                                     double threshold, const std::string& threshold_mode, int64_t cooldown,
+                                     double min_lr, double eps)
+    : impl_(std::make_unique<Impl>()) {
+  if (!opt.impl_->opt) throw RefError("ReduceLROnPlateau: needs a Kind::Standard AdamW");
+  using S = torch::optim::ReduceLROnPlateauScheduler;
+  guarded("ReduceLROnPlateau", [&] {
+    impl_->s = std::make_unique<S>(*opt.impl_->opt, mode == "max" ? S::max : S::min, float(factor), int(patience),
+                                   threshold, threshold_mode == "abs" ? S::abs : S::rel, int(cooldown),
+                                   std::vector<float>{float(min_lr)}, eps);
+  });
+}
+
+ReduceLROnPlateau::~ReduceLROnPlateau() = default;
+
+void ReduceLROnPlateau::step(double metric) {
+  guarded("ReduceLROnPlateau.step", [&] { impl_->s->step(float(metric)); });
 }
 
 double clip_grad_norm(const NnModule& module, double max_norm) {

@@ -119,8 +119,9 @@ void register_all() {
 
   harness::register_suite({
       "training",
-      "end-to-end training: engine vs LibTorch step by step, exact resume, Fashion-MNIST; forward + backward "
-      "steps of the MLP and GPT-style models with peak memory",
+      "end-to-end training: engine vs LibTorch step by step, exact resume, Fashion-MNIST, the Trainer's "
+      "bf16/fp16 autocast recipe; forward + backward, AdamW and bf16-autocast steps of the MLP and GPT-style "
+      "models with peak memory",
       [] { return training_tests(); },
       [] { return training_benches(); },
   });

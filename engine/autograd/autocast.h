@@ -9,6 +9,16 @@
 // their input's dtype and compute in float internally.) Casts are differentiable (Tensor::to),
 // so gradients flow back to the float32 parameters in float32. Backward closures never autocast:
 // each backward runs in the dtypes its forward ran in.
+//
+// Note [Autocast weight cache]
+// As LibTorch's autocast, the lower-precision copy of a leaf that requires grad (a parameter) is
+// cached while grad mode is on, so a weight used twice in a forward is cast once. The cache lives
+// while an AutocastGuard or an AutocastCacheScope is alive on this thread and is emptied when the
+// last one ends (PyTorch empties it on leaving the outermost autocast region). A Trainer holds an
+// AutocastCacheScope over the micro-batches of one optimizer step, so gradient accumulation casts
+// each weight once per optimizer step. Unlike PyTorch's, an entry remembers the weight's version:
+// a weight changed in place (an optimizer step inside the scope) is cast again, never served
+// stale. The cast's backward node saves nothing, so several backwards may run through it.
 #pragma once
 #include "engine/core/dtype.h"
 #include "engine/tensor/tensor.h"
@@ -29,6 +39,17 @@ class AutocastGuard {
   bool prev_enabled_;
   DType prev_dtype_;
 };
+
+// Keeps the weight cache alive across AutocastGuards (Note [Autocast weight cache]).
+class AutocastCacheScope {
+ public:
+  AutocastCacheScope();
+  ~AutocastCacheScope();
+  AutocastCacheScope(const AutocastCacheScope&) = delete;
+  AutocastCacheScope& operator=(const AutocastCacheScope&) = delete;
+};
+// Number of cached casts on this thread (for tests and memory accounting).
+size_t autocast_cache_size();
 
 // For the functions of the two lists: a floating tensor in the list's dtype when autocast is on,
 // else `t` itself. Undefined tensors pass through.

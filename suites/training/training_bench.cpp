@@ -4,7 +4,11 @@
 //   fwd_bwd/gpt, train_step/gpt: GPT-style model d=256, 4 layers, 8 heads, T=128, batch 16,
 //     vocabulary 1024.
 // fwd_bwd is zero_grad(set_to_none) + forward + loss + backward; train_step adds the AdamW step
-// (LibTorch's: its fused kernel, see reference_adamw_fused). Peak memory of one step is measured
+// (LibTorch's: its fused kernel, see reference_adamw_fused).
+//   train_step/mlp/bfloat16, train_step/gpt/bfloat16: the same step with the forward and loss
+//     under bfloat16 autocast (the engine's AutocastGuard, LibTorch's CPU autocast as
+//     torch.autocast("cpu", dtype=torch.bfloat16) sets it), float32 master weights, AdamW in
+//     float32: the recipe engine/train's Trainer runs with Options::autocast. Peak memory of one step is measured
 // outside the timed loop: for the engine from its allocator's statistics; for LibTorch, whose CPU
 // allocator keeps none, as the rise of the process's peak RSS over the step. See
 // docs/results.md for how to read the two.
@@ -14,8 +18,9 @@
 #include <fstream>
 #include <string>
 
-#include "engine/core/env.h"
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/functions.h"
+#include "engine/core/env.h"
 #include "engine/core/rng.h"
 #include "engine/memory/allocator.h"
 #include "engine/nn/models.h"
@@ -104,6 +109,20 @@ std::pair<std::shared_ptr<optim::AdamW>, std::shared_ptr<ref::AdamW>> make_adamw
           std::make_shared<ref::AdamW>(rmodel, o.lr, o.betas.first, o.betas.second, o.eps, o.weight_decay, kind)};
 }
 
+// f under bfloat16 autocast when `autocast`, else plain; the engine's and LibTorch's.
+template <typename F>
+auto engine_autocast(bool autocast, F&& f) {
+  autograd::AutocastGuard guard(autocast, DType::BFloat16);
+  return f();
+}
+template <typename F>
+ref::Tensor reference_autocast(bool autocast, F&& f) {
+  if (!autocast) return f();
+  ref::Tensor out;
+  ref::with_autocast([&] { out = f(); });
+  return out;
+}
+
 harness::BenchCase make_step_bench(const std::string& name, std::function<Side()> build, double flops,
                                    nlohmann::json extra) {
   auto side = std::make_shared<std::shared_ptr<Side>>();
@@ -133,10 +152,15 @@ harness::BenchCase make_step_bench(const std::string& name, std::function<Side()
   return b;
 }
 
-// with_adamw: the full training step (train_step/*), else forward + backward (fwd_bwd/*).
-harness::BenchCase mlp_bench(bool with_adamw) {
+// with_adamw: the full training step (train_step/*), else forward + backward (fwd_bwd/*);
+// autocast: forward and loss under bfloat16 autocast (train_step/<model>/bfloat16).
+std::string step_name(const char* model, bool with_adamw, bool autocast) {
+  return std::string(with_adamw ? "train_step/" : "fwd_bwd/") + model + (autocast ? "/bfloat16" : "");
+}
+
+harness::BenchCase mlp_bench(bool with_adamw, bool autocast = false) {
   static constexpr int64_t B = 256, In = 784, H = 1024, Out = 10;
-  auto build = [with_adamw] {
+  auto build = [with_adamw, autocast] {
     core::manual_seed(0);
     auto model = std::make_shared<nn::MLP>(In, H, Out);
     ref::NnModule rmodel = ref::nn_mlp(In, H, Out);
@@ -148,14 +172,14 @@ harness::BenchCase mlp_bench(bool with_adamw) {
     auto ry = std::make_shared<ref::Tensor>(ref::to_ref(*y));
     auto [opt, ropt] = make_adamw(*model, rmodel, with_adamw);
     Side s;
-    s.engine = [model, x, y, opt] {
+    s.engine = [model, x, y, opt, autocast] {
       model->zero_grad(true);
-      tb::cross_entropy((*model)(*x), *y).backward();
+      engine_autocast(autocast, [&] { return tb::cross_entropy((*model)(*x), *y); }).backward();
       if (opt) opt->step();
     };
-    s.reference = [rmodel, rx, ry, ropt] {
+    s.reference = [rmodel, rx, ry, ropt, autocast] {
       rmodel.zero_grad();
-      ref::backward(ref::cross_entropy(rmodel.forward(*rx), *ry));
+      ref::backward(reference_autocast(autocast, [&] { return ref::cross_entropy(rmodel.forward(*rx), *ry); }));
       if (ropt) ropt->step();
     };
     s.engine_clear = [model] { model->zero_grad(true); };
@@ -166,16 +190,18 @@ harness::BenchCase mlp_bench(bool with_adamw) {
   // the input gradients of the second and third layers (the data needs none).
   const double p1 = In * H, p2 = H * H, p3 = H * Out;
   const double flops = 2.0 * B * (p1 + p2 + p3) * 2 + 2.0 * B * (p2 + p3);
-  return make_step_bench(with_adamw ? "train_step/mlp" : "fwd_bwd/mlp", build, flops,
-                         {{"batch", B}, {"parameters", double(p1 + p2 + p3 + H + H + Out)}});
+  return make_step_bench(step_name("mlp", with_adamw, autocast), build, flops,
+                         {{"batch", B},
+                          {"parameters", double(p1 + p2 + p3 + H + H + Out)},
+                          {"autocast", autocast ? "bfloat16" : "none"}});
 }
 
-harness::BenchCase gpt_bench(bool with_adamw) {
+harness::BenchCase gpt_bench(bool with_adamw, bool autocast = false) {
   nn::GPTConfig c;
   c.vocab = 1024, c.d_model = 256, c.n_layers = 4, c.n_heads = 8, c.max_seq = 128, c.dropout = 0;
   static constexpr int64_t B = 16;
   const int64_t T = c.max_seq;
-  auto build = [c, with_adamw] {
+  auto build = [c, with_adamw, autocast] {
     core::manual_seed(0);
     auto model = std::make_shared<nn::GPT>(c);
     ref::NnModule rmodel = ref::nn_gpt(c.vocab, c.d_model, c.n_layers, c.n_heads, c.max_seq, c.dropout,
@@ -188,14 +214,14 @@ harness::BenchCase gpt_bench(bool with_adamw) {
     auto rtgt = std::make_shared<ref::Tensor>(ref::to_ref(*tgt));
     auto [opt, ropt] = make_adamw(*model, rmodel, with_adamw);
     Side s;
-    s.engine = [model, idx, tgt, opt] {
+    s.engine = [model, idx, tgt, opt, autocast] {
       model->zero_grad(true);
-      nn::GPT::loss(model->forward(*idx), *tgt).backward();
+      engine_autocast(autocast, [&] { return nn::GPT::loss(model->forward(*idx), *tgt); }).backward();
       if (opt) opt->step();
     };
-    s.reference = [rmodel, ridx, rtgt, ropt] {
+    s.reference = [rmodel, ridx, rtgt, ropt, autocast] {
       rmodel.zero_grad();
-      ref::backward(ref::gpt_loss(rmodel.forward(*ridx), *rtgt));
+      ref::backward(reference_autocast(autocast, [&] { return ref::gpt_loss(rmodel.forward(*ridx), *rtgt); }));
       if (ropt) ropt->step();
     };
     s.engine_clear = [model] { model->zero_grad(true); };
@@ -208,8 +234,12 @@ harness::BenchCase gpt_bench(bool with_adamw) {
   const double fwd = 2.0 * N * (12.0 * d * d * L + d * V) + 2.0 * 2.0 * N * double(T) * d * L;
   // Embeddings (V*d + T*d), per layer 12d^2 weights + 9d biases and norms, final norm, head.
   const double params = V * d + double(T) * d + L * (12.0 * d * d + 13.0 * d) + 2.0 * d + d * V;
-  return make_step_bench(with_adamw ? "train_step/gpt" : "fwd_bwd/gpt", build, 3 * fwd,
-                         {{"batch", B}, {"seq_len", T}, {"tokens", B * T}, {"parameters", params}});
+  return make_step_bench(step_name("gpt", with_adamw, autocast), build, 3 * fwd,
+                         {{"batch", B},
+                          {"seq_len", T},
+                          {"tokens", B * T},
+                          {"parameters", params},
+                          {"autocast", autocast ? "bfloat16" : "none"}});
 }
 
 }  // namespace
@@ -220,6 +250,8 @@ std::vector<harness::BenchCase> training_benches() {
     b.push_back(mlp_bench(with_adamw));
     b.push_back(gpt_bench(with_adamw));
   }
+  b.push_back(mlp_bench(true, /*autocast=*/true));
+  b.push_back(gpt_bench(true, /*autocast=*/true));
   return b;
 }
 

@@ -7,6 +7,7 @@
 //   fashion_mnist/mlp: the MLP trained on Fashion-MNIST with engine/train's Trainer reaches the
 //     test accuracy floor; LibTorch trains the same model on the same batches beside it, and the
 //     per-epoch curves of both go into the record (and the report).
+//   recipe/*: the Trainer's mixed-precision recipe against a LibTorch loop (recipe_tests.cpp).
 #include <unistd.h>
 
 #include <chrono>
@@ -482,7 +483,7 @@ harness::TestCase fashion_mnist_mlp() {
     rec.metrics["steps"] = trainer.step();
     rec.metrics["engine_train_s"] = engine_s;
     rec.metrics["reference_train_s"] = reference_s;
-    rec.metrics["best_val_loss"] = trainer.best_val_loss().value_or(std::nan(""));
+    rec.metrics["best_val_loss"] = trainer.best_metric().value_or(std::nan(""));
     rec.tolerances = {{"min_test_accuracy", kAccuracyFloor}};
     if (acc < kAccuracyFloor) {
       rec.status = harness::Status::Fail;
@@ -519,6 +520,7 @@ std::vector<harness::TestCase> training_tests() {
   t.push_back(fused_reference_adamw());
   t.push_back(resume_mlp());
   t.push_back(fashion_mnist_mlp());
+  for (harness::TestCase& c : recipe_tests()) t.push_back(std::move(c));
   return t;
 }
 

@@ -1,4 +1,4 @@
-// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, compare, scenario, checkpoint
+// `trainbench` subcommands: list, test, bench, report, all, launch, estimate, analyze, compare, scenario, checkpoint, hosts
 // (and the hidden `rank` and `scenario-rank`).
 // Output contract: progress lines on stderr, a final `N passed, N failed, N skipped` line and the paths written on stdout.
 #include <CLI/CLI.hpp>
@@ -21,6 +21,7 @@
 #include "harness/compare_cmd.h"
 #include "harness/distributed.h"
 #include "harness/estimate_cmd.h"
+#include "harness/hosts_cmd.h"
 #include "harness/launcher.h"
 #include "harness/output_file.h"
 #include "harness/runner.h"
@@ -528,6 +529,8 @@ int main(int argc, char** argv) {
   CLI::App* compare = add_compare_command(app, compare_options);
   ScenarioOptions scenario_options;
   CLI::App* scenario = add_scenario_command(app, scenario_options);
+  HostsCmdOptions hosts_options;
+  CLI::App* hosts = add_hosts_command(app, hosts_options);
 
   CheckpointOptions checkpoint_options;
   CLI::App* checkpoint = add_checkpoint_command(app, checkpoint_options);
@@ -591,6 +594,7 @@ int main(int argc, char** argv) {
     if (*compare) return run_compare(compare_options);
     if (*scenario) return run_scenario_command(*scenario, scenario_options, join_argv(argc, argv));
     if (*checkpoint) return run_checkpoint(*checkpoint, checkpoint_options);
+    if (*hosts) return run_hosts(*hosts, hosts_options);
     if (*rank) return rank_main(o.rank);
     if (*scenario_rank) {
       if (const char* dir = std::getenv("TRAINBENCH_DIST_DIR")) scenario_rank_ctx.run_dir = dir;

@@ -101,6 +101,7 @@ std::vector<Record> run_world(const Suite& s, int world, bool benches, const Dis
   spec.run_dir = dir;
   spec.timeout = o.launch_timeout;
   spec.hostfile = o.hostfile;
+  spec.env = o.env;
   spec.argv = {self_exe(),  "rank",
                "--suite",   s.name,
                "--world",   std::to_string(world),

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,9 @@ struct DistRunOptions {
   bool tests = true, benches = false;  // rank_tests / rank_benches (+ peer)
   int threads = 1;                     // the run's --threads; each rank gets max(1, threads / W)
   std::chrono::seconds launch_timeout{1800};
-  std::string hostfile;            // empty: every rank on this host
-  std::filesystem::path work_dir;  // a fresh folder per launch is made below it
+  std::string hostfile;                    // empty: every rank on this host
+  std::map<std::string, std::string> env;  // exported to mpirun and every rank (e.g. HostsFixture::launch_env)
+  std::filesystem::path work_dir;          // a fresh folder per launch is made below it
 };
 
 // A rank case's name with the world size in it: "<name>/w<W>" unless it already has "/w<W>".

@@ -166,7 +166,7 @@ std::string LaunchResult::diagnosis(std::size_t lines) const {
   else if (stop_signal)
     os << "the launcher got signal " << stop_signal << " (" << strsignal(stop_signal) << ") and ended the ranks after "
        << seconds << " s";
-  else os << "mpirun exited with status " << exit_code << " after " << seconds << " s";
+  else os << launcher << " exited with status " << exit_code << " after " << seconds << " s";
   for (int r : never_joined) os << "\n  rank " << r << " never joined: it never reached MPI_Init";
   for (std::size_t r = 0; r < rank_output.size(); ++r) {
     std::vector<std::string> all;
@@ -179,7 +179,7 @@ std::string LaunchResult::diagnosis(std::size_t lines) const {
     std::istringstream is(launcher_output);
     std::vector<std::string> all;
     for (std::string l; std::getline(is, l);) all.push_back(l);
-    os << "\n  mpirun:";
+    os << "\n  " << launcher << ":";
     for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) os << "\n    " << all[i];
   }
   if (!stacks.empty()) {
@@ -445,6 +445,7 @@ LaunchResult launch(const LaunchSpec& spec) {
     }
   };
   LaunchResult res;
+  res.launcher = cmd.front();
   run.on_deadline = [&] {  // Note [Stacks at the timeout]
     if (spec.echo)
       *spec.echo << "[launch] no end within " << spec.timeout.count()

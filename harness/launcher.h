@@ -33,11 +33,12 @@ struct LaunchSpec {
 };
 
 struct LaunchResult {
-  int exit_code = -1;  // mpirun's (srun's) exit status (128+signal if killed by one)
+  std::string launcher = "mpirun";  // what started the ranks: "mpirun" or "srun"
+  int exit_code = -1;               // the launcher's exit status (128+signal if killed by one)
   bool timed_out = false;
   double seconds = 0;
   std::vector<std::string> rank_output;  // per rank: its stdout and stderr lines, in arrival order
-  std::string launcher_output;           // lines not tagged with a rank (mpirun's own messages)
+  std::string launcher_output;           // lines not tagged with a rank (mpirun's or srun's own messages)
   // Processes of the run (processes_in_run) still alive when launch() returned, after it killed
   // everything left over: mpirun, its daemons, ranks and whatever they forked. Must be 0.
   int orphans = 0;

@@ -33,12 +33,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // The programs the fixture runs, and the Debian package of each.
-constexpr const char* kPrograms[][2] = {{"munged", "munge"},
-                                        {"slurmctld", "slurmctld"},
-                                        {"slurmd", "slurmd"},
-                                        {"srun", "slurm-client"},
-                                        {"sinfo", "slurm-client"},
-                                        {"scancel", "slurm-client"}};
+constexpr const char* kPrograms[][2] = {{"munged", "munge"},       {"slurmctld", "slurmctld"},
+                                        {"slurmd", "slurmd"},      {"srun", "slurm-client"},
+                                        {"sinfo", "slurm-client"}, {"scancel", "slurm-client"}};
 
 bool on_path(const std::string& prog) {
   const char* path = std::getenv("PATH");
@@ -74,8 +71,7 @@ std::string tail_of(const fs::path& file, std::size_t lines) {
   std::vector<std::string> all;
   for (std::string l; std::getline(f, l);) all.push_back(l);
   std::string out;
-  for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i)
-    out += "\n    " + all[i];
+  for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) out += "\n    " + all[i];
   return out;
 }
 
@@ -233,8 +229,8 @@ struct SlurmCluster::State {
     // slurmstepd (outside the daemons' groups: slurmd double-forks it) and the tasks of any step
     // carry the cluster's SLURM_CONF; nothing else does.
     const auto sweep_until = Clock::now() + std::chrono::seconds(5);
-    for (std::vector<int> left; !(left = processes_with_env("SLURM_CONF", conf().string())).empty() &&
-                                Clock::now() < sweep_until;) {
+    for (std::vector<int> left;
+         !(left = processes_with_env("SLURM_CONF", conf().string())).empty() && Clock::now() < sweep_until;) {
       for (int pid : left) ::kill(pid, SIGKILL);
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -274,15 +270,18 @@ struct SlurmCluster::State {
       << "SlurmUser=root\nSlurmdUser=root\n"
       << "AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket=" << d << "/munge/socket\n"
       << "StateSaveLocation=" << d << "/ctld\n"
-      << "SlurmctldPidFile=" << d << "/ctld/slurmctld.pid\nSlurmctldLogFile=" << d << "/ctld/slurmctld.log\n"
+      << "SlurmctldPidFile=" << d << "/ctld/slurmctld.pid\nSlurmctldLogFile=" << d
+      << "/ctld/slurmctld.log\n"
       // %n: the node name, so the slurmds of several nodes on this machine's filesystem keep apart.
       << "SlurmdSpoolDir=" << d << "/spool/%n\nSlurmdPidFile=" << d << "/spool/slurmd-%n.pid\n"
       << "SlurmdLogFile=" << d << "/spool/slurmd-%n.log\n"
-      << "PlugStackConfig=" << d << "/plugstack.conf\n"
+      << "PlugStackConfig=" << d
+      << "/plugstack.conf\n"
       // Node-local temporary files (Slurm's PMIx plugin puts its per-step client folder here):
       // one folder seen by every node would collide, so a namespace host mounts its own over it
       // (Note [slurmd in a namespace host]).
-      << "TmpFS=" << d << "/nodetmp\n"
+      << "TmpFS=" << d
+      << "/nodetmp\n"
       // No cgroups: steps are tracked by the process tree; nothing is bound or confined.
       << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
       << "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
@@ -317,6 +316,18 @@ struct SlurmCluster::State {
     }
   }
 };
+
+SlurmOptions slurm_on_hosts(const HostsFixture& hosts) {
+  SlurmOptions o;
+  for (int h = 0; h < int(hosts.hosts().size()); ++h) {
+    const Host& host = hosts.hosts()[std::size_t(h)];
+    o.nodes.push_back({host.name, host.address, hosts.exec_prefix(h)});
+  }
+  // The bridge holds the subnet's first address ("10.213.<id>.0/24" -> "10.213.<id>.1").
+  const std::string subnet = hosts.subnet();
+  o.controller_address = subnet.substr(0, subnet.rfind('.') + 1) + "1";
+  return o;
+}
 
 SlurmCluster SlurmCluster::up(const SlurmOptions& o) {
   if (const std::string why = slurm_unavailable_reason(); !why.empty()) throw SlurmUnavailable(why);

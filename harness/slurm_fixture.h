@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/hosts.h"
 #include "harness/launcher.h"
 
 namespace tb::harness {
@@ -43,6 +44,10 @@ struct SlurmOptions {
   int cpus_per_node = 4;                         // CPUs= of each node: the tasks it may hold at once
   std::chrono::seconds start_timeout{60};        // until every node is idle in sinfo
 };
+
+// A cluster over namespace hosts: one node per host (its name and address, slurmd started
+// through its exec_prefix), slurmctld on this machine reached at the bridge's address.
+SlurmOptions slurm_on_hosts(const HostsFixture& hosts);
 
 class SlurmCluster {
  public:

@@ -16,6 +16,7 @@
 #include "suites/ddp/ddp_suite.h"
 #include "suites/fsdp/fsdp_bench.h"
 #include "suites/fsdp/fsdp_suite.h"
+#include "suites/hosts/hosts_suite.h"
 #include "suites/nn/nn_suite.h"
 #include "suites/opfuzz/opfuzz.h"
 #include "suites/optim/optim_suite.h"
@@ -31,6 +32,8 @@ void register_all() {
   if (const char* dir = std::getenv("TRAINBENCH_RESUME_CHILD")) std::exit(run_resume_child(dir));
   // The collectives suite's watchdog check launches ranks of this program that skip a collective.
   if (const char* spec = std::getenv("TRAINBENCH_WATCHDOG_DEMO")) std::exit(watchdog_demo_from_env(spec));
+  // The hosts suite's host-failure check launches ranks of this program that all_reduce in a loop.
+  if (const char* backend = std::getenv("TRAINBENCH_HOSTS_DEMO")) std::exit(hosts_demo_main(backend));
   // Same thread count on both sides: the harness calls this with --threads.
   harness::register_thread_setter([](int n) { ref::set_threads(n); });
   const nlohmann::json info = ref::info();  // a named copy: items() must not outlive it
@@ -195,6 +198,7 @@ void register_all() {
     s.peer = [](int world, const harness::CaseFilter& wanted) { return comm_peer(world, wanted); };
     harness::register_suite(std::move(s));
   }
+  register_hosts_suite();
   register_hang_scenarios();
   register_oom_scenarios();
   register_scenario_soak();

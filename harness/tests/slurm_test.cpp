@@ -12,6 +12,7 @@
 #include <fstream>
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -19,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/hosts.h"
 #include "harness/launcher.h"
 #include "harness/slurm_fixture.h"
 #include "harness/subprocess.h"
@@ -60,8 +62,8 @@ bool is_daemon_or_child(const std::vector<int>& daemons, int pid) {
   return daemon(pid) || daemon(ppid);
 }
 
-#define SKIP_WITHOUT_SLURM()                                                        \
-  do {                                                                              \
+#define SKIP_WITHOUT_SLURM()                                                                   \
+  do {                                                                                         \
     if (const std::string why = slurm_unavailable_reason(); !why.empty()) GTEST_SKIP() << why; \
   } while (0)
 
@@ -73,9 +75,10 @@ TEST(SlurmLaunch, SrunCommandLine) {
   spec.run_dir = "/tmp/some/run-7";
   spec.argv = {"prog", "--x"};
   const std::string mpi = std::getenv("SLURM_MPI_TYPE") ? "" : " --mpi=pmix";
-  EXPECT_EQ(joined(launch_command(spec)), "srun -n 4 -N 2 --ntasks-per-node=2 --label --kill-on-bad-exit=1 --export=ALL --input=none "
-                                          "--job-name=trainbench-run-7" +
-                                              mpi + " prog --x");
+  EXPECT_EQ(joined(launch_command(spec)),
+            "srun -n 4 -N 2 --ntasks-per-node=2 --label --kill-on-bad-exit=1 --export=ALL --input=none "
+            "--job-name=trainbench-run-7" +
+                mpi + " prog --x");
   spec.ranks = 1;  // a world smaller than the nodes: one node per rank at most
   EXPECT_EQ(launch_command(spec)[3], "-N");
   EXPECT_EQ(launch_command(spec)[4], "1");
@@ -178,14 +181,37 @@ TEST(SlurmCluster, LauncherSplitsRanksTimesOutAndLeavesNoOrphan) {
   fs::remove_all(run);
 }
 
-#ifdef TB_TRAINBENCH
-// The suites' own launches through srun: the collectives (MPI and Gloo) and DDP equivalence,
-// world 4 on the cluster's nodes, every record passing.
-TEST(SlurmSuites, CollectivesAndDdpUnderSrun) {
+// A cluster over 2 namespace hosts (harness/hosts.h), one slurmd in each: `srun -N 2 -n 4` puts
+// ranks 0-1 on the first host and 2-3 on the second, each seeing its host's name.
+TEST(SlurmHosts, TwoHostsRunSrunN2n4) {
   SKIP_WITHOUT_SLURM();
-  SlurmCluster c = SlurmCluster::up({});
+  if (const std::string why = hosts_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  HostsFixture hosts = HostsFixture::up({2, 2, "unshaped", false});
+  SlurmCluster c = SlurmCluster::up(slurm_on_hosts(hosts));  // down before the hosts
   const std::vector<int> daemons = c.daemon_pids();
+  EXPECT_EQ(daemons.size(), 4u);  // munged, slurmctld, one slurmd per host
   const fs::path dir = c.dir();
+  LaunchSpec spec;
+  spec.ranks = 4;
+  spec.run_dir = fresh_dir("hosts");
+  spec.timeout = std::chrono::seconds(60);
+  spec.argv = {"sh", "-c", "echo rank $SLURM_PROCID of $SLURM_NTASKS on $(hostname) nodes $SLURM_STEP_NUM_NODES"};
+  c.apply(spec, 2);
+  const LaunchResult res = launch(spec);
+  ASSERT_TRUE(res.ok()) << res.diagnosis();
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(res.rank_output[std::size_t(r)],
+              "rank " + std::to_string(r) + " of 4 on " + hosts.hosts()[std::size_t(r / 2)].name + " nodes 2\n");
+  EXPECT_EQ(res.orphans, 0);
+  fs::remove_all(spec.run_dir);
+  c.down();
+  expect_gone(c, daemons, dir);
+}
+
+#ifdef TB_TRAINBENCH
+// `trainbench test --launcher srun --nodes N` on the cluster: the collectives (MPI and Gloo) and
+// DDP equivalence at world 4, every record passing.
+void expect_suites_pass_under_srun(const SlurmCluster& c, const std::map<std::string, std::string>& env) {
   const fs::path out = fresh_dir("suites");
   SubprocessSpec s;
   s.argv = {TB_TRAINBENCH,
@@ -205,6 +231,7 @@ TEST(SlurmSuites, CollectivesAndDdpUnderSrun) {
             "240",
             "--json",
             (out / "r.json").string()};
+  for (const auto& [k, v] : env) s.env[k] = v;
   for (const auto& [k, v] : c.env()) s.env[k] = v;
   s.timeout = std::chrono::seconds(300);
   s.output = SubprocessSpec::Output::Merge;
@@ -220,9 +247,31 @@ TEST(SlurmSuites, CollectivesAndDdpUnderSrun) {
   }
   EXPECT_EQ(passed, 8) << r.out;  // 3 collectives x 2 backends + 2 DDP equivalence
   EXPECT_NE(j.at("run").dump().find("srun -n <world>"), std::string::npos) << j.at("run").dump();
+  fs::remove_all(out);
+}
+
+TEST(SlurmSuites, CollectivesAndDdpUnderSrun) {
+  SKIP_WITHOUT_SLURM();
+  SlurmCluster c = SlurmCluster::up({});
+  const std::vector<int> daemons = c.daemon_pids();
+  const fs::path dir = c.dir();
+  expect_suites_pass_under_srun(c, {});
   c.down();
   expect_gone(c, daemons, dir);
-  fs::remove_all(out);
+}
+
+// The same across 2 namespace hosts x 2 ranks: MPI over TCP between the hosts (the hosts'
+// launch_env restricts it to their subnet), Gloo on each host's eth0.
+TEST(SlurmSuites, CollectivesAndDdpAcrossTwoHosts) {
+  SKIP_WITHOUT_SLURM();
+  if (const std::string why = hosts_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  HostsFixture hosts = HostsFixture::up({2, 2, "unshaped", false});
+  SlurmCluster c = SlurmCluster::up(slurm_on_hosts(hosts));
+  const std::vector<int> daemons = c.daemon_pids();
+  const fs::path dir = c.dir();
+  expect_suites_pass_under_srun(c, hosts.launch_env());
+  c.down();
+  expect_gone(c, daemons, dir);
 }
 #endif
 

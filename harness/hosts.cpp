@@ -1,0 +1,768 @@
+// Hosts as network namespaces: made and torn down with iproute2 and tc, recorded in a state folder.
+#include "harness/hosts.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <ostream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "harness/subprocess.h"
+
+namespace tb::harness {
+
+namespace fs = std::filesystem;
+
+const std::vector<LinkProfile>& link_profiles() {
+  static const std::vector<LinkProfile> p = {
+      {"unshaped", 0, 0, "veth pairs through a bridge as the kernel runs them (no tc)"},
+      {"10g-50us", 10, 50, "10 Gb/s per direction (tbf), 50 us one way (netem, where the kernel has it)"},
+      {"1g-200us", 1, 200, "1 Gb/s per direction (tbf), 200 us one way (netem, where the kernel has it)"},
+  };
+  return p;
+}
+
+const LinkProfile& link_profile(const std::string& name) {
+  std::string names;
+  for (const LinkProfile& p : link_profiles()) {
+    if (p.name == name) return p;
+    names += (names.empty() ? "" : ", ") + p.name;
+  }
+  throw std::invalid_argument("unknown link profile '" + name + "'; valid: " + names);
+}
+
+namespace {
+
+constexpr int kMaxFixtures = 200;  // ids 0..199: subnets 10.213.<id>.0/24
+constexpr int kMaxHosts = 64;
+
+struct Ran {
+  bool ok = false;
+  std::string out;  // stdout and stderr
+};
+
+Ran run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  SubprocessSpec s;
+  s.argv = argv;
+  s.timeout = timeout;
+  s.output = SubprocessSpec::Output::Merge;
+  s.max_output = 1 << 16;
+  const SubprocessResult r = run_subprocess(s);
+  return {r.ok(), r.started() ? r.out : r.describe()};
+}
+
+// Runs a command that must succeed; throws with its output otherwise.
+void must(const std::vector<std::string>& argv) {
+  const Ran r = run(argv);
+  if (!r.ok) throw std::runtime_error("hosts: `" + shell_join(argv) + "` failed: " + r.out);
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// The start time of a process (field 22 of /proc/PID/stat), to tell a live owner from a new
+// process that reuses its pid. Empty when the process does not exist.
+std::string start_time(int pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos) return "";
+  std::istringstream is(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && is >> field; ++i) {
+  }
+  return field;
+}
+
+// Note [Hosts state]
+// Each fixture is a folder <root>/<id> (claimed by mkdir under an flock of <root>/lock), holding
+//   owner     "PID STARTTIME" of the owning process, or "persistent" (`trainbench hosts up`)
+//   made      one line per object, written BEFORE the object is made: "bridge tb0br",
+//             "netns tb0h1", "link tb0h1" (a kill between the line and the object leaves a line
+//             for nothing, which tear-down tolerates; never an object without a line)
+//   info      "profile NAME\nranks_per_host K\nhost NAME ADDRESS LINK\n..."
+//   hosts, hostfile, agent, measured
+// Tear-down kills every process whose network namespace is one of the fixture's, deletes the
+// namespaces (their veth ends go with them), the links and the bridge, then the folder. Any up,
+// down or status first tears down fixtures whose owner is gone, so a test killed by SIGKILL
+// leaves its hosts only until the next use.
+class RootLock {
+ public:
+  RootLock() {
+    fs::create_directories(hosts_state_root());
+    fd_ = ::open((hosts_state_root() / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~RootLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RootLock(const RootLock&) = delete;
+  RootLock& operator=(const RootLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+std::string host_name(int id, int k) { return "tb" + std::to_string(id) + "h" + std::to_string(k); }
+std::string bridge_name(int id) { return "tb" + std::to_string(id) + "br"; }
+std::string subnet_prefix(int id) { return "10.213." + std::to_string(id) + "."; }
+
+bool link_exists(const std::string& name) { return fs::exists("/sys/class/net/" + name); }
+bool netns_exists(const std::string& name) { return fs::exists("/run/netns/" + name); }
+
+// Pids of the processes inside network namespace `name` (by the inode of /run/netns/<name>).
+std::vector<int> pids_in_netns(const std::string& name) {
+  struct stat st {};
+  if (::stat(("/run/netns/" + name).c_str(), &st) != 0) return {};
+  const std::string want = "net:[" + std::to_string(st.st_ino) + "]";
+  std::vector<int> pids;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string id = it->path().filename().string();
+    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code e2;
+    const fs::path target = fs::read_symlink(it->path() / "ns" / "net", e2);
+    if (!e2 && target.string() == want && std::atoi(id.c_str()) != int(::getpid()))
+      pids.push_back(std::atoi(id.c_str()));
+  }
+  return pids;
+}
+
+void kill_netns_processes(const std::string& name) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    const std::vector<int> pids = pids_in_netns(name);
+    if (pids.empty() || std::chrono::steady_clock::now() > until) return;
+    for (int p : pids) ::kill(p, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// Removes what the folder records, then the folder. Tolerates objects already gone.
+void tear_down(const fs::path& dir, std::ostream* log) {
+  std::vector<std::pair<std::string, std::string>> made;
+  {
+    std::istringstream is(read_file(dir / "made"));
+    for (std::string kind, name; is >> kind >> name;) made.emplace_back(kind, name);
+  }
+  for (const auto& [kind, name] : made)  // first: nothing may run inside while links go
+    if (kind == "netns") kill_netns_processes(name);
+  for (auto it = made.rbegin(); it != made.rend(); ++it) {
+    const auto& [kind, name] = *it;
+    if (kind == "netns" && netns_exists(name)) run({"ip", "netns", "delete", name});
+    if ((kind == "link" || kind == "bridge") && link_exists(name)) run({"ip", "link", "delete", name});
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (log) *log << "hosts: removed fixture " << dir.filename().string() << " (" << made.size() << " objects)\n";
+}
+
+struct OwnerState {
+  int pid = 0;  // 0: persistent
+  bool alive = false;
+  bool known = false;  // the owner file was written
+};
+
+OwnerState read_owner(const fs::path& dir) {
+  OwnerState o;
+  std::istringstream is(read_file(dir / "owner"));
+  std::string first, start;
+  if (!(is >> first)) return o;
+  o.known = true;
+  if (first == "persistent") {
+    o.alive = true;
+    return o;
+  }
+  o.pid = std::atoi(first.c_str());
+  is >> start;
+  o.alive = o.pid > 0 && start_time(o.pid) == start;
+  return o;
+}
+
+// Under the root lock: tears down fixtures whose owner died (or persistent ones when asked).
+int reap_locked(bool persistent_too, std::ostream* log) {
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(hosts_state_root(), ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_directory()) continue;
+    const OwnerState o = read_owner(it->path());
+    bool stale = o.known ? (o.pid == 0 ? persistent_too : !o.alive) : false;
+    if (!o.known) {  // claimed but the owner file never came: stale once it is a minute old
+      std::error_code e2;
+      const auto age = fs::file_time_type::clock::now() - fs::last_write_time(it->path(), e2);
+      stale = !e2 && age > std::chrono::minutes(1);
+    }
+    if (!stale) continue;
+    if (log && o.pid)
+      *log << "hosts: fixture " << it->path().filename().string() << " belonged to process " << o.pid
+           << ", which is gone: tearing it down\n";
+    tear_down(it->path(), log);
+    ++removed;
+  }
+  return removed;
+}
+
+std::string agent_script(int id, const std::vector<std::string>& names, const fs::path& hosts_file) {
+  std::string cases;
+  for (const std::string& n : names) cases += (cases.empty() ? "" : "|") + n;
+  std::ostringstream s;
+  s << "#!/bin/sh\n"
+    << "# trainbench hosts fixture " << id << ": Open MPI's launch agent (plm_rsh_agent), used as ssh would be:\n"
+    << "#   agent HOST COMMAND...  runs the shell command line COMMAND inside HOST: its network namespace,\n"
+    << "# a UTS namespace named HOST and a mount namespace whose /etc/hosts names every host.\n"
+    << "host=$1; shift\n"
+    << "case \"$host\" in " << cases
+    << ") ;; *) echo \"trainbench hosts agent: unknown host '$host'\" >&2; exit 255;; esac\n"
+    << "exec ip netns exec \"$host\" unshare --uts --mount sh -c "
+    << "'mount --bind \"$2\" /etc/hosts && hostname \"$0\" && exec sh -c \"$1\"' \"$host\" \"$*\" "
+    << shell_quote(hosts_file.string()) << "\n";
+  return s.str();
+}
+
+void write_file(const fs::path& p, const std::string& text, fs::perms perms = fs::perms::none) {
+  std::ofstream(p) << text;
+  if (perms != fs::perms::none) fs::permissions(p, perms);
+}
+
+std::string rate_arg(double gbit) {
+  std::ostringstream s;
+  s << int64_t(gbit * 1000) << "mbit";
+  return s.str();
+}
+
+// tbf's bucket: at least 1 ms of traffic and 256 KiB (veth hands it GSO packets up to 64 KiB).
+std::string burst_arg(double gbit) {
+  const int64_t bytes = std::max<int64_t>(int64_t(gbit * 1e9 / 8 / 1000), 256 << 10);
+  return std::to_string(bytes);
+}
+
+}  // namespace
+
+fs::path hosts_state_root() {
+  const char* d = std::getenv("TRAINBENCH_HOSTS_DIR");
+  return d && *d ? fs::path(d) : fs::path("/run/trainbench-hosts");
+}
+
+std::string hosts_unavailable_reason() {
+  static std::once_flag once;
+  static std::string reason;
+  std::call_once(once, [] {
+    if (::geteuid() != 0) {
+      reason = "hosts need root (network namespaces, veth links, a bridge): running as uid " +
+               std::to_string(::geteuid());
+      return;
+    }
+    const std::string probe = "tbprobe" + std::to_string(::getpid());
+    const Ran r = run({"ip", "netns", "add", probe});
+    if (!r.ok) {
+      reason = "cannot create a network namespace (`ip netns add` failed: " + r.out +
+               "); needs CAP_NET_ADMIN and iproute2";
+      while (!reason.empty() && (reason.back() == '\n')) reason.pop_back();
+      return;
+    }
+    const Ran u = run({"ip", "netns", "exec", probe, "unshare", "--uts", "--mount", "true"});
+    run({"ip", "netns", "delete", probe});
+    if (!u.ok)
+      reason = "cannot enter a namespace with its own hostname (`unshare --uts --mount` failed: " + u.out + ")";
+  });
+  return reason;
+}
+
+bool link_delay_supported() {
+  static std::once_flag once;
+  static bool yes = false;
+  std::call_once(once, [] {
+    const std::string a = "tbq" + std::to_string(::getpid()), b = a + "p";
+    if (!run({"ip", "link", "add", a, "type", "veth", "peer", "name", b}).ok) return;
+    yes = run({"tc", "qdisc", "add", "dev", a, "root", "netem", "delay", "1ms"}).ok;
+    run({"ip", "link", "delete", a});
+  });
+  return yes;
+}
+
+struct HostsFixture::State {
+  int id = -1;
+  int ranks_per_host = 2;
+  LinkProfile profile;
+  bool latency_shaped = false;
+  std::vector<Host> hosts;
+  fs::path dir;
+  bool torn_down = false;
+};
+
+HostsFixture::HostsFixture(std::unique_ptr<State> s) : s_(std::move(s)) {}
+HostsFixture::HostsFixture(HostsFixture&&) noexcept = default;
+HostsFixture& HostsFixture::operator=(HostsFixture&& o) noexcept {
+  if (this != &o) {
+    down();
+    s_ = std::move(o.s_);
+  }
+  return *this;
+}
+HostsFixture::~HostsFixture() { down(); }
+
+void HostsFixture::detach() {
+  if (s_) s_->torn_down = true;
+}
+
+void HostsFixture::down() {
+  if (!s_ || s_->torn_down) return;
+  s_->torn_down = true;
+  RootLock lock;
+  tear_down(s_->dir, nullptr);
+}
+
+HostsFixture HostsFixture::up(const HostsOptions& o) {
+  if (o.hosts < 1 || o.hosts > kMaxHosts)
+    throw std::invalid_argument("hosts: the number of hosts must be 1.." + std::to_string(kMaxHosts) + " (got " +
+                                std::to_string(o.hosts) + ")");
+  if (o.ranks_per_host < 1 || o.ranks_per_host > 256)
+    throw std::invalid_argument("hosts: ranks per host must be 1..256 (got " + std::to_string(o.ranks_per_host) + ")");
+  const LinkProfile& profile = link_profile(o.profile);
+  if (std::string why = hosts_unavailable_reason(); !why.empty()) throw HostsUnavailable(why);
+
+  auto st = std::make_unique<State>();
+  st->ranks_per_host = o.ranks_per_host;
+  st->profile = profile;
+  {
+    RootLock lock;
+    reap_locked(false, nullptr);
+    const std::string addresses = run({"ip", "-o", "-4", "addr", "show"}).out;  // subnets in use here
+    for (int id = 0; id < kMaxFixtures && st->id < 0; ++id) {
+      const fs::path dir = hosts_state_root() / std::to_string(id);
+      // Taken by another fixture, or its names or subnet used by something that is not ours.
+      if (fs::exists(dir) || link_exists(bridge_name(id)) || netns_exists(host_name(id, 1)) ||
+          addresses.find(" " + subnet_prefix(id)) != std::string::npos)
+        continue;
+      fs::create_directory(dir);
+      st->id = id;
+      st->dir = dir;
+    }
+    if (st->id < 0)
+      throw std::runtime_error("hosts: every fixture id 0.." + std::to_string(kMaxFixtures - 1) + " is taken");
+    write_file(st->dir / "owner", o.persistent ? std::string("persistent\n")
+                                               : std::to_string(::getpid()) + " " + start_time(::getpid()) + "\n");
+  }
+  HostsFixture f(std::move(st));  // from here, a throw tears down what was made
+  State& s = *f.s_;
+  std::ofstream made(s.dir / "made", std::ios::app);
+  auto record = [&](const std::string& kind, const std::string& name) {
+    made << kind << ' ' << name << '\n' << std::flush;
+  };
+
+  const std::string prefix = subnet_prefix(s.id);
+  for (int k = 1; k <= o.hosts; ++k)
+    s.hosts.push_back({host_name(s.id, k), prefix + std::to_string(k + 1), host_name(s.id, k)});
+  std::vector<std::string> names;
+  std::string etc_hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost\n" + prefix + "1\t" + bridge_name(s.id) + "\n";
+  for (const Host& h : s.hosts) {
+    names.push_back(h.name);
+    etc_hosts += h.address + "\t" + h.name + "\n";
+  }
+  write_file(s.dir / "hosts", etc_hosts);
+  std::string hostfile = "# trainbench hosts fixture " + std::to_string(s.id) + " (profile " + profile.name + ")\n";
+  for (const Host& h : s.hosts) hostfile += h.name + " slots=" + std::to_string(o.ranks_per_host) + "\n";
+  write_file(s.dir / "hostfile", hostfile);
+  write_file(s.dir / "agent", agent_script(s.id, names, s.dir / "hosts"),
+             fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                 fs::perms::others_exec);
+
+  const std::string br = bridge_name(s.id);
+  record("bridge", br);
+  must({"ip", "link", "add", br, "type", "bridge"});
+  must({"ip", "addr", "add", prefix + "1/24", "dev", br});
+  must({"ip", "link", "set", br, "up"});
+  s.latency_shaped = profile.delay_us > 0 && link_delay_supported();
+  for (const Host& h : s.hosts) {
+    record("netns", h.name);
+    must({"ip", "netns", "add", h.name});
+    record("link", h.link);
+    must({"ip", "link", "add", h.link, "type", "veth", "peer", "name", "eth0", "netns", h.name});
+    must({"ip", "link", "set", h.link, "master", br, "up"});
+    must({"ip", "-n", h.name, "link", "set", "lo", "up"});
+    must({"ip", "-n", h.name, "addr", "add", h.address + "/24", "dev", "eth0"});
+    must({"ip", "-n", h.name, "link", "set", "eth0", "up"});
+    if (profile.rate_gbit > 0) {
+      // Into the host (bridge side) and out of it (eth0 inside): full duplex at the rate.
+      must({"tc", "qdisc", "add", "dev", h.link, "root", "tbf", "rate", rate_arg(profile.rate_gbit), "burst",
+            burst_arg(profile.rate_gbit), "latency", "50ms"});
+      if (s.latency_shaped) {
+        must({"ip", "netns", "exec", h.name, "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "netem",
+              "delay", std::to_string(int64_t(profile.delay_us)) + "us"});
+        must({"ip",      "netns",
+              "exec",    h.name,
+              "tc",      "qdisc",
+              "add",     "dev",
+              "eth0",    "parent",
+              "1:1",     "handle",
+              "10:",     "tbf",
+              "rate",    rate_arg(profile.rate_gbit),
+              "burst",   burst_arg(profile.rate_gbit),
+              "latency", "50ms"});
+      } else {
+        must({"ip", "netns", "exec", h.name, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
+              rate_arg(profile.rate_gbit), "burst", burst_arg(profile.rate_gbit), "latency", "50ms"});
+      }
+    } else if (s.latency_shaped) {
+      must({"ip", "netns", "exec", h.name, "tc", "qdisc", "add", "dev", "eth0", "root", "netem", "delay",
+            std::to_string(int64_t(profile.delay_us)) + "us"});
+    }
+  }
+  std::ostringstream info;
+  info << "profile " << profile.name << "\nranks_per_host " << o.ranks_per_host << "\nlatency_shaped "
+       << s.latency_shaped << "\n";
+  for (const Host& h : s.hosts) info << "host " << h.name << ' ' << h.address << ' ' << h.link << '\n';
+  write_file(s.dir / "info", info.str());
+  return f;
+}
+
+int HostsFixture::id() const { return s_->id; }
+const std::vector<Host>& HostsFixture::hosts() const { return s_->hosts; }
+int HostsFixture::ranks_per_host() const { return s_->ranks_per_host; }
+const LinkProfile& HostsFixture::profile() const { return s_->profile; }
+bool HostsFixture::latency_shaped() const { return s_->latency_shaped; }
+std::string HostsFixture::subnet() const { return subnet_prefix(s_->id) + "0/24"; }
+std::string HostsFixture::bridge() const { return bridge_name(s_->id); }
+const fs::path& HostsFixture::state_dir() const { return s_->dir; }
+std::string HostsFixture::hostfile() const { return (s_->dir / "hostfile").string(); }
+std::string HostsFixture::agent() const { return (s_->dir / "agent").string(); }
+
+const Host& HostsFixture::host_of(int rank) const {
+  const int h = rank / s_->ranks_per_host;
+  if (rank < 0 || h >= int(s_->hosts.size()))
+    throw std::out_of_range("hosts: rank " + std::to_string(rank) + " is on no host of this fixture (" +
+                            std::to_string(s_->hosts.size()) + " x " + std::to_string(s_->ranks_per_host) + " slots)");
+  return s_->hosts[std::size_t(h)];
+}
+
+std::map<std::string, std::string> HostsFixture::launch_env() const {
+  return {
+      {"OMPI_MCA_plm_rsh_agent", agent()},
+      // TCP between hosts, shared memory (vader) only between ranks of one host.
+      {"OMPI_MCA_btl", "tcp,vader,self"},
+      {"OMPI_MCA_btl_tcp_if_include", subnet()},
+      {"OMPI_MCA_oob_tcp_if_include", subnet()},
+      // Every host shares this machine's cores: no binding, no busy polling (as on one host).
+      {"OMPI_MCA_hwloc_base_binding_policy", "none"},
+      {"OMPI_MCA_mpi_yield_when_idle", "1"},
+      {"TRAINBENCH_GLOO_IFACE", "eth0"},
+  };
+}
+
+void HostsFixture::apply(LaunchSpec& spec) const {
+  spec.hostfile = hostfile();
+  for (const auto& [k, v] : launch_env()) spec.env[k] = v;
+}
+
+std::vector<std::string> HostsFixture::exec_prefix(int h) const {
+  const Host& host = s_->hosts.at(std::size_t(h));
+  return {"ip",
+          "netns",
+          "exec",
+          host.name,
+          "unshare",
+          "--uts",
+          "--mount",
+          "sh",
+          "-c",
+          "mount --bind " + shell_quote((s_->dir / "hosts").string()) + " /etc/hosts && hostname " + host.name +
+              " && exec \"$@\"",
+          "sh"};
+}
+
+void HostsFixture::set_link(int h, bool up) const {
+  const Host& host = s_->hosts.at(std::size_t(h));
+  must({"ip", "link", "set", host.link, up ? "up" : "down"});
+  must({"ip", "-n", host.name, "link", "set", "eth0", up ? "up" : "down"});
+}
+
+std::string HostsFixture::describe_hosts(const std::vector<int>& ranks) const {
+  std::map<std::string, std::vector<int>> by_host;
+  for (int r : ranks) by_host[host_of(r).name].push_back(r);
+  std::string out;
+  for (const auto& [name, rs] : by_host) {
+    std::string list;
+    for (int r : rs) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    out += (out.empty() ? "" : "; ") + std::string("host ") + name + " (rank" + (rs.size() > 1 ? "s " : " ") + list +
+           ")";
+  }
+  return out;
+}
+
+// Note [Which host failed]
+// A host that fails takes all its ranks with it, and what the survivors can say is partial: their
+// watchdogs name the ranks whose progress they cannot see ("rank 2's progress is unknown (on host
+// tb0h2)", "rank 3 never arrived"), Gloo names the peer address whose connection broke, mpirun names
+// one rank of the node it saw die ("process rank 2 ... on node tb0h2 exited on signal 9"). Each
+// such line makes its rank (or every rank of the named address or node) a suspect; a rank whose
+// own watchdog or error line came out is heard from. A host is lost when some rank of it is a
+// suspect and none of its ranks was heard from; the diagnosis names it with all its ranks.
+std::string HostsFixture::diagnose(const LaunchResult& res) const {
+  const int ranks = int(res.rank_output.size());
+  std::set<int> suspects, heard;
+  std::map<int, std::string> evidence;  // rank -> first line that made it a suspect
+  auto suspect = [&](int r, const std::string& line) {
+    if (r < 0 || r >= ranks) return;
+    suspects.insert(r);
+    evidence.emplace(r, line);
+  };
+  auto host_index = [&](const std::string& key) {  // a host's name or address -> index, or -1
+    for (std::size_t h = 0; h < s_->hosts.size(); ++h)
+      if (s_->hosts[h].name == key || s_->hosts[h].address == key) return int(h);
+    return -1;
+  };
+  auto suspect_host = [&](int h, const std::string& line) {
+    for (int r = h * s_->ranks_per_host; h >= 0 && r < (h + 1) * s_->ranks_per_host; ++r) suspect(r, line);
+  };
+  static const std::regex unknown(R"(rank (\d+)'s progress is unknown)");
+  static const std::regex never(R"(rank (\d+) never arrived)");
+  static const std::regex died(R"(process rank (\d+) with PID \d+ on node ([\w.-]+) exited on signal)");
+  static const std::regex lost_node(R"(lost communication with a remote daemon|Remote daemon: \S+ on node ([\w.-]+))");
+  static const std::regex address(R"((10\.213\.\d+\.\d+))");
+  static const std::regex watchdog(R"(trainbench: watchdog: rank (\d+):)");
+  auto scan = [&](const std::string& text, int own_rank) {
+    std::istringstream is(text);
+    for (std::string l; std::getline(is, l);) {
+      std::smatch m;
+      if (std::regex_search(l, m, watchdog)) heard.insert(std::stoi(m[1]));
+      for (const std::regex* re : {&unknown, &never})
+        for (auto it = std::sregex_iterator(l.begin(), l.end(), *re); it != std::sregex_iterator(); ++it)
+          suspect(std::stoi((*it)[1]), l);
+      if (std::regex_search(l, m, died)) suspect_host(host_index(m[2]), l);
+      if (std::regex_search(l, m, lost_node) && m[1].matched) suspect_host(host_index(m[1]), l);
+      // A broken connection to a peer's address, in a rank's own error (Gloo's "... [10.213.0.3]:...").
+      if (own_rank >= 0 && l.find("rror") != std::string::npos)
+        for (auto it = std::sregex_iterator(l.begin(), l.end(), address); it != std::sregex_iterator(); ++it)
+          if (const int h = host_index((*it)[1]); h >= 0 && &host_of(own_rank) != &s_->hosts[std::size_t(h)])
+            suspect_host(h, l);
+    }
+  };
+  for (int r = 0; r < ranks; ++r) scan(res.rank_output[std::size_t(r)], r);
+  scan(res.launcher_output, -1);
+  std::ostringstream os;
+  int lost = 0;
+  for (std::size_t h = 0; h < s_->hosts.size(); ++h) {
+    std::vector<int> own;
+    bool any_suspect = false, any_heard = false;
+    for (int r = int(h) * s_->ranks_per_host; r < int(h + 1) * s_->ranks_per_host && r < ranks; ++r) {
+      own.push_back(r);
+      any_suspect = any_suspect || suspects.count(r);
+      any_heard = any_heard || heard.count(r);
+    }
+    if (!any_suspect || any_heard) continue;
+    os << (lost++ ? "\n" : "") << "lost " << describe_hosts(own) << " (" << s_->hosts[h].address << ")";
+    for (int r : own)
+      if (evidence.count(r)) {
+        std::string line = evidence[r];
+        if (line.size() > 240) line = line.substr(0, 237) + "...";
+        os << ": " << line;
+        break;
+      }
+  }
+  if (!lost) os << "no host was lost as far as the output shows (no rank of one host both suspected and silent)";
+  os << "\n" << res.diagnosis();
+  return os.str();
+}
+
+namespace {
+
+bool enter_netns(const std::string& name) {
+  const int fd = ::open(("/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::setns(fd, CLONE_NEWNET) == 0;
+  ::close(fd);
+  return ok;
+}
+
+bool write_all(int fd, const char* p, std::size_t n) {
+  while (n) {
+    const ssize_t k = ::write(fd, p, n);
+    if (k <= 0) return false;
+    p += k;
+    n -= std::size_t(k);
+  }
+  return true;
+}
+
+bool read_all(int fd, char* p, std::size_t n) {
+  while (n) {
+    const ssize_t k = ::read(fd, p, n);
+    if (k <= 0) return false;
+    p += k;
+    n -= std::size_t(k);
+  }
+  return true;
+}
+
+constexpr int kPingPongs = 2000;
+constexpr std::size_t kBulkBytes = std::size_t(64) << 20;
+
+// The probe's server, in a child inside the receiving host: tells the parent its port through
+// `port_pipe`, echoes kPingPongs single bytes, reads kBulkBytes and answers one byte.
+[[noreturn]] void probe_server(const std::string& ns, const std::string& address, int port_pipe) {
+  int port = 0;
+  int ls = -1;
+  if (enter_netns(ns)) {
+    ls = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    ::inet_pton(AF_INET, address.c_str(), &a.sin_addr);
+    socklen_t len = sizeof a;
+    if (ls >= 0 && ::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(ls, 1) == 0 &&
+        ::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(a.sin_port);
+  }
+  write_all(port_pipe, reinterpret_cast<const char*>(&port), sizeof port);
+  ::close(port_pipe);
+  if (!port) ::_exit(2);
+  alarm(120);
+  const int c = ::accept(ls, nullptr, nullptr);
+  int one = 1;
+  ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  char b = 0;
+  for (int i = 0; i < kPingPongs; ++i)
+    if (!read_all(c, &b, 1) || !write_all(c, &b, 1)) ::_exit(3);
+  std::vector<char> buf(1 << 20);
+  for (std::size_t got = 0; got < kBulkBytes;) {
+    const ssize_t k = ::read(c, buf.data(), std::min(buf.size(), kBulkBytes - got));
+    if (k <= 0) ::_exit(4);
+    got += std::size_t(k);
+  }
+  write_all(c, &b, 1);
+  ::_exit(0);
+}
+
+}  // namespace
+
+LinkMeasurement HostsFixture::measure_link(int from, int to) const {
+  return tb::harness::measure_link(s_->hosts.at(std::size_t(from)), s_->hosts.at(std::size_t(to)));
+}
+
+LinkMeasurement measure_link(const Host& src, const Host& dst) {
+  int port_pipe[2], result_pipe[2];
+  if (::pipe(port_pipe) != 0 || ::pipe(result_pipe) != 0) throw std::runtime_error("hosts: probe: pipe failed");
+  const pid_t server = ::fork();
+  if (server == 0) {
+    ::close(port_pipe[0]);
+    probe_server(dst.name, dst.address, port_pipe[1]);
+  }
+  ::close(port_pipe[1]);
+  int port = 0;
+  read_all(port_pipe[0], reinterpret_cast<char*>(&port), sizeof port);
+  ::close(port_pipe[0]);
+  pid_t client = -1;
+  if (port) {
+    client = ::fork();
+    if (client == 0) {  // the client, inside the sending host: ping-pongs, then the bulk transfer
+      ::close(result_pipe[0]);
+      alarm(120);
+      double out[2] = {0, 0};
+      if (enter_netns(src.name)) {
+        const int c = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(uint16_t(port));
+        ::inet_pton(AF_INET, dst.address.c_str(), &a.sin_addr);
+        int one = 1;
+        ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+          using Clock = std::chrono::steady_clock;
+          std::vector<double> rtt;
+          rtt.reserve(kPingPongs);
+          char b = 1;
+          bool ok = true;
+          for (int i = 0; i < kPingPongs && ok; ++i) {
+            const auto t0 = Clock::now();
+            ok = write_all(c, &b, 1) && read_all(c, &b, 1);
+            rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+          }
+          std::vector<char> buf(1 << 20, 'x');
+          const auto t0 = Clock::now();
+          for (std::size_t sent = 0; ok && sent < kBulkBytes; sent += buf.size())
+            ok = write_all(c, buf.data(), std::min(buf.size(), kBulkBytes - sent));
+          ok = ok && read_all(c, &b, 1);
+          const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+          if (ok) {
+            std::nth_element(rtt.begin(), rtt.begin() + long(rtt.size() / 2), rtt.end());
+            out[0] = rtt[rtt.size() / 2];
+            out[1] = double(kBulkBytes) * 8 / s / 1e9;
+          }
+        }
+      }
+      write_all(result_pipe[1], reinterpret_cast<const char*>(out), sizeof out);
+      ::_exit(0);
+    }
+  }
+  ::close(result_pipe[1]);
+  double out[2] = {0, 0};
+  const bool got = client > 0 && read_all(result_pipe[0], reinterpret_cast<char*>(out), sizeof out);
+  ::close(result_pipe[0]);
+  for (pid_t p : {server, client})
+    if (p > 0) {
+      ::kill(p, SIGKILL);
+      ::waitpid(p, nullptr, 0);
+    }
+  if (!got || out[0] <= 0)
+    throw std::runtime_error("hosts: the TCP probe from " + src.name + " to " + dst.name + " failed");
+  return {out[1], out[0], out[0] / 2};
+}
+
+std::vector<FixtureRecord> list_fixtures() {
+  std::vector<FixtureRecord> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(hosts_state_root(), ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_directory()) continue;
+    FixtureRecord r;
+    r.dir = it->path();
+    r.id = std::atoi(it->path().filename().c_str());
+    const OwnerState o = read_owner(r.dir);
+    r.owner_pid = o.pid;
+    r.owner_alive = o.alive;
+    std::istringstream is(read_file(r.dir / "info"));
+    for (std::string key; is >> key;) {
+      if (key == "profile") is >> r.profile;
+      else if (key == "ranks_per_host") is >> r.ranks_per_host;
+      else if (key == "host") {
+        Host h;
+        is >> h.name >> h.address >> h.link;
+        r.hosts.push_back(h);
+      } else {
+        std::string rest;
+        std::getline(is, rest);
+      }
+    }
+    r.measured = read_file(r.dir / "measured");
+    while (!r.measured.empty() && r.measured.back() == '\n') r.measured.pop_back();
+    out.push_back(std::move(r));
+  }
+  std::sort(out.begin(), out.end(), [](const FixtureRecord& a, const FixtureRecord& b) { return a.id < b.id; });
+  return out;
+}
+
+int reap_fixtures(bool persistent_too, std::ostream* log) {
+  if (!fs::exists(hosts_state_root())) return 0;
+  RootLock lock;
+  return reap_locked(persistent_too, log);
+}
+
+}  // namespace tb::harness

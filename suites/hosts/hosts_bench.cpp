@@ -1,0 +1,115 @@
+// The hosts suite's benchmarks (`trainbench bench --suite hosts`): the comm benchmark's all_reduce
+// points and the DDP benchmark's samples/s, run through the launcher across hosts of our own, per
+// link profile. Each case brings its own hosts up, measures the link between two of them (TCP
+// probe: measured next to the profile's nominal figures), runs the other suite's rank benchmarks
+// once across the hosts and folds their figures into one record.
+#include <regex>
+#include <sstream>
+
+#include "harness/hosts.h"
+#include "harness/runner.h"
+#include "suites/hosts/hosts_suite.h"
+#include "suites/hosts/hosts_util.h"
+#include "suites/recorded.h"
+
+namespace tb::suites {
+
+namespace {
+
+// all_reduce at 8 B, 1 KiB, 64 KiB, 1 MiB and 4 MiB, the engine on MPI and on Gloo.
+constexpr const char* kCommFilter = "^all_reduce/float32/(8|1024|65536|1048576|4194304)/w2/(engine|engine-gloo)$";
+
+void link_metrics(harness::Record& rec, const harness::HostsFixture& f) {
+  rec.metrics["nominal_rate_gbit"] = f.profile().rate_gbit;
+  rec.metrics["nominal_delay_us"] = f.profile().delay_us;
+  rec.metrics["latency_shaped"] = f.latency_shaped() ? 1 : 0;
+  if (f.hosts().size() < 2) return;
+  const harness::LinkMeasurement m = f.measure_link(0, 1);
+  rec.metrics["link_bandwidth_gbit"] = m.bandwidth_gbit;
+  rec.metrics["link_rtt_us"] = m.rtt_us;
+  rec.metrics["link_latency_us"] = m.latency_us;
+}
+
+// "all_reduce/float32/1048576/w2/engine-gloo" -> "all_reduce_1048576B_engine-gloo"
+std::string comm_key(const std::string& case_name) {
+  static const std::regex re(R"(^(\w+)/float32/(\d+)/w\d+/([\w-]+)$)");
+  std::smatch m;
+  return std::regex_match(case_name, m, re) ? m[1].str() + "_" + m[2].str() + "B_" + m[3].str() : case_name;
+}
+
+harness::TestCase comm_case(const std::string& profile, int hosts, int ranks_per_host) {
+  const std::string name = "comm/" + profile + "/" + (hosts == 1 ? "intra" : "inter") + "/" + std::to_string(hosts) +
+                           "x" + std::to_string(ranks_per_host);
+  return {name, [=] {
+            return run_recorded(
+                "hosts", name,
+                [&](harness::Record& rec) {
+                  rec.kind = "benchmark";
+                  if (skip_without_hosts(rec)) return;
+                  harness::HostsFixture f = harness::HostsFixture::up({hosts, ranks_per_host, profile, false});
+                  link_metrics(rec, f);
+                  const std::vector<harness::Record> inner = run_suite_on_hosts(f, "comm", kCommFilter, true, 2,
+                                                                                {{"TRAINBENCH_COMM_SWEEP", "quick"}});
+                  for (const harness::Record& r : inner) {
+                    check(r.status == harness::Status::Pass, r.case_name + ": " + r.message);
+                    const std::string k = comm_key(r.case_name);
+                    rec.metrics[k + "_time_us"] = r.metrics.value("time_s", 0.0) * 1e6;
+                    rec.metrics[k + "_busbw_gbps"] = r.metrics.value("busbw_gbps", 0.0);
+                  }
+                  check(!inner.empty(), "the comm benchmark produced no record");
+                },
+                false);
+          }};
+}
+
+harness::TestCase ddp_case(const std::string& profile, int ranks_per_host) {
+  const std::string shape = "2x" + std::to_string(ranks_per_host);
+  return {"ddp/" + profile + "/" + shape, [=] {
+            return run_recorded(
+                "hosts", "ddp/" + profile + "/" + shape,
+                [&](harness::Record& rec) {
+                  rec.kind = "benchmark";
+                  if (skip_without_hosts(rec)) return;
+                  harness::HostsFixture f = harness::HostsFixture::up({2, ranks_per_host, profile, false});
+                  link_metrics(rec, f);
+                  const int world = 2 * ranks_per_host;
+                  const std::vector<harness::Record> inner =
+                      run_suite_on_hosts(f, "ddp", "^ddp/(mlp|gpt)/w" + std::to_string(world) + "/engine$", true, 0,
+                                         {{"TRAINBENCH_DDP_BENCH_S", "1"}});
+                  for (const harness::Record& r : inner) {
+                    check(r.status == harness::Status::Pass, r.case_name + ": " + r.message);
+                    const std::string model = r.case_name.find("/gpt/") != std::string::npos ? "gpt" : "mlp";
+                    for (const char* m : {"samples_per_s", "step_ms"})
+                      if (r.metrics.contains(m)) rec.metrics[model + "_" + m] = r.metrics[m];
+                  }
+                  check(!inner.empty(), "the DDP benchmark produced no record");
+                },
+                false);
+          }};
+}
+
+}  // namespace
+
+std::vector<harness::TestCase> hosts_benches() {
+  std::vector<harness::TestCase> out = {comm_case("unshaped", 1, 2)};  // both ranks inside one host
+  for (const harness::LinkProfile& p : harness::link_profiles()) out.push_back(comm_case(p.name, 2, 1));
+  for (const harness::LinkProfile& p : harness::link_profiles())
+    for (int k : {1, 2}) out.push_back(ddp_case(p.name, k));
+  return out;
+}
+
+void register_hosts_suite() {
+  harness::Suite s;
+  s.name = "hosts";
+  s.description =
+      "across hosts of our own (network namespaces on a bridge; needs root, else skips): the fixture (names, "
+      "links, tear-down, a killed owner's hosts reaped), TRAINBENCH_/NCCL_/OMPI_ variables on every rank of "
+      "every host, the collectives, DDP, FSDP and DCP cases at 2 hosts x 2 ranks, a whole host failing "
+      "mid-collective; benchmarks: comm intra- vs inter-host and DDP samples/s per link profile";
+  s.tests = [] { return hosts_tests(); };  // each case makes its own hosts and launches its ranks
+  s.run_by_default = false;                // root, and minutes of launches
+  harness::register_suite(std::move(s));
+  harness::register_timed_benches("hosts", [] { return hosts_benches(); });
+}
+
+}  // namespace tb::suites

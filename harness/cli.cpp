@@ -102,7 +102,7 @@ void add_launcher_options(CLI::App* sub, Options& o) {
       ->check(CLI::IsMember({"mpirun", "srun"}))
       ->type_name("NAME");
   sub->add_option("--nodes", o.nodes, "With --launcher srun: spread the ranks over N nodes (srun -N N)")
-      ->check(between(1, 1 << 24, "nodes", true))
+      ->check(between(1, 4096, "nodes", true))
       ->type_name("N");
 }
 

@@ -54,6 +54,8 @@ struct Options {
   double peak_gflops = 0, peak_gbps = 0;
   double launch_timeout = 1800;      // distributed suites: seconds per world size
   std::string hostfile;              // distributed suites / launch: mpirun's hostfile
+  std::string launcher;              // distributed suites / launch: mpirun or srun (TRAINBENCH_LAUNCHER)
+  int nodes = 0;                     // distributed suites / launch under srun: -N (TRAINBENCH_LAUNCH_NODES)
   RankOptions rank;                  // the hidden `rank` subcommand
   int ranks = 2;                     // launch
   bool dry_run = false;              // launch
@@ -93,6 +95,20 @@ void add_selection(CLI::App* sub, Options& o) {
   sub->add_option("--filter", o.filter, "Regex searched in case names (ECMAScript)")->type_name("REGEX");
 }
 
+// How ranks start: mpirun, or Slurm's srun (harness/launcher.h, Note [Ranks under srun]). Applied
+// as TRAINBENCH_LAUNCHER / TRAINBENCH_LAUNCH_NODES, so every launch of the run (suites, scenarios)
+// uses it.
+void add_launcher_options(CLI::App* sub, Options& o) {
+  sub->add_option("--launcher", o.launcher,
+                  "How ranks start: mpirun, or srun (a step in the Slurm cluster srun reaches); default "
+                  "$TRAINBENCH_LAUNCHER, else mpirun")
+      ->check(CLI::IsMember({"mpirun", "srun"}))
+      ->type_name("NAME");
+  sub->add_option("--nodes", o.nodes, "With --launcher srun: spread the ranks over N nodes (srun -N N)")
+      ->check(between(1, 4096, "nodes", true))
+      ->type_name("N");
+}
+
 void add_run_options(CLI::App* sub, Options& o, const std::string& name) {
   add_selection(sub, o);
   sub->add_option("--json", o.json, "Result file; default: results/" + name + "-<timestamp>.json")->type_name("PATH");
@@ -109,6 +125,7 @@ void add_run_options(CLI::App* sub, Options& o, const std::string& name) {
   sub->add_option("--hostfile", o.hostfile,
                   "Distributed suites: mpirun hostfile to spread ranks over hosts (default: this host)")
       ->type_name("PATH");
+  add_launcher_options(sub, o);
   sub->add_flag("--allow-empty", o.allow_empty,
                 "Succeed when --suite/--filter select no case (default: an error, so a typo cannot pass)");
 }
@@ -402,7 +419,7 @@ int cmd_launch(const Options& o) {
   const std::time_t t = std::time(nullptr);
   spec.run_dir = fs::path("results") / "ranks" / ("launch-" + std::to_string(t) + "-" + std::to_string(getpid()));
   if (o.dry_run) {
-    for (const std::string& a : mpirun_command(spec)) std::cout << a << ' ';
+    for (const std::string& a : launch_command(spec)) std::cout << a << ' ';
     std::cout << '\n';
     return 0;
   }
@@ -499,7 +516,8 @@ int main(int argc, char** argv) {
       ->check(between(1, 86400, "seconds"))
       ->type_name("S");
   launch->add_option("--hostfile", o.hostfile, "mpirun hostfile (default: every rank on this host)")->type_name("PATH");
-  launch->add_flag("--dry-run", o.dry_run, "Print the mpirun command instead of running it");
+  add_launcher_options(launch, o);
+  launch->add_flag("--dry-run", o.dry_run, "Print the mpirun (srun) command instead of running it");
   launch
       ->add_option("program", o.program,
                    "The program and its arguments (after --); exit 127 if it is not found, 126 if it cannot run")
@@ -572,6 +590,8 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
+  if (!o.launcher.empty()) ::setenv("TRAINBENCH_LAUNCHER", o.launcher.c_str(), 1);
+  if (o.nodes > 0) ::setenv("TRAINBENCH_LAUNCH_NODES", std::to_string(o.nodes).c_str(), 1);
   try {
     if (*list) return cmd_list(o);
     if (*report) return cmd_report(o);

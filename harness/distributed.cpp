@@ -123,7 +123,7 @@ std::vector<Record> run_world(const Suite& s, int world, bool benches, const Dis
   spec.echo_rank0_plain = true;
   {
     // The run header says how ranks were started (mpirun's flags shape the figures).
-    std::vector<std::string> cmd = mpirun_command(spec);
+    std::vector<std::string> cmd = launch_command(spec);
     cmd.resize(cmd.size() - spec.argv.size());
     cmd[2] = "<world>";  // "mpirun -n <world> ...": one header for every world size
     std::string line;

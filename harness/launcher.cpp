@@ -24,6 +24,7 @@
 #include <string_view>
 #include <thread>
 
+#include "engine/core/env.h"
 #include "harness/subprocess.h"
 
 extern char** environ;
@@ -75,6 +76,58 @@ std::vector<std::string> mpirun_command(const LaunchSpec& spec) {
   return cmd;
 }
 
+std::string launcher_of(const LaunchSpec& spec) {
+  std::string name = spec.launcher;
+  if (name.empty()) {
+    const char* env = std::getenv("TRAINBENCH_LAUNCHER");
+    name = env && *env ? env : "mpirun";
+  }
+  if (name != "mpirun" && name != "srun")
+    throw std::invalid_argument("launch: unknown launcher '" + name + "' (mpirun or srun; TRAINBENCH_LAUNCHER)");
+  if (name == "srun" && !spec.hostfile.empty())
+    throw std::invalid_argument("launch: a hostfile is mpirun's; under srun, Slurm places the ranks (--nodes)");
+  if (name == "srun" && !spec.mpirun_args.empty())
+    throw std::invalid_argument("launch: mpirun arguments given to an srun launch");
+  return name;
+}
+
+// Note [Ranks under srun]
+// Slurm starts the ranks itself (slurmd's slurmstepd on every node of the step) and tells each
+// where it sits through SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID / SLURM_STEP_NUM_NODES, which
+// dist::world_from_env reads; Open MPI ranks get their wire-up from Slurm's PMIx plugin
+// (--mpi=pmix: Debian's Open MPI has no PMI-2 client), so there is no mpirun and no daemon of ours.
+// --label tags every line with its task ("3: text"), which the launcher splits like mpirun's
+// --tag-output. --kill-on-bad-exit ends the step when a rank fails, as mpirun aborts its job.
+// --export=ALL hands our whole environment (TRAINBENCH_DIST_DIR, the spec's env, the forwarded
+// variables) to every rank on every node. The job name names the run folder, so a step the
+// launcher had to SIGKILL (srun gone, the allocation left) is cancelled by name afterwards.
+// Every rank inherits TRAINBENCH_DIST_DIR, so the timeout, the stacks and the orphan sweep find
+// ranks on this machine as they find mpirun's; ranks on other machines are ended by Slurm
+// (srun's SIGTERM, then scancel).
+static std::string slurm_job_name(const fs::path& run_dir) { return "trainbench-" + run_dir.filename().string(); }
+
+std::vector<std::string> srun_command(const LaunchSpec& spec) {
+  std::vector<std::string> cmd = {"srun", "-n", std::to_string(spec.ranks)};
+  // At most one node per rank: a suite's world of 1 under --nodes 2 runs on one node.
+  const int nodes = std::min(spec.ranks, spec.nodes > 0
+                                             ? spec.nodes
+                                             : int(core::env_int64("TRAINBENCH_LAUNCH_NODES", 0, 1, 1 << 24)));
+  if (nodes > 0) cmd.insert(cmd.end(), {"-N", std::to_string(nodes)});
+  // An even spread when it divides (Slurm's own pick put 3 + 1 of 4 ranks on 2 four-CPU nodes);
+  // it also sets SLURM_NTASKS_PER_NODE in the ranks.
+  if (nodes > 1 && spec.ranks % nodes == 0) cmd.push_back("--ntasks-per-node=" + std::to_string(spec.ranks / nodes));
+  cmd.insert(cmd.end(), {"--label", "--kill-on-bad-exit=1", "--export=ALL", "--input=none",
+                         "--job-name=" + slurm_job_name(spec.run_dir)});
+  // A site's choice (SLURM_MPI_TYPE, read by srun itself) wins over ours.
+  if (!std::getenv("SLURM_MPI_TYPE")) cmd.push_back("--mpi=pmix");
+  cmd.insert(cmd.end(), spec.argv.begin(), spec.argv.end());
+  return cmd;
+}
+
+std::vector<std::string> launch_command(const LaunchSpec& spec) {
+  return launcher_of(spec) == "srun" ? srun_command(spec) : mpirun_command(spec);
+}
+
 std::string short_stack(const std::string& full, int frames, int threads) {
   static const std::string kStdString =
       "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >";
@@ -113,7 +166,7 @@ std::string LaunchResult::diagnosis(std::size_t lines) const {
   else if (stop_signal)
     os << "the launcher got signal " << stop_signal << " (" << strsignal(stop_signal) << ") and ended the ranks after "
        << seconds << " s";
-  else os << "mpirun exited with status " << exit_code << " after " << seconds << " s";
+  else os << launcher << " exited with status " << exit_code << " after " << seconds << " s";
   for (int r : never_joined) os << "\n  rank " << r << " never joined: it never reached MPI_Init";
   for (std::size_t r = 0; r < rank_output.size(); ++r) {
     std::vector<std::string> all;
@@ -126,7 +179,7 @@ std::string LaunchResult::diagnosis(std::size_t lines) const {
     std::istringstream is(launcher_output);
     std::vector<std::string> all;
     for (std::string l; std::getline(is, l);) all.push_back(l);
-    os << "\n  mpirun:";
+    os << "\n  " << launcher << ":";
     for (std::size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) os << "\n    " << all[i];
   }
   if (!stacks.empty()) {
@@ -147,7 +200,7 @@ namespace {
 struct RunProcess {
   int pid = 0;
   int ppid = 0;
-  int rank = -1;     // OMPI_COMM_WORLD_RANK (PMIX_RANK) in its environment; -1: mpirun or a daemon
+  int rank = -1;     // OMPI_COMM_WORLD_RANK (PMIX_RANK, SLURM_PROCID) in its environment; -1: mpirun or a daemon
   std::string name;  // its comm, e.g. "trainbench", "sleep"
 };
 
@@ -156,8 +209,10 @@ std::string read_whole(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-std::vector<RunProcess> scan_run(const fs::path& run_dir) {
-  const std::string want = "TRAINBENCH_DIST_DIR=" + run_dir.string();
+// The processes whose environment holds `want` ("NAME=value"). `slurm`: an srun launch, whose
+// ranks may carry no MPI variable (Note [Ranks under srun]); SLURM_PROCID is not read otherwise,
+// since mpirun started inside a Slurm job inherits the job's.
+std::vector<RunProcess> scan_env(const std::string& want, bool slurm = false) {
   std::vector<RunProcess> found;
   const int self = int(::getpid());
   std::error_code ec;
@@ -176,9 +231,10 @@ std::vector<RunProcess> scan_run(const fs::path& run_dir) {
       if (end == std::string::npos) end = env.size();
       const std::string_view kv(env.data() + at, end - at);
       if (kv == want) ours = true;
-      for (std::string_view key : {"OMPI_COMM_WORLD_RANK=", "PMIX_RANK="})
-        if (p.rank < 0 && kv.substr(0, key.size()) == key)
-          p.rank = std::atoi(std::string(kv.substr(key.size())).c_str());
+      static constexpr std::string_view kRankKeys[] = {"OMPI_COMM_WORLD_RANK=", "PMIX_RANK=", "SLURM_PROCID="};
+      for (std::size_t k = 0; k < (slurm ? 3 : 2); ++k)
+        if (p.rank < 0 && kv.substr(0, kRankKeys[k].size()) == kRankKeys[k])
+          p.rank = std::atoi(std::string(kv.substr(kRankKeys[k].size())).c_str());
       at = end + 1;
     }
     if (!ours) continue;
@@ -190,9 +246,14 @@ std::vector<RunProcess> scan_run(const fs::path& run_dir) {
     if (state == 'Z' || state == 'X') continue;  // dead, waiting to be reaped: not running anything
     p.name = stat.substr(stat.find('(') + 1, close - stat.find('(') - 1);
     p.ppid = std::atoi(stat.c_str() + close + 4);
+    if (slurm && p.name == "srun") p.rank = -1;  // srun inside a Slurm job inherits its SLURM_PROCID
     found.push_back(std::move(p));
   }
   return found;
+}
+
+std::vector<RunProcess> scan_run(const fs::path& run_dir, bool slurm = false) {
+  return scan_env("TRAINBENCH_DIST_DIR=" + run_dir.string(), slurm);
 }
 
 // SIGKILLs every process of the run until none is left or `patience` passes (a process that
@@ -249,9 +310,9 @@ std::string stack_of(int pid, std::chrono::milliseconds limit) {
 }
 
 // Per rank: the stack of every thread of each of its processes on this host.
-std::vector<std::string> collect_stacks(const fs::path& run_dir, int ranks) {
+std::vector<std::string> collect_stacks(const fs::path& run_dir, int ranks, bool slurm) {
   std::vector<std::vector<RunProcess>> by_rank(std::size_t(ranks), std::vector<RunProcess>{});
-  const std::vector<RunProcess> all = scan_run(run_dir);
+  const std::vector<RunProcess> all = scan_run(run_dir, slurm);
   std::map<int, int> rank_of;
   for (const RunProcess& p : all) rank_of[p.pid] = p.rank;
   for (const RunProcess& p : all)
@@ -351,8 +412,12 @@ void kill_rank_pids(const fs::path& run_dir, int ranks, int sig) {
 }  // namespace
 
 std::vector<int> processes_in_run(const fs::path& run_dir) {
+  return processes_with_env("TRAINBENCH_DIST_DIR", run_dir.string());
+}
+
+std::vector<int> processes_with_env(const std::string& name, const std::string& value) {
   std::vector<int> pids;
-  for (const RunProcess& p : scan_run(run_dir)) pids.push_back(p.pid);
+  for (const RunProcess& p : scan_env(name + "=" + value)) pids.push_back(p.pid);
   return pids;
 }
 
@@ -360,7 +425,8 @@ LaunchResult launch(const LaunchSpec& spec) {
   if (spec.ranks < 1) throw std::invalid_argument("launch: ranks must be >= 1");
   if (spec.argv.empty()) throw std::invalid_argument("launch: no program given");
   fs::create_directories(spec.run_dir);
-  const std::vector<std::string> cmd = mpirun_command(spec);
+  const bool slurm = launcher_of(spec) == "srun";
+  const std::vector<std::string> cmd = launch_command(spec);
 
   SubprocessSpec run;
   run.argv = cmd;
@@ -379,12 +445,13 @@ LaunchResult launch(const LaunchSpec& spec) {
     }
   };
   LaunchResult res;
+  res.launcher = cmd.front();
   run.on_deadline = [&] {  // Note [Stacks at the timeout]
     if (spec.echo)
       *spec.echo << "[launch] no end within " << spec.timeout.count()
                  << " s: reading every rank's stack, then killing\n"
                  << std::flush;
-    res.stacks = collect_stacks(spec.run_dir, spec.ranks);
+    res.stacks = collect_stacks(spec.run_dir, spec.ranks, slurm);
     for (int r = 0; r < spec.ranks; ++r) {
       const fs::path file = spec.run_dir / ("rank" + std::to_string(r) + ".stack");
       std::ofstream(file) << res.stacks[std::size_t(r)];
@@ -414,7 +481,7 @@ LaunchResult launch(const LaunchSpec& spec) {
     if (mpirun_lingered || now - last_scan < std::chrono::milliseconds(500)) return mpirun_lingered;
     last_scan = now;
     bool any_rank = false;
-    for (const RunProcess& p : scan_run(spec.run_dir)) any_rank = any_rank || p.rank >= 0;
+    for (const RunProcess& p : scan_run(spec.run_dir, slurm)) any_rank = any_rank || p.rank >= 0;
     seen_rank = seen_rank || any_rank;
     if (any_rank || !seen_rank) {
       rankless_since.reset();
@@ -433,13 +500,15 @@ LaunchResult launch(const LaunchSpec& spec) {
   // mpirun tags each chunk a rank writes, not each line: a line written in pieces (a progress
   // line before and after its case runs) carries tags in its middle too.
   static const std::regex inner_tag(R"(\[\d+,\d+\]<(stdout|stderr|stddiag)>:)");
+  // srun --label: "<task>: text", the task number right-aligned to the width of the largest.
+  static const std::regex srun_tag(R"(^ *(\d+): (.*)$)");
 
   auto handle_line = [&](const std::string& line) {
     std::smatch m;
-    if (std::regex_match(line, m, tag)) {
+    if (slurm ? std::regex_match(line, m, srun_tag) : std::regex_match(line, m, tag)) {
       const int r = std::stoi(m[1]);
       if (r >= 0 && r < spec.ranks) {
-        const std::string text = std::regex_replace(m[3].str(), inner_tag, "");
+        const std::string text = slurm ? m[2].str() : std::regex_replace(m[3].str(), inner_tag, "");
         res.rank_output[std::size_t(r)] += text + '\n';
         *logs[std::size_t(r)] << text << '\n' << std::flush;
         if (spec.echo) {
@@ -450,7 +519,7 @@ LaunchResult launch(const LaunchSpec& spec) {
       }
     }
     res.launcher_output += line + '\n';
-    if (spec.echo && !line.empty()) *spec.echo << "[mpirun] " << line << '\n' << std::flush;
+    if (spec.echo && !line.empty()) *spec.echo << "[" << cmd.front() << "] " << line << '\n' << std::flush;
   };
 
   std::string pending;
@@ -470,8 +539,8 @@ LaunchResult launch(const LaunchSpec& spec) {
     throw std::runtime_error(std::string("launch: ") + e.what());
   }
   if (!done.started())
-    handle_line(std::string("launch: cannot run mpirun: ") + std::strerror(done.exec_errno) +
-                " (install openmpi-bin; ci/bootstrap does)");
+    handle_line("launch: cannot run " + cmd.front() + ": " + std::strerror(done.exec_errno) +
+                (slurm ? " (install slurm-client; ci/bootstrap does)" : " (install openmpi-bin; ci/bootstrap does)"));
   if (!pending.empty()) handle_line(pending);  // a last line without its newline
   if (mpirun_lingered)
     handle_line("launch: every rank of this host had ended " + std::to_string(kRanklessGrace.count()) +
@@ -479,6 +548,14 @@ LaunchResult launch(const LaunchSpec& spec) {
   // Whatever outlived mpirun (a rank's child that ignores SIGTERM, a daemon a rank started, a
   // rank on this host that mpirun lost track of) is killed, found by the run's environment.
   res.orphans = kill_run(spec.run_dir, std::chrono::seconds(5));
+  // A step whose srun was killed (or whose allocation outlived it) is Slurm's to end on the other
+  // nodes too: cancel the job by its name (Note [Ranks under srun]).
+  if (slurm && done.started() && !done.ok()) {
+    SubprocessSpec cancel;
+    cancel.argv = {"scancel", "--quiet", "--name=" + slurm_job_name(spec.run_dir)};
+    cancel.timeout = std::chrono::seconds(10);
+    run_subprocess(cancel);
+  }
   res.timed_out = done.timed_out;
   if (!done.ok()) res.never_joined = ranks_never_joined(spec.run_dir, spec.ranks);
   if (done.stopped) res.stop_signal = g_stop_signal.load();  // 0 when mpirun lingered

@@ -1,4 +1,4 @@
-// Starting N ranks through mpirun with a whole-run timeout, every rank's output kept (one log per
+// Starting N ranks through mpirun (or Slurm's srun) with a whole-run timeout, every rank's output kept (one log per
 // rank in the run folder) and echoed with a rank prefix. Used by distributed suites (one launch
 // per world size), by the watchdog test (which expects its ranks to fail), and by
 // `trainbench launch` for any program. Never waits forever: past the timeout every rank's stack
@@ -23,16 +23,22 @@ struct LaunchSpec {
   std::map<std::string, std::string> env;  // exported to every rank (mpirun -x), beside forwarded_variables
   std::string hostfile;                    // empty: every rank on this host (oversubscribed if needed)
   std::vector<std::string> mpirun_args;    // extra mpirun arguments, before the program
-  std::ostream* echo = nullptr;            // live lines "[rank R] ..." (null: quiet)
-  bool echo_rank0_plain = false;           // rank 0's lines without the prefix (progress lines)
+  // "mpirun", or "srun": the ranks are a step of the Slurm cluster srun reaches (its SLURM_CONF or
+  // the allocation we run in), started with srun_command (Note [Ranks under srun]); hostfile and
+  // mpirun_args do not apply. Empty: $TRAINBENCH_LAUNCHER, else "mpirun".
+  std::string launcher;
+  int nodes = 0;                  // srun -N; 0: $TRAINBENCH_LAUNCH_NODES, else as Slurm places the ranks
+  std::ostream* echo = nullptr;   // live lines "[rank R] ..." (null: quiet)
+  bool echo_rank0_plain = false;  // rank 0's lines without the prefix (progress lines)
 };
 
 struct LaunchResult {
-  int exit_code = -1;  // mpirun's exit status (128+signal if killed by one)
+  std::string launcher = "mpirun";  // what started the ranks: "mpirun" or "srun"
+  int exit_code = -1;               // the launcher's exit status (128+signal if killed by one)
   bool timed_out = false;
   double seconds = 0;
   std::vector<std::string> rank_output;  // per rank: its stdout and stderr lines, in arrival order
-  std::string launcher_output;           // lines not tagged with a rank (mpirun's own messages)
+  std::string launcher_output;           // lines not tagged with a rank (mpirun's or srun's own messages)
   // Processes of the run (processes_in_run) still alive when launch() returned, after it killed
   // everything left over: mpirun, its daemons, ranks and whatever they forked. Must be 0.
   int orphans = 0;
@@ -62,6 +68,13 @@ std::string short_stack(const std::string& full, int frames = 12, int threads = 
 // The mpirun command line for a spec (shown by `trainbench launch --dry-run`).
 std::vector<std::string> mpirun_command(const LaunchSpec& spec);
 
+// The launcher a spec uses ("mpirun" or "srun"; throws std::invalid_argument for another name or
+// for srun with a hostfile or mpirun_args) and its command line: mpirun_command or srun_command.
+// Both start "<launcher> -n <ranks>".
+std::string launcher_of(const LaunchSpec& spec);
+std::vector<std::string> srun_command(const LaunchSpec& spec);
+std::vector<std::string> launch_command(const LaunchSpec& spec);
+
 // Runs the spec. Throws std::runtime_error only when mpirun cannot be started at all (not
 // installed); everything a rank does, including hanging or crashing, is in the result.
 LaunchResult launch(const LaunchSpec& spec);
@@ -72,6 +85,10 @@ LaunchResult launch(const LaunchSpec& spec);
 // /proc/PID/environ, so a process that changed its own environment later is still found, and
 // one that exec'd with a cleared environment is not.
 std::vector<int> processes_in_run(const std::filesystem::path& run_dir);
+
+// The same for any variable: the live processes (zombies and the caller excluded) whose
+// environment has NAME=VALUE (e.g. a Slurm fixture's SLURM_CONF: its daemons, steps and tasks).
+std::vector<int> processes_with_env(const std::string& name, const std::string& value);
 
 // The path of the running executable (/proc/self/exe), for relaunching ourselves as ranks.
 std::string self_exe();

@@ -555,6 +555,7 @@ void ProcessGroup::check_call(Task& t) {
       if (watchdog_) {
         if (std::optional<std::string> line = watchdog_->dead_peer(in_flight(t))) {
           const InFlight f = in_flight(t);
+          watchdog_->settle(f);  // Note [Settle before a dead-peer dump]
           watchdog_->fire_line(*line, &f);
         }
       } else if (Clock::now() - t0 > options_.timeout) {
@@ -724,6 +725,7 @@ void ProcessGroup::execute(Task& t) {
     do {
       if (std::optional<std::string> line = watchdog_->dead_peer(in_flight(t))) {
         const InFlight f = in_flight(t);
+        watchdog_->settle(f);  // Note [Settle before a dead-peer dump]
         watchdog_->fire_line(*line + "; the backend said: " + msg, &f);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -403,6 +404,32 @@ Watchdog::~Watchdog() {
   if (pending) ::raise(SIGTERM);  // caught while the last watchdog went away
 }
 
+// Note [Settle before a dead-peer dump]
+// A peer that left its group before this rank's collective ends the wait at once, but the other
+// peers may be a few milliseconds from leaving too (every rank but one finished its loop: one
+// extra collective). Dumping at the first departure would record them as active, and the
+// analysis could not tell "left after its last call" from "frozen". So before a dead-peer dump
+// the watchdog waits, at most min(1 s, timeout / 4), until every peer that has not reached the
+// collective has left, exited, failed or died; a peer still active then (frozen, or computing)
+// is dumped as it is.
+void Watchdog::settle(const InFlight& f) const {
+  if (f.collective_seq == 0 || !board_.enabled()) return;
+  const auto unsettled = [&] {
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      const ProgressBoard::Slot s = board_.read(q);
+      if (!s.joined || !s.same_host || s.state != ProgressBoard::State::Active) continue;
+      if (s.coll_entered >= f.collective_seq || !process_alive(s.pid)) continue;
+      return true;
+    }
+    return false;
+  };
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::min<std::chrono::milliseconds>(std::chrono::seconds(1), timeout_ / 4);
+  while (unsettled() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
 void Watchdog::loop() {
   const auto period = std::clamp<std::chrono::milliseconds>(timeout_ / 10, std::chrono::milliseconds(1),
                                                             std::chrono::milliseconds(100));
@@ -415,7 +442,10 @@ void Watchdog::loop() {
       if (::read(g_signal_pipe[0], &b, 1) == 1) handle_sigterm();  // one thread takes the byte
     }
     if (std::optional<InFlight> f = probe_()) {
-      if (std::optional<std::string> line = dead_peer(f)) fire_line(*line, &*f);
+      if (std::optional<std::string> line = dead_peer(f)) {
+        settle(*f);
+        fire_line(*line, &*f);
+      }
       const auto elapsed = std::chrono::steady_clock::now() - f->since;
       if (elapsed > timeout_) fire(*f, std::chrono::duration<double>(elapsed).count());
     }

@@ -145,6 +145,9 @@ class Watchdog {
   // needs has ended (its pid gone or a zombie, or its atexit hook ran) or destroyed the group
   // before reaching it; nullopt when none has.
   std::optional<std::string> dead_peer(const std::optional<InFlight>& f, bool any = false) const;
+  // Before a dead-peer dump: waits briefly for the other peers to settle (Note [Settle before a
+  // dead-peer dump] in watchdog.cpp).
+  void settle(const InFlight& f) const;
   // Writes the dump, prints "trainbench: watchdog: <line>; dump: <path>" and ends the process
   // with kWatchdogExitCode (used for hangs, dead peers and backend failures caused by them).
   [[noreturn]] void fire_line(const std::string& line, const InFlight* f);

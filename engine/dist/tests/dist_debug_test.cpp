@@ -29,6 +29,7 @@
 #include "engine/dist/call_site.h"
 #include "engine/dist/ddp/ddp.h"
 #include "engine/dist/ddp/join.h"
+#include "engine/dist/dump_analysis.h"
 #include "engine/dist/flight_recorder.h"
 #include "engine/dist/fsdp/fsdp.h"
 #include "engine/dist/tests/world_of_one.h"
@@ -508,6 +509,35 @@ TEST(DistDebugRanks, JoinWithSomeRanksUnderNoSyncAndOthersSyncedIsAnErrorOnEvery
     expect_contains(runs[std::size_t(r)].err,
                     {"caught: ", "are under no_sync; under a Join every rank still training"});
   }
+  fs::remove_all(dir);
+}
+
+// Rank 1 issues one all_reduce more than the others; rank 0 leaves at once and rank 2 300 ms
+// later. Rank 1's watchdog sees rank 0 gone within milliseconds, but waits for rank 2 to settle
+// before its dump (Note [Settle before a dead-peer dump]), so the analysis names the extra
+// collective instead of calling rank 2 frozen (the 50-seed soak hit this race twice in 100 runs).
+TEST(DistDebugRanks, ADeadPeerDumpWaitsForTheOtherPeersToLeave) {
+  TB_NEED_FORKED_WORLDS();
+  const fs::path dir = fresh_dir("settle");
+  const auto runs = run_ranks(3, dir, {{"TRAINBENCH_DIST_TIMEOUT", "20"}}, [](std::shared_ptr<ProcessGroup> g) {
+    Tensor t = ones({4});
+    g->all_reduce(t)->wait();
+    if (g->rank() == 1) {
+      g->all_reduce(t)->wait();  // the extra one: the watchdog ends this rank
+      return 0;
+    }
+    if (g->rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    g.reset();  // leaves the group cleanly
+    return 0;
+  });
+  ASSERT_EQ(runs[1].status, kWatchdogExitCode) << runs[1].err;
+  EXPECT_EQ(runs[0].status, 0) << runs[0].err;
+  EXPECT_EQ(runs[2].status, 0) << runs[2].err;
+  const Diagnosis d = analyze_dumps(read_dump_dir(dir.string()));
+  ASSERT_FALSE(d.findings.empty()) << diagnosis_text(d);
+  EXPECT_EQ(d.findings[0].kind, FindingKind::ExtraCollective) << diagnosis_text(d);
+  EXPECT_EQ(d.findings[0].collective_seq, 2u) << diagnosis_text(d);
+  EXPECT_EQ(d.findings[0].ranks, std::vector<int>{1}) << diagnosis_text(d);
   fs::remove_all(dir);
 }
 

@@ -821,7 +821,8 @@ def parse_args(argv):
     p.add_argument("--link", default="ib",
                    help=f"link class: {', '.join(LINK_PROFILES)} (profiles), or a measured class from the comm "
                         "records (shm: the engine's MPI within this host; gloo: its Gloo backend; across hosts "
-                        "the records' link profile)")
+                        "the records' link profile, e.g. 10g-50us or 10g-50us-gloo from `trainbench bench "
+                        "--suite hosts`)")
     p.add_argument("--per-rank-batch", type=float, default=None,
                    help="samples per rank (default: the world-1 run's batch)")
     p.add_argument("--compute-speedup", type=float, default=1.0, metavar="F",

@@ -12,6 +12,12 @@ Measured samples (checked in; one build on the shared 2-core CI machine, each fi
                                --filter '/engine$'
   projection_sample_fsdp.json  TRAINBENCH_FSDP_BENCH_S=1 trainbench bench --suite fsdp --threads 1
                                --filter '/(full_shard|shard_grad_op)/w[124]/engine$'
+  projection_sample_hosts.json trainbench bench --suite hosts (as root: network-namespace hosts;
+                               the whole suite, 16 records, 2026-12-03 15:06 UTC), then at once
+  projection_sample_hosts_ddp.json   TRAINBENCH_DDP_BENCH_S=1 trainbench bench --suite ddp --threads 1
+                               --filter '^ddp/(mlp|gpt)/w1/engine$'
+  projection_sample_hosts_fsdp.json  TRAINBENCH_FSDP_BENCH_S=1 trainbench bench --suite fsdp --threads 1
+                               --filter '^fsdp/(mlp|gpt)/full_shard/w[12]/engine$'
 """
 from __future__ import annotations
 
@@ -34,6 +40,10 @@ HERE = Path(__file__).resolve().parent
 SAMPLE_COMM = HERE / "projection_sample_comm.json"
 SAMPLE_DDP = HERE / "projection_sample_ddp.json"
 SAMPLE_FSDP = HERE / "projection_sample_fsdp.json"
+SAMPLE_HOSTS = HERE / "projection_sample_hosts.json"
+# world-1 DDP/FSDP (and FSDP world 2) runs right after the hosts run: the compute model of its points
+SAMPLE_HOSTS_DDP = HERE / "projection_sample_hosts_ddp.json"
+SAMPLE_HOSTS_FSDP = HERE / "projection_sample_hosts_fsdp.json"
 SIZES = [8] + [16 * 4 ** i for i in range(12)]  # the comm sweep's: 8 B, then powers of 4 to 64 MiB
 
 
@@ -428,6 +438,30 @@ class MeasuredSampleTest(unittest.TestCase):
                 self.assertLess(abs(v["cpu_error"]), 1e-9, v)
             else:
                 self.assertGreater(v["predicted_comm_ms"], 0.0, v)
+
+    def test_validation_across_hosts_on_measured_records(self):
+        # Every DDP/FSDP step the hosts sample folds is a 2-host validation point on its profile's
+        # link, fitted from the same sample's comm records.
+        res = load_results([SAMPLE_COMM, SAMPLE_HOSTS_DDP, SAMPLE_HOSTS_FSDP, SAMPLE_HOSTS])
+        fits = pj.fit_links(res)
+        expected = set()
+        for r in res[3].records:
+            c = pj.HOSTS_STEP_CASE.match(r["case"])
+            if r["status"] == "pass" and c:
+                self.assertIn(c["profile"], fits)
+                self.assertIn(c["profile"] + "-gloo", fits)
+                self.assertEqual(len(fits[c["profile"]]["all_reduce"][0].points), 5)  # 8 B to 4 MiB at 2x1
+                world = 2 * int(c["local"])
+                kind = "ddp" if c["suite"] == "ddp" else "full_shard"
+                expected |= {(kind, k[: -len("_step_ms")], world, c["profile"]) for k in r["metrics"]
+                             if k.endswith("_step_ms")}
+        self.assertEqual(len(expected), 24)  # 3 profiles x (DDP, FSDP) x (2x1, 2x2) x (mlp, gpt)
+        across = [v for v in pj.validate_points(pj.step_models(res), fits) if v["hosts"] == 2]
+        self.assertEqual({(v["kind"], v["model"], v["world"], v["link"]) for v in across}, expected)
+        self.assertEqual(len(across), len(expected))
+        for v in across:
+            self.assertAlmostEqual(v["error"], v["predicted_step_ms"] / v["measured_step_ms"] - 1, places=9)
+            self.assertGreater(v["predicted_comm_ms"], 0.0, v)
 
     def test_report_draws_the_projection(self):
         with tempfile.TemporaryDirectory() as d:

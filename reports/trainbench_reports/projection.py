@@ -273,6 +273,7 @@ class LinkModel:
                     f"link ({self.profile['source']})")
         parts = [f"{op} {f.algorithm} alpha {f.alpha_s * 1e6:.3g} us beta^-1 "
                  f"{(1e-9 / f.beta_s_per_byte) if f.beta_s_per_byte > 0 else math.inf:.3g} GB/s"
+                 + (f" (from the {f.derived_from} fit)" if f.derived_from else "")
                  for op, f in self.fits.items()]
         return f"{self.name} (fitted to the comm records): " + "; ".join(parts)
 

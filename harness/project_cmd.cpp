@@ -29,13 +29,14 @@ CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
       "Project DDP and FSDP step time, samples/s and scaling efficiency to many ranks from measured comm, ddp and "
       "fsdp benchmarks (alpha-beta fits + compute model), with the prediction error at every measured point; exit "
       "2 bad input");
-  sub->add_option("--results", o.results, "Result JSON with comm and ddp/fsdp benchmark records (repeatable)")
+  sub->add_option("--results", o.results, "Result JSON with comm, ddp/fsdp and hosts benchmark records (repeatable)")
       ->required()
       ->type_name("JSON");
   sub->add_option("--ranks", o.ranks, "Comma-separated rank counts (default 8,16,...,1024)")->type_name("LIST");
-  sub->add_option("--link", o.link,
-                  "Link class: nvlink, ib, ethernet (documented profiles), or one measured in the comm records (shm, "
-                  "gloo, a link profile across hosts); default ib")
+  sub->add_option(
+         "--link", o.link,
+         "Link class: nvlink, ib, ethernet (documented profiles), or one measured in the comm or hosts records "
+         "(shm, gloo, a link profile across hosts: e.g. 10g-50us, 10g-50us-gloo); default ib")
       ->type_name("NAME");
   sub->add_option("--per-rank-batch", o.per_rank_batch, "Samples per rank (default: the world-1 run's)")
       ->type_name("N");

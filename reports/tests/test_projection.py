@@ -12,6 +12,12 @@ Measured samples (checked in; one build on the shared 2-core CI machine, each fi
                                --filter '/engine$'
   projection_sample_fsdp.json  TRAINBENCH_FSDP_BENCH_S=1 trainbench bench --suite fsdp --threads 1
                                --filter '/(full_shard|shard_grad_op)/w[124]/engine$'
+  projection_sample_hosts.json trainbench bench --suite hosts (as root: network-namespace hosts;
+                               the whole suite, 16 records, 2026-12-03 15:06 UTC), then at once
+  projection_sample_hosts_ddp.json   TRAINBENCH_DDP_BENCH_S=1 trainbench bench --suite ddp --threads 1
+                               --filter '^ddp/(mlp|gpt)/w1/engine$'
+  projection_sample_hosts_fsdp.json  TRAINBENCH_FSDP_BENCH_S=1 trainbench bench --suite fsdp --threads 1
+                               --filter '^fsdp/(mlp|gpt)/full_shard/w[12]/engine$'
 """
 from __future__ import annotations
 
@@ -34,6 +40,10 @@ HERE = Path(__file__).resolve().parent
 SAMPLE_COMM = HERE / "projection_sample_comm.json"
 SAMPLE_DDP = HERE / "projection_sample_ddp.json"
 SAMPLE_FSDP = HERE / "projection_sample_fsdp.json"
+SAMPLE_HOSTS = HERE / "projection_sample_hosts.json"
+# world-1 DDP/FSDP (and FSDP world 2) runs right after the hosts run: the compute model of its points
+SAMPLE_HOSTS_DDP = HERE / "projection_sample_hosts_ddp.json"
+SAMPLE_HOSTS_FSDP = HERE / "projection_sample_hosts_fsdp.json"
 SIZES = [8] + [16 * 4 ** i for i in range(12)]  # the comm sweep's: 8 B, then powers of 4 to 64 MiB
 
 
@@ -58,6 +68,21 @@ def comm_records(true, worlds=(2, 4, 8), impl="engine", split=None):
                 a, b = pj.ALGORITHMS[op][alg](n, p)
                 al, be = (split[1], split[2]) if split and n >= split[0] else (alpha, beta)
                 recs.append(record("comm", f"{op}/float32/{n}/w{p}/{impl}", {"bytes": n, "time_s": a * al + b * be}))
+    return recs
+
+
+def hosts_comm_records(true, profile="10g-50us"):
+    """The hosts suite's comm records (2x1 and 2x2 hosts x ranks): one per run, the all_reduce
+    times folded in as <op>_<bytes>B_<impl>_time_us; Gloo's twice MPI's."""
+    recs = []
+    alg, alpha, beta = true["all_reduce"]
+    for k in (1, 2):
+        metrics = {"nominal_rate_gbit": 10, "link_rtt_us": 100.0}
+        for n in SIZES:
+            a, b = pj.ALGORITHMS["all_reduce"][alg](n, 2 * k)
+            metrics[f"all_reduce_{n}B_engine_time_us"] = (a * alpha + b * beta) * 1e6
+            metrics[f"all_reduce_{n}B_engine-gloo_time_us"] = 2 * (a * alpha + b * beta) * 1e6
+        recs.append(record("hosts", f"comm/{profile}/inter/2x{k}", metrics))
     return recs
 
 
@@ -250,6 +275,59 @@ class ProjectionTest(unittest.TestCase):
         rows = pj.project(pj.step_models(res), pj.link_model("10g-50us", fits), [8])
         self.assertEqual(rows[0]["link"], "10g-50us")
 
+    def test_hosts_suite_records_are_checked_on_their_link(self):
+        # `trainbench bench --suite hosts` folds each run across hosts into one record
+        # (suites/hosts/hosts_bench.cpp): comm/<profile>/inter/2x<K> with
+        # all_reduce_<bytes>B_<impl>_time_us, ddp/<profile>/2x<K> with <model>_step_ms/_samples_per_s.
+        ddp = ddp_records(worlds=(1, 2, 4))
+        recs = hosts_comm_records(TRUE) + [ddp[0]]
+        for w in (2, 4):
+            m = ddp[w // 2]["metrics"]
+            recs.append(record("hosts", f"ddp/10g-50us/2x{w // 2}", {
+                "mlp_step_ms": m["step_ms"], "mlp_samples_per_s": m["samples_per_s"], "nominal_rate_gbit": 10}))
+        res = load_results([self.files.write("h.json", recs)])
+        fits = pj.fit_links(res)
+        self.assertEqual(set(fits), {"10g-50us", "10g-50us-gloo"})
+        vals = pj.validate_points(pj.step_models(res), fits)
+        self.assertEqual([(v["world"], v["hosts"], v["link"]) for v in vals],
+                         [(1, 1, "shm"), (2, 2, "10g-50us"), (4, 2, "10g-50us")])
+        for v in vals:
+            self.assertAlmostEqual(v["error"], 0.0, places=9)
+        self.assertTrue(math.isnan(vals[1]["error_given_compute"]))  # the folded record has no wait time
+        out = io.StringIO()
+        with redirect_stdout(out):
+            self.assertEqual(pj.main(["--results", str(self.files.write("h2.json", recs)), "--ranks", "8",
+                                      "--link", "10g-50us"]), 0)
+        self.assertIn("10g-50us", out.getvalue())
+
+    def test_fsdp_across_hosts_uses_the_all_reduce_ring_fit(self):
+        # The hosts suite measures all_reduce only: FSDP's all_gather and reduce_scatter on that
+        # link take the ring algorithm with the all_reduce ring fit's alpha and beta.
+        fsdp = fsdp_records(worlds=(1, 2))
+        m = fsdp[1]["metrics"]
+        recs = hosts_comm_records(TRUE) + comm_records(TRUE) + fsdp + [record(
+            "hosts", "fsdp/1g-200us/2x1", {"gpt_step_ms": 1.0, "gpt_samples_per_s": 8.0,
+                                           "mlp_step_ms": m["step_ms"], "mlp_samples_per_s": m["samples_per_s"]})]
+        for r in recs[:len(hosts_comm_records(TRUE))]:
+            r["case"] = r["case"].replace("10g-50us", "1g-200us")
+        res = load_results([self.files.write("h.json", recs)])
+        fits = pj.fit_links(res)
+        _, alpha, beta = TRUE["all_reduce"]
+        for op in ("all_gather", "reduce_scatter"):
+            f = fits["1g-200us"][op][0]
+            self.assertEqual((f.algorithm, f.derived_from), ("ring", "all_reduce"))
+            a, b = pj.ALGORITHMS[op]["ring"](1 << 20, 4)
+            self.assertAlmostEqual(f.time(1 << 20, 4) / (a * alpha + b * beta), 1.0, places=6)
+        vals = pj.validate_points(pj.step_models(res), fits)
+        across = [v for v in vals if v["hosts"] == 2]
+        # mlp only: gpt has no world-1 record here to build its compute model from
+        self.assertEqual([(v["kind"], v["model"], v["world"], v["link"]) for v in across],
+                         [("full_shard", "mlp", 2, "1g-200us")])
+        self.assertTrue(math.isfinite(across[0]["error"]))
+        recs_json = pj.records([], vals, fits, pj.link_model("1g-200us", fits))
+        fit_rec = [r for r in recs_json if r["case"] == "fit/all_gather/1g-200us"][0]
+        self.assertEqual(fit_rec["metrics"]["derived_from"], "all_reduce")
+
     def test_projection_shape(self):
         fits, models = self.models()
         eff = {}
@@ -360,6 +438,30 @@ class MeasuredSampleTest(unittest.TestCase):
                 self.assertLess(abs(v["cpu_error"]), 1e-9, v)
             else:
                 self.assertGreater(v["predicted_comm_ms"], 0.0, v)
+
+    def test_validation_across_hosts_on_measured_records(self):
+        # Every DDP/FSDP step the hosts sample folds is a 2-host validation point on its profile's
+        # link, fitted from the same sample's comm records.
+        res = load_results([SAMPLE_COMM, SAMPLE_HOSTS_DDP, SAMPLE_HOSTS_FSDP, SAMPLE_HOSTS])
+        fits = pj.fit_links(res)
+        expected = set()
+        for r in res[3].records:
+            c = pj.HOSTS_STEP_CASE.match(r["case"])
+            if r["status"] == "pass" and c:
+                self.assertIn(c["profile"], fits)
+                self.assertIn(c["profile"] + "-gloo", fits)
+                self.assertEqual(len(fits[c["profile"]]["all_reduce"][0].points), 5)  # 8 B to 4 MiB at 2x1
+                world = 2 * int(c["local"])
+                kind = "ddp" if c["suite"] == "ddp" else "full_shard"
+                expected |= {(kind, k[: -len("_step_ms")], world, c["profile"]) for k in r["metrics"]
+                             if k.endswith("_step_ms")}
+        self.assertEqual(len(expected), 24)  # 3 profiles x (DDP, FSDP) x (2x1, 2x2) x (mlp, gpt)
+        across = [v for v in pj.validate_points(pj.step_models(res), fits) if v["hosts"] == 2]
+        self.assertEqual({(v["kind"], v["model"], v["world"], v["link"]) for v in across}, expected)
+        self.assertEqual(len(across), len(expected))
+        for v in across:
+            self.assertAlmostEqual(v["error"], v["predicted_step_ms"] / v["measured_step_ms"] - 1, places=9)
+            self.assertGreater(v["predicted_comm_ms"], 0.0, v)
 
     def test_report_draws_the_projection(self):
         with tempfile.TemporaryDirectory() as d:

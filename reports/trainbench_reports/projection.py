@@ -33,6 +33,15 @@ COMM_CASE = re.compile(r"^(?P<op>all_reduce|all_gather|reduce_scatter|broadcast)
 DDP_CASE = re.compile(r"^ddp/(?P<model>[^/]+)/w(?P<world>\d+)/engine$")
 FSDP_CASE = re.compile(r"^fsdp/(?P<model>[^/]+)/(?P<strategy>full_shard|shard_grad_op|ddp)/w(?P<world>\d+)/"
                        r"(?P<impl>engine|engine-ddp)$")
+# The hosts suite (`trainbench bench --suite hosts`, suites/hosts/hosts_bench.cpp) folds each run
+# across hosts into one record: comm/<profile>/<intra|inter>/<H>x<K> with one
+# <op>_<bytes>B_<impl>_time_us metric per comm point (the comm record's time_s), and
+# <ddp|fsdp>/<profile>/<H>x<K> with <model>_step_ms and <model>_samples_per_s (FSDP: FULL_SHARD).
+# Its hosts are network namespaces of one machine: every rank of every host shares its cores.
+HOSTS_COMM_CASE = re.compile(r"^comm/(?P<profile>[A-Za-z0-9_.-]+)/(?:intra|inter)/(?P<hosts>\d+)x(?P<local>\d+)$")
+HOSTS_COMM_KEY = re.compile(r"^(?P<op>all_reduce|all_gather|reduce_scatter|broadcast)_(?P<bytes>\d+)B_"
+                            r"(?P<impl>[A-Za-z0-9.-]+)_time_us$")
+HOSTS_STEP_CASE = re.compile(r"^(?P<suite>ddp|fsdp)/(?P<profile>[A-Za-z0-9_.-]+)/(?P<hosts>\d+)x(?P<local>\d+)$")
 # The comm records' median repetition, as the DDP/FSDP step times are medians (fitting the
 # fastest repetition, time_min_s, would model a quieter machine than the steps ran on).
 TIME_KEY = "time_s"
@@ -90,6 +99,7 @@ class Fit:
     algorithm: str
     segments: list
     points: list = field(default_factory=list)  # [(bytes, world, measured_s, predicted_s)]
+    derived_from: str = ""  # the op whose fit this one reuses (derive_ring), "" when fitted
 
     @property
     def alpha_s(self) -> float:
@@ -263,18 +273,21 @@ class LinkModel:
                     f"link ({self.profile['source']})")
         parts = [f"{op} {f.algorithm} alpha {f.alpha_s * 1e6:.3g} us beta^-1 "
                  f"{(1e-9 / f.beta_s_per_byte) if f.beta_s_per_byte > 0 else math.inf:.3g} GB/s"
+                 + (f" (from the {f.derived_from} fit)" if f.derived_from else "")
                  for op, f in self.fits.items()]
         return f"{self.name} (fitted to the comm records): " + "; ".join(parts)
 
 
-def _link_of(rec, impl: str) -> str | None:
-    m = rec["metrics"]
-    hosts = number(m.get(LINK_KEYS[0]))
-    profile = m.get(LINK_KEYS[1])
+def _link_name(hosts: float | None, profile, impl: str) -> str | None:
     if hosts is not None and hosts > 1:
         name = profile if isinstance(profile, str) and profile else "tcp"
         return name + IMPL_LINK.get(impl, "-" + impl)
     return LOCAL_LINK.get(impl)
+
+
+def _link_of(rec, impl: str) -> str | None:
+    m = rec["metrics"]
+    return _link_name(number(m.get(LINK_KEYS[0])), m.get(LINK_KEYS[1]), impl)
 
 
 def _records(results):
@@ -297,6 +310,9 @@ def comm_samples(results) -> dict:
     its run's oversubscription (ranks per core of the host)."""
     out: dict = {}
     for res, rec in _records(results):
+        if rec["suite"] == "hosts":
+            _hosts_comm_samples(res, rec, out)
+            continue
         m = COMM_CASE.match(rec["case"])
         if not m or rec["suite"] != "comm" or not _usable(rec["metrics"], COMM_RANGES, ("bytes", TIME_KEY)):
             continue
@@ -310,6 +326,31 @@ def comm_samples(results) -> dict:
     return out
 
 
+def _hosts_comm_samples(res, rec, out: dict) -> None:
+    """The comm points a hosts-suite comm record folds (HOSTS_COMM_CASE) into `out`, as
+    comm_samples gives them; the hosts share one machine's cores."""
+    c = HOSTS_COMM_CASE.match(rec["case"])
+    if not c:
+        return
+    hosts, world = int(c["hosts"]), int(c["hosts"]) * int(c["local"])
+    slow = oversubscription(world, 1, int(res.run.get("logical_cores") or 1))
+    for key, value in rec["metrics"].items():
+        k = HOSTS_COMM_KEY.match(key)
+        t = number(value)
+        link = _link_name(hosts, c["profile"], k["impl"]) if k else None
+        if link is None or t is None or not COMM_RANGES[TIME_KEY][0] <= t / 1e6 <= COMM_RANGES[TIME_KEY][1]:
+            continue
+        out.setdefault(link, {}).setdefault(k["op"], []).append((float(k["bytes"]), world, t / 1e6 / slow))
+
+
+def derive_ring(op: str, all_reduce_fits: list, link: str) -> Fit:
+    """all_gather or reduce_scatter on a link measured with all_reduce alone (the hosts suite's
+    comm sweep): the ring algorithm with the all_reduce ring fit's alpha and beta (a ring
+    all_reduce is a ring reduce_scatter followed by a ring all_gather over the same links)."""
+    ring = next(f for f in all_reduce_fits if f.algorithm == "ring")
+    return Fit(op, link, "ring", list(ring.segments), derived_from="all_reduce")
+
+
 def fit_links(results) -> dict:
     """{link: {op: (best Fit, [every algorithm's Fit])}} for every link class with comm records."""
     out = {}
@@ -320,6 +361,11 @@ def fit_links(results) -> dict:
                 out[link][op] = best_fit(op, samples, link)
             except ProjectionError:
                 continue  # too few points for this op here; using it is the error
+        if "all_reduce" in out[link]:
+            for op in ("all_gather", "reduce_scatter"):
+                if op not in out[link]:
+                    f = derive_ring(op, out[link]["all_reduce"][1], link)
+                    out[link][op] = (f, [f])
     return out
 
 
@@ -333,6 +379,11 @@ class StepPoint:
     link: str
     metrics: dict
     logical_cores: int
+    ranks_per_machine: int = 0  # ranks sharing logical_cores; 0: world / hosts (a machine per host)
+
+    @property
+    def local(self) -> float:
+        return self.ranks_per_machine or self.world / max(self.hosts, 1)
 
     def m(self, key: str, default: float = 0.0) -> float:
         v = number(self.metrics.get(key))
@@ -365,6 +416,9 @@ def _usable(metrics: dict, ranges: dict, required: tuple) -> bool:
 def step_points(results) -> list[StepPoint]:
     out = []
     for res, rec in _records(results):
+        if rec["suite"] == "hosts":
+            out += _hosts_step_points(res, rec)
+            continue
         if not _usable(rec["metrics"], STEP_RANGES, ("step_ms",)):
             continue
         suite, case = rec["suite"], rec["case"]
@@ -379,6 +433,32 @@ def step_points(results) -> list[StepPoint]:
         link = _link_of(rec, "engine")
         cores = int(res.run.get("logical_cores") or number(met.get("threads")) or 1)
         out.append(StepPoint(kind, model, int(m["world"]), hosts, link, met, cores))
+    return out
+
+
+def _hosts_step_points(res, rec) -> list[StepPoint]:
+    """The DDP or FSDP (FULL_SHARD) steps a hosts-suite record folds (HOSTS_STEP_CASE), one per
+    model: step_ms, samples_per_s and the per-rank batch they imply (samples/s = the global batch
+    over the step); the hosts share one machine's cores."""
+    c = HOSTS_STEP_CASE.match(rec["case"])
+    if not c:
+        return []
+    hosts, world = int(c["hosts"]), int(c["hosts"]) * int(c["local"])
+    link = _link_name(hosts, c["profile"], "engine")
+    out = []
+    for key in rec["metrics"]:
+        if not key.endswith("_step_ms"):
+            continue
+        model = key[: -len("_step_ms")]
+        step, rate = number(rec["metrics"][key]), number(rec["metrics"].get(model + "_samples_per_s"))
+        if step is None or rate is None:
+            continue
+        met = {"step_ms": step, "samples_per_s": rate, "per_rank_batch": rate * step / 1e3 / world,
+               LINK_KEYS[0]: float(hosts), LINK_KEYS[1]: c["profile"]}
+        if not _usable(met, STEP_RANGES, ("step_ms", "samples_per_s", "per_rank_batch")):
+            continue
+        out.append(StepPoint("ddp" if c["suite"] == "ddp" else "full_shard", model, world, hosts, link, met,
+                             int(res.run.get("logical_cores") or 1), ranks_per_machine=world))
     return out
 
 
@@ -489,7 +569,7 @@ class StepModel:
         self.grad_bytes = b.m("parameters") * 4.0
         # Collective counts per step and bytes per message come from a multi-rank record (world 1
         # may skip collectives); they do not depend on the world size.
-        multi = [p for p in points if p.world > 1]
+        multi = [p for p in points if p.world > 1 and "bytes_per_step" in p.metrics]
         ref = multi[0] if multi else b
         calls = ref.m("all_gathers") + ref.m("reduce_scatters") + ref.m("all_reduces")
         self.units = int(ref.m("reduce_scatters") or ref.m("units", 1.0))
@@ -550,6 +630,8 @@ def step_models(results) -> dict:
     out = {}
     for key, pts in sorted(groups.items()):
         pts.sort(key=lambda p: (p.hosts, p.world))
+        if all(p.ranks_per_machine for p in pts):
+            continue  # only the hosts suite's points, no world-1 run to predict them from: skipped
         out[key] = (StepModel(pts), pts)
     return out
 
@@ -583,13 +665,13 @@ def validate_points(models: dict, fits: dict) -> list[dict]:
             link = link_model(p.link, fits) if p.link in fits else LinkModel("none", {})
             if p.world > 1 and _needs(link, kind):
                 continue
-            local = p.world / max(p.hosts, 1)
+            local = p.local
             cores = min(p.m("threads", 1.0), p.logical_cores / local)
             # Collectives over shared memory or TCP need a core to progress: they overlap
             # compute only where the host has a core that no rank's compute thread holds.
             spare = p.logical_cores > local * p.m("threads", 1.0)
             pred = sm.predict(p.world, p.m("per_rank_batch", sm.batch1), link, cores,
-                              oversubscription(p.world, p.hosts, p.logical_cores), overlap=spare)
+                              oversubscription(p.local, 1, p.logical_cores), overlap=spare)
             meas = p.m("step_ms") / 1e3
             cpu_pred, cpu_meas = sm.main_thread_cpu_s(p.world, p.m("per_rank_batch", sm.batch1)), None
             if "main_thread_cpu_ms" in p.metrics:
@@ -603,8 +685,9 @@ def validate_points(models: dict, fits: dict) -> list[dict]:
                             error=(pred.step_s - meas) / meas,
                             # The communication and overlap model alone: the measured step with its
                             # measured exposed wait replaced by the predicted one.
-                            error_given_compute=(pred.exposed_s - p.m("comm_wait_ms") / 1e3) / meas,
-                            measured_exposed_ms=p.m("comm_wait_ms"), predicted_exposed_ms=pred.exposed_s * 1e3,
+                            # NaN where the record lacks the wait (the hosts suite's folded ones).
+                            error_given_compute=(pred.exposed_s - p.m("comm_wait_ms", math.nan) / 1e3) / meas,
+                            measured_exposed_ms=p.m("comm_wait_ms", math.nan), predicted_exposed_ms=pred.exposed_s * 1e3,
                             measured_comm_ms=p.m("comm_busy_ms", math.nan),
                             predicted_comm_ms=pred.comm_s * 1e3))
     return out
@@ -663,11 +746,11 @@ def validation_text(vals: list[dict], fits: dict) -> str:
     lines = ["validation: measured steps (ranks sharing this host's cores as they ran) against the model; "
              "comm-only: the measured step with the predicted exposed communication in place of the measured; "
              "CPU-time: the training thread's CPU time per step against the compute model (load-independent)",
-             f"{'model':<6} {'strategy':<20} {'world':>5} {'hosts':>5} {'link':<8} {'measured ms':>11} "
+             f"{'model':<6} {'strategy':<20} {'world':>5} {'hosts':>5} {'link':<14} {'measured ms':>11} "
              f"{'predicted ms':>12} {'error':>7} {'comm-only error':>15} {'CPU-time error':>14} "
              f"{'exposed ms meas/pred':>21}"]
     for v in vals:
-        lines.append(f"{v['model']:<6} {_kind_label(v['kind']):<20} {v['world']:>5} {v['hosts']:>5} {v['link']:<8} "
+        lines.append(f"{v['model']:<6} {_kind_label(v['kind']):<20} {v['world']:>5} {v['hosts']:>5} {v['link']:<14} "
                      f"{v['measured_step_ms']:>11.2f} {v['predicted_step_ms']:>12.2f} {v['error']:>+7.1%} "
                      f"{v['error_given_compute']:>+15.1%} {v['cpu_error']:>+14.1%} "
                      f"{v['measured_exposed_ms']:>10.2f}/{v['predicted_exposed_ms']:<10.2f}")
@@ -676,9 +759,10 @@ def validation_text(vals: list[dict], fits: dict) -> str:
         for op in OPS:
             if op in per_op:
                 f = per_op[op][0]
-                lines.append(f"  {link:<8} {op:<15} {f.algorithm:<19} alpha {f.alpha_s * 1e6:9.3f} us  "
+                lines.append(f"  {link:<14} {op:<15} {f.algorithm:<19} alpha {f.alpha_s * 1e6:9.3f} us  "
                              f"bw {1e-9 / f.beta_s_per_byte if f.beta_s_per_byte else math.inf:8.3f} GB/s  "
-                             f"rms {f.rms_rel_err:6.1%}  max {f.max_rel_err:6.1%}  ({len(f.points)} points)")
+                             + (f"(the {f.derived_from} ring fit's: no {op} records)" if f.derived_from else
+                                f"rms {f.rms_rel_err:6.1%}  max {f.max_rel_err:6.1%}  ({len(f.points)} points)"))
     return "\n".join(lines)
 
 
@@ -718,7 +802,8 @@ def records(rows: list[dict], vals: list[dict], fits: dict, link: LinkModel) -> 
         for op, (f, _) in sorted(per_op.items()):
             rec(f"fit/{op}/{lname}", {"alpha_s": f.alpha_s, "beta_s_per_byte": f.beta_s_per_byte,
                                       "rms_rel_err": f.rms_rel_err, "max_rel_err": f.max_rel_err,
-                                      "points": len(f.points), "algorithm": f.algorithm, "link": lname})
+                                      "points": len(f.points), "algorithm": f.algorithm, "link": lname}
+                | ({"derived_from": f.derived_from} if f.derived_from else {}))
     if link.profile is not None:
         rec(f"link/{link.name}", {"alpha_s": link.profile["alpha_s"], "gbps": link.profile["gbps"],
                                   "source": link.profile["source"]})
@@ -737,7 +822,8 @@ def parse_args(argv):
     p.add_argument("--link", default="ib",
                    help=f"link class: {', '.join(LINK_PROFILES)} (profiles), or a measured class from the comm "
                         "records (shm: the engine's MPI within this host; gloo: its Gloo backend; across hosts "
-                        "the records' link profile)")
+                        "the records' link profile, e.g. 10g-50us or 10g-50us-gloo from `trainbench bench "
+                        "--suite hosts`)")
     p.add_argument("--per-rank-batch", type=float, default=None,
                    help="samples per rank (default: the world-1 run's batch)")
     p.add_argument("--compute-speedup", type=float, default=1.0, metavar="F",

@@ -96,7 +96,8 @@ def validation_plot(results, path: Path):
         ok = abs(v["error"]) <= pj.GOAL_REL_ERROR
         ax.plot(v["measured_step_ms"], v["predicted_step_ms"], "o" if ok else "x",
                 color="#1f77b4" if v["kind"] == "ddp" else "#ff7f0e")
-        ax.annotate(f"{v['model']} {pj._kind_label(v['kind'])} w{v['world']} {v['error']:+.0%}",
+        across = f" {v['hosts']} hosts {v['link']}" if v["hosts"] > 1 else ""
+        ax.annotate(f"{v['model']} {pj._kind_label(v['kind'])} w{v['world']}{across} {v['error']:+.0%}",
                     (v["measured_step_ms"], v["predicted_step_ms"]), fontsize=6, xytext=(3, 3),
                     textcoords="offset points")
     ax.set_xscale("log")

@@ -502,9 +502,9 @@ int main(int argc, char** argv) {
   all->add_flag("--no-report", o.no_report, "Write the JSON only");
   add_peak_options(all, o);
 
-  CLI::App* launch = app.add_subcommand(
-      "launch",
-      "Run a program on N ranks through mpirun (this host unless --hostfile), with a timeout and per-rank logs");
+  CLI::App* launch = app.add_subcommand("launch",
+                                        "Run a program on N ranks through mpirun (this host unless --hostfile) or srun "
+                                        "(--launcher srun), with a timeout and per-rank logs");
   launch->add_option("-n,--ranks", o.ranks, "Number of ranks")
       ->capture_default_str()
       ->check(between(1, 4096, "ranks", true))

@@ -43,4 +43,11 @@ struct ReportError : std::runtime_error {
 // message suggest TRAINBENCH_PYTHON.
 std::filesystem::path run_report(const ReportRequest& req);
 
+// Runs `<python> -m <module> ARGS...` with the reports package on PYTHONPATH, its output going
+// straight to the user, and returns its exit status. Throws ReportError ("<what>: ...") when the
+// package is missing, no child can be made, or the interpreter does not start (exit 127).
+int run_reports_module(const std::string& what, const std::string& module, const std::vector<std::string>& args);
+// `v` with 17 significant digits: a double passed to Python on a command line, unchanged.
+std::string format_number(double v);
+
 }  // namespace tb::harness

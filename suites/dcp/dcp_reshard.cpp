@@ -62,6 +62,19 @@ struct SavedCache : std::map<std::string, Saved> {
   }
 };
 
+Saved train_and_save(const Layout& s, std::shared_ptr<ProcessGroup> g, const std::string& dir) {
+  Saved out;
+  out.dir = dir;
+  Trained t = make_trained(s, std::move(g), 7);
+  train(t, 0, K);
+  out.at_save = whole_state(t);
+  checkpoint::save_distributed(train::distributed_state(*t.model, t.opt.get(), K, {{"next_step", K}}, s.name), dir,
+                               *t.group);
+  out.losses = train(t, K, K);
+  out.after = whole_state(t);
+  return out;
+}
+
 const Saved& saved(const Layout& s, ProcessGroup& world) {
   static SavedCache cache;
   if (auto it = cache.find(s.name); it != cache.end()) return it->second;
@@ -70,13 +83,10 @@ const Saved& saved(const Layout& s, ProcessGroup& world) {
   auto g = first_ranks(world, s.world);
   NamedTensors at, after;
   on_first_ranks(world, s.world, [&] {
-    Trained t = make_trained(s, g, 7);
-    train(t, 0, K);
-    at = whole_state(t);
-    checkpoint::save_distributed(train::distributed_state(*t.model, t.opt.get(), K, {{"next_step", K}}, s.name),
-                                 out.dir, *g);
-    out.losses = train(t, K, K);
-    after = whole_state(t);
+    Saved mine = train_and_save(s, g, out.dir);
+    at = std::move(mine.at_save);
+    after = std::move(mine.after);
+    out.losses = std::move(mine.losses);
   });
   out.at_save = share_from_rank0(world, at);
   out.after = share_from_rank0(world, after);
@@ -86,13 +96,14 @@ const Saved& saved(const Layout& s, ProcessGroup& world) {
   return cache.emplace(s.name, std::move(out)).first->second;
 }
 
-void run_pair(const Layout& s, const Layout& l, harness::Record& rec) {
-  auto world = dist::new_group("mpi");
-  const Saved& S = saved(s, *world);
-  auto g = first_ranks(*world, l.world);
+void check_loaded(const Layout& s, const Saved& S, const Layout& l, std::shared_ptr<ProcessGroup> g,
+                  harness::Record& rec) {
   const bool same_order = s.name == l.name;
   const Tolerance tol = param_tolerance(DType::Float64);
-  on_first_ranks(*world, l.world, [&] {
+  rec.tolerances = {{"loaded", "bitwise"},
+                    {"after_k_steps",
+                     same_order ? nlohmann::json("bitwise") : nlohmann::json{{"rtol", tol.rtol}, {"atol", tol.atol}}}};
+  {
     Trained t = make_trained(l, g, 99);  // other initial weights: the load must replace them all
     const checkpoint::DistributedState got = train::load_distributed_state(*t.model, t.opt.get(), S.dir, *g);
     check(got.step == K, "the loaded step is " + std::to_string(got.step) + ", saved " + std::to_string(K));
@@ -123,10 +134,14 @@ void run_pair(const Layout& s, const Layout& l, harness::Record& rec) {
                             " further steps the state differs from the uninterrupted run "
                             "beyond the tolerance: " +
                             where);
-  });
-  rec.tolerances = {{"loaded", "bitwise"},
-                    {"after_k_steps",
-                     same_order ? nlohmann::json("bitwise") : nlohmann::json{{"rtol", tol.rtol}, {"atol", tol.atol}}}};
+  }
+}
+
+void run_pair(const Layout& s, const Layout& l, harness::Record& rec) {
+  auto world = dist::new_group("mpi");
+  const Saved& S = saved(s, *world);
+  auto g = first_ranks(*world, l.world);
+  on_first_ranks(*world, l.world, [&] { check_loaded(s, S, l, g, rec); });
 }
 
 // Copies of every entry's rows: what a checkpoint of `st` must give back.

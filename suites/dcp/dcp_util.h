@@ -90,6 +90,17 @@ struct Saved {
 // Made on first use and kept for the process (every rank runs the cases in the same order, so
 // every rank makes the same ones at the same point). A collective on `world`.
 const Saved& saved(const Layout& s, dist::ProcessGroup& world);
+// On every rank of `g` (of the layout's size): a model trains kSteps steps under `s` from seed 7
+// and saves into `dir` (step kSteps, layout s.name, extra {"next_step": kSteps}), then kSteps more;
+// the result's whole states and losses are this group's (saved() shares them across the world).
+Saved train_and_save(const Layout& s, std::shared_ptr<dist::ProcessGroup> g, const std::string& dir);
+// On every rank of `g` (of l.world ranks): a fresh model under `l` (other initial weights) loads
+// S.dir, saved under `s`, and must hold S.at_save bit for bit, then after kSteps further steps
+// S.after (bitwise when l is s, else within the DDP suite's float64 tolerance); fills `rec`'s
+// metrics (saved_world, loaded_world, tensors, loaded_bitwise, after_k_steps_*), series and
+// tolerances. The mpi/reshard cases, and the hosts suite's loads on another host count.
+void check_loaded(const Layout& s, const Saved& S, const Layout& l, std::shared_ptr<dist::ProcessGroup> g,
+                  harness::Record& rec);
 
 // The disk-full, mutated-file and Python-reader cases (dcp_faults.cpp).
 std::vector<harness::TestCase> fault_rank_tests();

@@ -303,6 +303,7 @@ std::vector<harness::TestCase> hosts_tests() {
   out.push_back(across_hosts_case("ddp/all/2x2", "ddp", "^(mpi|gloo)/"));
   out.push_back(across_hosts_case("fsdp/all/2x2", "fsdp", "^(mpi|gloo)/"));
   out.push_back(across_hosts_case("dcp/all/2x2", "dcp", "."));
+  for (harness::TestCase& t : hosts_dcp_tests()) out.push_back(std::move(t));
   for (const std::string backend : {"mpi", "gloo"})
     for (const std::string how : {"ranks_killed", "link_down"}) out.push_back(host_failure_case(backend, how));
   out.push_back(nothing_left_case());

@@ -15,6 +15,12 @@ namespace tb::suites {
 void register_hosts_suite();
 
 std::vector<harness::TestCase> hosts_tests();
+// A distributed checkpoint saved by one launch at 2 hosts x 2 ranks and loaded by separate
+// launches on other host counts (hosts_dcp.cpp, Note [A checkpoint loaded on another host count]).
+std::vector<harness::TestCase> hosts_dcp_tests();
+// The rank cases those launches run (the suite's rank_tests; it has no world size of its own, so
+// they run only where a case of this suite launches them across its hosts).
+std::vector<harness::TestCase> hosts_rank_tests(int world);
 // Self-timed benchmark cases (harness::register_timed_benches): comm and DDP across hosts.
 std::vector<harness::TestCase> hosts_benches();
 

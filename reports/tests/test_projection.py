@@ -285,6 +285,8 @@ class ProjectionTest(unittest.TestCase):
             m = ddp[w // 2]["metrics"]
             recs.append(record("hosts", f"ddp/10g-50us/2x{w // 2}", {
                 "mlp_step_ms": m["step_ms"], "mlp_samples_per_s": m["samples_per_s"], "nominal_rate_gbit": 10}))
+        # Newer records fold the wait per model too: it reaches the validation.
+        recs[-1]["metrics"]["mlp_comm_wait_ms"] = ddp[2]["metrics"]["comm_wait_ms"]
         res = load_results([self.files.write("h.json", recs)])
         fits = pj.fit_links(res)
         self.assertEqual(set(fits), {"10g-50us", "10g-50us-gloo"})
@@ -294,6 +296,8 @@ class ProjectionTest(unittest.TestCase):
         for v in vals:
             self.assertAlmostEqual(v["error"], 0.0, places=9)
         self.assertTrue(math.isnan(vals[1]["error_given_compute"]))  # the folded record has no wait time
+        self.assertEqual(vals[2]["measured_exposed_ms"], ddp[2]["metrics"]["comm_wait_ms"])
+        self.assertTrue(math.isfinite(vals[2]["error_given_compute"]))
         out = io.StringIO()
         with redirect_stdout(out):
             self.assertEqual(pj.main(["--results", str(self.files.write("h2.json", recs)), "--ranks", "8",

@@ -439,7 +439,8 @@ def step_points(results) -> list[StepPoint]:
 def _hosts_step_points(res, rec) -> list[StepPoint]:
     """The DDP or FSDP (FULL_SHARD) steps a hosts-suite record folds (HOSTS_STEP_CASE), one per
     model: step_ms, samples_per_s and the per-rank batch they imply (samples/s = the global batch
-    over the step); the hosts share one machine's cores."""
+    over the step), comm_wait_ms and main_thread_cpu_ms where folded; the hosts share one machine's
+    cores."""
     c = HOSTS_STEP_CASE.match(rec["case"])
     if not c:
         return []
@@ -455,6 +456,9 @@ def _hosts_step_points(res, rec) -> list[StepPoint]:
             continue
         met = {"step_ms": step, "samples_per_s": rate, "per_rank_batch": rate * step / 1e3 / world,
                LINK_KEYS[0]: float(hosts), LINK_KEYS[1]: c["profile"]}
+        for extra in ("comm_wait_ms", "main_thread_cpu_ms"):  # folded per model where measured
+            if (v := number(rec["metrics"].get(model + "_" + extra))) is not None:
+                met[extra] = v
         if not _usable(met, STEP_RANGES, ("step_ms", "samples_per_s", "per_rank_batch")):
             continue
         out.append(StepPoint("ddp" if c["suite"] == "ddp" else "full_shard", model, world, hosts, link, met,
@@ -685,7 +689,7 @@ def validate_points(models: dict, fits: dict) -> list[dict]:
                             error=(pred.step_s - meas) / meas,
                             # The communication and overlap model alone: the measured step with its
                             # measured exposed wait replaced by the predicted one.
-                            # NaN where the record lacks the wait (the hosts suite's folded ones).
+                            # NaN where the record lacks the wait (hosts records of before <model>_comm_wait_ms).
                             error_given_compute=(pred.exposed_s - p.m("comm_wait_ms", math.nan) / 1e3) / meas,
                             measured_exposed_ms=p.m("comm_wait_ms", math.nan), predicted_exposed_ms=pred.exposed_s * 1e3,
                             measured_comm_ms=p.m("comm_busy_ms", math.nan),

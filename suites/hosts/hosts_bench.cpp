@@ -1,8 +1,11 @@
 // The hosts suite's benchmarks (`trainbench bench --suite hosts`): the comm benchmark's all_reduce
-// points and the DDP and FSDP (FULL_SHARD) benchmarks' samples/s, run through the launcher across hosts of our own, per
-// link profile. Each case brings its own hosts up, measures the link between two of them (TCP
-// probe: measured next to the profile's nominal figures), runs the other suite's rank benchmarks
-// once across the hosts and folds their figures into one record.
+// size sweep inside one host (1 x 2, 1 x 4 ranks) and across two per link profile (2 x 1, 2 x 2),
+// and the DDP and FSDP (FULL_SHARD) benchmarks at 2 hosts x 1 and x 2 ranks per profile: samples/s,
+// step time, the time the step waited on communication (comm_wait_ms) and the training thread's CPU
+// time per step (main_thread_cpu_ms), as those suites' benchmarks measure them. Each case brings
+// its own hosts up, measures the link between two of them (TCP probe: measured next to the
+// profile's nominal figures), runs the other suite's rank benchmarks once across the hosts and
+// folds their figures into one record, with `hosts` and `link_profile` saying where it ran.
 #include <regex>
 #include <sstream>
 
@@ -16,10 +19,17 @@ namespace tb::suites {
 
 namespace {
 
-// all_reduce at 8 B, 1 KiB, 64 KiB, 1 MiB and 4 MiB, the engine on MPI and on Gloo.
-constexpr const char* kCommFilter = "^all_reduce/float32/(8|1024|65536|1048576|4194304)/w2/(engine|engine-gloo)$";
+// all_reduce at 8 B, 1 KiB, 64 KiB, 1 MiB and 4 MiB, the engine on MPI and on Gloo, at `world`.
+std::string comm_filter(int world) {
+  return "^all_reduce/float32/(8|1024|65536|1048576|4194304)/w" + std::to_string(world) + "/(engine|engine-gloo)$";
+}
 
+// Where the record ran (reports/trainbench_reports/projection.py's LINK_KEYS: `hosts`,
+// `link_profile`), the profile's nominal figures and the TCP probe's between two hosts.
 void link_metrics(harness::Record& rec, const harness::HostsFixture& f) {
+  rec.metrics["hosts"] = int(f.hosts().size());
+  rec.metrics["ranks_per_host"] = f.ranks_per_host();
+  rec.metrics["link_profile"] = f.profile().name;
   rec.metrics["nominal_rate_gbit"] = f.profile().rate_gbit;
   rec.metrics["nominal_delay_us"] = f.profile().delay_us;
   rec.metrics["latency_shaped"] = f.latency_shaped() ? 1 : 0;
@@ -48,7 +58,9 @@ harness::TestCase comm_case(const std::string& profile, int hosts, int ranks_per
                   if (skip_without_hosts(rec)) return;
                   harness::HostsFixture f = harness::HostsFixture::up({hosts, ranks_per_host, profile, false});
                   link_metrics(rec, f);
-                  const std::vector<harness::Record> inner = run_suite_on_hosts(f, "comm", kCommFilter, true, 2,
+                  const std::vector<harness::Record> inner = run_suite_on_hosts(f, "comm",
+                                                                                comm_filter(hosts * ranks_per_host),
+                                                                                true, 0,
                                                                                 {{"TRAINBENCH_COMM_SWEEP", "quick"}});
                   for (const harness::Record& r : inner) {
                     check(r.status == harness::Status::Pass, r.case_name + ": " + r.message);
@@ -81,7 +93,7 @@ harness::TestCase training_case(const std::string& suite, const std::string& pro
                   for (const harness::Record& r : inner) {
                     check(r.status == harness::Status::Pass, r.case_name + ": " + r.message);
                     const std::string model = r.case_name.find("/gpt/") != std::string::npos ? "gpt" : "mlp";
-                    for (const char* m : {"samples_per_s", "step_ms"})
+                    for (const char* m : {"samples_per_s", "step_ms", "comm_wait_ms", "main_thread_cpu_ms"})
                       if (r.metrics.contains(m)) rec.metrics[model + "_" + m] = r.metrics[m];
                   }
                   check(!inner.empty(), "the " + suite + " benchmark produced no record");
@@ -93,8 +105,10 @@ harness::TestCase training_case(const std::string& suite, const std::string& pro
 }  // namespace
 
 std::vector<harness::TestCase> hosts_benches() {
-  std::vector<harness::TestCase> out = {comm_case("unshaped", 1, 2)};  // both ranks inside one host
-  for (const harness::LinkProfile& p : harness::link_profiles()) out.push_back(comm_case(p.name, 2, 1));
+  // Inside one host (no link between hosts: the profile does not apply), then across two per profile.
+  std::vector<harness::TestCase> out = {comm_case("unshaped", 1, 2), comm_case("unshaped", 1, 4)};
+  for (const harness::LinkProfile& p : harness::link_profiles())
+    for (int k : {1, 2}) out.push_back(comm_case(p.name, 2, k));
   for (const harness::LinkProfile& p : harness::link_profiles())
     for (const char* suite : {"ddp", "fsdp"})
       for (int k : {1, 2}) out.push_back(training_case(suite, p.name, k));
@@ -110,7 +124,8 @@ void register_hosts_suite() {
       "every host, the collectives, DDP, FSDP and DCP cases at 2 hosts x 2 ranks, a whole host failing "
       "mid-collective; benchmarks: comm intra- vs inter-host, DDP and FSDP samples/s per link profile";
   s.tests = [] { return hosts_tests(); };  // each case makes its own hosts and launches its ranks
-  s.run_by_default = false;                // root, and minutes of launches
+  s.rank_tests = [](int world) { return hosts_rank_tests(world); };  // no world_sizes: only its cases launch them
+  s.run_by_default = false;                                          // root, and minutes of launches
   harness::register_suite(std::move(s));
   harness::register_timed_benches("hosts", [] { return hosts_benches(); });
 }

@@ -121,8 +121,9 @@ void register_hosts_suite() {
   s.description =
       "across hosts of our own (network namespaces on a bridge; needs root, else skips): the fixture (names, "
       "links, tear-down, a killed owner's hosts reaped), TRAINBENCH_/NCCL_/OMPI_ variables on every rank of "
-      "every host, the collectives, DDP, FSDP and DCP cases at 2 hosts x 2 ranks, a whole host failing "
-      "mid-collective; benchmarks: comm intra- vs inter-host, DDP and FSDP samples/s per link profile";
+      "every host, the collectives, DDP, FSDP and DCP cases at 2 hosts x 2 ranks, a checkpoint saved at 2 x 2 and "
+      "loaded by other jobs at 1 x 2 and 2 x 1, a whole host failing mid-collective; benchmarks: comm intra- vs "
+      "inter-host, DDP and FSDP samples/s, comm wait and CPU time per link profile";
   s.tests = [] { return hosts_tests(); };  // each case makes its own hosts and launches its ranks
   s.rank_tests = [](int world) { return hosts_rank_tests(world); };  // no world_sizes: only its cases launch them
   s.run_by_default = false;                                          // root, and minutes of launches

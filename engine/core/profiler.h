@@ -21,8 +21,9 @@
 // durations is exact whatever the clock's resolution (two events with equal timestamps are still
 // parent and child, not siblings). Ops reach the profiler two ways: autograd::kernel (every
 // differentiable tb:: op) and OpScope (a Tensor method's copy, a bare kernel's call site); an
-// OpScope directly inside an Op event of the same name records nothing, so tb::contiguous, whose
-// kernel runs Tensor::contiguous, is one call, not two.
+// OpScope directly inside an Op event of the same name records nothing, so an op whose kernel()
+// runs the bare kernel of its own name (tb::linear_relu -> ops::linear_relu, once that kernel opens
+// an OpScope) is one call, not two; a different name nests (matmul -> copy_), as in PyTorch.
 #pragma once
 #include <atomic>
 #include <cstdint>

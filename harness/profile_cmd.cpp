@@ -10,6 +10,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <tuple>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -171,6 +172,7 @@ void profile_rank(const ProfileOptions& o, const fs::path& out) {
   for (const profiler::OpStat& s : profiler::key_averages(trace.events))
     stats.push_back({{"name", s.name},
                      {"category", profiler::category_name(s.cat)},
+                     {"label", s.label},
                      {"calls", s.calls},
                      {"self_ns", s.self_ns},
                      {"total_ns", s.total_ns}});
@@ -199,7 +201,7 @@ Category category_from_name(const std::string& n) {
 // The ranks' files -> trace.json, the tables on stdout, the result file.
 int merge(const ProfileOptions& o, const fs::path& out, const std::string& command) {
   nlohmann::json trace = {{"displayTimeUnit", "ms"}, {"traceEvents", nlohmann::json::array()}};
-  std::map<std::pair<std::string, std::string>, profiler::OpStat> by;
+  std::map<std::tuple<std::string, std::string, std::string>, profiler::OpStat> by;  // name, category, label
   nlohmann::json mean = nlohmann::json::object();
   int64_t events = 0;
   for (int r = 0; r < o.world; ++r) {
@@ -210,9 +212,11 @@ int merge(const ProfileOptions& o, const fs::path& out, const std::string& comma
     events += s["events"].get<int64_t>();
     for (const auto& [k, v] : s["breakdown"].items()) mean[k] = mean.value(k, 0.0) + v.get<double>() / o.world;
     for (const auto& x : s["stats"]) {
-      profiler::OpStat& st = by[{x["name"].get<std::string>(), x["category"].get<std::string>()}];
+      const std::string label = x.value("label", "");
+      profiler::OpStat& st = by[{x["name"].get<std::string>(), x["category"].get<std::string>(), label}];
       st.name = x["name"];
       st.cat = category_from_name(x["category"]);
+      st.label = label;
       st.calls += x["calls"].get<int64_t>();
       st.self_ns += x["self_ns"].get<int64_t>();
       st.total_ns += x["total_ns"].get<int64_t>();

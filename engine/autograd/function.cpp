@@ -10,21 +10,12 @@ std::vector<SavedTensor> save(const TensorList& ts) {
   return s;
 }
 
-// The profiler's args for an op's event: "input_shapes":[[2, 3], ...],"input_dtypes":["float32", ...]
-// (undefined inputs: [] and "undefined").
+// The profiler's args for an op's event: its inputs' shapes and dtypes (profiler::input_args).
 void profile_inputs(const TensorList& inputs) {
-  std::string args = "\"input_shapes\":[", dtypes;
-  for (const Tensor& t : inputs) {
-    if (!dtypes.empty()) args += ',', dtypes += ',';
-    args += t.defined() ? core::to_string(t.sizes()) : std::string("[]");
-    dtypes += '"';
-    dtypes += t.defined() ? core::name(t.dtype()) : "undefined";
-    dtypes += '"';
-  }
-  args += "],\"input_dtypes\":[";
-  args += dtypes;
-  args += ']';
-  profiler::annotate_last_op(args);
+  std::vector<profiler::OpScope::Input> in;
+  in.reserve(inputs.size());
+  for (const Tensor& t : inputs) in.push_back({t.defined() ? &t.sizes() : nullptr, t.defined() ? t.dtype() : DType()});
+  profiler::annotate_last_op(profiler::input_args(in));
 }
 }  // namespace
 

@@ -12,11 +12,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <iomanip>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 #include <unordered_set>
 
 #include "engine/core/error.h"
@@ -29,7 +31,10 @@ std::atomic<bool> g_enabled{false};
 
 namespace {
 
+std::atomic<int64_t (*)()> g_test_clock{nullptr};
+
 int64_t now_ns() {
+  if (int64_t(*c)() = g_test_clock.load(std::memory_order_relaxed)) return c();
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
@@ -42,6 +47,7 @@ struct Buffer {
   bool alive = true;
   int64_t last_closed = -1;  // the event end() closed last (annotate_last_op)
   std::vector<Event> events;
+  std::vector<int64_t> open;  // indices of the open events, innermost last (Note [Nesting and self time])
 };
 
 struct Registry {
@@ -113,19 +119,6 @@ void append_us(std::string& out, int64_t ns) {
   out += b;
 }
 
-// Self time of each event of one thread: its duration minus its direct children's durations.
-// Events sorted by start (outer first on ties); a child lies within its parent's span.
-void compute_self(std::vector<Event>& ev, std::size_t lo, std::size_t hi) {
-  std::vector<std::size_t> stack;
-  for (std::size_t i = lo; i < hi; ++i) {
-    Event& e = ev[i];
-    e.self_ns = e.end_ns - e.start_ns;
-    while (!stack.empty() && ev[stack.back()].end_ns <= e.start_ns) stack.pop_back();
-    if (!stack.empty()) ev[stack.back()].self_ns -= e.end_ns - e.start_ns;
-    stack.push_back(i);
-  }
-}
-
 }  // namespace
 
 const char* category_name(Category c) {
@@ -143,14 +136,19 @@ const char* category_name(Category c) {
 
 namespace detail {
 
-Slot begin(const char* name, Category cat) {
+Slot begin(const char* name, Category cat, bool unless_same_op) {
   Buffer& b = my_buffer();
   const uint64_t session = registry().session.load(std::memory_order_relaxed);
   std::lock_guard lock(b.mu);
   if (b.session != session) {
     b.events.clear();
+    b.open.clear();
     b.session = session;
     b.last_closed = -1;
+  }
+  if (unless_same_op && !b.open.empty()) {
+    const Event& parent = b.events[size_t(b.open.back())];
+    if (parent.cat == Category::Op && std::strcmp(parent.name, name) == 0) return {};
   }
   Event e;
   e.name = name;
@@ -158,6 +156,7 @@ Slot begin(const char* name, Category cat) {
   e.tid = b.tid;
   e.start_ns = now_ns();
   b.events.push_back(std::move(e));
+  b.open.push_back(int64_t(b.events.size()) - 1);
   return {int64_t(b.events.size()) - 1, session};
 }
 
@@ -165,25 +164,61 @@ void end(Slot s) {
   const int64_t t = now_ns();
   Buffer& b = my_buffer();
   std::lock_guard lock(b.mu);
-  if (b.session == s.session && s.idx < int64_t(b.events.size())) {
-    b.events[size_t(s.idx)].end_ns = t;
-    b.last_closed = s.idx;
-  }
+  if (b.session != s.session || s.idx >= int64_t(b.events.size())) return;  // stop() took the events
+  Event& e = b.events[size_t(s.idx)];
+  e.end_ns = t;
+  b.last_closed = s.idx;
+  // Scopes close in reverse order of opening (RAII), so s.idx is the top of the stack.
+  while (!b.open.empty() && b.open.back() >= s.idx) b.open.pop_back();
+  if (!b.open.empty()) b.events[size_t(b.open.back())].child_ns += t - e.start_ns;
 }
 
-void add_arg(Slot s, const char* key, std::string_view value, bool quote) {
+void add_members(Slot s, std::string_view members) {
   Buffer& b = my_buffer();
   std::lock_guard lock(b.mu);
   if (b.session != s.session || s.idx >= int64_t(b.events.size())) return;
   std::string& a = b.events[size_t(s.idx)].args;
   if (!a.empty()) a += ',';
-  append_json_string(a, key);
-  a += ':';
-  if (quote) append_json_string(a, value);
-  else a += value;
+  a += members;
+}
+
+void add_arg(Slot s, const char* key, std::string_view value, bool quote) {
+  std::string m;
+  append_json_string(m, key);
+  m += ':';
+  if (quote) append_json_string(m, value);
+  else m += value;
+  add_members(s, m);
+}
+
+void set_label(Slot s, std::string_view label) {
+  Buffer& b = my_buffer();
+  std::lock_guard lock(b.mu);
+  if (b.session == s.session && s.idx < int64_t(b.events.size())) b.events[size_t(s.idx)].label.assign(label);
 }
 
 }  // namespace detail
+
+void set_clock_for_testing(int64_t (*clock)()) { g_test_clock.store(clock, std::memory_order_relaxed); }
+
+std::string input_args(const std::vector<OpScope::Input>& inputs) {
+  std::string args = "\"input_shapes\":[", dtypes;
+  for (const OpScope::Input& in : inputs) {
+    if (!dtypes.empty()) args += ',', dtypes += ',';
+    args += in.sizes ? core::to_string(*in.sizes) : std::string("[]");
+    dtypes += '"';
+    dtypes += in.sizes ? core::name(in.dtype) : "undefined";
+    dtypes += '"';
+  }
+  args += "],\"input_dtypes\":[";
+  args += dtypes;
+  args += ']';
+  return args;
+}
+
+void OpScope::set_inputs(std::initializer_list<Input> inputs) {
+  detail::add_members(slot_, input_args(std::vector<Input>(inputs)));
+}
 
 void annotate_last_op(std::string_view members) {
   Buffer& b = my_buffer();
@@ -250,24 +285,29 @@ Trace Profile::stop() {
     for (Event& e : b->events)
       if (e.end_ns != 0) t.events.push_back(std::move(e));
     b->events.clear();
+    b->open.clear();
     if (t.events.size() == lo) continue;
     t.threads.push_back({b->tid, b->name.empty() ? "thread " + std::to_string(b->tid) : b->name});
-    std::stable_sort(t.events.begin() + std::ptrdiff_t(lo), t.events.end(), [](const Event& a, const Event& b) {
-      return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
-    });
-    compute_self(t.events, lo, t.events.size());
+    for (std::size_t i = lo; i < t.events.size(); ++i) {
+      Event& e = t.events[i];
+      e.self_ns = e.end_ns - e.start_ns - e.child_ns;
+    }
+    // Recording order is opening order, parents before children: keep it for equal start times.
+    std::stable_sort(t.events.begin() + std::ptrdiff_t(lo), t.events.end(),
+                     [](const Event& a, const Event& b) { return a.start_ns < b.start_ns; });
   }
   r.running = false;
   return t;
 }
 
 std::vector<OpStat> key_averages(const std::vector<Event>& events) {
-  std::map<std::pair<std::string_view, Category>, OpStat> by;
+  std::map<std::tuple<std::string_view, Category, std::string_view>, OpStat> by;
   for (const Event& e : events) {
-    OpStat& s = by[{e.name, e.cat}];
+    OpStat& s = by[{e.name, e.cat, e.label}];
     if (s.calls == 0) {
       s.name = e.name;
       s.cat = e.cat;
+      s.label = e.label;
     }
     ++s.calls;
     s.total_ns += e.end_ns - e.start_ns;
@@ -291,8 +331,9 @@ std::string table(const std::vector<OpStat>& stats, SortBy sort, std::size_t lim
   });
   int64_t self_sum = 0;
   for (const OpStat& s : stats) self_sum += s.self_ns;
+  const auto shown = [](const OpStat& s) { return s.label.empty() ? s.name : s.name + " [" + s.label + "]"; };
   std::size_t width = 4;
-  for (std::size_t i = 0; i < rows.size() && i < limit; ++i) width = std::max(width, rows[i].name.size());
+  for (std::size_t i = 0; i < rows.size() && i < limit; ++i) width = std::max(width, shown(rows[i]).size());
   width = std::min<std::size_t>(width, 60);
   std::ostringstream os;
   os << std::fixed;
@@ -304,7 +345,8 @@ std::string table(const std::vector<OpStat>& stats, SortBy sort, std::size_t lim
   line();
   for (std::size_t i = 0; i < rows.size() && i < limit; ++i) {
     const OpStat& s = rows[i];
-    const std::string name = s.name.size() > width ? s.name.substr(0, width - 3) + "..." : s.name;
+    std::string name = shown(s);
+    if (name.size() > width) name = name.substr(0, width - 3) + "...";
     os << std::left << std::setw(int(width)) << name << std::right << std::setw(12) << category_name(s.cat)
        << std::setw(9) << s.calls << std::setw(14) << std::setprecision(3) << double(s.self_ns) / 1e6 << std::setw(8)
        << std::setprecision(1) << (self_sum > 0 ? 100.0 * double(s.self_ns) / double(self_sum) : 0.0) << '%'
@@ -349,7 +391,13 @@ std::string chrome_trace_json(const std::vector<Trace>& traces) {
       append_us(out, e.start_ns);
       out += ",\"dur\":";
       append_us(out, e.end_ns - e.start_ns);
-      out += ",\"args\":{" + e.args + "}}";
+      out += ",\"args\":{" + e.args;
+      if (!e.label.empty()) {
+        if (!e.args.empty()) out += ',';
+        out += "\"label\":";
+        append_json_string(out, e.label);
+      }
+      out += "}}";
     }
   }
   out += "]}\n";

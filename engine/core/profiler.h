@@ -5,20 +5,35 @@
 // writes the trace-event JSON that Perfetto and chrome://tracing open. docs/profiling.md.
 //
 // It lives in core, the leftmost room, so that every room can open scopes: autograd::kernel (each
-// differentiable op's forward), the backward engine (each node), the optimizers' step, the
-// process group's collectives, the DataLoader. Names are static strings (literals, or intern()ed).
+// differentiable op's forward), Tensor's copying methods (OpScope), the backward engine (each
+// node), the optimizers' step, the process group's collectives (with their call-site label), the
+// DataLoader. Names are static strings (literals, or intern()ed).
 //
 // Note [Profiler cost when off]
 // A Scope made while no Profile runs costs one relaxed atomic load and a branch (plus the check
 // of its index in the destructor): no clock read, no lock, no allocation. While one runs, a scope
 // takes its thread's buffer lock twice (uncontended: only stop() takes it from another thread)
-// and reads steady_clock twice.
+// and reads the clock twice.
+//
+// Note [Nesting and self time]
+// Each thread keeps the stack of its open events. A closing event adds its duration to the
+// event below it on the stack (its parent), so self time = duration - direct children's
+// durations is exact whatever the clock's resolution (two events with equal timestamps are still
+// parent and child, not siblings). Ops reach the profiler two ways: autograd::kernel (every
+// differentiable tb:: op) and OpScope (a Tensor method's copy, a bare kernel's call site); an
+// OpScope directly inside an Op event of the same name records nothing, so an op whose kernel()
+// runs the bare kernel of its own name (tb::linear_relu -> ops::linear_relu, once that kernel opens
+// an OpScope) is one call, not two; a different name nests (matmul -> copy_), as in PyTorch.
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "engine/core/dtype.h"
+#include "engine/core/shape.h"
 
 namespace tb::profiler {
 
@@ -33,10 +48,17 @@ struct Slot {
   int64_t idx = -1;
   uint64_t session = 0;
 };
-Slot begin(const char* name, Category cat);
+// unless_same_op: record nothing when the thread's innermost open event is an Op named `name`.
+Slot begin(const char* name, Category cat, bool unless_same_op = false);
 void end(Slot s);
 void add_arg(Slot s, const char* key, std::string_view value, bool quote);
+void add_members(Slot s, std::string_view members);  // "\"k\":v,..." appended to the event's args
+void set_label(Slot s, std::string_view label);
 }  // namespace detail
+
+// Tests only: the clock events are stamped with (nanoseconds), nullptr for steady_clock. Read only
+// while a Profile runs; set it before one starts.
+void set_clock_for_testing(int64_t (*clock)());
 
 // Sets the args (JSON object members, "\"k\":v,...") of the event the calling thread closed last,
 // if it is an op's and has none yet: autograd's record() gives the kernel's event, just closed,
@@ -66,6 +88,11 @@ class Scope {
   void arg(const char* key, int64_t n) {
     if (active()) detail::add_arg(slot_, key, std::to_string(n), false);
   }
+  // The call site ("ddp/bucket 0 (...)", a CallSite's text): key_averages keeps events of one name
+  // but different labels apart, and the trace shows it as the arg "label". Ignored when empty.
+  void label(std::string_view text) {
+    if (active() && !text.empty()) detail::set_label(slot_, text);
+  }
 
  protected:
   Scope() = default;
@@ -78,6 +105,32 @@ class RecordFunction : public Scope {
  public:
   explicit RecordFunction(std::string_view name, Category cat = Category::User);
 };
+
+// An op's event for a call that does not pass through autograd::kernel: a Tensor method that
+// copies (reshape of a non-viewable layout, contiguous, clone, to, copy_) or a bare tb::ops::
+// kernel's call site. Its args are the inputs' shapes and dtypes, as record() gives a kernel's
+// event. Directly inside an Op event of the same name it records nothing (Note [Nesting and self
+// time]). Off: one relaxed load, as Scope.
+class OpScope : public Scope {
+ public:
+  struct Input {
+    const core::Shape* sizes;  // nullptr: an undefined tensor
+    core::DType dtype;
+  };
+  explicit OpScope(const char* name) {
+    if (enabled()) slot_ = detail::begin(name, Category::Op, /*unless_same_op=*/true);
+  }
+  OpScope(const char* name, std::initializer_list<Input> inputs) : OpScope(name) {
+    if (active()) set_inputs(inputs);
+  }
+
+ private:
+  void set_inputs(std::initializer_list<Input> inputs);
+};
+
+// "\"input_shapes\":[[2, 3], ...],\"input_dtypes\":[\"float32\", ...]" (undefined inputs: [] and
+// "undefined"): the args of an op's event.
+std::string input_args(const std::vector<OpScope::Input>& inputs);
 
 // A process-lifetime copy of `s` (equal strings give the same pointer), for event names made at
 // run time. Takes a lock.
@@ -93,7 +146,9 @@ struct Event {
   int64_t start_ns = 0, end_ns = 0;  // steady_clock nanoseconds (one clock for every process of a host)
   int tid = 0;                       // the thread's lane: 1, 2, ... in the order threads first recorded
   std::string args;                  // JSON object members, "\"k\":v,..." (empty: none)
+  std::string label;                 // the call site (Scope::label), "" when none
   int64_t self_ns = 0;               // end - start minus the direct children's time (set by stop())
+  int64_t child_ns = 0;              // the direct children's time (Note [Nesting and self time])
 };
 
 struct Thread {
@@ -130,12 +185,14 @@ class Profile {
   bool stopped_ = false;
 };
 
-// Per name (and category), as torch.profiler's key_averages(): calls, total time (sum of the
-// events' durations), self time (total minus the time of events nested directly inside).
+// Per name, category and label (collectives: op and call site), as torch.profiler's
+// key_averages(): calls, total time (sum of the events' durations), self time (total minus the
+// time of events nested directly inside).
 struct OpStat {
   std::string name;
   Category cat = Category::Op;
   int64_t calls = 0, total_ns = 0, self_ns = 0;
+  std::string label;  // "" for events without one; the table shows "name [label]"
 };
 std::vector<OpStat> key_averages(const std::vector<Event>& events);
 
@@ -146,7 +203,8 @@ enum class SortBy { SelfTime, TotalTime, Calls };
 std::string table(const std::vector<OpStat>& stats, SortBy sort, std::size_t limit = 20);
 
 // {"traceEvents":[...], "displayTimeUnit":"ms"}: per trace, process_name / thread_name metadata
-// events and one "ph":"X" event per Event (pid = rank, tid, ts/dur in microseconds, cat, args).
+// events and one "ph":"X" event per Event (pid = rank, tid, ts/dur in microseconds, cat, args; a
+// label is the arg "label").
 std::string chrome_trace_json(const std::vector<Trace>& traces);
 
 }  // namespace tb::profiler

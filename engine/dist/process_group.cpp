@@ -193,6 +193,7 @@ struct ProcessGroup::Task {
   bool mismatch = false;             // check_call refused it (no backend failure to explain)
   uint64_t enqueued = 0;             // CallClock ticks
   std::atomic<uint64_t> started{0};  // written by the running thread, read by the watchdog
+  std::string label;                 // the call site, kept only while a profile runs (execute's event)
 };
 
 ProcessGroup::ProcessGroup(int rank, int size, Options options)
@@ -392,6 +393,7 @@ WorkPtr ProcessGroup::enqueue(std::shared_ptr<Task> task, const std::string& det
   w.default_timeout_ = options_.timeout;
   w.group_ = this;
   const std::string_view label = CallSite::current();
+  if (profiler::enabled()) t.label.assign(label);
   bool wake;
   {
     std::lock_guard lock(mu_);
@@ -696,9 +698,11 @@ void ProcessGroup::check_detail(Task& t, const std::string& board_mismatch) {
 void ProcessGroup::execute(Task& t) {
   const bool p2p = t.cseq == 0;
   profiler::Scope prof(op_code_name(t.code), profiler::Category::Collective);  // the call's event in a profile
-  if (prof.active() && t.a.defined()) {
-    prof.arg("seq", int64_t(t.seq)), prof.arg("dtype", core::name(t.a.dtype()));
-    prof.arg("bytes", t.numel * int64_t(t.a.itemsize())), prof.arg("world", size_);
+  if (prof.active()) {  // as the flight recorder's entry: call site, op, dtype, bytes, sequence numbers
+    prof.label(t.label);
+    prof.arg("op", op_code_name(t.code)), prof.arg("seq", int64_t(t.seq)), prof.arg("collective_seq", int64_t(t.cseq));
+    if (t.a.defined()) prof.arg("dtype", core::name(t.a.dtype())), prof.arg("bytes", t.numel * int64_t(t.a.itemsize()));
+    prof.arg("world", size_);
   }
   const uint64_t started = CallClock::now();
   t.started.store(started, std::memory_order_relaxed);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <exception>
 
+#include "engine/core/profiler.h"
 #include "engine/tensor/iterator.h"
 
 namespace tb {
@@ -17,6 +18,7 @@ inline D cast(S s) {
 
 Tensor& Tensor::copy_(const Tensor& src_in) {
   TB_CHECK(src_in.defined() && defined(), "copy_", "undefined tensor");
+  profiler::OpScope prof("copy_", {{&sizes(), dtype()}, {&src_in.sizes(), src_in.dtype()}});  // (self, src)
   Tensor src = src_in;
   if (src.numel() > 0 && src.shares_storage(*this) && !src.is_same(*this)) src = src.clone();  // overlap
   if (impl()->autograd_meta && autograd_hooks().check_inplace) autograd_hooks().check_inplace(*this);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/core/profiler.h"
 #include "engine/memory/site.h"
 #include "engine/tensor/grad_mode_flag.h"
 #include "engine/tensor/view_replay.h"
@@ -242,7 +243,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
   if (auto strides = compute_view_strides(impl_->sizes, impl_->strides, sizes))
     return make_view(*this, sizes, *strides, impl_->offset,
                      replay_if_overlapping(*this, [sizes](const Tensor& p) { return p.view(sizes); }));
-  memory::OpScope op("reshape", /*keep_outer=*/true);  // names the copy in OOM reports and snapshots
+  memory::OpScope op("reshape", /*keep_outer=*/true);              // names the copy in OOM reports and snapshots
+  profiler::OpScope prof("reshape", {{&this->sizes(), dtype()}});  // and in a profile (one relaxed load when off)
   return contiguous_copy(*this).view(sizes);
 }
 
@@ -414,6 +416,7 @@ Tensor Tensor::as_strided(const Shape& sz, const Shape& st, std::optional<int64_
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
   memory::OpScope op("contiguous", /*keep_outer=*/true);
+  profiler::OpScope prof("contiguous", {{&sizes(), dtype()}});
   return contiguous_copy(*this);
 }
 
@@ -468,6 +471,7 @@ Tensor empty_in_stride_order(const Shape& shape, DType dtype, std::initializer_l
 
 Tensor Tensor::clone() const {
   memory::OpScope op("clone", /*keep_outer=*/true);
+  profiler::OpScope prof("clone", {{&sizes(), dtype()}});
   Tensor out = empty_preserving_order(*this, dtype());
   out.copy_(*this);
   return out;
@@ -476,6 +480,7 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
   memory::OpScope op("to", /*keep_outer=*/true);
+  profiler::OpScope prof("to", {{&sizes(), dtype()}});
   Tensor out = empty_preserving_order(*this, t);
   out.copy_(*this);
   return out;

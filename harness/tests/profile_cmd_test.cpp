@@ -45,6 +45,7 @@ TEST_F(ProfileCli, MlpAtWorldTwoHasARankLaneEachWithCollectives) {
   EXPECT_TRUE(has(res.out, "Top ops by self time")) << res.out;
   EXPECT_TRUE(has(res.out, "adamw.step")) << res.out;
   EXPECT_TRUE(has(res.out, "Step breakdown")) << res.out;
+  EXPECT_TRUE(has(res.out, "all_reduce [ddp/bucket 0 (")) << "collectives by op and label: " << res.out;
 
   std::ifstream f(dir / "trace.json");
   const json trace = json::parse(f);
@@ -58,7 +59,10 @@ TEST_F(ProfileCli, MlpAtWorldTwoHasARankLaneEachWithCollectives) {
     }
     ASSERT_EQ(e.at("ph"), "X");
     cats[e.at("pid").get<int>()].insert(e.at("cat").get<std::string>());
-    if (e.at("cat") == "collective") EXPECT_GT(e.at("args").at("bytes").get<int64_t>(), 0);
+    if (e.at("cat") == "collective") {  // DDP's bucket all-reduces, with their call site
+      EXPECT_GT(e.at("args").at("bytes").get<int64_t>(), 0);
+      EXPECT_EQ(e.at("args").at("label").get<std::string>().rfind("ddp/bucket ", 0), 0u) << e.dump();
+    }
     if (e.at("cat") == "step") ++steps;
   }
   EXPECT_EQ(named, (std::set<int>{0, 1}));

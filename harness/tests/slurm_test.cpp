@@ -211,7 +211,9 @@ TEST(SlurmHosts, TwoHostsRunSrunN2n4) {
 #ifdef TB_TRAINBENCH
 // `trainbench test --launcher srun --nodes N` on the cluster: the collectives (MPI and Gloo) and
 // DDP equivalence at world 4, every record passing.
-void expect_suites_pass_under_srun(const SlurmCluster& c, const std::map<std::string, std::string>& env) {
+// `backends`: a regex alternative of backend names ("mpi|gloo").
+void expect_suites_pass_under_srun(const SlurmCluster& c, const std::map<std::string, std::string>& env,
+                                   const std::string& backends, int expected) {
   const fs::path out = fresh_dir("suites");
   SubprocessSpec s;
   s.argv = {TB_TRAINBENCH,
@@ -221,8 +223,8 @@ void expect_suites_pass_under_srun(const SlurmCluster& c, const std::map<std::st
             "--suite",
             "ddp",
             "--filter",
-            "^(mpi|gloo)/(all_reduce/sum|all_gather/tensor|reduce_scatter/tensor/sum)/float32/n1001/w4|"
-            "^(mpi|gloo)/equivalence/mlp/float64/w4",
+            "^(" + backends + ")/(all_reduce/sum|all_gather/tensor|reduce_scatter/tensor/sum)/float32/n1001/w4|^(" +
+                backends + ")/equivalence/mlp/float64/w4",
             "--launcher",
             "srun",
             "--nodes",
@@ -245,7 +247,7 @@ void expect_suites_pass_under_srun(const SlurmCluster& c, const std::map<std::st
     passed += rec.at("status") == "pass";
     EXPECT_EQ(rec.at("metrics").at("world").get<double>(), 4) << rec.dump();
   }
-  EXPECT_EQ(passed, 8) << r.out;  // 3 collectives x 2 backends + 2 DDP equivalence
+  EXPECT_EQ(passed, expected) << r.out;  // 3 collectives + 1 DDP equivalence per backend
   EXPECT_NE(j.at("run").dump().find("srun -n <world>"), std::string::npos) << j.at("run").dump();
   fs::remove_all(out);
 }
@@ -255,13 +257,18 @@ TEST(SlurmSuites, CollectivesAndDdpUnderSrun) {
   SlurmCluster c = SlurmCluster::up({});
   const std::vector<int> daemons = c.daemon_pids();
   const fs::path dir = c.dir();
-  expect_suites_pass_under_srun(c, {});
+  expect_suites_pass_under_srun(c, {}, "mpi|gloo", 8);
   c.down();
   expect_gone(c, daemons, dir);
 }
 
-// The same across 2 namespace hosts x 2 ranks: MPI over TCP between the hosts (the hosts'
-// launch_env restricts it to their subnet), Gloo on each host's eth0.
+// The same across 2 namespace hosts x 2 ranks, Gloo on each host's eth0. Not MPI: Debian's Open
+// MPI 4.1.4 launched by srun across namespace hosts crashed rank 0 inside MPI_Init in 8 of about
+// 140 runs here (and once in CI): a TCP fragment reached it during MPI_Init's modex wait and btl_tcp
+// called an active-message callback not yet registered (a null call under ompi_mpi_init ->
+// opal_progress -> mca_btl_tcp; found with a SIGSEGV handler printing the stack words). MPI under
+// srun runs in the one-node test above, and MPI across these hosts through mpirun in the hosts
+// suite; docs/distributed.md "Under Slurm" says so.
 TEST(SlurmSuites, CollectivesAndDdpAcrossTwoHosts) {
   SKIP_WITHOUT_SLURM();
   if (const std::string why = hosts_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
@@ -269,7 +276,7 @@ TEST(SlurmSuites, CollectivesAndDdpAcrossTwoHosts) {
   SlurmCluster c = SlurmCluster::up(slurm_on_hosts(hosts));
   const std::vector<int> daemons = c.daemon_pids();
   const fs::path dir = c.dir();
-  expect_suites_pass_under_srun(c, hosts.launch_env());
+  expect_suites_pass_under_srun(c, hosts.launch_env(), "gloo", 4);
   c.down();
   expect_gone(c, daemons, dir);
 }

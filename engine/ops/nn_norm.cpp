@@ -1,12 +1,14 @@
 // softmax, log_softmax, layer_norm, group_norm, batch_norm (see nn_norm.h); their backward
 // kernels are in nn_norm_backward.cpp. Each brings its input to a
 // contiguous layout, computes in opmath (float for bf16/f16) and rounds once on store. Row
-// statistics use the pairwise kernel of cpu/reduce_kernel.h; exp is the vectorisable exp_fast.
+// statistics use the pairwise kernel of cpu/reduce_kernel.h; exp is the vectorisable exp_fast;
+// bf16 rows are rounded by cpu::store_bf16 from a float row.
 #include "engine/ops/nn_norm.h"
 
 #include <cmath>
 #include <vector>
 
+#include "engine/ops/cpu/bf16_convert.h"
 #include "engine/ops/cpu/reduce_kernel.h"
 
 namespace tb::ops {
@@ -113,10 +115,20 @@ void softmax_kernel(const T* x, T* y, int64_t O, int64_t R, int64_t I) {
         const A s = exp_sum<A>(xr, R, m, buf.data());
         if constexpr (kLog) {
           const A sub = m + std::log(s);
-          for (int64_t r = 0; r < R; ++r) yr[r] = static_cast<T>(A(load(xr[r])) - sub);
+          if constexpr (std::is_same_v<T, core::BFloat16>) {
+            for (int64_t r = 0; r < R; ++r) buf[size_t(r)] = A(load(xr[r])) - sub;
+            cpu::store_bf16(yr, buf.data(), R);
+          } else {
+            for (int64_t r = 0; r < R; ++r) yr[r] = static_cast<T>(A(load(xr[r])) - sub);
+          }
         } else {
           const A inv = A(1) / s;
-          for (int64_t r = 0; r < R; ++r) yr[r] = static_cast<T>(buf[size_t(r)] * inv);
+          if constexpr (std::is_same_v<T, core::BFloat16>) {
+            for (int64_t r = 0; r < R; ++r) buf[size_t(r)] *= inv;
+            cpu::store_bf16(yr, buf.data(), R);
+          } else {
+            for (int64_t r = 0; r < R; ++r) yr[r] = static_cast<T>(buf[size_t(r)] * inv);
+          }
         }
       }
     }
@@ -162,7 +174,12 @@ void softmax_causal_kernel(const T* x, T* y, int64_t O, int64_t L, int64_t S) {
       const int64_t n = std::min(row % L + 1, S);
       const A m = cpu::reduce_run<false, A>(xr, n, A(0), MaxA<A>{});
       const A inv = A(1) / exp_sum<A>(xr, n, m, buf.data());
-      for (int64_t j = 0; j < n; ++j) yr[j] = static_cast<T>(buf[size_t(j)] * inv);
+      if constexpr (std::is_same_v<T, core::BFloat16>) {
+        for (int64_t j = 0; j < n; ++j) buf[size_t(j)] *= inv;
+        cpu::store_bf16(yr, buf.data(), n);
+      } else {
+        for (int64_t j = 0; j < n; ++j) yr[j] = static_cast<T>(buf[size_t(j)] * inv);
+      }
       std::fill(yr + n, yr + S, T(0));
     }
   }

@@ -14,6 +14,10 @@
 #include "engine/optim/adam.h"
 
 #include <cmath>
+#include <type_traits>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/profiler.h"
@@ -47,15 +51,72 @@ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, 
   const C bias2_sqrt = C(std::sqrt(bias2)), eps = C(a.eps), neg_step_size = C(-(a.lr / bias1));
   const bool small_w = std::abs(w) < C(0.5);
   const C sign = a.maximize ? C(-1) : C(1);  // exact negation
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    // The update on 16 lanes with its fmas spelled out (the scalar loop below spells the same
+    // ones: bitwise the same results), every load of a step before its stores.
+    // The caching allocator gives large blocks 2 MiB alignment, so p, g, m and v share their low
+    // 12 address bits, and where GCC's vectorised loop loaded v after storing m (and p after v)
+    // each such load waited on the store (4K aliasing): AdamW over the MLP's 1.9M float32
+    // parameters, one thread, 4.0-4.2 ms per step; loads first 1.4 ms (LibTorch's fused kernel
+    // 1.7-2.0 ms).
+    using vf = float __attribute__((vector_size(64)));
+    const auto ld = [](const float* q) {
+      vf x;
+      __builtin_memcpy(&x, q, sizeof x);
+      return x;
+    };
+    const auto st = [](float* q, vf x) { __builtin_memcpy(q, &x, sizeof x); };
+    for (; begin + 16 <= end; begin += 16) {
+      const vf p0 = ld(p + begin), g0 = ld(g + begin), m0 = ld(m + begin), v0 = ld(v + begin);
+      vf old{};
+      if constexpr (kAmsgrad) old = ld(vmax + begin);
+      // Keeps the loads here: GCC otherwise folds them into arithmetic after the stores below.
+      asm volatile("" ::: "memory");
+      const auto fma = [](vf x, auto y, vf z) {  // x * y + z, one rounding
+        const __m512 y512 = reinterpret_cast<__m512>(y + vf{});
+        return reinterpret_cast<vf>(_mm512_fmadd_ps(reinterpret_cast<__m512>(x), y512, reinterpret_cast<__m512>(z)));
+      };
+      vf gi = sign * g0;
+      if constexpr (kDecay == 1) gi = fma(p0, wd, gi);
+      const vf d = gi - m0;
+      const vf mi = small_w ? fma(d, w, m0) : fma(-d, one_minus_w, gi);
+      const vf vi = fma(v0, beta2, one_minus_beta2 * gi * gi);
+      vf vv = vi;
+      if constexpr (kAmsgrad) vv = ((old > vi) | (old != old)) ? old : vi;
+      // The masked form: GCC 12 warns maybe-uninitialized inside _mm512_sqrt_ps.
+      const __m512 vv512 = reinterpret_cast<__m512>(vv);
+      const vf denom = reinterpret_cast<vf>(_mm512_mask_sqrt_ps(vv512, __mmask16(0xFFFF), vv512)) / bias2_sqrt + eps;
+      const vf q = mi / denom;
+      const vf pn = kDecay == 2 ? fma(p0, decay, neg_step_size * q) : fma(q, neg_step_size, p0);
+      st(m + begin, mi);
+      st(v + begin, vi);
+      if constexpr (kAmsgrad) st(vmax + begin, vv);
+      st(p + begin, pn);
+    }
+  }
+#endif
+  // float32: the fmas of the 16-lane path above, spelled out, so a parameter's scalar tail rounds
+  // as its body does (left to contraction, GCC fused different products in its vectorised and
+  // scalar loops). Other dtypes round intermediates to T and keep the plain expressions.
+  constexpr bool kFused = std::is_same_v<T, float>;
   for (int64_t i = begin; i < end; ++i) {
-    C pi = C(p[i]);
+    const C p0 = C(p[i]);
+    C pi = p0;
     C gi = sign * C(g[i]);
     if constexpr (kDecay == 2) pi = round_to<T>(pi * decay);
-    if constexpr (kDecay == 1) gi = round_to<T>(gi + wd * pi);
+    if constexpr (kDecay == 1) gi = kFused ? std::fma(p0, wd, gi) : round_to<T>(gi + wd * pi);
     const C mi0 = C(m[i]);
-    const C lerp_small = mi0 + w * (gi - mi0), lerp_large = gi - (gi - mi0) * one_minus_w;
-    const C mi = round_to<T>(small_w ? lerp_small : lerp_large);
-    const C vi = round_to<T>(round_to<T>(C(v[i]) * beta2) + one_minus_beta2 * gi * gi);
+    C mi, vi;
+    if constexpr (kFused) {
+      const C d = gi - mi0;
+      mi = small_w ? std::fma(d, w, mi0) : std::fma(-d, one_minus_w, gi);
+      vi = std::fma(C(v[i]), beta2, one_minus_beta2 * gi * gi);
+    } else {
+      const C lerp_small = mi0 + w * (gi - mi0), lerp_large = gi - (gi - mi0) * one_minus_w;
+      mi = round_to<T>(small_w ? lerp_small : lerp_large);
+      vi = round_to<T>(round_to<T>(C(v[i]) * beta2) + one_minus_beta2 * gi * gi);
+    }
     m[i] = T(mi);
     v[i] = T(vi);
     C vv = vi;
@@ -65,7 +126,9 @@ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, 
       vmax[i] = T(vv);
     }
     const C denom = round_to<T>(round_to<T>(round_to<T>(std::sqrt(vv)) / bias2_sqrt) + eps);
-    p[i] = T(pi + neg_step_size * (mi / denom));
+    const C q = mi / denom;
+    if constexpr (kFused) p[i] = kDecay == 2 ? std::fma(p0, decay, neg_step_size * q) : std::fma(q, neg_step_size, p0);
+    else p[i] = T(pi + neg_step_size * q);
   }
 }
 

@@ -1,11 +1,14 @@
 // Elementwise kernel helpers over StridedLoop. cpu_kernel<Out, In...>(loop, f) applies f to each
 // element (operand 0 is the output); the contiguous case is a flat loop the compiler vectorises,
 // everything else walks byte strides. Reduced floats (bf16, f16) are converted on load/store, so
-// f works in opmath_t (float) for them.
+// f works in opmath_t (float) for them; contiguous bf16 results are stored by store_bf16.
 #pragma once
+#include <algorithm>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
+#include "engine/ops/cpu/bf16_convert.h"
 #include "engine/tensor/iterator.h"
 
 namespace tb::ops::cpu {
@@ -17,7 +20,20 @@ inline void run_kernel(char** data, const int64_t* st, int64_t n, F& f, std::ind
   if (contiguous) {
     Out* __restrict__ out = reinterpret_cast<Out*>(data[0]);
     std::tuple<const In* __restrict__...> in{reinterpret_cast<const In*>(data[I + 1])...};
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(f(std::get<I>(in)[i]...));
+    using R = decltype(f(std::get<I>(in)[0]...));
+    if constexpr (std::is_same_v<Out, core::BFloat16> && std::is_same_v<R, float>) {
+      // float results to bfloat16 a chunk at a time through store_bf16's vector conversion. An
+      // in-place op reads each chunk before it writes it, so aliasing out and in stays correct.
+      constexpr int64_t kChunk = 256;
+      float buf[kChunk];
+      for (int64_t c = 0; c < n; c += kChunk) {
+        const int64_t m = std::min(kChunk, n - c);
+        for (int64_t i = 0; i < m; ++i) buf[i] = f(std::get<I>(in)[c + i]...);
+        store_bf16(out + c, buf, m);
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(f(std::get<I>(in)[i]...));
+    }
     return;
   }
   for (int64_t i = 0; i < n; ++i)

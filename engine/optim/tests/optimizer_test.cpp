@@ -3,6 +3,8 @@
 // lr * g / (|g| + eps)) and AdamW's decoupled decay.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "engine/autograd/tests/leaf.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/sgd.h"
@@ -74,6 +76,57 @@ TEST(Optimizer, AdamFirstStepsAndAdamW) {
   set_grad(a, {5});
   adamw.step();  // w (1 - lr wd) first, then the Adam step: 0.999 - 0.1 * 5 / (5 + 1e-8)
   EXPECT_NEAR(values(a)[0], 0.999 - 0.1 * 5 / (5 + 1e-8), 1e-15);
+}
+
+// Adam's float32 kernel runs 16 lanes at a time with a scalar loop for the rest: a 37-element
+// parameter (two vectors and a tail) must end bitwise where 37 one-element parameters (scalar loop
+// only) end, for every variant (L2 decay, decoupled, amsgrad, maximize, beta1 >= 0.5 whose lerp
+// takes the other branch), over steps whose gradients shrink so amsgrad's maximum matters.
+TEST(Optimizer, AdamVectorLanesMatchTheScalarLoopBitwise) {
+  constexpr int64_t n = 37;
+  struct Variant {
+    Adam::Options o;
+    bool decoupled;
+  };
+  const std::vector<Variant> variants = {
+      {{.lr = 0.01}, false},
+      {{.lr = 0.01, .weight_decay = 0.1}, false},
+      {{.lr = 0.01, .weight_decay = 0.1}, true},
+      {{.lr = 0.01, .amsgrad = true}, true},
+      {{.lr = 0.01, .weight_decay = 0.05, .maximize = true}, false},
+      {{.lr = 0.01, .betas = {0.2, 0.9}, .weight_decay = 0.01, .amsgrad = true}, true},
+  };
+  auto make = [](const Variant& v, std::vector<Tensor> ps) -> std::unique_ptr<Adam> {
+    if (!v.decoupled) return std::make_unique<Adam>(std::move(ps), v.o);
+    const Adam::Options& o = v.o;
+    return std::make_unique<AdamW>(std::move(ps),
+                                   AdamW::Options{o.lr, o.betas, o.eps, o.weight_decay, o.amsgrad, o.maximize});
+  };
+  for (size_t k = 0; k < variants.size(); ++k) {
+    std::vector<double> init(n);
+    for (int64_t i = 0; i < n; ++i) init[size_t(i)] = 0.37 * double(i % 11) - 1.3;
+    Tensor whole = from_vector(init, DType::Float32);
+    whole.requires_grad_();
+    std::vector<Tensor> parts;
+    for (int64_t i = 0; i < n; ++i) {
+      parts.push_back(from_vector(std::vector<double>{init[size_t(i)]}, DType::Float32));
+      parts.back().requires_grad_();
+    }
+    auto vec_opt = make(variants[k], {whole});
+    auto scalar_opt = make(variants[k], parts);
+    for (int step = 0; step < 4; ++step) {
+      std::vector<double> g(n);
+      for (int64_t i = 0; i < n; ++i) g[size_t(i)] = (0.9 * double((i * 7) % 13) - 5.1) / double(1 + 3 * step);
+      whole.set_grad(from_vector(g, DType::Float32));
+      for (int64_t i = 0; i < n; ++i)
+        parts[size_t(i)].set_grad(from_vector(std::vector<double>{g[size_t(i)]}, DType::Float32));
+      vec_opt->step();
+      scalar_opt->step();
+    }
+    const std::vector<double> got = values(whole);
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_EQ(got[size_t(i)], values(parts[size_t(i)])[0]) << "variant " << k << ", element " << i;
+  }
 }
 
 }  // namespace

@@ -86,8 +86,18 @@ void remove_dead_writers_temporaries(const std::string& dir, const std::string& 
 
 }  // namespace
 
-AtomicWriter::AtomicWriter(std::string path) : path_(std::move(path)) {
+AtomicWriter::AtomicWriter(std::string path, bool in_place) : path_(std::move(path)), in_place_(in_place) {
   TB_CHECK(!path_.empty() && path_.back() != '/', "checkpoint.write", "'", path_, "' is not a file path");
+  if (in_place_) {
+    tmp_ = path_;  // what abandon() removes
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      const int err = errno;
+      tmp_.clear();  // not ours: never remove a file this writer did not create
+      throw core::Error("checkpoint.write", "cannot create '" + path_ + "': " + errno_text(err));
+    }
+    return;
+  }
   const size_t slash = path_.find_last_of('/');
   const std::string base = slash == std::string::npos ? path_ : path_.substr(slash + 1);
   const std::string dir = parent_dir(path_);
@@ -177,6 +187,11 @@ void AtomicWriter::commit() {
     throw core::Error("checkpoint.write", "closing '" + path_ + "' failed: " + errno_text(err));
   }
   fd_ = -1;
+  if (in_place_) {  // durable; its directory entry is the caller's to make durable
+    committed_ = true;
+    tmp_.clear();
+    return;
+  }
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
     abandon();

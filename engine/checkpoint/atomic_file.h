@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace tb::checkpoint {
 
@@ -18,7 +19,12 @@ namespace tb::checkpoint {
 // left by writers on this host whose process no longer exists (a save killed mid-way).
 class AtomicWriter {
  public:
-  explicit AtomicWriter(std::string path);
+  explicit AtomicWriter(std::string path) : AtomicWriter(std::move(path), false) {}
+  // in_place: writes `path` itself (created here; it must not exist), and commit() only fsyncs and
+  // closes it, leaving its directory entry to the caller: for a file in a staging directory that
+  // is moved into place atomically after its files are durable (its directory is fsynced then).
+  // Until commit() succeeds a failure or the destructor removes `path`.
+  AtomicWriter(std::string path, bool in_place);
   ~AtomicWriter();
   AtomicWriter(const AtomicWriter&) = delete;
   AtomicWriter& operator=(const AtomicWriter&) = delete;
@@ -32,7 +38,7 @@ class AtomicWriter {
   // A hint: start writing bytes [pos, pos + n) to the disk now (Linux sync_file_range), so that
   // commit()'s fsync, which alone makes them durable, has less left to wait for. Thread-safe.
   void start_writeback(uint64_t pos, uint64_t n) noexcept;
-  // fsync the file, rename over the target, fsync the directory.
+  // fsync the file, rename over the target, fsync the directory (in_place: fsync and close).
   void commit();
   const std::string& path() const { return path_; }
 
@@ -42,6 +48,7 @@ class AtomicWriter {
   std::string tmp_;
   int fd_ = -1;
   bool committed_ = false;
+  bool in_place_ = false;
   std::atomic<bool> failed_{false};  // a write_at failed (set from any thread)
 };
 

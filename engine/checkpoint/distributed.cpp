@@ -351,13 +351,6 @@ Plan make_plan(const std::vector<json>& ranks) {
   return p;
 }
 
-json block_checksums(const char* data, int64_t n) {
-  json b = json::array();
-  for (int64_t off = 0; off < n; off += kBlockBytes)
-    b.push_back(hex(XXH64(data + off, size_t(std::min(kBlockBytes, n - off)), 0)));
-  return b;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- public
@@ -423,21 +416,24 @@ SaveStats save_gated(const DistributedState& state, const std::string& dir, dist
       Tensor t = by_name.at(n)->local.contiguous();
       const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
       const int64_t bytes = t.numel() * int64_t(t.itemsize());
-      const char* data = static_cast<const char*>(t.data());
-      written.push_back({{"name", n},
-                         {"row_begin", b},
-                         {"row_end", b + rows},
-                         {"key", key_of(n, b)},
-                         {"blocks", block_checksums(data, bytes)}});
+      written.push_back({{"name", n}, {"row_begin", b}, {"row_end", b + rows}, {"key", key_of(n, b)}});
       stats.bytes_written += bytes;
       out.emplace_back(key_of(n, b), t);
     }
     if (!out.empty()) {
-      const std::string file = staging + "/" + file_of(rank);
-      save_file(file, out, {{"save_id", save_id}});
-      // The whole-chunk checksums save_file computed, from the header it wrote (not hashed twice).
-      const FileIndex idx = read_index(file);
-      for (json& c : written) c["checksum"] = idx.find(c["key"].get<std::string>())->checksum.value_or("");
+      // Written in place: the staging directory is the unit that becomes visible (step (4)).
+      // The chunk and block checksums come from the one pass that writes the bytes.
+      SaveFileOptions o;
+      o.block_bytes = kBlockBytes;
+      o.atomic = false;
+      const std::vector<WrittenChecksums> sums = save_file(staging + "/" + file_of(rank), out, {{"save_id", save_id}},
+                                                           o);
+      for (size_t k = 0; k < sums.size(); ++k) {
+        json blocks = json::array();
+        for (uint64_t b : sums[k].blocks) blocks.push_back(hex(b));
+        written[k]["checksum"] = hex(sums[k].whole);
+        written[k]["blocks"] = std::move(blocks);
+      }
     }
   } catch (const std::exception& e) {
     error = e.what();
@@ -490,7 +486,12 @@ SaveStats save_gated(const DistributedState& state, const std::string& dir, dist
       }
       TB_CHECK(json_depth(text) <= kMaxJsonDepth, op, "the state's JSON nests deeper than ", kMaxJsonDepth - 2,
                " levels; flatten it");
-      write_file_atomic(staging + "/" + kMetadataFile, text);
+      // In place, like the rank files: the rename of the staging directory publishes them all,
+      // once the directory's entries are durable too.
+      AtomicWriter meta_file(staging + "/" + kMetadataFile, /*in_place=*/true);
+      meta_file.write(text);
+      meta_file.commit();
+      fsync_dir(staging);
       install_step_dir(dir, staging, dir + "/" + name, name);
       commit_latest(dir, name, options.keep_last);
     } catch (const std::exception& e) {

@@ -395,7 +395,14 @@ std::string checksum_hex(const void* data, size_t n) { return hex64(XXH64(data, 
 
 void save_file(const std::string& path, const NamedTensors& tensors,
                const std::map<std::string, std::string>& metadata) {
+  save_file(path, tensors, metadata, SaveFileOptions{});
+}
+
+std::vector<WrittenChecksums> save_file(const std::string& path, const NamedTensors& tensors,
+                                        const std::map<std::string, std::string>& metadata,
+                                        const SaveFileOptions& options) {
   const char* op = "checkpoint.save";
+  TB_CHECK(options.block_bytes >= 0, op, "'", path, "': block_bytes must be >= 0, got ", options.block_bytes);
   std::set<std::string> names;
   std::vector<Tensor> data;  // contiguous versions, in the caller's order
   data.reserve(tensors.size());
@@ -423,9 +430,8 @@ void save_file(const std::string& path, const NamedTensors& tensors,
   struct Chunk {
     const char* data;
     size_t bytes;
-    uint64_t offset;   // in the data section
-    size_t sum_at;     // where its checksum's 16 digits go in meta_text
-    uint64_t sum = 0;  // its XXH64, once written
+    uint64_t offset;  // in the data section
+    size_t sum_at;    // where its checksum's 16 digits go in meta_text
   };
   std::vector<Chunk> chunks;
   std::string text;
@@ -455,15 +461,28 @@ void save_file(const std::string& path, const NamedTensors& tensors,
   const uint64_t n = text.size();
   const uint64_t data_start = 8 + n;
 
-  AtomicWriter w(path);
+  AtomicWriter w(path, !options.atomic);
+  std::vector<WrittenChecksums> sums(chunks.size());
+  const size_t block = size_t(options.block_bytes);
   for_each_tensor(int64_t(chunks.size()), offset, [&](int64_t k) {
-    Chunk& c = chunks[size_t(k)];
-    XXH64_state_t state;
+    const Chunk& c = chunks[size_t(k)];
+    WrittenChecksums& out = sums[size_t(k)];
+    XXH64_state_t state, block_state;
     XXH64_reset(&state, 0);
+    XXH64_reset(&block_state, 0);
     size_t flushed = 0;  // bytes of this tensor handed to the disk's writeback
-    for (size_t off = 0; off < c.bytes; off += kBlock) {
-      const size_t len = std::min(kBlock, c.bytes - off);
-      XXH64_update(&state, c.data + off, len);  // then write() copies the block from the cache
+    for (size_t off = 0, len = 0; off < c.bytes; off += len) {
+      len = std::min(kBlock, c.bytes - off);
+      if (block > 0) len = std::min(len, block - off % block);  // a piece never straddles a block
+      // Both hashes read the piece while it is in the core's cache, then write() copies it.
+      XXH64_update(&state, c.data + off, len);
+      if (block > 0) {
+        XXH64_update(&block_state, c.data + off, len);
+        if ((off + len) % block == 0 || off + len == c.bytes) {
+          out.blocks.push_back(XXH64_digest(&block_state));
+          XXH64_reset(&block_state, 0);
+        }
+      }
       w.write_at(data_start + c.offset + off, c.data + off, len);
       const size_t pending = off + len - flushed;
       if (pending >= kWritebackBytes || (off + len == c.bytes && pending >= kBlock)) {
@@ -471,14 +490,15 @@ void save_file(const std::string& path, const NamedTensors& tensors,
         flushed = off + len;
       }
     }
-    c.sum = XXH64_digest(&state);
+    out.whole = XXH64_digest(&state);
   });
-  for (const Chunk& c : chunks) text.replace(head.size() + c.sum_at, 16, hex64(c.sum));
+  for (size_t k = 0; k < chunks.size(); ++k) text.replace(head.size() + chunks[k].sum_at, 16, hex64(sums[k].whole));
   char len[8];
   std::memcpy(len, &n, 8);
   w.write_at(0, len, 8);
   w.write_at(8, text.data(), text.size());
   w.commit();
+  return sums;
 }
 
 LoadedFile load_bytes(std::string_view bytes, const LoadOptions& options, const std::string& name) {

@@ -57,6 +57,25 @@ struct LoadedFile {
 void save_file(const std::string& path, const NamedTensors& tensors,
                const std::map<std::string, std::string>& metadata = {});
 
+// For a writer that needs more than the file (the distributed checkpoint's metadata).
+struct SaveFileOptions {
+  // > 0: also hash every block of this many bytes of each tensor (its last block may be shorter),
+  // in the same pass over the bytes as the whole-tensor checksum.
+  int64_t block_bytes = 0;
+  // false: create `path` directly (it must not exist) and fsync it, without the temporary, the
+  // rename and the directory fsync of an atomic write: for a file inside a staging directory that
+  // is itself moved into place atomically once its files are durable. On failure `path` is removed.
+  bool atomic = true;
+};
+struct WrittenChecksums {
+  uint64_t whole = 0;            // XXH64 of the tensor's bytes (the header's checksum.<name>)
+  std::vector<uint64_t> blocks;  // XXH64 of each block (SaveFileOptions::block_bytes > 0)
+};
+// save_file with options; returns the checksums of each tensor, in the caller's order.
+std::vector<WrittenChecksums> save_file(const std::string& path, const NamedTensors& tensors,
+                                        const std::map<std::string, std::string>& metadata,
+                                        const SaveFileOptions& options);
+
 // Throws core::Error naming the file, the tensor and the problem on any malformed, truncated or
 // corrupted input.
 LoadedFile load_file(const std::string& path, const LoadOptions& options = {});

@@ -25,6 +25,11 @@
 // ran at 0.88-1.3x of it (save_vs_plain_write, the save's rate over it). async_blocking_floor_ms:
 // the slowest rank's state bytes over its memcpy rate, the least a staging copy can block.
 // reference/dist/torch_dcp_bench.py measures torch.distributed.checkpoint the same way.
+// Durability, like for like: both saves are durable when they return. torch's FileSystemWriter
+// (sync_files=True, its default) fsyncs each rank's .distcp file and .metadata.tmp, then renames
+// it to .metadata (no directory fsync). save_distributed fsyncs each rank's file, metadata.json
+// and the staging directory, renames it into place, fsyncs the root, then moves `latest` (a
+// fsynced temporary renamed over it, the root fsynced again): more fsyncs than torch, not fewer.
 #include "suites/dcp/dcp_bench.h"
 
 #include <fcntl.h>

@@ -7,6 +7,7 @@
 #define XXH_INLINE_ALL  // the checksum computed here independently of the engine's call
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -199,6 +200,42 @@ TEST_F(Checkpoint, LargeFilesOnSeveralThreadsBehaveAsOnOne) {
     const Tensor back = t.to(in[i].second.dtype());  // float32 -> float64 -> float32 is exact
     EXPECT_EQ(std::memcmp(back.data(), in[i].second.data(), idx.tensors[i].nbytes), 0) << in[i].first;
   }
+}
+
+// SaveFileOptions: the block checksums (here blocks of 100,000 bytes, which cut the writer's
+// 256 KiB pieces unevenly) and the whole-tensor checksums equal XXH64 of the written bytes; an
+// in-place file is created under its own name (an existing one is an error and stays untouched).
+TEST_F(Checkpoint, SaveFileOptionsBlockChecksumsAndInPlace) {
+  std::vector<double> v(300'000);  // 1.2 MB: 12 blocks, the last 0.4 of one
+  for (size_t j = 0; j < v.size(); ++j) v[j] = double(j) * 0.5;
+  const NamedTensors in = {{"big", from_vector(v)}, {"one", from_vector({7.0})}, {"none", zeros({0})}};
+  const std::string p = path("blocks.safetensors");
+  SaveFileOptions o;
+  o.block_bytes = 100'000;
+  o.atomic = false;
+  const std::vector<WrittenChecksums> sums = save_file(p, in, {}, o);
+  ASSERT_EQ(sums.size(), in.size());
+  const std::string bytes = read(p);
+  const FileIndex idx = read_index(p);
+  for (size_t i = 0; i < in.size(); ++i) {
+    const IndexEntry& e = *idx.find(in[i].first);
+    const char* data = bytes.data() + e.offset;
+    EXPECT_EQ(sums[i].whole, XXH64(data, e.nbytes, 0)) << e.name;
+    std::vector<uint64_t> want;
+    for (uint64_t off = 0; off < e.nbytes; off += 100'000)
+      want.push_back(XXH64(data + off, std::min<uint64_t>(100'000, e.nbytes - off), 0));
+    EXPECT_EQ(sums[i].blocks, want) << e.name;
+  }
+  EXPECT_EQ(sums[0].blocks.size(), 12u);
+  EXPECT_TRUE(sums[2].blocks.empty());
+  EXPECT_EQ(values(load_file(p).tensors[1].second), V{7.0});
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_)) ++entries;
+  EXPECT_EQ(entries, 1u) << "an in-place save leaves no temporary";
+  expect_contains(error_of([&] { save_file(p, {{"x", zeros({1})}}, {}, o); }), {"cannot create", p});
+  EXPECT_EQ(read(p), bytes);
+  o.block_bytes = -1;
+  expect_contains(error_of([&] { save_file(path("neg.safetensors"), in, {}, o); }), {"block_bytes must be >= 0"});
 }
 
 TEST_F(Checkpoint, TrainingStateRoundTrip) {

@@ -74,7 +74,8 @@ double median(std::vector<double> v) {
 }
 
 // `where(i)` names output element i ("chain 3 lane 7").
-std::string first_mismatch(const float* got, const float* want, size_t n, const std::function<std::string(size_t)>& where) {
+std::string first_mismatch(const float* got, const float* want, size_t n,
+                           const std::function<std::string(size_t)>& where) {
   for (size_t i = 0; i < n; ++i)
     if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
       std::ostringstream os;
@@ -109,7 +110,8 @@ harness::Record without_figures(int threads, harness::Status status, const std::
 }
 std::string chain_lane(size_t i) { return "chain " + std::to_string(i / 16) + " lane " + std::to_string(i % 16); }
 std::string tile_row_column(size_t i) {
-  return "C tile " + std::to_string(i / 256) + " row " + std::to_string(i / 16 % 16) + " column " + std::to_string(i % 16);
+  return "C tile " + std::to_string(i / 256) + " row " + std::to_string(i / 16 % 16) + " column " +
+         std::to_string(i % 16);
 }
 
 harness::Record skipped(int threads, const std::string& why) {
@@ -153,6 +155,23 @@ harness::Record compute_case(int threads, double flops_per_instruction, int64_t 
   return r;
 }
 
+using Chains = std::array<std::array<float, 16>, kChains>;
+
+// The register-chain probes (fp32 FMA, bf16 dot): kChains instructions per round, every call's
+// accumulators compared with `want`.
+template <class Data>
+harness::Record chains_case(int threads, double flops_per_instruction, int64_t rounds, std::shared_ptr<const Data> d,
+                            std::shared_ptr<const Chains> want,
+                            void (*kernel)(const Data&, int64_t, float (&)[kChains][16])) {
+  return compute_case(threads, flops_per_instruction, rounds * kChains, [=](int) -> Call {
+    return [=] {
+      alignas(64) float out[kChains][16];
+      kernel(*d, rounds, out);
+      return first_mismatch(&out[0][0], &(*want)[0][0], kChains * 16, chain_lane);
+    };
+  });
+}
+
 // fma(acc, a, b) with a in [0.990, 0.999] and b in [0.5, 1.5]: the chains converge towards
 // b / (1 - a) without denormals; std::fmaf rounds once, as the instruction does, so the scalar
 // loop gives the same bits.
@@ -163,20 +182,14 @@ harness::Record fma_case(int threads) {
   for (int l = 0; l < 16; ++l) d->a[l] = 0.999f - 0.0006f * float(l % 16), d->b[l] = 0.5f + float(l) / 16;
   for (int c = 0; c < kChains; ++c)
     for (int l = 0; l < 16; ++l) d->acc0[c][l] = float(c) + 0.125f * float(l);
-  auto want = std::make_shared<std::array<std::array<float, 16>, kChains>>();
+  auto want = std::make_shared<Chains>();
   for (int c = 0; c < kChains; ++c)
     for (int l = 0; l < 16; ++l) {
       float v = d->acc0[c][l];
       for (int64_t r = 0; r < Rounds; ++r) v = std::fmaf(v, d->a[l], d->b[l]);
       (*want)[c][l] = v;
     }
-  return compute_case(threads, 2.0 * 16, Rounds * kChains, [d, want](int) -> Call {
-    return [d, want] {
-      alignas(64) float out[kChains][16];
-      fma_kernel(*d, Rounds, out);
-      return first_mismatch(&out[0][0], &(*want)[0][0], kChains * 16, chain_lane);
-    };
-  });
+  return chains_case<FmaData>(threads, 2.0 * 16, Rounds, d, want, fma_kernel);
 }
 
 // Small integers in bf16: every sum stays an integer below 2^24, so exact in any order, and the
@@ -188,20 +201,14 @@ harness::Record bf16_dot_case(int threads) {
   for (int k = 0; k < 32; ++k) d->a[k] = bf16_of_small_int(1 + k % 3), d->b[k] = bf16_of_small_int(1 + (k / 3) % 2);
   for (int c = 0; c < kChains; ++c)
     for (int l = 0; l < 16; ++l) d->acc0[c][l] = float(16 * c + l);
-  auto want = std::make_shared<std::array<std::array<float, 16>, kChains>>();
+  auto want = std::make_shared<Chains>();
   for (int c = 0; c < kChains; ++c)
     for (int l = 0; l < 16; ++l) {
       const double step = double(float_of_bf16(d->a[2 * l])) * float_of_bf16(d->b[2 * l]) +
                           double(float_of_bf16(d->a[2 * l + 1])) * float_of_bf16(d->b[2 * l + 1]);
       (*want)[c][l] = float(d->acc0[c][l] + double(Rounds) * step);
     }
-  return compute_case(threads, 2.0 * 32, Rounds * kChains, [d, want](int) -> Call {
-    return [d, want] {
-      alignas(64) float out[kChains][16];
-      bf16_dot_kernel(*d, Rounds, out);
-      return first_mismatch(&out[0][0], &(*want)[0][0], kChains * 16, chain_lane);
-    };
-  });
+  return chains_case<Bf16DotData>(threads, 2.0 * 32, Rounds, d, want, bf16_dot_kernel);
 }
 
 // As bf16_dot: small integers, so C = C0 + rounds * (A x B) exactly.
@@ -316,8 +323,10 @@ harness::Record stream_case(int threads) {
 
 std::vector<harness::TestCase> peak_benches() {
   std::vector<harness::TestCase> out;
-  const std::pair<const char*, harness::Record (*)(int)> probes[] = {
-      {"fp32_fma", fma_case}, {"bf16_dot", bf16_dot_case}, {"amx_bf16", amx_case}, {"stream", stream_case}};
+  const std::pair<const char*, harness::Record (*)(int)> probes[] = {{"fp32_fma", fma_case},
+                                                                     {"bf16_dot", bf16_dot_case},
+                                                                     {"amx_bf16", amx_case},
+                                                                     {"stream", stream_case}};
   for (const auto& [name, fn] : probes)
     for (int t : {1, 2})
       out.push_back({std::string("peak/") + name + "/t" + std::to_string(t), [fn, t] { return fn(t); }});

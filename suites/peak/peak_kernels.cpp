@@ -66,7 +66,7 @@ __attribute__((target("avx512f"))) void fma_kernel(const FmaData& d, int64_t rou
 }
 
 __attribute__((target("avx512f,avx512bf16"))) void bf16_dot_kernel(const Bf16DotData& d, int64_t rounds,
-                                                                    float (&out)[kChains][16]) {
+                                                                   float (&out)[kChains][16]) {
   __m512 acc[kChains];
   for (int c = 0; c < kChains; ++c) acc[c] = _mm512_load_ps(d.acc0[c]);
   const __m512bh a = (__m512bh)_mm512_load_si512(d.a), b = (__m512bh)_mm512_load_si512(d.b);
@@ -90,7 +90,7 @@ static_assert(sizeof(TileConfig) == 64);
 }  // namespace
 
 __attribute__((target("amx-tile,amx-bf16"))) void amx_kernel(const AmxData& d, int64_t rounds,
-                                                              float (&out)[kAmxTiles][16][16]) {
+                                                             float (&out)[kAmxTiles][16][16]) {
   static_assert(kAmxTiles == 4, "the tile numbers below are immediates");
   TileConfig cfg;
   for (int t = 0; t < 6; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;  // every tile 16 rows of 64 bytes

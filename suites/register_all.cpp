@@ -26,6 +26,7 @@
 #include "suites/ops/op_case.h"
 #include "suites/scenarios/scenarios.h"
 #include "suites/training/training_bench.h"
+#include "suites/peak/peak_bench.h"
 
 namespace tb::suites {
 
@@ -211,6 +212,16 @@ void register_all() {
     s.run_by_default = false;
     harness::register_suite(std::move(s));
     harness::register_timed_benches("data", [] { return data_benches(); });
+  }
+  {
+    harness::Suite s;
+    s.name = "peak";
+    s.description =
+        "this machine's measured floors at 1 and 2 threads: AVX-512 FMA, AVX512-BF16 dot and AMX bf16 "
+        "GFLOP/s, memory bandwidth (benchmarks only, engine-free; an ISA the CPU lacks is skipped)";
+    s.run_by_default = false;
+    harness::register_suite(std::move(s));
+    harness::register_timed_benches("peak", [] { return peak_benches(); });
   }
   register_hang_scenarios();
   register_oom_scenarios();

@@ -21,9 +21,6 @@ using core::opmath_t;
 [[gnu::always_inline]] inline float tanh_vec(float x) { return ew::tanh_fast(x); }
 inline double tanh_vec(double x) { return std::tanh(x); }
 
-[[gnu::always_inline]] inline float erf_vec(float x) { return ew::erf_fast(x); }
-inline double erf_vec(double x) { return std::erf(x); }
-
 template <typename M>
 [[gnu::always_inline]] inline M exp_vec(M x) {
   return cpu::exp_fast(x);
@@ -44,10 +41,14 @@ struct GeluErfBackward {
   template <typename M>
   [[gnu::always_inline]] M operator()(M g, M x) const {
     const M kBeta = M(M_2_SQRTPI * M_SQRT1_2 * 0.5);  // 1 / sqrt(2 pi)
-    const M kAlpha = M(M_SQRT1_2);
-    const M cdf = M(0.5) * (M(1) + erf_vec(x * kAlpha));
-    const M pdf = kBeta * exp_vec(x * x * M(-0.5));
-    return g * (cdf + x * pdf);
+    if constexpr (std::is_same_v<M, float>) {
+      const ew::NormalCdf n = ew::normal_cdf(x);  // one exp for both terms
+      return g * (n.cdf + x * (kBeta * n.gauss));
+    } else {
+      const M cdf = M(0.5) * (M(1) + std::erf(x * M(M_SQRT1_2)));
+      const M pdf = kBeta * std::exp(x * x * M(-0.5));
+      return g * (cdf + x * pdf);
+    }
   }
 };
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <type_traits>
@@ -205,16 +206,48 @@ inline M int_pow(M base, M e) {
 // versions are branch-free and always inlined so the contiguous loops vectorise (libm's erff/expf
 // calls do not, and an out-of-line call stops the vectoriser too).
 
-// erf for float: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7), the formula LibTorch's
-// Vectorized<float>::erf uses.
-[[gnu::always_inline]] inline float erf_fast(float x) {
-  const float t = 1.0f / (0.3275911f * std::fabs(x) + 1.0f);
-  float r = 1.061405429f;
-  r = r * t - 1.453152027f;
-  r = r * t + 1.421413741f;
-  r = r * t - 0.284496736f;
-  r = r * t + 0.254829592f;
-  return std::copysign(1.0f - r * t * cpu::exp_fast(-x * x), x);
+// e^z for z <= 0 (or NaN), the Gaussian factor of the erf family: cpu::exp_fast without its
+// overflow and NaN selects (NaN propagates through the arithmetic; below -87 the result is 0, so
+// that x e^{-x^2/2} is 0, not a subnormal, for large |x|), and the integer part read from the
+// rounding constant's bits rather than by a float->int conversion. Fewer live registers in the
+// vector loop: gelu's loop spilled with exp_fast inside.
+[[gnu::always_inline]] inline float exp_nonpositive(float z) {
+  const float zc = std::max(z, -87.0f);
+  const float shifted = zc * 1.44269504088896341f + 12582912.0f;  // 1.5 * 2^23: n in the low bits
+  const float n = shifted - 12582912.0f;
+  float r = zc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  const uint32_t k = std::bit_cast<uint32_t>(shifted) - 0x4B400000u;  // n as an int, n in [-126, 0]
+  const float res = y * std::bit_cast<float>((k + 127u) << 23);
+  return z < -87.0f ? 0.0f : res;
+}
+
+// The standard normal's Phi(x) and e^{-x^2/2} (phi(x) * sqrt(2 pi)), for gelu and its gradient.
+// Phi(-|x|) = erfc(|x| / sqrt 2) / 2 by Abramowitz & Stegun 7.1.26 (|erf error| <= 1.5e-7), the
+// formula LibTorch's Vectorized<float>::erf uses, with the 1/sqrt 2 and the 1/2 folded into its
+// constants. Phi(x) = Phi(-|x|) for x < 0, else 1 - Phi(-|x|): one blend, no copysign, and no
+// 1 + erf cancellation for negative x. NaN stays NaN; Phi(+inf) = 1, Phi(-inf) = 0.
+struct NormalCdf {
+  float cdf;
+  float gauss;  // e^{-x^2/2}
+};
+[[gnu::always_inline]] inline NormalCdf normal_cdf(float x) {
+  const float t = 1.0f / (float(0.3275911 * 0.70710678118654752440) * std::fabs(x) + 1.0f);
+  float r = float(0.5 * 1.061405429);
+  r = r * t + float(0.5 * -1.453152027);
+  r = r * t + float(0.5 * 1.421413741);
+  r = r * t + float(0.5 * -0.284496736);
+  r = r * t + float(0.5 * 0.254829592);
+  const float gauss = exp_nonpositive(-0.5f * x * x);
+  const float tail = r * t * gauss;  // Phi(-|x|)
+  return {x < 0.0f ? tail : 1.0f - tail, gauss};
 }
 
 // tanh for float, branch-free so loops vectorise (libm's tanhf does not): Cephes' odd polynomial
@@ -239,7 +272,7 @@ inline M tanh_fast(M v) {
 // gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
 template <typename M>
 [[gnu::always_inline]] inline M gelu_erf(M v) {
-  if constexpr (std::is_same_v<M, float>) return 0.5f * v * (1.0f + erf_fast(v * 0.70710678118654752440f));
+  if constexpr (std::is_same_v<M, float>) return v * normal_cdf(v).cdf;
   else return M(0.5) * v * (M(1) + std::erf(v * M(0.70710678118654752440)));
 }
 // The tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).

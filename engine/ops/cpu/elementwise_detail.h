@@ -208,24 +208,28 @@ inline M int_pow(M base, M e) {
 
 // e^z for z <= 0 (or NaN), the Gaussian factor of the erf family: cpu::exp_fast without its
 // overflow and NaN selects (NaN propagates through the arithmetic; below -87 the result is 0, so
-// that x e^{-x^2/2} is 0, not a subnormal, for large |x|), and the integer part read from the
-// rounding constant's bits rather than by a float->int conversion. Fewer live registers in the
+// that x e^{-x^2/2} is 0, not a subnormal, for large |x|), and 2^n read from the rounding
+// constant's bits rather than by a float->int conversion. Fewer live registers in the
 // vector loop: gelu's loop spilled with exp_fast inside.
 [[gnu::always_inline]] inline float exp_nonpositive(float z) {
   const float zc = std::max(z, -87.0f);
-  const float shifted = zc * 1.44269504088896341f + 12582912.0f;  // 1.5 * 2^23: n in the low bits
-  const float n = shifted - 12582912.0f;
+  // Rounds z log2 e to n: the constant's low mantissa bits then hold n + 127 (n in [-126, 0]),
+  // which a shift by 23 moves straight into the exponent field of 2^n.
+  constexpr float kShift = 12582912.0f + 127.0f;  // 1.5 * 2^23 + the exponent bias
+  const float shifted = zc * 1.44269504088896341f + kShift;
+  const float n = shifted - kShift;
   float r = zc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
+  // Cephes' degree-6 polynomial in Horner form: e^r = 1 + r + r^2 p(r).
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.0f;
-  const uint32_t k = std::bit_cast<uint32_t>(shifted) - 0x4B400000u;  // n as an int, n in [-126, 0]
-  const float res = y * std::bit_cast<float>((k + 127u) << 23);
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const float res = p * std::bit_cast<float>(std::bit_cast<uint32_t>(shifted) << 23);
   return z < -87.0f ? 0.0f : res;
 }
 

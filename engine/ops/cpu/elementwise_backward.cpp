@@ -3,8 +3,10 @@
 // backward from the forward output). Each is one pass over (grad, x) instead of the 3-6 separate
 // elementwise ops its formula would chain, so the MLP/GPT training steps do not pay for
 // temporaries. Formulas and their evaluation order are LibTorch's (aten/src/ATen/native/cpu/
-// Activation.cpp, BinaryOpsKernel.cpp); float32 uses the branch-free exp/erf of vec_math.h so the
-// contiguous loop vectorises, and StridedLoop splits large tensors across threads.
+// Activation.cpp, BinaryOpsKernel.cpp), except that float32 gelu (erf) takes Phi and e^{-x^2/2}
+// from one ew::normal_cdf; float32 uses the branch-free exp of vec_math.h and Phi of
+// elementwise_detail.h so the contiguous loop vectorises, and StridedLoop splits large tensors
+// across threads.
 // These are kernels only: autograd/functions/elementwise.cpp decides when to call them.
 #include <cmath>
 #include <string>

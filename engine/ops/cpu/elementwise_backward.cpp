@@ -3,8 +3,10 @@
 // backward from the forward output). Each is one pass over (grad, x) instead of the 3-6 separate
 // elementwise ops its formula would chain, so the MLP/GPT training steps do not pay for
 // temporaries. Formulas and their evaluation order are LibTorch's (aten/src/ATen/native/cpu/
-// Activation.cpp, BinaryOpsKernel.cpp); float32 uses the branch-free exp/erf of vec_math.h so the
-// contiguous loop vectorises, and StridedLoop splits large tensors across threads.
+// Activation.cpp, BinaryOpsKernel.cpp), except that float32 gelu (erf) takes Phi and e^{-x^2/2}
+// from one ew::normal_cdf; float32 uses the branch-free exp of vec_math.h and Phi of
+// elementwise_detail.h so the contiguous loop vectorises, and StridedLoop splits large tensors
+// across threads.
 // These are kernels only: autograd/functions/elementwise.cpp decides when to call them.
 #include <cmath>
 #include <string>
@@ -20,9 +22,6 @@ using core::opmath_t;
 
 [[gnu::always_inline]] inline float tanh_vec(float x) { return ew::tanh_fast(x); }
 inline double tanh_vec(double x) { return std::tanh(x); }
-
-[[gnu::always_inline]] inline float erf_vec(float x) { return ew::erf_fast(x); }
-inline double erf_vec(double x) { return std::erf(x); }
 
 template <typename M>
 [[gnu::always_inline]] inline M exp_vec(M x) {
@@ -44,10 +43,14 @@ struct GeluErfBackward {
   template <typename M>
   [[gnu::always_inline]] M operator()(M g, M x) const {
     const M kBeta = M(M_2_SQRTPI * M_SQRT1_2 * 0.5);  // 1 / sqrt(2 pi)
-    const M kAlpha = M(M_SQRT1_2);
-    const M cdf = M(0.5) * (M(1) + erf_vec(x * kAlpha));
-    const M pdf = kBeta * exp_vec(x * x * M(-0.5));
-    return g * (cdf + x * pdf);
+    if constexpr (std::is_same_v<M, float>) {
+      const ew::NormalCdf n = ew::normal_cdf(x);  // one exp for both terms
+      return g * (n.cdf + x * (kBeta * n.gauss));
+    } else {
+      const M cdf = M(0.5) * (M(1) + std::erf(x * M(M_SQRT1_2)));
+      const M pdf = kBeta * std::exp(x * x * M(-0.5));
+      return g * (cdf + x * pdf);
+    }
   }
 };
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <type_traits>
@@ -205,16 +206,52 @@ inline M int_pow(M base, M e) {
 // versions are branch-free and always inlined so the contiguous loops vectorise (libm's erff/expf
 // calls do not, and an out-of-line call stops the vectoriser too).
 
-// erf for float: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7), the formula LibTorch's
-// Vectorized<float>::erf uses.
-[[gnu::always_inline]] inline float erf_fast(float x) {
-  const float t = 1.0f / (0.3275911f * std::fabs(x) + 1.0f);
-  float r = 1.061405429f;
-  r = r * t - 1.453152027f;
-  r = r * t + 1.421413741f;
-  r = r * t - 0.284496736f;
-  r = r * t + 0.254829592f;
-  return std::copysign(1.0f - r * t * cpu::exp_fast(-x * x), x);
+// e^z for z <= 0 (or NaN), the Gaussian factor of the erf family: cpu::exp_fast without its
+// overflow and NaN selects (NaN propagates through the arithmetic; below -87 the result is 0, so
+// that x e^{-x^2/2} is 0, not a subnormal, for large |x|), and 2^n read from the rounding
+// constant's bits rather than by a float->int conversion. Fewer live registers in the
+// vector loop: gelu's loop spilled with exp_fast inside.
+[[gnu::always_inline]] inline float exp_nonpositive(float z) {
+  // Rounds z log2 e to n: the constant's low mantissa bits then hold n + 127 (n in [-126, 0] for
+  // z >= -87; below, the final select discards the result), which a shift by 23 moves straight
+  // into the exponent field of 2^n.
+  constexpr float kShift = 12582912.0f + 127.0f;  // 1.5 * 2^23 + the exponent bias
+  const float shifted = z * 1.44269504088896341f + kShift;
+  const float n = shifted - kShift;
+  // One-step reduction with ln 2 rounded to float: r is off by |n| 2e-9, a relative error of
+  // e^z below |z| 3e-9, and the callers multiply e^z by a factor that is small where |z| is big.
+  const float r = z - n * 0.693147180559945309f;
+  // e^r = 1 + r + r^2 q(r), q of degree 3 fitted for least relative error on |r| <= ln2 / 2
+  // (1.1e-7, below A&S's erf error; Cephes' degree-5 q is more than the erf can use).
+  float p = 0.008312525227665901f;
+  p = p * r + 0.041890114545822144f;
+  p = p * r + 0.16667114198207855f;
+  p = p * r + 0.499992311000824f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const float res = p * std::bit_cast<float>(std::bit_cast<uint32_t>(shifted) << 23);
+  return z < -87.0f ? 0.0f : res;
+}
+
+// The standard normal's Phi(x) and e^{-x^2/2} (phi(x) * sqrt(2 pi)), for gelu and its gradient.
+// Phi(-|x|) = erfc(|x| / sqrt 2) / 2 by Abramowitz & Stegun 7.1.26 (|erf error| <= 1.5e-7), the
+// formula LibTorch's Vectorized<float>::erf uses, with the 1/sqrt 2 and the 1/2 folded into its
+// constants. Phi(x) = Phi(-|x|) for x < 0, else 1 - Phi(-|x|): one blend, no copysign, and no
+// 1 + erf cancellation for negative x. NaN stays NaN; Phi(+inf) = 1, Phi(-inf) = 0.
+struct NormalCdf {
+  float cdf;
+  float gauss;  // e^{-x^2/2}
+};
+[[gnu::always_inline]] inline NormalCdf normal_cdf(float x) {
+  const float t = 1.0f / (float(0.3275911 * 0.70710678118654752440) * std::fabs(x) + 1.0f);
+  float r = float(0.5 * 1.061405429);
+  r = r * t + float(0.5 * -1.453152027);
+  r = r * t + float(0.5 * 1.421413741);
+  r = r * t + float(0.5 * -0.284496736);
+  r = r * t + float(0.5 * 0.254829592);
+  const float gauss = exp_nonpositive(-0.5f * x * x);
+  const float tail = r * t * gauss;  // Phi(-|x|)
+  return {x < 0.0f ? tail : 1.0f - tail, gauss};
 }
 
 // tanh for float, branch-free so loops vectorise (libm's tanhf does not): Cephes' odd polynomial
@@ -239,7 +276,7 @@ inline M tanh_fast(M v) {
 // gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
 template <typename M>
 [[gnu::always_inline]] inline M gelu_erf(M v) {
-  if constexpr (std::is_same_v<M, float>) return 0.5f * v * (1.0f + erf_fast(v * 0.70710678118654752440f));
+  if constexpr (std::is_same_v<M, float>) return v * normal_cdf(v).cdf;
   else return M(0.5) * v * (M(1) + std::erf(v * M(0.70710678118654752440)));
 }
 // The tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).

@@ -29,6 +29,20 @@
 #include "suites/peak/peak_bench.h"
 
 namespace tb::suites {
+namespace {
+
+// A suite of self-timed benchmarks only, run when named (`bench --suite NAME`), not by default.
+void register_timed_suite(const std::string& name, const std::string& description,
+                          std::function<std::vector<harness::TestCase>()> cases) {
+  harness::Suite s;
+  s.name = name;
+  s.description = description;
+  s.run_by_default = false;
+  harness::register_suite(std::move(s));
+  harness::register_timed_benches(name, std::move(cases));
+}
+
+}  // namespace
 
 void register_all() {
   // The training suite's resume check continues a run in a fresh process: this one.
@@ -203,26 +217,16 @@ void register_all() {
     harness::register_suite(std::move(s));
   }
   register_hosts_suite();
-  {
-    harness::Suite s;
-    s.name = "data";
-    s.description =
-        "DataLoader throughput on variable-length sequences through pad_collate at 0..4 workers, and the "
-        "data-bottleneck probe: the time a GPT step waits for its batch (benchmarks only, engine-only)";
-    s.run_by_default = false;
-    harness::register_suite(std::move(s));
-    harness::register_timed_benches("data", [] { return data_benches(); });
-  }
-  {
-    harness::Suite s;
-    s.name = "peak";
-    s.description =
-        "this machine's measured floors at 1 and 2 threads: AVX-512 FMA, AVX512-BF16 dot and AMX bf16 "
-        "GFLOP/s, memory bandwidth (benchmarks only, engine-free; an ISA the CPU lacks is skipped)";
-    s.run_by_default = false;
-    harness::register_suite(std::move(s));
-    harness::register_timed_benches("peak", [] { return peak_benches(); });
-  }
+  register_timed_suite("data",
+                       "DataLoader throughput on variable-length sequences through pad_collate at 0..4 workers, and "
+                       "the data-bottleneck probe: the time a GPT step waits for its batch (benchmarks only, "
+                       "engine-only)",
+                       [] { return data_benches(); });
+  register_timed_suite("peak",
+                       "this machine's measured floors at 1 and 2 threads: AVX-512 FMA, AVX512-BF16 dot and AMX "
+                       "bf16 GFLOP/s, memory bandwidth (benchmarks only, engine-free; an ISA the CPU lacks is "
+                       "skipped)",
+                       [] { return peak_benches(); });
   register_hang_scenarios();
   register_oom_scenarios();
   register_scenario_soak();

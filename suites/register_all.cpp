@@ -1,7 +1,9 @@
 #include "suites/register_all.h"
 
 #include <cstdlib>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/tensor/iterator.h"
 #include "harness/runner.h"

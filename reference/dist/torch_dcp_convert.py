@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import struct
 import sys
 
@@ -122,7 +121,7 @@ def convert(dcp_dir: str, out: str) -> int:
     return 0
 
 
-def make_worker(rank: int, world: int, port: int, dcp_dir: str, values: str) -> None:
+def make_worker(rank: int, world: int, store: str, dcp_dir: str, values: str) -> None:
     import torch
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
@@ -131,8 +130,10 @@ def make_worker(rank: int, world: int, port: int, dcp_dir: str, values: str) -> 
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import DTensor
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # Rendezvous through a file, not a TCP port: a port picked free here can be taken by another
+    # program (ctest runs tests side by side) before rank 0 listens on it, and rank 1 then talks
+    # to that program and aborts.
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32),
@@ -166,13 +167,13 @@ def make_worker(rank: int, world: int, port: int, dcp_dir: str, values: str) -> 
 
 
 def make(dcp_dir: str, values: str, world: int) -> int:
+    import tempfile
+
     import torch.multiprocessing as mp
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.start_processes(make_worker, args=(world, port, dcp_dir, values), nprocs=world,
-                       start_method="spawn")
+    with tempfile.TemporaryDirectory(prefix="tb_dcp_make_") as tmp:
+        mp.start_processes(make_worker, args=(world, os.path.join(tmp, "store"), dcp_dir, values),
+                           nprocs=world, start_method="spawn")
     print(f"saved a {world}-rank torch.distributed.checkpoint into {dcp_dir}, live values in {values}")
     return 0
 

@@ -18,6 +18,11 @@ Measured samples (checked in; one build on the shared 2-core CI machine, each fi
                                --filter '^ddp/(mlp|gpt)/w1/engine$'
   projection_sample_hosts_fsdp.json  TRAINBENCH_FSDP_BENCH_S=1 trainbench bench --suite fsdp --threads 1
                                --filter '^fsdp/(mlp|gpt)/full_shard/w[12]/engine$'
+  projection_quiet_{comm,ddp,fsdp,hosts}.json  the first three commands above (comm, ddp, fsdp with
+                               the same variables and filters) and `trainbench bench --suite hosts`,
+                               one after the other on a quiet machine (nothing else running, load
+                               average 1.3-4.0 from the runs themselves; 2026-12-04 16:16-16:20 UTC),
+                               docs/distributed.md "On a quiet machine"
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ SAMPLE_HOSTS = HERE / "projection_sample_hosts.json"
 # world-1 DDP/FSDP (and FSDP world 2) runs right after the hosts run: the compute model of its points
 SAMPLE_HOSTS_DDP = HERE / "projection_sample_hosts_ddp.json"
 SAMPLE_HOSTS_FSDP = HERE / "projection_sample_hosts_fsdp.json"
+QUIET = [HERE / f"projection_quiet_{name}.json" for name in ("comm", "ddp", "fsdp", "hosts")]
 SIZES = [8] + [16 * 4 ** i for i in range(12)]  # the comm sweep's: 8 B, then powers of 4 to 64 MiB
 
 
@@ -466,6 +472,27 @@ class MeasuredSampleTest(unittest.TestCase):
         for v in across:
             self.assertAlmostEqual(v["error"], v["predicted_step_ms"] / v["measured_step_ms"] - 1, places=9)
             self.assertGreater(v["predicted_comm_ms"], 0.0, v)
+
+    def test_validation_on_a_quiet_machine(self):
+        # The quiet run (docstring above): 36 multi-rank points, one host and two. Measured with
+        # the model as it is: 21 within the 15% goal, every GPT point within 25% (compute
+        # dominates its step), the misses the small MLP's (docs/distributed.md "On a quiet
+        # machine"). Bounds one point looser than measured: a change to the fit, the step model or
+        # the record parsing that makes these real points worse fails here.
+        res = load_results(QUIET)
+        vals = pj.validate_points(pj.step_models(res), pj.fit_links(res))
+        multi = [v for v in vals if v["world"] > 1]
+        self.assertEqual(len(multi), 36)
+        self.assertEqual({v["hosts"] for v in multi}, {1, 2})
+        for v in vals:
+            if v["world"] == 1:
+                self.assertLess(abs(v["error"]), 0.01, v)
+        within = [v for v in multi if abs(v["error"]) <= 0.15]
+        self.assertGreaterEqual(len(within), 20, [(v["kind"], v["model"], v["world"], v["link"], v["error"])
+                                                  for v in multi])
+        for v in multi:
+            if v["model"] == "gpt":
+                self.assertLess(abs(v["error"]), 0.25, v)
 
     def test_report_draws_the_projection(self):
         with tempfile.TemporaryDirectory() as d:

@@ -697,51 +697,56 @@ void ProcessGroup::check_detail(Task& t, const std::string& board_mismatch) {
 
 void ProcessGroup::execute(Task& t) {
   const bool p2p = t.cseq == 0;
-  profiler::Scope prof(op_code_name(t.code), profiler::Category::Collective);  // the call's event in a profile
-  if (prof.active()) {  // as the flight recorder's entry: call site, op, dtype, bytes, sequence numbers
-    prof.label(t.label);
-    prof.arg("op", op_code_name(t.code)), prof.arg("seq", int64_t(t.seq)), prof.arg("collective_seq", int64_t(t.cseq));
-    if (t.a.defined()) prof.arg("dtype", core::name(t.a.dtype())), prof.arg("bytes", t.numel * int64_t(t.a.itemsize()));
-    prof.arg("world", size_);
-  }
-  const uint64_t started = CallClock::now();
-  t.started.store(started, std::memory_order_relaxed);
-  recorder_->started(t.seq, started);
-  if (p2p) board_->p2p_entered(t.seq, t.packed);
-  else board_->coll_entered(t.cseq, t.packed);
   std::exception_ptr err;
-  std::string msg;
-  try {
-    if (!p2p && size_ > 1 && (check_mode_ != kCheckOff || detail_)) check_call(t);
-    run_task(t);
-  } catch (const std::exception& e) {
-    err = std::current_exception();
-    msg = e.what();
-  } catch (...) {
-    err = std::current_exception();
-    msg = "unknown exception";
-  }
-  // A backend that fails because a peer died says so in its own words ("Connection closed by
-  // peer"); the board says which rank, and the process ends like a hang (Note [Dead ranks]). The
-  // peer's pid may take a moment to read as gone after its sockets close.
-  if (err && !t.mismatch && watchdog_ && board_->enabled() && size_ > 1) {
-    const auto until = Clock::now() + std::chrono::milliseconds(250);
-    do {
-      if (std::optional<std::string> line = watchdog_->dead_peer(in_flight(t))) {
-        const InFlight f = in_flight(t);
-        watchdog_->settle(f);  // Note [Settle before a dead-peer dump]
-        watchdog_->fire_line(*line + "; the backend said: " + msg, &f);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    } while (Clock::now() < until);
-  }
-  recorder_->ended(t.seq, CallClock::now(), !err, msg);
-  if (p2p) board_->p2p_completed(t.seq);
-  else board_->coll_completed(t.cseq);
-  // Release the tensors now, not when the last Work handle goes.
-  t.a = Tensor();
-  t.b = Tensor();
-  t.list.clear();
+  {
+    profiler::Scope prof(op_code_name(t.code), profiler::Category::Collective);  // the call's event in a profile
+    if (prof.active()) {  // as the flight recorder's entry: call site, op, dtype, bytes, sequence numbers
+      prof.label(t.label);
+      prof.arg("op", op_code_name(t.code)), prof.arg("seq", int64_t(t.seq)),
+          prof.arg("collective_seq", int64_t(t.cseq));
+      if (t.a.defined())
+        prof.arg("dtype", core::name(t.a.dtype())), prof.arg("bytes", t.numel * int64_t(t.a.itemsize()));
+      prof.arg("world", size_);
+    }
+    const uint64_t started = CallClock::now();
+    t.started.store(started, std::memory_order_relaxed);
+    recorder_->started(t.seq, started);
+    if (p2p) board_->p2p_entered(t.seq, t.packed);
+    else board_->coll_entered(t.cseq, t.packed);
+    std::string msg;
+    try {
+      if (!p2p && size_ > 1 && (check_mode_ != kCheckOff || detail_)) check_call(t);
+      run_task(t);
+    } catch (const std::exception& e) {
+      err = std::current_exception();
+      msg = e.what();
+    } catch (...) {
+      err = std::current_exception();
+      msg = "unknown exception";
+    }
+    // A backend that fails because a peer died says so in its own words ("Connection closed by
+    // peer"); the board says which rank, and the process ends like a hang (Note [Dead ranks]). The
+    // peer's pid may take a moment to read as gone after its sockets close.
+    if (err && !t.mismatch && watchdog_ && board_->enabled() && size_ > 1) {
+      const auto until = Clock::now() + std::chrono::milliseconds(250);
+      do {
+        if (std::optional<std::string> line = watchdog_->dead_peer(in_flight(t))) {
+          const InFlight f = in_flight(t);
+          watchdog_->settle(f);  // Note [Settle before a dead-peer dump]
+          watchdog_->fire_line(*line + "; the backend said: " + msg, &f);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      } while (Clock::now() < until);
+    }
+    recorder_->ended(t.seq, CallClock::now(), !err, msg);
+    if (p2p) board_->p2p_completed(t.seq);
+    else board_->coll_completed(t.cseq);
+    // Release the tensors now, not when the last Work handle goes.
+    t.a = Tensor();
+    t.b = Tensor();
+    t.list.clear();
+  }  // the call's profiler event closes before its Work completes: a caller that stops a Profile
+     // right after wait() finds it (it was missing when the worker thread ran the call)
   t.work.finish(err);
 }
 

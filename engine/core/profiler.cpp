@@ -216,8 +216,8 @@ std::string input_args(const std::vector<OpScope::Input>& inputs) {
   return args;
 }
 
-void OpScope::set_inputs(std::initializer_list<Input> inputs) {
-  detail::add_members(slot_, input_args(std::vector<Input>(inputs)));
+void OpScope::set_inputs(const std::vector<Input>& inputs) {
+  if (active()) detail::add_members(slot_, input_args(inputs));
 }
 
 void annotate_last_op(std::string_view members) {

@@ -121,11 +121,11 @@ class OpScope : public Scope {
     if (enabled()) slot_ = detail::begin(name, Category::Op, /*unless_same_op=*/true);
   }
   OpScope(const char* name, std::initializer_list<Input> inputs) : OpScope(name) {
-    if (active()) set_inputs(inputs);
+    if (active()) set_inputs(std::vector<Input>(inputs));
   }
-
- private:
-  void set_inputs(std::initializer_list<Input> inputs);
+  // The event's input shapes and dtypes, for callers that know them only after construction
+  // (call only when active(): building `inputs` is the cost to avoid while off).
+  void set_inputs(const std::vector<Input>& inputs);
 };
 
 // "\"input_shapes\":[[2, 3], ...],\"input_dtypes\":[\"float32\", ...]" (undefined inputs: [] and

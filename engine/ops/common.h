@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/core/profiler.h"
 #include "engine/core/scalar.h"
 #include "engine/tensor/factories.h"
 #include "engine/tensor/grad_mode_flag.h"
@@ -38,25 +39,44 @@ Tensor prepare_out(Tensor* out, const Shape& shape, DType dtype, const char* op)
 // API users call is tb:: (engine/autograd/functions.h): it records a graph when grad mode is on
 // and an input requires grad, as LibTorch's ops do, and runs these kernels with grad mode off
 // (autograd::kernel), as do backward formulas. So that a kernel can never silently drop a graph,
-// every kernel of a differentiable op (its forward, in-place and out= forms) starts with
-// check_bare_kernel: with grad mode on, a tensor argument that requires grad (an input, the
+// every kernel of a differentiable op (its forward, in-place and out= forms) starts with a
+// BareKernel guard: with grad mode on, a tensor argument that requires grad (an input, the
 // in-place self or out) is an error naming the differentiable function to call. Ops without a
 // gradient in LibTorch either (comparisons, logical ops, argmax, nonzero, ...) and the backward
 // kernels (called with grad mode off) need no check. Cost: one thread-local read while grad mode
 // is off; one pointer test per tensor while it is on.
+//
+// The guard is also the kernel's event in a profile (profiler::OpScope, with its inputs' shapes
+// and dtypes): a kernel called by a backward formula shows inside its node ("mul" inside
+// "MulBackward0"), as aten::mul does in PyTorch's traces, and so does one called by an optimizer
+// or a user. Inside the differentiable op of the same name it records nothing (the op's own event
+// is that call). Off: one relaxed load more.
 [[noreturn]] void bare_kernel_error(const char* op);
 inline bool requires_grad_here(const Tensor& t) {
   return t.defined() && t.impl()->autograd_meta && requires_grad_hook()(t);
 }
-inline void check_bare_kernel(const char* op, std::initializer_list<const Tensor*> args) {
-  if (!grad_mode_flag()) return;
-  for (const Tensor* t : args)
-    if (t && requires_grad_here(*t)) bare_kernel_error(op);
-}
-inline void check_bare_kernel(const char* op, const std::vector<Tensor>& args) {
-  if (!grad_mode_flag()) return;
-  for (const Tensor& t : args)
-    if (requires_grad_here(t)) bare_kernel_error(op);
-}
+
+class BareKernel {
+ public:
+  BareKernel(const char* op, std::initializer_list<const Tensor*> args) : prof_(op) {
+    if (prof_.active()) record_inputs(args);
+    if (!grad_mode_flag()) return;
+    for (const Tensor* t : args)
+      if (t && requires_grad_here(*t)) bare_kernel_error(op);
+  }
+  BareKernel(const char* op, const std::vector<Tensor>& args) : prof_(op) {
+    if (prof_.active()) record_inputs(args);
+    if (!grad_mode_flag()) return;
+    for (const Tensor& t : args)
+      if (requires_grad_here(t)) bare_kernel_error(op);
+  }
+  BareKernel(const BareKernel&) = delete;
+  BareKernel& operator=(const BareKernel&) = delete;
+
+ private:
+  void record_inputs(std::initializer_list<const Tensor*> args);  // null pointers (no out=) left out
+  void record_inputs(const std::vector<Tensor>& args);
+  profiler::OpScope prof_;
+};
 
 }  // namespace tb::ops

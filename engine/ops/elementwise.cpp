@@ -115,7 +115,7 @@ struct InM {
 // f: a generic callable M -> M for M in {float, double}.
 template <typename F>
 Tensor float_unary(const char* op, const Tensor& x, Tensor* out, bool inplace, F f) {
-  check_bare_kernel(op, {&x, out});
+  const BareKernel bare(op, {&x, out});
   TB_CHECK(x.defined(), op, "undefined input tensor");
   const DType cdt = to_float_dtype(x.dtype());
   return ew::unary(op, x, cdt, cdt, out, inplace, [&](const StridedLoop& loop) {
@@ -146,7 +146,7 @@ Tensor floating_only(const char* op, const Tensor& x, Tensor* out, bool inplace,
 // Same-dtype numeric ops (neg, abs, relu): bool refused with `bool_msg`.
 template <typename F>
 Tensor numeric_unary(const char* op, const Tensor& x, Tensor* out, bool inplace, const char* bool_msg, F f) {
-  check_bare_kernel(op, {&x, out});
+  const BareKernel bare(op, {&x, out});
   TB_CHECK(x.defined(), op, "undefined input tensor");
   TB_CHECK(x.dtype() != DType::Bool, op, bool_msg);
   check_out_dtype(x, out, inplace, op);
@@ -402,7 +402,7 @@ Tensor& abs_out(Tensor& out, const Tensor& x) {
 namespace {
 // sign(NaN) is 0 and sign(bool) is the bool itself, as in LibTorch.
 Tensor sign_impl(const char* op, const Tensor& x, Tensor* out, bool inplace) {
-  check_bare_kernel(op, {&x, out});
+  const BareKernel bare(op, {&x, out});
   TB_CHECK(x.defined(), op, "undefined input tensor");
   check_out_dtype(x, out, inplace, op);
   const DType dt = x.dtype();

@@ -127,8 +127,16 @@ Tensor triangle(const Tensor& self, int64_t k, bool lower, Tensor* out) {
 
 }  // namespace
 
+namespace {
+// The inputs and out= of cat_out / stack_out, for their guard (Note [Bare kernels]).
+std::vector<Tensor> with_out(std::vector<Tensor> tensors, const Tensor& out) {
+  tensors.push_back(out);
+  return tensors;
+}
+}  // namespace
+
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  check_bare_kernel("cat", tensors);
+  const BareKernel bare("cat", tensors);
   CatPlan p = plan_cat(tensors, dim, "cat");
   Tensor out = empty(p.shape, p.dtype);
   cat_into(out, tensors, p.dim);
@@ -136,7 +144,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor& cat_out(Tensor& out, const std::vector<Tensor>& tensors, int64_t dim) {
-  check_bare_kernel("cat_out", {&out}), check_bare_kernel("cat_out", tensors);
+  const BareKernel bare("cat_out", with_out(tensors, out));
   CatPlan p = plan_cat(tensors, dim, "cat");
   for (const Tensor& t : tensors)
     TB_CHECK(t.numel() == 0 || out.numel() == 0 || !t.shares_storage(out), "cat",
@@ -162,13 +170,13 @@ std::vector<Tensor> stack_inputs(const std::vector<Tensor>& tensors, int64_t& di
 }  // namespace
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  check_bare_kernel("stack", tensors);
+  const BareKernel bare("stack", tensors);
   auto u = stack_inputs(tensors, dim);
   return cat(u, dim);
 }
 
 Tensor& stack_out(Tensor& out, const std::vector<Tensor>& tensors, int64_t dim) {
-  check_bare_kernel("stack_out", {&out}), check_bare_kernel("stack_out", tensors);
+  const BareKernel bare("stack_out", with_out(tensors, out));
   auto u = stack_inputs(tensors, dim);
   return cat_out(out, u, dim);
 }
@@ -227,7 +235,7 @@ std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim) {
 }
 
 Tensor repeat(const Tensor& self, const Shape& repeats) {
-  check_bare_kernel("repeat", {&self});
+  const BareKernel bare("repeat", {&self});
   TB_CHECK(int64_t(repeats.size()) >= self.dim(), "repeat",
            "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor");
   const size_t nd = repeats.size();
@@ -258,36 +266,36 @@ Tensor repeat(const Tensor& self, const Shape& repeats) {
 }
 
 Tensor tril(const Tensor& self, int64_t diagonal) {
-  check_bare_kernel("tril", {&self});
+  const BareKernel bare("tril", {&self});
   return triangle(self, diagonal, true, nullptr);
 }
 Tensor triu(const Tensor& self, int64_t diagonal) {
-  check_bare_kernel("triu", {&self});
+  const BareKernel bare("triu", {&self});
   return triangle(self, diagonal, false, nullptr);
 }
 Tensor& tril_out(Tensor& out, const Tensor& self, int64_t diagonal) {
-  check_bare_kernel("tril_out", {&out, &self});
+  const BareKernel bare("tril_out", {&out, &self});
   out = triangle(self, diagonal, true, &out);
   return out;
 }
 Tensor& triu_out(Tensor& out, const Tensor& self, int64_t diagonal) {
-  check_bare_kernel("triu_out", {&out, &self});
+  const BareKernel bare("triu_out", {&out, &self});
   out = triangle(self, diagonal, false, &out);
   return out;
 }
 Tensor& tril_(Tensor& self, int64_t diagonal) {
-  check_bare_kernel("tril_", {&self});
+  const BareKernel bare("tril_", {&self});
   self.copy_(triangle(self, diagonal, true, nullptr));
   return self;
 }
 Tensor& triu_(Tensor& self, int64_t diagonal) {
-  check_bare_kernel("triu_", {&self});
+  const BareKernel bare("triu_", {&self});
   self.copy_(triangle(self, diagonal, false, nullptr));
   return self;
 }
 
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value) {
-  check_bare_kernel("masked_fill_", {&self});
+  const BareKernel bare("masked_fill_", {&self});
   TB_CHECK(mask.dtype() == DType::Bool, "masked_fill_",
            "masked_fill_ only supports boolean masks, but got mask with dtype ", core::name(mask.dtype()));
   const Shape b = core::broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill_");
@@ -299,12 +307,12 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value) {
 }
 
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value) {
-  check_bare_kernel("masked_fill_", {&self, &value});
+  const BareKernel bare("masked_fill_", {&self, &value});
   return masked_fill_(self, mask, value_of(value, "masked_fill_"));
 }
 
 Tensor masked_fill(const Tensor& self, const Tensor& mask, double value) {
-  check_bare_kernel("masked_fill", {&self});
+  const BareKernel bare("masked_fill", {&self});
   TB_CHECK(mask.dtype() == DType::Bool, "masked_fill",
            "masked_fill_ only supports boolean masks, but got mask with dtype ", core::name(mask.dtype()));
   const Shape b = core::broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill");
@@ -333,12 +341,12 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, double value) {
 }
 
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) {
-  check_bare_kernel("masked_fill", {&self, &value});
+  const BareKernel bare("masked_fill", {&self, &value});
   return masked_fill(self, mask, value_of(value, "masked_fill"));
 }
 
 Tensor masked_select(const Tensor& self, const Tensor& mask) {
-  check_bare_kernel("masked_select", {&self});
+  const BareKernel bare("masked_select", {&self});
   TB_CHECK(mask.dtype() == DType::Bool, "masked_select", "masked_select: expected BoolTensor for mask, got ",
            core::name(mask.dtype()));
   const Shape b = core::broadcast_shapes(self.sizes(), mask.sizes(), "masked_select");

@@ -49,7 +49,7 @@ Tensor as_batched(const Tensor& t, const Shape& batch) {
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
-  check_bare_kernel("mm", {&a, &b});
+  const BareKernel bare("mm", {&a, &b});
   check_dim("mm", a, 2, "self");
   check_dim("mm", b, 2, "mat2");
   check_same_dtype("mm", a, b);
@@ -59,7 +59,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor& mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
-  check_bare_kernel("mm_out", {&out, &a, &b});
+  const BareKernel bare("mm_out", {&out, &a, &b});
   if (out.defined() && a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0) && a.dtype() == b.dtype() &&
       out.dtype() == a.dtype() && out.dim() == 2 && out.size(0) == a.size(0) && out.size(1) == b.size(1) &&
       out.is_contiguous() && !out.shares_storage(a) && !out.shares_storage(b)) {
@@ -78,7 +78,7 @@ Tensor& mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
-  check_bare_kernel("bmm", {&a, &b});
+  const BareKernel bare("bmm", {&a, &b});
   check_dim("bmm", a, 3, "batch1");
   check_dim("bmm", b, 3, "batch2");
   check_same_dtype("bmm", a, b);
@@ -88,7 +88,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
-  check_bare_kernel("dot", {&a, &b});
+  const BareKernel bare("dot", {&a, &b});
   check_dim("dot", a, 1, "self");
   check_dim("dot", b, 1, "tensor");
   check_same_dtype("dot", a, b);
@@ -98,7 +98,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  check_bare_kernel("matmul", {&a, &b});
+  const BareKernel bare("matmul", {&a, &b});
   TB_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "both arguments to matmul need to be at least 1D, but they are ",
            a.dim(), "D and ", b.dim(), "D");
   check_same_dtype("matmul", a, b);
@@ -143,7 +143,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, double beta, double alpha) {
-  check_bare_kernel("addmm", {&self, &a, &b});
+  const BareKernel bare("addmm", {&self, &a, &b});
   check_dim("addmm", a, 2, "mat1");
   check_dim("addmm", b, 2, "mat2");
   check_same_dtype("addmm", a, b);
@@ -167,7 +167,7 @@ namespace {
 // stores float32) and float64 / integer products round nothing in between, so they take the
 // fused epilogue at every rank. The relu commutes with that one rounding (monotone, 0 exact).
 Tensor linear_impl(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu) {
-  check_bare_kernel(op, {&x, &weight, &bias});
+  const BareKernel bare(op, {&x, &weight, &bias});
   TB_CHECK(x.dim() >= 1, op, "input must be at least 1-D, got a 0-D tensor");
   check_dim(op, weight, 2, "weight");
   check_same_dtype(op, x, weight);
@@ -320,7 +320,7 @@ LinearGradPrep linear_grad_prep(const Tensor& grad, const Tensor& mask, bool wan
 }
 
 Tensor outer(const Tensor& a, const Tensor& b) {
-  check_bare_kernel("outer", {&a, &b});
+  const BareKernel bare("outer", {&a, &b});
   check_dim("outer", a, 1, "self");
   check_dim("outer", b, 1, "vec2");
   const DType dt = result_type(a, b);

@@ -139,7 +139,7 @@ std::tuple<Tensor, Tensor> nll_loss_forward(const Tensor& input, const Tensor& t
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, const std::string& reduction,
                 int64_t ignore_index) {
-  check_bare_kernel("nll_loss", {&input, &weight});
+  const BareKernel bare("nll_loss", {&input, &weight});
   return std::get<0>(nll_loss_forward(input, target, weight, reduction, ignore_index));
 }
 
@@ -229,7 +229,7 @@ std::tuple<Tensor, Tensor, Tensor> cross_entropy_forward(const Tensor& input, co
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, const std::string& reduction,
                      int64_t ignore_index, double label_smoothing) {
-  check_bare_kernel("cross_entropy", {&input, &target, &weight});
+  const BareKernel bare("cross_entropy", {&input, &target, &weight});
   return std::get<0>(cross_entropy_forward(input, target, weight, reduction, ignore_index, label_smoothing));
 }
 
@@ -316,19 +316,19 @@ std::tuple<Tensor, Tensor> cross_entropy_backward(const Tensor& grad_output, con
 // ---- elementwise losses ----
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
-  check_bare_kernel("mse_loss", {&input, &target});
+  const BareKernel bare("mse_loss", {&input, &target});
   const Tensor d = sub(input, target);
   return apply_loss_reduction(mul(d, d), reduction);
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
-  check_bare_kernel("l1_loss", {&input, &target});
+  const BareKernel bare("l1_loss", {&input, &target});
   return apply_loss_reduction(abs(sub(input, target)), reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
                                         const std::string& reduction, const Tensor& pos_weight) {
-  check_bare_kernel("binary_cross_entropy_with_logits", {&input, &target, &weight, &pos_weight});
+  const BareKernel bare("binary_cross_entropy_with_logits", {&input, &target, &weight, &pos_weight});
   const char* op = "binary_cross_entropy_with_logits";
   TB_CHECK(target.sizes() == input.sizes(), op, "Target size (", core::to_string(target.sizes()),
            ") must be the same as input size (", core::to_string(input.sizes()), ")");

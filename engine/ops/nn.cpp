@@ -27,7 +27,7 @@ std::vector<int64_t> read_indices(const Tensor& idx, const char* op, const char*
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t /*padding_idx: gradient only*/) {
-  check_bare_kernel("embedding", {&weight});
+  const BareKernel bare("embedding", {&weight});
   TB_CHECK(weight.dim() == 2, "embedding", "weight must be 2-D, got shape ", core::to_string(weight.sizes()));
   const std::vector<int64_t> idx = read_indices(indices, "embedding", "indices");
   const int64_t V = weight.size(0), D = weight.size(1);
@@ -80,7 +80,7 @@ void fill_bytes(const Tensor& t, char v) {
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool training, core::Generator* gen) {
-  check_bare_kernel("dropout", {&x});
+  const BareKernel bare("dropout", {&x});
   TB_CHECK(p >= 0 && p <= 1, "dropout", "dropout probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0) return x;
   TB_CHECK(core::is_floating(x.dtype()), "dropout", "expected a floating point input, got ", core::name(x.dtype()));
@@ -243,7 +243,7 @@ Tensor pad_index(const Tensor& x, const Shape& pad, bool reflect) {
 }  // namespace
 
 Tensor pad(const Tensor& x, const Shape& pad, const std::string& mode, double value) {
-  check_bare_kernel("pad", {&x});
+  const BareKernel bare("pad", {&x});
   TB_CHECK(pad.size() % 2 == 0, "pad", "padding length must be divisible by 2, got ", pad.size());
   TB_CHECK(int64_t(pad.size()) / 2 <= x.dim(), "pad", "padding length ", pad.size(), " is too large for an input of ",
            x.dim(), " dims");

@@ -246,11 +246,11 @@ std::vector<double> param(const Tensor& t, int64_t C, double fill, const char* o
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-  check_bare_kernel("softmax", {&x});
+  const BareKernel bare("softmax", {&x});
   return softmax_impl<false>(x, dim, dtype, "softmax");
 }
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-  check_bare_kernel("log_softmax", {&x});
+  const BareKernel bare("log_softmax", {&x});
   return softmax_impl<true>(x, dim, dtype, "log_softmax");
 }
 Tensor softmax_causal(const Tensor& x) { return softmax_causal_impl(x); }
@@ -318,7 +318,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_with_stats(const Tensor& x, const 
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  check_bare_kernel("layer_norm", {&x, &weight, &bias});
+  const BareKernel bare("layer_norm", {&x, &weight, &bias});
   return std::get<0>(layer_norm_with_stats(x, normalized_shape, weight, bias, eps));
 }
 
@@ -378,7 +378,7 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_with_stats(const Tensor& x, int64_
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
-  check_bare_kernel("group_norm", {&x, &weight, &bias});
+  const BareKernel bare("group_norm", {&x, &weight, &bias});
   return std::get<0>(group_norm_with_stats(x, num_groups, weight, bias, eps));
 }
 
@@ -456,7 +456,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_with_stats(const Tensor& x, const 
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
-  check_bare_kernel("batch_norm", {&x, &weight, &bias});
+  const BareKernel bare("batch_norm", {&x, &weight, &bias});
   return std::get<0>(batch_norm_with_stats(x, running_mean, running_var, weight, bias, training, momentum, eps));
 }
 

@@ -239,7 +239,7 @@ DType sum_dtype(const Tensor& x, std::optional<DType> dtype) {
 
 template <bool kMax>
 Tensor extreme_all(const Tensor& x, const DimList& dims, bool keepdim, const char* op) {
-  check_bare_kernel(op, {&x});
+  const BareKernel bare(op, {&x});
   const std::vector<bool> mask = dim_mask(x, dims, op);
   for (int64_t d = 0; d < x.dim(); ++d)
     TB_CHECK(!mask[size_t(d)] || x.size(d) != 0, op, "Expected reduction dim ", d, " to have non-zero size");
@@ -327,18 +327,18 @@ Tensor& write_out(Tensor& out, const Tensor& r, const char* op) {
 
 // ---- sum, mean, prod ----
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
-  check_bare_kernel("sum", {&x});
+  const BareKernel bare("sum", {&x});
   const DType out_dt = sum_dtype(x, dtype);
   return sum_like<SumOp>(x, dims, keepdim, dtype ? *dtype : x.dtype(), out_dt, "sum");
 }
 Tensor sum(const Tensor& x, std::optional<DType> dtype) { return sum(x, DimList{}, false, dtype); }
 Tensor& sum_out(Tensor& out, const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
-  check_bare_kernel("sum_out", {&out, &x});
+  const BareKernel bare("sum_out", {&out, &x});
   return write_out(out, sum(x, dims, keepdim, dtype), "sum");
 }
 
 Tensor mean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
-  check_bare_kernel("mean", {&x});
+  const BareKernel bare("mean", {&x});
   const DType dt = dtype ? *dtype : x.dtype();
   TB_CHECK(core::is_floating(dt), "mean",
            "could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ",
@@ -347,16 +347,16 @@ Tensor mean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DT
 }
 Tensor mean(const Tensor& x, std::optional<DType> dtype) { return mean(x, DimList{}, false, dtype); }
 Tensor& mean_out(Tensor& out, const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
-  check_bare_kernel("mean_out", {&out, &x});
+  const BareKernel bare("mean_out", {&out, &x});
   return write_out(out, mean(x, dims, keepdim, dtype), "mean");
 }
 
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim, std::optional<DType> dtype) {
-  check_bare_kernel("prod", {&x});
+  const BareKernel bare("prod", {&x});
   return sum_like<ProdOp>(x, {dim}, keepdim, dtype ? *dtype : x.dtype(), sum_dtype(x, dtype), "prod");
 }
 Tensor prod(const Tensor& x, std::optional<DType> dtype) {
-  check_bare_kernel("prod", {&x});
+  const BareKernel bare("prod", {&x});
   return sum_like<ProdOp>(x, {}, false, dtype ? *dtype : x.dtype(), sum_dtype(x, dtype), "prod");
 }
 
@@ -366,11 +366,11 @@ Tensor min(const Tensor& x) { return extreme_all<false>(x, {}, false, "min"); }
 Tensor amax(const Tensor& x, const DimList& dims, bool keepdim) { return extreme_all<true>(x, dims, keepdim, "amax"); }
 Tensor amin(const Tensor& x, const DimList& dims, bool keepdim) { return extreme_all<false>(x, dims, keepdim, "amin"); }
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
-  check_bare_kernel("max", {&x});
+  const BareKernel bare("max", {&x});
   return extreme_dim<true>(x, dim, keepdim, "max", true);
 }
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
-  check_bare_kernel("min", {&x});
+  const BareKernel bare("min", {&x});
   return extreme_dim<false>(x, dim, keepdim, "min", true);
 }
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
@@ -382,7 +382,7 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 
 // ---- var, std: two passes in double (mean, then squared deviations), as LibTorch's CPU kernel ----
 Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
-  check_bare_kernel("var", {&x});
+  const BareKernel bare("var", {&x});
   check_floating(x, "var", "std and var only support floating point and complex dtypes");
   Plan p = make_plan(x, dim_mask(x, dims, "var"), keepdim);
   Tensor res = core::dispatch_floating(x.dtype(), "var", [&]<typename T>() {
@@ -402,7 +402,7 @@ Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim
   return cast(res, x.dtype());
 }
 Tensor std(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
-  check_bare_kernel("std", {&x});
+  const BareKernel bare("std", {&x});
   check_floating(x, "std", "std and var only support floating point and complex dtypes");
   // sqrt before the one rounding to x's dtype.
   Tensor v = var(x.to(DType::Float64), dims, correction, keepdim);
@@ -413,7 +413,7 @@ Tensor std(const Tensor& x, const DimList& dims, double correction, bool keepdim
 
 // ---- norm ----
 Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
-  check_bare_kernel("norm", {&x});
+  const BareKernel bare("norm", {&x});
   check_floating(x, "norm", "linalg.vector_norm: Expected a floating point or complex tensor as input");
   const std::vector<bool> mask = dim_mask(x, dims, "norm");
   if (std::isinf(p)) {
@@ -435,7 +435,7 @@ Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
 
 // ---- logsumexp: max, then log(sum(exp(x - max))) + max (max replaced by 0 where infinite) ----
 Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim) {
-  check_bare_kernel("logsumexp", {&x});
+  const BareKernel bare("logsumexp", {&x});
   TB_CHECK(!dims.empty() || x.dim() == 0, "logsumexp", "expected at least one dim to reduce");
   Tensor xf = cast(x, to_float_dtype(x.dtype()));
   Plan p = make_plan(xf, dim_mask(xf, dims, "logsumexp"), keepdim);
@@ -466,7 +466,7 @@ Tensor any(const Tensor& x, int64_t dim, bool keepdim) {
 
 // ---- cumsum: sequential along the dim, accumulating like LibTorch's CPU kernel (double for float32) ----
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-  check_bare_kernel("cumsum", {&x});
+  const BareKernel bare("cumsum", {&x});
   const DType dt = sum_dtype(x, dtype);
   const int64_t d = core::wrap_dim(dim, x.dim(), "cumsum");
   Tensor xin = cast(x, dt).contiguous();
@@ -497,7 +497,7 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   return out;
 }
 Tensor& cumsum_(Tensor& x, int64_t dim) {
-  check_bare_kernel("cumsum_", {&x});
+  const BareKernel bare("cumsum_", {&x});
   x.copy_(cumsum(x, dim, x.dtype()));
   return x;
 }

@@ -4,6 +4,7 @@
 #include <limits>
 #include <sstream>
 
+#include "engine/core/profiler.h"
 #include "engine/memory/site.h"
 #include "engine/tensor/iterator.h"
 
@@ -84,6 +85,7 @@ Tensor& zero_(Tensor& t) { return fill_(t, 0); }
 
 Tensor full(const Shape& sizes, core::Scalar value, std::optional<DType> dtype) {
   memory::OpScope op("full", /*keep_outer=*/true);  // names the block in OOM reports
+  profiler::OpScope prof("full");                   // and the call in a profile (zeros, ones: full)
   Tensor t = empty(sizes, dtype.value_or(value.dtype()));
   fill_values(t, value, "full");
   return t;
@@ -98,6 +100,7 @@ Tensor scalar_tensor(double value, DType dtype) {
 
 Tensor eye(int64_t n, std::optional<int64_t> m_opt, DType dtype) {
   memory::OpScope op("eye", /*keep_outer=*/true);  // names the block in OOM reports
+  profiler::OpScope prof("eye");                   // and the call in a profile
   const int64_t m = m_opt.value_or(n);
   TB_CHECK(n >= 0 && m >= 0, "eye", "n and m must be non-negative, got ", n, " and ", m);
   Tensor t = zeros({n, m}, dtype);
@@ -110,6 +113,7 @@ Tensor eye(int64_t n, std::optional<int64_t> m_opt, DType dtype) {
 
 Tensor arange(core::Scalar start, core::Scalar end, core::Scalar step, std::optional<DType> dtype_opt) {
   memory::OpScope op("arange", /*keep_outer=*/true);  // names the block in OOM reports
+  profiler::OpScope prof("arange");                   // and the call in a profile
   const DType dtype = dtype_opt.value_or(start.is_float() || end.is_float() || step.is_float() ? DType::Float32
                                                                                                : DType::Int64);
   TB_CHECK(dtype != DType::Bool, "arange", "not implemented for 'Bool'");
@@ -170,6 +174,7 @@ Tensor arange(core::Scalar end, std::optional<DType> dtype) { return arange(0, e
 
 Tensor linspace(double start, double end, int64_t steps, DType dtype) {
   memory::OpScope op("linspace", /*keep_outer=*/true);  // names the block in OOM reports
+  profiler::OpScope prof("linspace");                   // and the call in a profile
   TB_CHECK(steps >= 0, "linspace", "number of steps must be non-negative, got ", steps);
   Tensor t = empty({steps}, dtype);
   core::dispatch_numeric(dtype, "linspace", [&]<typename T>() {
@@ -212,6 +217,7 @@ void fill_random(Tensor& t, core::Generator* gen, Fn make) {
 
 Tensor rand(const Shape& sizes, DType dtype, core::Generator* gen) {
   memory::OpScope op("rand", /*keep_outer=*/true);  // names the block in OOM reports
+  profiler::OpScope prof("rand");                   // and the call in a profile
   TB_CHECK(core::is_floating(dtype), "rand", "expected a floating dtype, got ", core::name(dtype));
   Tensor t = empty(sizes, dtype);
   fill_random(t, gen, []<typename T>(const std::array<uint32_t, 4>& a, const std::array<uint32_t, 4>& b, int k) {
@@ -223,6 +229,7 @@ Tensor rand(const Shape& sizes, DType dtype, core::Generator* gen) {
 
 Tensor randn(const Shape& sizes, DType dtype, core::Generator* gen) {
   memory::OpScope op("randn", /*keep_outer=*/true);  // names the block in OOM reports
+  profiler::OpScope prof("randn");                   // and the call in a profile
   TB_CHECK(core::is_floating(dtype), "randn", "expected a floating dtype, got ", core::name(dtype));
   Tensor t = empty(sizes, dtype);
   // Box-Muller on two uniforms per element (one from each block).
@@ -238,6 +245,7 @@ Tensor randn(const Shape& sizes, DType dtype, core::Generator* gen) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& sizes, DType dtype, core::Generator* gen) {
   memory::OpScope op("randint", /*keep_outer=*/true);  // names the block in OOM reports
+  profiler::OpScope prof("randint");                   // and the call in a profile
   TB_CHECK(high > low, "randint", "random_ expects 'from' to be less than 'to', but got from=", low, " >= to=", high);
   TB_CHECK(dtype != DType::Bool || (low >= 0 && high <= 2), "randint", "range [", low, ", ", high,
            ") does not fit bool");

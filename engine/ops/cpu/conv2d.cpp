@@ -324,7 +324,7 @@ void check_conv_inputs(const Tensor& x_, const Tensor& weight, const Tensor& bia
 
 Tensor conv2d(const Tensor& x_, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
               const Shape& dilation, int64_t groups) {
-  check_bare_kernel("conv2d", {&x_, &weight, &bias});
+  const BareKernel bare("conv2d", {&x_, &weight, &bias});
   check_conv_inputs(x_, weight, bias);
   const bool batched = x_.dim() == 4;
   const Tensor x4 = batched ? x_ : x_.unsqueeze(0);

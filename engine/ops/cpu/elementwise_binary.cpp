@@ -34,7 +34,7 @@ constexpr const char* kSubBool =
 // a, b: broadcastable, any strides. out = a + alpha * b (negate: a - alpha * b).
 Tensor add_tt(const char* op, const Tensor& a, const Tensor& b, const Scalar& alpha, bool negate, Tensor* out,
               bool inplace) {
-  check_bare_kernel(op, {&a, &b, out});
+  const BareKernel bare(op, {&a, &b, out});
   TB_CHECK(a.defined() && b.defined(), op, "undefined input tensor");
   if (negate) TB_CHECK(a.dtype() != DType::Bool && b.dtype() != DType::Bool, op, kSubBool);
   const DType rt = result_type(a, b);
@@ -55,7 +55,7 @@ Tensor add_tt(const char* op, const Tensor& a, const Tensor& b, const Scalar& al
 
 Tensor add_ts(const char* op, const Tensor& a, const Scalar& b, const Scalar& alpha, bool negate, Tensor* out,
               bool inplace) {
-  check_bare_kernel(op, {&a, out});
+  const BareKernel bare(op, {&a, out});
   TB_CHECK(a.defined(), op, "undefined input tensor");
   if (negate) TB_CHECK(a.dtype() != DType::Bool && !b.is_bool(), op, kSubBool);
   const DType rt = result_type(a, b);
@@ -73,7 +73,7 @@ Tensor add_ts(const char* op, const Tensor& a, const Scalar& b, const Scalar& al
 
 // ---- mul ----
 Tensor mul_tt(const char* op, const Tensor& a, const Tensor& b, Tensor* out, bool inplace) {
-  check_bare_kernel(op, {&a, &b, out});
+  const BareKernel bare(op, {&a, &b, out});
   TB_CHECK(a.defined() && b.defined(), op, "undefined input tensor");
   const DType rt = result_type(a, b);
   return ew::binary(op, a, b, rt, rt, out, inplace, [&](const StridedLoop& loop) {
@@ -85,7 +85,7 @@ Tensor mul_tt(const char* op, const Tensor& a, const Tensor& b, Tensor* out, boo
 }
 
 Tensor mul_ts(const char* op, const Tensor& a, const Scalar& b, Tensor* out, bool inplace) {
-  check_bare_kernel(op, {&a, out});
+  const BareKernel bare(op, {&a, out});
   TB_CHECK(a.defined(), op, "undefined input tensor");
   const DType rt = result_type(a, b);
   return ew::unary(op, a, rt, rt, out, inplace, [&](const StridedLoop& loop) {
@@ -156,7 +156,7 @@ Tensor div_scalar(const char* op, const Tensor& a, const Scalar& c_in, DType cdt
 
 Tensor div_tt(const char* op, const Tensor& a, const Tensor& b, const std::optional<std::string>& mode, Tensor* out,
               bool inplace) {
-  check_bare_kernel(op, {&a, &b, out});
+  const BareKernel bare(op, {&a, &b, out});
   TB_CHECK(a.defined() && b.defined(), op, "undefined input tensor");
   const Round r = parse_round(mode, op);
   const DType cdt = div_compute_dtype(result_type(a, b), r, op);
@@ -184,7 +184,7 @@ Tensor div_tt(const char* op, const Tensor& a, const Tensor& b, const std::optio
 
 Tensor div_ts(const char* op, const Tensor& a, const Scalar& b, const std::optional<std::string>& mode, Tensor* out,
               bool inplace) {
-  check_bare_kernel(op, {&a, out});
+  const BareKernel bare(op, {&a, out});
   TB_CHECK(a.defined(), op, "undefined input tensor");
   const Round r = parse_round(mode, op);
   return div_scalar(op, a, b, div_compute_dtype(result_type(a, b), r, op), r, out, inplace);
@@ -192,7 +192,7 @@ Tensor div_ts(const char* op, const Tensor& a, const Scalar& b, const std::optio
 
 // ---- remainder ----
 Tensor remainder_tt(const char* op, const Tensor& a, const Tensor& b, Tensor* out, bool inplace) {
-  check_bare_kernel(op, {&a, &b, out});
+  const BareKernel bare(op, {&a, &b, out});
   TB_CHECK(a.defined() && b.defined(), op, "undefined input tensor");
   const DType rt = result_type(a, b);
   TB_CHECK(rt != DType::Bool, op, "not implemented for dtype bool");
@@ -211,7 +211,7 @@ Tensor remainder_tt(const char* op, const Tensor& a, const Tensor& b, Tensor* ou
 }
 
 Tensor remainder_ts(const char* op, const Tensor& a, const Scalar& b, Tensor* out, bool inplace) {
-  check_bare_kernel(op, {&a, out});
+  const BareKernel bare(op, {&a, out});
   TB_CHECK(a.defined(), op, "undefined input tensor");
   const DType rt = result_type(a, b);
   TB_CHECK(rt != DType::Bool, op, "not implemented for dtype bool");
@@ -233,7 +233,7 @@ Tensor remainder_ts(const char* op, const Tensor& a, const Scalar& b, Tensor* ou
 constexpr const char* kPowBool = "not implemented for dtype bool";
 
 Tensor pow_tt(const char* op, const Tensor& a, const Tensor& b, Tensor* out, bool inplace) {
-  check_bare_kernel(op, {&a, &b, out});
+  const BareKernel bare(op, {&a, &b, out});
   TB_CHECK(a.defined() && b.defined(), op, "undefined input tensor");
   const DType rt = result_type(a, b);
   TB_CHECK(rt != DType::Bool, op, kPowBool);
@@ -249,7 +249,7 @@ Tensor pow_tt(const char* op, const Tensor& a, const Tensor& b, Tensor* out, boo
 }
 
 Tensor pow_ts(const char* op, const Tensor& a, const Scalar& e, Tensor* out, bool inplace) {
-  check_bare_kernel(op, {&a, out});
+  const BareKernel bare(op, {&a, out});
   TB_CHECK(a.defined(), op, "undefined input tensor");
   const DType rt = result_type(a, e);
   TB_CHECK(rt != DType::Bool, op, kPowBool);
@@ -277,7 +277,7 @@ Tensor pow_ts(const char* op, const Tensor& a, const Scalar& e, Tensor* out, boo
 
 // ---- maximum / minimum ----
 Tensor minmax_tt(const char* op, const Tensor& a, const Tensor& b, bool is_max, Tensor* out) {
-  check_bare_kernel(op, {&a, &b, out});
+  const BareKernel bare(op, {&a, &b, out});
   TB_CHECK(a.defined() && b.defined(), op, "undefined input tensor");
   const DType rt = result_type(a, b);
   return ew::binary(op, a, b, rt, rt, out, false, [&](const StridedLoop& loop) {
@@ -395,7 +395,7 @@ Tensor& pow_out(Tensor& out, const Tensor& a, const Tensor& b) {
 
 // base ** exponent with a scalar base: the result type is result_type(exponent, base).
 Tensor pow(const Scalar& base, const Tensor& e) {
-  check_bare_kernel("pow", {&e});
+  const BareKernel bare("pow", {&e});
   const char* op = "pow";
   TB_CHECK(e.defined(), op, "undefined input tensor");
   const DType rt = result_type(e, base);

@@ -71,7 +71,7 @@ constexpr const char* kClampNone = "at least one of 'min' or 'max' must not be N
 
 Tensor clamp_s(const char* op, const Tensor& x, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi,
                Tensor* out, bool inplace) {
-  check_bare_kernel(op, {&x, out});
+  const BareKernel bare(op, {&x, out});
   TB_CHECK(x.defined(), op, "undefined input tensor");
   TB_CHECK(lo || hi, op, kClampNone);
   DType rt = x.dtype();
@@ -101,7 +101,7 @@ Tensor clamp_s(const char* op, const Tensor& x, const std::optional<Scalar>& lo,
 // x, lo, hi: broadcastable, any strides. NaN in any operand gives NaN.
 Tensor clamp_t(const char* op, const Tensor& x, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi,
                Tensor* out, bool inplace) {
-  check_bare_kernel(op, {&x, lo ? &*lo : nullptr, hi ? &*hi : nullptr, out});
+  const BareKernel bare(op, {&x, lo ? &*lo : nullptr, hi ? &*hi : nullptr, out});
   TB_CHECK(x.defined(), op, "undefined input tensor");
   TB_CHECK((lo && lo->defined()) || (hi && hi->defined()), op, kClampNone);
   const Tensor* pl = lo && lo->defined() ? &*lo : nullptr;
@@ -137,7 +137,7 @@ void check_cond(const Tensor& cond) {
 }
 
 Tensor where_tt(const char* op, const Tensor& cond, const Tensor& a, const Tensor& b, Tensor* out) {
-  check_bare_kernel(op, {&a, &b, out});
+  const BareKernel bare(op, {&a, &b, out});
   check_cond(cond);
   TB_CHECK(a.defined() && b.defined(), op, "undefined input tensor");
   const DType rt = result_type(a, b);
@@ -281,7 +281,7 @@ Tensor& where_out(Tensor& out, const Tensor& cond, const Tensor& a, const Tensor
   return out;
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
-  check_bare_kernel("where", {&a});
+  const BareKernel bare("where", {&a});
   const char* op = "where";
   check_cond(cond);
   TB_CHECK(a.defined(), op, "undefined input tensor");

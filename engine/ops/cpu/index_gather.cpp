@@ -151,7 +151,7 @@ void scatter_kernel(Tensor& self, int64_t dim, const Tensor& index, const Tensor
 // ---- index_select ----
 
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
-  check_bare_kernel("index_select", {&self});
+  const BareKernel bare("index_select", {&self});
   const char* op = "index_select";
   TB_CHECK(index.dim() <= 1, op, "Index is supposed to be a vector");
   const int64_t d = core::wrap_dim(dim, std::max<int64_t>(self.dim(), 1), op);
@@ -186,7 +186,7 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
 }
 
 Tensor& index_select_out(Tensor& out, const Tensor& self, int64_t dim, const Tensor& index) {
-  check_bare_kernel("index_select_out", {&out, &self});
+  const BareKernel bare("index_select_out", {&out, &self});
   TB_CHECK(!out.defined() || out.dtype() == self.dtype(), "index_select",
            "self and result must have the same scalar type");
   Tensor r = index_select(self, dim, index);
@@ -198,7 +198,7 @@ Tensor& index_select_out(Tensor& out, const Tensor& self, int64_t dim, const Ten
 // ---- gather ----
 
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool /*sparse_grad*/) {
-  check_bare_kernel("gather", {&self});
+  const BareKernel bare("gather", {&self});
   const char* op = "gather";
   const Tensor s1 = at_least_1d(self);
   const int64_t d = core::wrap_dim(dim, s1.dim(), op);
@@ -233,22 +233,22 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool /*spars
 // ---- scatter, scatter_add ----
 
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_bare_kernel("scatter_", {&self, &src});
+  const BareKernel bare("scatter_", {&self, &src});
   scatter_kernel(self, dim, index, &src, 0, Reduce::None, "scatter");
   return self;
 }
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value) {
-  check_bare_kernel("scatter_", {&self});
+  const BareKernel bare("scatter_", {&self});
   scatter_kernel(self, dim, index, nullptr, value, Reduce::None, "scatter");
   return self;
 }
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
-  check_bare_kernel("scatter_", {&self, &src});
+  const BareKernel bare("scatter_", {&self, &src});
   scatter_kernel(self, dim, index, &src, 0, parse_reduce(reduce), "scatter");
   return self;
 }
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value, const std::string& reduce) {
-  check_bare_kernel("scatter_", {&self});
+  const BareKernel bare("scatter_", {&self});
   scatter_kernel(self, dim, index, nullptr, value, parse_reduce(reduce), "scatter");
   return self;
 }
@@ -261,32 +261,32 @@ static Tensor contiguous_clone(const Tensor& self) {
 }
 
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_bare_kernel("scatter", {&self, &src});
+  const BareKernel bare("scatter", {&self, &src});
   Tensor r = contiguous_clone(self);
   return scatter_(r, dim, index, src);
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value) {
-  check_bare_kernel("scatter", {&self});
+  const BareKernel bare("scatter", {&self});
   Tensor r = contiguous_clone(self);
   return scatter_(r, dim, index, value);
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
-  check_bare_kernel("scatter", {&self, &src});
+  const BareKernel bare("scatter", {&self, &src});
   Tensor r = contiguous_clone(self);
   return scatter_(r, dim, index, src, reduce);
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value, const std::string& reduce) {
-  check_bare_kernel("scatter", {&self});
+  const BareKernel bare("scatter", {&self});
   Tensor r = contiguous_clone(self);
   return scatter_(r, dim, index, value, reduce);
 }
 Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_bare_kernel("scatter_add_", {&self, &src});
+  const BareKernel bare("scatter_add_", {&self, &src});
   scatter_kernel(self, dim, index, &src, 0, Reduce::Add, "scatter_add");
   return self;
 }
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_bare_kernel("scatter_add", {&self, &src});
+  const BareKernel bare("scatter_add", {&self, &src});
   Tensor r = contiguous_clone(self);
   return scatter_add_(r, dim, index, src);
 }
@@ -294,7 +294,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 // ---- index_add ----
 
 Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
-  check_bare_kernel("index_add_", {&self, &source});
+  const BareKernel bare("index_add_", {&self, &source});
   const char* op = "index_add_";
   TB_CHECK(index.dim() <= 1, op, "Index is supposed to be a vector");
   TB_CHECK(source.dtype() == self.dtype(), op, "self (", core::name(self.dtype()), ") and source (",
@@ -367,7 +367,7 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
 }
 
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
-  check_bare_kernel("index_add", {&self, &source});
+  const BareKernel bare("index_add", {&self, &source});
   Tensor r = contiguous_clone(self);
   return index_add_(r, dim, index, source, alpha);
 }

@@ -147,7 +147,7 @@ Term contract(Term a, Term b, const std::vector<bool>& keep) {
 }  // namespace
 
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) {
-  check_bare_kernel("einsum", operands);
+  const BareKernel bare("einsum", operands);
   TB_CHECK(!operands.empty(), kOp, "must provide at least one operand");
   const size_t arrow = equation.find("->");
   const std::string lhs = equation.substr(0, arrow);

@@ -75,7 +75,7 @@ Tensor make_output(const Pool& p, DType dt) {
 
 Tensor max_pool2d(const Tensor& x_, const Shape& kernel, const Shape& stride, const Shape& padding,
                   const Shape& dilation, bool ceil_mode) {
-  check_bare_kernel("max_pool2d", {&x_});
+  const BareKernel bare("max_pool2d", {&x_});
   const Pool p = make_pool("max_pool2d", x_.sizes(), kernel, stride, padding, dilation, ceil_mode);
   const Tensor x = x_.contiguous();
   Tensor out = make_output(p, x.dtype());
@@ -114,7 +114,7 @@ Tensor max_pool2d(const Tensor& x_, const Shape& kernel, const Shape& stride, co
 
 Tensor avg_pool2d(const Tensor& x_, const Shape& kernel, const Shape& stride, const Shape& padding, bool ceil_mode,
                   bool count_include_pad, std::optional<int64_t> divisor_override) {
-  check_bare_kernel("avg_pool2d", {&x_});
+  const BareKernel bare("avg_pool2d", {&x_});
   const Pool p = make_pool("avg_pool2d", x_.sizes(), kernel, stride, padding, {1}, ceil_mode);
   TB_CHECK(!divisor_override || *divisor_override != 0, "avg_pool2d", "divisor must be not zero");
   const Tensor x = x_.contiguous();
@@ -159,7 +159,7 @@ Tensor avg_pool2d(const Tensor& x_, const Shape& kernel, const Shape& stride, co
 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x_, const Shape& kernel, const Shape& stride,
                                                    const Shape& padding, const Shape& dilation, bool ceil_mode) {
-  check_bare_kernel("max_pool2d_with_indices", {&x_});
+  const BareKernel bare("max_pool2d_with_indices", {&x_});
   const Pool p = make_pool("max_pool2d_with_indices", x_.sizes(), kernel, stride, padding, dilation, ceil_mode);
   const Tensor x = x_.contiguous();
   Tensor out = make_output(p, x.dtype()), indices = make_output(p, DType::Int64);

@@ -113,7 +113,7 @@ std::tuple<Tensor, Tensor> sort_unchecked(const Tensor& self, int64_t dim, bool 
 }  // namespace
 
 std::tuple<Tensor, Tensor> sort(const Tensor& self, std::optional<bool> /*stable*/, int64_t dim, bool descending) {
-  check_bare_kernel("sort", {&self});
+  const BareKernel bare("sort", {&self});
   return sort_unchecked(self, dim, descending);
 }
 
@@ -126,7 +126,7 @@ Tensor argsort(const Tensor& self, int64_t dim, bool descending) {
 }
 
 std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {
-  check_bare_kernel("topk", {&self});
+  const BareKernel bare("topk", {&self});
   TB_CHECK(self.dtype() != DType::Bool, "topk", "topk does not support bool dtypes on CPU");
   const int64_t d = core::wrap_dim(dim, self.dim(), "topk");
   const int64_t size = self.dim() == 0 ? 1 : self.size(d);

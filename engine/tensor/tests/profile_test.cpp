@@ -48,15 +48,15 @@ TEST(TensorProfile, CopiesAreOpsAndViewsAreNot) {
   (void)x.t().contiguous();
   (void)x.clone();
   (void)x.to(DType::BFloat16);
-  Tensor z = zeros({4, 2}, DType::Float64);
+  Tensor z = zeros({4, 2}, DType::Float64);  // a filling factory: "full" (zeros and ones are full)
   z.copy_(x);
   profiler::Trace t = p.stop();
   std::vector<std::string> names;
   for (const Event& e : t.events) names.emplace_back(e.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"contiguous", "copy_", "clone", "copy_", "to", "copy_", "copy_"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"contiguous", "copy_", "clone", "copy_", "to", "copy_", "full", "copy_"}));
   EXPECT_EQ(t.events[0].args, R"("input_shapes":[[2, 4]],"input_dtypes":["float32"])");
   EXPECT_EQ(t.events[4].args, R"("input_shapes":[[4, 2]],"input_dtypes":["float32"])");
-  EXPECT_EQ(t.events[6].args, R"("input_shapes":[[4, 2],[4, 2]],"input_dtypes":["float64","float32"])");
+  EXPECT_EQ(t.events[7].args, R"("input_shapes":[[4, 2],[4, 2]],"input_dtypes":["float64","float32"])");
 }
 
 TEST(TensorProfile, OffRecordsNothing) {

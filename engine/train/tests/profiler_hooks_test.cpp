@@ -10,9 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/autograd/functions.h"
+#include "engine/autograd/grad_mode.h"
 #include "engine/core/profiler.h"
 #include "engine/data/dataloader.h"
 #include "engine/nn/models.h"
+#include "engine/ops/elementwise.h"
 #include "engine/optim/adam.h"
 #include "engine/tensor/factories.h"
 
@@ -65,6 +67,45 @@ TEST(ProfilerHooks, ATrainingStepRecordsOpsNodesOptimizerAndData) {
   EXPECT_TRUE(shaped);
   ASSERT_EQ(t.threads.size(), 1u);
   EXPECT_EQ(t.threads[0].name, "main");
+}
+
+// Bare kernels are op events of their own where nothing else names them: inside a backward node
+// (the kernels its formula runs), called directly, and the filling factories; inside the
+// differentiable op of the same name they add nothing (one call, one event).
+TEST(ProfilerHooks, BareKernelsAreEventsInsideNodesAndOnceInsideTheirOp) {
+  Tensor a = randn({4, 8}).requires_grad_(true), b = randn({4, 8}).requires_grad_(true);
+  profiler::Profile p;
+  Tensor y = tb::mul(a, b);  // forward: one "mul"
+  y.backward(ones({4, 8}));  // MulBackward0 runs ops::mul twice
+  Tensor direct;
+  {
+    autograd::NoGradGuard no_grad;
+    direct = ops::mul(a, b);  // a bare call: its own "mul" event
+  }
+  Tensor z = zeros({3, 5});
+  const profiler::Trace t = p.stop();
+
+  const profiler::Event* node = nullptr;
+  for (const profiler::Event& e : t.events)
+    if (std::string_view(e.name) == "MulBackward0") node = &e;
+  ASSERT_NE(node, nullptr);
+  int inside = 0, outside = 0, full = 0;
+  for (const profiler::Event& e : t.events) {
+    if (e.cat == Category::Op && std::string_view(e.name) == "full") ++full;
+    if (e.cat != Category::Op || std::string_view(e.name) != "mul") continue;
+    EXPECT_NE(e.args.find("\"input_shapes\":[[4, 8],[4, 8]]"), std::string::npos) << e.args;
+    const bool in_node = e.tid == node->tid && e.start_ns >= node->start_ns && e.end_ns <= node->end_ns;
+    (in_node ? inside : outside) += 1;
+  }
+  EXPECT_EQ(inside, 2);   // the two gradients
+  EXPECT_EQ(outside, 2);  // tb::mul's kernel (not twice) and the direct ops::mul
+  EXPECT_GE(full, 1);     // zeros (and backward's ones seed) fill through full
+  // The node's self time excludes the kernels now shown inside it.
+  for (const profiler::OpStat& s : profiler::key_averages(t.events)) {
+    if (s.name == "MulBackward0") {
+      EXPECT_LT(s.self_ns, s.total_ns);
+    }
+  }
 }
 
 TEST(ProfilerHooks, DataLoaderWorkersHaveTheirOwnLanes) {

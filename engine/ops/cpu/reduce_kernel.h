@@ -26,10 +26,10 @@
 
 namespace tb::ops::cpu {
 
-inline constexpr int64_t kLanes = 32;     // independent accumulators: several SIMD registers
-inline constexpr int64_t kBlock = 512;    // leaf of the pairwise tree along a contiguous row
-inline constexpr int64_t kRowLeaf = 16;   // leaf of the pairwise tree across rows (I > 1)
-inline constexpr int64_t kColTile = 256;  // columns handled together when I > 1
+inline constexpr int64_t kLanes = 32;      // independent accumulators: several SIMD registers
+inline constexpr int64_t kBlock = 512;     // leaf of the pairwise tree along a contiguous row
+inline constexpr int64_t kRowLeaf = 16;    // leaf of the pairwise tree across rows (I > 1)
+inline constexpr int64_t kColTile = 1024;  // columns handled together when I > 1
 
 // Accumulator type of sums: float for bf16/f16/f32, double for f64, int64 for integers and bool.
 template <typename T>

@@ -313,6 +313,26 @@ void reduce_cols(const T* p, int64_t R, int64_t I, int64_t w, const Acc* c, Acc*
     return;
   }
   int64_t j0 = 0;
+#if !defined(__AVX512F__)
+  // Below AVX-512, GCC keeps the 64-byte accumulators of the loop after this one on the stack
+  // (as in vector_leaf), so ops with 8-lane forms (sum) take 32 columns in four 8-lane ones.
+  if constexpr (!kCentered &&
+                (std::is_same_v<T, float> || std::is_same_v<T, core::BFloat16>)&&std::is_same_v<Acc, float> &&
+                VectorFloatOp<Op> && HalfVectorOp<Op>) {
+    for (; j0 + 32 <= w; j0 += 32) {
+      vhalf a0 = vhalf{} + float(op.init()), a1 = a0, a2 = a0, a3 = a0;
+      for (int64_t r = 0; r < R; ++r) {
+        const T* row = p + r * I + j0;
+        a0 = op.hstep(a0, load8(row)), a1 = op.hstep(a1, load8(row + 8));
+        a2 = op.hstep(a2, load8(row + 16)), a3 = op.hstep(a3, load8(row + 24));
+      }
+      __builtin_memcpy(out + j0, &a0, sizeof(vhalf));
+      __builtin_memcpy(out + j0 + 8, &a1, sizeof(vhalf));
+      __builtin_memcpy(out + j0 + 16, &a2, sizeof(vhalf));
+      __builtin_memcpy(out + j0 + 24, &a3, sizeof(vhalf));
+    }
+  }
+#endif
   if constexpr (!kCentered &&
                 (std::is_same_v<T, float> || std::is_same_v<T, core::BFloat16>)&&std::is_same_v<Acc, float> &&
                 VectorFloatOp<Op>) {

@@ -100,6 +100,8 @@ struct SumOp {
   cpu::vfloat vinit() const { return cpu::vfloat{}; }  // used when Acc is float (cpu::vector_leaf)
   cpu::vfloat vstep(cpu::vfloat a, cpu::vfloat v) const { return a + v; }
   cpu::vfloat vmerge(cpu::vfloat a, cpu::vfloat b) const { return a + b; }
+  cpu::vhalf hstep(cpu::vhalf a, cpu::vhalf v) const { return a + v; }  // used below AVX-512
+  cpu::vhalf hmerge(cpu::vhalf a, cpu::vhalf b) const { return a + b; }
   template <typename T>
   Acc step(Acc a, T v, Acc) const {
     return a + Acc(load(v));

@@ -1,7 +1,10 @@
 // conv2d: PyTorch's argument checks, then oneDNN's convolution primitive for float32 (float16 and
 // bfloat16 compute in float32 and round once), and im2col + gemm_batched for float64. Primitives
-// are cached by shape, so steady state creates none. Integer types take the im2col path too. The oneDNN path lets the primitive choose
-// its own blocked layouts (format any) and reorders the plain NCHW tensors in and out.
+// (the convolution and its reorders) are cached by shape, so steady state creates none. Integer
+// types take the im2col path too. The oneDNN path lets the primitive choose its own blocked
+// layouts (format any) and reorders the plain NCHW tensors in and out, through buffers of the
+// caching allocator. LibTorch (ideep) does the same reorders around the same implementation
+// (ONEDNN_VERBOSE on an AVX2 machine: jit:avx2, nChw8c, in its own oneDNN 3.10 against our 2.6).
 // convolution_backward follows the same split: oneDNN's backward-data and backward-weights
 // primitives for float32 (float16/bfloat16 through float32), im2col + gemm and col2im for float64.
 #include <algorithm>
@@ -41,6 +44,7 @@ void conv_dnnl(const Conv& c, const Tensor& out, const Tensor& x, const Tensor& 
   struct Entry {
     convolution_forward prim;
     memory::desc x_user, w_user, y_user, x_prim, w_prim, y_prim, b_md;
+    reorder x_in, w_in, y_out;  // built with the convolution, not on every call
   };
   static engine eng(engine::kind::cpu, 0);
   static stream strm(eng);
@@ -76,6 +80,9 @@ void conv_dnnl(const Conv& c, const Tensor& out, const Tensor& x, const Tensor& 
         f.w_prim = pd.weights_desc();
         f.y_prim = pd.dst_desc();
         f.prim = convolution_forward(pd);
+        if (f.x_prim != f.x_user) f.x_in = reorder(reorder::primitive_desc(eng, f.x_user, eng, f.x_prim));
+        if (f.w_prim != f.w_user) f.w_in = reorder(reorder::primitive_desc(eng, f.w_user, eng, f.w_prim));
+        if (f.y_prim != f.y_user) f.y_out = reorder(reorder::primitive_desc(eng, f.y_prim, eng, f.y_user));
       } catch (const dnnl::error& err) {
         throw Error(kOp, std::string("oneDNN could not create a convolution: ") + err.what());
       }
@@ -85,19 +92,26 @@ void conv_dnnl(const Conv& c, const Tensor& out, const Tensor& x, const Tensor& 
   }
   memory xu(e->x_user, eng, x.data()), wu(e->w_user, eng, w.data()), yu(e->y_user, eng, out.data());
   memory xp = xu, wp = wu, yp = yu;
+  // The blocked copies come from the caching allocator: memory(desc, eng) mallocs fresh 6 MiB
+  // buffers on every call, and glibc hands some back page-faulting.
+  Tensor xbuf, wbuf, ybuf;
+  auto scratch = [&](const memory::desc& d, Tensor& buf) {
+    buf = empty({int64_t((d.get_size() + 3) / 4)}, DType::Float32);
+    return memory(d, eng, buf.data());
+  };
   if (e->x_prim != e->x_user) {
-    xp = memory(e->x_prim, eng);
-    reorder(xu, xp).execute(strm, xu, xp);
+    xp = scratch(e->x_prim, xbuf);
+    e->x_in.execute(strm, xu, xp);
   }
   if (e->w_prim != e->w_user) {
-    wp = memory(e->w_prim, eng);
-    reorder(wu, wp).execute(strm, wu, wp);
+    wp = scratch(e->w_prim, wbuf);
+    e->w_in.execute(strm, wu, wp);
   }
-  if (e->y_prim != e->y_user) yp = memory(e->y_prim, eng);
+  if (e->y_prim != e->y_user) yp = scratch(e->y_prim, ybuf);
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, xp}, {DNNL_ARG_WEIGHTS, wp}, {DNNL_ARG_DST, yp}};
   if (b.defined()) args[DNNL_ARG_BIAS] = memory(e->b_md, eng, b.data());
   e->prim.execute(strm, args);
-  if (e->y_prim != e->y_user) reorder(yp, yu).execute(strm, yp, yu);
+  if (e->y_prim != e->y_user) e->y_out.execute(strm, yp, yu);
   strm.wait();
 }
 

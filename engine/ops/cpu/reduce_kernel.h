@@ -15,7 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
-#if defined(__AVX512F__)
+#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 #include <vector>
@@ -26,10 +26,10 @@
 
 namespace tb::ops::cpu {
 
-inline constexpr int64_t kLanes = 32;     // independent accumulators: several SIMD registers
-inline constexpr int64_t kBlock = 512;    // leaf of the pairwise tree along a contiguous row
-inline constexpr int64_t kRowLeaf = 16;   // leaf of the pairwise tree across rows (I > 1)
-inline constexpr int64_t kColTile = 256;  // columns handled together when I > 1
+inline constexpr int64_t kLanes = 32;      // independent accumulators: several SIMD registers
+inline constexpr int64_t kBlock = 512;     // leaf of the pairwise tree along a contiguous row
+inline constexpr int64_t kRowLeaf = 16;    // leaf of the pairwise tree across rows (I > 1)
+inline constexpr int64_t kColTile = 1024;  // columns handled together when I > 1
 
 // Accumulator type of sums: float for bf16/f16/f32, double for f64, int64 for integers and bool.
 template <typename T>
@@ -142,17 +142,19 @@ float lanes_leaf(const T* p, int64_t n, const Op& op, V init, Step step, Merge m
   return r;
 }
 
+// Selections (see select_leaf below).
+template <typename Op>
+concept SelectOp = HalfVectorOp<Op> && requires {
+  { Op::kSelectMax } -> std::convertible_to<bool>;  // max (true) or min
+  { Op::kSelectAbs } -> std::convertible_to<bool>;  // of |x| (norm's inf orders)
+};
+
 #if defined(__AVX512F__)
 // Selections on AVX-512 (max and min, of x or of |x|): vmaxps/vminps into four 16-lane
 // accumulators and one unordered compare per two vectors noting any NaN: 3 instructions per 16
 // elements where the `?:` lanes above take 4 per 8 (max over 16M bfloat16 values: 5.0 -> 3.8 ms on
 // one core, the speed of sum, i.e. the read bandwidth). vmaxps alone does not propagate NaN, so a
 // leaf that holds one is redone by the op's own lane code (hstep), whose NaN rule then applies.
-template <typename Op>
-concept SelectOp = HalfVectorOp<Op> && requires {
-  { Op::kSelectMax } -> std::convertible_to<bool>;  // max (true) or min
-  { Op::kSelectAbs } -> std::convertible_to<bool>;  // of |x| (norm's inf orders)
-};
 // The intrinsics used are the masked forms or ones without a pass-through operand: GCC 12 flags
 // the unmasked ones' _mm512_undefined_* as maybe-uninitialized when inlined (-Werror here).
 inline __m512 load16_ps(const float* p) { return _mm512_loadu_ps(p); }
@@ -194,17 +196,72 @@ bool select_leaf(const T* p, int64_t n, const Op& op, float& out) {
   out = r;
   return true;
 }
+#elif defined(__AVX2__)
+// The same selection leaf on AVX2 (8 lanes): vmaxps/vminps into four accumulators and one
+// unordered compare per two vectors noting any NaN, where the portable `?:` lanes take a compare,
+// a NaN compare, an or and a blend per 8 elements. bfloat16 is widened 16 at a time from one
+// 32-byte load: a shift gives the even elements as floats, a mask the odd ones (a selection does
+// not care which lane holds which element).
+inline void load16_pair(const float* p, __m256& a, __m256& b) {
+  a = _mm256_loadu_ps(p);
+  b = _mm256_loadu_ps(p + 8);
+}
+inline void load16_pair(const core::BFloat16* p, __m256& a, __m256& b) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  a = _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+  b = _mm256_castsi256_ps(_mm256_and_si256(h, _mm256_set1_epi32(int32_t(0xFFFF0000u))));
+}
+// The selection of p[0, n) into out, or false when p holds a NaN.
+template <typename T, typename Op>
+bool select_leaf(const T* p, int64_t n, const Op& op, float& out) {
+  constexpr bool kMax = Op::kSelectMax, kAbs = Op::kSelectAbs;
+  auto sel = [](__m256 a, __m256 v) { return kMax ? _mm256_max_ps(a, v) : _mm256_min_ps(a, v); };
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 a0 = _mm256_set1_ps(float(op.init())), a1 = a0, a2 = a0, a3 = a0, nan = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256 v0, v1, v2, v3;
+    load16_pair(p + i, v0, v1);
+    load16_pair(p + i + 16, v2, v3);
+    if (kAbs) {
+      v0 = _mm256_and_ps(v0, abs_mask), v1 = _mm256_and_ps(v1, abs_mask);
+      v2 = _mm256_and_ps(v2, abs_mask), v3 = _mm256_and_ps(v3, abs_mask);
+    }
+    nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(v0, v1, _CMP_UNORD_Q), _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q)));
+    a0 = sel(a0, v0), a1 = sel(a1, v1), a2 = sel(a2, v2), a3 = sel(a3, v3);
+  }
+  if (_mm256_movemask_ps(nan)) return false;
+  float lanes[8];
+  _mm256_storeu_ps(lanes, sel(sel(a0, a1), sel(a2, a3)));
+  float r = lanes[0];
+  for (int k = 1; k < 8; ++k) r = (kMax ? lanes[k] > r : lanes[k] < r) ? lanes[k] : r;
+  for (; i < n; ++i) {
+    float v = float(p[i]);
+    if (v != v) return false;
+    if (kAbs) v = std::fabs(v);
+    r = (kMax ? v > r : v < r) ? v : r;
+  }
+  out = r;
+  return true;
+}
 #endif
 
 template <typename T, typename Op>
 float vector_leaf(const T* p, int64_t n, const Op& op) {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
   if constexpr (SelectOp<Op>) {
     float r;
     if (select_leaf(p, n, op, r)) return r;
   }
 #endif
-  if constexpr (HalfVectorOp<Op>) {
+  // Ops with both forms (sum) take 16 lanes on AVX-512 and 8 below it: on AVX2, GCC keeps the
+  // 64-byte accumulators of the 16-lane leaf partly in memory.
+#if defined(__AVX512F__)
+  constexpr bool kHalf = HalfVectorOp<Op> && !VectorFloatOp<Op>;
+#else
+  constexpr bool kHalf = HalfVectorOp<Op>;
+#endif
+  if constexpr (kHalf) {
     return lanes_leaf(
         p, n, op, vhalf{} + float(op.init()), [&](vhalf a, vhalf v) { return op.hstep(a, v); },
         [&](vhalf a, vhalf b) { return op.hmerge(a, b); });
@@ -256,6 +313,26 @@ void reduce_cols(const T* p, int64_t R, int64_t I, int64_t w, const Acc* c, Acc*
     return;
   }
   int64_t j0 = 0;
+#if !defined(__AVX512F__)
+  // Below AVX-512, GCC keeps the 64-byte accumulators of the loop after this one on the stack
+  // (as in vector_leaf), so ops with 8-lane forms (sum) take 32 columns in four 8-lane ones.
+  if constexpr (!kCentered &&
+                (std::is_same_v<T, float> || std::is_same_v<T, core::BFloat16>)&&std::is_same_v<Acc, float> &&
+                VectorFloatOp<Op> && HalfVectorOp<Op>) {
+    for (; j0 + 32 <= w; j0 += 32) {
+      vhalf a0 = vhalf{} + float(op.init()), a1 = a0, a2 = a0, a3 = a0;
+      for (int64_t r = 0; r < R; ++r) {
+        const T* row = p + r * I + j0;
+        a0 = op.hstep(a0, load8(row)), a1 = op.hstep(a1, load8(row + 8));
+        a2 = op.hstep(a2, load8(row + 16)), a3 = op.hstep(a3, load8(row + 24));
+      }
+      __builtin_memcpy(out + j0, &a0, sizeof(vhalf));
+      __builtin_memcpy(out + j0 + 8, &a1, sizeof(vhalf));
+      __builtin_memcpy(out + j0 + 16, &a2, sizeof(vhalf));
+      __builtin_memcpy(out + j0 + 24, &a3, sizeof(vhalf));
+    }
+  }
+#endif
   if constexpr (!kCentered &&
                 (std::is_same_v<T, float> || std::is_same_v<T, core::BFloat16>)&&std::is_same_v<Acc, float> &&
                 VectorFloatOp<Op>) {

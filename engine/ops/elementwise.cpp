@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <vector>
 
 #include "engine/ops/cpu/elementwise_detail.h"
 #include "engine/tensor/stride_order.h"
@@ -265,6 +266,58 @@ struct Relu {
   }
 };
 
+// See Note [gelu table]. table[b] = gelu(the T whose bits are b), computed by the float path
+// itself (the same machine code as smaller tensors run, so even NaN signs agree) over all 65536
+// bit patterns; engine/ops/tests/gelu_table_test.cpp checks every input against that path.
+template <typename T>
+const uint16_t* gelu_table() {
+  static const std::vector<uint16_t> table = [] {
+    Tensor every = empty({65536}, core::dtype_of<T>);
+    T* p = every.data_ptr<T>();
+    for (uint32_t b = 0; b < 65536; ++b) p[b].bits = uint16_t(b);
+    const Tensor res = floating_only("gelu", every, nullptr, false, GeluErf{});
+    const T* r = res.data_ptr<T>();
+    std::vector<uint16_t> bits(65536);
+    for (uint32_t b = 0; b < 65536; ++b) bits[b] = r[b].bits;
+    return bits;
+  }();
+  return table.data();
+}
+
+// gelu (erf form) of a bfloat16 or float16 tensor by table lookup; x: (any shape), any strides.
+Tensor gelu_by_table(const char* op, const Tensor& x, Tensor* out, bool inplace) {
+  const BareKernel bare(op, {&x, out});
+  check_out_dtype(x, out, inplace, op);
+  const DType dt = x.dtype();
+  const uint16_t* table = dt == DType::BFloat16 ? gelu_table<core::BFloat16>() : gelu_table<core::Half>();
+  return ew::unary(op, x, dt, dt, out, inplace, [table](const StridedLoop& loop) {
+    loop.for_each([table](char** data, const int64_t* st, int64_t n) {
+      // No __restrict__: in place, out and in are the same array (each element is read before
+      // it is written, also in the unrolled loop, which loads all 8 before storing).
+      uint16_t* o = reinterpret_cast<uint16_t*>(data[0]);
+      const uint16_t* in = reinterpret_cast<const uint16_t*>(data[1]);
+      if (st[0] == 2 && st[1] == 2) {
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+          uint16_t v[8];
+          for (int k = 0; k < 8; ++k) v[k] = table[in[i + k]];
+          for (int k = 0; k < 8; ++k) o[i + k] = v[k];
+        }
+        for (; i < n; ++i) o[i] = table[in[i]];
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<uint16_t*>(data[0] +
+                                     i * st[0]) = table[*reinterpret_cast<const uint16_t*>(data[1] + i * st[1])];
+    });
+  });
+}
+
+// gelu "none" of a big enough bfloat16/float16 tensor goes to gelu_by_table (Note [gelu table]).
+bool use_gelu_table(const Tensor& x) {
+  return x.defined() && core::is_reduced_float(x.dtype()) && x.numel() >= ew::kGeluTableMinNumel;
+}
+
 bool check_gelu_mode(const std::string& approximate, const char* op) {
   TB_CHECK(approximate == "none" || approximate == "tanh", op,
            "approximate argument must be either none or tanh, got '", approximate, "'");
@@ -435,15 +488,18 @@ Tensor& relu_(Tensor& self) {
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   if (check_gelu_mode(approximate, "gelu")) return floating_only("gelu", x, nullptr, false, GeluTanh{});
+  if (use_gelu_table(x)) return gelu_by_table("gelu", x, nullptr, false);
   return floating_only("gelu", x, nullptr, false, GeluErf{});
 }
 Tensor& gelu_(Tensor& self, const std::string& approximate) {
   if (check_gelu_mode(approximate, "gelu_")) floating_only("gelu_", self, &self, true, GeluTanh{});
+  else if (use_gelu_table(self)) gelu_by_table("gelu_", self, &self, true);
   else floating_only("gelu_", self, &self, true, GeluErf{});
   return self;
 }
 Tensor& gelu_out(Tensor& out, const Tensor& x, const std::string& approximate) {
   if (check_gelu_mode(approximate, "gelu_out")) floating_only("gelu_out", x, &out, false, GeluTanh{});
+  else if (use_gelu_table(x)) gelu_by_table("gelu_out", x, &out, false);
   else floating_only("gelu_out", x, &out, false, GeluErf{});
   return out;
 }

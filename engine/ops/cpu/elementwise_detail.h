@@ -273,6 +273,15 @@ template <typename M>
 inline M tanh_fast(M v) {
   return std::tanh(v);
 }
+// Note [gelu table]
+// A bfloat16 or float16 tensor holds one of only 65536 values, so gelu (erf form) of one with at
+// least kGeluTableMinNumel elements reads each result from a table of all 65536 (128 KiB of
+// uint16, built once from the float path below, so bit for bit the same results): two loads and a
+// store per element instead of the erf's ~25 vector operations. Below the threshold the float path
+// runs: a cold table costs up to 2048 cache-line fills, small beside 64K elements' compute, not
+// beside a few hundred. Only the forward: gelu_backward has two inputs.
+inline constexpr int64_t kGeluTableMinNumel = 65536;
+
 // gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
 template <typename M>
 [[gnu::always_inline]] inline M gelu_erf(M v) {

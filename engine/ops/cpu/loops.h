@@ -1,7 +1,8 @@
 // Elementwise kernel helpers over StridedLoop. cpu_kernel<Out, In...>(loop, f) applies f to each
 // element (operand 0 is the output); the contiguous case is a flat loop the compiler vectorises,
 // everything else walks byte strides. Reduced floats (bf16, f16) are converted on load/store, so
-// f works in opmath_t (float) for them; contiguous bf16 results are stored by store_bf16.
+// f works in opmath_t (float) for them; contiguous bf16 results are stored by store_bf16 (by
+// store_bf16_stream when a run is too big to stay in cache).
 #pragma once
 #include <algorithm>
 #include <tuple>
@@ -26,11 +27,18 @@ inline void run_kernel(char** data, const int64_t* st, int64_t n, F& f, std::ind
       // in-place op reads each chunk before it writes it, so aliasing out and in stays correct.
       constexpr int64_t kChunk = 256;
       float buf[kChunk];
-      for (int64_t c = 0; c < n; c += kChunk) {
-        const int64_t m = std::min(kChunk, n - c);
+      // A run too big to stay in cache is stored with non-temporal stores (Note [Streaming bf16
+      // stores]), after a first chunk of up to 15 elements that brings out + c to 32 bytes.
+      const bool stream = kHaveStreamingStore && n * int64_t(sizeof(Out)) >= kStreamBytes;
+      const int64_t first = stream ? int64_t((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32 / sizeof(Out)) : 0;
+      for (int64_t c = 0; c < n;) {
+        const int64_t m = c < first ? first - c : std::min(kChunk, n - c);
         for (int64_t i = 0; i < m; ++i) buf[i] = f(std::get<I>(in)[c + i]...);
-        store_bf16(out + c, buf, m);
+        if (stream && c >= first) store_bf16_stream(out + c, buf, m);
+        else store_bf16(out + c, buf, m);
+        c += m;
       }
+      if (stream) stream_fence();
     } else {
       for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(f(std::get<I>(in)[i]...));
     }

@@ -71,6 +71,28 @@ TEST(StoreBf16, SubnormalLanesAndBitPatternSweepMatchScalarConversion) {
   EXPECT_EQ(at, -1) << "bits 0x" << std::hex << (at < 0 ? 0 : std::bit_cast<uint32_t>(sweep[size_t(at)]));
 }
 
+// The non-temporal variant (Note [Streaming bf16 stores]) on the same sweep, into a 32-byte
+// aligned destination, with lengths that leave a tail for store_bf16.
+TEST(StoreBf16, StreamingStoreMatchesScalarConversion) {
+  std::vector<float> sweep;
+  for (uint64_t b = 0; b <= 0xFFFFFFFFu; b += 4099) sweep.push_back(from_bits(uint32_t(b)));
+  for (uint32_t b : {0x00018001u, 0x7F800001u, 0xFFC00000u, 0x7FFFFFFFu, 0x3F818000u, 0x7F7FFFFFu})
+    sweep.push_back(from_bits(b));
+  const int64_t n = int64_t(sweep.size());
+  std::vector<BFloat16> storage(size_t(n) + 32);
+  BFloat16* dst = storage.data();
+  while (reinterpret_cast<uintptr_t>(dst) % 32) ++dst;
+  for (int64_t len : {n, n - 5, int64_t(16), int64_t(7)}) {
+    ops::cpu::store_bf16_stream(dst, sweep.data(), len);
+    ops::cpu::stream_fence();
+    int64_t bad = -1;
+    for (int64_t i = 0; i < len && bad < 0; ++i)
+      if (dst[i].bits != BFloat16(sweep[size_t(i)]).bits) bad = i;
+    EXPECT_EQ(bad, -1) << "length " << len << ", bits 0x" << std::hex
+                       << (bad < 0 ? 0 : std::bit_cast<uint32_t>(sweep[size_t(bad)]));
+  }
+}
+
 // Every length up to three vectors, so the masked tail writes exactly n elements.
 TEST(StoreBf16, TailsWriteExactlyNElements) {
   for (int64_t n = 0; n <= 48; ++n) {

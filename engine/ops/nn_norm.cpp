@@ -10,6 +10,7 @@
 
 #include "engine/ops/cpu/bf16_convert.h"
 #include "engine/ops/cpu/reduce_kernel.h"
+#include "engine/ops/cpu/vec_math.h"
 
 namespace tb::ops {
 
@@ -73,15 +74,7 @@ struct MaxA {
   constexpr float kShift = 12582912.0f + 127.0f;  // 1.5 * 2^23 + the exponent bias
   const float shifted = z * 1.44269504088896341f + kShift;
   const float n = shifted - kShift;
-  float r = z - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.0f;
+  const float y = cpu::exp_reduced(z, n);
   const float res = y * std::bit_cast<float>(std::bit_cast<uint32_t>(shifted) << 23);
   return z < -87.0f ? 0.0f : res;
 }

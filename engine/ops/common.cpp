@@ -34,14 +34,14 @@ DType combine_scalar(DType t, const Scalar& s) { return combine(t, s.dtype()); }
 
 DType result_type(const Tensor& a, const Scalar& s) { return combine_scalar(a.dtype(), s); }
 
-void BareKernel::record_inputs(std::initializer_list<const Tensor*> args) {
+void KernelEvent::record_inputs(std::initializer_list<const Tensor*> args) {
   std::vector<profiler::OpScope::Input> in;
   for (const Tensor* t : args)
     if (t) in.push_back({t->defined() ? &t->sizes() : nullptr, t->defined() ? t->dtype() : DType::Float32});
   prof_.set_inputs(in);
 }
 
-void BareKernel::record_inputs(const std::vector<Tensor>& args) {
+void KernelEvent::record_inputs(const std::vector<Tensor>& args) {
   std::vector<profiler::OpScope::Input> in;
   for (const Tensor& t : args)
     in.push_back({t.defined() ? &t.sizes() : nullptr, t.defined() ? t.dtype() : DType::Float32});

@@ -56,16 +56,33 @@ inline bool requires_grad_here(const Tensor& t) {
   return t.defined() && t.impl()->autograd_meta && requires_grad_hook()(t);
 }
 
+// A kernel's event in a profile (profiler::OpScope with its inputs' shapes and dtypes), none
+// inside an op event of the same name. Off: one relaxed load.
+class KernelEvent {
+ public:
+  KernelEvent(const char* op, std::initializer_list<const Tensor*> args) : prof_(op) {
+    if (prof_.active()) record_inputs(args);
+  }
+  KernelEvent(const char* op, const std::vector<Tensor>& args) : prof_(op) {
+    if (prof_.active()) record_inputs(args);
+  }
+  KernelEvent(const KernelEvent&) = delete;
+  KernelEvent& operator=(const KernelEvent&) = delete;
+
+ private:
+  void record_inputs(std::initializer_list<const Tensor*> args);  // null pointers (no out=) left out
+  void record_inputs(const std::vector<Tensor>& args);
+  profiler::OpScope prof_;
+};
+
 class BareKernel {
  public:
-  BareKernel(const char* op, std::initializer_list<const Tensor*> args) : prof_(op) {
-    if (prof_.active()) record_inputs(args);
+  BareKernel(const char* op, std::initializer_list<const Tensor*> args) : event_(op, args) {
     if (!grad_mode_flag()) return;
     for (const Tensor* t : args)
       if (t && requires_grad_here(*t)) bare_kernel_error(op);
   }
-  BareKernel(const char* op, const std::vector<Tensor>& args) : prof_(op) {
-    if (prof_.active()) record_inputs(args);
+  BareKernel(const char* op, const std::vector<Tensor>& args) : event_(op, args) {
     if (!grad_mode_flag()) return;
     for (const Tensor& t : args)
       if (requires_grad_here(t)) bare_kernel_error(op);
@@ -74,9 +91,14 @@ class BareKernel {
   BareKernel& operator=(const BareKernel&) = delete;
 
  private:
-  void record_inputs(std::initializer_list<const Tensor*> args);  // null pointers (no out=) left out
-  void record_inputs(const std::vector<Tensor>& args);
-  profiler::OpScope prof_;
+  KernelEvent event_;
 };
+
+// Note [Backward kernels]
+// The kernels that only backward formulas call (gelu_backward, softmax_backward_data,
+// convolution_backward, ...) have no differentiable op and no grad check (they run with grad mode
+// off), but each starts with a KernelEvent, so a profile shows it inside its node
+// ("gelu_backward" inside "GeluBackward0"), as aten::gelu_backward shows in PyTorch's traces,
+// and the node's self time is what the node adds around its kernels.
 
 }  // namespace tb::ops

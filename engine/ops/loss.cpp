@@ -145,6 +145,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
 
 Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& input, const Tensor& target, const Tensor& weight,
                          const std::string& reduction, int64_t ignore_index, const Tensor& total_weight) {
+  KernelEvent event("nll_loss_backward", {&grad_output, &input, &target, &weight});  // Note [Backward kernels]
   const char* op = "nll_loss_backward";
   const Reduction red = parse_reduction(reduction, op);
   const ClassLayout l = class_layout(input, target, false, op);
@@ -237,6 +238,7 @@ std::tuple<Tensor, Tensor> cross_entropy_backward(const Tensor& grad_output, con
                                                   const Tensor& target, const Tensor& weight,
                                                   const std::string& reduction, int64_t ignore_index,
                                                   double label_smoothing, const Tensor& denominator, bool want_target) {
+  KernelEvent event("cross_entropy_backward", {&grad_output, &log_probs, &target, &weight});  // Note [Backward kernels]
   const char* op = "cross_entropy_backward";
   const Reduction red = parse_reduction(reduction, op);
   const bool prob = core::is_floating(target.dtype());

@@ -253,6 +253,7 @@ Tensor pad(const Tensor& x, const Shape& pad, const std::string& mode, double va
 }
 
 Tensor pad_backward(const Tensor& grad_output, const Shape& input_sizes, const Shape& pad, const std::string& mode) {
+  KernelEvent event("pad_backward", {&grad_output});  // Note [Backward kernels]
   TB_CHECK(mode == "reflect" || mode == "replicate", "pad_backward", "expected mode reflect or replicate, got '", mode,
            "' (the gradient of constant padding is pad(grad, -pad))");
   Shape shape;

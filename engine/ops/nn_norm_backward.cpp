@@ -99,9 +99,11 @@ Tensor opmath_param(const Tensor& t) {
 }  // namespace
 
 Tensor softmax_backward_data(const Tensor& grad, const Tensor& output, int64_t dim) {
+  KernelEvent event("softmax_backward_data", {&grad, &output});  // Note [Backward kernels]
   return softmax_backward_impl<false>(grad, output, dim, "softmax_backward_data");
 }
 Tensor log_softmax_backward_data(const Tensor& grad, const Tensor& output, int64_t dim) {
+  KernelEvent event("log_softmax_backward_data", {&grad, &output});  // Note [Backward kernels]
   return softmax_backward_impl<true>(grad, output, dim, "log_softmax_backward_data");
 }
 
@@ -110,6 +112,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad, const
                                                        const Shape& normalized_shape, const Tensor& mean,
                                                        const Tensor& rstd, const Tensor& weight,
                                                        std::array<bool, 3> mask) {
+  KernelEvent event("layer_norm_backward", {&grad, &x, &mean, &rstd, &weight});  // Note [Backward kernels]
   const char* op = "layer_norm_backward";
   TB_CHECK(grad.sizes() == x.sizes(), op, "grad of shape ", core::to_string(grad.sizes()), " does not match input ",
            core::to_string(x.sizes()));
@@ -189,6 +192,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad, const
 std::tuple<Tensor, Tensor, Tensor> group_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& mean,
                                                        const Tensor& rstd, const Tensor& weight, int64_t num_groups,
                                                        std::array<bool, 3> mask) {
+  KernelEvent event("group_norm_backward", {&grad, &x, &mean, &rstd, &weight});  // Note [Backward kernels]
   const char* op = "group_norm_backward";
   TB_CHECK(grad.sizes() == x.sizes() && x.dim() >= 2, op, "grad of shape ", core::to_string(grad.sizes()),
            " does not match input ", core::to_string(x.sizes()));
@@ -264,6 +268,7 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_backward(const Tensor& grad, const
 std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                                        const Tensor& mean, const Tensor& invstd, bool training,
                                                        std::array<bool, 3> mask) {
+  KernelEvent event("batch_norm_backward", {&grad, &x, &weight, &mean, &invstd});  // Note [Backward kernels]
   const char* op = "batch_norm_backward";
   TB_CHECK(grad.sizes() == x.sizes() && x.dim() >= 2, op, "grad of shape ", core::to_string(grad.sizes()),
            " does not match input ", core::to_string(x.sizes()));

@@ -519,6 +519,7 @@ Slices slices(const Tensor& t, int64_t d) {
 }  // namespace
 
 Tensor prod_backward(const Tensor& grad, const Tensor& x, const Tensor& result, int64_t dim) {
+  KernelEvent event("prod_backward", {&grad, &x, &result});  // Note [Backward kernels]
   const int64_t d = core::wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "prod_backward");
   if (x.dim() == 0) return grad.to(x.dtype()).clone();
   const Slices xs = slices(x, d);
@@ -564,6 +565,7 @@ Tensor prod_backward(const Tensor& grad, const Tensor& x, const Tensor& result, 
 }
 
 Tensor cumsum_backward(const Tensor& grad, int64_t dim) {
+  KernelEvent event("cumsum_backward", {&grad});  // Note [Backward kernels]
   const int64_t d = core::wrap_dim(dim, std::max<int64_t>(grad.dim(), 1), "cumsum_backward");
   if (grad.numel() <= 1 || grad.dim() == 0 || grad.size(d) == 1) return grad;
   const Slices gs = slices(grad, d);

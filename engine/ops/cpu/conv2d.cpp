@@ -374,6 +374,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(const Tensor& grad_outpu
                                                         const Tensor& weight, const Shape& stride, const Shape& padding,
                                                         const Shape& dilation, int64_t groups,
                                                         std::array<bool, 3> output_mask) {
+  KernelEvent event("convolution_backward", {&grad_output, &x_, &weight});  // Note [Backward kernels]
   check_conv_inputs(x_, weight, Tensor());
   const bool batched = x_.dim() == 4;
   const Tensor x4 = batched ? x_ : x_.unsqueeze(0);

@@ -135,10 +135,12 @@ Tensor backward_kernel(const char* op, const Tensor& grad, const Tensor& x, F f)
 }  // namespace
 
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
+  KernelEvent event("threshold_backward", {&grad_output, &self});  // Note [Backward kernels]
   return backward_kernel("threshold_backward", grad_output, self, Threshold{threshold.d});
 }
 
 Tensor gelu_backward(const Tensor& grad_output, const Tensor& self, const std::string& approximate) {
+  KernelEvent event("gelu_backward", {&grad_output, &self});  // Note [Backward kernels]
   TB_CHECK(approximate == "none" || approximate == "tanh", "gelu_backward",
            "approximate argument must be either none or tanh, got '", approximate, "'");
   if (approximate == "tanh") return backward_kernel("gelu_backward", grad_output, self, GeluTanhBackward{});
@@ -146,18 +148,22 @@ Tensor gelu_backward(const Tensor& grad_output, const Tensor& self, const std::s
 }
 
 Tensor silu_backward(const Tensor& grad_output, const Tensor& self) {
+  KernelEvent event("silu_backward", {&grad_output, &self});  // Note [Backward kernels]
   return backward_kernel("silu_backward", grad_output, self, SiluBackward{});
 }
 
 Tensor sigmoid_backward(const Tensor& grad_output, const Tensor& output) {
+  KernelEvent event("sigmoid_backward", {&grad_output, &output});  // Note [Backward kernels]
   return backward_kernel("sigmoid_backward", grad_output, output, SigmoidBackward{});
 }
 
 Tensor tanh_backward(const Tensor& grad_output, const Tensor& output) {
+  KernelEvent event("tanh_backward", {&grad_output, &output});  // Note [Backward kernels]
   return backward_kernel("tanh_backward", grad_output, output, TanhBackward{});
 }
 
 Tensor softplus_backward(const Tensor& grad_output, const Tensor& self, const Scalar& beta, const Scalar& threshold) {
+  KernelEvent event("softplus_backward", {&grad_output, &self});  // Note [Backward kernels]
   return backward_kernel("softplus_backward", grad_output, self, SoftplusBackward{beta.d, threshold.d});
 }
 

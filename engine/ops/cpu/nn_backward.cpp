@@ -8,6 +8,7 @@ namespace tb::ops {
 
 Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
                                 int64_t padding_idx) {
+  KernelEvent event("embedding_dense_backward", {&grad_output, &indices});  // Note [Backward kernels]
   constexpr const char* op = "embedding_dense_backward";
   TB_CHECK(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, op,
            "expected indices of type Long or Int, got ", core::name(indices.dtype()));
@@ -44,6 +45,7 @@ Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices
 }
 
 Tensor native_dropout_backward(const Tensor& grad_output, const Tensor& mask, double scale) {
+  KernelEvent event("native_dropout_backward", {&grad_output, &mask});  // Note [Backward kernels]
   constexpr const char* op = "native_dropout_backward";
   TB_CHECK(mask.dtype() == DType::Bool && mask.sizes() == grad_output.sizes(), op,
            "expected a bool mask of grad_output's shape ", core::to_string(grad_output.sizes()), ", got ",

@@ -219,6 +219,7 @@ Tensor accumulate_into(const Shape& sizes, DType dt, const char* op, F&& body) {
 }  // namespace
 
 Tensor max_pool2d_with_indices_backward(const Tensor& grad_output, const Shape& input_sizes, const Tensor& indices) {
+  KernelEvent event("max_pool2d_with_indices_backward", {&grad_output, &indices});  // Note [Backward kernels]
   constexpr const char* op = "max_pool2d_with_indices_backward";
   TB_CHECK(input_sizes.size() == 3 || input_sizes.size() == 4, op, "expected a 3-D or 4-D input, got shape ",
            core::to_string(input_sizes));
@@ -249,6 +250,7 @@ Tensor max_pool2d_with_indices_backward(const Tensor& grad_output, const Shape& 
 Tensor avg_pool2d_backward(const Tensor& grad_output, const Shape& input_sizes, const Shape& kernel,
                            const Shape& stride, const Shape& padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor_override) {
+  KernelEvent event("avg_pool2d_backward", {&grad_output});  // Note [Backward kernels]
   constexpr const char* op = "avg_pool2d_backward";
   const Pool p = make_pool(op, input_sizes, kernel, stride, padding, {1}, ceil_mode);
   TB_CHECK(!divisor_override || *divisor_override != 0, op, "divisor must be not zero");

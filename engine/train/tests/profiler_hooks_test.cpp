@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -105,6 +107,37 @@ TEST(ProfilerHooks, BareKernelsAreEventsInsideNodesAndOnceInsideTheirOp) {
     if (s.name == "MulBackward0") {
       EXPECT_LT(s.self_ns, s.total_ns);
     }
+  }
+}
+
+// Note [Backward kernels]: a kernel only backward formulas call is an event inside its node,
+// with its inputs' shapes, and only there.
+TEST(ProfilerHooks, BackwardKernelsAreEventsInsideTheirNodes) {
+  Tensor x = randn({6, 16}).requires_grad_(true), w = randn({16}).requires_grad_(true);
+  profiler::Profile p;
+  Tensor y = tb::layer_norm(tb::gelu(x), {16}, w);
+  y.backward(ones({6, 16}));
+  const profiler::Trace t = p.stop();
+
+  const auto find = [&](std::string_view name) {
+    std::vector<const profiler::Event*> found;
+    for (const profiler::Event& e : t.events)
+      if (std::string_view(e.name) == name) found.push_back(&e);
+    return found;
+  };
+  const auto inside = [](const profiler::Event& e, const profiler::Event& node) {
+    return e.tid == node.tid && e.start_ns >= node.start_ns && e.end_ns <= node.end_ns;
+  };
+  for (const auto& [kernel, node_name, shapes] :
+       {std::tuple{"gelu_backward", "GeluBackward0", "[[6, 16],[6, 16]]"},
+        std::tuple{"layer_norm_backward", "NativeLayerNormBackward0", "[[6, 16],[6, 16],[6],[6],[16]]"}}) {
+    const auto kernels = find(kernel), nodes = find(node_name);
+    ASSERT_EQ(nodes.size(), 1u) << node_name;
+    ASSERT_EQ(kernels.size(), 1u) << kernel;  // once: not in forward, not twice in backward
+    EXPECT_EQ(kernels[0]->cat, Category::Op);
+    EXPECT_TRUE(inside(*kernels[0], *nodes[0])) << kernel << " outside " << node_name;
+    EXPECT_NE(kernels[0]->args.find(std::string("\"input_shapes\":") + shapes), std::string::npos)
+        << kernel << ": " << kernels[0]->args;
   }
 }
 

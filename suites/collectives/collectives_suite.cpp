@@ -60,11 +60,14 @@ uint64_t mix(uint64_t x) {  // splitmix64
   return x ^ (x >> 31);
 }
 
-// double(float(u)) in a call the optimiser cannot see through. Inlined into expect_values's loop,
-// GCC 12 at -O3 -march=native on an AVX2 Zen 3 dropped this rounding: mpi/wait_timeout/recv
-// compared the float32 payload with the unrounded double and failed at every world size (a
-// debug print in the case made it pass again), and the rank that failed skipped the case's last
-// barrier, which later deadlocked mpi/two_groups/w4.
+// double(float(u)) in a call the optimiser cannot see through: GCC 12.2 at -O3 with AVX2 (Debian
+// bookworm's compiler, -march=native on a Zen 3) miscompiles this rounding when it is inlined.
+// Its SLP vectorizer packs four neighbouring double(float(double(int64) * c)) into one vmulpd and
+// stores the products without the vcvtpd2ps/vcvtps2pd pair (wrong code; -fno-tree-slp-vectorize
+// or -O2 give the right values; docs/testing.md has a 20-line reproducer). expect_values's
+// 5-element loop of mpi/wait_timeout/recv was unrolled into exactly that shape and compared the
+// received floats with unrounded doubles; the rank that failed skipped the case's last barrier,
+// which later deadlocked mpi/two_groups/w4.
 [[gnu::noinline]] double round_to_float32(double u) { return double(float(u)); }
 
 // Element i of rank `rank`'s input, exactly representable in `dtype`: floats uniform in [-1, 1)

@@ -1,6 +1,7 @@
 // Hosts of our own (issue 19): N "hosts" on this machine as Linux network namespaces, each with
 // its own loopback, a veth link to one bridge, an address in a private range used only inside
-// this machine, and its own hostname; links optionally shaped with tc to a named profile. mpirun
+// this machine, and its own hostname; links optionally shaped to a named profile (rate with tc,
+// one-way delay with netem or, where the kernel lacks it, the delay line of delay_line.h). mpirun
 // reaches the hosts through a launch agent (a script: `ip netns exec <host>` plus a UTS namespace
 // with the host's name and a mount namespace whose /etc/hosts names every host), with MPI's TCP
 // transport between hosts and shared memory only inside one. Everything made is recorded in a

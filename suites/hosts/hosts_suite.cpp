@@ -158,7 +158,8 @@ harness::TestCase latency_case(const std::string& profile) {
       false);
 }
 
-// A fixture whose owner is SIGKILLed is torn down by the next reap (any up, down or status).
+// A fixture whose owner is SIGKILLed is torn down by the next reap (any up, down or status),
+// with its delay lines where latency is shaped by them (a delayed profile, for that).
 harness::TestCase reap_case() {
   return recorded_case(
       "hosts", "fixture/killed_owner_reaped",
@@ -171,7 +172,7 @@ harness::TestCase reap_case() {
           ::close(p[0]);
           int id = -1;
           try {
-            HostsFixture f = HostsFixture::up({2, 1, "unshaped", false});
+            HostsFixture f = HostsFixture::up({2, 1, "1g-200us", false});
             id = f.id();
             ::write(p[1], &id, sizeof id);
             ::raise(SIGKILL);  // no destructor runs
@@ -189,11 +190,21 @@ harness::TestCase reap_case() {
         check(got && id >= 0, "the child could not bring hosts up");
         check(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child was not killed");
         check(!leftovers(id).empty(), "the killed owner's hosts vanished before any reap");
+        std::vector<int> lines;  // the delay lines' pids, from the state folder
+        for (const harness::FixtureRecord& r : harness::list_fixtures())
+          if (r.id == id) lines = r.delay_line_pids;
+        rec.metrics["delay_lines"] = int(lines.size());
         const int reaped = harness::reap_fixtures(false, nullptr);
         rec.metrics["reaped"] = reaped;
         check(reaped >= 1, "reap_fixtures removed nothing");
         check(leftovers(id).empty(), "left behind after the reap: " + joined(leftovers(id)));
         check(!fs::exists(harness::hosts_state_root() / std::to_string(id)), "the state folder is still there");
+        for (int pid : lines) {  // no longer ours to reap: init takes the zombie, give it a second
+          for (int i = 0; i < 100 && fs::exists("/proc/" + std::to_string(pid)); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          check(!fs::exists("/proc/" + std::to_string(pid)),
+                "delay line " + std::to_string(pid) + " is still there after the reap");
+        }
       },
       false);
 }

@@ -38,8 +38,7 @@ namespace tb::harness {
 std::string DelayLineStats::text() const {
   std::ostringstream os;
   os << "packets " << packets << "\nlate_mean_us " << late_mean_us << "\nlate_max_us " << late_max_us
-     << "\nlate_over_10us " << late_over_10us << "\noverruns " << overruns << "\nwake_margin_us " << wake_margin_us
-     << "\n";
+     << "\nlate_over_10us " << late_over_10us << "\noverruns " << overruns << "\n";
   return os.str();
 }
 
@@ -52,7 +51,6 @@ DelayLineStats DelayLineStats::parse(const std::string& text) {
     else if (key == "late_max_us") is >> s.late_max_us;
     else if (key == "late_over_10us") is >> s.late_over_10us;
     else if (key == "overruns") is >> s.overruns;
-    else if (key == "wake_margin_us") is >> s.wake_margin_us;
   }
   return s;
 }
@@ -70,19 +68,18 @@ int64_t now_ns() {
 
 // Note [The delay line]
 // A packet is held from the moment this process reads it off the queue's socket (its arrival)
-// until arrival + delay, then accepted. (The kernel puts no timestamp on queued packets here,
-// neither at OUTPUT nor at PREROUTING, so the wake-up that reads a packet, ~35 us when this
-// process sleeps, adds to the delay; only spinning all the time would avoid that, which a shared
-// 2-core machine cannot spare.) A constant delay keeps arrival order, so the held packets
+// until arrival + delay, then accepted. A constant delay keeps arrival order, so the held packets
 // are a FIFO and the due ones are always a prefix of it: one batch verdict (accept every queued id
 // up to the last due one) releases them, one system call however many are due. The kernel numbers
 // a queue's packets in the order it queues them and the socket delivers them in that order, so no
 // packet below that id is still unread. Waits are ppoll timeouts in nanoseconds with a timer
 // slack of 1 ns (the default 50 us slack, or poll's milliseconds, would be the size of the delay
-// itself). Even so a wake-up comes tens of us past its timeout on these virtual machines (35 us
-// median idle, measured), so the wait ends early by the margin the last wake-ups overshot (an
-// average of them, at most kMaxMarginNs) and the rest is spun, reading new packets meanwhile; what
-// lateness remains is in the statistics.
+// itself); the time ppoll takes to wake past its timeout is the lateness the statistics report
+// (~35 us median on these virtual machines, idle). Ending each wait early and spinning to the due
+// time took ~10-50 us off the probe's one way but made MPI's small all_reduces 2-4x slower: on a
+// shared 2-core machine a spinning delay line takes the core the polling ranks need. Nor can the
+// wake-up that reads an arriving packet be avoided: the kernel stamps no queued packet here
+// (neither at OUTPUT nor at PREROUTING), so the arrival is when this process reads it.
 // Only packet metadata is copied to user space (NFQNL_COPY_META), whole GSO packets are queued
 // (NFQA_CFG_F_GSO: no segmentation for our sake), and a full queue or socket lets packets through
 // undelayed (NFQA_CFG_F_FAIL_OPEN) rather than dropping them; the rule's --queue-bypass does the
@@ -91,8 +88,6 @@ struct Held {
   uint32_t id;
   int64_t due_ns;
 };
-
-constexpr int64_t kMaxMarginNs = 100000;
 
 struct Line {
   int64_t delay_ns = 0;
@@ -103,9 +98,8 @@ struct Line {
 
 int on_packet(nfq_q_handle*, nfgenmsg*, nfq_data* nfa, void* data) {
   Line& l = *static_cast<Line*>(data);
-  const nfqnl_msg_packet_hdr* ph = nfq_get_msg_packet_hdr(nfa);
-  if (!ph) return 0;
-  l.fifo.push_back({ntohl(ph->packet_id), now_ns() + l.delay_ns});
+  if (const nfqnl_msg_packet_hdr* ph = nfq_get_msg_packet_hdr(nfa))
+    l.fifo.push_back({ntohl(ph->packet_id), now_ns() + l.delay_ns});
   return 0;
 }
 
@@ -199,46 +193,28 @@ int run_delay_line(const DelayLineOptions& o, int ready_fd) {
   alignas(8) char buf[16384];  // one metadata-only message is a few hundred bytes
   int64_t stats_written_ns = now_ns();
   long long stats_written_packets = 0;
-  auto drain = [&] {  // everything queued so far, each stamped as it is read
-    for (;;) {
+  int rc = 0;
+  while (!g_stop) {
+    timespec wait{1, 0};  // idle: wake once a second to write the statistics
+    if (!line.fifo.empty()) {
+      const int64_t ns = std::max<int64_t>(0, line.fifo.front().due_ns - now_ns());
+      wait = {time_t(ns / 1000000000), long(ns % 1000000000)};
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::ppoll(&p, 1, &wait, &during_wait) < 0 && errno != EINTR) {
+      rc = 1;
+      break;
+    }
+    for (;;) {  // everything queued so far, each stamped as it is read
       const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
       if (n > 0) {
         nfq_handle_packet(h, buf, int(n));
       } else if (n < 0 && errno == ENOBUFS) {
         ++line.stats.overruns;
       } else {
-        return;
+        break;
       }
     }
-  };
-  int64_t margin = 0;  // how early a wait ends: the recent overshoot of ppoll's timeouts
-  int rc = 0;
-  while (!g_stop) {
-    timespec wait{1, 0};  // idle: wake once a second to write the statistics
-    int64_t target = -1;
-    if (!line.fifo.empty()) {
-      target = line.fifo.front().due_ns - margin;
-      const int64_t ns = std::max<int64_t>(0, target - now_ns());
-      wait = {time_t(ns / 1000000000), long(ns % 1000000000)};
-    }
-    pollfd p{fd, POLLIN, 0};
-    const int woke = ::ppoll(&p, 1, &wait, &during_wait);
-    if (woke < 0 && errno != EINTR) {
-      rc = 1;
-      break;
-    }
-    if (woke == 0 && target >= 0) {
-      // Each sample capped, so one wake-up delayed by milliseconds (a busy machine) moves it little.
-      const int64_t over = std::min(now_ns() - target, kMaxMarginNs);
-      margin = std::clamp<int64_t>(margin + (over - margin) / 8, 0, kMaxMarginNs);
-    }
-    drain();
-    while (!line.fifo.empty() && !g_stop) {  // within the margin of the due time: spin to it
-      const int64_t left = line.fifo.front().due_ns - now_ns();
-      if (left <= 0 || left > margin) break;
-      drain();
-    }
-    line.stats.wake_margin_us = double(margin) / 1e3;
     if (!release_due(qh, line)) {
       rc = 1;
       break;

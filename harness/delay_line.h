@@ -26,15 +26,14 @@ struct DelayLineOptions {
 };
 
 // What the delay line achieved, measured on its own clock: lateness is how long after its due time
-// (arrival + delay) a packet was accepted.
+// (arrival + delay) a packet was accepted; the wake-up after ppoll's timeout is most of it.
 struct DelayLineStats {
   long long packets = 0;
   long long late_over_10us = 0;  // packets accepted more than 10 us after their due time
   double late_mean_us = 0;
   double late_max_us = 0;
-  long long overruns = 0;     // ENOBUFS: the socket overflowed; fail-open accepted those undelayed
-  double wake_margin_us = 0;  // how early its waits end now (the overshoot it learned)
-  std::string text() const;   // "packets N\nlate_mean_us X\n..." (the stats file)
+  long long overruns = 0;    // ENOBUFS: the socket overflowed; fail-open accepted those undelayed
+  std::string text() const;  // "packets N\nlate_mean_us X\n..." (the stats file)
   static DelayLineStats parse(const std::string& text);
 };
 

@@ -96,8 +96,7 @@ std::string measure_and_record(const FixtureRecord& r) {
       const DelayLineStats st = DelayLineStats::parse(std::string(std::istreambuf_iterator<char>(f), {}));
       line += "; " + h.name + ": " + std::to_string(st.packets) + " packets, late by " + fixed(st.late_mean_us, 1) +
               " us mean, " + fixed(st.late_max_us, 0) + " us max, " + std::to_string(st.late_over_10us) +
-              " over 10 us, " + std::to_string(st.overruns) + " overruns, waits end " + fixed(st.wake_margin_us, 1) +
-              " us early";
+              " over 10 us, " + std::to_string(st.overruns) + " overruns";
     }
   }
   std::ofstream(r.dir / "measured") << line << '\n';

@@ -98,7 +98,8 @@ harness::TestCase fixture_case() {
 // the median round trip) can never be below the delay a working shaper adds, so at least 0.95 x
 // nominal fails when shaping is off; at most 2 x nominal + 1 ms (the machine is shared and every
 // host's wake-ups wait for its 2 cores). The stream stays within the tbf rate, a host's own
-// loopback is not delayed, and tear-down leaves no delay line process, namespace or rule.
+// loopback is not delayed (checked at 200 us), and tear-down leaves no delay line process,
+// namespace or rule.
 harness::TestCase latency_case(const std::string& profile) {
   return recorded_case(
       "hosts", "fixture/latency/" + profile,
@@ -147,8 +148,10 @@ harness::TestCase latency_case(const std::string& profile) {
               "one way " + std::to_string(m.latency_us) + " us is above 2 x nominal + 1 ms");
         check(m.bandwidth_gbit <= 1.05 * p.rate_gbit,
               std::to_string(m.bandwidth_gbit) + " Gb/s is above the tbf rate of " + std::to_string(p.rate_gbit));
-        check(lo.latency_us < 0.5 * p.delay_us,
-              "a host's own loopback is delayed: " + std::to_string(lo.latency_us) + " us one way");
+        // Only where the delay stands well above the load's noise (loopback took 8-30 us here at load 5).
+        if (p.delay_us >= 100)
+          check(lo.latency_us < 0.5 * p.delay_us,
+                "a host's own loopback is delayed: " + std::to_string(lo.latency_us) + " us one way");
         const int id = f->id();
         f.reset();
         for (int pid : pids)

@@ -110,7 +110,7 @@ harness::TestCase latency_case(const std::string& profile) {
         rec.metrics["latency_shaping"] = harness::latency_shaping_name(f->latency_shaping());
         if (!f->latency_shaped()) {
           rec.status = harness::Status::Skip;
-          rec.message = "latency is not shaped here: " + f->latency_note();
+          rec.message = "latency " + f->latency_note();
           return;
         }
         const std::vector<int> pids = f->delay_line_pids();

@@ -26,6 +26,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/delay_line.h"
 #include "harness/subprocess.h"
 
 namespace tb::harness {
@@ -35,10 +36,19 @@ namespace fs = std::filesystem;
 const std::vector<LinkProfile>& link_profiles() {
   static const std::vector<LinkProfile> p = {
       {"unshaped", 0, 0, "veth pairs through a bridge as the kernel runs them (no tc)"},
-      {"10g-50us", 10, 50, "10 Gb/s per direction (tbf), 50 us one way (netem, where the kernel has it)"},
-      {"1g-200us", 1, 200, "1 Gb/s per direction (tbf), 200 us one way (netem, where the kernel has it)"},
+      {"10g-50us", 10, 50, "10 Gb/s per direction (tbf), 50 us one way (netem, else the NFQUEUE delay line)"},
+      {"1g-200us", 1, 200, "1 Gb/s per direction (tbf), 200 us one way (netem, else the NFQUEUE delay line)"},
   };
   return p;
+}
+
+const char* latency_shaping_name(LatencyShaping s) {
+  switch (s) {
+    case LatencyShaping::Netem: return "netem";
+    case LatencyShaping::DelayLine: return "delay_line";
+    case LatencyShaping::None: break;
+  }
+  return "none";
 }
 
 const LinkProfile& link_profile(const std::string& name) {
@@ -98,12 +108,18 @@ std::string start_time(int pid) {
 // Each fixture is a folder <root>/<id> (claimed by mkdir under an flock of <root>/lock), holding
 //   owner     "PID STARTTIME" of the owning process, or "persistent" (`trainbench hosts up`)
 //   made      one line per object, written BEFORE the object is made: "bridge tb0br",
-//             "netns tb0h1", "link tb0h1" (a kill between the line and the object leaves a line
-//             for nothing, which tear-down tolerates; never an object without a line)
-//   info      "profile NAME\nranks_per_host K\nhost NAME ADDRESS LINK\n..."
+//             "netns tb0h1", "link tb0h1", "delay_line tb0h1" (the host's delay line process),
+//             "queue_rule tb0h1" (its iptables rule) (a kill between the line and the object
+//             leaves a line for nothing, which tear-down tolerates; never an object without a line)
+//   info      "profile NAME\nranks_per_host K\nlatency_shaping none|netem|delay_line\n
+//             latency_note TEXT\nhost NAME ADDRESS LINK\n..."
+//   delay_line.<host>.pid  "PID STARTTIME" of the host's delay line, written once it is bound
+//   delay_line.<host>.stats, delay_line.<host>.log  what it reports (DelayLineStats), its stderr
 //   hosts, hostfile, agent, measured
-// Tear-down kills every process whose network namespace is one of the fixture's, deletes the
-// namespaces (their veth ends go with them), the links and the bridge, then the folder. Any up,
+// Tear-down removes the queue rules and stops the delay lines (a delay line killed before its pid
+// file was written is still inside its host and dies with the next step), kills every process
+// whose network namespace is one of the fixture's, deletes the namespaces (their veth ends go with
+// them), the links and the bridge, then the folder. Any up,
 // down or status first tears down fixtures whose owner is gone, so a test killed by SIGKILL
 // leaves its hosts only until the next use.
 class RootLock {
@@ -165,7 +181,16 @@ void tear_down(const fs::path& dir, std::ostream* log) {
     std::istringstream is(read_file(dir / "made"));
     for (std::string kind, name; is >> kind >> name;) made.emplace_back(kind, name);
   }
-  for (const auto& [kind, name] : made)  // first: nothing may run inside while links go
+  for (const auto& [kind, name] : made) {  // the delay lines, rules first: packets then pass undelayed
+    if (kind == "queue_rule" && netns_exists(name)) run(delay_line_rule(name, false));
+    if (kind == "delay_line") {
+      std::istringstream is(read_file(dir / ("delay_line." + name + ".pid")));
+      int pid = 0;
+      std::string start;
+      if (is >> pid >> start && start_time(pid) == start) stop_delay_line(pid);
+    }
+  }
+  for (const auto& [kind, name] : made)  // then: nothing may run inside while links go
     if (kind == "netns") kill_netns_processes(name);
   for (auto it = made.rbegin(); it != made.rend(); ++it) {
     const auto& [kind, name] = *it;
@@ -304,7 +329,9 @@ struct HostsFixture::State {
   int id = -1;
   int ranks_per_host = 2;
   LinkProfile profile;
-  bool latency_shaped = false;
+  LatencyShaping latency = LatencyShaping::None;
+  std::string latency_note;
+  std::vector<int> delay_line_pids;
   std::vector<Host> hosts;
   fs::path dir;
   bool torn_down = false;
@@ -330,6 +357,47 @@ void HostsFixture::down() {
   s_->torn_down = true;
   RootLock lock;
   tear_down(s_->dir, nullptr);
+}
+
+// Note [The delay line] (harness/delay_line.cpp): without netem, one delay line per host holds
+// what the host sends out of eth0 (to the other hosts and the bridge; its own loopback is not
+// queued), so host-to-host one way is the profile's delay, as netem on each host's eth0 gives. A
+// process of its own (`trainbench hosts delay-line`, started with posix_spawn: a fork of this
+// possibly multi-threaded process could only safely exec), entering the host's namespace itself.
+// Where it cannot start (no nfnetlink_queue, no iptables, a program that is not trainbench) the
+// first host says so and latency stays unshaped; a failure on a later host is an error.
+void HostsFixture::start_delay_lines(State& s,
+                                     const std::function<void(const std::string&, const std::string&)>& record) {
+  const std::string exe = self_exe();
+  std::string why;
+  if (fs::path(exe).filename() != "trainbench")
+    why = "the delay line runs as `trainbench hosts delay-line`, and this program (" + exe + ") is not trainbench";
+  for (const Host& h : s.hosts) {
+    if (!why.empty()) break;
+    int pid = 0;
+    try {
+      record("delay_line", h.name);
+      pid = start_delay_line(exe, h.name, std::chrono::nanoseconds(int64_t(s.profile.delay_us * 1000)),
+                             s.dir / ("delay_line." + h.name + ".stats"), s.dir / ("delay_line." + h.name + ".log"));
+      write_file(s.dir / ("delay_line." + h.name + ".pid"), std::to_string(pid) + " " + start_time(pid) + "\n");
+      s.delay_line_pids.push_back(pid);
+      record("queue_rule", h.name);
+      const std::vector<std::string> rule = delay_line_rule(h.name, true);
+      if (const Ran r = run(rule); !r.ok) throw std::runtime_error("`" + shell_join(rule) + "` failed: " + r.out);
+    } catch (const std::runtime_error& e) {
+      if (&h != &s.hosts.front()) throw;
+      why = e.what();
+      while (!why.empty() && why.back() == '\n') why.pop_back();
+      if (pid > 0) stop_delay_line(pid);
+      s.delay_line_pids.clear();
+    }
+  }
+  if (why.empty()) {
+    s.latency = LatencyShaping::DelayLine;
+    s.latency_note = "the NFQUEUE delay line in each host, on what it sends out of eth0 (no netem here)";
+  } else {
+    s.latency_note = "not shaped: this kernel has no netem qdisc, and the NFQUEUE delay line cannot start: " + why;
+  }
 }
 
 HostsFixture HostsFixture::up(const HostsOptions& o) {
@@ -392,7 +460,9 @@ HostsFixture HostsFixture::up(const HostsOptions& o) {
   must({"ip", "link", "add", br, "type", "bridge"});
   must({"ip", "addr", "add", prefix + "1/24", "dev", br});
   must({"ip", "link", "set", br, "up"});
-  s.latency_shaped = profile.delay_us > 0 && link_delay_supported();
+  const bool netem = profile.delay_us > 0 && link_delay_supported();
+  s.latency = netem ? LatencyShaping::Netem : LatencyShaping::None;
+  s.latency_note = profile.delay_us <= 0 ? "no delay asked" : netem ? "netem on each host's eth0" : "";
   for (const Host& h : s.hosts) {
     record("netns", h.name);
     must({"ip", "netns", "add", h.name});
@@ -406,7 +476,7 @@ HostsFixture HostsFixture::up(const HostsOptions& o) {
       // Into the host (bridge side) and out of it (eth0 inside): full duplex at the rate.
       must({"tc", "qdisc", "add", "dev", h.link, "root", "tbf", "rate", rate_arg(profile.rate_gbit), "burst",
             burst_arg(profile.rate_gbit), "latency", "50ms"});
-      if (s.latency_shaped) {
+      if (netem) {
         must({"ip", "netns", "exec", h.name, "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "netem",
               "delay", std::to_string(int64_t(profile.delay_us)) + "us"});
         must({"ip",      "netns",
@@ -423,14 +493,15 @@ HostsFixture HostsFixture::up(const HostsOptions& o) {
         must({"ip", "netns", "exec", h.name, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
               rate_arg(profile.rate_gbit), "burst", burst_arg(profile.rate_gbit), "latency", "50ms"});
       }
-    } else if (s.latency_shaped) {
+    } else if (netem) {
       must({"ip", "netns", "exec", h.name, "tc", "qdisc", "add", "dev", "eth0", "root", "netem", "delay",
             std::to_string(int64_t(profile.delay_us)) + "us"});
     }
   }
+  if (profile.delay_us > 0 && !netem) start_delay_lines(s, record);
   std::ostringstream info;
-  info << "profile " << profile.name << "\nranks_per_host " << o.ranks_per_host << "\nlatency_shaped "
-       << s.latency_shaped << "\n";
+  info << "profile " << profile.name << "\nranks_per_host " << o.ranks_per_host << "\nlatency_shaping "
+       << latency_shaping_name(s.latency) << "\nlatency_note " << s.latency_note << "\n";
   for (const Host& h : s.hosts) info << "host " << h.name << ' ' << h.address << ' ' << h.link << '\n';
   write_file(s.dir / "info", info.str());
   return f;
@@ -440,7 +511,10 @@ int HostsFixture::id() const { return s_->id; }
 const std::vector<Host>& HostsFixture::hosts() const { return s_->hosts; }
 int HostsFixture::ranks_per_host() const { return s_->ranks_per_host; }
 const LinkProfile& HostsFixture::profile() const { return s_->profile; }
-bool HostsFixture::latency_shaped() const { return s_->latency_shaped; }
+bool HostsFixture::latency_shaped() const { return s_->latency != LatencyShaping::None; }
+LatencyShaping HostsFixture::latency_shaping() const { return s_->latency; }
+const std::string& HostsFixture::latency_note() const { return s_->latency_note; }
+std::vector<int> HostsFixture::delay_line_pids() const { return s_->delay_line_pids; }
 std::string HostsFixture::subnet() const { return subnet_prefix(s_->id) + "0/24"; }
 std::string HostsFixture::bridge() const { return bridge_name(s_->id); }
 const fs::path& HostsFixture::state_dir() const { return s_->dir; }
@@ -741,7 +815,15 @@ std::vector<FixtureRecord> list_fixtures() {
     std::istringstream is(read_file(r.dir / "info"));
     for (std::string key; is >> key;) {
       if (key == "profile") is >> r.profile;
-      else if (key == "ranks_per_host") is >> r.ranks_per_host;
+      else if (key == "latency_shaping") {
+        std::string v;
+        is >> v;
+        r.latency_shaping = v == "netem"        ? LatencyShaping::Netem
+                            : v == "delay_line" ? LatencyShaping::DelayLine
+                                                : LatencyShaping::None;
+      } else if (key == "latency_note") {
+        std::getline(is >> std::ws, r.latency_note);
+      } else if (key == "ranks_per_host") is >> r.ranks_per_host;
       else if (key == "host") {
         Host h;
         is >> h.name >> h.address >> h.link;
@@ -750,6 +832,12 @@ std::vector<FixtureRecord> list_fixtures() {
         std::string rest;
         std::getline(is, rest);
       }
+    }
+    for (const Host& h : r.hosts) {
+      std::istringstream pid_file(read_file(r.dir / ("delay_line." + h.name + ".pid")));
+      int pid = 0;
+      std::string start;
+      if (pid_file >> pid >> start && start_time(pid) == start) r.delay_line_pids.push_back(pid);
     }
     r.measured = read_file(r.dir / "measured");
     while (!r.measured.empty() && r.measured.back() == '\n') r.measured.pop_back();

@@ -1,6 +1,7 @@
 // Hosts of our own (issue 19): N "hosts" on this machine as Linux network namespaces, each with
 // its own loopback, a veth link to one bridge, an address in a private range used only inside
-// this machine, and its own hostname; links optionally shaped with tc to a named profile. mpirun
+// this machine, and its own hostname; links optionally shaped to a named profile (rate with tc,
+// one-way delay with netem or, where the kernel lacks it, the delay line of delay_line.h). mpirun
 // reaches the hosts through a launch agent (a script: `ip netns exec <host>` plus a UTS namespace
 // with the host's name and a mount namespace whose /etc/hosts names every host), with MPI's TCP
 // transport between hosts and shared memory only inside one. Everything made is recorded in a
@@ -9,6 +10,7 @@
 // it `up` throws HostsUnavailable, which tests turn into a skip.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,7 +23,9 @@
 namespace tb::harness {
 
 // A named link shape. Bandwidth is shaped with tbf (both directions of every host's link); delay
-// with netem where the kernel has it (link_delay_supported()), else it is not shaped and says so.
+// with netem where the kernel has it (link_delay_supported()), else with the NFQUEUE delay line
+// (harness/delay_line.h) where iptables and nfnetlink_queue are there, else not at all, which the
+// fixture says (HostsFixture::latency_note).
 struct LinkProfile {
   std::string name;      // "10g-50us"
   double rate_gbit = 0;  // per direction of each host's link; 0: not shaped
@@ -36,6 +40,15 @@ const LinkProfile& link_profile(const std::string& name);
 
 // Whether this kernel has the netem qdisc (probed once on a scratch veth pair per process).
 bool link_delay_supported();
+
+// How a fixture's one-way delay is made.
+enum class LatencyShaping {
+  None,       // not shaped (the profile asks for none, or neither way below works here)
+  Netem,      // tc netem on each host's eth0
+  DelayLine,  // the NFQUEUE delay line in each host, on what it sends out of eth0
+};
+// "none", "netem", "delay_line" (the `latency_shaping` metric, the state folder's info file).
+const char* latency_shaping_name(LatencyShaping s);
 
 // Thrown by HostsFixture::up when this machine or user cannot make namespaces (not root, no
 // CAP_NET_ADMIN, no `ip`); what() says why. Other failures are std::runtime_error.
@@ -86,9 +99,15 @@ class HostsFixture {
   const std::vector<Host>& hosts() const;
   int ranks_per_host() const;
   const LinkProfile& profile() const;
-  bool latency_shaped() const;  // the profile asks for delay and netem applied it
-  std::string subnet() const;   // "10.213.0.0/24"
-  std::string bridge() const;   // "tb0br"
+  bool latency_shaped() const;  // the profile asks for delay and it is applied (netem or the delay line)
+  LatencyShaping latency_shaping() const;
+  // How the latency is shaped, or why not: "netem on each host's eth0", "the NFQUEUE delay line in
+  // each host (...)", "not shaped: ...", "no delay asked".
+  const std::string& latency_note() const;
+  // The delay lines' processes (one per host; empty unless latency_shaping() is DelayLine).
+  std::vector<int> delay_line_pids() const;
+  std::string subnet() const;  // "10.213.0.0/24"
+  std::string bridge() const;  // "tb0br"
   const std::filesystem::path& state_dir() const;
   std::string hostfile() const;  // "<name> slots=<ranks_per_host>" per host
   std::string agent() const;     // mpirun's plm_rsh_agent: `agent HOST COMMAND...`
@@ -116,6 +135,8 @@ class HostsFixture {
  private:
   struct State;
   explicit HostsFixture(std::unique_ptr<State> s);
+  // Where netem is missing: the delay lines and their rules, `record` noting each before it is made.
+  static void start_delay_lines(State& s, const std::function<void(const std::string&, const std::string&)>& record);
   std::unique_ptr<State> s_;
 };
 
@@ -130,6 +151,9 @@ struct FixtureRecord {
   int ranks_per_host = 0;
   std::filesystem::path dir;
   std::string measured;  // the last `hosts status --measure` line, if any
+  LatencyShaping latency_shaping = LatencyShaping::None;
+  std::string latency_note;
+  std::vector<int> delay_line_pids;  // those still running, one per host with a delay line
 };
 
 // A TCP probe between two hosts, in forked children inside their namespaces: the median round

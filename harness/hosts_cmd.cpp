@@ -1,10 +1,13 @@
 // `trainbench hosts`. See hosts_cmd.h and docs/distributed.md, "Hosts of our own".
 #include "harness/hosts_cmd.h"
 
+#include <chrono>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <iterator>
 #include <sstream>
+#include <thread>
 
 #include "harness/hosts.h"
 #include "harness/runner.h"
@@ -16,13 +19,16 @@ CLI::App* add_hosts_command(CLI::App& app, HostsCmdOptions& o) {
   CLI::App* sub = app.add_subcommand(
       "hosts",
       "Hosts of our own: N network namespaces on a bridge (private 10.213.<id>.0/24), each with its hostname, "
-      "links shaped to a profile, for mpirun --hostfile runs across hosts (needs root)");
+      "links shaped to a profile (rate with tbf; one-way delay with netem, or where the kernel lacks it an "
+      "NFQUEUE delay line in each host), for mpirun --hostfile runs across hosts (needs root)");
   sub->require_subcommand(1);
   CLI::App* up = sub->add_subcommand("up",
                                      "Make N hosts and leave them up; prints the hostfile and the launch "
                                      "environment (export it, then trainbench test|bench|launch --hostfile)");
   up->add_option("hosts", o.hosts, "Number of hosts")->required()->check(CLI::Range(1, 64))->type_name("N");
-  up->add_option("--profile", o.profile, "Link profile: unshaped, 10g-50us, 1g-200us")
+  up->add_option("--profile", o.profile,
+                 "Link profile: unshaped, 10g-50us, 1g-200us (the delay with netem, else the NFQUEUE delay line, "
+                 "which needs iptables and the nfnetlink_queue module)")
       ->capture_default_str()
       ->type_name("NAME");
   up->add_option("--ranks-per-host", o.ranks_per_host, "Slots per host in the hostfile")
@@ -33,7 +39,17 @@ CLI::App* add_hosts_command(CLI::App& app, HostsCmdOptions& o) {
   sub->add_subcommand("down", "Remove the hosts made by `hosts up`, and any fixture whose owner process is gone");
   CLI::App* status = sub->add_subcommand("status",
                                          "List the fixtures that are up (removing those whose owner is gone)");
-  status->add_flag("--measure", o.measure, "Measure each fixture's link between its first two hosts and record it");
+  status->add_flag("--measure", o.measure,
+                   "Measure each fixture's link between its first two hosts and record it (with the delay lines' "
+                   "CPU time over the probe)");
+  // Started by HostsFixture inside each host where netem is missing; not for users (hidden).
+  CLI::App* line = sub->add_subcommand("delay-line", "");
+  line->group("");
+  line->add_option("--netns", o.delay_line.netns);
+  line->add_option("--queue", o.delay_line.queue);
+  line->add_option("--delay-ns", o.delay_ns)->required();
+  line->add_option("--stats", o.delay_line.stats);
+  line->add_option("--ready-fd", o.ready_fd);
   return sub;
 }
 
@@ -45,27 +61,56 @@ std::string fixed(double v, int digits) {
   return s.str();
 }
 
-// "measured 9.41 Gb/s, 31.2 us one way (rtt 62.4 us); nominal 10 Gb/s, 50 us (latency not shaped: no netem)"
-std::string measured_line(const LinkMeasurement& m, const LinkProfile& p, bool latency_shaped) {
+// "measured 0.94 Gb/s, 212.3 us one way (rtt 424.6 us); nominal 1 Gb/s, 200 us (delay: the NFQUEUE
+// delay line ...)"
+std::string measured_line(const LinkMeasurement& m, const LinkProfile& p, LatencyShaping shaping,
+                          const std::string& note) {
   std::string line = "measured " + fixed(m.bandwidth_gbit, 2) + " Gb/s, " + fixed(m.latency_us, 1) +
                      " us one way (rtt " + fixed(m.rtt_us, 1) + " us); nominal ";
   line += p.rate_gbit > 0 ? fixed(p.rate_gbit, 0) + " Gb/s" : std::string("unshaped bandwidth");
   line += p.delay_us > 0 ? ", " + fixed(p.delay_us, 0) + " us" : std::string(", no added delay");
-  if (p.delay_us > 0 && !latency_shaped) line += " (latency not shaped: this kernel has no netem qdisc)";
+  if (p.delay_us > 0) line += shaping == LatencyShaping::None ? " (latency " + note + ")" : " (delay: " + note + ")";
   return line;
 }
 
-std::string measure_and_record(const std::vector<Host>& hosts, const std::string& profile, bool latency_shaped,
-                               const std::filesystem::path& dir) {
-  if (hosts.size() < 2) return "not measured: one host has no link to another";
-  const std::string line = measured_line(measure_link(hosts[0], hosts[1]), link_profile(profile), latency_shaped);
-  std::ofstream(dir / "measured") << line << '\n';
+// The probe, and with delay lines their CPU time over it and what they report of their lateness
+// (their statistics file is rewritten a second after traffic stops: read 1.5 s after the probe).
+std::string measure_and_record(const FixtureRecord& r) {
+  if (r.hosts.size() < 2) return "not measured: one host has no link to another";
+  auto cpu = [&] {
+    double s = 0;
+    for (int pid : r.delay_line_pids) s += process_cpu_seconds(pid);
+    return s;
+  };
+  const double cpu0 = cpu();
+  const auto t0 = std::chrono::steady_clock::now();
+  const LinkMeasurement m = measure_link(r.hosts[0], r.hosts[1]);
+  const double probe_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu_s = cpu() - cpu0;
+  std::string line = measured_line(m, link_profile(r.profile), r.latency_shaping, r.latency_note);
+  if (!r.delay_line_pids.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    line += "\n  delay lines: " + fixed(cpu_s, 2) + " CPU s over the " + fixed(probe_s, 2) + " s probe";
+    for (const Host& h : {r.hosts[0], r.hosts[1]}) {
+      std::ifstream f(r.dir / ("delay_line." + h.name + ".stats"));
+      const DelayLineStats st = DelayLineStats::parse(std::string(std::istreambuf_iterator<char>(f), {}));
+      line += "; " + h.name + ": " + std::to_string(st.packets) + " packets, late by " + fixed(st.late_mean_us, 1) +
+              " us mean, " + fixed(st.late_max_us, 0) + " us max, " + std::to_string(st.late_over_10us) +
+              " over 10 us, " + std::to_string(st.overruns) + " overruns";
+    }
+  }
+  std::ofstream(r.dir / "measured") << line << '\n';
   return line;
 }
 
 }  // namespace
 
 int run_hosts(const CLI::App& sub, const HostsCmdOptions& o) {
+  if (sub.got_subcommand("delay-line")) {
+    DelayLineOptions d = o.delay_line;
+    d.delay = std::chrono::nanoseconds(o.delay_ns);
+    return run_delay_line(d, o.ready_fd);
+  }
   if (sub.got_subcommand("down")) {
     const int n = reap_fixtures(true, &std::cout);
     std::cout << "hosts: " << n << " fixture(s) removed\n";
@@ -83,14 +128,9 @@ int run_hosts(const CLI::App& sub, const HostsCmdOptions& o) {
                 << (r.owner_pid ? "owned by process " + std::to_string(r.owner_pid) : std::string("persistent"))
                 << "\n  hostfile " << (r.dir / "hostfile").string() << "\n";
       for (const Host& h : r.hosts) std::cout << "  " << h.name << "  " << h.address << "  (link " << h.link << ")\n";
+      if (!r.latency_note.empty()) std::cout << "  latency: " << r.latency_note << '\n';
       std::string measured = r.measured;
-      if (o.measure) {
-        std::ifstream info(r.dir / "info");
-        bool shaped = false;
-        for (std::string k; info >> k;)
-          if (k == "latency_shaped") info >> shaped;
-        measured = measure_and_record(r.hosts, r.profile, shaped, r.dir);
-      }
+      if (o.measure) measured = measure_and_record(r);
       if (!measured.empty()) std::cout << "  link " << measured << '\n';
     }
     return 0;
@@ -112,11 +152,11 @@ int run_hosts(const CLI::App& sub, const HostsCmdOptions& o) {
     std::cout << "hosts: fixture " << f.id() << " up: " << f.hosts().size() << " host(s) on bridge " << f.bridge()
               << " (" << f.subnet() << "), profile " << f.profile().name << " (" << f.profile().what << ")\n";
     for (const Host& h : f.hosts()) std::cout << "  " << h.name << "  " << h.address << '\n';
-    if (f.profile().delay_us > 0 && !f.latency_shaped())
-      std::cout << "  latency is not shaped: this kernel has no netem qdisc (bandwidth is, with tbf)\n";
-    if (o.measure)
-      std::cout << "  link " << measure_and_record(f.hosts(), f.profile().name, f.latency_shaped(), f.state_dir())
-                << '\n';
+    if (f.profile().delay_us > 0) std::cout << "  latency: " << f.latency_note() << '\n';
+    if (o.measure) {
+      for (const FixtureRecord& r : list_fixtures())
+        if (r.id == f.id()) std::cout << "  link " << measure_and_record(r) << '\n';
+    }
     std::cout << "hostfile: " << f.hostfile() << "\nlaunch environment (export it, then pass --hostfile):\n";
     for (const auto& [k, v] : f.launch_env()) std::cout << "  export " << k << "=" << shell_quote(v) << '\n';
     std::cout << "e.g. trainbench test --suite collectives --hostfile " << f.hostfile()

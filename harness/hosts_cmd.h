@@ -1,11 +1,14 @@
 // `trainbench hosts up N | down | status`: the hosts fixture (harness/hosts.h) from the command
 // line. `up` leaves the hosts standing (persistent) and prints the environment that sends a
 // launch to them; `down` removes them and any fixture whose owner died; `status` lists what is
-// up, with each profile's nominal figures and, with --measure, the measured ones.
+// up, with each profile's nominal figures and, with --measure, the measured ones. The hidden
+// `delay-line` is the process that delays a host's packets where the kernel has no netem.
 #pragma once
 #include <CLI/CLI.hpp>
 
 #include <string>
+
+#include "harness/delay_line.h"
 
 namespace tb::harness {
 
@@ -14,6 +17,10 @@ struct HostsCmdOptions {
   int ranks_per_host = 2;
   std::string profile = "unshaped";
   bool measure = false;
+  // The hidden `hosts delay-line` (harness/delay_line.h), started by the fixture in each host.
+  DelayLineOptions delay_line;
+  long long delay_ns = 0;
+  int ready_fd = -1;
 };
 
 // Adds the subcommand (with up, down, status) to `app`.

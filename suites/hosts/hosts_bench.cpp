@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 
+#include "harness/delay_line.h"
 #include "harness/hosts.h"
 #include "harness/runner.h"
 #include "suites/hosts/hosts_suite.h"
@@ -33,8 +34,16 @@ void link_metrics(harness::Record& rec, const harness::HostsFixture& f) {
   rec.metrics["nominal_rate_gbit"] = f.profile().rate_gbit;
   rec.metrics["nominal_delay_us"] = f.profile().delay_us;
   rec.metrics["latency_shaped"] = f.latency_shaped() ? 1 : 0;
+  rec.metrics["latency_shaping"] = harness::latency_shaping_name(f.latency_shaping());
   if (f.hosts().size() < 2) return;
+  double cpu0 = 0;
+  for (int pid : f.delay_line_pids()) cpu0 += harness::process_cpu_seconds(pid);
   const harness::LinkMeasurement m = f.measure_link(0, 1);
+  if (!f.delay_line_pids().empty()) {  // the delay lines' CPU time over the probe
+    double cpu = 0;
+    for (int pid : f.delay_line_pids()) cpu += harness::process_cpu_seconds(pid);
+    rec.metrics["delay_line_cpu_s"] = cpu - cpu0;
+  }
   rec.metrics["link_bandwidth_gbit"] = m.bandwidth_gbit;
   rec.metrics["link_rtt_us"] = m.rtt_us;
   rec.metrics["link_latency_us"] = m.latency_us;

@@ -17,6 +17,7 @@
 
 #include "engine/dist/process_group.h"
 #include "engine/tensor/factories.h"
+#include "harness/delay_line.h"
 #include "harness/distributed.h"
 #include "harness/hosts.h"
 #include "harness/launcher.h"
@@ -92,7 +93,76 @@ harness::TestCase fixture_case() {
       false);
 }
 
-// A fixture whose owner is SIGKILLed is torn down by the next reap (any up, down or status).
+// A profile's one-way delay between two hosts, however it is shaped here (netem, or the NFQUEUE
+// delay line: Note [The delay line] in harness/hosts.cpp). The TCP probe's one-way latency (half
+// the median round trip) can never be below the delay a working shaper adds, so at least 0.95 x
+// nominal fails when shaping is off; at most 2 x nominal + 1 ms (the machine is shared and every
+// host's wake-ups wait for its 2 cores). The stream stays within the tbf rate, a host's own
+// loopback is not delayed (checked at 200 us), and tear-down leaves no delay line process,
+// namespace or rule.
+harness::TestCase latency_case(const std::string& profile) {
+  return recorded_case(
+      "hosts", "fixture/latency/" + profile,
+      [profile](harness::Record& rec) {
+        if (skip_without_hosts(rec)) return;
+        std::optional<HostsFixture> f = HostsFixture::up({2, 1, profile, false});
+        const harness::LinkProfile& p = f->profile();
+        rec.metrics["latency_shaping"] = harness::latency_shaping_name(f->latency_shaping());
+        if (!f->latency_shaped()) {
+          rec.status = harness::Status::Skip;
+          rec.message = "latency " + f->latency_note();
+          return;
+        }
+        const std::vector<int> pids = f->delay_line_pids();
+        if (f->latency_shaping() == harness::LatencyShaping::DelayLine) {
+          check(pids.size() == 2, "expected a delay line per host, found " + std::to_string(pids.size()));
+          for (int h = 0; h < 2; ++h) {
+            const std::string name = f->hosts()[std::size_t(h)].name;
+            const std::string inside = run_capture({"ip", "netns", "pids", name});
+            std::istringstream is(inside);
+            bool found = false;
+            for (int pid = 0; is >> pid;) found = found || pid == pids[std::size_t(h)];
+            check(found, name + ": its delay line (pid " + std::to_string(pids[std::size_t(h)]) +
+                             ") is not inside it: " + inside);
+            const std::string rules = run_capture({"ip", "netns", "exec", name, "iptables", "-w", "-S", "OUTPUT"});
+            check(rules.find("-o eth0 -j NFQUEUE") != std::string::npos, name + ": no NFQUEUE rule: " + rules);
+          }
+        }
+        auto cpu = [&] {
+          double s = 0;
+          for (int pid : pids) s += harness::process_cpu_seconds(pid);
+          return s;
+        };
+        const double cpu0 = cpu();
+        const harness::LinkMeasurement m = f->measure_link(0, 1);
+        rec.metrics["delay_line_cpu_s"] = cpu() - cpu0;
+        const harness::LinkMeasurement lo = f->measure_link(0, 0);
+        rec.metrics["nominal_delay_us"] = p.delay_us;
+        rec.metrics["latency_us"] = m.latency_us;
+        rec.metrics["bandwidth_gbit"] = m.bandwidth_gbit;
+        rec.metrics["loopback_latency_us"] = lo.latency_us;
+        check(m.latency_us >= 0.95 * p.delay_us, "one way " + std::to_string(m.latency_us) +
+                                                     " us is below 0.95 x the " + std::to_string(p.delay_us) +
+                                                     " us delay: not shaped");
+        check(m.latency_us <= 2 * p.delay_us + 1000,
+              "one way " + std::to_string(m.latency_us) + " us is above 2 x nominal + 1 ms");
+        check(m.bandwidth_gbit <= 1.05 * p.rate_gbit,
+              std::to_string(m.bandwidth_gbit) + " Gb/s is above the tbf rate of " + std::to_string(p.rate_gbit));
+        // Only where the delay stands well above the load's noise (loopback took 8-30 us here at load 5).
+        if (p.delay_us >= 100)
+          check(lo.latency_us < 0.5 * p.delay_us,
+                "a host's own loopback is delayed: " + std::to_string(lo.latency_us) + " us one way");
+        const int id = f->id();
+        f.reset();
+        for (int pid : pids)
+          check(::kill(pid, 0) != 0, "delay line " + std::to_string(pid) + " is still there after down");
+        check(leftovers(id).empty(), "left behind after down: " + joined(leftovers(id)));
+      },
+      false);
+}
+
+// A fixture whose owner is SIGKILLed is torn down by the next reap (any up, down or status),
+// with its delay lines where latency is shaped by them (a delayed profile, for that).
 harness::TestCase reap_case() {
   return recorded_case(
       "hosts", "fixture/killed_owner_reaped",
@@ -105,7 +175,7 @@ harness::TestCase reap_case() {
           ::close(p[0]);
           int id = -1;
           try {
-            HostsFixture f = HostsFixture::up({2, 1, "unshaped", false});
+            HostsFixture f = HostsFixture::up({2, 1, "1g-200us", false});
             id = f.id();
             ::write(p[1], &id, sizeof id);
             ::raise(SIGKILL);  // no destructor runs
@@ -123,11 +193,21 @@ harness::TestCase reap_case() {
         check(got && id >= 0, "the child could not bring hosts up");
         check(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child was not killed");
         check(!leftovers(id).empty(), "the killed owner's hosts vanished before any reap");
+        std::vector<int> lines;  // the delay lines' pids, from the state folder
+        for (const harness::FixtureRecord& r : harness::list_fixtures())
+          if (r.id == id) lines = r.delay_line_pids;
+        rec.metrics["delay_lines"] = int(lines.size());
         const int reaped = harness::reap_fixtures(false, nullptr);
         rec.metrics["reaped"] = reaped;
         check(reaped >= 1, "reap_fixtures removed nothing");
         check(leftovers(id).empty(), "left behind after the reap: " + joined(leftovers(id)));
         check(!fs::exists(harness::hosts_state_root() / std::to_string(id)), "the state folder is still there");
+        for (int pid : lines) {  // no longer ours to reap: init takes the zombie, give it a second
+          for (int i = 0; i < 100 && fs::exists("/proc/" + std::to_string(pid)); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          check(!fs::exists("/proc/" + std::to_string(pid)),
+                "delay line " + std::to_string(pid) + " is still there after the reap");
+        }
       },
       false);
 }
@@ -292,7 +372,8 @@ int hosts_demo_main(const std::string& backend) {
 }
 
 std::vector<harness::TestCase> hosts_tests() {
-  std::vector<harness::TestCase> out = {fixture_case(), reap_case(), forwarding_case()};
+  std::vector<harness::TestCase> out = {fixture_case(), latency_case("10g-50us"), latency_case("1g-200us"), reap_case(),
+                                        forwarding_case()};
   // A short set (the ctest's) and everything of each suite at world 4 on both CPU backends.
   out.push_back(across_hosts_case(
       "collectives/quick/2x2", "collectives",

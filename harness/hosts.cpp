@@ -174,12 +174,63 @@ void kill_netns_processes(const std::string& name) {
   }
 }
 
+// Note [Hostile state]: the state root comes from the environment (TRAINBENCH_HOSTS_DIR) and
+// everything here runs as root, so a folder counts as a fixture only if its name is a fixture id,
+// tear-down acts only on names the fixture of that id makes (tb<id>h<k>, tb<id>br) and reads pid
+// files only under those names, and it deletes only the files a fixture writes, then the folder
+// if that left it empty. (Before, `TRAINBENCH_HOSTS_DIR=$HOME trainbench hosts status` deleted
+// every subfolder older than a minute, taking each for a fixture whose owner never wrote, and a
+// made file naming "link eth0" would have deleted the machine's own interface.)
+std::optional<int> fixture_id(const fs::path& dir) {
+  const std::string n = dir.filename().string();
+  if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos ||
+      (n.size() > 1 && n[0] == '0'))
+    return std::nullopt;
+  const int id = std::stoi(n);
+  return id < kMaxFixtures ? std::optional<int>(id) : std::nullopt;
+}
+
+// A host's name in fixture `id` (tb<id>h<k>, k in 1..kMaxHosts), as host_name makes it.
+bool is_host_name(int id, const std::string& name) {
+  const std::string prefix = "tb" + std::to_string(id) + "h";
+  if (!name.starts_with(prefix)) return false;
+  const std::string k = name.substr(prefix.size());
+  if (k.empty() || k.size() > 3 || k[0] == '0' || k.find_first_not_of("0123456789") != std::string::npos) return false;
+  return std::stoi(k) <= kMaxHosts;
+}
+
+bool is_fixture_object(int id, const std::string& kind, const std::string& name) {
+  if (kind == "bridge") return name == bridge_name(id);
+  if (kind == "netns" || kind == "link" || kind == "delay_line" || kind == "queue_rule") return is_host_name(id, name);
+  return false;
+}
+
+// The files a fixture writes in its folder (Note [Hosts state]).
+bool is_fixture_file(int id, const std::string& file) {
+  for (const char* f : {"owner", "made", "info", "hosts", "hostfile", "agent", "measured"})
+    if (file == f) return true;
+  const std::string pre = "delay_line.";
+  if (!file.starts_with(pre)) return false;
+  for (const char* ext : {".pid", ".stats", ".stats.tmp", ".log"})
+    if (file.ends_with(ext) && file.size() > pre.size() + std::strlen(ext) &&
+        is_host_name(id, file.substr(pre.size(), file.size() - pre.size() - std::strlen(ext))))
+      return true;
+  return false;
+}
+
 // Removes what the folder records, then the folder. Tolerates objects already gone.
 void tear_down(const fs::path& dir, std::ostream* log) {
+  const std::optional<int> id = fixture_id(dir);
+  if (!id) return;  // not a fixture's folder (Note [Hostile state])
   std::vector<std::pair<std::string, std::string>> made;
   {
     std::istringstream is(read_file(dir / "made"));
-    for (std::string kind, name; is >> kind >> name;) made.emplace_back(kind, name);
+    for (std::string kind, name; is >> kind >> name;) {
+      if (is_fixture_object(*id, kind, name)) made.emplace_back(kind, name);
+      else if (log)
+        *log << "hosts: fixture " << *id << ": ignored '" << kind << ' ' << name
+             << "' in its made file (not an object this fixture makes)\n";
+    }
   }
   for (const auto& [kind, name] : made) {  // the delay lines, rules first: packets then pass undelayed
     if (kind == "queue_rule" && netns_exists(name)) run(delay_line_rule(name, false));
@@ -198,7 +249,25 @@ void tear_down(const fs::path& dir, std::ostream* log) {
     if ((kind == "link" || kind == "bridge") && link_exists(name)) run({"ip", "link", "delete", name});
   }
   std::error_code ec;
-  fs::remove_all(dir, ec);
+  std::vector<std::string> foreign;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string f = it->path().filename().string();
+    if (is_fixture_file(*id, f) && !it->is_directory()) {
+      std::error_code e2;
+      fs::remove(it->path(), e2);
+    } else {
+      foreign.push_back(f);
+    }
+  }
+  if (!foreign.empty()) {
+    if (log) {
+      *log << "hosts: kept " << dir.string() << ": it holds files no fixture writes (";
+      for (std::size_t i = 0; i < foreign.size() && i < 5; ++i) *log << (i ? ", " : "") << foreign[i];
+      *log << (foreign.size() > 5 ? ", ...)\n" : ")\n");
+    }
+    return;
+  }
+  fs::remove(dir, ec);
   if (log) *log << "hosts: removed fixture " << dir.filename().string() << " (" << made.size() << " objects)\n";
 }
 
@@ -229,7 +298,7 @@ int reap_locked(bool persistent_too, std::ostream* log) {
   int removed = 0;
   std::error_code ec;
   for (fs::directory_iterator it(hosts_state_root(), ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_directory()) continue;
+    if (!it->is_directory() || it->is_symlink() || !fixture_id(it->path())) continue;  // Note [Hostile state]
     const OwnerState o = read_owner(it->path());
     bool stale = o.known ? (o.pid == 0 ? persistent_too : !o.alive) : false;
     if (!o.known) {  // claimed but the owner file never came: stale once it is a minute old
@@ -805,7 +874,7 @@ std::vector<FixtureRecord> list_fixtures() {
   std::vector<FixtureRecord> out;
   std::error_code ec;
   for (fs::directory_iterator it(hosts_state_root(), ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_directory()) continue;
+    if (!it->is_directory() || it->is_symlink() || !fixture_id(it->path())) continue;  // Note [Hostile state]
     FixtureRecord r;
     r.dir = it->path();
     r.id = std::atoi(it->path().filename().c_str());

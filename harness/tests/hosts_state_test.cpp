@@ -1,0 +1,95 @@
+// The hosts fixture's state folder read as hostile input (Note [Hostile state] in harness/hosts.cpp):
+// TRAINBENCH_HOSTS_DIR is an environment value and the reaper runs as root, so it must touch only
+// folders named like fixtures, only objects such a fixture makes, and only files it writes.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "harness/hosts.h"
+
+namespace tb::harness {
+namespace {
+
+namespace fs = std::filesystem;
+
+void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+// An owner that is gone: a pid far above pid_max with a start time no process has.
+constexpr const char* kDeadOwner = "999999999 0\n";
+
+class HostsState : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("tb_hosts_state_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    ::setenv("TRAINBENCH_HOSTS_DIR", root_.c_str(), 1);
+  }
+  void TearDown() override {
+    ::unsetenv("TRAINBENCH_HOSTS_DIR");
+    fs::remove_all(root_);
+  }
+  // A folder last written two hours ago (the reaper takes a folder without an owner file for a
+  // claim that died once it is a minute old).
+  fs::path old_folder(const std::string& name) {
+    const fs::path d = root_ / name;
+    fs::create_directories(d);
+    write(d / "notes.txt", "not the fixture's\n");
+    fs::last_write_time(d, fs::file_time_type::clock::now() - std::chrono::hours(2));
+    return d;
+  }
+  fs::path root_;
+};
+
+TEST_F(HostsState, FoldersThatAreNotFixtureIdsAreNeverRemoved) {
+  for (const char* name : {"photos", "2019", "007", "-1", "1e3"}) old_folder(name);
+  std::ostringstream log;
+  EXPECT_EQ(reap_fixtures(true, &log), 0) << log.str();
+  for (const char* name : {"photos", "2019", "007", "-1", "1e3"})
+    EXPECT_TRUE(fs::exists(root_ / name / "notes.txt")) << name << " was touched: " << log.str();
+  EXPECT_TRUE(list_fixtures().empty());
+}
+
+TEST_F(HostsState, ADeadFixtureWithForeignObjectsAndFilesKeepsThem) {
+  // Fixture 5's made file names objects no fixture 5 makes: the machine's loopback, another
+  // fixture's host, a pid file path outside the folder. None may be acted on.
+  const fs::path d = root_ / "5";
+  fs::create_directories(d);
+  write(d / "owner", kDeadOwner);
+  write(d / "made", "link lo\nbridge eth0\nnetns tb6h1\nlink tb5h1x\ndelay_line ../../x\nqueue_rule tb5h0\n");
+  write(d / "notes.txt", "a user's file\n");
+  std::ostringstream log;
+  reap_fixtures(false, &log);
+  EXPECT_TRUE(fs::exists("/sys/class/net/lo"));
+  for (const char* bad :
+       {"'link lo'", "'bridge eth0'", "'netns tb6h1'", "'link tb5h1x'", "'delay_line ../../x'", "'queue_rule tb5h0'"})
+    EXPECT_NE(log.str().find(bad), std::string::npos) << bad << " not reported as ignored: " << log.str();
+  // Its own files go; the foreign one keeps the folder.
+  EXPECT_TRUE(fs::exists(d / "notes.txt"));
+  EXPECT_FALSE(fs::exists(d / "owner"));
+  EXPECT_FALSE(fs::exists(d / "made"));
+  EXPECT_NE(log.str().find("holds files no fixture writes (notes.txt)"), std::string::npos) << log.str();
+}
+
+TEST_F(HostsState, ADeadFixtureOfItsOwnFilesIsRemoved) {
+  const fs::path d = root_ / "12";
+  fs::create_directories(d);
+  write(d / "owner", kDeadOwner);
+  write(d / "made", "bridge tb12br\nnetns tb12h1\nlink tb12h1\n");  // objects already gone
+  for (const char* f : {"info", "hosts", "hostfile", "agent", "measured", "delay_line.tb12h1.pid",
+                        "delay_line.tb12h1.stats", "delay_line.tb12h1.log"})
+    write(d / f, "");
+  std::ostringstream log;
+  EXPECT_EQ(reap_fixtures(false, &log), 1);
+  EXPECT_FALSE(fs::exists(d)) << log.str();
+  EXPECT_EQ(log.str().find("ignored"), std::string::npos) << log.str();
+}
+
+}  // namespace
+}  // namespace tb::harness

@@ -9,6 +9,7 @@
 #include <optional>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -202,12 +203,16 @@ harness::TestCase reap_case() {
         check(reaped >= 1, "reap_fixtures removed nothing");
         check(leftovers(id).empty(), "left behind after the reap: " + joined(leftovers(id)));
         check(!fs::exists(harness::hosts_state_root() / std::to_string(id)), "the state folder is still there");
-        for (int pid : lines) {  // no longer ours to reap: init takes the zombie, give it a second
-          for (int i = 0; i < 100 && fs::exists("/proc/" + std::to_string(pid)); ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-          check(!fs::exists("/proc/" + std::to_string(pid)),
-                "delay line " + std::to_string(pid) + " is still there after the reap");
-        }
+        // Ended: gone, or a zombie. Its parent (the killed owner) is gone, so init holds its exit
+        // status, and this machine's init (a sandbox's process_api) can take seconds to reap it.
+        const auto running = [](int pid) {
+          std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+          const std::string text((std::istreambuf_iterator<char>(f)), {});
+          const std::size_t close = text.rfind(')');
+          return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
+        };
+        for (int pid : lines)
+          check(!running(pid), "delay line " + std::to_string(pid) + " is still running after the reap");
       },
       false);
 }

@@ -476,8 +476,11 @@ int run_checkpoint(const CLI::App& sub, const CheckpointOptions& o) {
   try {
     return is_inspect ? inspect(o) : consolidate(o);
   } catch (const core::Error& e) {
-    // A broken, incomplete or hostile checkpoint: the reason, not a crash.
-    std::cerr << "trainbench: checkpoint " << (is_inspect ? "inspect" : "consolidate") << ": " << e.what() << '\n';
+    // A broken, incomplete or hostile checkpoint: the reason, not a crash. The command's name
+    // once: errors raised by the command itself already start with it.
+    const std::string cmd = std::string("checkpoint ") + (is_inspect ? "inspect" : "consolidate") + ": ";
+    const std::string what = e.what();
+    std::cerr << "trainbench: " << (what.starts_with(cmd) ? "" : cmd) << what << '\n';
     return 1;
   } catch (const std::bad_alloc&) {
     std::cerr << "trainbench: checkpoint: out of memory reading '" << o.path << "'\n";

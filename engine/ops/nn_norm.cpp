@@ -285,23 +285,38 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_with_stats(const Tensor& x, const 
     const T* xp = xc.data_ptr<T>();
     T* yp = y.data_ptr<T>();
     const bool par = num_threads() > 1 && M * N >= kParallelGrain;
-#pragma omp parallel for num_threads(par ? num_threads() : 1) schedule(static)
-    for (int64_t m = 0; m < M; ++m) {
-      const T* xr = xp + m * N;
-      T* yr = yp + m * N;
-      const A mean = shifted_mean<A>(xr, N);
-      const A var = cpu::reduce_run<true, A>(xr, N, mean, SqDevA<A>{}) / A(N);
-      const A rstd = A(1) / std::sqrt(var + A(eps));
-      mp[m] = mean;
-      rp[m] = rstd;
-      if (wp && bp) {
-        for (int64_t i = 0; i < N; ++i) yr[i] = static_cast<T>((A(load(xr[i])) - mean) * rstd * wp[i] + bp[i]);
-      } else {
-        for (int64_t i = 0; i < N; ++i) {
-          A v = (A(load(xr[i])) - mean) * rstd;
-          if (wp) v *= wp[i];
-          if (bp) v += bp[i];
-          yr[i] = static_cast<T>(v);
+    constexpr bool kBf16 = std::is_same_v<T, core::BFloat16>;
+#pragma omp parallel num_threads(par ? num_threads() : 1)
+    {
+      // bfloat16 rows are computed in float into buf and rounded by cpu::store_bf16.
+      std::vector<A> buf(kBf16 ? size_t(N) : 0);
+#pragma omp for schedule(static)
+      for (int64_t m = 0; m < M; ++m) {
+        const T* xr = xp + m * N;
+        T* yr = yp + m * N;
+        const A mean = shifted_mean<A>(xr, N);
+        const A var = cpu::reduce_run<true, A>(xr, N, mean, SqDevA<A>{}) / A(N);
+        const A rstd = A(1) / std::sqrt(var + A(eps));
+        mp[m] = mean;
+        rp[m] = rstd;
+        auto row = [&](auto* out) {  // out: T (yr) or A (buf)
+          using O = std::remove_pointer_t<decltype(out)>;
+          if (wp && bp) {
+            for (int64_t i = 0; i < N; ++i) out[i] = static_cast<O>((A(load(xr[i])) - mean) * rstd * wp[i] + bp[i]);
+          } else {
+            for (int64_t i = 0; i < N; ++i) {
+              A v = (A(load(xr[i])) - mean) * rstd;
+              if (wp) v *= wp[i];
+              if (bp) v += bp[i];
+              out[i] = static_cast<O>(v);
+            }
+          }
+        };
+        if constexpr (kBf16) {
+          row(buf.data());
+          cpu::store_bf16(yr, buf.data(), N);
+        } else {
+          row(yr);
         }
       }
     }

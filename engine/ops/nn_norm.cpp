@@ -36,6 +36,8 @@ struct DevA : SumA<A> {
   A step(A a, T v, A c) const {
     return a + (A(load(v)) - c);
   }
+  cpu::vhalf hstep_c(cpu::vhalf a, cpu::vhalf v, cpu::vhalf c) const { return a + (v - c); }  // cpu::CenteredHalfOp
+  cpu::vhalf hmerge(cpu::vhalf a, cpu::vhalf b) const { return a + b; }
 };
 template <typename A>
 A shifted_mean(const auto* x, int64_t n) {
@@ -49,6 +51,8 @@ struct SqDevA : SumA<A> {
     const A d = A(load(v)) - c;
     return a + d * d;
   }
+  cpu::vhalf hstep_c(cpu::vhalf a, cpu::vhalf v, cpu::vhalf c) const { return a + (v - c) * (v - c); }
+  cpu::vhalf hmerge(cpu::vhalf a, cpu::vhalf b) const { return a + b; }
 };
 template <typename A>
 struct MaxA {

@@ -150,6 +150,12 @@ float lanes_leaf(const T* p, int64_t n, const Op& op, V init, Step step, Merge m
       a2 = step(a2, load16(p + i + 2 * L));
       a3 = step(a3, load16(p + i + 3 * L));
     } else {
+      if constexpr (std::is_same_v<T, core::BFloat16>) {
+        // The cache line 2 KiB ahead (this iteration reads one line): the hardware prefetcher
+        // alone leaves this loop waiting (sum/bfloat16/16M on one Zen 3 core, microbenchmark:
+        // 1.50 -> 1.30 ms; 1 and 8 KiB ahead about as good, 4 KiB worse).
+        __builtin_prefetch(reinterpret_cast<const char*>(p + i) + 2048);
+      }
       V v0, v1, v2, v3;
       load16_split(p + i, v0, v1);
       load16_split(p + i + 16, v2, v3);

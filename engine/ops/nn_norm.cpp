@@ -292,9 +292,11 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_with_stats(const Tensor& x, const 
     constexpr bool kBf16 = std::is_same_v<T, core::BFloat16>;
 #pragma omp parallel num_threads(par ? num_threads() : 1)
     {
-      // bfloat16 rows are computed in float into buf and rounded by cpu::store_bf16.
+      // bfloat16 rows are computed in float into buf and rounded by cpu::store_bf16. nowait: the
+      // region's end is the one barrier (a second one costs a whole time slice when the other
+      // core's thread is descheduled on a loaded machine).
       std::vector<A> buf(kBf16 ? size_t(N) : 0);
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
       for (int64_t m = 0; m < M; ++m) {
         const T* xr = xp + m * N;
         T* yr = yp + m * N;

@@ -36,6 +36,8 @@ struct DevA : SumA<A> {
   A step(A a, T v, A c) const {
     return a + (A(load(v)) - c);
   }
+  cpu::vhalf hstep_c(cpu::vhalf a, cpu::vhalf v, cpu::vhalf c) const { return a + (v - c); }  // cpu::CenteredHalfOp
+  cpu::vhalf hmerge(cpu::vhalf a, cpu::vhalf b) const { return a + b; }
 };
 template <typename A>
 A shifted_mean(const auto* x, int64_t n) {
@@ -49,6 +51,8 @@ struct SqDevA : SumA<A> {
     const A d = A(load(v)) - c;
     return a + d * d;
   }
+  cpu::vhalf hstep_c(cpu::vhalf a, cpu::vhalf v, cpu::vhalf c) const { return a + (v - c) * (v - c); }
+  cpu::vhalf hmerge(cpu::vhalf a, cpu::vhalf b) const { return a + b; }
 };
 template <typename A>
 struct MaxA {
@@ -285,23 +289,40 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_with_stats(const Tensor& x, const 
     const T* xp = xc.data_ptr<T>();
     T* yp = y.data_ptr<T>();
     const bool par = num_threads() > 1 && M * N >= kParallelGrain;
-#pragma omp parallel for num_threads(par ? num_threads() : 1) schedule(static)
-    for (int64_t m = 0; m < M; ++m) {
-      const T* xr = xp + m * N;
-      T* yr = yp + m * N;
-      const A mean = shifted_mean<A>(xr, N);
-      const A var = cpu::reduce_run<true, A>(xr, N, mean, SqDevA<A>{}) / A(N);
-      const A rstd = A(1) / std::sqrt(var + A(eps));
-      mp[m] = mean;
-      rp[m] = rstd;
-      if (wp && bp) {
-        for (int64_t i = 0; i < N; ++i) yr[i] = static_cast<T>((A(load(xr[i])) - mean) * rstd * wp[i] + bp[i]);
-      } else {
-        for (int64_t i = 0; i < N; ++i) {
-          A v = (A(load(xr[i])) - mean) * rstd;
-          if (wp) v *= wp[i];
-          if (bp) v += bp[i];
-          yr[i] = static_cast<T>(v);
+    constexpr bool kBf16 = std::is_same_v<T, core::BFloat16>;
+#pragma omp parallel num_threads(par ? num_threads() : 1)
+    {
+      // bfloat16 rows are computed in float into buf and rounded by cpu::store_bf16. nowait: the
+      // region's end is the one barrier (a second one costs a whole time slice when the other
+      // core's thread is descheduled on a loaded machine).
+      std::vector<A> buf(kBf16 ? size_t(N) : 0);
+#pragma omp for schedule(static) nowait
+      for (int64_t m = 0; m < M; ++m) {
+        const T* xr = xp + m * N;
+        T* yr = yp + m * N;
+        const A mean = shifted_mean<A>(xr, N);
+        const A var = cpu::reduce_run<true, A>(xr, N, mean, SqDevA<A>{}) / A(N);
+        const A rstd = A(1) / std::sqrt(var + A(eps));
+        mp[m] = mean;
+        rp[m] = rstd;
+        auto row = [&](auto* out) {  // out: T (yr) or A (buf)
+          using O = std::remove_pointer_t<decltype(out)>;
+          if (wp && bp) {
+            for (int64_t i = 0; i < N; ++i) out[i] = static_cast<O>((A(load(xr[i])) - mean) * rstd * wp[i] + bp[i]);
+          } else {
+            for (int64_t i = 0; i < N; ++i) {
+              A v = (A(load(xr[i])) - mean) * rstd;
+              if (wp) v *= wp[i];
+              if (bp) v += bp[i];
+              out[i] = static_cast<O>(v);
+            }
+          }
+        };
+        if constexpr (kBf16) {
+          row(buf.data());
+          cpu::store_bf16(yr, buf.data(), N);
+        } else {
+          row(yr);
         }
       }
     }

@@ -120,7 +120,8 @@ void softmax_kernel(const T* x, T* y, int64_t O, int64_t R, int64_t I) {
 #pragma omp parallel num_threads(par ? num_threads() : 1)
     {
       std::vector<A> buf(static_cast<size_t>(R));
-#pragma omp for schedule(static)
+      // nowait: the region's end is the one barrier, as in layer_norm_with_stats.
+#pragma omp for schedule(static) nowait
       for (int64_t o = 0; o < O; ++o) {
         const T* xr = x + o * R;
         T* yr = y + o * R;
@@ -154,7 +155,7 @@ void softmax_kernel(const T* x, T* y, int64_t O, int64_t R, int64_t I) {
 #pragma omp parallel num_threads(par ? num_threads() : 1)
   {
     std::vector<A> m(static_cast<size_t>(I)), s(static_cast<size_t>(I));
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t o = 0; o < O; ++o) {
       const T* xo = x + o * R * I;
       T* yo = y + o * R * I;
@@ -184,7 +185,7 @@ void softmax_causal_kernel(const T* x, T* y, int64_t O, int64_t L, int64_t S) {
 #pragma omp parallel num_threads(par ? num_threads() : 1)
   {
     std::vector<A> buf(static_cast<size_t>(S));
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t row = 0; row < O * L; ++row) {
       const T* xr = x + row * S;
       T* yr = y + row * S;

@@ -86,9 +86,20 @@ void must(const std::vector<std::string>& argv) {
   if (!r.ok) throw std::runtime_error("hosts: `" + shell_join(argv) + "` failed: " + r.out);
 }
 
+// State files and /proc entries are small regular files. Anything else reads as empty, and at
+// most 1 MiB is read (Note [Hostile state]: a FIFO named `owner` would block `hosts status` for
+// ever, a `made` linked to /dev/zero would fill memory).
 std::string read_file(const fs::path& p) {
-  std::ifstream f(p);
-  return std::string(std::istreambuf_iterator<char>(f), {});
+  const int fd = ::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct stat st {};
+  std::string out;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    char buf[4096];
+    for (ssize_t n; out.size() < (1u << 20) && (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 // The start time of a process (field 22 of /proc/PID/stat), to tell a live owner from a new

@@ -3,6 +3,7 @@
 // folders named like fixtures, only objects such a fixture makes, and only files it writes.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "harness/hosts.h"
 
@@ -75,6 +77,23 @@ TEST_F(HostsState, ADeadFixtureWithForeignObjectsAndFilesKeepsThem) {
   EXPECT_FALSE(fs::exists(d / "owner"));
   EXPECT_FALSE(fs::exists(d / "made"));
   EXPECT_NE(log.str().find("holds files no fixture writes (notes.txt)"), std::string::npos) << log.str();
+}
+
+TEST_F(HostsState, StateFilesThatAreNotRegularFilesReadAsEmpty) {
+  // An owner file that is a FIFO would block a plain read for ever; a made file linked to
+  // /dev/zero would never end. Both read as empty: the folder is a claim without an owner file
+  // (left alone while young) and lists nothing.
+  const fs::path d = root_ / "7";
+  fs::create_directories(d);
+  ASSERT_EQ(::mkfifo((d / "owner").c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", d / "made");
+  std::ostringstream log;
+  EXPECT_EQ(reap_fixtures(false, &log), 0) << log.str();
+  const std::vector<FixtureRecord> fx = list_fixtures();
+  ASSERT_EQ(fx.size(), 1u);
+  EXPECT_EQ(fx[0].id, 7);
+  EXPECT_EQ(fx[0].owner_pid, 0);
+  EXPECT_TRUE(fx[0].hosts.empty());
 }
 
 TEST_F(HostsState, ADeadFixtureOfItsOwnFilesIsRemoved) {

@@ -242,11 +242,7 @@ bool ended(int pid) {
   const pid_t r = ::waitpid(pid, &status, WNOHANG);
   if (r == pid) return true;
   if (r == 0) return false;  // our child, still running
-  if (::kill(pid, 0) != 0) return true;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  const std::string text((std::istreambuf_iterator<char>(stat)), {});
-  const std::size_t close = text.rfind(')');
-  return close == std::string::npos || (close + 2 < text.size() && text[close + 2] == 'Z');
+  return !process_running(pid);
 }
 
 }  // namespace
@@ -332,6 +328,20 @@ void stop_delay_line(int pid) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+bool process_running(int pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(stat)), {});
+  const std::size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
+}
+
+double process_cpu_seconds(const std::vector<int>& pids) {
+  double s = 0;
+  for (int pid : pids) s += process_cpu_seconds(pid);
+  return s;
 }
 
 double process_cpu_seconds(int pid) {

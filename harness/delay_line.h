@@ -56,5 +56,9 @@ void stop_delay_line(int pid);
 std::vector<std::string> delay_line_rule(const std::string& netns, bool add);
 // User plus system CPU seconds of process `pid` so far (/proc/PID/stat; 0 if it is gone).
 double process_cpu_seconds(int pid);
+// The sum over `pids` (a fixture's delay lines).
+double process_cpu_seconds(const std::vector<int>& pids);
+// Whether `pid` exists and has not exited (a zombie, waiting for its parent, has).
+bool process_running(int pid);
 
 }  // namespace tb::harness

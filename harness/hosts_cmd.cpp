@@ -46,8 +46,8 @@ CLI::App* add_hosts_command(CLI::App& app, HostsCmdOptions& o) {
   CLI::App* line = sub->add_subcommand("delay-line", "");
   line->group("");
   line->add_option("--netns", o.delay_line.netns);
-  line->add_option("--queue", o.delay_line.queue);
-  line->add_option("--delay-ns", o.delay_ns)->required();
+  line->add_option("--queue", o.delay_line.queue)->check(CLI::Range(0, 65535));  // a uint16 queue number
+  line->add_option("--delay-ns", o.delay_ns)->required()->check(CLI::Range(0LL, 10'000'000'000LL));  // <= 10 s
   line->add_option("--stats", o.delay_line.stats);
   line->add_option("--ready-fd", o.ready_fd);
   return sub;
@@ -77,16 +77,11 @@ std::string measured_line(const LinkMeasurement& m, const LinkProfile& p, Latenc
 // (their statistics file is rewritten a second after traffic stops: read 1.5 s after the probe).
 std::string measure_and_record(const FixtureRecord& r) {
   if (r.hosts.size() < 2) return "not measured: one host has no link to another";
-  auto cpu = [&] {
-    double s = 0;
-    for (int pid : r.delay_line_pids) s += process_cpu_seconds(pid);
-    return s;
-  };
-  const double cpu0 = cpu();
+  const double cpu0 = process_cpu_seconds(r.delay_line_pids);
   const auto t0 = std::chrono::steady_clock::now();
   const LinkMeasurement m = measure_link(r.hosts[0], r.hosts[1]);
   const double probe_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double cpu_s = cpu() - cpu0;
+  const double cpu_s = process_cpu_seconds(r.delay_line_pids) - cpu0;
   std::string line = measured_line(m, link_profile(r.profile), r.latency_shaping, r.latency_note);
   if (!r.delay_line_pids.empty()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));

@@ -36,14 +36,11 @@ void link_metrics(harness::Record& rec, const harness::HostsFixture& f) {
   rec.metrics["latency_shaped"] = f.latency_shaped() ? 1 : 0;
   rec.metrics["latency_shaping"] = harness::latency_shaping_name(f.latency_shaping());
   if (f.hosts().size() < 2) return;
-  double cpu0 = 0;
-  for (int pid : f.delay_line_pids()) cpu0 += harness::process_cpu_seconds(pid);
+  const std::vector<int> lines = f.delay_line_pids();
+  const double cpu0 = harness::process_cpu_seconds(lines);
   const harness::LinkMeasurement m = f.measure_link(0, 1);
-  if (!f.delay_line_pids().empty()) {  // the delay lines' CPU time over the probe
-    double cpu = 0;
-    for (int pid : f.delay_line_pids()) cpu += harness::process_cpu_seconds(pid);
-    rec.metrics["delay_line_cpu_s"] = cpu - cpu0;
-  }
+  if (!lines.empty())  // the delay lines' CPU time over the probe
+    rec.metrics["delay_line_cpu_s"] = harness::process_cpu_seconds(lines) - cpu0;
   rec.metrics["link_bandwidth_gbit"] = m.bandwidth_gbit;
   rec.metrics["link_rtt_us"] = m.rtt_us;
   rec.metrics["link_latency_us"] = m.latency_us;

@@ -9,7 +9,6 @@
 #include <optional>
 #include <cstdlib>
 #include <filesystem>
-#include <iterator>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -129,14 +128,9 @@ harness::TestCase latency_case(const std::string& profile) {
             check(rules.find("-o eth0 -j NFQUEUE") != std::string::npos, name + ": no NFQUEUE rule: " + rules);
           }
         }
-        auto cpu = [&] {
-          double s = 0;
-          for (int pid : pids) s += harness::process_cpu_seconds(pid);
-          return s;
-        };
-        const double cpu0 = cpu();
+        const double cpu0 = harness::process_cpu_seconds(pids);
         const harness::LinkMeasurement m = f->measure_link(0, 1);
-        rec.metrics["delay_line_cpu_s"] = cpu() - cpu0;
+        rec.metrics["delay_line_cpu_s"] = harness::process_cpu_seconds(pids) - cpu0;
         const harness::LinkMeasurement lo = f->measure_link(0, 0);
         rec.metrics["nominal_delay_us"] = p.delay_us;
         rec.metrics["latency_us"] = m.latency_us;
@@ -205,14 +199,9 @@ harness::TestCase reap_case() {
         check(!fs::exists(harness::hosts_state_root() / std::to_string(id)), "the state folder is still there");
         // Ended: gone, or a zombie. Its parent (the killed owner) is gone, so init holds its exit
         // status, and this machine's init (a sandbox's process_api) can take seconds to reap it.
-        const auto running = [](int pid) {
-          std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-          const std::string text((std::istreambuf_iterator<char>(f)), {});
-          const std::size_t close = text.rfind(')');
-          return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
-        };
         for (int pid : lines)
-          check(!running(pid), "delay line " + std::to_string(pid) + " is still running after the reap");
+          check(!harness::process_running(pid),
+                "delay line " + std::to_string(pid) + " is still running after the reap");
       },
       false);
 }

@@ -569,6 +569,16 @@ class StepModel:
             # inflates the means. The step is the headline figure; the parts keep their shares.
             self.fwd_s, self.bwd_s, self.opt_s = (x * busy / parts for x in (self.fwd_s, self.bwd_s, self.opt_s))
         self.rest_s = max(0.0, busy - self.fwd_s - self.bwd_s - self.opt_s)
+        # Forward and backward as fixed + per-sample time (Note [Two batches at world 1] in
+        # suites/ddp/ddp_bench.cpp): fitted through the world-1 step at its batch and at the
+        # record's small_batch where it has one, else proportional to the batch.
+        self.small = b.m("small_batch", 0.0)
+        two = 0 < self.small < self.batch1 and all(
+            f"small_batch_{k}_ms" in b.metrics for k in ("forward", "backward", "main_thread_cpu"))
+        if not two:
+            self.small = 0.0
+        self.fwd_fixed, self.fwd_per = self._affine(self.fwd_s, b.m("small_batch_forward_ms") / 1e3 if two else None)
+        self.bwd_fixed, self.bwd_per = self._affine(self.bwd_s, b.m("small_batch_backward_ms") / 1e3 if two else None)
         self.cores1 = min(b.m("threads", 1.0), b.logical_cores)
         self.grad_bytes = b.m("parameters") * 4.0
         # Collective counts per step and bytes per message come from a multi-rank record (world 1
@@ -580,17 +590,35 @@ class StepModel:
         self.regather = ref.m("all_gathers") > ref.m("reduce_scatters")
         self.msg_bytes = ref.m("bytes_per_step") / calls if calls else 0.0
 
+    def _affine(self, at_batch1: float, at_small: float | None) -> tuple[float, float]:
+        """(fixed seconds, seconds per sample) through (batch1, at_batch1) and (small, at_small);
+        proportional to the batch without a second point or where the line would start below 0
+        (a small batch measured relatively faster: noise, not a negative fixed cost)."""
+        if at_small is not None and self.small > 0:
+            per = (at_batch1 - at_small) / (self.batch1 - self.small)
+            fixed = at_batch1 - per * self.batch1
+            if fixed >= 0 and per >= 0:
+                return fixed, per
+        return 0.0, at_batch1 / self.batch1
+
+    def forward_backward_s(self, per_rank_batch: float) -> tuple[float, float]:
+        """Forward and backward seconds at this per-rank batch, on the world-1 run's cores."""
+        return (self.fwd_fixed + self.fwd_per * per_rank_batch, self.bwd_fixed + self.bwd_per * per_rank_batch)
+
     def main_thread_cpu_s(self, ranks: int, per_rank_batch: float) -> float | None:
         """The training thread's CPU seconds per step at `ranks` ranks (communication left out): the
-        world-1 run's, its forward + backward share scaled by the batch and its optimizer share
-        divided by the ranks for FSDP, the shares taken from the world-1 step's split."""
+        world-1 run's, its forward + backward share fixed + per sample through the two world-1
+        batches (proportional to the batch with one) and its optimizer share divided by the ranks
+        for FSDP, the shares taken from the world-1 step's split."""
         cpu1 = self.base.m("main_thread_cpu_ms") / 1e3
         total = self.fwd_s + self.bwd_s + self.opt_s + self.rest_s
         if cpu1 <= 0 or total <= 0:
             return None
         fb, opt = (self.fwd_s + self.bwd_s) / total, self.opt_s / total
-        return cpu1 * (fb * per_rank_batch / self.batch1 + opt / (ranks if self.kind != "ddp" else 1)
-                       + (1 - fb - opt))
+        opt_cpu, rest_cpu = cpu1 * opt, cpu1 * (1 - fb - opt)  # the same at any batch
+        small = self.base.m("small_batch_main_thread_cpu_ms") / 1e3 - opt_cpu - rest_cpu if self.small else None
+        fixed, per = self._affine(cpu1 * fb, small)
+        return fixed + per * per_rank_batch + opt_cpu / (ranks if self.kind != "ddp" else 1) + rest_cpu
 
     def predict(self, ranks: int, per_rank_batch: float, link: LinkModel, cores_per_rank: float | None = None,
                 comm_slow: float = 1.0, compute_speedup: float = 1.0, overlap: bool = True) -> Prediction:
@@ -604,8 +632,7 @@ class StepModel:
         def coll(op, n):
             return link.time(op, n, ranks) * comm_slow
 
-        scale = per_rank_batch / self.batch1
-        fwd, bwd = self.fwd_s * scale * slow, self.bwd_s * scale * slow
+        fwd, bwd = (x * slow for x in self.forward_backward_s(per_rank_batch))
         sharded = self.kind != "ddp"
         opt = self.opt_s * slow / (ranks if sharded else 1)  # FSDP steps its own shard only
         rest = self.rest_s * slow

@@ -33,6 +33,9 @@
 //                        collective worker, MPI polling); main_thread_cpu_ms: the training
 //                        thread alone (per-step means averaged over the ranks). On a loaded
 //                        machine these are steadier than step_ms.
+//   small_batch, small_batch_{step,forward,backward,optimizer,main_thread_cpu}_ms
+//                        world 1 only: the same step at a quarter of the batch (Note [Two
+//                        batches at world 1])
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -68,6 +71,17 @@ double cpu_seconds(clockid_t clock) {
 }
 
 constexpr int kWarmup = 2, kMinSteps = 3, kMaxSteps = 50;
+
+// Note [Two batches at world 1]
+// The scaling projection (reports/trainbench_reports/projection.py) builds each model's compute
+// from its world-1 step, and a rank of a P-rank run trains 1/P of the global batch. A step is
+// not all per-sample work: reading the weights in every matmul, the optimizer, FSDP's copies in
+// and out of its flat buffers cost the same at any batch, and a small batch runs the kernels
+// less efficiently. So the world-1 case also times the step at the per-rank batch of the largest
+// world the suite runs (4 ranks: a quarter of the batch) on the same model and optimizer, and
+// records its parts as small_batch_*; the projection fits fixed + per-sample time to the two
+// batches, measured on one rank, apart from the multi-rank points it is checked against.
+constexpr int64_t kSmallBatchDivisor = 4;
 
 struct Workload {
   std::shared_ptr<nn::Module> model;
@@ -215,6 +229,18 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
                  {"threads", num_threads()},
                  {"gradient_as_bucket_view", dopt.gradient_as_bucket_view ? 1.0 : 0.0},
                  {"adamw", "fused"}};  // one pass per parameter (optim/adam.cpp), as the peer's default
+  // The step again at a quarter of the batch: Note [Two batches at world 1].
+  if (world == 1) {
+    const int64_t small = w.per_rank / kSmallBatchDivisor;
+    w.x = w.x.narrow(0, 0, small).contiguous();
+    w.y = w.y.narrow(0, 0, small).contiguous();
+    for (int i = 0; i < kWarmup; ++i) step();
+    const double probe_small = timed(1);
+    const int n_small = std::clamp(int(std::ceil(target / std::max(probe_small, 1e-9))), kMinSteps, kMaxSteps);
+    const double step_small = timed(n_small);
+    add_small_batch_metrics(rec, {small, step_small, ph.fwd / n_small, ph.bwd / n_small, ph.opt / n_small,
+                                  ph.main_cpu / n_small});
+  }
   if (!std::isfinite(last_loss)) {
     rec.status = harness::Status::Fail;
     rec.message = "the loss went non-finite (" + std::to_string(last_loss) + ")";
@@ -223,6 +249,15 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
 }
 
 }  // namespace
+
+void add_small_batch_metrics(harness::Record& rec, const SmallBatchStep& s) {
+  rec.metrics["small_batch"] = double(s.batch);
+  rec.metrics["small_batch_step_ms"] = s.step_s * 1e3;
+  rec.metrics["small_batch_forward_ms"] = s.forward_s * 1e3;
+  rec.metrics["small_batch_backward_ms"] = s.backward_s * 1e3;
+  rec.metrics["small_batch_optimizer_ms"] = s.optimizer_s * 1e3;
+  rec.metrics["small_batch_main_thread_cpu_ms"] = s.main_thread_cpu_s * 1e3;
+}
 
 bool ddp_bench_bucket_view() { return core::env_bool("TRAINBENCH_DDP_BUCKET_VIEW", true); }
 

@@ -23,4 +23,12 @@ bool ddp_bench_bucket_view();
 // own default on CPU) to measure against those.
 std::string ddp_bench_torch_adamw();
 
+// The world-1 step timed again at a quarter of the batch (Note [Two batches at world 1] in
+// ddp_bench.cpp): recorded by the ddp and fsdp benchmarks as small_batch, small_batch_*_ms.
+struct SmallBatchStep {
+  int64_t batch = 0;
+  double step_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, main_thread_cpu_s = 0;
+};
+void add_small_batch_metrics(harness::Record& rec, const SmallBatchStep& s);
+
 }  // namespace tb::suites

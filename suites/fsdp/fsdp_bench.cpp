@@ -18,7 +18,9 @@
 // step_max_ms the extremes; samples_per_s = global batch / step_ms (its _min/_max from the
 // extremes). The phase split (forward, backward, waits, optimizer) are means over every timed
 // step, averaged over the ranks. Memory is measured afterwards, in one more step of its own
-// (Note [FSDP bench memory]), so its sampling costs the timed steps nothing.
+// (Note [FSDP bench memory]), so its sampling costs the timed steps nothing. At world 1 the step
+// is then timed once more at a quarter of the batch (small_batch_*: Note [Two batches at world 1]
+// in suites/ddp/ddp_bench.cpp).
 //
 // Note [FSDP bench memory]
 // The allocator keeps live bytes per tag (engine/memory/allocator.h) but one peak only (of all
@@ -85,6 +87,7 @@ int64_t rss_bytes() {
 }
 
 constexpr int kWarmup = 2, kMinSteps = 3, kMaxSteps = 50, kRepetitions = 5;
+constexpr int64_t kSmallBatchDivisor = 4;  // the world-1 case's second batch: world 4's per rank
 
 struct Workload {
   std::shared_ptr<nn::Module> model;
@@ -319,6 +322,18 @@ void run_fsdp_bench(const std::string& model, const std::string& strategy, harne
     rec.metrics[std::string("peak_") + memory::tag_name(memory::Tag(t)) + "_bytes"] = max_bytes(ms.peak[t]);
   rec.metrics["peak_allocated_bytes"] = max_bytes(peak_allocated);
   rec.metrics["peak_rss_bytes"] = max_bytes(ms.rss);
+  if (world == 1) {  // Note [Two batches at world 1] (suites/ddp/ddp_bench.cpp)
+    const int64_t small = w.per_rank / kSmallBatchDivisor;
+    w.x = w.x.narrow(0, 0, small).contiguous();
+    w.y = w.y.narrow(0, 0, small).contiguous();
+    for (int i = 0; i < kWarmup; ++i) step();
+    const double probe_small = timed(1);
+    const int n_small = std::clamp(int(std::ceil(target / std::max(probe_small, 1e-9))), kMinSteps, kMaxSteps);
+    ph = {};
+    const double step_small = timed(n_small);
+    add_small_batch_metrics(rec, {small, step_small, ph.fwd / n_small, ph.bwd / n_small, ph.opt / n_small,
+                                  ph.main_cpu / n_small});
+  }
   if (!std::isfinite(last_loss)) {
     rec.status = harness::Status::Fail;
     rec.message = "the loss went non-finite (" + std::to_string(last_loss) + ")";

@@ -1,5 +1,5 @@
-// The hosts suite's benchmarks (`trainbench bench --suite hosts`): the comm benchmark's all_reduce
-// size sweep inside one host (1 x 2, 1 x 4 ranks) and across two per link profile (2 x 1, 2 x 2),
+// The hosts suite's benchmarks (`trainbench bench --suite hosts`): the comm benchmark's all_reduce,
+// all_gather and reduce_scatter size sweep inside one host (1 x 2, 1 x 4 ranks) and across two per link profile (2 x 1, 2 x 2),
 // and the DDP and FSDP (FULL_SHARD) benchmarks at 2 hosts x 1 and x 2 ranks per profile: samples/s,
 // step time, the time the step waited on communication (comm_wait_ms) and the training thread's CPU
 // time per step (main_thread_cpu_ms), as those suites' benchmarks measure them. Each case brings
@@ -20,9 +20,13 @@ namespace tb::suites {
 
 namespace {
 
-// all_reduce at 8 B, 1 KiB, 64 KiB, 1 MiB and 4 MiB, the engine on MPI and on Gloo, at `world`.
+// all_reduce, all_gather and reduce_scatter (DDP's collective, and FSDP's two: the projection
+// fits each on each link) at 8 B, 1 KiB, 64 KiB, 1 MiB, 4 MiB and 16 MiB (the sizes the DDP and
+// FSDP steps send: buckets of 1 and up to 25 MiB, units of a few MiB), the engine on MPI and on
+// Gloo, at `world`.
 std::string comm_filter(int world) {
-  return "^all_reduce/float32/(8|1024|65536|1048576|4194304)/w" + std::to_string(world) + "/(engine|engine-gloo)$";
+  return "^(all_reduce|all_gather|reduce_scatter)/float32/(8|1024|65536|1048576|4194304|16777216)/w" +
+         std::to_string(world) + "/(engine|engine-gloo)$";
 }
 
 // Where the record ran (reports/trainbench_reports/projection.py's LINK_KEYS: `hosts`,
@@ -64,10 +68,9 @@ harness::TestCase comm_case(const std::string& profile, int hosts, int ranks_per
                   if (skip_without_hosts(rec)) return;
                   harness::HostsFixture f = harness::HostsFixture::up({hosts, ranks_per_host, profile, false});
                   link_metrics(rec, f);
-                  const std::vector<harness::Record> inner = run_suite_on_hosts(f, "comm",
-                                                                                comm_filter(hosts * ranks_per_host),
-                                                                                true, 0,
-                                                                                {{"TRAINBENCH_COMM_SWEEP", "quick"}});
+                  const std::vector<harness::Record> inner =
+                      run_suite_on_hosts(f, "comm", comm_filter(hosts * ranks_per_host), true, 0,
+                                         {{"TRAINBENCH_COMM_SWEEP", "quick"}, {"TRAINBENCH_COMM_MAX_BYTES", "16M"}});
                   for (const harness::Record& r : inner) {
                     check(r.status == harness::Status::Pass, r.case_name + ": " + r.message);
                     const std::string k = comm_key(r.case_name);

@@ -12,6 +12,15 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const S
         torch::conv2d(T(x), T(weight), bias.defined() ? T(bias) : torch::Tensor(), stride, padding, dilation, groups));
   });
 }
+std::pair<Tensor, Tensor> convolution_backward(const Tensor& grad_output, const Tensor& x, const Tensor& weight,
+                                               const Shape& stride, const Shape& padding, const Shape& dilation,
+                                               int64_t groups) {
+  return guarded("convolution_backward", [&] {
+    auto [gx, gw, gb] = at::convolution_backward(T(grad_output), T(x), T(weight), std::nullopt, stride, padding,
+                                                 dilation, false, {0, 0}, groups, {true, true, false});
+    return std::pair<Tensor, Tensor>(wrap(gx), wrap(gw));
+  });
+}
 Tensor max_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride, const Shape& padding,
                   const Shape& dilation, bool ceil_mode) {
   return guarded("max_pool2d",

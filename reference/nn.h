@@ -11,6 +11,11 @@ namespace tb::ref {
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
               const Shape& dilation, int64_t groups);
+// (grad_input, grad_weight) of conv2d without bias, at::convolution_backward (the kernel autograd
+// runs for a convolution's node).
+std::pair<Tensor, Tensor> convolution_backward(const Tensor& grad_output, const Tensor& x, const Tensor& weight,
+                                               const Shape& stride, const Shape& padding, const Shape& dilation,
+                                               int64_t groups);
 Tensor max_pool2d(const Tensor& x, const Shape& kernel_size, const Shape& stride, const Shape& padding,
                   const Shape& dilation, bool ceil_mode);
 // (out, int64 indices), torch::max_pool2d_with_indices.

@@ -121,6 +121,26 @@ void add_conv(std::vector<OpCase>& cs) {
     b.flops = 2.0 * 8 * 64 * 56 * 56 * 64 * 9;
     cs.push_back(b);
   }
+  // The same layer's backward kernel (grad_input and grad_weight, as a training step runs it, the
+  // bias gradient aside): oneDNN's backward-data and backward-weights primitives and their
+  // reorders. grad_weight sums 8 * 56 * 56 = 25088 products per element.
+  {
+    OpCase b = make(
+        "convolution_backward/float32/resnet",
+        {{{8, 64, 56, 56}, kF32}, {{8, 64, 56, 56}, kF32}, {{64, 64, 3, 3}, kF32}},
+        [](const std::vector<tb::Tensor>& t) {
+          auto [gx, gw, gb] = ops::convolution_backward(t[0], t[1], t[2], {1}, {1}, {1}, 1, {true, true, false});
+          return std::vector<tb::Tensor>{gx, gw};
+        },
+        [](const std::vector<ref::Tensor>& t) {
+          auto [gx, gw] = ref::convolution_backward(t[0], t[1], t[2], {1, 1}, {1, 1}, {1, 1}, 1);
+          return std::vector<ref::Tensor>{gx, gw};
+        });
+    b.tol = long_dot_tol(kF32, 8 * 56 * 56);
+    b.bench = true;
+    b.flops = 2 * 2.0 * 8 * 64 * 56 * 56 * 64 * 9;  // backward-data and backward-weights, a forward's each
+    cs.push_back(b);
+  }
 }
 
 void add_pool(std::vector<OpCase>& cs) {

@@ -58,6 +58,10 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(const Tensor& grad_outpu
                                                         const Tensor& weight, const Shape& stride, const Shape& padding,
                                                         const Shape& dilation, int64_t groups,
                                                         std::array<bool, 3> output_mask);
+// Tests only: the oneDNN primitives (convolutions and reorders) conv2d and convolution_backward
+// have created in this process; once a shape has run, running it again adds none (Note
+// [Convolution primitive cache] in cpu/conv2d.cpp).
+int64_t conv2d_primitives_created();
 // grad_output: the pooled shape; indices: from max_pool2d_with_indices. Each output's gradient is
 // added to the input element its index names. input_sizes: (N, C, H, W) or (C, H, W).
 Tensor max_pool2d_with_indices_backward(const Tensor& grad_output, const Shape& input_sizes, const Tensor& indices);

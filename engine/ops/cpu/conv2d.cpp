@@ -6,8 +6,10 @@
 // caching allocator. LibTorch (ideep) does the same reorders around the same implementation
 // (ONEDNN_VERBOSE on an AVX2 machine: jit:avx2, nChw8c, in its own oneDNN 3.10 against our 2.6).
 // convolution_backward follows the same split: oneDNN's backward-data and backward-weights
-// primitives for float32 (float16/bfloat16 through float32), im2col + gemm and col2im for float64.
+// primitives for float32 (float16/bfloat16 through float32), cached with their reorders in the
+// same way (Note [Convolution primitive cache]), im2col + gemm and col2im for float64.
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -34,84 +36,133 @@ int64_t pick(const Shape& s, int i, const char* what) {
   return s.size() == 1 ? s[0] : s[size_t(i)];
 }
 
+// Note [Convolution primitive cache]
+// conv2d and convolution_backward build their oneDNN objects once per shape: the convolution
+// primitives and the reorders between the plain NCHW tensors and the blocked layouts the
+// primitives chose (reorder(src, dst) would make a primitive descriptor on every call). Each keeps
+// them in a ConvCache keyed by every number the primitives depend on, for the process's life, as
+// the product kernel does (linalg_gemm.cpp): a training loop has few shapes, so the caches are not
+// bounded, and std::map nodes are stable, so an entry outlives its lock. The blocked copies live in
+// buffers of the caching allocator (scratch()), not memory(desc, eng)'s fresh mallocs. Every
+// primitive made is counted (conv2d_primitives_created()), so a test can check that steady state
+// creates none.
+std::atomic<int64_t> g_primitives_created{0};
+
+struct DnnlCpu {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+};
+DnnlCpu& dnnl_cpu() {
+  static DnnlCpu d;
+  return d;
+}
+
+template <typename Entry>
+class ConvCache {
+ public:
+  // The entry for `key`, built by `build` on first use (under the lock).
+  template <typename Build>
+  Entry& get(std::vector<int64_t> key, Build&& build) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) it = map_.emplace(std::move(key), build()).first;
+    return it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::vector<int64_t>, Entry> map_;
+};
+
+// A primitive made from its descriptor, counted.
+template <typename Prim, typename Desc>
+Prim make_primitive(const Desc& pd) {
+  g_primitives_created.fetch_add(1, std::memory_order_relaxed);
+  return Prim(pd);
+}
+
+// The reorder from layout `from` to `to`, or an empty one when they are the same.
+dnnl::reorder make_reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+  if (from == to) return {};
+  const dnnl::engine& eng = dnnl_cpu().eng;
+  return make_primitive<dnnl::reorder>(dnnl::reorder::primitive_desc(eng, from, eng, to));
+}
+
+// A oneDNN memory of layout `d` over a buffer of the caching allocator, which `buf` keeps alive.
+dnnl::memory scratch(const dnnl::memory::desc& d, Tensor& buf) {
+  buf = empty({int64_t((d.get_size() + 3) / 4)}, DType::Float32);
+  return dnnl::memory(d, dnnl_cpu().eng, buf.data());
+}
+
+// `user` in the layout `want`: itself, or its copy made by `to_want` (the cached reorder from
+// user's layout to want) in a scratch buffer kept alive by `buf`.
+// (A memory is a handle: copies share the buffer.)
+dnnl::memory in_layout(dnnl::memory user, const dnnl::memory::desc& want, const dnnl::reorder& to_want, Tensor& buf) {
+  if (user.get_desc() == want) return user;
+  dnnl::memory m = scratch(want, buf);
+  to_want.execute(dnnl_cpu().strm, user, m);
+  return m;
+}
+
 // x: (N, C, H, W) contiguous, w: (O, C / G, kh, kw) contiguous, b: (O) or undefined; all float32,
 // or all bfloat16 (oneDNN accumulates bf16 products in float32 and rounds the output once).
 void conv_dnnl(const Conv& c, const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b) {
-  using dnnl::convolution_forward, dnnl::engine, dnnl::stream, dnnl::reorder, dnnl::prop_kind, dnnl::algorithm;
+  using dnnl::convolution_forward, dnnl::reorder, dnnl::prop_kind, dnnl::algorithm;
   using memory = dnnl::memory;
   using tag = memory::format_tag;
   using dt = memory::data_type;
   struct Entry {
     convolution_forward prim;
     memory::desc x_user, w_user, y_user, x_prim, w_prim, y_prim, b_md;
-    reorder x_in, w_in, y_out;  // built with the convolution, not on every call
+    reorder x_in, w_in, y_out;  // empty where the primitive takes the plain layout
   };
-  static engine eng(engine::kind::cpu, 0);
-  static stream strm(eng);
-  static std::mutex mu;
-  static std::map<std::vector<int64_t>, Entry> cache;
+  static ConvCache<Entry> cache;  // Note [Convolution primitive cache]
+  const dnnl::engine& eng = dnnl_cpu().eng;
+  dnnl::stream& strm = dnnl_cpu().strm;
   const dt type = x.dtype() == DType::BFloat16 ? dt::bf16 : dt::f32;
-  const std::vector<int64_t> key = {c.N,          c.C,  c.H,  c.W,  c.O,
-                                    c.kh,         c.kw, c.sh, c.sw, c.ph,
-                                    c.pw,         c.dh, c.dw, c.G,  b.defined() ? 1 : 0,
-                                    int64_t(type)};
-  Entry* e;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it == cache.end()) {
-      Entry f;
-      f.x_user = memory::desc({c.N, c.C, c.H, c.W}, type, tag::nchw);
-      f.y_user = memory::desc({c.N, c.O, c.OH, c.OW}, type, tag::nchw);
-      f.w_user = c.G == 1 ? memory::desc({c.O, c.C, c.kh, c.kw}, type, tag::oihw)
-                          : memory::desc({c.G, c.O / c.G, c.C / c.G, c.kh, c.kw}, type, tag::goihw);
-      f.b_md = memory::desc({c.O}, type, tag::x);
-      const memory::desc x_any({c.N, c.C, c.H, c.W}, type, tag::any);
-      const memory::desc y_any({c.N, c.O, c.OH, c.OW}, type, tag::any);
-      const memory::desc w_any(f.w_user.dims(), type, tag::any);
-      const memory::dims strides = {c.sh, c.sw}, dil = {c.dh - 1, c.dw - 1}, pad = {c.ph, c.pw};
-      try {
-        auto d = b.defined() ? convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
-                                                         x_any, w_any, f.b_md, y_any, strides, dil, pad, pad)
-                             : convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
-                                                         x_any, w_any, y_any, strides, dil, pad, pad);
-        convolution_forward::primitive_desc pd(d, eng);
-        f.x_prim = pd.src_desc();
-        f.w_prim = pd.weights_desc();
-        f.y_prim = pd.dst_desc();
-        f.prim = convolution_forward(pd);
-        if (f.x_prim != f.x_user) f.x_in = reorder(reorder::primitive_desc(eng, f.x_user, eng, f.x_prim));
-        if (f.w_prim != f.w_user) f.w_in = reorder(reorder::primitive_desc(eng, f.w_user, eng, f.w_prim));
-        if (f.y_prim != f.y_user) f.y_out = reorder(reorder::primitive_desc(eng, f.y_prim, eng, f.y_user));
-      } catch (const dnnl::error& err) {
-        throw Error(kOp, std::string("oneDNN could not create a convolution: ") + err.what());
-      }
-      it = cache.emplace(key, std::move(f)).first;
+  std::vector<int64_t> key = {c.N,          c.C,  c.H,  c.W,  c.O,
+                              c.kh,         c.kw, c.sh, c.sw, c.ph,
+                              c.pw,         c.dh, c.dw, c.G,  b.defined() ? 1 : 0,
+                              int64_t(type)};
+  const Entry& e = cache.get(std::move(key), [&] {
+    Entry f;
+    f.x_user = memory::desc({c.N, c.C, c.H, c.W}, type, tag::nchw);
+    f.y_user = memory::desc({c.N, c.O, c.OH, c.OW}, type, tag::nchw);
+    f.w_user = c.G == 1 ? memory::desc({c.O, c.C, c.kh, c.kw}, type, tag::oihw)
+                        : memory::desc({c.G, c.O / c.G, c.C / c.G, c.kh, c.kw}, type, tag::goihw);
+    f.b_md = memory::desc({c.O}, type, tag::x);
+    const memory::desc x_any({c.N, c.C, c.H, c.W}, type, tag::any);
+    const memory::desc y_any({c.N, c.O, c.OH, c.OW}, type, tag::any);
+    const memory::desc w_any(f.w_user.dims(), type, tag::any);
+    const memory::dims strides = {c.sh, c.sw}, dil = {c.dh - 1, c.dw - 1}, pad = {c.ph, c.pw};
+    try {
+      auto d = b.defined() ? convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                                       x_any, w_any, f.b_md, y_any, strides, dil, pad, pad)
+                           : convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                                       x_any, w_any, y_any, strides, dil, pad, pad);
+      convolution_forward::primitive_desc pd(d, eng);
+      f.x_prim = pd.src_desc();
+      f.w_prim = pd.weights_desc();
+      f.y_prim = pd.dst_desc();
+      f.prim = make_primitive<convolution_forward>(pd);
+      f.x_in = make_reorder(f.x_user, f.x_prim);
+      f.w_in = make_reorder(f.w_user, f.w_prim);
+      f.y_out = make_reorder(f.y_prim, f.y_user);
+    } catch (const dnnl::error& err) {
+      throw Error(kOp, std::string("oneDNN could not create a convolution: ") + err.what());
     }
-    e = &it->second;
-  }
-  memory xu(e->x_user, eng, x.data()), wu(e->w_user, eng, w.data()), yu(e->y_user, eng, out.data());
-  memory xp = xu, wp = wu, yp = yu;
+    return f;
+  });
+  memory xu(e.x_user, eng, x.data()), wu(e.w_user, eng, w.data()), yu(e.y_user, eng, out.data());
   // The blocked copies come from the caching allocator: memory(desc, eng) mallocs fresh 6 MiB
   // buffers on every call, and glibc hands some back page-faulting.
   Tensor xbuf, wbuf, ybuf;
-  auto scratch = [&](const memory::desc& d, Tensor& buf) {
-    buf = empty({int64_t((d.get_size() + 3) / 4)}, DType::Float32);
-    return memory(d, eng, buf.data());
-  };
-  if (e->x_prim != e->x_user) {
-    xp = scratch(e->x_prim, xbuf);
-    e->x_in.execute(strm, xu, xp);
-  }
-  if (e->w_prim != e->w_user) {
-    wp = scratch(e->w_prim, wbuf);
-    e->w_in.execute(strm, wu, wp);
-  }
-  if (e->y_prim != e->y_user) yp = scratch(e->y_prim, ybuf);
+  memory xp = in_layout(xu, e.x_prim, e.x_in, xbuf), wp = in_layout(wu, e.w_prim, e.w_in, wbuf);
+  memory yp = e.y_prim == e.y_user ? yu : scratch(e.y_prim, ybuf);
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, xp}, {DNNL_ARG_WEIGHTS, wp}, {DNNL_ARG_DST, yp}};
-  if (b.defined()) args[DNNL_ARG_BIAS] = memory(e->b_md, eng, b.data());
-  e->prim.execute(strm, args);
-  if (e->y_prim != e->y_user) e->y_out.execute(strm, yp, yu);
+  if (b.defined()) args[DNNL_ARG_BIAS] = memory(e.b_md, eng, b.data());
+  e.prim.execute(strm, args);
+  if (e.y_prim != e.y_user) e.y_out.execute(strm, yp, yu);
   strm.wait();
 }
 
@@ -204,11 +255,12 @@ void conv_backward_im2col(const Conv& c, const Tensor& gx, const Tensor& gw, con
 }
 
 // oneDNN's two backward primitives for one float32 convolution shape. gy: (N, O, OH, OW), x, w
-// contiguous float32; gx, gw: contiguous float32 outputs, or undefined when not wanted.
+// contiguous float32; gx, gw: contiguous float32 outputs, or undefined when not wanted; every
+// element of those wanted is written.
 void conv_dnnl_backward(const Conv& c, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w,
                         const Tensor& gy) {
   using dnnl::convolution_forward, dnnl::convolution_backward_data, dnnl::convolution_backward_weights;
-  using dnnl::engine, dnnl::stream, dnnl::reorder, dnnl::prop_kind, dnnl::algorithm;
+  using dnnl::reorder, dnnl::prop_kind, dnnl::algorithm;
   using memory = dnnl::memory;
   using tag = memory::format_tag;
   using dt = memory::data_type;
@@ -218,78 +270,79 @@ void conv_dnnl_backward(const Conv& c, const Tensor& gx, const Tensor& gw, const
     memory::desc x_user, w_user, y_user;
     memory::desc d_dx, d_w, d_dy;  // the backward-data primitive's layouts
     memory::desc w_x, w_dw, w_dy;  // the backward-weights primitive's layouts
+    // Between the plain tensors and those layouts; empty where they are the same.
+    reorder d_dy_in, d_w_in, d_dx_out;
+    reorder w_x_in, w_dy_in, w_dw_out;
   };
-  static engine eng(engine::kind::cpu, 0);
-  static stream strm(eng);
-  static std::mutex mu;
-  static std::map<std::vector<int64_t>, Entry> cache;
-  const std::vector<int64_t> key = {c.N, c.C, c.H, c.W, c.O, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.G};
-  Entry* e;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it == cache.end()) {
-      Entry f;
-      const dt type = dt::f32;
-      f.x_user = memory::desc({c.N, c.C, c.H, c.W}, type, tag::nchw);
-      f.y_user = memory::desc({c.N, c.O, c.OH, c.OW}, type, tag::nchw);
-      f.w_user = c.G == 1 ? memory::desc({c.O, c.C, c.kh, c.kw}, type, tag::oihw)
-                          : memory::desc({c.G, c.O / c.G, c.C / c.G, c.kh, c.kw}, type, tag::goihw);
-      const memory::desc x_any({c.N, c.C, c.H, c.W}, type, tag::any);
-      const memory::desc y_any({c.N, c.O, c.OH, c.OW}, type, tag::any);
-      const memory::desc w_any(f.w_user.dims(), type, tag::any);
-      const memory::dims strides = {c.sh, c.sw}, dil = {c.dh - 1, c.dw - 1}, pad = {c.ph, c.pw};
-      try {
-        // The forward descriptor is only the hint the backward primitives are chosen against.
-        convolution_forward::primitive_desc hint(convolution_forward::desc(prop_kind::forward_training,
-                                                                           algorithm::convolution_direct, x_any, w_any,
-                                                                           y_any, strides, dil, pad, pad),
-                                                 eng);
-        convolution_backward_data::primitive_desc dpd(convolution_backward_data::desc(algorithm::convolution_direct,
-                                                                                      x_any, w_any, y_any, strides, dil,
-                                                                                      pad, pad),
-                                                      eng, hint);
-        convolution_backward_weights::primitive_desc wpd(
-            convolution_backward_weights::desc(algorithm::convolution_direct, x_any, w_any, y_any, strides, dil, pad,
-                                               pad),
-            eng, hint);
-        f.d_dx = dpd.diff_src_desc();
-        f.d_w = dpd.weights_desc();
-        f.d_dy = dpd.diff_dst_desc();
-        f.w_x = wpd.src_desc();
-        f.w_dw = wpd.diff_weights_desc();
-        f.w_dy = wpd.diff_dst_desc();
-        f.data = convolution_backward_data(dpd);
-        f.weights = convolution_backward_weights(wpd);
-      } catch (const dnnl::error& err) {
-        throw Error("convolution_backward",
-                    std::string("oneDNN could not create a convolution backward: ") + err.what());
-      }
-      it = cache.emplace(key, std::move(f)).first;
+  static ConvCache<Entry> cache;  // Note [Convolution primitive cache]
+  const dnnl::engine& eng = dnnl_cpu().eng;
+  dnnl::stream& strm = dnnl_cpu().strm;
+  std::vector<int64_t> key = {c.N, c.C, c.H, c.W, c.O, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.G};
+  const Entry& e = cache.get(std::move(key), [&] {
+    Entry f;
+    const dt type = dt::f32;
+    f.x_user = memory::desc({c.N, c.C, c.H, c.W}, type, tag::nchw);
+    f.y_user = memory::desc({c.N, c.O, c.OH, c.OW}, type, tag::nchw);
+    f.w_user = c.G == 1 ? memory::desc({c.O, c.C, c.kh, c.kw}, type, tag::oihw)
+                        : memory::desc({c.G, c.O / c.G, c.C / c.G, c.kh, c.kw}, type, tag::goihw);
+    const memory::desc x_any({c.N, c.C, c.H, c.W}, type, tag::any);
+    const memory::desc y_any({c.N, c.O, c.OH, c.OW}, type, tag::any);
+    const memory::desc w_any(f.w_user.dims(), type, tag::any);
+    const memory::dims strides = {c.sh, c.sw}, dil = {c.dh - 1, c.dw - 1}, pad = {c.ph, c.pw};
+    try {
+      // The forward descriptor is only the hint the backward primitives are chosen against.
+      convolution_forward::primitive_desc hint(convolution_forward::desc(prop_kind::forward_training,
+                                                                         algorithm::convolution_direct, x_any, w_any,
+                                                                         y_any, strides, dil, pad, pad),
+                                               eng);
+      convolution_backward_data::primitive_desc dpd(convolution_backward_data::desc(algorithm::convolution_direct,
+                                                                                    x_any, w_any, y_any, strides, dil,
+                                                                                    pad, pad),
+                                                    eng, hint);
+      convolution_backward_weights::primitive_desc wpd(convolution_backward_weights::desc(algorithm::convolution_direct,
+                                                                                          x_any, w_any, y_any, strides,
+                                                                                          dil, pad, pad),
+                                                       eng, hint);
+      f.d_dx = dpd.diff_src_desc();
+      f.d_w = dpd.weights_desc();
+      f.d_dy = dpd.diff_dst_desc();
+      f.w_x = wpd.src_desc();
+      f.w_dw = wpd.diff_weights_desc();
+      f.w_dy = wpd.diff_dst_desc();
+      f.data = make_primitive<convolution_backward_data>(dpd);
+      f.weights = make_primitive<convolution_backward_weights>(wpd);
+      f.d_dy_in = make_reorder(f.y_user, f.d_dy);
+      f.d_w_in = make_reorder(f.w_user, f.d_w);
+      f.d_dx_out = make_reorder(f.d_dx, f.x_user);
+      f.w_x_in = make_reorder(f.x_user, f.w_x);
+      // Both primitives usually want grad_output in one layout: then one reorder serves both.
+      if (f.w_dy != f.d_dy) f.w_dy_in = make_reorder(f.y_user, f.w_dy);
+      f.w_dw_out = make_reorder(f.w_dw, f.w_user);
+    } catch (const dnnl::error& err) {
+      throw Error("convolution_backward", std::string("oneDNN could not create a convolution backward: ") + err.what());
     }
-    e = &it->second;
-  }
-  // A user buffer in the layout the primitive wants: the buffer itself, or a reordered copy.
-  auto in_layout = [&](memory& user, const memory::desc& want) {
-    if (user.get_desc() == want) return user;
-    memory m(want, eng);
-    reorder(user, m).execute(strm, user, m);
-    return m;
-  };
-  memory yu(e->y_user, eng, gy.data());
+    return f;
+  });
+  // Blocked copies in buffers of the caching allocator, alive until the stream has run.
+  Tensor dy_buf, dy_buf2, w_buf, dx_buf, x_buf, dw_buf;
+  memory yu(e.y_user, eng, gy.data());
+  memory dy_d;  // grad_output in the backward-data primitive's layout, when that one runs
   if (gx.defined()) {
-    memory dxu(e->x_user, eng, gx.data()), wu(e->w_user, eng, w.data());
-    memory dy = in_layout(yu, e->d_dy), wp = in_layout(wu, e->d_w);
-    memory dx = e->d_dx == e->x_user ? dxu : memory(e->d_dx, eng);
-    e->data.execute(strm, {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, wp}, {DNNL_ARG_DIFF_SRC, dx}});
-    if (e->d_dx != e->x_user) reorder(dx, dxu).execute(strm, dx, dxu);
+    memory dxu(e.x_user, eng, gx.data());
+    dy_d = in_layout(yu, e.d_dy, e.d_dy_in, dy_buf);
+    memory wp = in_layout(memory(e.w_user, eng, w.data()), e.d_w, e.d_w_in, w_buf);
+    memory dx = e.d_dx == e.x_user ? dxu : scratch(e.d_dx, dx_buf);
+    e.data.execute(strm, {{DNNL_ARG_DIFF_DST, dy_d}, {DNNL_ARG_WEIGHTS, wp}, {DNNL_ARG_DIFF_SRC, dx}});
+    if (e.d_dx != e.x_user) e.d_dx_out.execute(strm, dx, dxu);
   }
   if (gw.defined()) {
-    memory xu(e->x_user, eng, x.data()), dwu(e->w_user, eng, gw.data());
-    memory dy = in_layout(yu, e->w_dy), xp = in_layout(xu, e->w_x);
-    memory dw = e->w_dw == e->w_user ? dwu : memory(e->w_dw, eng);
-    e->weights.execute(strm, {{DNNL_ARG_SRC, xp}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, dw}});
-    if (e->w_dw != e->w_user) reorder(dw, dwu).execute(strm, dw, dwu);
+    memory dwu(e.w_user, eng, gw.data());
+    memory dy = e.w_dy == e.d_dy ? (gx.defined() ? dy_d : in_layout(yu, e.d_dy, e.d_dy_in, dy_buf))
+                                 : in_layout(yu, e.w_dy, e.w_dy_in, dy_buf2);
+    memory xp = in_layout(memory(e.x_user, eng, x.data()), e.w_x, e.w_x_in, x_buf);
+    memory dw = e.w_dw == e.w_user ? dwu : scratch(e.w_dw, dw_buf);
+    e.weights.execute(strm, {{DNNL_ARG_SRC, xp}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, dw}});
+    if (e.w_dw != e.w_user) e.w_dw_out.execute(strm, dw, dwu);
   }
   strm.wait();
 }
@@ -386,10 +439,15 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(const Tensor& grad_outpu
            core::name(grad_output.dtype()), core::to_string(grad_output.sizes()));
   const DType dt = x_.dtype();
   TB_CHECK(core::is_floating(dt), "convolution_backward", "expected a floating dtype, got ", core::name(dt));
-  Tensor gx = output_mask[0] ? zeros(x4.sizes(), dt) : Tensor();
-  Tensor gw = output_mask[1] ? zeros(weight.sizes(), dt) : Tensor();
-  Tensor gb;
   const Tensor gy = gy4.contiguous();
+  const bool any = gy.numel() > 0 && x4.numel() > 0 && weight.numel() > 0;
+  // oneDNN writes every element of the gradients; the im2col path accumulates into them (and with
+  // nothing to sum over they are zero).
+  const bool dnnl = any && dt != DType::Float64;
+  const auto grad = [&](const Shape& s) { return dnnl ? empty(s, dt) : zeros(s, dt); };
+  Tensor gx = output_mask[0] ? grad(x4.sizes()) : Tensor();
+  Tensor gw = output_mask[1] ? grad(weight.sizes()) : Tensor();
+  Tensor gb;
   if (output_mask[2]) {  // sum over (N, OH, OW), accumulated in double
     gb = empty({c.O}, dt);
     core::dispatch_floating(dt, "convolution_backward", [&]<typename T>() {
@@ -405,8 +463,8 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(const Tensor& grad_outpu
       }
     });
   }
-  if (gy.numel() > 0 && x4.numel() > 0 && weight.numel() > 0 && (gx.defined() || gw.defined())) {
-    if (dt == DType::Float64) {
+  if (any && (gx.defined() || gw.defined())) {
+    if (!dnnl) {
       conv_backward_im2col<double>(c, gx, gw, x4.contiguous(), weight, gy);
     } else {
       const DType f = DType::Float32;
@@ -420,5 +478,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward(const Tensor& grad_outpu
   if (gx.defined() && !batched) gx = gx.squeeze(0);
   return {gx, gw, gb};
 }
+
+int64_t conv2d_primitives_created() { return g_primitives_created.load(std::memory_order_relaxed); }
 
 }  // namespace tb::ops

@@ -23,6 +23,7 @@
 #include "engine/core/profiler.h"
 #include "engine/memory/allocator.h"
 #include "engine/memory/site.h"
+#include "engine/ops/common.h"
 #include "engine/tensor/factories.h"
 #include "engine/tensor/state_fence.h"
 
@@ -223,6 +224,11 @@ void Adam::step() {
       std::vector<Tensor> state{ps["exp_avg"], ps["exp_avg_sq"]};
       if (a.amsgrad) state.push_back(ps["max_exp_avg_sq"]);
       FlatUpdate f = flat_update(p, grad, state);
+      // The update is an op event of its own inside adam(w).step, with the shapes it walks, named
+      // as PyTorch's fused kernels (which take every parameter at once; this one runs per
+      // parameter). Off: one relaxed load (Note [Profiler cost when off]).
+      const ops::KernelEvent event(a.decoupled ? "_fused_adamw_" : "_fused_adam_",
+                                   {&p, &grad, &state[0], &state[1], a.amsgrad ? &state[2] : nullptr});
       core::dispatch_floating(p.dtype(), "Adam.step", [&]<typename T>() {
         T* pp = static_cast<T*>(f.param.data());
         const T* gp = static_cast<const T*>(f.grad.data());

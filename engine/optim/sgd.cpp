@@ -12,6 +12,7 @@
 #include "engine/core/profiler.h"
 #include "engine/memory/allocator.h"
 #include "engine/memory/site.h"
+#include "engine/ops/common.h"
 #include "engine/tensor/state_fence.h"
 
 namespace tb::optim {
@@ -112,6 +113,8 @@ void SGD::step() {
         state.push_back(it->second);
       }
       FlatUpdate f = flat_update(p, grad, state);
+      // The update's own op event inside sgd.step, as adam.cpp's.
+      const ops::KernelEvent event("_fused_sgd_", {&p, &grad, state.empty() ? nullptr : &state[0]});
       core::dispatch_floating(p.dtype(), "SGD.step", [&]<typename T>() {
         T* pp = static_cast<T*>(f.param.data());
         const T* gp = static_cast<const T*>(f.grad.data());

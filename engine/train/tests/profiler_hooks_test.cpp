@@ -18,6 +18,7 @@
 #include "engine/nn/models.h"
 #include "engine/ops/elementwise.h"
 #include "engine/optim/adam.h"
+#include "engine/optim/sgd.h"
 #include "engine/tensor/factories.h"
 
 namespace tb {
@@ -139,6 +140,54 @@ TEST(ProfilerHooks, BackwardKernelsAreEventsInsideTheirNodes) {
     EXPECT_NE(kernels[0]->args.find(std::string("\"input_shapes\":") + shapes), std::string::npos)
         << kernel << ": " << kernels[0]->args;
   }
+}
+
+// The optimizers' fused updates are op events of their own, one per parameter with its shapes,
+// inside the step, so the table lists them instead of leaving their time as the step's self time.
+TEST(ProfilerHooks, FusedOptimizerUpdatesAreEventsInsideTheirStep) {
+  Tensor w = randn({4, 8}).requires_grad_(true), b = randn({8}).requires_grad_(true);
+  Tensor u = randn({5}).requires_grad_(true);
+  optim::AdamW adamw({w, b}, {});
+  optim::SGD sgd({u}, {.lr = 0.1, .momentum = 0.9});
+  tb::sum(tb::add(tb::mul(w, w), b)).backward();
+  tb::sum(tb::mul(u, u)).backward();
+  profiler::Profile p;
+  adamw.step();
+  sgd.step();
+  const profiler::Trace t = p.stop();
+
+  for (const auto& [kernel, step_name, shapes] :
+       {std::tuple{"_fused_adamw_", "adamw.step",
+                   std::vector<std::string>{"[[4, 8],[4, 8],[4, 8],[4, 8]]", "[[8],[8],[8],[8]]"}},
+        std::tuple{"_fused_sgd_", "sgd.step", std::vector<std::string>{"[[5],[5],[5]]"}}}) {
+    const profiler::Event* step = nullptr;
+    std::vector<const profiler::Event*> kernels;
+    for (const profiler::Event& e : t.events) {
+      if (std::string_view(e.name) == step_name) step = &e;
+      if (std::string_view(e.name) == kernel) kernels.push_back(&e);
+    }
+    ASSERT_NE(step, nullptr) << step_name;
+    ASSERT_EQ(kernels.size(), shapes.size()) << kernel;  // one per parameter
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      EXPECT_EQ(kernels[i]->cat, Category::Op);
+      EXPECT_TRUE(kernels[i]->tid == step->tid && kernels[i]->start_ns >= step->start_ns &&
+                  kernels[i]->end_ns <= step->end_ns)
+          << kernel << " outside " << step_name;
+      EXPECT_NE(kernels[i]->args.find("\"input_shapes\":" + shapes[i]), std::string::npos)
+          << kernel << ": " << kernels[i]->args;
+    }
+  }
+  // And a row of the top-ops table, its time no longer the step's self time.
+  const std::vector<profiler::OpStat> stats = profiler::key_averages(t.events);
+  const auto row = [&](std::string_view name) {
+    for (const profiler::OpStat& s : stats)
+      if (s.name == name) return s;
+    return profiler::OpStat{};
+  };
+  EXPECT_EQ(row("_fused_adamw_").calls, 2);
+  EXPECT_EQ(row("_fused_sgd_").calls, 1);
+  EXPECT_LT(row("adamw.step").self_ns, row("adamw.step").total_ns);
+  EXPECT_NE(profiler::table(stats, profiler::SortBy::SelfTime).find("_fused_adamw_"), std::string::npos);
 }
 
 TEST(ProfilerHooks, DataLoaderWorkersHaveTheirOwnLanes) {

@@ -300,14 +300,15 @@ void apply_epilogue(const Tensor& out, const GemmEpilogue& ep) {
 // leading dimension is copied into a buffer whose rows are 16 elements longer, which costs one
 // pass over it against a product that reads it 2 x (other dimension) times. AVX-512 hosts
 // measured near peak without it, so they keep reading in place.
-// A row-major b with a leading dimension of 1024 or more is copied only when it is at least
-// twice as wide as M: the square products of 1024 and 2048 gained nothing from the padding and
-// paid for the copy (2 threads, quiet machine, oneDNN alone, GFLOP/s in place / padded without
-// the copy / with it: 1024^3 175 / 171 / 169, 2048^3 177 / 174 / 174; M 2048 K 256 N 1024, a GPT
-// MLP's input gradient, 184 / 182 / 183), while M 256 K 2048 N 1024 gained even with the copy
-// (157 / 176 / 165). Narrower b and column-major a keep the copy: square 512 ran at 0.71-0.78x
-// LibTorch in the ops bench without it, 1024_transposed (a column-major, lda 1024) at 0.92x in
-// a one-thread run. See "float32 matmul against MKL: measured" in engine/ops/README.md.
+// A row-major b is copied only when it is at least twice as wide as M, or 512 wide: the square
+// products gained nothing from the padding and paid for the copy (2 threads, quiet machine,
+// oneDNN alone, GFLOP/s in place / padded without the copy / with it: 256^3 182 / 182 / 171,
+// 1024^3 175 / 171 / 169, 2048^3 177 / 174 / 174), nor did the ld-256 and ld-1024 products of a
+// GPT's backward (M 2048 K 256..1024 N 256, M 256..1024 K 2048 N 256, M 2048 K 256 N 1024: the
+// copy gained at most 1% and cost up to 5%), while M 256 K 2048 N 1024 gained even with the copy
+// (157 / 176 / 165). Square 512 ran at 0.71-0.78x LibTorch in the ops bench in place, so ld 512
+// keeps the copy; so does a column-major a (1024_transposed, lda 1024, at 0.92x in a one-thread
+// run without it). See "float32 matmul against MKL: measured" in engine/ops/README.md.
 bool pads_leading_dims() {
   static const bool pad = dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core;
   return pad;
@@ -317,7 +318,7 @@ bool pads_leading_dims() {
 // it is a multiple of 256, t is laid out as `want_row_major` says (a column-major a, as in
 // gz^T @ X, and a row-major b, as in gz @ W, were measured; a transposed weight read by the
 // forward was not helped) and the copy is worth it (other: the product's dimension that t is not
-// part of, N for a and M for b; at least 64, and for a row-major b with ld >= 1024 at most
+// part of, N for a and M for b; at least 64, and for a row-major b other than 512 wide at most
 // ld / 2); else t itself.
 Tensor padded(const Tensor& t, int64_t other, bool want_row_major) {
   const Mat m = describe(t);
@@ -325,7 +326,7 @@ Tensor padded(const Tensor& t, int64_t other, bool want_row_major) {
   const bool row_major = m.sc == 1 && m.rows > 1;
   const int64_t ld = row_major ? m.sr : m.sc;
   if (row_major != want_row_major || ld % 256 != 0) return t;
-  if (row_major && ld >= 1024 && 2 * other > ld) return t;
+  if (row_major && ld != 512 && 2 * other > ld) return t;
   const Tensor mat = row_major ? t.select(0, 0) : t.select(0, 0).t();  // rows contiguous
   Tensor buf = empty({mat.size(0), mat.size(1) + 16}, t.dtype());
   Tensor body = buf.narrow(1, 0, mat.size(1));

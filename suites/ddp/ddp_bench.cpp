@@ -231,9 +231,7 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
                  {"adamw", "fused"}};  // one pass per parameter (optim/adam.cpp), as the peer's default
   // The step again at a quarter of the batch: Note [Two batches at world 1].
   if (world == 1) {
-    const int64_t small = w.per_rank / kSmallBatchDivisor;
-    w.x = w.x.narrow(0, 0, small).contiguous();
-    w.y = w.y.narrow(0, 0, small).contiguous();
+    const int64_t small = to_small_batch(w.x, w.y, w.per_rank);
     for (int i = 0; i < kWarmup; ++i) step();
     const double probe_small = timed(1);
     const int n_small = std::clamp(int(std::ceil(target / std::max(probe_small, 1e-9))), kMinSteps, kMaxSteps);
@@ -249,6 +247,13 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
 }
 
 }  // namespace
+
+int64_t to_small_batch(Tensor& x, Tensor& y, int64_t per_rank) {
+  const int64_t small = per_rank / kSmallBatchDivisor;
+  x = x.narrow(0, 0, small).contiguous();
+  y = y.narrow(0, 0, small).contiguous();
+  return small;
+}
 
 void add_small_batch_metrics(harness::Record& rec, const SmallBatchStep& s) {
   rec.metrics["small_batch"] = double(s.batch);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/tensor/tensor.h"
 #include "harness/suite.h"
 
 namespace tb::suites {
@@ -30,5 +31,7 @@ struct SmallBatchStep {
   double step_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, main_thread_cpu_s = 0;
 };
 void add_small_batch_metrics(harness::Record& rec, const SmallBatchStep& s);
+// Cuts a bench's inputs x and y (batch first) to a quarter of `per_rank` samples; returns that count.
+int64_t to_small_batch(Tensor& x, Tensor& y, int64_t per_rank);
 
 }  // namespace tb::suites

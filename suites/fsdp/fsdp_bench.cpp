@@ -87,7 +87,6 @@ int64_t rss_bytes() {
 }
 
 constexpr int kWarmup = 2, kMinSteps = 3, kMaxSteps = 50, kRepetitions = 5;
-constexpr int64_t kSmallBatchDivisor = 4;  // the world-1 case's second batch: world 4's per rank
 
 struct Workload {
   std::shared_ptr<nn::Module> model;
@@ -323,9 +322,7 @@ void run_fsdp_bench(const std::string& model, const std::string& strategy, harne
   rec.metrics["peak_allocated_bytes"] = max_bytes(peak_allocated);
   rec.metrics["peak_rss_bytes"] = max_bytes(ms.rss);
   if (world == 1) {  // Note [Two batches at world 1] (suites/ddp/ddp_bench.cpp)
-    const int64_t small = w.per_rank / kSmallBatchDivisor;
-    w.x = w.x.narrow(0, 0, small).contiguous();
-    w.y = w.y.narrow(0, 0, small).contiguous();
+    const int64_t small = to_small_batch(w.x, w.y, w.per_rank);
     for (int i = 0; i < kWarmup; ++i) step();
     const double probe_small = timed(1);
     const int n_small = std::clamp(int(std::ceil(target / std::max(probe_small, 1e-9))), kMinSteps, kMaxSteps);

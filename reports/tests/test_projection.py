@@ -450,6 +450,11 @@ class ProjectionTest(unittest.TestCase):
         code, _, err = self.run_cli("--results", str(self.comm), "--results", str(ddp))
         self.assertEqual(code, 2)
         self.assertIn("no world-1 record", err)
+        # A second world-1 batch out of range drops the record as any other figure does.
+        recs = ddp_records(small_batch=True)
+        recs[0]["metrics"]["small_batch_forward_ms"] = 1e308
+        points = pj.step_points(load_results([self.comm, self.files.write("odd2.json", recs)]))
+        self.assertEqual([p.world for p in points], [2, 4])
 
     def test_missing_world_1_is_an_error(self):
         ddp = self.files.write("ddp2.json", ddp_records(worlds=(2, 4)))

@@ -397,7 +397,8 @@ STEP_RANGES = {"step_ms": (1e-6, 1e9), "forward_ms": (0, 1e9), "backward_ms": (0
                "comm_wait_ms": (0, 1e9), "comm_busy_ms": (0, 1e9), "threads": (1, 1e5), "per_rank_batch": (1e-6, 1e9),
                "batch": (1e-6, 1e9), "parameters": (0, 1e14), "bytes_per_step": (0, 1e16), "all_gathers": (0, 1e6),
                "reduce_scatters": (0, 1e6), "all_reduces": (0, 1e6), "units": (0, 1e6), "samples_per_s": (0, 1e15),
-               LINK_KEYS[0]: (1, 1e6)}
+               "small_batch": (1e-6, 1e9), "small_batch_forward_ms": (0, 1e9), "small_batch_backward_ms": (0, 1e9),
+               "small_batch_main_thread_cpu_ms": (0, 1e9), LINK_KEYS[0]: (1, 1e6)}
 COMM_RANGES = {"bytes": (0, 1e13), TIME_KEY: (1e-9, 1e5), LINK_KEYS[0]: (1, 1e6)}
 
 

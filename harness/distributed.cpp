@@ -12,6 +12,8 @@
 #include <regex>
 #include <sstream>
 
+#include "engine/core/env.h"
+#include "engine/dist/placement.h"
 #include "engine/dist/process_group.h"
 #include "harness/launcher.h"
 #include "harness/registry_detail.h"
@@ -25,6 +27,20 @@ std::string rank_case_name(const std::string& name, int world) {
   // Already named by world ("all_reduce/float32/8/w2/engine", "equivalence/mlp/w2")?
   const std::regex has_w("(^|/)" + w + "(/|$)");
   return std::regex_search(name, has_w) ? name : name + "/" + w;
+}
+
+// Note [A core of its own] (engine/dist/placement.cpp): when a world's ranks all run on this
+// machine and fit its cores, each gets cores of its own. The lists go into this process's
+// environment (or it is cleared), which mpirun forwards (TRAINBENCH_*) and the PyTorch peers
+// inherit. Namespace hosts of the hosts fixture are this machine (TRAINBENCH_HOSTS_SHARE_CORES);
+// a real hostfile's hosts and Slurm's nodes place ranks themselves. Returns the lists, or "".
+std::string place_ranks(int world, int rank_threads, bool on_this_machine) {
+  std::string lists;
+  if (on_this_machine && core::env_choice("TRAINBENCH_BIND", "auto", {"auto", "none"}) == "auto")
+    lists = dist::format_rank_cpus(dist::plan_rank_cpus(world, rank_threads, dist::cores_of_this_process()));
+  if (lists.empty()) ::unsetenv("TRAINBENCH_RANK_CPUS");
+  else ::setenv("TRAINBENCH_RANK_CPUS", lists.c_str(), 1);
+  return lists;
 }
 
 std::vector<TestCase> rank_cases(const Suite& s, int world, bool benches, const std::string& filter) {
@@ -117,6 +133,18 @@ std::vector<Record> run_world(const Suite& s, int world, bool benches, const Dis
                      {"--progress-start", std::to_string(start), "--progress-total", std::to_string(total)});
   }
   spec.env["TRAINBENCH_RANK_THREADS"] = std::to_string(rank_threads);
+  {
+    const auto shared = o.env.find("TRAINBENCH_HOSTS_SHARE_CORES");
+    const bool namespace_hosts = (shared != o.env.end() &&
+                                  core::parse_bool("TRAINBENCH_HOSTS_SHARE_CORES", shared->second)) ||
+                                 core::env_bool("TRAINBENCH_HOSTS_SHARE_CORES", false);
+    const std::string lists = place_ranks(world, rank_threads,
+                                          launcher_of(spec) == "mpirun" && (spec.hostfile.empty() || namespace_hosts));
+    // The run header says where each world's ranks ran ("0;1": rank 0 on CPU 0, rank 1 on CPU 1).
+    static nlohmann::json placed = nlohmann::json::object();
+    placed["w" + std::to_string(world)] = lists.empty() ? "unbound" : lists;
+    add_run_info("rank_cpus", placed);
+  }
   // A hang is diagnosed by the ranks' watchdogs well before the launch timeout ends it.
   if (!std::getenv("TRAINBENCH_DIST_TIMEOUT")) spec.env["TRAINBENCH_DIST_TIMEOUT"] = "300";
   spec.echo = progress ? &std::cerr : nullptr;
@@ -181,6 +209,7 @@ std::vector<Record> run_world(const Suite& s, int world, bool benches, const Dis
 
 std::vector<Record> run_peer(const Suite& s, int w, const DistRunOptions& o, Progress* progress) {
   setenv("TRAINBENCH_RANK_THREADS", std::to_string(std::max(1, o.threads / w)).c_str(), 1);
+  place_ranks(w, std::max(1, o.threads / w), true);  // the peers run here, whatever the ranks did
   std::vector<Record> out;
   const std::regex re = detail::compile_filter(o.filter);
   try {
@@ -294,6 +323,12 @@ int rank_main(const RankOptions& o) {
     if (s.name == o.suite) suite = &s;
   if (!suite) {
     std::cerr << "trainbench rank: unknown suite " << o.suite << '\n';
+    return 2;
+  }
+  try {
+    dist::pin_rank_from_env(w.rank, w.size);  // Note [A core of its own]
+  } catch (const std::exception& e) {
+    std::cerr << "trainbench rank: " << e.what() << '\n';
     return 2;
   }
   apply_threads(o.threads);

@@ -26,6 +26,12 @@ struct DistRunOptions {
   std::filesystem::path work_dir;          // a fresh folder per launch is made below it
 };
 
+// Sets TRAINBENCH_RANK_CPUS in this process's environment to cores of its own for each of `world`
+// ranks of `rank_threads` threads when they run on this machine (`on_this_machine`), fit its
+// cores and TRAINBENCH_BIND is not "none"; clears it otherwise. Returns the value, or "".
+// Note [A core of its own] in engine/dist/placement.cpp.
+std::string place_ranks(int world, int rank_threads, bool on_this_machine);
+
 // A rank case's name with the world size in it: "<name>/w<W>" unless it already has "/w<W>".
 std::string rank_case_name(const std::string& name, int world);
 

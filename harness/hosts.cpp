@@ -616,9 +616,13 @@ std::map<std::string, std::string> HostsFixture::launch_env() const {
       {"OMPI_MCA_btl", "tcp,vader,self"},
       {"OMPI_MCA_btl_tcp_if_include", subnet()},
       {"OMPI_MCA_oob_tcp_if_include", subnet()},
-      // Every host shares this machine's cores: no binding, no busy polling (as on one host).
+      // Every host shares this machine's cores: no busy polling (as on one host), and no binding by
+      // Open MPI, whose daemon on each host would bind from core 0 up; the harness gives the ranks
+      // cores of their own across the hosts when they fit (TRAINBENCH_HOSTS_SHARE_CORES; Note [A
+      // core of its own] in engine/dist/placement.cpp).
       {"OMPI_MCA_hwloc_base_binding_policy", "none"},
       {"OMPI_MCA_mpi_yield_when_idle", "1"},
+      {"TRAINBENCH_HOSTS_SHARE_CORES", "1"},
       {"TRAINBENCH_GLOO_IFACE", "eth0"},
   };
 }

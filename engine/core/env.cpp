@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include "engine/core/error.h"
 
@@ -136,6 +137,38 @@ std::string parse_choice(std::string_view name, std::string_view value,
     list += (list.empty() ? "" : ", ") + std::string(c);
   }
   bad(name, value, "one of: " + list);
+}
+
+std::vector<int> parse_cpu_list(std::string_view name, std::string_view value, int max_cpu) {
+  const std::string form = "a CPU list: CPUs and ranges in [0, " + std::to_string(max_cpu) +
+                           "], comma-separated, each CPU once (e.g. 0-3,8)";
+  auto cpu = [&](std::string_view digits) {
+    int v = -1;
+    const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v, 10);
+    // from_chars takes a sign: a CPU is digits only.
+    if (digits.empty() || digits[0] == '-' || digits[0] == '+' || ec != std::errc() ||
+        p != digits.data() + digits.size() || v < 0 || v > max_cpu)
+      bad(name, value, form);
+    return v;
+  };
+  std::vector<int> out;
+  std::vector<bool> seen(size_t(std::max(0, max_cpu)) + 1, false);
+  if (value.empty()) bad(name, value, form);
+  for (size_t at = 0; at <= value.size();) {
+    const size_t comma = std::min(value.find(',', at), value.size());
+    const std::string_view piece = value.substr(at, comma - at);
+    const size_t dash = piece.find('-');
+    const int lo = cpu(piece.substr(0, dash));
+    const int hi = dash == std::string_view::npos ? lo : cpu(piece.substr(dash + 1));
+    if (hi < lo) bad(name, value, form);
+    for (int c = lo; c <= hi; ++c) {
+      if (seen[size_t(c)]) bad(name, value, form);
+      seen[size_t(c)] = true;
+      out.push_back(c);
+    }
+    at = comma + 1;
+  }
+  return out;
 }
 
 std::optional<std::string> env_string(const char* name) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tb::core {
 
@@ -30,6 +31,9 @@ bool parse_bool(std::string_view name, std::string_view value);
 // One of `choices`, exactly (case-sensitive).
 std::string parse_choice(std::string_view name, std::string_view value,
                          std::initializer_list<std::string_view> choices);
+// A CPU list as taskset -c and cpusets write it: "0-3,8,10-11": CPUs and ascending ranges in
+// [0, max_cpu], comma-separated, no spaces, no CPU twice. Returns the CPUs in the order written.
+std::vector<int> parse_cpu_list(std::string_view name, std::string_view value, int max_cpu = 1023);
 
 // The raw value, or nullopt when the variable is unset or empty.
 std::optional<std::string> env_string(const char* name);

@@ -95,6 +95,36 @@ class CommPeer(unittest.TestCase):
         self.assertEqual(our_processes(marker), [])
 
 
+class RankCpus(unittest.TestCase):
+    """TRAINBENCH_RANK_CPUS (Note [A core of its own] in engine/dist/placement.cpp)."""
+
+    def test_parse(self):
+        import torch_launch
+
+        self.assertEqual(torch_launch.parse_rank_cpus("0;1", 2), [[0], [1]])
+        self.assertEqual(torch_launch.parse_rank_cpus("0-1,4;2-3,6", 2), [[0, 1, 4], [2, 3, 6]])
+        for bad, world in (("0;1", 3), ("0;1;2", 2), ("", 1), ("0;", 2), ("1-", 1), ("-1", 1),
+                           ("3-1", 1), ("0;0", 2), ("0-2;2", 2), ("a", 1), ("0 ", 1), ("1024", 1)):
+            with self.subTest(value=bad, world=world), self.assertRaises(ValueError):
+                torch_launch.parse_rank_cpus(bad, world)
+
+    def test_a_worker_pins_every_thread(self):
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            self.skipTest("one CPU: nothing to pin apart")
+        code = (f"import os, sys, threading\nsys.path.insert(0, {str(HERE)!r})\nimport torch_launch\n"
+                "go = threading.Event(); ids = []\n"
+                "t = threading.Thread(target=lambda: (ids.append(threading.get_native_id()), go.wait()))\n"
+                "t.start()\nwhile not ids: pass\n"
+                "print(torch_launch.pin_to_rank_cpus(), sorted(os.sched_getaffinity(0)),"
+                " sorted(os.sched_getaffinity(ids[0])))\ngo.set(); t.join()\n")
+        env = dict(os.environ, RANK="1", WORLD_SIZE="2", TRAINBENCH_RANK_CPUS=f"{cpus[0]};{cpus[1]}")
+        p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # Rank 1 gets the second list; the thread started before the pin moved with it.
+        self.assertEqual(p.stdout.split(), [f"[{cpus[1]}]"] * 3)
+
+
 class DdpPeer(unittest.TestCase):
     def test_mlp_two_ranks(self):
         p = run("torch_ddp_bench.py", "--world", 2, "--models", "mlp", "--target-s", 0.3,

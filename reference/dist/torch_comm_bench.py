@@ -59,6 +59,7 @@ def elements(op: str, nbytes: int, world: int) -> tuple[int, int]:
 
 def run_worker(args) -> int:
     torch_launch.die_with_parent()
+    torch_launch.pin_to_rank_cpus()  # before torch starts its threads
     import datetime
 
     import torch

@@ -159,6 +159,7 @@ def run_case(args, model: str, spec, root: str, reduce):
 
 def run_worker(args) -> int:
     torch_launch.die_with_parent()
+    torch_launch.pin_to_rank_cpus()  # before torch starts its threads
     import datetime
 
     import torch

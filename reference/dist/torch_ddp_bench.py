@@ -114,6 +114,7 @@ def build(name: str, per_rank: int, rank: int):
 
 def run_worker(args) -> int:
     torch_launch.die_with_parent()
+    torch_launch.pin_to_rank_cpus()  # before torch starts its threads
     import datetime
 
     import torch

@@ -290,6 +290,7 @@ def run_case(args, name: str, strategy: str, comm: CommCounter, reduce):
 
 def run_worker(args) -> int:
     torch_launch.die_with_parent()
+    torch_launch.pin_to_rank_cpus()  # before torch starts its threads
     import datetime
 
     import torch

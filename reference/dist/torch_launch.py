@@ -43,6 +43,50 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+def parse_rank_cpus(value: str, world: int) -> list[list[int]]:
+    """TRAINBENCH_RANK_CPUS: one CPU list per rank ("0-1,4;2-3"), as engine/dist/placement.cpp
+    parses it: exactly `world` lists of CPUs and ascending ranges, no CPU twice. ValueError else."""
+    lists = value.split(";")
+    if len(lists) != world:
+        raise ValueError(f"TRAINBENCH_RANK_CPUS={value!r}: {len(lists)} CPU list(s) for a world of {world}")
+    seen: set[int] = set()
+    out = []
+    for lst in lists:
+        cpus = []
+        for piece in lst.split(","):
+            lo, _, hi = piece.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()) or (_ and not hi):
+                raise ValueError(f"TRAINBENCH_RANK_CPUS={value!r}: {piece!r} is not a CPU or a range")
+            a, b = int(lo), int(hi or lo)
+            if b < a or b > 1023:
+                raise ValueError(f"TRAINBENCH_RANK_CPUS={value!r}: {piece!r} is not a range in [0, 1023]")
+            for c in range(a, b + 1):
+                if c in seen:
+                    raise ValueError(f"TRAINBENCH_RANK_CPUS={value!r}: CPU {c} given twice")
+                seen.add(c)
+                cpus.append(c)
+        out.append(cpus)
+    return out
+
+
+def pin_to_rank_cpus() -> list[int] | None:
+    """Pins every thread of this worker to its rank's CPUs when the launcher gave the ranks cores
+    of their own (TRAINBENCH_RANK_CPUS, Note [A core of its own] in engine/dist/placement.cpp),
+    as the engine's ranks pin themselves; threads started later inherit the mask. Returns the
+    CPUs, or None when the variable is unset."""
+    value = os.environ.get("TRAINBENCH_RANK_CPUS", "")
+    if not value:
+        return None
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    cpus = parse_rank_cpus(value, world)[rank]
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:  # a thread that just ended
+            pass
+    return cpus
+
+
 def exit_worker(code: int = 0) -> None:
     """Ends a worker after destroy_process_group without the interpreter's teardown.
 

@@ -1,5 +1,6 @@
 // Fuzz target: the strict value parsers of engine/core/env.h (byte counts, integers, seeds,
-// numbers, booleans, choices) and the shape arithmetic a file's dims reach (empty, as_strided).
+// numbers, booleans, choices, CPU lists) and the shape arithmetic a file's dims reach (empty,
+// as_strided).
 // Input layout: byte 0 picks the mode; the rest is the value text (parsers) or little-endian
 // int64 words (shapes). Every outcome is a value satisfying the parser's contract or a
 // core::Error; a shape either makes a consistent tensor under a 64 MiB cap or throws.
@@ -33,7 +34,7 @@ bool digits_only(std::string_view v, size_t from = 0) {
 }
 
 void fuzz_parsers(uint8_t mode, std::string_view v) {
-  switch (mode % 6) {
+  switch (mode % 7) {
     case 0: {
       const int64_t b = tb::core::parse_bytes("FUZZ_BYTES", v);
       check(b >= 0);
@@ -62,6 +63,18 @@ void fuzz_parsers(uint8_t mode, std::string_view v) {
       (void)tb::core::parse_bool("FUZZ_BOOL", v);
       check(v.size() <= 5);
       break;
+    case 6: {
+      // Accepted: distinct CPUs in range, only digits, '-' and ',' in the text.
+      const std::vector<int> cpus = tb::core::parse_cpu_list("FUZZ_CPUS", v, 63);
+      check(!cpus.empty() && cpus.size() <= 64);
+      uint64_t seen = 0;
+      for (int c : cpus) {
+        check(c >= 0 && c <= 63 && !(seen >> c & 1));
+        seen |= uint64_t(1) << c;
+      }
+      for (char ch : v) check((ch >= '0' && ch <= '9') || ch == '-' || ch == ',');
+      break;
+    }
     default: check(tb::core::parse_choice("FUZZ_CHOICE", v, {"always", "at_end", "auto"}) == v); break;
   }
 }
@@ -119,10 +132,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 extern "C" void tb_fuzz_seeds(std::vector<std::string>& out) {
-  for (char m = 0; m < 6; ++m)
+  for (char m = 0; m < 7; ++m)
     for (const char* v : {"512", "64M", "1.5G", "3T", "1e30", "inf", "-1", "99999999999G", "0x10", "", " 5", "5 ",
                           "9223372036854775808", "18446744073709551615", "true", "off", "auto", "-1000", "0.25"})
       out.push_back(std::string(1, m) + v);
+  for (const char* v : {"0-3,8", "3-1", "0,0", "63", "64", "0-63", "1,,2", "0-"}) out.push_back(std::string(1, 6) + v);
   auto shape = [&](uint8_t mode, std::vector<int64_t> dims) {
     std::string s(1, char(mode));
     s.append(reinterpret_cast<const char*>(dims.data()), dims.size() * 8);

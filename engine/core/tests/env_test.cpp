@@ -114,6 +114,21 @@ TEST(Env, BoolsAndChoices) {
   EXPECT_NE(msg.find("always, auto"), std::string::npos) << msg;
 }
 
+TEST(Env, CpuListsAsTasksetWritesThem) {
+  EXPECT_EQ(core::parse_cpu_list("V", "0"), (std::vector<int>{0}));
+  EXPECT_EQ(core::parse_cpu_list("V", "0-3,8,10-11"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(core::parse_cpu_list("V", "4,0-1"), (std::vector<int>{4, 0, 1}));  // the order written
+  EXPECT_EQ(core::parse_cpu_list("V", "7-7"), (std::vector<int>{7}));
+  EXPECT_EQ(core::parse_cpu_list("V", "1023"), (std::vector<int>{1023}));
+  EXPECT_EQ(core::parse_cpu_list("V", "0-1023").size(), 1024u);
+  for (const char* v : {"",   ",",  "0,",  ",0",   "1,,2",   "-1",  "+1",    "1-",  "-",           "3-1", "1-2-3",
+                        "0 ", " 0", "0x1", "1024", "0-1024", "1,1", "0-2,2", "1.0", "99999999999", "a"})
+    EXPECT_NE(error_of([&] { core::parse_cpu_list("V", v); }), "") << "'" << v << "' was accepted";
+  const std::string msg = error_of([] { core::parse_cpu_list("TRAINBENCH_RANK_CPUS", "0-x"); });
+  EXPECT_NE(msg.find("TRAINBENCH_RANK_CPUS"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("CPU list"), std::string::npos) << msg;
+}
+
 TEST(Env, ValuesInMessagesAreEscapedAndBounded) {
   const std::string msg = error_of([] { core::parse_bytes("V", std::string("\x01\xff'") + std::string(500, 'x')); });
   EXPECT_NE(msg.find("\\x01\\xff\\x27"), std::string::npos) << msg;

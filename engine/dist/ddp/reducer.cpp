@@ -20,6 +20,7 @@
 #include "engine/autograd/variable.h"
 #include "engine/dist/call_site.h"
 #include "engine/dist/flight_recorder.h"
+#include "engine/dist/placement.h"
 #include "engine/dist/process_group.h"
 #include "engine/memory/allocator.h"
 #include "engine/memory/site.h"
@@ -277,8 +278,9 @@ void Reducer::prepare_for_backward(const TensorList& outputs) {
     case DDPOptions::Overlap::Always: overlap_ = true; break;
     case DDPOptions::Overlap::AtEnd: overlap_ = false; break;
     case DDPOptions::Overlap::Auto:
+      // A rank pinned to cores of its own (Note [A core of its own]) shares them with no rank.
       overlap_ = local_ranks_ == 0 || group_->size() == 1 || group_->backend() == "nccl" ||
-                 int64_t(local_ranks_) * (num_threads() + 1) <= cores_;
+                 int64_t(pinned_cpus() > 0 ? 1 : local_ranks_) * (num_threads() + 1) <= cores_;
       break;
   }
   if (!options_.find_unused_parameters) return;
@@ -373,7 +375,8 @@ void Reducer::mark_ready(int64_t i) {
 // 8.5-8.7 ms and the collectives' run time from 3.6-4.1 to 1.05-1.2 ms per step, and the step from
 // 17.1-19.1 to 16.7-17.5 ms (3 alternating runs each, the VM shared with other jobs). So
 // DDPOptions::Overlap::Auto issues buckets during backward only when local ranks x (intra-op
-// threads + 1 worker) <= the cores this process may use; otherwise (and with AtEnd) finalize()
+// threads + 1 worker) <= the cores this process may use (a rank pinned to cores of its own counts
+// as the only rank on them); otherwise (and with AtEnd) finalize()
 // issues them all, in bucket order, and waits on the last one, which runs them back to back on the
 // training thread (Note [Collective worker]). The collectives, their order and their bytes are the
 // same either way, so the results are too. Unknown ranks per host (no launcher variable), a world

@@ -21,7 +21,8 @@ Measured samples (checked in; one build on the shared 2-core CI machine, each fi
   projection_quiet_{comm,ddp,fsdp,hosts}.json  the first three commands above (comm, ddp, fsdp with
                                the same variables and filters) and `trainbench bench --suite hosts`,
                                one after the other on a quiet machine (nothing else running, load
-                               average 2.7-4.1 from the runs themselves; 2026-12-04 23:10-23:16 UTC;
+                               average 1.1-3.3 from the runs themselves; 2026-12-05 02:20-02:25 UTC,
+                               ranks on cores of their own where they fit (run header rank_cpus);
                                the world-1 records with their small_batch_* figures, the hosts
                                records with all_gather and reduce_scatter up to 16 MiB),
                                docs/distributed.md "On a quiet machine"
@@ -513,10 +514,11 @@ class MeasuredSampleTest(unittest.TestCase):
             self.assertGreater(v["predicted_comm_ms"], 0.0, v)
 
     def test_validation_on_a_quiet_machine(self):
-        # The quiet run (docstring above): 36 multi-rank points, one host and two. Measured with
-        # the model as it is: 26 within the 15% goal (20 with forward and backward proportional
-        # to the batch), every GPT point within 25% (compute dominates its step), the misses the
-        # small MLP's (docs/distributed.md "On a quiet machine"). Bounds one point looser than
+        # The quiet run (docstring above, run 7): 36 multi-rank points, one host and two. Measured
+        # with the model as it is: 25 within the 15% goal (run 6, before ranks had cores of their
+        # own: 26, and 20 with forward and backward proportional to the batch), every GPT point
+        # within 25% (compute dominates its step), the misses mostly the small MLP's
+        # (docs/distributed.md "On a quiet machine"). Bounds one point looser than
         # measured: a change to the fit, the step model or the record parsing that makes these
         # real points worse fails here.
         res = load_results(QUIET)
@@ -530,7 +532,7 @@ class MeasuredSampleTest(unittest.TestCase):
             if v["world"] == 1:
                 self.assertLess(abs(v["error"]), 0.01, v)
         within = [v for v in multi if abs(v["error"]) <= 0.15]
-        self.assertGreaterEqual(len(within), 25, [(v["kind"], v["model"], v["world"], v["link"], v["error"])
+        self.assertGreaterEqual(len(within), 24, [(v["kind"], v["model"], v["world"], v["link"], v["error"])
                                                   for v in multi])
         # FSDP across hosts fitted on measured all_gather and reduce_scatter, not the all_reduce ring's.
         fits = pj.fit_links(res)

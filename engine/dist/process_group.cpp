@@ -484,7 +484,7 @@ void ProcessGroup::run_task(Task& t) {
 // MPI then writes past the smaller one (heap corruption), Gloo aborts from its transport thread.
 // So before a collective enters the backend every rank compares its fingerprint with everyone's:
 //   - board (every rank on this host): post the fingerprint on the progress board, wait until
-//     every rank has posted collective n (spinning briefly, then yielding, then sleeping), and
+//     every rank has posted collective n (spinning briefly, then yielding on MPI, then sleeping), and
 //     compare. Nothing goes over the wire: a few atomic stores and loads, and the wait is the one
 //     the collective would have spent waiting for the last rank anyway. The board keeps two
 //     fingerprints per rank, enough because a rank can only post n + 2 after every rank posted
@@ -536,6 +536,11 @@ void ProcessGroup::check_call(Task& t) {
   int missing = size_ - 1;
   const auto t0 = Clock::now();
   auto next_look = t0 + std::chrono::milliseconds(10);
+  // Yield only where the backend is fast enough for it to pay: MPI's small calls take ~1 us, so
+  // a peer is usually about to post; Gloo's take hundreds of us over TCP, and yielding for ~2 ms
+  // before sleeping held up the rank's own threads when it had one core (docs/distributed.md
+  // "Where ranks run"): straight to sleeps after the pauses there.
+  const uint32_t yield_rounds = backend() == "gloo" ? 64 : 2048;
   for (uint32_t round = 0;; ++round) {
     for (int q = 0; q < size_; ++q) {
       if (have[std::size_t(q)]) continue;
@@ -550,7 +555,7 @@ void ProcessGroup::check_call(Task& t) {
       _mm_pause();
       continue;
     }
-    if (round < 2048) std::this_thread::yield();
+    if (round < yield_rounds) std::this_thread::yield();
     else std::this_thread::sleep_for(kPeerPoll);
     if ((round & 63) == 0 && Clock::now() >= next_look) {
       next_look = Clock::now() + std::chrono::milliseconds(10);

@@ -12,7 +12,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "engine/core/env.h"
 #include "engine/core/error.h"
@@ -136,10 +135,12 @@ int pin_rank_from_env(int rank, int world) {
   }
   if (tids.empty()) tids.push_back(0);
   for (pid_t t : tids) {
-    if (sched_setaffinity(t, sizeof set, &set) != 0 && !(errno == ESRCH && t != 0))  // a thread that just ended
-      throw core::Error("TRAINBENCH_RANK_CPUS", "rank " + std::to_string(rank) + ": the kernel refused CPUs " +
-                                                    format_rank_cpus({mine}) + " (" + std::strerror(errno) +
-                                                    "); are they outside this process's cpuset?");
+    if (sched_setaffinity(t, sizeof set, &set) == 0) continue;
+    const int err = errno;
+    if (err == ESRCH && t != 0) continue;  // a thread that ended meanwhile
+    throw core::Error("TRAINBENCH_RANK_CPUS", "rank " + std::to_string(rank) + ": the kernel refused CPUs " +
+                                                  format_rank_cpus({mine}) + " (" + std::strerror(err) +
+                                                  "); are they outside this process's cpuset?");
   }
   g_pinned = int(mine.size());
   return int(mine.size());

@@ -13,6 +13,9 @@
 #include <sstream>
 #include <thread>
 
+#include "engine/core/env.h"
+#include "engine/core/error.h"
+#include "engine/dist/placement.h"
 #include "harness/distributed.h"
 #include "harness/launcher.h"
 
@@ -277,6 +280,40 @@ TEST(Launcher, MpirunCommandCarriesTheRootAndOversubscribeFlags) {
   const std::vector<std::string> multi = mpirun_command(spec);
   EXPECT_NE(std::find(multi.begin(), multi.end(), "hosts.txt"), multi.end());
   EXPECT_EQ(std::find(multi.begin(), multi.end(), "--oversubscribe"), multi.end());
+}
+
+// Note [A core of its own]: place_ranks sets TRAINBENCH_RANK_CPUS for worlds that fit this
+// machine and clears it otherwise (a stale value must not reach the next world's ranks).
+TEST(DistributedPlacement, RanksThatFitGetCoresOfTheirOwn) {
+  ::unsetenv("TRAINBENCH_BIND");
+  const std::vector<std::vector<int>> cores = dist::cores_of_this_process();
+  const int n = int(cores.size());
+  const std::string one = place_ranks(1, 1, true);
+  EXPECT_EQ(one, dist::format_rank_cpus(dist::plan_rank_cpus(1, 1, cores)));
+  EXPECT_EQ(core::env_or("TRAINBENCH_RANK_CPUS"), one);
+  if (n >= 2) {
+    const std::string two = place_ranks(2, 1, true);
+    const auto lists = dist::parse_rank_cpus("TRAINBENCH_RANK_CPUS", core::env_or("TRAINBENCH_RANK_CPUS"), 2);
+    EXPECT_EQ(two, core::env_or("TRAINBENCH_RANK_CPUS"));
+    EXPECT_EQ(lists[0], cores[0]);  // whole cores, in order
+    EXPECT_EQ(lists[1], cores[size_t(n / 2)]);
+  }
+  EXPECT_EQ(place_ranks(n + 1, 1, true), "");  // oversubscribed: unbound, and the variable cleared
+  EXPECT_EQ(std::getenv("TRAINBENCH_RANK_CPUS"), nullptr);
+  place_ranks(1, 1, true);
+  EXPECT_EQ(place_ranks(1, 1, false), "");  // a real hostfile's hosts or Slurm's nodes
+  EXPECT_EQ(std::getenv("TRAINBENCH_RANK_CPUS"), nullptr);
+  ::setenv("TRAINBENCH_BIND", "none", 1);
+  EXPECT_EQ(place_ranks(1, 1, true), "");
+  ::setenv("TRAINBENCH_BIND", "cores", 1);
+  try {
+    place_ranks(1, 1, true);
+    ADD_FAILURE() << "TRAINBENCH_BIND=cores was accepted";
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TRAINBENCH_BIND"), std::string::npos) << e.what();
+  }
+  ::unsetenv("TRAINBENCH_BIND");
+  ::unsetenv("TRAINBENCH_RANK_CPUS");
 }
 
 TEST(DistributedNames, WorldSizeIsInEveryRankCaseName) {

@@ -107,6 +107,13 @@ class RankCpus(unittest.TestCase):
                            ("3-1", 1), ("0;0", 2), ("0-2;2", 2), ("a", 1), ("0 ", 1), ("1024", 1)):
             with self.subTest(value=bad, world=world), self.assertRaises(ValueError):
                 torch_launch.parse_rank_cpus(bad, world)
+        # A rank outside the world is named, not an IndexError.
+        env = dict(os.environ, RANK="2", WORLD_SIZE="2", TRAINBENCH_RANK_CPUS="0;1")
+        p = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(HERE)!r}); "
+                            "import torch_launch; torch_launch.pin_to_rank_cpus()"],
+                           env=env, capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("RANK 2 is outside a world of 2", p.stderr)
 
     def test_a_worker_pins_every_thread(self):
         cpus = sorted(os.sched_getaffinity(0))

@@ -78,6 +78,8 @@ def pin_to_rank_cpus() -> list[int] | None:
     if not value:
         return None
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    if not 0 <= rank < world:
+        raise ValueError(f"TRAINBENCH_RANK_CPUS: RANK {rank} is outside a world of {world}")
     cpus = parse_rank_cpus(value, world)[rank]
     for tid in os.listdir("/proc/self/task"):
         try:

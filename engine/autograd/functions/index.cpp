@@ -34,7 +34,9 @@ Tensor scatter_to_indices(const Tensor& g, int64_t dim, const Tensor& indices, c
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   Tensor out = kernel([&] { return ops::cat(tensors, dim); });
   if (!any_requires_grad(tensors)) return out;
-  // Where each input's slab starts along the cat dim (skipped 1-D empty inputs get none).
+  // Where each input's slab starts along the cat dim. A skipped 1-D empty input gets no slab and,
+  // as in PyTorch, an empty gradient: defined, so that the graph behind it still runs (and its
+  // saved-tensor checks with it) and a leaf there gets an empty .grad.
   const int64_t d = core::wrap_dim(dim, out.dim(), "cat");
   std::vector<std::pair<int64_t, int64_t>> slabs;  // (start, length); length -1: skipped
   int64_t off = 0;
@@ -49,7 +51,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   record("cat", tensors, {out}, {}, [d, slabs](BackwardContext& ctx, const TensorList& g) {
     TensorList r(slabs.size());
     for (size_t i = 0; i < slabs.size(); ++i)
-      if (ctx.needs_grad(i) && slabs[i].second >= 0) r[i] = g[0].narrow(d, slabs[i].first, slabs[i].second);
+      if (ctx.needs_grad(i))
+        r[i] = slabs[i].second >= 0 ? g[0].narrow(d, slabs[i].first, slabs[i].second) : zeros({0}, g[0].dtype());
     return r;
   });
   return out;

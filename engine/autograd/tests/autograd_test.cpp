@@ -166,6 +166,26 @@ TEST(Autograd, InPlaceChangeOfASavedTensorIsAnError) {
                   {"inplace", "a leaf Variable that requires grad is being used in an in-place operation"});
 }
 
+// cat skips a 1-D empty input (PyTorch's legacy rule) but, as PyTorch, still gives it an empty
+// gradient: the graph behind it runs, so a leaf there gets an empty .grad and a saved tensor
+// changed in place is still caught (found by opfuzz: LibTorch raised where the engine did not).
+TEST(Autograd, CatGivesASkippedEmptyInputAnEmptyGradient) {
+  Tensor x = empty({0}, DType::Float64);
+  x.requires_grad_();
+  Tensor w = leaf({1, 2});
+  tb::sum(tb::cat({tb::sqrt(x), w}, 0)).backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_EQ(x.grad().sizes(), core::Shape{0});
+  EXPECT_EQ(values(w.grad()), V({1, 1}));
+
+  Tensor y = tb::sqrt(x);  // saves its output
+  tb::mul_(y, 2.0);
+  expect_contains(error_of([&] {
+                    tb::sum(tb::cat({y, w}, 0)).backward();
+                  }),
+                  {"SqrtBackward0", "modified by an inplace operation", "is at version 1"});
+}
+
 TEST(Autograd, AnomalyModeNamesTheOp) {
   Tensor x = leaf({0});
   A::DetectAnomalyGuard anomaly;

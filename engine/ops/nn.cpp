@@ -164,7 +164,10 @@ Tensor pad_constant(const Tensor& x, const Shape& pad, double value) {
     }
     return src.clone();
   }
-  Tensor out = full(shape, value, x.dtype());
+  // In the input's memory format, as PyTorch's constant_pad_nd (Note [Channels-last by strides]).
+  Tensor out;
+  if (suggests_channels_last(x)) fill_(out = empty_channels_last(shape, x.dtype()), value);
+  else out = full(shape, value, x.dtype());
   Tensor dst = out, src = x;
   for (int64_t k = 0; k < np; ++k) {
     const int64_t d = nd - 1 - k, l = pad[size_t(2 * k)], r = pad[size_t(2 * k + 1)];
@@ -237,7 +240,7 @@ Tensor pad_index(const Tensor& x, const Shape& pad, bool reflect) {
       for (int64_t ow = 0; ow < OW; ++ow)
         std::memcpy(o + size_t((pl * OH + oh) * OW + ow) * isz,
                     in + size_t((pl * H + maps[0][size_t(oh)]) * W + maps[1][size_t(ow)]) * isz, isz);
-  return out;
+  return in_memory_format_of(x, out);  // a channels-last input's result channels-last, as PyTorch's
 }
 
 }  // namespace

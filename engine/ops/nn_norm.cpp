@@ -389,7 +389,9 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_with_stats(const Tensor& x, int64_
       }
     }
   });
-  return {y, mean_t, rstd_t};
+  // PyTorch's CPU group_norm returns a channels-last input's result channels-last (Note
+  // [Channels-last by strides]); the kernel above works in (N, C, S) order, so that costs a copy.
+  return {in_memory_format_of(x, y), mean_t, rstd_t};
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {

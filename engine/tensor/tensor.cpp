@@ -4,6 +4,7 @@
 #include "engine/tensor/stride_order.h"
 
 #include <algorithm>
+#include <span>
 #include <numeric>
 
 #include "engine/core/profiler.h"
@@ -96,6 +97,66 @@ Tensor empty_like_preserve(const Tensor& t, DType dtype) {
   // Same strides as t over a fresh, exactly-sized storage.
   Tensor base = empty({t.numel()}, dtype);
   return make_view(base, t.sizes(), t.strides(), 0);
+}
+
+// Note [Channels-last by strides]
+// PyTorch keeps no memory-format tag on a tensor; it reads one off the strides. Walking the dims
+// from the innermost channels-last dim outwards (C, W, H, (D,) N), each stride must be at least
+// the span of the dims walked so far (sizes of 1 spanning nothing); a zero-size dim, a zero
+// channel stride, or N's stride equal to C's (N111 tensors, which fit both layouts) says
+// contiguous instead. Ambiguous layouts (size-1 dims) thus fall as PyTorch's do, which is what
+// decides whether .view() works on such an op's result.
+namespace {
+constexpr size_t kChannelsLast4[] = {1, 3, 2, 0}, kChannelsLast5[] = {1, 4, 3, 2, 0};  // innermost first
+std::span<const size_t> channels_last_order(size_t nd) {
+  return nd == 4 ? std::span<const size_t>(kChannelsLast4) : std::span<const size_t>(kChannelsLast5);
+}
+}  // namespace
+
+bool suggests_channels_last(const Tensor& t) {
+  if (t.dim() != 4 && t.dim() != 5) return false;
+  const Shape& sz = t.sizes();
+  const Shape& st = t.strides();
+  if (st[1] == 0) return false;
+  int64_t span = 0;
+  for (size_t d : channels_last_order(sz.size())) {
+    if (sz[d] == 0 || st[d] < span) return false;
+    if (d == 0 && span == st[1]) return false;
+    span = st[d] * (sz[d] > 1 ? sz[d] : 1);
+  }
+  return true;
+}
+
+bool is_channels_last_contiguous(const Tensor& t) {
+  if (t.dim() != 4) return false;
+  int64_t expected = 1;
+  for (size_t d : channels_last_order(4)) {
+    const int64_t n = t.sizes()[d];
+    if (n == 1) continue;
+    if (t.strides()[d] != expected) return false;
+    expected *= n;
+  }
+  return true;
+}
+
+Tensor empty_channels_last(const Shape& sizes, DType dtype) {
+  TB_CHECK(sizes.size() == 4 || sizes.size() == 5, "empty_channels_last", "expected a 4-D or 5-D shape, got ",
+           to_string(sizes));
+  Shape strides(sizes.size());
+  int64_t next = 1;
+  for (size_t d : channels_last_order(sizes.size())) {
+    strides[d] = next;
+    next *= sizes[d];
+  }
+  const Tensor flat = empty({core::checked_numel(sizes, "empty_channels_last")}, dtype);
+  return make_tensor(flat.storage(), sizes, strides, 0, dtype, "empty_channels_last");
+}
+
+Tensor in_memory_format_of(const Tensor& like, const Tensor& r) {
+  if (r.dim() != like.dim() || !suggests_channels_last(like)) return r;
+  Tensor out = empty_channels_last(r.sizes(), r.dtype());
+  out.copy_(r);
+  return out;
 }
 
 Tensor make_tensor(std::shared_ptr<Storage> storage, const Shape& sizes, const Shape& strides, int64_t offset,

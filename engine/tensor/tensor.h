@@ -168,6 +168,17 @@ Tensor empty(const Shape& sizes, DType dtype = DType::Float32);
 // when t is dense and non-overlapping (a transposed tensor stays transposed), else contiguous.
 Tensor empty_like_preserve(const Tensor& t, DType dtype);
 bool is_non_overlapping_and_dense(const Tensor& t);
+// PyTorch's suggest_memory_format() != contiguous: a 4-D tensor whose strides look channels-last,
+// or a 5-D one channels-last-3d, by its heuristic (Note [Channels-last by strides]). PyTorch's ops
+// that allocate "in the input's memory format" (pad, group_norm, ...) then return that layout.
+bool suggests_channels_last(const Tensor& t);
+// PyTorch's is_contiguous(memory_format=channels_last): a 4-D tensor laid out densely as NHWC
+// (sizes of 1 may have any stride; an empty tensor is not).
+bool is_channels_last_contiguous(const Tensor& t);
+// A fresh 4-D (5-D) tensor with channels-last (-3d) strides: C innermost, then W, H (, D), N.
+Tensor empty_channels_last(const Shape& sizes, DType dtype);
+// `r`, or a channels-last copy of it when `like` suggests channels-last and r has its rank.
+Tensor in_memory_format_of(const Tensor& like, const Tensor& r);
 // A tensor over existing storage with the given layout (checked to stay inside the storage).
 Tensor make_tensor(std::shared_ptr<Storage> storage, const Shape& sizes, const Shape& strides, int64_t offset,
                    DType dtype, const char* op = "make_tensor");

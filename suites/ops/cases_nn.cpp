@@ -375,6 +375,26 @@ void add_pad(std::vector<OpCase>& cs) {
       cs.back().grad = differentiable(dt);
     }
   }
+  // A channels-last input pads to a channels-last result in every mode (strides compared), also
+  // where size-1 dims leave the layout ambiguous (Note [Channels-last by strides]); 5-D constant
+  // padding keeps channels-last-3d.
+  for (DType dt : {kF32, kF64}) {
+    const Var vars[] = {
+        {"constant_channels_last", {{2, 3, 4, 5}, dt, L::ChannelsLast}, {1, 2, 0, 1}, "constant", 0.5},
+        {"constant_channels_last_ambiguous", {{1, 2, 1, 1}, dt, L::ChannelsLast}, {0, 1, -1, 1}, "constant", 0},
+        {"constant_channels_last_3d", {{1, 3, 2, 2, 2}, dt, L::ChannelsLast}, {1, 0, 0, 1, 1, 1}, "constant", 1},
+        {"reflect_channels_last", {{2, 3, 4, 5}, dt, L::ChannelsLast}, {2, 1, 1, 2}, "reflect", 0},
+        {"reflect_channels_last_ambiguous", {{1, 2, 2, 1}, dt, L::ChannelsLast}, {0, 0, 1, 1}, "reflect", 0},
+        {"replicate_channels_last", {{1, 2, 1, 1}, dt, L::ChannelsLast}, {0, 1, 2, 2}, "replicate", 0},
+    };
+    for (const Var& v : vars) {
+      cs.push_back(make(
+          "pad/" + dn(dt) + "/" + v.tag, {v.x},
+          [v](const std::vector<tb::Tensor>& t) { return one(tb::pad(t[0], v.pad, v.mode, v.value)); },
+          [v](const std::vector<ref::Tensor>& t) { return one(ref::pad(t[0], v.pad, v.mode, v.value)); }, Check::View));
+      cs.back().grad = true;
+    }
+  }
   // Cropping only (every pad <= 0): a clone of the narrowed input, stride order kept (strides
   // compared).
   for (const Shape& pads : {Shape{0, -1}, Shape{-1, 0, 0, -1}, Shape{0, 0}}) {

@@ -305,6 +305,19 @@ void add_group_norm(std::vector<OpCase>& cs) {
                   [](const EV& x) { return one(tb::group_norm(x[0], 6, x[1])); },
                   [](const RV& x) { return one(ref::group_norm(x[0], 6, x[1])); }});
     cs.back().grad = g;
+    // A channels-last input gives a channels-last result (strides compared), also where size-1
+    // dims leave the layout ambiguous and PyTorch's stride heuristic decides (Note [Channels-last
+    // by strides]); 5-D: channels-last-3d.
+    for (const auto& [tag, shape] : {std::pair<const char*, Shape>{"channels_last", {2, 4, 3, 5}},
+                                     {"channels_last_ambiguous", {1, 2, 2, 1}},
+                                     {"channels_last_3d", {2, 4, 2, 3, 2}}}) {
+      cs.push_back({nm("group_norm", d, tag),
+                    {Input{shape, d, Layout::ChannelsLast}, Input{{shape[1]}, d}, Input{{shape[1]}, d}},
+                    [](const EV& x) { return one(tb::group_norm(x[0], 2, x[1], x[2], 1e-3)); },
+                    [](const RV& x) { return one(ref::group_norm(x[0], 2, x[1], x[2], 1e-3)); },
+                    Check::View});
+      cs.back().grad = g;
+    }
     cs.push_back({nm("group_norm", d, "zero_batch"),
                   {Input{{0, 4, 3}, d}},
                   [](const EV& x) { return one(tb::group_norm(x[0], 2)); },

@@ -23,9 +23,10 @@ namespace tb::suites {
 // How an input is laid out in memory. Non-contiguous layouts are the default in most tables.
 enum class Layout {
   Contiguous,
-  Transposed,  // last two dims swapped (a transposed view of a contiguous tensor)
-  Strided,     // every other element of the last dim, with a storage offset
-  Expanded,    // the first dim broadcast from size 1 (stride 0)
+  Transposed,    // last two dims swapped (a transposed view of a contiguous tensor)
+  Strided,       // every other element of the last dim, with a storage offset
+  Expanded,      // the first dim broadcast from size 1 (stride 0)
+  ChannelsLast,  // 4-D (5-D): an NHWC (NDHWC) tensor permuted to NCHW (NCDHW); other ranks contiguous
 };
 
 enum class Values {

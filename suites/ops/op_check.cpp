@@ -83,6 +83,15 @@ tb::Tensor make_input(const Input& in, core::Generator& gen) {
       base[0] = 1;
       return make_values(in, base, gen).expand(s);
     }
+    case Layout::ChannelsLast: {
+      if (s.size() != 4 && s.size() != 5) return make_values(in, s, gen);
+      Shape base = s, order{0};  // channels moved last, then put back by a permute
+      base.erase(base.begin() + 1);
+      base.push_back(s[1]);
+      order.push_back(int64_t(s.size()) - 1);
+      for (int64_t d = 1; d + 1 < int64_t(s.size()); ++d) order.push_back(d);
+      return make_values(in, base, gen).permute(order);
+    }
   }
   return make_values(in, s, gen);
 }

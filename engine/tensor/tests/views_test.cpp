@@ -193,5 +193,36 @@ TEST(Views, Printing) {
   EXPECT_EQ(Tensor().str(), "tensor(undefined)");
 }
 
+// Note [Channels-last by strides]: the layouts torch 2.11 reads as channels-last (its pad then
+// returns channels-last strides), written as sizes @ strides over one big storage.
+TEST(Views, ChannelsLastByStrides) {
+  const Tensor store = empty({256}, DType::Float32);
+  auto cl = [&](const Shape& sizes, const Shape& strides) {
+    return suggests_channels_last(store.as_strided(sizes, strides));
+  };
+  EXPECT_FALSE(cl({2, 3, 4, 5}, {60, 20, 5, 1}));  // contiguous
+  EXPECT_TRUE(cl({2, 3, 4, 5}, {60, 1, 15, 3}));   // NHWC permuted to NCHW
+  EXPECT_FALSE(cl({4, 1, 1, 1}, {1, 1, 1, 1}));    // N111: both layouts; contiguous wins
+  EXPECT_TRUE(cl({3, 1, 5, 1}, {5, 1, 1, 1}));     // N1H1 channels-last
+  EXPECT_FALSE(cl({3, 1, 5, 1}, {5, 5, 1, 1}));    // N1H1 contiguous
+  EXPECT_FALSE(cl({1, 3, 1, 4}, {12, 4, 4, 1}));
+  EXPECT_TRUE(cl({1, 3, 1, 4}, {12, 1, 12, 3}));
+  EXPECT_TRUE(cl({1, 2, 2, 1}, {4, 1, 2, 2}));
+  EXPECT_FALSE(cl({2, 3, 4, 5}, {60, 0, 15, 3}));       // broadcast channels
+  EXPECT_FALSE(cl({2, 0, 4, 5}, {0, 1, 0, 0}));         // empty
+  EXPECT_TRUE(cl({2, 3, 2, 3, 2}, {36, 1, 18, 6, 3}));  // channels-last-3d
+  EXPECT_FALSE(cl({2, 3, 2, 3, 2}, {36, 12, 6, 2, 1}));
+  EXPECT_FALSE(cl({2, 3, 4}, {12, 1, 3}));  // only 4-D and 5-D have the format
+  auto cl_contiguous = [&](const Shape& sizes, const Shape& strides) {
+    return is_channels_last_contiguous(store.as_strided(sizes, strides));
+  };
+  EXPECT_TRUE(cl_contiguous({2, 3, 4, 5}, {60, 1, 15, 3}));
+  EXPECT_TRUE(cl_contiguous({1, 2, 2, 1}, {2, 1, 2, 1}));  // size-1 dims: any stride
+  EXPECT_FALSE(cl_contiguous({2, 3, 4, 5}, {60, 20, 5, 1}));
+  EXPECT_FALSE(cl_contiguous({2, 3, 4, 5}, {120, 1, 30, 6}));  // NHWC with a gap: not dense
+  expect_layout(empty_channels_last({2, 3, 4, 5}, DType::Float32), {2, 3, 4, 5}, {60, 1, 15, 3}, 0);
+  expect_layout(empty_channels_last({2, 3, 2, 3, 2}, DType::Float32), {2, 3, 2, 3, 2}, {36, 1, 18, 6, 3}, 0);
+}
+
 }  // namespace
 }  // namespace tb

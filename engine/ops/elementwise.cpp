@@ -36,23 +36,17 @@ bool has_internal_overlap(const Tensor& t) {
 Tensor empty_like_inputs(const Shape& shape, DType dtype, std::initializer_list<Tensor> inputs) {
   const size_t nd = shape.size();
   if (nd <= 1) return empty(shape, dtype);
-  // TensorIterator's fast setup, for inputs of the output's shape: all contiguous give a
-  // contiguous output, all channels-last contiguous a channels-last one (its canonical strides,
-  // whatever strides the inputs' size-1 dims had), all dense with one set of strides exactly those.
+  // TensorIterator's fast path: inputs of one dense layout give the output exactly that layout.
   const Tensor* first = nullptr;
-  bool same_shape = true, contiguous = true, channels_last = true, same_dense = true;
+  bool same = true;
   for (const Tensor& t : inputs) {
     if (!t.defined()) continue;
     if (!first) first = &t;
-    same_shape &= t.sizes() == shape;
-    contiguous &= t.is_contiguous();
-    channels_last &= is_channels_last_contiguous(t);
-    same_dense &= t.strides() == first->strides();
+    same &= t.sizes() == shape && t.strides() == first->strides();
   }
   if (!first) return empty(shape, dtype);
-  if (same_shape && contiguous) return empty(shape, dtype);
-  if (same_shape && channels_last) return empty_channels_last(shape, dtype);
-  if (same_shape && same_dense && is_non_overlapping_and_dense(*first)) return empty_like_preserve(*first, dtype);
+  if (same && first->is_contiguous()) return empty(shape, dtype);
+  if (same && is_non_overlapping_and_dense(*first)) return empty_like_preserve(*first, dtype);
   return empty_in_stride_order(shape, dtype, inputs);  // reorder_dimensions
 }
 

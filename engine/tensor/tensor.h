@@ -172,9 +172,6 @@ bool is_non_overlapping_and_dense(const Tensor& t);
 // or a 5-D one channels-last-3d, by its heuristic (Note [Channels-last by strides]). PyTorch's ops
 // that allocate "in the input's memory format" (pad, group_norm, ...) then return that layout.
 bool suggests_channels_last(const Tensor& t);
-// PyTorch's is_contiguous(memory_format=channels_last): a 4-D tensor laid out densely as NHWC
-// (sizes of 1 may have any stride; an empty tensor is not).
-bool is_channels_last_contiguous(const Tensor& t);
 // A fresh 4-D (5-D) tensor with channels-last (-3d) strides: C innermost, then W, H (, D), N.
 Tensor empty_channels_last(const Shape& sizes, DType dtype);
 // `r`, or a channels-last copy of it when `like` suggests channels-last and r has its rank.

@@ -376,27 +376,6 @@ void special_unary_rows(std::vector<OpCase>& v) {
         v, "where/" + t + "/layout_transposed", {{{3, 4}, DType::Bool, Tr, Values::Bool}, {{3, 4}, d, Tr}, {{4}, d}},
         [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
         [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::View);
-    // Channels-last inputs whose size-1 dims carry odd strides (a permute of a (2, 1, 2, 1) tensor
-    // to (1, 2, 2, 1) @ (2, 1, 2, 1)): TensorIterator gives the canonical channels-last strides
-    // (4, 1, 2, 2), which pad and group_norm then read as channels-last (found by opfuzz).
-    add_row(
-        v, "neg/" + t + "/layout_channels_last_size1", {{{2, 1, 2, 1}, d}},
-        [](const In& in) {
-          return one(tb::neg(in[0].permute({1, 2, 0, 3})));
-        },
-        [](const RIn& in) {
-          return one(R::neg(R::permute(in[0], {1, 2, 0, 3})));
-        },
-        Check::View);
-    add_row(
-        v, "mul/" + t + "/layout_channels_last_size1", {{{2, 1, 2, 1}, d}, {{1, 2, 2, 1}, d, Layout::ChannelsLast}},
-        [](const In& in) {
-          return one(tb::mul(in[0].permute({1, 2, 0, 3}), in[1]));
-        },
-        [](const RIn& in) {
-          return one(R::mul(R::permute(in[0], {1, 2, 0, 3}), in[1]));
-        },
-        Check::View);
   }
   add_row(
       v, "exp/float64/layout_permuted_int_input", {{{2, 3, 4}, DType::Int32}},

@@ -8,7 +8,9 @@
 // bytes (ref::to_ref), and must agree on:
 //   - errors: LibTorch raises exactly where the engine raises a core::Error (never another
 //     exception, never a crash);
-//   - shapes, dtypes and values (suites/ops/tolerance.h, widened for a chain of ops);
+//   - shapes, dtypes and values (suites/ops/tolerance.h, widened for a chain of ops), unless
+//     LibTorch's own values move as far under rounding-sized input noise (Note [Ill-conditioned
+//     compositions]: counted in the metric ill_conditioned, not failed);
 //   - layout: the result can be .view()ed the same ways on both sides;
 //   - whether the result requires grad, and the input's gradient after backward of
 //     sum(result * w) for a random w (an undefined gradient counts as zeros).
@@ -853,8 +855,9 @@ Program generate(uint64_t seed) {
 
 struct Outcome {
   bool fail = false;
-  bool errored = false;  // both sides raised (error parity held)
-  std::string kind;      // what disagreed: error, shape, values, layout, requires_grad, grad
+  bool errored = false;          // both sides raised (error parity held)
+  bool ill_conditioned = false;  // values or grad apart, but so are LibTorch's own under rounding noise
+  std::string kind;              // what disagreed: error, shape, values, layout, requires_grad, grad
   std::string detail;
   std::vector<std::string> lines;  // the composition as C++
 };
@@ -931,6 +934,66 @@ bool libtorch_defect(const std::string& what) {
   return what.find("grad_input must be contiguous") != std::string::npos;
 }
 
+// Note [Ill-conditioned compositions]
+// Some compositions decide their result by cancellation: layer_norm over two elements then
+// summed, a variance of equal values, a division by a difference near zero. Engine and LibTorch
+// round differently (both correctly), the chain amplifies it, and the results differ by more
+// than any tolerance. Such a composition cannot be judged at this precision, so before a values
+// or grad mismatch counts, LibTorch runs it again on the input times (1 + u * 16 eps), u uniform
+// in [-1, 1] per element (rounding-sized noise): if LibTorch's own two results disagree under
+// the same tolerance, the composition is ill-conditioned and is counted as such, not as a
+// failure. A fault in the engine is not hidden by it: LibTorch's result is stable there.
+struct RefRun {
+  bool ok = false;  // every step (and the backward, when asked for) ran
+  RTensor result, grad;
+};
+
+RefRun run_reference(const Program& p, uint64_t noise_seed, bool with_grad) {
+  RefRun out;
+  ETensor x = fuzz_tensor(p.shape, p.dtype, p.lay, p.input_seed);
+  if (noise_seed != 0) {
+    A::NoGradGuard no_grad;
+    core::Generator gen(noise_seed);
+    const double eps = p.dtype == DType::Float64 ? 0x1p-52 : 0x1p-23;
+    const ETensor u = tb::sub(tb::mul(rand(x.sizes(), DType::Float64, &gen), 2.0), 1.0);
+    x = tb::mul(x.to(DType::Float64), tb::add(tb::mul(u, 16 * eps), 1.0)).to(p.dtype);
+  }
+  RTensor xr = R::to_ref(x);
+  R::requires_grad_(xr);
+  RTensor r = xr;
+  try {
+    for (const auto& [kind, step_seed] : p.steps) {
+      Rng g(step_seed);
+      Op op;
+      if (!kKinds[kind].make(r.sizes(), p.dtype, g, op)) continue;
+      r = op.ref(r);
+    }
+    out.result = r;
+    if (with_grad && R::requires_grad(r)) {
+      core::Generator wgen(p.seed ^ 0xA5A5A5A5ull);  // run_program's weights
+      const ETensor w = randn(r.sizes(), DType::Float64, &wgen).to(p.dtype);
+      R::backward(R::sum(R::mul(r, R::to_ref(w))));
+      out.grad = R::grad_of(xr);
+    }
+  } catch (const std::exception&) {
+    return out;
+  }
+  out.ok = true;
+  return out;
+}
+
+// Whether LibTorch's result (grad: its input gradient) moves past `tol` under rounding-sized
+// input noise (Note [Ill-conditioned compositions]).
+bool ill_conditioned(const Program& p, bool grad, Tolerance tol) {
+  const RefRun a = run_reference(p, 0, grad), b = run_reference(p, p.seed ^ 0x5EED5EEDull, grad);
+  if (!a.ok || !b.ok) return true;  // the noise alone changed what raises: not judgeable either
+  const RTensor& ra = grad ? a.grad : a.result;
+  const RTensor& rb = grad ? b.grad : b.result;
+  if (!ra.defined() || !rb.defined()) return ra.defined() != rb.defined();
+  std::string why;
+  return !values_match(R::from_ref(ra), R::from_ref(rb), tol, why);
+}
+
 Outcome run_program(const Program& p) {
   Outcome o;
   auto fail = [&](std::string kind, std::string detail) {
@@ -987,7 +1050,10 @@ Outcome run_program(const Program& p) {
     r = nr;
   }
   std::string why;
-  if (!values_match(e, R::from_ref(r), chain_tolerance(p.dtype, false), why)) return fail("values", why);
+  if (!values_match(e, R::from_ref(r), chain_tolerance(p.dtype, false), why)) {
+    if (!ill_conditioned(p, false, chain_tolerance(p.dtype, false))) return fail("values", why);
+    o.ill_conditioned = true;  // the layout and the gradient are still compared
+  }
   for (const Shape& probe : view_probes(e.sizes())) {
     bool ev = true, rv = true;
     try {
@@ -1044,8 +1110,11 @@ Outcome run_program(const Program& p) {
     g = zeros(x.sizes(), x.dtype());
   }
   if (!rg.defined()) rg = zeros(x.sizes(), x.dtype());
-  if (!values_match(g, rg, chain_tolerance(p.dtype, true), why))
-    return fail("grad", str("x.grad", x.grad().defined() ? "" : " (undefined on the engine)", ": ", why));
+  if (!values_match(g, rg, chain_tolerance(p.dtype, true), why)) {
+    if (!ill_conditioned(p, true, chain_tolerance(p.dtype, true)))
+      return fail("grad", str("x.grad", x.grad().defined() ? "" : " (undefined on the engine)", ": ", why));
+    o.ill_conditioned = true;
+  }
   return o;
 }
 
@@ -1154,7 +1223,7 @@ harness::Record run_batch(int batch) {
         const auto t0 = std::chrono::steady_clock::now();
         const double limit = b.seconds / kBatches;
         CrashReport crash_report_guard;
-        int64_t ran = 0, errored = 0, failed = 0;
+        int64_t ran = 0, errored = 0, failed = 0, ill = 0;
         std::vector<std::string> failures;
         // The base seed hashed first: splitmix steps by its own constant, so base * that constant
         // would make the stream of seed k the stream of seed 0 shifted by k.
@@ -1166,6 +1235,7 @@ harness::Record run_batch(int batch) {
           Outcome o = run_program(p);
           ++ran;
           errored += o.errored;
+          ill += o.ill_conditioned;
           if (!o.fail) continue;
           ++failed;
           if (failures.size() < 5) {
@@ -1177,6 +1247,7 @@ harness::Record run_batch(int batch) {
         g_running.clear();
         rec.metrics["compositions"] = double(ran);
         rec.metrics["error_parity"] = double(errored);
+        rec.metrics["ill_conditioned"] = double(ill);  // Note [Ill-conditioned compositions]
         rec.metrics["failures"] = double(failed);
         rec.metrics["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (failed == 0) return;

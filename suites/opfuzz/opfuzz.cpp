@@ -934,6 +934,12 @@ bool libtorch_defect(const std::string& what) {
   return what.find("grad_input must be contiguous") != std::string::npos;
 }
 
+// The weights w of the backward of sum(result * w), one set per composition.
+ETensor fuzz_weights(const Program& p, const Shape& sizes, DType dtype) {
+  core::Generator wgen(p.seed ^ 0xA5A5A5A5ull);
+  return randn(sizes, DType::Float64, &wgen).to(dtype);
+}
+
 // Note [Ill-conditioned compositions]
 // Some compositions decide their result by cancellation: layer_norm over two elements then
 // summed, a variance of equal values, a division by a difference near zero. Engine and LibTorch
@@ -943,17 +949,15 @@ bool libtorch_defect(const std::string& what) {
 // in [-1, 1] per element (rounding-sized noise): if LibTorch's own two results disagree under
 // the same tolerance, the composition is ill-conditioned and is counted as such, not as a
 // failure. A fault in the engine is not hidden by it: LibTorch's result is stable there.
-struct RefRun {
-  bool ok = false;  // every step (and the backward, when asked for) ran
-  RTensor result, grad;
-};
-
-RefRun run_reference(const Program& p, uint64_t noise_seed, bool with_grad) {
-  RefRun out;
+//
+// Whether LibTorch's result (grad: its input gradient, `clean` either way: what run_program got
+// from LibTorch on the noise-free input; zeros where it had none) moves past `tol` when the
+// composition is run again on the noisy input.
+bool ill_conditioned(const Program& p, bool grad, const ETensor& clean, Tolerance tol) {
   ETensor x = fuzz_tensor(p.shape, p.dtype, p.lay, p.input_seed);
-  if (noise_seed != 0) {
+  {
     A::NoGradGuard no_grad;
-    core::Generator gen(noise_seed);
+    core::Generator gen(p.seed ^ 0x5EED5EEDull);
     const double eps = p.dtype == DType::Float64 ? 0x1p-52 : 0x1p-23;
     const ETensor u = tb::sub(tb::mul(rand(x.sizes(), DType::Float64, &gen), 2.0), 1.0);
     x = tb::mul(x.to(DType::Float64), tb::add(tb::mul(u, 16 * eps), 1.0)).to(p.dtype);
@@ -968,32 +972,18 @@ RefRun run_reference(const Program& p, uint64_t noise_seed, bool with_grad) {
       if (!kKinds[kind].make(r.sizes(), p.dtype, g, op)) continue;
       r = op.ref(r);
     }
-    out.result = r;
-    if (with_grad && R::requires_grad(r)) {
-      core::Generator wgen(p.seed ^ 0xA5A5A5A5ull);  // run_program's weights
-      const ETensor w = randn(r.sizes(), DType::Float64, &wgen).to(p.dtype);
-      R::backward(R::sum(R::mul(r, R::to_ref(w))));
-      out.grad = R::grad_of(xr);
+    if (grad) {
+      if (R::requires_grad(r)) R::backward(R::sum(R::mul(r, R::to_ref(fuzz_weights(p, r.sizes(), r.dtype())))));
+      r = R::grad_of(xr);
     }
   } catch (const std::exception&) {
-    return out;
+    // The noisy input is a plain tensor, whatever the layout of the original: should that make a
+    // step raise, the composition is judged as usual (nothing is set aside on a layout's account).
+    return false;
   }
-  out.ok = true;
-  return out;
-}
-
-// Whether LibTorch's result (grad: its input gradient) moves past `tol` under rounding-sized
-// input noise (Note [Ill-conditioned compositions]).
-bool ill_conditioned(const Program& p, bool grad, Tolerance tol) {
-  const RefRun a = run_reference(p, 0, grad), b = run_reference(p, p.seed ^ 0x5EED5EEDull, grad);
-  // The noisy input is a plain tensor, whatever the layout of the original: should that make a
-  // step raise, the composition is judged as usual (nothing is set aside on a layout's account).
-  if (!a.ok || !b.ok) return false;
-  const RTensor& ra = grad ? a.grad : a.result;
-  const RTensor& rb = grad ? b.grad : b.result;
-  if (!ra.defined() || !rb.defined()) return ra.defined() != rb.defined();
+  const ETensor noisy = r.defined() ? R::from_ref(r) : zeros(clean.sizes(), clean.dtype());
   std::string why;
-  return !values_match(R::from_ref(ra), R::from_ref(rb), tol, why);
+  return !values_match(clean, noisy, tol, why);
 }
 
 Outcome run_program(const Program& p) {
@@ -1053,7 +1043,7 @@ Outcome run_program(const Program& p) {
   }
   std::string why;
   if (!values_match(e, R::from_ref(r), chain_tolerance(p.dtype, false), why)) {
-    if (!ill_conditioned(p, false, chain_tolerance(p.dtype, false))) return fail("values", why);
+    if (!ill_conditioned(p, false, R::from_ref(r), chain_tolerance(p.dtype, false))) return fail("values", why);
     o.ill_conditioned = true;  // the layout and the gradient are still compared
   }
   for (const Shape& probe : view_probes(e.sizes())) {
@@ -1079,8 +1069,7 @@ Outcome run_program(const Program& p) {
   if (!erg) return o;
   o.lines.push_back("tb::sum(tb::mul(y, fuzz_weight(y))).backward();");
   note_running(p, o.lines);
-  core::Generator wgen(p.seed ^ 0xA5A5A5A5ull);
-  const ETensor w = randn(e.sizes(), DType::Float64, &wgen).to(e.dtype());
+  const ETensor w = fuzz_weights(p, e.sizes(), e.dtype());
   std::string eerr, rerr;
   try {
     tb::sum(tb::mul(e, w)).backward();
@@ -1113,7 +1102,7 @@ Outcome run_program(const Program& p) {
   }
   if (!rg.defined()) rg = zeros(x.sizes(), x.dtype());
   if (!values_match(g, rg, chain_tolerance(p.dtype, true), why)) {
-    if (!ill_conditioned(p, true, chain_tolerance(p.dtype, true)))
+    if (!ill_conditioned(p, true, rg, chain_tolerance(p.dtype, true)))
       return fail("grad", str("x.grad", x.grad().defined() ? "" : " (undefined on the engine)", ": ", why));
     o.ill_conditioned = true;
   }

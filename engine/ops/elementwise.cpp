@@ -33,20 +33,23 @@ bool has_internal_overlap(const Tensor& t) {
 }
 }  // namespace
 
-Tensor empty_like_inputs(const Shape& shape, DType dtype, std::initializer_list<Tensor> inputs) {
-  const size_t nd = shape.size();
-  if (nd <= 1) return empty(shape, dtype);
-  // TensorIterator's fast path: inputs of one dense layout give the output exactly that layout.
-  const Tensor* first = nullptr;
-  bool same = true;
-  for (const Tensor& t : inputs) {
-    if (!t.defined()) continue;
-    if (!first) first = &t;
-    same &= t.sizes() == shape && t.strides() == first->strides();
+Tensor empty_like_inputs(const Shape& shape, DType dtype, std::initializer_list<Tensor> inputs, Setup setup) {
+  if (shape.size() <= 1 || setup == Setup::Contiguous) return empty(shape, dtype);
+  if (setup == Setup::Fast) {  // TensorIterator's fast setup, each test in its order (Note [Result layouts])
+    const auto all = [&](auto pred) {
+      for (const Tensor& t : inputs)
+        if (t.defined() && !pred(t)) return false;
+      return true;
+    };
+    if (all([](const Tensor& t) { return t.is_contiguous(); })) return empty(shape, dtype);
+    if (shape.size() == 4 && all([](const Tensor& t) { return is_channels_last_contiguous(t); }))
+      return empty_channels_last(shape, dtype);
+    const Tensor* first = nullptr;
+    for (const Tensor& t : inputs)
+      if (t.defined() && !first) first = &t;
+    if (all([&](const Tensor& t) { return is_non_overlapping_and_dense(t) && t.strides() == first->strides(); }))
+      return empty_like_preserve(*first, dtype);
   }
-  if (!first) return empty(shape, dtype);
-  if (same && first->is_contiguous()) return empty(shape, dtype);
-  if (same && is_non_overlapping_and_dense(*first)) return empty_like_preserve(*first, dtype);
   return empty_in_stride_order(shape, dtype, inputs);  // reorder_dimensions
 }
 
@@ -66,10 +69,10 @@ std::vector<Tensor> in_storage_order(std::initializer_list<Tensor> operands) {
 }
 
 Dest::Dest(Tensor* out, bool inplace, const Shape& shape, DType rdt, const char* op,
-           std::initializer_list<Tensor> inputs)
+           std::initializer_list<Tensor> inputs, Setup setup)
     : out_(out) {
   if (!out) {
-    target_ = empty_like_inputs(shape, rdt, inputs);
+    target_ = empty_like_inputs(shape, rdt, inputs, setup);
     return;
   }
   TB_CHECK(out->defined(), op, "undefined out= tensor");
@@ -119,7 +122,7 @@ Tensor float_unary(const char* op, const Tensor& x, Tensor* out, bool inplace, F
   const BareKernel bare(op, {&x, out});
   TB_CHECK(x.defined(), op, "undefined input tensor");
   const DType cdt = to_float_dtype(x.dtype());
-  return ew::unary(op, x, cdt, cdt, out, inplace, [&](const StridedLoop& loop) {
+  return ew::unary(op, x, cdt, cdt, out, inplace, ew::Setup::Fast, [&](const StridedLoop& loop) {
     core::dispatch_floating(cdt, op, [&]<typename T>() {
       using M = opmath_t<T>;
       cpu::cpu_kernel<T, T>(loop, InM<M, F>{f});
@@ -152,7 +155,7 @@ Tensor numeric_unary(const char* op, const Tensor& x, Tensor* out, bool inplace,
   TB_CHECK(x.dtype() != DType::Bool, op, bool_msg);
   check_out_dtype(x, out, inplace, op);
   const DType dt = x.dtype();
-  return ew::unary(op, x, dt, dt, out, inplace, [&](const StridedLoop& loop) {
+  return ew::unary(op, x, dt, dt, out, inplace, ew::Setup::Fast, [&](const StridedLoop& loop) {
     core::dispatch(dt, [&]<typename T>() {
       using M = opmath_t<T>;
       if constexpr (!std::is_same_v<T, bool>) cpu::cpu_kernel<T, T>(loop, InM<M, F>{f});
@@ -290,7 +293,7 @@ Tensor gelu_by_table(const char* op, const Tensor& x, Tensor* out, bool inplace)
   check_out_dtype(x, out, inplace, op);
   const DType dt = x.dtype();
   const uint16_t* table = dt == DType::BFloat16 ? gelu_table<core::BFloat16>() : gelu_table<core::Half>();
-  return ew::unary(op, x, dt, dt, out, inplace, [table](const StridedLoop& loop) {
+  return ew::unary(op, x, dt, dt, out, inplace, ew::Setup::Fast, [table](const StridedLoop& loop) {
     loop.for_each([table](char** data, const int64_t* st, int64_t n) {
       // No __restrict__: in place, out and in are the same array (each element is read before
       // it is written, also in the unrolled loop, which loads all 8 before storing).
@@ -459,7 +462,7 @@ Tensor sign_impl(const char* op, const Tensor& x, Tensor* out, bool inplace) {
   TB_CHECK(x.defined(), op, "undefined input tensor");
   check_out_dtype(x, out, inplace, op);
   const DType dt = x.dtype();
-  return ew::unary(op, x, dt, dt, out, inplace, [&](const StridedLoop& loop) {
+  return ew::unary(op, x, dt, dt, out, inplace, ew::Setup::Fast, [&](const StridedLoop& loop) {
     core::dispatch(dt, [&]<typename T>() {
       using M = opmath_t<T>;
       if constexpr (std::is_same_v<T, bool>) cpu::cpu_kernel<T, T>(loop, [](bool v) { return v; });
@@ -542,7 +545,7 @@ Tensor predicate(const char* op, const Tensor& x, Pred p) {
   if (!core::is_floating(x.dtype()))
     return p == Pred::Finite ? ones(x.sizes(), DType::Bool) : zeros(x.sizes(), DType::Bool);
   const DType dt = x.dtype();
-  return ew::unary(op, x, dt, DType::Bool, nullptr, false, [&](const StridedLoop& loop) {
+  return ew::unary(op, x, dt, DType::Bool, nullptr, false, ew::Setup::Fast, [&](const StridedLoop& loop) {
     core::dispatch_floating(dt, op, [&]<typename T>() {
       using M = opmath_t<T>;
       constexpr M inf = std::numeric_limits<M>::infinity();
@@ -563,7 +566,7 @@ Tensor isfinite(const Tensor& x) { return predicate("isfinite", x, Pred::Finite)
 // ---- logical_not: nonzero (NaN included) is true ----
 namespace {
 Tensor logical_not_impl(const char* op, const Tensor& x, Tensor* out, bool inplace) {
-  return ew::unary(op, x, DType::Bool, DType::Bool, out, inplace,
+  return ew::unary(op, x, DType::Bool, DType::Bool, out, inplace, ew::Setup::Fast,
                    [](const StridedLoop& loop) { cpu::cpu_kernel<bool, bool>(loop, [](bool v) { return !v; }); });
 }
 }  // namespace

@@ -127,6 +127,18 @@ bool suggests_channels_last(const Tensor& t) {
   return true;
 }
 
+bool is_channels_last_contiguous(const Tensor& t) {
+  if (t.dim() != 4) return false;
+  int64_t expected = 1;
+  for (size_t d : channels_last_order(4)) {
+    const int64_t size = t.sizes()[d];
+    if (size == 1) continue;
+    if (t.strides()[d] != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
 Tensor empty_channels_last(const Shape& sizes, DType dtype) {
   TB_CHECK(sizes.size() == 4 || sizes.size() == 5, "empty_channels_last", "expected a 4-D or 5-D shape, got ",
            to_string(sizes));

@@ -172,6 +172,9 @@ bool is_non_overlapping_and_dense(const Tensor& t);
 // or a 5-D one channels-last-3d, by its heuristic (Note [Channels-last by strides]). PyTorch's ops
 // that allocate "in the input's memory format" (pad, group_norm, ...) then return that layout.
 bool suggests_channels_last(const Tensor& t);
+// PyTorch's is_contiguous(memory_format=channels_last): a 4-D tensor whose non-size-1 dims are
+// dense in the order C, W, H, N (size-1 dims may have any stride). 5-D tensors never are.
+bool is_channels_last_contiguous(const Tensor& t);
 // A fresh 4-D (5-D) tensor with channels-last (-3d) strides: C innermost, then W, H (, D), N.
 Tensor empty_channels_last(const Shape& sizes, DType dtype);
 // `r`, or a channels-last copy of it when `like` suggests channels-last and r has its rank.

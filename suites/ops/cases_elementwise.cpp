@@ -377,6 +377,70 @@ void special_unary_rows(std::vector<OpCase>& v) {
         [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
         [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::View);
   }
+  // Note [Result layouts]: TensorIterator's fast setup (same-shaped tensor operands: contiguous,
+  // channels-last, or equal dense strides) against its reorder path (a wrapped Scalar operand or
+  // broadcasting). Inputs with size-1 dims whose strides are not the canonical ones tell them
+  // apart: cl (1,2,1,2) strides (1,1,2,2) is channels-last contiguous, co (1,2,1,2) strides
+  // (1,2,1,1) contiguous; the strides of the result feed later layout-sensitive ops (pad).
+  for (DType d : {DType::Float32, DType::Int64}) {
+    const std::string t = dn(d);
+    const Input cl_in{{2, 1, 2, 1}, d}, co_in{{2, 2, 1, 1}, d};
+    const auto cl = [](const tb::Tensor& x) { return x.permute({3, 2, 1, 0}); };
+    const auto co = [](const tb::Tensor& x) { return x.permute({2, 0, 3, 1}); };
+    const auto rcl = [](const R::Tensor& x) { return R::permute(x, {3, 2, 1, 0}); };
+    const auto rco = [](const R::Tensor& x) { return R::permute(x, {2, 0, 3, 1}); };
+    add_row(
+        v, "neg/" + t + "/layout_channels_last_odd_size1", {cl_in},
+        [=](const In& in) { return one(tb::neg(cl(in[0]))); }, [=](const RIn& in) { return one(R::neg(rcl(in[0]))); },
+        Check::View);
+    add_row(
+        v, "clamp/" + t + "/layout_channels_last_odd_size1", {cl_in},
+        [=](const In& in) { return one(tb::clamp(cl(in[0]), -1, 1)); },
+        [=](const RIn& in) { return one(R::clamp(rcl(in[0]), -1, 1)); }, Check::View);
+    add_row(
+        v, "mul/" + t + "/layout_scalar_channels_last_odd_size1", {cl_in},
+        [=](const In& in) { return one(tb::mul(cl(in[0]), 2)); },
+        [=](const RIn& in) { return one(R::mul(rcl(in[0]), 2)); }, Check::View);
+    add_row(
+        v, "neg/" + t + "/layout_contiguous_odd_size1", {co_in}, [=](const In& in) { return one(tb::neg(co(in[0]))); },
+        [=](const RIn& in) { return one(R::neg(rco(in[0]))); }, Check::View);
+    add_row(
+        v, "add/" + t + "/layout_scalar_contiguous_odd_size1", {co_in},
+        [=](const In& in) { return one(tb::add(co(in[0]), 1)); },
+        [=](const RIn& in) { return one(R::add(rco(in[0]), 1)); }, Check::View);
+    add_row(
+        v, "gt/" + t + "/layout_scalar_contiguous_odd_size1", {co_in},
+        [=](const In& in) { return one(tb::gt(co(in[0]), 0)); },
+        [=](const RIn& in) { return one(R::gt(rco(in[0]), 0)); }, Check::View);
+    add_row(
+        v, "add/" + t + "/layout_contiguous_unequal_size1_strides", {co_in, {{1, 2, 1, 2}, d}},
+        [=](const In& in) { return one(tb::add(co(in[0]), in[1])); },
+        [=](const RIn& in) { return one(R::add(rco(in[0]), in[1])); }, Check::View);
+    add_row(
+        v, "where/" + t + "/layout_scalar_contiguous_odd_size1", {co_in},
+        [=](const In& in) { return one(tb::where(tb::gt(co(in[0]), 0), co(in[0]), 3)); },
+        [=](const RIn& in) { return one(R::where(R::gt(rco(in[0]), 0), rco(in[0]), 3)); }, Check::View);
+    // The condition of a comparison with a Scalar keeps x's size-1 strides, which then order the
+    // broadcast result (found by opfuzz: .view(4) worked on the engine's result only).
+    add_row(
+        v, "where/" + t + "/layout_broadcast_odd_size1", {{{2, 1}, d}, {{1, 1, 2}, d}},
+        [](const In& in) {
+          return one(tb::where(tb::gt(in[0].t(), 0), in[0].t(), in[1].permute({2, 0, 1})));
+        },
+        [](const RIn& in) {
+          return one(R::where(R::gt(R::t(in[0]), 0), R::t(in[0]), R::permute(in[1], {2, 0, 1})));
+        },
+        Check::View);
+  }
+  add_row(
+      v, "pow/float32/layout_scalar_base_channels_last", {{{2, 1, 2, 1}}},
+      [](const In& in) {
+        return one(tb::pow(2, in[0].permute({3, 2, 1, 0})));
+      },
+      [](const RIn& in) {
+        return one(R::pow(2, R::permute(in[0], {3, 2, 1, 0})));
+      },
+      Check::View);
   add_row(
       v, "exp/float64/layout_permuted_int_input", {{{2, 3, 4}, DType::Int32}},
       [](const In& in) {

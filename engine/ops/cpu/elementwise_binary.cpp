@@ -60,7 +60,7 @@ Tensor add_ts(const char* op, const Tensor& a, const Scalar& b, const Scalar& al
   if (negate) TB_CHECK(a.dtype() != DType::Bool && !b.is_bool(), op, kSubBool);
   const DType rt = result_type(a, b);
   check_alpha(rt, alpha, op);
-  return ew::unary(op, a, rt, rt, out, inplace, [&](const StridedLoop& loop) {
+  return ew::unary(op, a, rt, rt, out, inplace, ew::Setup::Reorder, [&](const StridedLoop& loop) {
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
       const M c = wmul(ew::scalar_to<M>(alpha), ew::scalar_to<M>(b));
@@ -88,7 +88,7 @@ Tensor mul_ts(const char* op, const Tensor& a, const Scalar& b, Tensor* out, boo
   const BareKernel bare(op, {&a, out});
   TB_CHECK(a.defined(), op, "undefined input tensor");
   const DType rt = result_type(a, b);
-  return ew::unary(op, a, rt, rt, out, inplace, [&](const StridedLoop& loop) {
+  return ew::unary(op, a, rt, rt, out, inplace, ew::Setup::Reorder, [&](const StridedLoop& loop) {
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
       const M c = ew::scalar_to<M>(b);
@@ -137,7 +137,7 @@ auto div_fn(Round r, bool round_q) {
 // a / c with a scalar divisor c, computing in cdt (the result dtype).
 Tensor div_scalar(const char* op, const Tensor& a, const Scalar& c_in, DType cdt, Round r, Tensor* out, bool inplace) {
   TB_CHECK(core::is_floating(cdt) || ew::scalar_to<int64_t>(c_in) != 0, op, kZeroDiv);
-  return ew::unary(op, a, cdt, cdt, out, inplace, [&](const StridedLoop& loop) {
+  return ew::unary(op, a, cdt, cdt, out, inplace, ew::Setup::Reorder, [&](const StridedLoop& loop) {
     core::dispatch(cdt, [&]<typename T>() {
       using M = opmath_t<T>;
       if constexpr (!std::is_same_v<T, bool>) {
@@ -216,7 +216,7 @@ Tensor remainder_ts(const char* op, const Tensor& a, const Scalar& b, Tensor* ou
   const DType rt = result_type(a, b);
   TB_CHECK(rt != DType::Bool, op, "not implemented for dtype bool");
   TB_CHECK(core::is_floating(rt) || ew::scalar_to<int64_t>(b) != 0, op, kZeroDiv);
-  return ew::unary(op, a, rt, rt, out, inplace, [&](const StridedLoop& loop) {
+  return ew::unary(op, a, rt, rt, out, inplace, ew::Setup::Reorder, [&](const StridedLoop& loop) {
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
       const M c = ew::scalar_to<M>(b);
@@ -255,7 +255,7 @@ Tensor pow_ts(const char* op, const Tensor& a, const Scalar& e, Tensor* out, boo
   TB_CHECK(rt != DType::Bool, op, kPowBool);
   TB_CHECK(core::is_floating(rt) || e.is_float() || e.i >= 0, op,
            "integers to negative integer powers are not allowed");
-  return ew::unary(op, a, rt, rt, out, inplace, [&](const StridedLoop& loop) {
+  return ew::unary(op, a, rt, rt, out, inplace, ew::Setup::Fast, [&](const StridedLoop& loop) {
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
       const M c = ew::scalar_to<M>(e);
@@ -400,7 +400,7 @@ Tensor pow(const Scalar& base, const Tensor& e) {
   TB_CHECK(e.defined(), op, "undefined input tensor");
   const DType rt = result_type(e, base);
   TB_CHECK(rt != DType::Bool, op, kPowBool);
-  return ew::unary(op, e, rt, rt, nullptr, false, [&](const StridedLoop& loop) {
+  return ew::unary(op, e, rt, rt, nullptr, false, ew::Setup::Contiguous, [&](const StridedLoop& loop) {
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
       const M c = ew::scalar_to<M>(base);

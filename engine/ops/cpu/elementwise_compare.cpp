@@ -43,7 +43,7 @@ Tensor cmp_tt(const char* op, const Tensor& a, const Tensor& b, Cmp c, Tensor* o
 Tensor cmp_ts(const char* op, const Tensor& a, const Scalar& s, Cmp c) {
   TB_CHECK(a.defined(), op, "undefined input tensor");
   const DType cdt = result_type(a, s);
-  return ew::unary(op, a, cdt, DType::Bool, nullptr, false, [&](const StridedLoop& loop) {
+  return ew::unary(op, a, cdt, DType::Bool, nullptr, false, ew::Setup::Reorder, [&](const StridedLoop& loop) {
     core::dispatch(cdt, [&]<typename T>() {
       using M = opmath_t<T>;
       const M v = M(T(ew::scalar_to<M>(s)));
@@ -77,7 +77,7 @@ Tensor clamp_s(const char* op, const Tensor& x, const std::optional<Scalar>& lo,
   DType rt = x.dtype();
   if (lo) rt = ops::combine_scalar(rt, *lo);
   if (hi) rt = ops::combine_scalar(rt, *hi);
-  return ew::unary(op, x, rt, rt, out, inplace, [&](const StridedLoop& loop) {
+  return ew::unary(op, x, rt, rt, out, inplace, ew::Setup::Fast, [&](const StridedLoop& loop) {
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
       // Comparisons with NaN are false, so a NaN input passes through; lo > hi gives hi.
@@ -120,7 +120,12 @@ Tensor clamp_t(const char* op, const Tensor& x, const std::optional<Tensor>& lo,
   TB_CHECK(rt != DType::Bool, op, "clamp with both tensor bounds is not implemented for dtype bool");
   const Shape shape = core::broadcast_shapes(core::broadcast_shapes(x.sizes(), pl->sizes(), op), ph->sizes(), op);
   Tensor xc = x.to(rt).expand(shape), lc = pl->to(rt).expand(shape), hc = ph->to(rt).expand(shape);
-  ew::Dest d(out, inplace, shape, rt, op, {xc, lc, hc});
+  // The layout is PyTorch's for the operands as given, before any conversion to rt.
+  const auto given = [&](const Tensor& t, const Tensor& converted) {
+    return t.dtype() == rt ? converted : t.expand(shape);
+  };
+  ew::Dest d(out, inplace, shape, rt, op, {given(x, xc), given(*pl, lc), given(*ph, hc)},
+             x.sizes() == pl->sizes() && x.sizes() == ph->sizes() ? ew::Setup::Fast : ew::Setup::Reorder);
   StridedLoop loop(ew::in_storage_order({d.target(), xc, lc, hc}));
   core::dispatch(rt, [&]<typename T>() {
     using M = opmath_t<T>;
@@ -143,7 +148,9 @@ Tensor where_tt(const char* op, const Tensor& cond, const Tensor& a, const Tenso
   const DType rt = result_type(a, b);
   const Shape shape = core::broadcast_shapes(cond.sizes(), core::broadcast_shapes(a.sizes(), b.sizes(), op), op);
   Tensor cc = cond.expand(shape), ac = a.to(rt).expand(shape), bc = b.to(rt).expand(shape);
-  ew::Dest d(out, false, shape, rt, op, {cc, ac, bc});
+  // PyTorch's where converts a and b to the result type before its iterator sees them.
+  ew::Dest d(out, false, shape, rt, op, {cc, ac, bc},
+             cond.sizes() == a.sizes() && a.sizes() == b.sizes() ? ew::Setup::Fast : ew::Setup::Reorder);
   StridedLoop loop(ew::in_storage_order({d.target(), cc, ac, bc}));
   core::dispatch(rt, [&]<typename T>() {
     cpu::cpu_kernel<T, bool, T, T>(loop, [](bool k, T x, T y) -> T { return k ? x : y; });
@@ -288,7 +295,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
   const DType rt = result_type(a, b);
   const Shape shape = core::broadcast_shapes(cond.sizes(), a.sizes(), op);
   Tensor cc = cond.expand(shape), ac = a.to(rt).expand(shape);
-  ew::Dest d(nullptr, false, shape, rt, op, {cc, ac});
+  ew::Dest d(nullptr, false, shape, rt, op, {cc, ac}, ew::Setup::Reorder);  // b: a wrapped Scalar
   StridedLoop loop(ew::in_storage_order({d.target(), cc, ac}));
   core::dispatch(rt, [&]<typename T>() {
     const T c = T(ew::scalar_to<opmath_t<T>>(b));

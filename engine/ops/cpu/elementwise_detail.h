@@ -21,24 +21,40 @@ namespace tb::ops::ew {
 
 using core::opmath_t;
 
-// A fresh result of `shape` laid out as PyTorch's TensorIterator lays out an elementwise op's
-// output: in the order of the inputs' strides (broadcast, stride-0 dims not counting; ties go to
-// the next input), row-major when they give no other order. `inputs` are already broadcast to
-// `shape`. So exp(x.permute(...)) keeps x's layout, and a later .view works as in PyTorch.
-Tensor empty_like_inputs(const Shape& shape, DType dtype, std::initializer_list<Tensor> inputs);
+// Note [Result layouts]
+// An elementwise result is laid out as PyTorch lays it out, since later .view and .stride calls
+// (and layout-sensitive ops such as pad: Note [Channels-last by strides]) see it. TensorIterator
+// first tries its fast setup, which applies only when every operand had the result's shape
+// before broadcasting -- a Scalar argument PyTorch wraps into a 0-dim tensor (add(t, 2), t > 0,
+// where(c, t, 0.0)) is an operand of another shape, so those ops never take it:
+//   - every operand contiguous (size-1 dims may have any stride): contiguous;
+//   - every operand channels-last contiguous (4-D): canonical channels-last strides;
+//   - every operand dense, all with equal strides: those strides.
+// Otherwise the result is dense with its dims in the order of the operands' strides
+// (reorder_dimensions: empty_in_stride_order). So neg(t) of a t with odd size-1 strides gets
+// clean strides while t * 0.5 keeps t's. pow(Scalar, t) allocates a contiguous result itself.
+enum class Setup : uint8_t {
+  Fast,        // same-shaped tensor operands only (scalars the kernel takes as arguments: clamp)
+  Reorder,     // an operand broadcast, or a Scalar that PyTorch wraps into a 0-dim operand
+  Contiguous,  // PyTorch allocates a contiguous result itself (pow(Scalar, Tensor))
+};
+
+// A fresh result of `shape` laid out as Note [Result layouts] says. `inputs`: the tensor operands
+// as PyTorch's iterator sees them (before a conversion it does itself), broadcast to `shape`.
+Tensor empty_like_inputs(const Shape& shape, DType dtype, std::initializer_list<Tensor> inputs, Setup setup);
 // Same-shaped operands viewed with their dims reordered so that operand 0's run outermost-first
 // in its storage order (plain aliases, no autograd views): a StridedLoop over them walks operand
 // 0 -- a result laid out like a permuted input -- in memory order, and coalesces its dims.
 std::vector<Tensor> in_storage_order(std::initializer_list<Tensor> operands);
 
 // Where an op writes a result of (shape, rdt). Without out: a fresh tensor laid out by
-// empty_like_inputs. Without out: a fresh tensor. With out (out= or
-// in place, where *out is self): out itself when its dtype is rdt and it does not partially
-// overlap an input, else a temporary that result() casts into out. In place, the broadcast shape
+// empty_like_inputs (inputs and setup as there). With out (out= or in place, where *out is
+// self): out itself when its dtype is rdt and it does not partially overlap an input, else a temporary that result() casts into out. In place, the broadcast shape
 // must be self's shape, as in PyTorch.
 class Dest {
  public:
-  Dest(Tensor* out, bool inplace, const Shape& shape, DType rdt, const char* op, std::initializer_list<Tensor> inputs);
+  Dest(Tensor* out, bool inplace, const Shape& shape, DType rdt, const char* op, std::initializer_list<Tensor> inputs,
+       Setup setup);
   const Tensor& target() const { return target_; }
   Tensor result();
 
@@ -103,13 +119,15 @@ inline M min_nan(M x, M y) {
   return (x != x || x < y) ? x : y;
 }
 
-// One input: converts x to `cdt`, writes kernel(loop) into a result of `rdt` (loop operands:
-// result, x). x is (any shape), any strides.
+// One tensor input: converts x to `cdt`, writes kernel(loop) into a result of `rdt` (loop
+// operands: result, x). x is (any shape), any strides; `setup`: Fast, or Reorder where PyTorch
+// wraps the op's Scalar into an operand (Note [Result layouts]).
 template <typename K>
-Tensor unary(const char* op, const Tensor& x, DType cdt, DType rdt, Tensor* out, bool inplace, K&& kernel) {
+Tensor unary(const char* op, const Tensor& x, DType cdt, DType rdt, Tensor* out, bool inplace, Setup setup,
+             K&& kernel) {
   TB_CHECK(x.defined(), op, "undefined input tensor");
   Tensor xc = x.to(cdt);
-  Dest d(out, inplace, x.sizes(), rdt, op, {xc});
+  Dest d(out, inplace, x.sizes(), rdt, op, {x}, setup);
   StridedLoop loop(in_storage_order({d.target(), xc}));
   kernel(loop);
   return d.result();
@@ -122,7 +140,10 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, DType cdt, DType
   TB_CHECK(a.defined() && b.defined(), op, "undefined input tensor");
   const Shape shape = core::broadcast_shapes(a.sizes(), b.sizes(), op);
   Tensor ac = a.to(cdt).expand(shape), bc = b.to(cdt).expand(shape);
-  Dest d(out, inplace, shape, rdt, op, {ac, bc});
+  // The layout is PyTorch's for the operands as given, before any conversion to cdt.
+  Dest d(out, inplace, shape, rdt, op,
+         {a.dtype() == cdt ? ac : a.expand(shape), b.dtype() == cdt ? bc : b.expand(shape)},
+         a.sizes() == b.sizes() ? Setup::Fast : Setup::Reorder);
   StridedLoop loop(in_storage_order({d.target(), ac, bc}));
   kernel(loop);
   return d.result();

@@ -213,6 +213,18 @@ TEST(Views, ChannelsLastByStrides) {
   EXPECT_TRUE(cl({2, 3, 2, 3, 2}, {36, 1, 18, 6, 3}));  // channels-last-3d
   EXPECT_FALSE(cl({2, 3, 2, 3, 2}, {36, 12, 6, 2, 1}));
   EXPECT_FALSE(cl({2, 3, 4}, {12, 1, 3}));  // only 4-D and 5-D have the format
+  // is_contiguous(memory_format=torch.channels_last), as torch 2.11 answers it
+  auto clc = [&](const Shape& sizes, const Shape& strides) {
+    return is_channels_last_contiguous(store.as_strided(sizes, strides));
+  };
+  EXPECT_FALSE(clc({2, 3, 4, 5}, {60, 20, 5, 1}));
+  EXPECT_TRUE(clc({2, 3, 4, 5}, {60, 1, 15, 3}));
+  EXPECT_FALSE(clc({2, 3, 4, 5}, {61, 1, 15, 3}));  // a gap between images
+  EXPECT_TRUE(clc({1, 2, 1, 2}, {1, 1, 2, 2}));     // size-1 dims: any stride
+  EXPECT_FALSE(clc({1, 2, 1, 2}, {1, 2, 1, 1}));
+  EXPECT_TRUE(clc({4, 1, 1, 1}, {1, 1, 1, 1}));  // both layouts at once
+  EXPECT_TRUE(clc({2, 1, 2, 2}, {4, 1, 2, 1}));
+  EXPECT_FALSE(clc({2, 3, 2, 3, 2}, {36, 1, 18, 6, 3}));  // 5-D: channels_last_3d is another format
   expect_layout(empty_channels_last({2, 3, 4, 5}, DType::Float32), {2, 3, 4, 5}, {60, 1, 15, 3}, 0);
   expect_layout(empty_channels_last({2, 3, 2, 3, 2}, DType::Float32), {2, 3, 2, 3, 2}, {36, 1, 18, 6, 3}, 0);
 }

@@ -885,6 +885,13 @@ void grad_scalar_rows(std::vector<OpCase>& v, DType dt) {
   grad_row(
       v, "var/" + d + "/single_c0", {{{1}, dt}}, [](const In& x) { return one(tb::var(x[0], {0}, 0)); },
       [](const RIn& x) { return one(R::var(x[0], {0}, 0)); });
+  // No degrees of freedom on a 0-dim input: PyTorch's whole-reduction rule, inf times the
+  // gradient where x is not at its mean -- a NaN x is not (found by opfuzz: log of a negative
+  // value, then var with correction 1 gave the engine a NaN gradient, LibTorch -inf).
+  no_gradcheck(grad_row(
+      v, "var/" + d + "/scalar_dims_c1_nan", {{{}, dt, Layout::Contiguous, Values::Positive}},
+      [](const In& x) { return one(tb::var(tb::log(tb::neg(x[0])), {0}, 1)); },
+      [](const RIn& x) { return one(R::var(R::log(R::neg(x[0])), {0}, 1)); }));
 }
 
 // Zero-size inputs.

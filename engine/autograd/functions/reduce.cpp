@@ -75,8 +75,9 @@ Tensor var_backward(const Tensor& g, const Tensor& x, const DimList& dims, doubl
   const double dof = double(reduced_count(x.sizes(), dims)) - correction;
   const Tensor centered = ops::sub(x, ops::mean(x, dims, /*keepdim=*/true));
   const Tensor gu = unsqueeze_reduced(g, x.sizes(), dims, keepdim);
-  if (dims.empty() && dof <= 0) {
-    // 2 / 0: NaN where x equals its mean (inf * 0), inf elsewhere, as PyTorch.
+  if ((dims.empty() || x.dim() == 0) && dof <= 0) {
+    // 2 / 0: NaN where x equals its mean (inf * 0), inf elsewhere, as PyTorch (which does so for
+    // a whole reduction or a 0-dim x; a NaN x is not at its mean, so its gradient is inf).
     const Tensor at_mean = ops::eq(centered, Scalar(0.0));
     return ops::mul(gu, ops::masked_fill(full(x.sizes(), INFINITY, g.dtype()), at_mean, NAN));
   }

@@ -189,9 +189,9 @@ struct AbsExtremeOp : ExtremeOp<Acc, kMax> {
     return ExtremeOp<Acc, kMax>::hstep(a, std::bit_cast<cpu::vhalf>(mag));
   }
 };
-// First pass of var: the mean as c + sum(x - c) / n, c the slice's first element. Exact for a
-// constant slice, whose variance is then exactly 0 as LibTorch's Welford mean gives (sum / n can
-// miss by an ulp, leaving a variance of ~1e-33 and a std gradient of O(1) instead of 0).
+// First pass of var (Note [var's two centers]): the mean as c + sum(x - c) / n, c the slice's
+// first element. Exact for a constant slice, whose variance is then exactly 0 as LibTorch's
+// Welford mean gives.
 struct ShiftedMeanOp : SumOp<double> {
   template <typename T>
   double step(double a, T v, double c) const {
@@ -383,13 +383,25 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 }
 
 // ---- var, std: two passes in double (mean, then squared deviations), as LibTorch's CPU kernel ----
-Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
-  const BareKernel bare("var", {&x});
-  check_floating(x, "var", "std and var only support floating point and complex dtypes");
+// Note [var's two centers]
+// LibTorch's CPU var/std centers the squared deviations in one of two ways, and for a constant
+// input the choice decides whether the variance is exactly 0 (a later `var > 0` or std's
+// gradient tells them apart). A reduction to one element of a float32/float64 input
+// (std_var_all_cpu) centers on x.mean() in x's own dtype: sum / n, which for a constant input
+// can miss the value by an ulp, leaving a variance of ~1e-33 (float64) or ~1e-13 (float32). Every
+// other reduction runs Welford, whose running mean stays exact for a constant slice: here the
+// shifted mean c + sum(x - c) / n, c the slice's first element. Both sum the squared deviations
+// in double. Returns the variance in double, before the one rounding to x's dtype (std takes its
+// square root first).
+Tensor var_in_double(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
   Plan p = make_plan(x, dim_mask(x, dims, "var"), keepdim);
-  Tensor res = core::dispatch_floating(x.dtype(), "var", [&]<typename T>() {
+  const bool whole = core::checked_numel(p.out_shape, "var") == 1 && x.numel() > 0 &&
+                     (x.dtype() == DType::Float32 || x.dtype() == DType::Float64);
+  return core::dispatch_floating(x.dtype(), "var", [&]<typename T>() {
     Tensor mu;
-    if (p.R == 0) {
+    if (whole) {
+      mu = full(p.out_shape, mean(x).item_double(), DType::Float64);
+    } else if (p.R == 0) {
       mu = run<false, double, T>(p, MeanOp<double>{});
     } else {
       Tensor first = empty(p.out_shape, DType::Float64);  // x[o, 0, i] of the (O, R, I) view
@@ -401,13 +413,17 @@ Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim
     }
     return run<true, double, T>(p, SqDevOp{{}, correction}, mu);
   });
-  return cast(res, x.dtype());
+}
+
+Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
+  const BareKernel bare("var", {&x});
+  check_floating(x, "var", "std and var only support floating point and complex dtypes");
+  return cast(var_in_double(x, dims, correction, keepdim), x.dtype());
 }
 Tensor std(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
   const BareKernel bare("std", {&x});
   check_floating(x, "std", "std and var only support floating point and complex dtypes");
-  // sqrt before the one rounding to x's dtype.
-  Tensor v = var(x.to(DType::Float64), dims, correction, keepdim);
+  Tensor v = var_in_double(x, dims, correction, keepdim);  // sqrt before the one rounding to x's dtype
   double* pv = v.data_ptr<double>();
   for (int64_t i = 0; i < v.numel(); ++i) pv[i] = std::sqrt(pv[i]);
   return cast(v, x.dtype());

@@ -302,6 +302,37 @@ void statistic_rows(std::vector<OpCase>& cs) {
                     [v](const RV& x) { return one(ref::logsumexp(x[0], v.dims, v.keepdim)); }});
       cs.back().grad = grad_on(d, v, "single");
     }
+  // Note [var's two centers]: whether a constant input's variance is exactly 0, read through
+  // `> 0` (the values alone agree within any tolerance). A reduction to one element centers on
+  // x.mean() in x's dtype (often an ulp off: > 0), every other on an exact Welford mean (== 0).
+  struct Constant {
+    const char* name;
+    Shape shape;
+    DimList dims;
+  };
+  // Small inputs only: the mean of a long one rounds as each side's vectorised sum orders it.
+  const Constant constants[] = {{"all_3", {3}, {}},        {"dim0_3", {3}, {0}},
+                                {"all_2x3", {2, 3}, {}},   {"dim1_2x3", {2, 3}, {1}},
+                                {"dim0_7x3", {7, 3}, {0}}, {"dims01_5x2x1", {5, 2, 1}, {0, 1}}};
+  for (DT d : kFloats) {
+    if (d != DT::Float32 && d != DT::Float64) continue;
+    for (double c : {0.1, -7.3})
+      for (const Constant& k : constants)
+        for (const bool sd : {false, true}) {
+          const std::string name = std::string(k.name) + (c > 0 ? "_constant_pos" : "_constant_neg") + "_is_positive";
+          DimList dims = k.dims;
+          cs.push_back({nm(sd ? "std" : "var", d, name),
+                        {Input{k.shape, d, Layout::Contiguous, Values::Zeros}},
+                        [c, dims, sd](const EV& x) {
+                          const tb::Tensor v = tb::add(x[0], c);
+                          return one(tb::gt(sd ? tb::std(v, dims) : tb::var(v, dims), 0));
+                        },
+                        [c, dims, sd](const RV& x) {
+                          const ref::Tensor v = ref::add(x[0], c);
+                          return one(ref::gt(sd ? ref::std(v, dims) : ref::var(v, dims), 0));
+                        }});
+        }
+  }
 }
 
 // all, any.

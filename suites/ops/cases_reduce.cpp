@@ -923,6 +923,11 @@ void grad_scalar_rows(std::vector<OpCase>& v, DType dt) {
       v, "var/" + d + "/scalar_dims_c1_nan", {{{}, dt, Layout::Contiguous, Values::Positive}},
       [](const In& x) { return one(tb::var(tb::log(tb::neg(x[0])), {0}, 1)); },
       [](const RIn& x) { return one(R::var(R::log(R::neg(x[0])), {0}, 1)); }));
+  // ... and an infinite x is at its mean (PyTorch compares x == mean): NaN, not inf.
+  no_gradcheck(grad_row(
+      v, "var/" + d + "/scalar_dims_c1_inf", {{{}, dt, Layout::Contiguous, Values::Positive}},
+      [](const In& x) { return one(tb::var(tb::exp(tb::mul(x[0], 1e4)), {0}, 1)); },
+      [](const RIn& x) { return one(R::var(R::exp(R::mul(x[0], 1e4)), {0}, 1)); }));
 }
 
 // Zero-size inputs.

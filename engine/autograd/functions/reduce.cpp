@@ -73,15 +73,16 @@ Tensor value_selecting_backward(const Tensor& g, const Tensor& indices, const Sh
 // var: (2 / (n - correction)) * g * (x - mean(x)).
 Tensor var_backward(const Tensor& g, const Tensor& x, const DimList& dims, double correction, bool keepdim) {
   const double dof = double(reduced_count(x.sizes(), dims)) - correction;
-  const Tensor centered = ops::sub(x, ops::mean(x, dims, /*keepdim=*/true));
+  const Tensor mean = ops::mean(x, dims, /*keepdim=*/true);
   const Tensor gu = unsqueeze_reduced(g, x.sizes(), dims, keepdim);
   if ((dims.empty() || x.dim() == 0) && dof <= 0) {
     // 2 / 0: NaN where x equals its mean (inf * 0), inf elsewhere, as PyTorch (which does so for
-    // a whole reduction or a 0-dim x; a NaN x is not at its mean, so its gradient is inf).
-    const Tensor at_mean = ops::eq(centered, Scalar(0.0));
+    // a whole reduction or a 0-dim x). Compared as x == mean, as PyTorch does: an infinite x is
+    // at its mean (x - mean would be NaN), a NaN x is not.
+    const Tensor at_mean = ops::eq(x, mean);
     return ops::mul(gu, ops::masked_fill(full(x.sizes(), INFINITY, g.dtype()), at_mean, NAN));
   }
-  return ops::mul(ops::mul(gu, Scalar(2.0 / dof)), centered);
+  return ops::mul(ops::mul(gu, Scalar(2.0 / dof)), ops::sub(x, mean));
 }
 
 Tensor norm_backward(const Tensor& grad, const Tensor& x, double p, const Tensor& norm, const DimList& dims,

@@ -206,7 +206,8 @@ std::tuple<Tensor, Tensor, Tensor> cross_entropy_forward(const Tensor& input, co
             for (int64_t k = 0; k < C; ++k) sm += w[size_t(k)] * double(row[k * S]);
             v -= lsc * sm;
           }
-          per[size_t(e)] = v;
+          // As nll_loss's: PyTorch sums an unbatched input's one term into a zero (+0, not -0).
+          per[size_t(e)] = input.dim() == 1 ? v + 0.0 : v;
           denom += w[size_t(c)];
         }
     } else {

@@ -133,6 +133,20 @@ void cross_entropy_rows(std::vector<OpCase>& v, DType dt) {
         c.wrt = {0};
         v.push_back(std::move(c));
       }
+  // One class: every loss is a zero, whose sign a reciprocal shows. PyTorch's is +0 for an
+  // unbatched input with a class-index target (its one term summed into a zero), -0 otherwise.
+  for (const bool batched : {false, true})
+    for (const double ls : {0.0, 0.2})
+      for (const char* red : kReductions) {
+        const std::string r = red;
+        const Shape xs = batched ? Shape{3, 1} : Shape{1}, ts = batched ? Shape{3} : Shape{};
+        v.push_back(make_case(
+            "cross_entropy/" + d + "/one_class_zero_sign" + (batched ? "_batched" : "_unbatched") +
+                (ls > 0 ? "_smooth_" : "_") + r,
+            {{xs, dt}, {ts, DType::Int64, Layout::Contiguous, Values::Index, 1}},
+            [=](const In& x) { return one(tb::reciprocal(tb::cross_entropy(x[0], x[1], {}, r, -100, ls))); },
+            [=](const RIn& x) { return one(R::reciprocal(R::cross_entropy(x[0], x[1], {}, r, -100, ls))); }));
+      }
   // The target's gradient too (probability targets are differentiable in PyTorch).
   OpCase t = make_grad_case(
       "cross_entropy/" + d + "/prob_target_grad", {{{3, 5}, dt}, {{3, 5}, dt, Layout::Transposed, Values::Positive}},

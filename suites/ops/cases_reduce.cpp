@@ -310,10 +310,11 @@ void statistic_rows(std::vector<OpCase>& cs) {
     Shape shape;
     DimList dims;
   };
-  // Small inputs only: the mean of a long one rounds as each side's vectorised sum orders it.
+  // Whole reductions of at most 6 elements only: the mean of a longer one rounds as each side's
+  // vectorised sum orders it, which depends on the CPU's vector width (Note [var's two centers]).
   const Constant constants[] = {{"all_3", {3}, {}},        {"dim0_3", {3}, {0}},
                                 {"all_2x3", {2, 3}, {}},   {"dim1_2x3", {2, 3}, {1}},
-                                {"dim0_7x3", {7, 3}, {0}}, {"dims01_5x2x1", {5, 2, 1}, {0, 1}}};
+                                {"dim0_7x3", {7, 3}, {0}}, {"dims01_3x2x1", {3, 2, 1}, {0, 1}}};
   for (DT d : kFloats) {
     if (d != DT::Float32 && d != DT::Float64) continue;
     for (double c : {0.1, -7.3})

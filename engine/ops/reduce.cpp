@@ -394,7 +394,8 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 // in double. The whole-input mean is ops::mean's, whose sum orders its terms as LibTorch's does
 // only for short inputs: measured on this AVX2 machine with constants 0.1 and -7.3, a constant
 // input's `var > 0` agrees with LibTorch's for every float32 length tried (3 to 1000) but 127,
-// and for float64 up to 8 elements, then by chance (9, 17, 18, 31, 33, 100, 127-129 disagree).
+// and for float64 up to 8 elements, then by chance (9, 17, 18, 31, 33, 100, 127-129 disagree);
+// opfuzz found 18 float32 copies of -0.693 that disagree too.
 // Returns the variance in double, before the one rounding to x's dtype (std takes its square
 // root first).
 Tensor var_in_double(const Tensor& x, const DimList& dims, double correction, bool keepdim) {

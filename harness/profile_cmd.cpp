@@ -22,6 +22,7 @@
 #include "engine/data/dataloader.h"
 #include "engine/dist/ddp/ddp.h"
 #include "engine/dist/process_group.h"
+#include "engine/autograd/autocast.h"
 #include "engine/nn/models.h"
 #include "engine/optim/adam.h"
 #include "engine/tensor/factories.h"
@@ -152,6 +153,7 @@ void profile_rank(const ProfileOptions& o, const fs::path& out) {
     {
       profiler::RecordFunction r("forward");
       opt.zero_grad(true);
+      autograd::AutocastGuard autocast(o.autocast != "none", DType::BFloat16);
       loss = w.loss((*net)(b.input), b.target);
     }
     {
@@ -226,8 +228,9 @@ int merge(const ProfileOptions& o, const fs::path& out, const std::string& comma
   std::vector<profiler::OpStat> stats;
   for (auto& [k, s] : by) stats.push_back(s);
 
-  std::cout << "trainbench profile: " << o.model << ", world " << o.world << ", " << o.steps
-            << " recorded steps (after " << o.warmup << " warm-up), " << o.workers << " DataLoader workers\n\n"
+  std::cout << "trainbench profile: " << o.model << (o.autocast == "none" ? "" : " under " + o.autocast + " autocast")
+            << ", world " << o.world << ", " << o.steps << " recorded steps (after " << o.warmup << " warm-up), "
+            << o.workers << " DataLoader workers\n\n"
             << "Top ops by self time (all ranks):\n"
             << profiler::table(stats, profiler::SortBy::SelfTime, std::size_t(o.rows)) << '\n'
             << "Top ops by calls (all ranks):\n"
@@ -240,7 +243,7 @@ int merge(const ProfileOptions& o, const fs::path& out, const std::string& comma
 
   Record rec;
   rec.suite = "profile";
-  rec.case_name = o.model + "/w" + std::to_string(o.world);
+  rec.case_name = o.model + (o.autocast == "none" ? "" : "/" + o.autocast) + "/w" + std::to_string(o.world);
   rec.kind = "benchmark";
   rec.metrics = mean;
   rec.metrics["world"] = o.world;
@@ -273,6 +276,9 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& o) {
   sub->add_option("--workers", o.workers, "DataLoader worker threads per rank")
       ->check(CLI::Range(0, 64))
       ->type_name("N");
+  sub->add_option("--autocast", o.autocast,
+                  "Forward and loss under bfloat16 autocast, float32 master weights (train_step/<model>/bfloat16)")
+      ->check(CLI::IsMember({"none", "bfloat16"}));
   sub->add_option("--backend", o.backend, "Process group backend when --world > 1")
       ->check(CLI::IsMember({"mpi", "gloo"}));
   sub->add_option("--out", o.out, "Output folder (trace.json, profile.json, ranks/)")->type_name("DIR");
@@ -323,6 +329,8 @@ int run_profile(const ProfileOptions& o, const std::string& command) {
                std::to_string(o.workers),
                "--backend",
                o.backend,
+               "--autocast",
+               o.autocast,
                "--out",
                out.string()};
   if (!std::getenv("TRAINBENCH_DIST_TIMEOUT")) spec.env["TRAINBENCH_DIST_TIMEOUT"] = "300";

@@ -1,6 +1,6 @@
-// `trainbench profile --model mlp|gpt [--steps N] [--world W] [--out DIR]`: N training steps of a
-// reference model (the training suite's train_step/mlp and train_step/gpt: same sizes, AdamW,
-// batches from a DataLoader) under tb::profiler, after warm-up steps that are not recorded; at
+// `trainbench profile --model mlp|gpt [--steps N] [--world W] [--autocast bfloat16] [--out DIR]`: N
+// training steps of a reference model (the training suite's train_step/mlp and train_step/gpt, or
+// with --autocast their /bfloat16 forms: same sizes, AdamW, batches from a DataLoader) under tb::profiler, after warm-up steps that are not recorded; at
 // world W > 1 on W ranks through the launcher, with DDP. Writes DIR/trace.json (Chrome
 // trace-event JSON: a process lane per rank, a thread lane per thread), DIR/profile.json (a
 // result file: one record per model with the step breakdown) and prints the top ops by self time
@@ -17,7 +17,8 @@ struct ProfileOptions {
   int steps = 5;              // recorded steps
   int warmup = 2;             // steps before recording (oneDNN primitives, caches, DDP buckets)
   int world = 1;
-  int workers = 0;  // DataLoader workers per rank
+  int workers = 0;                // DataLoader workers per rank
+  std::string autocast = "none";  // none | bfloat16: forward and loss under autocast (train_step/<model>/bfloat16)
   std::string backend = "mpi";
   std::string out = "profile";
   std::string json;  // default: <out>/profile.json

@@ -1,6 +1,7 @@
 // `trainbench profile` as users run it: the built command in a child process. At world 2 (MPI,
 // DDP) the merged trace has a process lane per rank with the collectives in it, the table and
-// the step breakdown are printed, and the result file holds the breakdown record; bad input is a
+// the step breakdown are printed, and the result file holds the breakdown record; under
+// --autocast bfloat16 the casts are op events and the record names the recipe; bad input is a
 // usage error.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -85,6 +86,24 @@ TEST_F(ProfileCli, MlpAtWorldTwoHasARankLaneEachWithCollectives) {
                        m.at("optimizer_ms").get<double>() + m.at("data_ms").get<double>() +
                        m.at("other_ms").get<double>();
   EXPECT_NEAR(parts, m.at("step_ms").get<double>(), 1e-6 * m.at("step_ms").get<double>() + 1e-9);
+}
+
+TEST_F(ProfileCli, AutocastProfilesTheBfloat16Step) {
+  const auto res = trainbench(
+      {"profile", "--model", "mlp", "--steps", "2", "--warmup", "1", "--autocast", "bfloat16", "--out", dir.string()});
+  ASSERT_EQ(res.exit_code, 0) << res.out << res.err;
+  EXPECT_TRUE(has(res.out, "mlp under bfloat16 autocast, world 1")) << res.out;
+  std::ifstream f(dir / "trace.json");
+  const json trace = json::parse(f);
+  int casts = 0;  // float32 tensors cast to bfloat16 in the recorded steps: the input and 3 weights each
+  for (const json& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X" && e.at("name") == "to" && e.at("args").at("input_dtypes") == json::array({"float32"}))
+      ++casts;
+  EXPECT_GE(casts, 2 * 4) << "autocast's casts are op events";
+  std::ifstream r(dir / "profile.json");
+  EXPECT_EQ(json::parse(r).at("records").at(0).at("case"), "mlp/bfloat16/w1");
+  auto bad = trainbench({"profile", "--autocast", "float8"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
 }
 
 TEST_F(ProfileCli, BadInputIsAUsageError) {

@@ -1,10 +1,12 @@
 #include "suites/register_all.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "engine/ops/cpu/linalg_gemm.h"
 #include "engine/tensor/iterator.h"
 #include "harness/runner.h"
 #include "harness/suite.h"
@@ -44,6 +46,20 @@ void register_timed_suite(const std::string& name, const std::string& descriptio
   harness::register_timed_benches(name, std::move(cases));
 }
 
+// How the engine's bfloat16 products run on this machine, and the measurement that decided it
+// (Note [bfloat16 products through float32] in engine/ops/cpu/linalg_gemm.cpp).
+std::string bf16_matmul_route() {
+  std::string s = ops::cpu::bf16_products() == ops::cpu::Bf16Products::OneDnn
+                      ? "oneDNN bfloat16 kernels"
+                      : "float32 kernel on operands widened from bfloat16, rounded once";
+  if (const double r = ops::cpu::bf16_dot_over_fma(); r > 0) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "; vdpbf16ps at %.2fx vfmadd231ps's FLOP rate on this core", r);
+    s += buf;
+  }
+  return s;
+}
+
 }  // namespace
 
 void register_all() {
@@ -58,6 +74,7 @@ void register_all() {
   const nlohmann::json info = ref::info();  // a named copy: items() must not outlive it
   for (auto& [k, v] : info.items()) harness::add_run_info(k, v);
   harness::add_run_info("engine_blas", "oneDNN (libdnnl) for matmul and convolution");
+  harness::add_run_info("engine_bf16_matmul", bf16_matmul_route());
   // Large engine blocks sit on transparent huge pages (engine/memory); LibTorch's allocator does
   // that only with THP_MEM_ALLOC_ENABLE=1. Recorded so a reader knows which side had them.
   harness::add_run_info("engine_allocator", "caching; blocks >= 2 MiB on transparent huge pages");

@@ -2,14 +2,21 @@
 // float64 and integers. See linalg_gemm.h for the contract.
 #include "engine/ops/cpu/linalg_gemm.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "engine/core/env.h"
+#include "engine/ops/cpu/bf16_convert.h"
 
 namespace tb::ops::cpu {
 
@@ -356,11 +363,119 @@ bool amx_bf16_unsafe_n(int64_t N) {
   return amx && N >= 49 && N <= 63;
 }
 
+// Note [bfloat16 products through float32]
+// A bfloat16 product accumulates in float32 and rounds once on store (LibTorch's result, whatever
+// kernel computes it). oneDNN's bfloat16 kernels multiply with AMX tiles or AVX512-BF16's
+// vdpbf16ps, and whether that beats widening both operands to float32 for the float32 kernel
+// depends on the core: on Zen 4 vdpbf16ps does twice the FLOPs per cycle of vfmadd231ps; on an
+// Intel Xeon without AMX (an Emerald Rapids VM that hides it) half (the peak suite: bf16_dot 86,
+// fp32_fma 173 GFLOP/s per core), so oneDNN's bfloat16 matmul/1024 ran at 169 GFLOP/s where
+// float32 ran at 300; with AVX-512 but no AVX512-BF16, oneDNN emulates the instruction (34.9 ms
+// for that product against 7.6 ms through float32). So the route is measured once per process:
+// AMX -> oneDNN; AVX512-BF16 -> oneDNN only when vdpbf16ps's FLOP rate on this core is at least
+// 1.25x vfmadd231ps's (widening reads and writes each operand once more; two loops of ~40 us);
+// else float32. Products are exact in float32 either way, so only the order of the float32 sums
+// differs between routes. TRAINBENCH_BF16_MATMUL=onednn|float32 forces one (A/B runs, tests).
+
+// Best-of-`reps` seconds of `rounds` x 12 independent vdpbf16ps (64 FLOPs each).
+__attribute__((target("avx512f,avx512bf16"))) double time_bf16_dot(int rounds, int reps) {
+  __m512 acc[12];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3F80);  // 1.0
+  const __m512bh y = (__m512bh)_mm512_set1_epi16(0x3A83);  // ~1e-3
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < rounds; ++i)
+      for (auto& a : acc) a = _mm512_dpbf16_ps(a, x, y);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  __m512 sum = acc[0];
+  for (int i = 1; i < 12; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, sum);
+  volatile float sink = lanes[0];  // keeps the loops
+  (void)sink;
+  return best;
+}
+
+// The same for vfmadd231ps (32 FLOPs each).
+__attribute__((target("avx512f"))) double time_fma(int rounds, int reps) {
+  __m512 acc[12];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  const __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(1e-3f);
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < rounds; ++i)
+      for (auto& a : acc) a = _mm512_fmadd_ps(x, y, a);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  __m512 sum = acc[0];
+  for (int i = 1; i < 12; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, sum);
+  volatile float sink = lanes[0];  // keeps the loops
+  (void)sink;
+  return best;
+}
+
+Bf16Products measure_bf16_products(double* ratio) {
+  *ratio = 0;
+  if (!dnnl_has_bf16()) return Bf16Products::Float32;
+  const auto amx_bits = unsigned(dnnl::cpu_isa::avx512_core_amx);
+  if ((unsigned(dnnl::get_effective_cpu_isa()) & amx_bits) == amx_bits) return Bf16Products::OneDnn;
+  if (!__builtin_cpu_supports("avx512bf16")) return Bf16Products::Float32;  // oneDNN would emulate it
+  constexpr int kRounds = 4000;
+  time_bf16_dot(kRounds, 1);  // warm-up: the core's AVX-512 clock settles first
+  time_fma(kRounds, 1);
+  double dot = 1e30, fma = 1e30;
+  for (int i = 0; i < 5; ++i) {  // alternated, so that a preemption hurts one sample, not one side
+    dot = std::min(dot, time_bf16_dot(kRounds, 1));
+    fma = std::min(fma, time_fma(kRounds, 1));
+  }
+  *ratio = (64.0 / dot) / (32.0 / fma);  // FLOP rates, vdpbf16ps over vfmadd231ps
+  return *ratio >= 1.25 ? Bf16Products::OneDnn : Bf16Products::Float32;
+}
+
+std::atomic<int> g_forced_bf16_products{-1};
+
 // Whether oneDNN multiplies `dt` operands into an (.., N) product itself; float16, and bfloat16
-// where it cannot (below AVX-512) or must not (Note [oneDNN AMX bfloat16 with 49 <= N <= 63]),
-// compute in float32 and round once.
+// where it cannot (below AVX-512), must not (Note [oneDNN AMX bfloat16 with 49 <= N <= 63]) or
+// is slower (Note [bfloat16 products through float32]), compute in float32 and round once.
 bool dnnl_multiplies(DType dt, int64_t N) {
-  return dt == DType::Float32 || (dt == DType::BFloat16 && dnnl_has_bf16() && !amx_bf16_unsafe_n(N));
+  return dt == DType::Float32 ||
+         (dt == DType::BFloat16 && bf16_products() == Bf16Products::OneDnn && !amx_bf16_unsafe_n(N));
+}
+
+// d[i] = float(s[i]): bfloat16 is float32's top half (restrict lets GCC vectorise it).
+void widen_run(float* __restrict d, const uint16_t* __restrict s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = std::bit_cast<float>(uint32_t(s[i]) << 16);
+}
+
+// A float32 copy of a bfloat16 operand. A dense one (in any dim order) keeps its strides and is
+// widened as one run of memory, in parallel; any other layout goes through copy_.
+Tensor widen_bf16(const Tensor& t) {
+  if (!is_non_overlapping_and_dense(t)) return t.to(DType::Float32);
+  Tensor out = empty_like_preserve(t, DType::Float32);
+  for (int64_t d = 0; d < t.dim(); ++d)  // same memory order (a size-1 dim's stride is free)
+    TB_CHECK(t.size(d) == 1 || out.stride(d) == t.stride(d), "gemm_batched",
+             "internal: widened operand changed its layout");
+  const auto* s = static_cast<const uint16_t*>(t.data());
+  auto* d = out.data_ptr<float>();
+  const int64_t n = t.numel(), chunk = 16384;
+#pragma omp parallel for schedule(static) if (n >= 4 * chunk)
+  for (int64_t c = 0; c < n; c += chunk) widen_run(d + c, s + c, std::min(chunk, n - c));
+  return out;
+}
+
+// out = BFloat16(acc) element by element, both contiguous.
+void round_to_bf16(const Tensor& out, const Tensor& acc) {
+  auto* d = static_cast<core::BFloat16*>(out.data());
+  const float* s = acc.data_ptr<float>();
+  const int64_t n = out.numel(), chunk = 16384;
+#pragma omp parallel for schedule(static) if (n >= 4 * chunk)
+  for (int64_t c = 0; c < n; c += chunk) store_bf16(d + c, s + c, std::min(chunk, n - c));
 }
 
 }  // namespace
@@ -377,6 +492,41 @@ bool dnnl_has_bf16() {
     }
   }();
   return ok;
+}
+
+namespace {
+// The auto route and the ratio it was decided on, measured once.
+struct Bf16Measurement {
+  Bf16Products route;
+  double dot_over_fma;
+};
+const Bf16Measurement& bf16_measurement() {
+  static const Bf16Measurement m = [] {
+    Bf16Measurement r{};
+    r.route = measure_bf16_products(&r.dot_over_fma);
+    return r;
+  }();
+  return m;
+}
+}  // namespace
+
+Bf16Products bf16_products() {
+  if (const int f = g_forced_bf16_products.load(std::memory_order_relaxed); f >= 0) return Bf16Products(f);
+  static const Bf16Products route = [] {
+    const std::string env = core::env_choice("TRAINBENCH_BF16_MATMUL", "auto", {"auto", "onednn", "float32"});
+    if (env == "float32" || !dnnl_has_bf16()) return Bf16Products::Float32;
+    if (env == "onednn") return Bf16Products::OneDnn;
+    return bf16_measurement().route;
+  }();
+  return route;
+}
+
+double bf16_dot_over_fma() { return bf16_measurement().dot_over_fma; }
+
+void force_bf16_products(std::optional<Bf16Products> route) {
+  TB_CHECK(!route || *route == Bf16Products::Float32 || dnnl_has_bf16(), "force_bf16_products",
+           "oneDNN has no bfloat16 products on this CPU");
+  g_forced_bf16_products.store(route ? int(*route) : -1, std::memory_order_relaxed);
 }
 
 void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
@@ -421,9 +571,17 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
     }
     return dnnl_matmul(out, a2, b2, alpha, beta, ep);
   }
-  if (dt == DType::Float16 || dt == DType::BFloat16) {
-    // No float16 (or, below AVX-512 and for Note [oneDNN AMX bfloat16 with 49 <= N <= 63],
-    // bfloat16) matmul in oneDNN here: compute in float32 and round once on store.
+  if (dt == DType::BFloat16) {
+    // Note [bfloat16 products through float32] (and below AVX-512, and Note [oneDNN AMX bfloat16
+    // with 49 <= N <= 63]): widen, multiply in float32, round once on store.
+    Tensor acc = beta != 0 ? widen_bf16(out) : empty(out.sizes(), DType::Float32);
+    GemmEpilogue ep32{ep.bias.defined() ? widen_bf16(ep.bias) : Tensor(), ep.relu};
+    gemm_batched(acc, widen_bf16(a), widen_bf16(b), alpha, beta, ep32);
+    round_to_bf16(out, acc);
+    return;
+  }
+  if (dt == DType::Float16) {
+    // No float16 matmul in oneDNN here: compute in float32 and round once on store.
     Tensor acc = beta != 0 ? out.to(DType::Float32).contiguous() : empty(out.sizes(), DType::Float32);
     GemmEpilogue ep32{ep.bias.defined() ? ep.bias.to(DType::Float32) : Tensor(), ep.relu};
     gemm_batched(acc, a.to(DType::Float32), b.to(DType::Float32), alpha, beta, ep32);

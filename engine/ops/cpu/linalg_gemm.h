@@ -1,11 +1,14 @@
 // The one batched matrix-product kernel every linalg op (mm, bmm, matmul, addmm, linear, einsum)
 // and conv fallback ends in. float32 and bfloat16 run on oneDNN's matmul primitive (cached per
 // shape/strides/scales); float16, and bfloat16 on a CPU where oneDNN has no bfloat16 kernels
-// (below AVX-512) or where its AMX kernels go wrong (products with 49 to 63 columns: Note [oneDNN
+// (below AVX-512), where they are slower than float32 (Note [bfloat16 products through float32]
+// in linalg_gemm.cpp) or where its AMX kernels go wrong (products with 49 to 63 columns: Note [oneDNN
 // AMX bfloat16 with 49 <= N <= 63] in linalg_gemm.cpp), compute in float32 on oneDNN and round once; float64 and the
 // integer types use a blocked OpenMP loop (oneDNN has neither). This file knows no broadcasting
 // or PyTorch argument rules: linalg.cpp resolves those first.
 #pragma once
+#include <optional>
+
 #include "engine/tensor/tensor.h"
 
 namespace tb::ops::cpu {
@@ -36,5 +39,18 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
 // which is what oneDNN's own bfloat16 kernels do (float32 accumulation, one rounding on store).
 // Asked once, by creating a small bfloat16 matmul.
 bool dnnl_has_bf16();
+
+// How bfloat16 products run here (Note [bfloat16 products through float32] in linalg_gemm.cpp):
+// oneDNN's bfloat16 kernels, or both operands widened to float32 for the float32 kernel and the
+// result rounded once. Decided once per process from TRAINBENCH_BF16_MATMUL (auto | onednn |
+// float32) and, for auto, by timing this core's vdpbf16ps against its vfmadd231ps.
+enum class Bf16Products { OneDnn, Float32 };
+Bf16Products bf16_products();
+// vdpbf16ps's FLOP rate over vfmadd231ps's on this core as measured (0 without AVX512-BF16, or
+// with AMX, where it is not measured); for run headers and logs.
+double bf16_dot_over_fma();
+// For tests and A/B runs in one process: force a route, or std::nullopt to go back to the decided
+// one. OneDnn requires dnnl_has_bf16().
+void force_bf16_products(std::optional<Bf16Products> route);
 
 }  // namespace tb::ops::cpu

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -170,6 +171,38 @@ void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alp
   });
   execute(e, out, a, b, ep.bias);
   if (ep.relu) relu_keep_nan(out);
+}
+
+// Note [Large float32 products through dnnl_sgemm]
+// On AVX-512, oneDNN 2.6's matmul primitive picks its brgemm kernel (brg:avx512_core) for every
+// float32 product, while its BLAS-style dnnl_sgemm runs the older jit gemm (avx512_common), which
+// is the faster one for large products of plain matrices: on an Emerald Rapids VM at 2 threads
+// (standalone probe, best of 9) 512^3 284 -> 316 GFLOP/s, 1024^3 293 -> 301, 2048^3 289 -> 321,
+// 1024^3 with both operands transposed 305 -> 310, (256 x 1024) @ (1024 x 784) 293 -> 321. It lost
+// where a dimension was 256 or less (256 x 1024 x 1024 with b transposed 306 -> 250; 2048 x 1024
+// x 256 310 -> 272), so only products with M, N and K all >= 512, one matrix each (batch 1), no
+// epilogue and each operand contiguous in one of its two dims take it. A fixed rule, not a timing
+// per shape, so that a product's bits do not depend on a race between kernels. Below AVX-512 the
+// two are the same jit gemm.
+bool try_sgemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
+  static const bool avx512 = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  if (!avx512 || out.dtype() != DType::Float32 || out.size(0) != 1) return false;
+  const Mat ma = describe(a), mb = describe(b);
+  const int64_t M = out.size(1), N = out.size(2), K = ma.cols;
+  if (std::min({M, N, K}) < 512 || ma.batch != 1 || mb.batch != 1) return false;
+  constexpr int64_t kMax = int64_t(std::numeric_limits<dnnl_dim_t>::max());
+  auto layout = [&](const Mat& m, char& trans, int64_t& ld) {
+    if (m.sc == 1 && m.sr >= m.cols) trans = 'N', ld = m.sr;
+    else if (m.sr == 1 && m.sc >= m.rows) trans = 'T', ld = m.sc;
+    else return false;
+    return ld <= kMax;
+  };
+  char ta, tb;
+  int64_t lda, ldb;
+  if (!layout(ma, ta, lda) || !layout(mb, tb, ldb)) return false;
+  const dnnl_status_t st = dnnl_sgemm(ta, tb, M, N, K, float(alpha), a.data_ptr<float>(), lda, b.data_ptr<float>(), ldb,
+                                      float(beta), out.data_ptr<float>(), N);
+  return st == dnnl_success;
 }
 
 // Note [Two batch dims]
@@ -569,6 +602,7 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
       a2 = padded(a2, N, /*want_row_major=*/false);
       b2 = padded(b2, M, /*want_row_major=*/true);
     }
+    if (ep.empty() && try_sgemm(out, a2, b2, alpha, beta)) return;  // Note [Large float32 products through dnnl_sgemm]
     return dnnl_matmul(out, a2, b2, alpha, beta, ep);
   }
   if (dt == DType::BFloat16) {

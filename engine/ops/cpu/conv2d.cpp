@@ -409,8 +409,9 @@ Tensor conv2d(const Tensor& x_, const Tensor& weight, const Tensor& bias, const 
       conv_im2col<int64_t>(c, out, x4.contiguous(), weight, bias);
     } else if (dt == DType::Int32) {
       conv_im2col<int32_t>(c, out, x4.contiguous(), weight, bias);
-    } else if (dt == DType::BFloat16 && cpu::dnnl_has_bf16() && (!bias.defined() || bias.dtype() == dt) &&
-               weight.dtype() == dt) {
+    } else if (dt == DType::BFloat16 && cpu::bf16_products() == cpu::Bf16Products::OneDnn &&
+               (!bias.defined() || bias.dtype() == dt) && weight.dtype() == dt) {
+      // Else through float32 as below: Note [bfloat16 products through float32] in linalg_gemm.cpp.
       conv_dnnl(c, out, x4.contiguous(), weight.contiguous(), bias.defined() ? bias.contiguous() : Tensor());
     } else {
       const DType f = DType::Float32;

@@ -1,4 +1,4 @@
-// bfloat16 products on both routes (Note [bfloat16 products through float32] in
+// bfloat16 products and convolutions on both routes (Note [bfloat16 products through float32] in
 // cpu/linalg_gemm.cpp): oneDNN's bfloat16 kernels where this CPU has them, and the operands widened
 // to float32 with the result rounded once. Each is checked against the product summed in double
 // by the test itself; the float32 route must also equal, bit for bit, the float32 product of the
@@ -12,6 +12,7 @@
 #include "engine/core/rng.h"
 #include "engine/ops/cpu/linalg_gemm.h"
 #include "engine/ops/linalg.h"
+#include "engine/ops/nn.h"
 #include "engine/tensor/factories.h"
 #include "engine/tensor/tests/values.h"
 
@@ -91,6 +92,40 @@ TEST(Bf16Products, EveryRouteMatchesTheProductInDouble) {
     }
     const Tensor a = bf16_randn({3, 20, 40}, 8), b = bf16_randn({3, 40, 30}, 9);
     expect_product(bmm(a, b), a, b, 1, 0, {}, {}, false, "bmm" + on);
+  }
+}
+
+// conv2d of bfloat16 takes the same route (oneDNN's bfloat16 convolution, or float32 and one
+// rounding): (2, 3, 9, 8) input, (4, 3, 3, 3) weight, bias, stride 2, padding 1, against the sum in
+// double.
+TEST(Bf16Products, Conv2dOnEveryRouteMatchesTheSumInDouble) {
+  const int64_t N = 2, C = 3, H = 9, W = 8, O = 4, KH = 3, KW = 3, S = 2, P = 1;
+  const int64_t OH = (H + 2 * P - KH) / S + 1, OW = (W + 2 * P - KW) / S + 1;
+  const Tensor x = bf16_randn({N, C, H, W}, 20), w = bf16_randn({O, C, KH, KW}, 21), bias = bf16_randn({O}, 22);
+  const std::vector<double> vx = values(x), vw = values(w), vb = values(bias);
+  for (Bf16Products r : routes()) {
+    ForceRoute force(r);
+    const Tensor y = conv2d(x, w, bias, {S, S}, {P, P});
+    ASSERT_EQ(y.sizes(), (Shape{N, O, OH, OW}));
+    const std::vector<double> vy = values(y);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < O; ++o)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            double sum = vb[size_t(o)], mag = std::fabs(sum);
+            for (int64_t c = 0; c < C; ++c)
+              for (int64_t i = 0; i < KH; ++i)
+                for (int64_t j = 0; j < KW; ++j) {
+                  const int64_t h = oh * S - P + i, v = ow * S - P + j;
+                  if (h < 0 || h >= H || v < 0 || v >= W) continue;
+                  const double p = vx[size_t(((n * C + c) * H + h) * W + v)] *
+                                   vw[size_t(((o * C + c) * KH + i) * KW + j)];
+                  sum += p, mag += std::fabs(p);
+                }
+            const double got = vy[size_t(((n * O + o) * OH + oh) * OW + ow)];
+            EXPECT_LE(std::fabs(got - sum), std::ldexp(std::fabs(sum), -8) + 27 * std::ldexp(mag, -24))
+                << "route " << name(r) << " at (" << n << ", " << o << ", " << oh << ", " << ow << ")";
+          }
   }
 }
 

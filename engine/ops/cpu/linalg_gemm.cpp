@@ -410,47 +410,29 @@ bool amx_bf16_unsafe_n(int64_t N) {
 // else float32. Products are exact in float32 either way, so only the order of the float32 sums
 // differs between routes. TRAINBENCH_BF16_MATMUL=onednn|float32 forces one (A/B runs, tests).
 
-// Best-of-`reps` seconds of `rounds` x 12 independent vdpbf16ps (64 FLOPs each).
-__attribute__((target("avx512f,avx512bf16"))) double time_bf16_dot(int rounds, int reps) {
-  __m512 acc[12];
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3F80);  // 1.0
-  const __m512bh y = (__m512bh)_mm512_set1_epi16(0x3A83);  // ~1e-3
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < rounds; ++i)
-      for (auto& a : acc) a = _mm512_dpbf16_ps(a, x, y);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  __m512 sum = acc[0];
-  for (int i = 1; i < 12; ++i) sum = _mm512_add_ps(sum, acc[i]);
-  float lanes[16];
-  _mm512_storeu_ps(lanes, sum);
-  volatile float sink = lanes[0];  // keeps the loops
-  (void)sink;
-  return best;
-}
-
-// The same for vfmadd231ps (32 FLOPs each).
-__attribute__((target("avx512f"))) double time_fma(int rounds, int reps) {
+// Seconds of `rounds` x 12 independent chains of vdpbf16ps (dot: 64 FLOPs each) or of
+// vfmadd231ps (32 FLOPs each). Called only where the CPU has AVX512-BF16.
+__attribute__((target("avx512f,avx512bf16"))) double time_chains(bool dot, int rounds) {
   __m512 acc[12];
   for (auto& a : acc) a = _mm512_setzero_ps();
   const __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(1e-3f);
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
+  const __m512bh xh = (__m512bh)_mm512_set1_epi16(0x3F80), yh = (__m512bh)_mm512_set1_epi16(0x3A83);  // 1.0, ~1e-3
+  const auto t0 = std::chrono::steady_clock::now();
+  if (dot) {
+    for (int i = 0; i < rounds; ++i)
+      for (auto& a : acc) a = _mm512_dpbf16_ps(a, xh, yh);
+  } else {
     for (int i = 0; i < rounds; ++i)
       for (auto& a : acc) a = _mm512_fmadd_ps(x, y, a);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   __m512 sum = acc[0];
   for (int i = 1; i < 12; ++i) sum = _mm512_add_ps(sum, acc[i]);
   float lanes[16];
   _mm512_storeu_ps(lanes, sum);
   volatile float sink = lanes[0];  // keeps the loops
   (void)sink;
-  return best;
+  return seconds;
 }
 
 Bf16Products measure_bf16_products(double* ratio) {
@@ -460,12 +442,12 @@ Bf16Products measure_bf16_products(double* ratio) {
   if ((unsigned(dnnl::get_effective_cpu_isa()) & amx_bits) == amx_bits) return Bf16Products::OneDnn;
   if (!__builtin_cpu_supports("avx512bf16")) return Bf16Products::Float32;  // oneDNN would emulate it
   constexpr int kRounds = 4000;
-  time_bf16_dot(kRounds, 1);  // warm-up: the core's AVX-512 clock settles first
-  time_fma(kRounds, 1);
+  time_chains(true, kRounds);  // warm-up: the core's AVX-512 clock settles first
+  time_chains(false, kRounds);
   double dot = 1e30, fma = 1e30;
   for (int i = 0; i < 5; ++i) {  // alternated, so that a preemption hurts one sample, not one side
-    dot = std::min(dot, time_bf16_dot(kRounds, 1));
-    fma = std::min(fma, time_fma(kRounds, 1));
+    dot = std::min(dot, time_chains(true, kRounds));
+    fma = std::min(fma, time_chains(false, kRounds));
   }
   *ratio = (64.0 / dot) / (32.0 / fma);  // FLOP rates, vdpbf16ps over vfmadd231ps
   return *ratio >= 1.25 ? Bf16Products::OneDnn : Bf16Products::Float32;

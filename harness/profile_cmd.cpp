@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/functions.h"
 #include "engine/core/error.h"
 #include "engine/core/profiler.h"
@@ -22,7 +23,6 @@
 #include "engine/data/dataloader.h"
 #include "engine/dist/ddp/ddp.h"
 #include "engine/dist/process_group.h"
-#include "engine/autograd/autocast.h"
 #include "engine/nn/models.h"
 #include "engine/optim/adam.h"
 #include "engine/tensor/factories.h"

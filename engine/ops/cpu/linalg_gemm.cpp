@@ -8,7 +8,6 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -190,12 +189,11 @@ bool try_sgemm(const Tensor& out, const Tensor& a, const Tensor& b, double alpha
   const Mat ma = describe(a), mb = describe(b);
   const int64_t M = out.size(1), N = out.size(2), K = ma.cols;
   if (std::min({M, N, K}) < 512 || ma.batch != 1 || mb.batch != 1) return false;
-  constexpr int64_t kMax = int64_t(std::numeric_limits<dnnl_dim_t>::max());
-  auto layout = [&](const Mat& m, char& trans, int64_t& ld) {
+  auto layout = [](const Mat& m, char& trans, int64_t& ld) {  // a row-major or a transposed matrix
     if (m.sc == 1 && m.sr >= m.cols) trans = 'N', ld = m.sr;
     else if (m.sr == 1 && m.sc >= m.rows) trans = 'T', ld = m.sc;
     else return false;
-    return ld <= kMax;
+    return true;
   };
   char ta, tb;
   int64_t lda, ldb;

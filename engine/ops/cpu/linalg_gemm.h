@@ -1,12 +1,12 @@
 // The one batched matrix-product kernel every linalg op (mm, bmm, matmul, addmm, linear, einsum)
 // and conv fallback ends in. float32 and bfloat16 run on oneDNN's matmul primitive (cached per
-// shape/strides/scales; large float32 products on AVX-512 on dnnl_sgemm, Note [Large float32
-// products through dnnl_sgemm] in linalg_gemm.cpp); float16, and bfloat16 on a CPU where oneDNN has no bfloat16 kernels
-// (below AVX-512), where they are slower than float32 (Note [bfloat16 products through float32]
-// in linalg_gemm.cpp) or where its AMX kernels go wrong (products with 49 to 63 columns: Note [oneDNN
-// AMX bfloat16 with 49 <= N <= 63] in linalg_gemm.cpp), compute in float32 on oneDNN and round once; float64 and the
-// integer types use a blocked OpenMP loop (oneDNN has neither). This file knows no broadcasting
-// or PyTorch argument rules: linalg.cpp resolves those first.
+// shape/strides/scales; large float32 products on AVX-512 on dnnl_sgemm: Note [Large float32
+// products through dnnl_sgemm] in linalg_gemm.cpp). float16, and bfloat16 where oneDNN has no
+// bfloat16 kernels (below AVX-512), where they are slower than float32 (Note [bfloat16 products
+// through float32]) or where its AMX kernels go wrong (products with 49 to 63 columns: Note
+// [oneDNN AMX bfloat16 with 49 <= N <= 63]), compute in float32 on oneDNN and round once; float64
+// and the integer types use a blocked OpenMP loop (oneDNN has neither). This file knows no
+// broadcasting or PyTorch argument rules: linalg.cpp resolves those first.
 #pragma once
 #include <optional>
 

@@ -66,6 +66,9 @@ TEST(LargeFloat32Products, EveryOperandLayoutMatchesTheProductInDouble) {
   expect_product(mm(ap, bp), ap, bp, 1, 0, {}, "padded a @ b");
   const Tensor c = randn_f32({M, N}, 7);
   expect_product(addmm(c, at, b, 0.5, 2), at, b, 2, 0.5, c, "addmm beta 0.5 alpha 2");
+  // beta 0 ignores self, NaN included (BLAS and PyTorch).
+  const Tensor nan = full({M, N}, std::nan(""), DType::Float32);
+  expect_product(addmm(nan, a, b, 0, 1), a, b, 1, 0, {}, "addmm beta 0 over NaN");
 }
 
 }  // namespace

@@ -979,6 +979,31 @@ void order_cases(std::vector<OpCase>& v) {
           auto [s, i] = R::sort(x[0], std::nullopt, -1, true);
           return RV{s, s};
         });
+    // Rows long enough for the radix sort (cpu/sort.cpp: 256 and more), and one row past 32768
+    // elements, whose passes are shared by the threads. Integers (in [-5, 5]) and bool are mostly
+    // ties, so the indices check stability; floats get -0 and +0 (trunc), +-inf (x / trunc(x)
+    // where |x| < 1) and NaN (log of the negatives) beside their ties.
+    for (const Shape& s : {Shape{3, 100}, Shape{13400}}) {
+      for (const bool desc : {false, true}) {
+        const bool f = core::is_floating(t);
+        add(
+            v, "sort/" + d + (s.size() == 1 ? "/radix_one_row" : "/radix_rows") + (desc ? "_desc" : "_asc"), {in(s, t)},
+            [f, desc](const TV& x) {
+              const tb::Tensor tr = f ? tb::div(x[0], Scalar(1), std::string("trunc")) : x[0];
+              const tb::Tensor y = f ? tb::cat({tr, tb::div(x[0], tr), tb::log(x[0])}, -1)
+                                     : tb::cat({x[0], x[0], x[0]}, -1);
+              auto [sv, i] = tb::sort(y, true, -1, desc);
+              return TV{sv, i};
+            },
+            [f, desc](const RV& x) {
+              const ref::Tensor tr = f ? R::div(x[0], Scalar(1), std::string("trunc")) : x[0];
+              const ref::Tensor y = f ? R::cat({tr, R::div(x[0], tr), R::log(x[0])}, -1)
+                                      : R::cat({x[0], x[0], x[0]}, -1);
+              auto [sv, i] = R::sort(y, true, -1, desc);
+              return RV{sv, i};
+            });
+      }
+    }
     if (t == BOOL) continue;  // topk refuses bool on CPU (error row below)
     add(
         v, "topk/" + d + "/largest", {in({4, 9}, t)},

@@ -1,10 +1,16 @@
 // Ordering kernels: sort (always stable) and topk. The sorted dim is moved last and made
-// contiguous, so each row is one run; rows are sorted in parallel, and a single long row is
-// sorted as two halves in parallel and merged (std::merge keeps the first half's element on a
-// tie, so the result stays stable). Keys are compared in opmath_t (float for bf16/f16), with NaN
-// above every number as in PyTorch.
+// contiguous, so each row is one run; rows are sorted in parallel. Keys are compared in opmath_t
+// (float for bf16/f16), with NaN above every number as in PyTorch. Rows of kRadixMin elements or
+// more are sorted by a least-significant-digit radix sort (Note [Radix sort keys]), shorter rows
+// by std::stable_sort; a single long row is radix-sorted by all threads at once.
+#include <omp.h>
+
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -34,24 +40,97 @@ struct KeyLess {
 template <typename M>
 using Item = std::pair<M, int64_t>;
 
-// Stable sort of one row by key; long rows split across two threads when `parallel`.
+// Note [Radix sort keys]
+// A radix sort orders unsigned integers, so each key is mapped to one whose unsigned order is
+// KeyLess's: a float with its sign bit set has every bit flipped, any other its sign bit set;
+// -0 is taken as +0 (they compare equal, so a stable sort must keep them in input order); every
+// NaN becomes the largest key, above +inf; an integer has its sign bit flipped; descending
+// complements the key. Each pass is a stable counting sort, so equal keys keep their input order.
+// The values written out are read back from the row by index (by every path, as PyTorch moves the
+// elements themselves): -0, +0 and NaN payloads come out as they went in.
 template <typename M>
-void sort_row(std::vector<Item<M>>& buf, std::vector<Item<M>>& tmp, KeyLess<M> less, bool parallel) {
-  auto cmp = [less](const Item<M>& a, const Item<M>& b) { return less(a.first, b.first); };
-  const size_t n = buf.size();
-  if (!parallel || n < (1u << 16) || num_threads() < 2) {
-    std::stable_sort(buf.begin(), buf.end(), cmp);
-    return;
+using RadixKey = std::conditional_t<sizeof(M) == 8, uint64_t, uint32_t>;
+
+template <typename M>
+RadixKey<M> radix_key(M v, bool descending) {
+  using K = RadixKey<M>;
+  constexpr K top = K(1) << (8 * sizeof(K) - 1);
+  K key;
+  if constexpr (std::is_floating_point_v<M>) {
+    if (std::isnan(v)) {
+      key = ~K(0);
+    } else {
+      const K u = std::bit_cast<K>(v == M(0) ? M(0) : v);
+      key = (u & top) ? ~u : (u | top);
+    }
+  } else if constexpr (std::is_same_v<M, bool>) {
+    key = K(v);
+  } else {
+    key = K(v) ^ top;  // two's complement: flipping the sign bit makes the order unsigned
   }
-  const size_t half = n / 2;
-#pragma omp parallel for num_threads(2) schedule(static, 1)
-  for (int part = 0; part < 2; ++part) {
-    if (part == 0) std::stable_sort(buf.begin(), buf.begin() + ptrdiff_t(half), cmp);
-    else std::stable_sort(buf.begin() + ptrdiff_t(half), buf.end(), cmp);
+  return descending ? ~key : key;
+}
+
+// Rows at least this long are radix-sorted: below it std::stable_sort's comparisons cost less
+// than clearing and walking 256 counters per pass (measured: engine/ops/README.md, "sort").
+constexpr int64_t kRadixMin = 256;
+
+// Stable least-significant-digit radix sort of a row of n keys, 8 bits per pass. `threads` share
+// each pass: every thread counts its slice of the current buffer, then writes its keys after the
+// lower threads' keys of the same digit, which keeps the pass stable. A pass whose digit is the
+// same for every key is skipped (bf16's low 16 bits, small integers' high bytes). Returns the
+// sorted positions in the row.
+template <typename T, typename M = core::opmath_t<T>>
+const uint32_t* radix_sort_row(const T* row, int64_t n, bool descending, std::vector<RadixKey<M>> (&keys)[2],
+                               std::vector<uint32_t> (&pos)[2], int threads) {
+  using K = RadixKey<M>;
+  constexpr int kPasses = int(sizeof(K));
+  for (int b = 0; b < 2; ++b) keys[b].resize(size_t(n)), pos[b].resize(size_t(n));
+  std::vector<std::array<int64_t, 256>> count(size_t(std::max(threads, 1)));
+  int cur = 0;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+    for (int64_t i = lo; i < hi; ++i) {
+      keys[0][size_t(i)] = radix_key(static_cast<M>(row[i]), descending);
+      pos[0][size_t(i)] = uint32_t(i);
+    }
+    int mine = 0;  // which buffer holds the keys; every thread takes the same turns
+    for (int p = 0; p < kPasses; ++p) {
+      const int shift = 8 * p;
+      const K* src = keys[mine].data();
+      std::array<int64_t, 256>& c = count[size_t(t)];
+      c.fill(0);
+      for (int64_t i = lo; i < hi; ++i) ++c[(src[i] >> shift) & 0xff];
+#pragma omp barrier
+      std::array<int64_t, 256> next;  // where this thread writes its next key of each digit
+      int64_t start = 0;
+      bool one_digit = false;
+      for (int d = 0; d < 256; ++d) {
+        int64_t below = 0, all = 0;
+        for (int u = 0; u < nt; ++u) (u < t ? below : all) += count[size_t(u)][size_t(d)];
+        all += below;
+        one_digit |= all == n;
+        next[size_t(d)] = start + below;
+        start += all;
+      }
+      if (!one_digit) {
+        const uint32_t* src_pos = pos[mine].data();
+        K* dst = keys[mine ^ 1].data();
+        uint32_t* dst_pos = pos[mine ^ 1].data();
+        for (int64_t i = lo; i < hi; ++i) {
+          const int64_t at = next[(src[i] >> shift) & 0xff]++;
+          dst[at] = src[i];
+          dst_pos[at] = src_pos[i];
+        }
+        mine ^= 1;
+      }
+#pragma omp barrier
+    }
+    if (t == 0) cur = mine;
   }
-  tmp.resize(n);
-  std::merge(buf.begin(), buf.begin() + ptrdiff_t(half), buf.begin() + ptrdiff_t(half), buf.end(), tmp.begin(), cmp);
-  buf.swap(tmp);
+  return pos[cur].data();
 }
 
 // x: (rows, L) contiguous -> values: (rows, k), indices: (rows, k), contiguous. k == L sorts
@@ -67,26 +146,36 @@ void order_rows(const Tensor& x, Tensor& values, Tensor& indices, int64_t k, boo
     int64_t* ip = indices.data_ptr<int64_t>();
     const KeyLess<M> less{descending};
     const bool par_rows = rows > 1 && x.numel() > kParallelGrain;
-#pragma omp parallel if (par_rows)
+    const bool radix = full_sort && L >= kRadixMin && uint64_t(L) <= std::numeric_limits<uint32_t>::max();
+    // One long row: its radix passes are shared by the threads instead.
+    const int row_threads = !par_rows && L > kParallelGrain ? num_threads() : 1;
+#pragma omp parallel num_threads(num_threads()) if (par_rows)
     {
-      std::vector<Item<M>> buf(static_cast<size_t>(L)), tmp;
+      std::vector<Item<M>> buf;
+      std::vector<RadixKey<M>> keys[2];
+      std::vector<uint32_t> pos[2];
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
         const T* row = xp + r * L;
+        T* vr = vp + r * k;
+        int64_t* ir = ip + r * k;
+        if (radix) {
+          const uint32_t* order = radix_sort_row<T>(row, L, descending, keys, pos, row_threads);
+          for (int64_t i = 0; i < k; ++i) vr[i] = row[order[i]], ir[i] = order[i];
+          continue;
+        }
         buf.resize(size_t(L));
         for (int64_t i = 0; i < L; ++i) buf[size_t(i)] = {static_cast<M>(row[i]), i};
         if (full_sort) {
-          sort_row(buf, tmp, less, !par_rows);
+          std::stable_sort(buf.begin(), buf.end(),
+                           [less](const Item<M>& a, const Item<M>& b) { return less(a.first, b.first); });
         } else {
           auto cmp = [less](const Item<M>& a, const Item<M>& b) {
             return less(a.first, b.first) || (!less(b.first, a.first) && a.second < b.second);
           };
           std::partial_sort(buf.begin(), buf.begin() + k, buf.end(), cmp);
         }
-        for (int64_t i = 0; i < k; ++i) {
-          vp[r * k + i] = static_cast<T>(buf[size_t(i)].first);
-          ip[r * k + i] = buf[size_t(i)].second;
-        }
+        for (int64_t i = 0; i < k; ++i) ir[i] = buf[size_t(i)].second, vr[i] = row[ir[i]];
       }
     }
   });

@@ -116,11 +116,20 @@ void check_sort(int64_t rows, int64_t L, bool descending, uint64_t seed) {
   }
 }
 
+#if defined(__SANITIZE_THREAD__)
+// Debian's libgomp is not built with TSan, which would report the threads of one parallel region
+// as racing past barriers it cannot see; ci/tsan runs OpenMP on one thread for that reason (its
+// header), and so does this test there.
+constexpr int kThreadCounts[] = {1};
+#else
+constexpr int kThreadCounts[] = {1, 2, 3};
+#endif
+
 template <typename T>
 void check_all_lengths(const char* name) {
   uint64_t seed = 1;
   const int before = num_threads();
-  for (int threads : {1, 2, 3}) {
+  for (int threads : kThreadCounts) {
     set_num_threads(threads);
     for (const auto& [rows, L] : std::vector<std::pair<int64_t, int64_t>>{
              {1, 1}, {4, 255}, {3, 256}, {2, 257}, {5, 1000}, {1, 4097}, {1, 40001}, {200, 300}})

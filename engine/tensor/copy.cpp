@@ -1,7 +1,9 @@
 // copy_: the one strided copy with dtype cast (round to nearest even into bf16/f16), used by
 // contiguous(), clone(), to() and the ops' out= paths.
+#include <algorithm>
 #include <cstring>
 #include <exception>
+#include <vector>
 
 #include "engine/core/profiler.h"
 #include "engine/tensor/iterator.h"
@@ -9,10 +11,82 @@
 namespace tb {
 
 namespace {
+// One element converted; within a dtype the bits are moved as they are (a bfloat16 NaN keeps its
+// payload, as a memcpy would keep it, instead of going through float).
 template <typename D, typename S>
 inline D cast(S s) {
-  if constexpr (std::is_same_v<D, bool>) return static_cast<core::opmath_t<S>>(s) != 0;
+  if constexpr (std::is_same_v<D, S>) return s;
+  else if constexpr (std::is_same_v<D, bool>) return static_cast<core::opmath_t<S>>(s) != 0;
   else return static_cast<D>(static_cast<core::opmath_t<S>>(s));
+}
+
+// Note [Copies that reorder memory]
+// The strided loop walks the destination in logical order, which is slow for two common layouts:
+// - Both operands dense with the same strides (clone() or to() of a transposed or permuted
+//   tensor keeps its layout): the copy is one run in memory order, whatever the logical order, so
+//   it is done as one (copy_flat).
+// - The destination's unit-stride dim is not the source's (contiguous() of a transpose or a
+//   permute, such as attention's heads): walking the destination reads the source along a large
+//   stride, a new cache line per element (5 GB/s for float32 on 2 cores, 2.4-3.7x slower than
+//   LibTorch). Such copies go tile by tile over the plane of the two unit-stride dims, kTile x
+//   kTile elements whose source and destination lines stay in L1 (copy_tiled), as ATen does for
+//   2-D transposes (ours takes any number of dims and any pair of dtypes).
+constexpr int64_t kTile = 32;
+
+template <typename D, typename S>
+void copy_flat(D* d, const S* s, int64_t n) {
+  const int64_t chunk = 1 << 16;
+#pragma omp parallel for num_threads(num_threads()) schedule(static) if (n > 2 * chunk)
+  for (int64_t c = 0; c < n; c += chunk) {
+    const int64_t e = std::min(n, c + chunk);
+    if constexpr (std::is_same_v<D, S>) std::memcpy(d + c, s + c, size_t(e - c) * sizeof(D));
+    else
+      for (int64_t i = c; i < e; ++i) d[i] = cast<D>(s[i]);
+  }
+}
+
+bool same_dense_layout(const Tensor& a, const Tensor& b) {
+  return a.strides() == b.strides() && is_non_overlapping_and_dense(a) && is_non_overlapping_and_dense(b);
+}
+
+// dst and src of one shape, dst's unit-stride dim `a` and src's `b` (a != b): every (a, b) plane,
+// tile by tile, in parallel over planes and tiles.
+template <typename D, typename S>
+void copy_tiled(const Tensor& dst, const Tensor& src, int a, int b) {
+  std::vector<int64_t> osize, ostride_d, ostride_s;  // the other dims, outermost first
+  for (int d = 0; d < dst.dim(); ++d)
+    if (d != a && d != b && dst.size(d) > 1)
+      osize.push_back(dst.size(d)), ostride_d.push_back(dst.stride(d)), ostride_s.push_back(src.stride(d));
+  int64_t planes = 1;
+  for (int64_t n : osize) planes *= n;
+  const int64_t A = dst.size(a), B = dst.size(b), ta = (A + kTile - 1) / kTile, tb = (B + kTile - 1) / kTile;
+  const int64_t dst_b = dst.stride(b), src_a = src.stride(a);
+  D* dp = dst.data_ptr<D>();
+  const S* sp = src.data_ptr<S>();
+  const int64_t items = planes * ta * tb;
+#pragma omp parallel for num_threads(num_threads()) schedule(static) if (dst.numel() > kParallelGrain)
+  for (int64_t w = 0; w < items; ++w) {
+    int64_t plane = w / (ta * tb), off_d = 0, off_s = 0;
+    for (size_t k = osize.size(); k-- > 0;) {
+      const int64_t i = plane % osize[k];
+      plane /= osize[k];
+      off_d += i * ostride_d[k], off_s += i * ostride_s[k];
+    }
+    const int64_t a0 = (w % ta) * kTile, b0 = (w / ta % tb) * kTile;
+    const int64_t a1 = std::min(A, a0 + kTile), b1 = std::min(B, b0 + kTile);
+    for (int64_t ib = b0; ib < b1; ++ib) {
+      D* drow = dp + off_d + ib * dst_b;
+      const S* scol = sp + off_s + ib;
+      for (int64_t ia = a0; ia < a1; ++ia) drow[ia] = cast<D>(scol[ia * src_a]);
+    }
+  }
+}
+
+// The unit-stride dim of t (one of size > 1), or -1.
+int unit_dim(const Tensor& t) {
+  for (int d = t.dim() - 1; d >= 0; --d)
+    if (t.size(d) > 1 && t.stride(d) == 1) return d;
+  return -1;
 }
 }  // namespace
 
@@ -38,6 +112,22 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
     src = src.expand(sizes());
   }
   bump_version();
+  // Note [Copies that reorder memory]
+  if (numel() >= kTile * kTile) {
+    if (same_dense_layout(*this, src)) {
+      core::dispatch(dtype(), [&]<typename D>() {
+        core::dispatch(src.dtype(), [&]<typename S>() { copy_flat(data_ptr<D>(), src.data_ptr<S>(), numel()); });
+      });
+      return *this;
+    }
+    const int a = unit_dim(*this), b = unit_dim(src);
+    if (a >= 0 && b >= 0 && a != b && size(a) >= kTile / 2 && size(b) >= kTile / 2) {
+      core::dispatch(dtype(), [&]<typename D>() {
+        core::dispatch(src.dtype(), [&]<typename S>() { copy_tiled<D, S>(*this, src, a, b); });
+      });
+      return *this;
+    }
+  }
   StridedLoop loop({*this, src});
   if (dtype() == src.dtype() && loop.is_contiguous()) {
     // Parallel memcpy: one core does not saturate memory bandwidth.

@@ -107,6 +107,20 @@ void view_cases(std::vector<OpCase>& cs) {
         cs, "clone", ln, {3, 5}, l, [](auto& x) { return x.clone(); }, [](auto& x) { return ref::clone(x); },
         Check::View, l == St || l == Ex);
   }
+  // contiguous() of attention's keys, (N, L, H, hd) -> (N, H, hd, L): a copy between two
+  // different unit-stride dims (Note [Copies that reorder memory] in engine/tensor/copy.cpp).
+  for (DType d : {DType::Float32, DType::BFloat16}) {
+    cs.push_back({std::string("contiguous/") + core::name(d) + "/permute_0231",
+                  {{{16, 128, 8, 32}, d}},
+                  [](const E& in) {
+                    return one(in[0].permute({0, 2, 3, 1}).contiguous());
+                  },
+                  [](const R& in) {
+                    return one(ref::contiguous(ref::permute(in[0], {0, 2, 3, 1})));
+                  }});
+    cs.back().bench = true;
+    cs.back().bytes = 2.0 * 16 * 128 * 8 * 32 * double(core::itemsize(d));
+  }
   add_view(
       cs, "view", "split_dim", {4, 6}, C,
       [](auto& x) {

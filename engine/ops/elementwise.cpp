@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/ops/cpu/elementwise_detail.h"
+#include "engine/ops/cpu/vec_math_sleef.h"
 #include "engine/tensor/stride_order.h"
 
 namespace tb::ops {
@@ -125,7 +126,8 @@ Tensor float_unary(const char* op, const Tensor& x, Tensor* out, bool inplace, F
   return ew::unary(op, x, cdt, cdt, out, inplace, ew::Setup::Fast, [&](const StridedLoop& loop) {
     core::dispatch_floating(cdt, op, [&]<typename T>() {
       using M = opmath_t<T>;
-      cpu::cpu_kernel<T, T>(loop, InM<M, F>{f});
+      if constexpr (requires { F::kVec; }) cpu::vec_math_kernel<T, F::kVec>(loop);  // Note [Vector math from SLEEF]
+      else cpu::cpu_kernel<T, T>(loop, InM<M, F>{f});
     });
   });
 }
@@ -164,24 +166,28 @@ Tensor numeric_unary(const char* op, const Tensor& x, Tensor* out, bool inplace,
 }
 
 struct Exp {
+  static constexpr cpu::VecFn kVec = cpu::VecFn::Exp;
   template <typename M>
   [[gnu::always_inline]] M operator()(M v) const {
     return std::exp(v);
   }
 };
 struct Expm1 {
+  static constexpr cpu::VecFn kVec = cpu::VecFn::Expm1;
   template <typename M>
   [[gnu::always_inline]] M operator()(M v) const {
     return std::expm1(v);
   }
 };
 struct Log {
+  static constexpr cpu::VecFn kVec = cpu::VecFn::Log;
   template <typename M>
   [[gnu::always_inline]] M operator()(M v) const {
     return std::log(v);
   }
 };
 struct Log1p {
+  static constexpr cpu::VecFn kVec = cpu::VecFn::Log1p;
   template <typename M>
   [[gnu::always_inline]] M operator()(M v) const {
     return std::log1p(v);
@@ -206,12 +212,14 @@ struct Reciprocal {
   }
 };
 struct Sin {
+  static constexpr cpu::VecFn kVec = cpu::VecFn::Sin;
   template <typename M>
   [[gnu::always_inline]] M operator()(M v) const {
     return std::sin(v);
   }
 };
 struct Cos {
+  static constexpr cpu::VecFn kVec = cpu::VecFn::Cos;
   template <typename M>
   [[gnu::always_inline]] M operator()(M v) const {
     return std::cos(v);

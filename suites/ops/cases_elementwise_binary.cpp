@@ -680,6 +680,23 @@ void bench_rows(std::vector<OpCase>& v) {
           return one(o);
         },
         [](const RIn& in) { return one(R::mul_out(in[2], in[0], in[1])); }, 3 * isz * double(n), double(n));
+    // exp and log: SLEEF's vector functions on both sides (Note [Vector math from SLEEF]).
+    bench(
+        "exp/" + dt + "/16M", {{{n}, d}, {{n}, d, C, Values::Zeros}},
+        [](const In& in) {
+          Tn o = in[1];
+          tb::exp_out(o, in[0]);
+          return one(o);
+        },
+        [](const RIn& in) { return one(R::exp_out(in[1], in[0])); }, 2 * isz * double(n), 0);
+    bench(
+        "log/" + dt + "/16M", {{{n}, d, C, Values::Positive}, {{n}, d, C, Values::Zeros}},
+        [](const In& in) {
+          Tn o = in[1];
+          tb::log_out(o, in[0]);
+          return one(o);
+        },
+        [](const RIn& in) { return one(R::log_out(in[1], in[0])); }, 2 * isz * double(n), 0);
     // LibTorch has no relu out=: both sides allocate (from their caching allocators).
     bench(
         "relu/" + dt + "/16M", {{{n}, d}}, [](const In& in) { return one(tb::relu(in[0])); },

@@ -1,0 +1,164 @@
+// exp, expm1, log, log1p, sin and cos through SLEEF's vector functions (Note [Vector math from
+// SLEEF] in cpu/vec_math_sleef.h), checked through the ops against references computed here in a
+// wider type (double for float, long double for double): within SLEEF's 1.0-ulp bound over sweeps
+// of each function's domain, exact on the special values (infinities, NaN, zeros of both signs,
+// overflow and underflow), the same bits for a value whatever its place (a full register or the
+// padded tail), strided and in place, and bfloat16 within one bfloat16 rounding of the float result.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/ops/elementwise.h"
+#include "engine/tensor/factories.h"
+
+namespace tb {
+namespace {
+
+struct Fn {
+  const char* name;
+  std::function<Tensor(const Tensor&)> op;
+  std::function<long double(long double)> ref;
+  double lo, hi;  // the sweep
+};
+
+std::vector<Fn> fns() {
+  return {
+      {"exp", [](const Tensor& x) { return ops::exp(x); }, [](long double v) { return std::exp(v); }, -87, 88},
+      {"expm1", [](const Tensor& x) { return ops::expm1(x); }, [](long double v) { return std::expm1(v); }, -20, 20},
+      {"log", [](const Tensor& x) { return ops::log(x); }, [](long double v) { return std::log(v); }, 1e-30, 1e30},
+      {"log1p", [](const Tensor& x) { return ops::log1p(x); }, [](long double v) { return std::log1p(v); }, -0.99,
+       1e20},
+      {"sin", [](const Tensor& x) { return ops::sin(x); }, [](long double v) { return std::sin(v); }, -1e4, 1e4},
+      {"cos", [](const Tensor& x) { return ops::cos(x); }, [](long double v) { return std::cos(v); }, -1e4, 1e4},
+  };
+}
+
+// n points over [lo, hi]: log-spaced for a range of positive numbers spanning decades, else even.
+template <typename M>
+std::vector<M> sweep(double lo, double hi, int n) {
+  std::vector<M> v;
+  const bool logs = lo > 0 && hi / lo > 1e6;
+  for (int i = 0; i < n; ++i) {
+    const double t = double(i) / (n - 1);
+    v.push_back(M(logs ? std::exp(std::log(lo) + t * (std::log(hi) - std::log(lo))) : lo + t * (hi - lo)));
+  }
+  return v;
+}
+
+// |got - want| in units in the last place of want, in M.
+template <typename M>
+double ulps(M got, long double want) {
+  const M w = M(want);
+  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e9;
+  if (std::isinf(w) || std::isinf(got)) return got == w ? 0 : 1e9;
+  const M next = std::nextafter(std::fabs(w), std::numeric_limits<M>::infinity());
+  const long double ulp = (long double)(next - std::fabs(w));
+  return double(std::fabs((long double)got - want) / (ulp > 0 ? ulp : std::numeric_limits<M>::denorm_min()));
+}
+
+template <typename M>
+void check_accuracy() {
+  const DType dt = core::dtype_of<M>;
+  for (const Fn& f : fns()) {
+    const std::vector<M> in = sweep<M>(f.lo, f.hi, 10007);  // not a multiple of a register: a tail too
+    const Tensor x = from_vector_of(in, {int64_t(in.size())});
+    const Tensor y = f.op(x);
+    ASSERT_EQ(y.dtype(), dt);
+    double worst = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const double e = ulps<M>(y.data_ptr<M>()[i], f.ref((long double)in[i]));
+      worst = std::max(worst, e);
+      ASSERT_LE(e, 1.0) << f.name << "(" << in[i] << ") = " << y.data_ptr<M>()[i] << " in " << core::name(dt);
+    }
+    ::testing::Test::RecordProperty(std::string(f.name) + "_" + core::name(dt) + "_worst_ulps", std::to_string(worst));
+  }
+}
+
+TEST(VecMath, Float32WithinOneUlp) { check_accuracy<float>(); }
+TEST(VecMath, Float64WithinOneUlp) { check_accuracy<double>(); }
+
+TEST(VecMath, SpecialValuesAsIeeeSays) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  struct Case {
+    const char* fn;
+    float x, want;
+  };
+  const std::vector<Case> cases = {
+      {"exp", -inf, 0.0f},  {"exp", inf, inf},       {"exp", nan, nan},      {"exp", 0.0f, 1.0f},
+      {"exp", -0.0f, 1.0f}, {"exp", 89.0f, inf},     {"exp", -104.0f, 0.0f}, {"expm1", -inf, -1.0f},
+      {"expm1", inf, inf},  {"expm1", -0.0f, -0.0f}, {"expm1", nan, nan},    {"log", 0.0f, -inf},
+      {"log", -0.0f, -inf}, {"log", -1.0f, nan},     {"log", inf, inf},      {"log", 1.0f, 0.0f},
+      {"log", nan, nan},    {"log1p", -1.0f, -inf},  {"log1p", -2.0f, nan},  {"log1p", -0.0f, -0.0f},
+      {"log1p", inf, inf},  {"sin", inf, nan},       {"sin", -0.0f, -0.0f},  {"sin", nan, nan},
+      {"cos", inf, nan},    {"cos", 0.0f, 1.0f},     {"cos", -inf, nan},
+  };
+  for (const Fn& f : fns()) {
+    std::vector<float> in, want;
+    for (const Case& c : cases)
+      if (std::string(c.fn) == f.name) in.push_back(c.x), want.push_back(c.want);
+    in.push_back(tiny);  // a subnormal: finite in, the function's value out
+    const Tensor y = f.op(from_vector_of(in, {int64_t(in.size())}));
+    for (size_t i = 0; i < want.size(); ++i) {
+      const float got = y.data_ptr<float>()[i];
+      if (std::isnan(want[i])) {
+        EXPECT_TRUE(std::isnan(got)) << f.name << "(" << in[i] << ") = " << got;
+      } else {
+        EXPECT_EQ(got, want[i]) << f.name << "(" << in[i] << ")";
+        EXPECT_EQ(std::signbit(got), std::signbit(want[i])) << f.name << "(" << in[i] << ") sign";
+      }
+    }
+    EXPECT_LE(ulps<float>(y.data_ptr<float>()[want.size()], f.ref((long double)tiny)), 1.0) << f.name << "(tiny)";
+  }
+}
+
+// A value's result does not depend on where it sits: in a full register, in the padded tail, in a
+// strided view, in place.
+TEST(VecMath, SameBitsWhereverTheValueSits) {
+  for (const Fn& f : fns()) {
+    const std::vector<float> base = sweep<float>(f.lo > 0 ? f.lo : 0.5, 3.0, 53);
+    const Tensor x = from_vector_of(base, {53});
+    const Tensor full = f.op(x);
+    for (int64_t shift : {1, 7, 16, 17}) {  // the same values moved by a few places
+      std::vector<float> moved(size_t(53 + shift), 1.0f);
+      std::copy(base.begin(), base.end(), moved.begin() + shift);
+      const Tensor y = f.op(from_vector_of(moved, {53 + shift})).narrow(0, shift, 53);
+      for (int64_t i = 0; i < 53; ++i)
+        ASSERT_EQ(std::memcmp(&y.data_ptr<float>()[i], &full.data_ptr<float>()[i], 4), 0)
+            << f.name << " shifted by " << shift << " at " << i;
+    }
+    // Strided: every other element of a longer tensor.
+    std::vector<float> spread(106, 1.0f);
+    for (size_t i = 0; i < 53; ++i) spread[2 * i] = base[i];
+    const Tensor s = f.op(from_vector_of(spread, {53, 2}).select(1, 0));
+    // In place.
+    Tensor inplace = x.clone();
+    if (std::string(f.name) == "exp") ops::exp_(inplace);
+    else if (std::string(f.name) == "log") ops::log_(inplace);
+    else inplace = f.op(x);
+    for (int64_t i = 0; i < 53; ++i) {
+      ASSERT_EQ(std::memcmp(&s.contiguous().data_ptr<float>()[i], &full.data_ptr<float>()[i], 4), 0) << f.name;
+      ASSERT_EQ(std::memcmp(&inplace.data_ptr<float>()[i], &full.data_ptr<float>()[i], 4), 0) << f.name;
+    }
+  }
+}
+
+// bfloat16 computes in float and rounds once: the float result of the widened input, rounded.
+TEST(VecMath, BFloat16IsTheFloatResultRounded) {
+  for (const Fn& f : fns()) {
+    const std::vector<float> v = sweep<float>(f.lo > 0 ? 1e-3 : -5.0, 5.0, 301);
+    const Tensor xb = from_vector_of(v, {301}).to(DType::BFloat16);
+    const Tensor yb = f.op(xb), yf = f.op(xb.to(DType::Float32)).to(DType::BFloat16);
+    ASSERT_EQ(yb.dtype(), DType::BFloat16);
+    for (int64_t i = 0; i < 301; ++i)
+      ASSERT_EQ(yb.data_ptr<core::BFloat16>()[i].bits, yf.data_ptr<core::BFloat16>()[i].bits) << f.name << " at " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tb

@@ -528,10 +528,26 @@ Tensor& silu_out(Tensor& out, const Tensor& x) {
 namespace {
 Tensor softplus_impl(const char* op, const Tensor& x, const Scalar& beta, const Scalar& threshold, Tensor* out) {
   const double b = beta.d, th = threshold.d;
-  return floating_only(op, x, out, false, [b, th](auto v) {
-    using M = decltype(v);
-    const M bv = v * M(b);
-    return bv > M(th) ? v : std::log1p(std::exp(bv)) / M(b);
+  TB_CHECK(x.defined(), op, "undefined input tensor");
+  TB_CHECK(core::is_floating(x.dtype()), op, "not implemented for dtype ", core::name(x.dtype()));
+  check_out_dtype(x, out, false, op);
+  const BareKernel bare(op, {&x, out});
+  // x where beta * x > threshold, else log1p(exp(beta * x)) / beta: exp and log1p through SLEEF
+  // over each buffered run (Note [Vector math from SLEEF]), as LibTorch's vector kernel.
+  return ew::unary(op, x, x.dtype(), x.dtype(), out, false, ew::Setup::Fast, [&](const StridedLoop& loop) {
+    core::dispatch_floating(x.dtype(), op, [&]<typename T>() {
+      using M = opmath_t<T>;
+      cpu::vec_buffer_kernel<T>(
+          loop,
+          [b, th](M* v, int64_t m) {
+            alignas(64) M e[cpu::kVecChunk];
+            for (int64_t i = 0; i < m; ++i) e[i] = v[i] * M(b);
+            cpu::vec_math_run<cpu::VecFn::Exp>(e, m);
+            cpu::vec_math_run<cpu::VecFn::Log1p>(e, m);
+            for (int64_t i = 0; i < m; ++i) v[i] = v[i] * M(b) > M(th) ? v[i] : e[i] / M(b);
+          },
+          [](M*, const M*, int64_t) { return int64_t(0); });
+    });
   });
 }
 }  // namespace

@@ -274,6 +274,20 @@ std::tuple<Tensor, Tensor> arg_reduce(const Plan& p, DType dt, bool want_values)
       for (int64_t o = 0; o < O; ++o) {
         const T* xo = x + o * R * I;
         int64_t* io = ip + o * I;
+        if (I == 1) {
+          // Along the last dim: the extreme by the vectorised reduction (NaN propagating), then
+          // the first element equal to it (or the first NaN): the element the scan below picks,
+          // without its loop-carried select per element (2.4 ns an element, 4x LibTorch's).
+          const V m = cpu::reduce_run<false, V>(xo, R, ExtremeOp<V, kMax>{}.init(), ExtremeOp<V, kMax>{});
+          int64_t at = 0;
+          if (is_nan(m))
+            while (!is_nan(V(load(xo[at])))) ++at;
+          else
+            while (V(load(xo[at])) != m) ++at;
+          io[0] = at;
+          if (vp) vp[o] = xo[at];
+          continue;
+        }
         for (int64_t i = 0; i < I; ++i) best[size_t(i)] = load(xo[i]), io[i] = 0;
         for (int64_t r = 1; r < R; ++r) {
           const T* row = xo + r * I;
@@ -506,6 +520,14 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
       std::vector<Acc> acc(static_cast<size_t>(I));
 #pragma omp for schedule(static)
       for (int64_t o = 0; o < O; ++o) {
+        if (I == 1) {  // along the last dim: the running sum in a register, not in acc's memory
+          Acc run = 0;
+          for (int64_t r = 0; r < R; ++r) {
+            run += Acc(load(xp[o * R + r]));
+            op[o * R + r] = static_cast<T>(run);
+          }
+          continue;
+        }
         std::fill(acc.begin(), acc.end(), Acc(0));
         for (int64_t r = 0; r < R; ++r) {
           const int64_t base = (o * R + r) * I;

@@ -137,22 +137,24 @@ void vec_math_run(M* v, int64_t n) {
 #endif
 }
 
-// out = F(x) over a StridedLoop of (out, x), both of the floating type T, computed in opmath_t<T>
-// (float for bf16/f16): runs of up to 256 elements are converted into an aligned buffer, mapped by
-// vec_math_run and converted back (bf16 by store_bf16's vector rounding). An in-place op reads
-// each run before writing it.
-template <typename T, VecFn F>
-void vec_math_kernel(const StridedLoop& loop) {
+// out = f(x) over a StridedLoop of (out, x), both of the floating type T, computed in opmath_t<T>
+// (float for bf16/f16): runs of up to kVecChunk elements are converted into an aligned buffer,
+// mapped in place by run(buf, m) and converted back (bf16 by store_bf16's vector rounding); a
+// contiguous float/double run goes straight through direct(out, in, n) first, which returns how
+// many elements it did. An in-place op reads each run before writing it.
+inline constexpr int64_t kVecChunk = 256;
+
+template <typename T, typename Run, typename Direct>
+void vec_buffer_kernel(const StridedLoop& loop, const Run& run, const Direct& direct) {
   using M = core::opmath_t<T>;
-  loop.for_each([](char** data, const int64_t* st, int64_t n) {
-    constexpr int64_t kChunk = 256;
-    alignas(64) M buf[kChunk];
+  loop.for_each([&](char** data, const int64_t* st, int64_t n) {
+    alignas(64) M buf[kVecChunk];
     int64_t done = 0;
-    if constexpr (std::is_same_v<T, M>)  // float or double, both contiguous: straight through
+    if constexpr (std::is_same_v<T, M>)
       if (st[0] == int64_t(sizeof(T)) && st[1] == int64_t(sizeof(T)))
-        done = vec_math_map<F>(reinterpret_cast<M*>(data[0]), reinterpret_cast<const M*>(data[1]), n);
-    for (int64_t c = done; c < n; c += kChunk) {
-      const int64_t m = std::min(kChunk, n - c);
+        done = direct(reinterpret_cast<M*>(data[0]), reinterpret_cast<const M*>(data[1]), n);
+    for (int64_t c = done; c < n; c += kVecChunk) {
+      const int64_t m = std::min(kVecChunk, n - c);
       const char* in = data[1] + c * st[1];
       char* out = data[0] + c * st[0];
       if (st[1] == int64_t(sizeof(T))) {
@@ -161,7 +163,7 @@ void vec_math_kernel(const StridedLoop& loop) {
       } else {
         for (int64_t i = 0; i < m; ++i) buf[i] = static_cast<M>(*reinterpret_cast<const T*>(in + i * st[1]));
       }
-      vec_math_run<F>(buf, m);
+      run(buf, m);
       if (st[0] == int64_t(sizeof(T))) {
         if constexpr (std::is_same_v<T, core::BFloat16>) {
           store_bf16(reinterpret_cast<core::BFloat16*>(out), buf, m);
@@ -174,6 +176,15 @@ void vec_math_kernel(const StridedLoop& loop) {
       }
     }
   });
+}
+
+// out = F(x): contiguous float/double runs straight through, the rest through the buffer.
+template <typename T, VecFn F>
+void vec_math_kernel(const StridedLoop& loop) {
+  using M = core::opmath_t<T>;
+  vec_buffer_kernel<T>(
+      loop, [](M* v, int64_t m) { vec_math_run<F>(v, m); },
+      [](M* out, const M* in, int64_t n) { return vec_math_map<F>(out, in, n); });
 }
 
 }  // namespace tb::ops::cpu

@@ -2,10 +2,13 @@
 // add/sub (with alpha), mul, div (true, "trunc", "floor"), remainder (Python's sign rule), pow,
 // maximum/minimum. Tensor-scalar forms run as unary loops with the scalar held in the compute
 // type (float for bf16/f16), which is both what LibTorch does and faster than a broadcast tensor.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 
 #include "engine/ops/cpu/elementwise_detail.h"
+#include "engine/ops/cpu/vec_math_sleef.h"
 #include "engine/ops/elementwise.h"
 
 namespace tb::ops {
@@ -191,6 +194,26 @@ Tensor div_ts(const char* op, const Tensor& a, const Scalar& b, const std::optio
 }
 
 // ---- remainder ----
+// Python's float %, a run of m <= kVecChunk at a time: SLEEF's exact vector fmod (Note [Vector
+// math from SLEEF]), then moved to the divisor's sign, as ew::float_remainder and LibTorch's
+// vector kernel. SLEEF's fmod returns NaN for a subnormal divisor (3.5.1 here, and the SLEEF
+// inside LibTorch: torch.remainder(7.5, 3e-39) is nan, where the answer is 7.6e-40); those lanes
+// take libm's fmod, exact too.
+template <typename M>
+void float_remainder_run(M* x, const M* y, int64_t m) {
+  auto subnormal = [](M v) { return int(std::fabs(v) < std::numeric_limits<M>::min()) & int(v != 0); };
+  int any = 0;  // `&`, `|=` on ints: no branch, so the scan vectorises
+  for (int64_t i = 0; i < m; ++i) any |= subnormal(y[i]);
+  alignas(64) M orig[cpu::kVecChunk];
+  if (any) std::copy(x, x + m, orig);
+  cpu::vec_math_run2<cpu::VecFn2::Fmod>(x, y, m);
+  if (any)
+    for (int64_t i = 0; i < m; ++i)
+      if (subnormal(y[i])) x[i] = std::fmod(orig[i], y[i]);
+  for (int64_t i = 0; i < m; ++i)
+    if (x[i] != 0 && ((y[i] < 0) != (x[i] < 0))) x[i] += y[i];
+}
+
 Tensor remainder_tt(const char* op, const Tensor& a, const Tensor& b, Tensor* out, bool inplace) {
   const BareKernel bare(op, {&a, &b, out});
   TB_CHECK(a.defined() && b.defined(), op, "undefined input tensor");
@@ -201,7 +224,7 @@ Tensor remainder_tt(const char* op, const Tensor& a, const Tensor& b, Tensor* ou
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
       if constexpr (std::is_floating_point_v<M>)
-        cpu::cpu_kernel<T, T, T>(loop, [](M x, M y) -> M { return ew::float_remainder(x, y); });
+        cpu::vec_buffer_kernel2<T>(loop, [](M* x, const M* y, int64_t m) { float_remainder_run(x, y, m); });
       else if constexpr (ew::is_int_v<M>)
         cpu::cpu_kernel<T, T, T>(loop, [&zero](M x, M y) -> M { return ew::int_remainder(x, y, zero); });
     });
@@ -222,7 +245,14 @@ Tensor remainder_ts(const char* op, const Tensor& a, const Scalar& b, Tensor* ou
       const M c = ew::scalar_to<M>(b);
       std::atomic<bool> zero{false};
       if constexpr (std::is_floating_point_v<M>)
-        cpu::cpu_kernel<T, T>(loop, [c](M x) -> M { return ew::float_remainder(x, c); });
+        cpu::vec_buffer_kernel<T>(
+            loop,
+            [c](M* x, int64_t m) {
+              alignas(64) M y[cpu::kVecChunk];
+              std::fill(y, y + m, c);
+              float_remainder_run(x, y, m);
+            },
+            [](M*, const M*, int64_t) { return int64_t(0); });
       else if constexpr (ew::is_int_v<M>)
         cpu::cpu_kernel<T, T>(loop, [c, &zero](M x) -> M { return ew::int_remainder(x, c, zero); });
     });
@@ -240,8 +270,9 @@ Tensor pow_tt(const char* op, const Tensor& a, const Tensor& b, Tensor* out, boo
   return ew::binary(op, a, b, rt, rt, out, inplace, [&](const StridedLoop& loop) {
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
-      if constexpr (std::is_floating_point_v<M>)
-        cpu::cpu_kernel<T, T, T>(loop, [](M x, M y) -> M { return std::pow(x, y); });
+      if constexpr (std::is_floating_point_v<M>)  // Note [Vector math from SLEEF]
+        cpu::vec_buffer_kernel2<T>(loop,
+                                   [](M* x, const M* y, int64_t m) { cpu::vec_math_run2<cpu::VecFn2::Pow>(x, y, m); });
       else if constexpr (ew::is_int_v<M>)
         cpu::cpu_kernel<T, T, T>(loop, [](M x, M y) -> M { return ew::int_pow(x, y); });
     });
@@ -267,7 +298,15 @@ Tensor pow_ts(const char* op, const Tensor& a, const Scalar& e, Tensor* out, boo
         else if (c == M(-0.5)) cpu::cpu_kernel<T, T>(loop, [](M x) -> M { return M(1) / std::sqrt(x); });
         else if (c == M(-1)) cpu::cpu_kernel<T, T>(loop, [](M x) -> M { return M(1) / x; });
         else if (c == M(-2)) cpu::cpu_kernel<T, T>(loop, [](M x) -> M { return M(1) / (x * x); });
-        else cpu::cpu_kernel<T, T>(loop, [c](M x) -> M { return std::pow(x, c); });
+        else
+          cpu::vec_buffer_kernel<T>(
+              loop,
+              [c](M* x, int64_t m) {
+                alignas(64) M y[cpu::kVecChunk];
+                std::fill(y, y + m, c);
+                cpu::vec_math_run2<cpu::VecFn2::Pow>(x, y, m);
+              },
+              [](M*, const M*, int64_t) { return int64_t(0); });
       } else if constexpr (ew::is_int_v<M>) {
         cpu::cpu_kernel<T, T>(loop, [c](M x) -> M { return ew::int_pow(x, c); });
       }

@@ -25,6 +25,7 @@
 namespace tb::ops::cpu {
 
 enum class VecFn { Exp, Expm1, Log, Log1p, Sin, Cos };
+enum class VecFn2 { Pow, Fmod };  // pow at 1.0 ulp; fmod exact
 
 namespace sleef_detail {
 
@@ -38,8 +39,24 @@ M scalar(M x) {
   else return std::cos(x);
 }
 
+template <VecFn2 F, typename M>
+M scalar2(M a, M b) {
+  if constexpr (F == VecFn2::Pow) return std::pow(a, b);
+  else return std::fmod(a, b);
+}
+
 #if defined(__AVX512F__)
 constexpr int64_t kBytes = 64;
+template <VecFn2 F>
+__m512 vec2(__m512 a, __m512 b) {
+  if constexpr (F == VecFn2::Pow) return Sleef_powf16_u10avx512f(a, b);
+  else return Sleef_fmodf16_avx512f(a, b);
+}
+template <VecFn2 F>
+__m512d vec2(__m512d a, __m512d b) {
+  if constexpr (F == VecFn2::Pow) return Sleef_powd8_u10avx512f(a, b);
+  else return Sleef_fmodd8_avx512f(a, b);
+}
 template <VecFn F>
 __m512 vec(__m512 x) {
   if constexpr (F == VecFn::Exp) return Sleef_expf16_u10avx512f(x);
@@ -64,6 +81,16 @@ inline void store(float* p, __m512 v) { _mm512_store_ps(p, v); }
 inline void store(double* p, __m512d v) { _mm512_store_pd(p, v); }
 #elif defined(__AVX2__)
 constexpr int64_t kBytes = 32;
+template <VecFn2 F>
+__m256 vec2(__m256 a, __m256 b) {
+  if constexpr (F == VecFn2::Pow) return Sleef_powf8_u10avx2(a, b);
+  else return Sleef_fmodf8_avx2(a, b);
+}
+template <VecFn2 F>
+__m256d vec2(__m256d a, __m256d b) {
+  if constexpr (F == VecFn2::Pow) return Sleef_powd4_u10avx2(a, b);
+  else return Sleef_fmodd4_avx2(a, b);
+}
 template <VecFn F>
 __m256 vec(__m256 x) {
   if constexpr (F == VecFn::Exp) return Sleef_expf8_u10avx2(x);
@@ -137,6 +164,27 @@ void vec_math_run(M* v, int64_t n) {
 #endif
 }
 
+// a[0, n) = F(a[0, n), b[0, n)) in place; a and b aligned to 64 bytes. The tail's padding is 1.
+template <VecFn2 F, typename M>
+void vec_math_run2(M* a, const M* b, int64_t n) {
+#if defined(__AVX512F__) || defined(__AVX2__)
+  using namespace sleef_detail;
+  constexpr int64_t lanes = kBytes / int64_t(sizeof(M));
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) store(a + i, vec2<F>(load(a + i), load(b + i)));
+  if (i < n) {
+    alignas(64) M ta[lanes], tb[lanes];
+    std::fill(ta, ta + lanes, M(1)), std::fill(tb, tb + lanes, M(1));
+    std::memcpy(ta, a + i, size_t(n - i) * sizeof(M));
+    std::memcpy(tb, b + i, size_t(n - i) * sizeof(M));
+    store(ta, vec2<F>(load(ta), load(tb)));
+    std::memcpy(a + i, ta, size_t(n - i) * sizeof(M));
+  }
+#else
+  for (int64_t i = 0; i < n; ++i) a[i] = sleef_detail::scalar2<F>(a[i], b[i]);
+#endif
+}
+
 // out = f(x) over a StridedLoop of (out, x), both of the floating type T, computed in opmath_t<T>
 // (float for bf16/f16): runs of up to kVecChunk elements are converted into an aligned buffer,
 // mapped in place by run(buf, m) and converted back (bf16 by store_bf16's vector rounding); a
@@ -173,6 +221,36 @@ void vec_buffer_kernel(const StridedLoop& loop, const Run& run, const Direct& di
         }
       } else {
         for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(out + i * st[0]) = static_cast<T>(buf[i]);
+      }
+    }
+  });
+}
+
+// out = f(a, b) over a StridedLoop of (out, a, b), all of type T, computed in opmath_t<T>: runs of
+// up to kVecChunk elements buffered, run(abuf, bbuf, m) leaves the result in abuf.
+template <typename T, typename Run>
+void vec_buffer_kernel2(const StridedLoop& loop, const Run& run) {
+  using M = core::opmath_t<T>;
+  loop.for_each([&](char** data, const int64_t* st, int64_t n) {
+    alignas(64) M a[kVecChunk], b[kVecChunk];
+    for (int64_t c = 0; c < n; c += kVecChunk) {
+      const int64_t m = std::min(kVecChunk, n - c);
+      for (int k = 1; k <= 2; ++k) {
+        M* buf = k == 1 ? a : b;
+        const char* in = data[k] + c * st[k];
+        if (st[k] == int64_t(sizeof(T))) {
+          const T* p = reinterpret_cast<const T*>(in);
+          for (int64_t i = 0; i < m; ++i) buf[i] = static_cast<M>(p[i]);
+        } else {
+          for (int64_t i = 0; i < m; ++i) buf[i] = static_cast<M>(*reinterpret_cast<const T*>(in + i * st[k]));
+        }
+      }
+      run(a, b, m);
+      char* out = data[0] + c * st[0];
+      if (st[0] == int64_t(sizeof(T)) && std::is_same_v<T, core::BFloat16>) {
+        if constexpr (std::is_same_v<T, core::BFloat16>) store_bf16(reinterpret_cast<core::BFloat16*>(out), a, m);
+      } else {
+        for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(out + i * st[0]) = static_cast<T>(a[i]);
       }
     }
   });

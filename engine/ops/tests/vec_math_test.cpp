@@ -1,4 +1,4 @@
-// exp, expm1, log, log1p, sin and cos through SLEEF's vector functions (Note [Vector math from
+// exp, expm1, log, log1p, sin, cos, pow and remainder's fmod through SLEEF's vector functions (Note [Vector math from
 // SLEEF] in cpu/vec_math_sleef.h), checked through the ops against references computed here in a
 // wider type (double for float, long double for double): within SLEEF's 1.0-ulp bound over sweeps
 // of each function's domain, exact on the special values (infinities, NaN, zeros of both signs,
@@ -157,6 +157,89 @@ TEST(VecMath, BFloat16IsTheFloatResultRounded) {
     ASSERT_EQ(yb.dtype(), DType::BFloat16);
     for (int64_t i = 0; i < 301; ++i)
       ASSERT_EQ(yb.data_ptr<core::BFloat16>()[i].bits, yf.data_ptr<core::BFloat16>()[i].bits) << f.name << " at " << i;
+  }
+}
+
+// pow, tensor ** tensor and tensor ** scalar: within 1 ulp of powl over a grid of bases and
+// exponents (the exponents LibTorch rewrites, 2, 0.5, -1, ..., take other kernels and are left out).
+template <typename M>
+void check_pow() {
+  std::vector<M> base, expo;
+  for (int i = 0; i < 97; ++i)
+    for (int j = 0; j < 31; ++j) base.push_back(M(std::exp(-4.6 + 9.2 * i / 96.0))), expo.push_back(M(-7.3 + 0.47 * j));
+  const int64_t n = int64_t(base.size());
+  const Tensor b = from_vector_of(base, {n}), e = from_vector_of(expo, {n});
+  const Tensor y = ops::pow(b, e);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_LE(ulps<M>(y.data_ptr<M>()[i], std::pow((long double)base[size_t(i)], (long double)expo[size_t(i)])), 1.0)
+        << "pow(" << base[size_t(i)] << ", " << expo[size_t(i)] << ") in " << core::name(core::dtype_of<M>);
+  for (double c : {2.5, -1.7, 0.3}) {
+    const Tensor ys = ops::pow(b, core::Scalar(c));
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_LE(ulps<M>(ys.data_ptr<M>()[i], std::pow((long double)base[size_t(i)], (long double)M(c))), 1.0)
+          << "pow(" << base[size_t(i)] << ", " << c << ")";
+  }
+}
+TEST(VecMath, PowWithinOneUlp) {
+  check_pow<float>();
+  check_pow<double>();
+}
+
+// remainder: fmod, exact, moved to the divisor's sign (Python's %), bit for bit against the
+// same rule on libm's fmod, also exact; NaN where either is.
+TEST(VecMath, RemainderIsFmodMovedToTheDivisorsSign) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x, y;
+  for (float a : {7.5f, -7.5f, 0.0f, -0.0f, 1e30f, -3e-40f, inf, -inf, 5.0f, 1.0f / 3})
+    for (float b : {2.0f, -2.0f, 0.7f, -1e-3f, 3e-39f, inf, -inf, 0.0f, 5.0f, 1e30f}) x.push_back(a), y.push_back(b);
+  const int64_t n = int64_t(x.size());
+  const Tensor xt = from_vector_of(x, {n}), yt = from_vector_of(y, {n});
+  const Tensor r = ops::remainder(xt, yt);
+  for (int64_t i = 0; i < n; ++i) {
+    float want = std::fmod(x[size_t(i)], y[size_t(i)]);
+    if (want != 0 && ((y[size_t(i)] < 0) != (want < 0))) want += y[size_t(i)];
+    const float got = r.data_ptr<float>()[i];
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << x[size_t(i)] << " % " << y[size_t(i)] << " = " << got;
+    } else {
+      ASSERT_EQ(std::memcmp(&got, &want, 4), 0)
+          << x[size_t(i)] << " % " << y[size_t(i)] << ": " << got << " vs " << want;
+    }
+  }
+  // By a scalar: the same rule.
+  const Tensor rs = ops::remainder(xt, core::Scalar(-0.7));
+  for (int64_t i = 0; i < n; ++i) {
+    float want = std::fmod(x[size_t(i)], -0.7f);
+    if (want != 0 && (want > 0)) want += -0.7f;
+    const float got = rs.data_ptr<float>()[i];
+    if (std::isnan(want)) ASSERT_TRUE(std::isnan(got));
+    else ASSERT_EQ(got, want) << x[size_t(i)] << " % -0.7";
+  }
+}
+
+// pow's special cases (C99 Annex F, as libm and LibTorch give them): against libm, exact where
+// libm's result is not finite or is an exact power, within 1 ulp otherwise.
+TEST(VecMath, PowSpecialCasesAsLibm) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float sub = std::numeric_limits<float>::denorm_min() * 7;
+  std::vector<float> b, e;
+  for (float x : {-2.0f, 2.0f, 0.0f, -0.0f, 1.0f, -1.0f, 0.5f, inf, -inf, nan, sub, -sub, 3e38f})
+    for (float y : {3.0f, 2.5f, -1.0f, -3.0f, 0.0f, -0.0f, inf, -inf, nan, 0.5f, 1e-7f, 127.0f, -149.0f})
+      b.push_back(x), e.push_back(y);
+  const int64_t n = int64_t(b.size());
+  const Tensor got = ops::pow(from_vector_of(b, {n}), from_vector_of(e, {n}));
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = std::pow(b[size_t(i)], e[size_t(i)]), g = got.data_ptr<float>()[i];
+    const std::string what = "pow(" + std::to_string(b[size_t(i)]) + ", " + std::to_string(e[size_t(i)]) + ")";
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(g)) << what << " = " << g;
+    } else if (!std::isfinite(want) || want == 0) {
+      EXPECT_EQ(g, want) << what;
+      EXPECT_EQ(std::signbit(g), std::signbit(want)) << what << " sign";
+    } else {
+      EXPECT_LE(ulps<float>(g, std::pow((long double)b[size_t(i)], (long double)e[size_t(i)])), 1.0)
+          << what << " = " << g;
+    }
   }
 }
 

@@ -374,19 +374,51 @@ Tensor nonzero(const Tensor& self) {
     const T* p = s.data_ptr<T>();
     for (int64_t i = 0; i < n; ++i) nz[size_t(i)] = static_cast<core::opmath_t<T>>(p[i]) != 0;
   });
-  int64_t count = 0;
-  for (uint8_t v : nz) count += v;
-  Tensor out = empty({count, nd}, DType::Int64);
+  // Chunks counted, then each writes its rows at its own offset, in parallel. Within a chunk a row
+  // is written for every element and kept (the next row begins after it) only where the element
+  // is nonzero: no branch on the mask, which a random mask mispredicts half the time (1.7x
+  // LibTorch's time before). A chunk stops at its last nonzero, so it never writes its
+  // neighbour's first row.
+  const int64_t chunks = n >= kParallelGrain ? std::min<int64_t>(num_threads(), n / (kParallelGrain / 2)) : 1;
+  std::vector<int64_t> first(size_t(chunks) + 1), count(size_t(chunks) + 1, 0);
+  for (int64_t c = 0; c <= chunks; ++c) first[size_t(c)] = n * c / chunks;
+#pragma omp parallel for num_threads(int(chunks)) schedule(static, 1) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t k = 0;
+    for (int64_t i = first[size_t(c)]; i < first[size_t(c) + 1]; ++i) k += nz[size_t(i)];
+    count[size_t(c) + 1] = k;
+  }
+  for (int64_t c = 0; c < chunks; ++c) count[size_t(c) + 1] += count[size_t(c)];  // offsets
+  Tensor out = empty({count.back(), nd}, DType::Int64);
   int64_t* o = out.data_ptr<int64_t>();
-  std::vector<int64_t> idx(static_cast<size_t>(nd), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    if (nz[size_t(i)]) {
-      std::copy(idx.begin(), idx.end(), o);
-      o += nd;
+#pragma omp parallel for num_threads(int(chunks)) schedule(static, 1) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t rows = count[size_t(c) + 1] - count[size_t(c)];
+    if (rows == 0 || nd == 0) continue;
+    std::vector<int64_t> idx(static_cast<size_t>(nd));
+    for (int64_t d = nd - 1, rem = first[size_t(c)]; d >= 0; --d) idx[size_t(d)] = rem % s.size(d), rem /= s.size(d);
+    int64_t* row = o + count[size_t(c)] * nd;
+    int64_t k = 0;
+    if (nd <= 2) {  // the common ranks with the multi-index in registers
+      const int64_t C = nd == 2 ? s.size(1) : n;
+      int64_t r = nd == 2 ? idx[0] : 0, col = idx[size_t(nd - 1)];
+      for (int64_t i = first[size_t(c)];; ++i) {
+        if (nd == 2) row[2 * k] = r, row[2 * k + 1] = col;
+        else row[k] = col;
+        k += nz[size_t(i)];
+        if (k == rows) break;
+        if (++col == C) col = 0, ++r;
+      }
+      continue;
     }
-    for (int64_t d = nd - 1; d >= 0; --d) {  // row-major increment of the multi-index
-      if (++idx[size_t(d)] < s.size(d)) break;
-      idx[size_t(d)] = 0;
+    for (int64_t i = first[size_t(c)];; ++i) {
+      std::copy(idx.begin(), idx.end(), row + k * nd);
+      k += nz[size_t(i)];
+      if (k == rows) break;
+      for (int64_t d = nd - 1; d >= 0; --d) {  // row-major increment of the multi-index
+        if (++idx[size_t(d)] < s.size(d)) break;
+        idx[size_t(d)] = 0;
+      }
     }
   }
   return out;

@@ -100,6 +100,41 @@ Tensor mul_ts(const char* op, const Tensor& a, const Scalar& b, Tensor* out, boo
   });
 }
 
+// x = fmod(x, y), exact, a run of m <= kVecChunk at a time: SLEEF's vector fmod (Note [Vector math
+// from SLEEF]). SLEEF's fmod returns NaN for a subnormal divisor (3.5.1 here, and the SLEEF inside
+// LibTorch: torch.remainder(7.5, 3e-39) is nan, where the answer is 7.6e-40); those lanes take
+// libm's fmod, exact too.
+template <typename M>
+void exact_fmod_run(M* x, const M* y, int64_t m) {
+  auto subnormal = [](M v) { return int(std::fabs(v) < std::numeric_limits<M>::min()) & int(v != 0); };
+  int any = 0;  // `&`, `|=` on ints: no branch, so the scan vectorises
+  for (int64_t i = 0; i < m; ++i) any |= subnormal(y[i]);
+  alignas(64) M orig[cpu::kVecChunk];
+  if (any) std::copy(x, x + m, orig);
+  cpu::vec_math_run2<cpu::VecFn2::Fmod>(x, y, m);
+  if (any)
+    for (int64_t i = 0; i < m; ++i)
+      if (subnormal(y[i])) x[i] = std::fmod(orig[i], y[i]);
+}
+
+// Python's float %: the fmod moved to the divisor's sign, as ew::float_remainder and LibTorch's
+// vector kernel.
+template <typename M>
+void float_remainder_run(M* x, const M* y, int64_t m) {
+  exact_fmod_run(x, y, m);
+  for (int64_t i = 0; i < m; ++i)
+    if (x[i] != 0 && ((y[i] < 0) != (x[i] < 0))) x[i] += y[i];
+}
+
+// Python's float //, as ew::float_div_floor, with the fmod computed a run at a time.
+template <typename M>
+void float_div_floor_run(M* x, const M* y, int64_t m) {
+  alignas(64) M mod[cpu::kVecChunk];
+  std::copy(x, x + m, mod);
+  exact_fmod_run(mod, y, m);
+  for (int64_t i = 0; i < m; ++i) x[i] = ew::float_div_floor_mod(x[i], y[i], mod[i]);
+}
+
 // ---- div ----
 enum class Round { None, Trunc, Floor };
 
@@ -147,6 +182,21 @@ Tensor div_scalar(const char* op, const Tensor& a, const Scalar& c_in, DType cdt
         const M c = ew::scalar_to<M>(c_in);
         if (r == Round::None) {
           if constexpr (std::is_floating_point_v<M>) cpu::cpu_kernel<T, T>(loop, [c](M x) -> M { return x / c; });
+        } else if constexpr (std::is_floating_point_v<M>) {
+          if (r == Round::Floor) {  // the fmod a run at a time (float_div_floor_run)
+            cpu::vec_buffer_kernel<T>(
+                loop,
+                [c](M* x, int64_t m) {
+                  alignas(64) M y[cpu::kVecChunk];
+                  std::fill(y, y + m, c);
+                  float_div_floor_run(x, y, m);
+                },
+                [](M*, const M*, int64_t) { return int64_t(0); });
+          } else {
+            auto f = div_fn<T, M>(r, false);
+            std::atomic<bool> zero{false};
+            cpu::cpu_kernel<T, T>(loop, [&f, &zero, c](M x) -> M { return f(x, c, zero); });
+          }
         } else {
           auto f = div_fn<T, M>(r, false);
           std::atomic<bool> zero{false};  // c != 0 was checked above
@@ -174,6 +224,9 @@ Tensor div_tt(const char* op, const Tensor& a, const Tensor& b, const std::optio
         if (r == Round::None) {
           if constexpr (std::is_floating_point_v<M>)
             cpu::cpu_kernel<T, T, T>(loop, [](M x, M y) -> M { return x / y; });
+        } else if (std::is_floating_point_v<M> && r == Round::Floor) {
+          if constexpr (std::is_floating_point_v<M>)  // the fmod a run at a time
+            cpu::vec_buffer_kernel2<T>(loop, [](M* x, const M* y, int64_t m) { float_div_floor_run(x, y, m); });
         } else {
           auto f = div_fn<T, M>(r, true);
           cpu::cpu_kernel<T, T, T>(loop, [&f, &zero](M x, M y) -> M { return f(x, y, zero); });
@@ -194,26 +247,6 @@ Tensor div_ts(const char* op, const Tensor& a, const Scalar& b, const std::optio
 }
 
 // ---- remainder ----
-// Python's float %, a run of m <= kVecChunk at a time: SLEEF's exact vector fmod (Note [Vector
-// math from SLEEF]), then moved to the divisor's sign, as ew::float_remainder and LibTorch's
-// vector kernel. SLEEF's fmod returns NaN for a subnormal divisor (3.5.1 here, and the SLEEF
-// inside LibTorch: torch.remainder(7.5, 3e-39) is nan, where the answer is 7.6e-40); those lanes
-// take libm's fmod, exact too.
-template <typename M>
-void float_remainder_run(M* x, const M* y, int64_t m) {
-  auto subnormal = [](M v) { return int(std::fabs(v) < std::numeric_limits<M>::min()) & int(v != 0); };
-  int any = 0;  // `&`, `|=` on ints: no branch, so the scan vectorises
-  for (int64_t i = 0; i < m; ++i) any |= subnormal(y[i]);
-  alignas(64) M orig[cpu::kVecChunk];
-  if (any) std::copy(x, x + m, orig);
-  cpu::vec_math_run2<cpu::VecFn2::Fmod>(x, y, m);
-  if (any)
-    for (int64_t i = 0; i < m; ++i)
-      if (subnormal(y[i])) x[i] = std::fmod(orig[i], y[i]);
-  for (int64_t i = 0; i < m; ++i)
-    if (x[i] != 0 && ((y[i] < 0) != (x[i] < 0))) x[i] += y[i];
-}
-
 Tensor remainder_tt(const char* op, const Tensor& a, const Tensor& b, Tensor* out, bool inplace) {
   const BareKernel bare(op, {&a, &b, out});
   TB_CHECK(a.defined() && b.defined(), op, "undefined input tensor");

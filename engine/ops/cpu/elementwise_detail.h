@@ -189,17 +189,20 @@ inline M float_remainder(M x, M y) {
   if (r != 0 && ((y < 0) != (r < 0))) r += y;
   return r;
 }
-// Python's float //, as LibTorch computes it (div_floor_floating).
+// Python's float //, as LibTorch computes it (div_floor_floating), given mod = fmod(x, y).
 template <typename M>
-inline M float_div_floor(M x, M y) {
+inline M float_div_floor_mod(M x, M y, M mod) {
   if (y == 0) return x / y;
-  M mod = std::fmod(x, y);
   M div = (x - mod) / y;
   if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1;
   if (div == 0) return std::copysign(M(0), x / y);
   M fl = std::floor(div);
   if (div - fl > M(0.5)) fl += 1;
   return fl;
+}
+template <typename M>
+inline M float_div_floor(M x, M y) {
+  return float_div_floor_mod(x, y, std::fmod(x, y));
 }
 // Integer power by squaring, wrapping on overflow; negative exponents give 0, or +-1 for a base
 // of +-1, as LibTorch's powi.

@@ -206,6 +206,28 @@ TEST(VecMath, RemainderIsFmodMovedToTheDivisorsSign) {
           << x[size_t(i)] << " % " << y[size_t(i)] << ": " << got << " vs " << want;
     }
   }
+  // Floor division takes the same fmod: LibTorch's div_floor_floating, written out here on libm's.
+  auto floor_div = [](float a, float b) {
+    if (b == 0) return a / b;
+    const float mod = std::fmod(a, b);
+    float div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+    if (div == 0) return std::copysign(0.0f, a / b);
+    float fl = std::floor(div);
+    if (div - fl > 0.5f) fl += 1;
+    return fl;
+  };
+  for (const bool scalar : {false, true}) {
+    const Tensor q = scalar ? ops::div(xt, core::Scalar(-0.7), std::string("floor"))
+                            : ops::div(xt, yt, std::string("floor"));
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = floor_div(x[size_t(i)], scalar ? -0.7f : y[size_t(i)]), got = q.data_ptr<float>()[i];
+      if (std::isnan(want)) ASSERT_TRUE(std::isnan(got)) << x[size_t(i)] << " // " << y[size_t(i)];
+      else
+        ASSERT_EQ(std::memcmp(&got, &want, 4), 0)
+            << x[size_t(i)] << " // " << (scalar ? -0.7f : y[size_t(i)]) << ": " << got << " vs " << want;
+    }
+  }
   // By a scalar: the same rule.
   const Tensor rs = ops::remainder(xt, core::Scalar(-0.7));
   for (int64_t i = 0; i < n; ++i) {

@@ -24,13 +24,14 @@ inline D cast(S s) {
 // The strided loop walks the destination in logical order, which is slow for two common layouts:
 // - Both operands dense with the same strides (clone() or to() of a transposed or permuted
 //   tensor keeps its layout): the copy is one run in memory order, whatever the logical order, so
-//   it is done as one (copy_flat).
+//   it is done as one (copy_flat; the clone of a permuted (16, 128, 8, 32) float32 tensor walked
+//   it in 794 us at 2 threads, 5 GB/s).
 // - The destination's unit-stride dim is not the source's (contiguous() of a transpose or a
-//   permute, such as attention's heads): walking the destination reads the source along a large
-//   stride, a new cache line per element (5 GB/s for float32 on 2 cores, 2.4-3.7x slower than
-//   LibTorch). Such copies go tile by tile over the plane of the two unit-stride dims, kTile x
-//   kTile elements whose source and destination lines stay in L1 (copy_tiled), as ATen does for
-//   2-D transposes (ours takes any number of dims and any pair of dtypes).
+//   permute, such as attention's keys): walking the destination reads the source along a large
+//   stride, a new cache line per element (0.72 ms for that tensor at one thread, LibTorch's
+//   time). Such copies go tile by tile over the plane of the two unit-stride dims, kTile x kTile
+//   elements whose source and destination lines stay in L1 (copy_tiled), as ATen does for 2-D
+//   transposes (ours takes any number of dims and any pair of dtypes).
 constexpr int64_t kTile = 32;
 
 template <typename D, typename S>

@@ -184,14 +184,7 @@ Tensor div_scalar(const char* op, const Tensor& a, const Scalar& c_in, DType cdt
           if constexpr (std::is_floating_point_v<M>) cpu::cpu_kernel<T, T>(loop, [c](M x) -> M { return x / c; });
         } else if constexpr (std::is_floating_point_v<M>) {
           if (r == Round::Floor) {  // the fmod a run at a time (float_div_floor_run)
-            cpu::vec_buffer_kernel<T>(
-                loop,
-                [c](M* x, int64_t m) {
-                  alignas(64) M y[cpu::kVecChunk];
-                  std::fill(y, y + m, c);
-                  float_div_floor_run(x, y, m);
-                },
-                [](M*, const M*, int64_t) { return int64_t(0); });
+            cpu::vec_scalar_kernel<T>(loop, c, [](M* x, const M* y, int64_t m) { float_div_floor_run(x, y, m); });
           } else {
             auto f = div_fn<T, M>(r, false);
             std::atomic<bool> zero{false};
@@ -278,14 +271,7 @@ Tensor remainder_ts(const char* op, const Tensor& a, const Scalar& b, Tensor* ou
       const M c = ew::scalar_to<M>(b);
       std::atomic<bool> zero{false};
       if constexpr (std::is_floating_point_v<M>)
-        cpu::vec_buffer_kernel<T>(
-            loop,
-            [c](M* x, int64_t m) {
-              alignas(64) M y[cpu::kVecChunk];
-              std::fill(y, y + m, c);
-              float_remainder_run(x, y, m);
-            },
-            [](M*, const M*, int64_t) { return int64_t(0); });
+        cpu::vec_scalar_kernel<T>(loop, c, [](M* x, const M* y, int64_t m) { float_remainder_run(x, y, m); });
       else if constexpr (ew::is_int_v<M>)
         cpu::cpu_kernel<T, T>(loop, [c, &zero](M x) -> M { return ew::int_remainder(x, c, zero); });
     });
@@ -332,14 +318,8 @@ Tensor pow_ts(const char* op, const Tensor& a, const Scalar& e, Tensor* out, boo
         else if (c == M(-1)) cpu::cpu_kernel<T, T>(loop, [](M x) -> M { return M(1) / x; });
         else if (c == M(-2)) cpu::cpu_kernel<T, T>(loop, [](M x) -> M { return M(1) / (x * x); });
         else
-          cpu::vec_buffer_kernel<T>(
-              loop,
-              [c](M* x, int64_t m) {
-                alignas(64) M y[cpu::kVecChunk];
-                std::fill(y, y + m, c);
-                cpu::vec_math_run2<cpu::VecFn2::Pow>(x, y, m);
-              },
-              [](M*, const M*, int64_t) { return int64_t(0); });
+          cpu::vec_scalar_kernel<T>(loop, c,
+                                    [](M* x, const M* y, int64_t m) { cpu::vec_math_run2<cpu::VecFn2::Pow>(x, y, m); });
       } else if constexpr (ew::is_int_v<M>) {
         cpu::cpu_kernel<T, T>(loop, [c](M x) -> M { return ew::int_pow(x, c); });
       }

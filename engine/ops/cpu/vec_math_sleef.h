@@ -226,6 +226,20 @@ void vec_buffer_kernel(const StridedLoop& loop, const Run& run, const Direct& di
   });
 }
 
+// out = f(x, c) for a scalar c: run2(xbuf, cbuf, m) over vec_buffer_kernel's runs, cbuf all c.
+template <typename T, typename Run2>
+void vec_scalar_kernel(const StridedLoop& loop, core::opmath_t<T> c, const Run2& run2) {
+  using M = core::opmath_t<T>;
+  vec_buffer_kernel<T>(
+      loop,
+      [c, &run2](M* x, int64_t m) {
+        alignas(64) M y[kVecChunk];
+        std::fill(y, y + m, c);
+        run2(x, y, m);
+      },
+      [](M*, const M*, int64_t) { return int64_t(0); });
+}
+
 // out = f(a, b) over a StridedLoop of (out, a, b), all of type T, computed in opmath_t<T>: runs of
 // up to kVecChunk elements buffered, run(abuf, bbuf, m) leaves the result in abuf.
 template <typename T, typename Run>

@@ -82,11 +82,12 @@ constexpr int64_t kRadixMin = 256;
 // sorted positions in the row.
 template <typename T, typename M = core::opmath_t<T>>
 const uint32_t* radix_sort_row(const T* row, int64_t n, bool descending, std::vector<RadixKey<M>> (&keys)[2],
-                               std::vector<uint32_t> (&pos)[2], int threads) {
+                               std::vector<uint32_t> (&pos)[2], std::vector<std::array<int64_t, 256>>& count,
+                               int threads) {
   using K = RadixKey<M>;
   constexpr int kPasses = int(sizeof(K));
   for (int b = 0; b < 2; ++b) keys[b].resize(size_t(n)), pos[b].resize(size_t(n));
-  std::vector<std::array<int64_t, 256>> count(size_t(std::max(threads, 1)));
+  count.resize(size_t(std::max(threads, 1)));  // the caller's, kept across rows: no allocation per row
   int cur = 0;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
@@ -154,13 +155,14 @@ void order_rows(const Tensor& x, Tensor& values, Tensor& indices, int64_t k, boo
       std::vector<Item<M>> buf;
       std::vector<RadixKey<M>> keys[2];
       std::vector<uint32_t> pos[2];
+      std::vector<std::array<int64_t, 256>> count;
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
         const T* row = xp + r * L;
         T* vr = vp + r * k;
         int64_t* ir = ip + r * k;
         if (radix) {
-          const uint32_t* order = radix_sort_row<T>(row, L, descending, keys, pos, row_threads);
+          const uint32_t* order = radix_sort_row<T>(row, L, descending, keys, pos, count, row_threads);
           for (int64_t i = 0; i < k; ++i) vr[i] = row[order[i]], ir[i] = order[i];
           continue;
         }

@@ -261,11 +261,13 @@ void vec_buffer_kernel2(const StridedLoop& loop, const Run& run) {
       }
       run(a, b, m);
       char* out = data[0] + c * st[0];
-      if (st[0] == int64_t(sizeof(T)) && std::is_same_v<T, core::BFloat16>) {
-        if constexpr (std::is_same_v<T, core::BFloat16>) store_bf16(reinterpret_cast<core::BFloat16*>(out), a, m);
-      } else {
-        for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(out + i * st[0]) = static_cast<T>(a[i]);
+      if constexpr (std::is_same_v<T, core::BFloat16>) {
+        if (st[0] == int64_t(sizeof(T))) {
+          store_bf16(reinterpret_cast<core::BFloat16*>(out), a, m);
+          continue;
+        }
       }
+      for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(out + i * st[0]) = static_cast<T>(a[i]);
     }
   });
 }

@@ -37,6 +37,9 @@ enum class Values {
   Index,     // integers in [0, hi): for index arguments
   Bool,      // random true/false
   Zeros,     // all zero: for out= buffers
+  NearOne,   // in (0.9, 1.1): long products (prod over 1024 elements) stay in range
+  Perm,      // integers: every slice along the last dim a random permutation of [0, its size), so
+             // indices along that dim are distinct (scatter, where which duplicate wins is unspecified)
 };
 
 struct Input {
@@ -89,6 +92,7 @@ std::vector<OpCase> index_cases();    // shape and index ops
 std::vector<OpCase> nn_cases();       // conv, pooling, embedding, dropout, one_hot, pad
 std::vector<OpCase> nn_norm_cases();  // softmax, log_softmax, layer_norm, batch_norm
 std::vector<OpCase> loss_cases();     // nll, cross_entropy, mse, l1, bce_with_logits
+std::vector<OpCase> sweep_cases();    // a benchmark row for every op family (cases_sweep.cpp)
 std::vector<OpCase> all_op_cases();   // every family's rows
 
 // Every row the autograd suite checks: the rows of all_op_cases() with `grad` set.

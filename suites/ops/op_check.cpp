@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "engine/core/env.h"
+#include "engine/ops/index.h"
 #include "engine/tensor/factories.h"
 #include "suites/ops/op_case.h"
 #include "suites/recorded.h"
@@ -28,6 +29,9 @@ tb::Tensor make_values(const Input& in, const Shape& shape, core::Generator& gen
     case Values::Zeros: return zeros(shape, dt);
     case Values::Bool: return randint(0, 2, shape, DType::Int64, &gen).to(dt);
     case Values::Index: return randint(0, std::max<int64_t>(in.hi, 1), shape, DType::Int64, &gen).to(dt);
+    case Values::Perm:  // the order of random values, along the last dim
+      if (shape.empty()) return zeros(shape, dt);
+      return ops::argsort(rand(shape, DType::Float64, &gen), -1).to(dt);
     default: break;
   }
   if (!core::is_floating(dt)) {
@@ -44,6 +48,9 @@ tb::Tensor make_values(const Input& in, const Shape& shape, core::Generator& gen
       break;
     case Values::Unit:
       for (int64_t i = 0; i < n; ++i) p[i] = -0.9 + 1.8 * p[i];
+      break;
+    case Values::NearOne:
+      for (int64_t i = 0; i < n; ++i) p[i] = 0.9 + 0.2 * p[i];
       break;
     case Values::NonZero: {
       tb::Tensor s = rand(shape, DType::Float64, &gen);
@@ -270,7 +277,7 @@ harness::BenchCase make_bench(const OpCase& c) {
 std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
   for (auto family : {tensor_cases, elementwise_cases, reduce_cases, linalg_cases, index_cases, nn_cases, nn_norm_cases,
-                      loss_cases}) {
+                      loss_cases, sweep_cases}) {
     auto cs = family();
     all.insert(all.end(), std::make_move_iterator(cs.begin()), std::make_move_iterator(cs.end()));
   }

@@ -55,20 +55,19 @@ template <typename M>
 RadixKey<M> radix_key(M v, bool descending) {
   using K = RadixKey<M>;
   constexpr K top = K(1) << (8 * sizeof(K) - 1);
+  // Selects, not branches, so a loop over a row vectorises (topk's Note [Small k]).
   K key;
   if constexpr (std::is_floating_point_v<M>) {
-    if (std::isnan(v)) {
-      key = ~K(0);
-    } else {
-      const K u = std::bit_cast<K>(v == M(0) ? M(0) : v);
-      key = (u & top) ? ~u : (u | top);
-    }
+    const K u = std::bit_cast<K>(v);
+    const K ordered = (u & top) ? ~u : (u | top);
+    const K zero_as_plus = K(u << 1) == 0 ? top : ordered;  // -0 and +0: +0's key
+    key = v != v ? ~K(0) : zero_as_plus;
   } else if constexpr (std::is_same_v<M, bool>) {
     key = K(v);
   } else {
     key = K(v) ^ top;  // two's complement: flipping the sign bit makes the order unsigned
   }
-  return descending ? ~key : key;
+  return key ^ (descending ? ~K(0) : K(0));
 }
 
 // Rows at least this long are radix-sorted: below it std::stable_sort's comparisons cost less
@@ -134,6 +133,57 @@ const uint32_t* radix_sort_row(const T* row, int64_t n, bool descending, std::ve
   return pos[cur].data();
 }
 
+// Note [Small k]
+// topk with k much smaller than the row keeps the best k so far in a sorted array and tests each
+// new element against the k-th: on rows in no particular order almost every element fails that
+// test, so the work is about one comparison per element (float: 16 at a time, and only a group
+// holding a candidate is walked again). std::partial_sort over (value, index) pairs, the general
+// path, pushes every element through a heap of k. Keys are the radix keys (Note [Radix sort
+// keys]), so the order (-0 as +0, NaN first when largest) is the sort's exactly, and a key equal
+// to the k-th loses, being later in the row: ties go to the lower index, as in the general path.
+constexpr int64_t kSmallTopkMax = 32;  // an insertion moves at most 32 entries
+
+template <typename T, typename M = core::opmath_t<T>>
+void small_topk_row(const T* row, int64_t L, int64_t k, bool descending, std::vector<RadixKey<M>>& best,
+                    std::vector<int64_t>& at) {
+  using K = RadixKey<M>;
+  best.resize(size_t(k));
+  at.resize(size_t(k));
+  int64_t n = 0;  // entries held, sorted by (key, index)
+  auto insert = [&](K key, int64_t i) {
+    // After every entry with a key <= this one (all of them earlier in the row).
+    const int64_t p = std::upper_bound(best.begin(), best.begin() + n, key) - best.begin();
+    const int64_t last = std::min(n, k - 1);
+    for (int64_t q = last; q > p; --q) best[size_t(q)] = best[size_t(q - 1)], at[size_t(q)] = at[size_t(q - 1)];
+    best[size_t(p)] = key;
+    at[size_t(p)] = i;
+    n = std::min(n + 1, k);
+  };
+  auto consider = [&](int64_t j) {
+    const K key = radix_key(static_cast<M>(row[j]), descending);
+    if (key < best[size_t(k - 1)]) insert(key, j);
+  };
+  int64_t i = 0;
+  for (; i < k; ++i) insert(radix_key(static_cast<M>(row[i]), descending), i);
+  if constexpr (std::is_same_v<T, float>) {
+    // 16 at a time, skipped when every one is worse than the k-th by value (a NaN never is, nor
+    // a tie: those go to the exact test by key).
+    using vf = float __attribute__((vector_size(64)));
+    using vi = int32_t __attribute__((vector_size(64)));
+    for (; i + 16 <= L; i += 16) {
+      vf x;
+      __builtin_memcpy(&x, row + i, sizeof(vf));
+      const vf kth = vf{} + row[at[size_t(k - 1)]];
+      const vi worse = descending ? vi(x < kth) : vi(x > kth);
+      int32_t all = -1;
+      for (int l = 0; l < 16; ++l) all &= worse[l];
+      if (all) continue;
+      for (int64_t j = i; j < i + 16; ++j) consider(j);
+    }
+  }
+  for (; i < L; ++i) consider(i);
+}
+
 // x: (rows, L) contiguous -> values: (rows, k), indices: (rows, k), contiguous. k == L sorts
 // the whole row; k < L keeps the first k in order (ties by lower index).
 void order_rows(const Tensor& x, Tensor& values, Tensor& indices, int64_t k, bool descending, bool full_sort) {
@@ -148,6 +198,7 @@ void order_rows(const Tensor& x, Tensor& values, Tensor& indices, int64_t k, boo
     const KeyLess<M> less{descending};
     const bool par_rows = rows > 1 && x.numel() > kParallelGrain;
     const bool radix = full_sort && L >= kRadixMin && uint64_t(L) <= std::numeric_limits<uint32_t>::max();
+    const bool small = !full_sort && k <= kSmallTopkMax && L >= 4 * k;  // Note [Small k]
     // One long row: its radix passes are shared by the threads instead.
     const int row_threads = !par_rows && L > kParallelGrain ? num_threads() : 1;
 #pragma omp parallel num_threads(num_threads()) if (par_rows)
@@ -156,6 +207,8 @@ void order_rows(const Tensor& x, Tensor& values, Tensor& indices, int64_t k, boo
       std::vector<RadixKey<M>> keys[2];
       std::vector<uint32_t> pos[2];
       std::vector<std::array<int64_t, 256>> count;
+      std::vector<RadixKey<M>> best;  // small_topk_row's, kept across rows
+      std::vector<int64_t> at;
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
         const T* row = xp + r * L;
@@ -164,6 +217,11 @@ void order_rows(const Tensor& x, Tensor& values, Tensor& indices, int64_t k, boo
         if (radix) {
           const uint32_t* order = radix_sort_row<T>(row, L, descending, keys, pos, count, row_threads);
           for (int64_t i = 0; i < k; ++i) vr[i] = row[order[i]], ir[i] = order[i];
+          continue;
+        }
+        if (small) {
+          small_topk_row<T>(row, L, k, descending, best, at);
+          for (int64_t i = 0; i < k; ++i) ir[i] = at[size_t(i)], vr[i] = row[ir[i]];
           continue;
         }
         buf.resize(size_t(L));

@@ -80,16 +80,26 @@ double as_double(T v) {
   return double(static_cast<core::opmath_t<T>>(v));
 }
 
+// rows x L values drawn from pool<T>().
 template <typename T>
-void check_sort(int64_t rows, int64_t L, bool descending, uint64_t seed) {
+Tensor pool_rows(int64_t rows, int64_t L, uint64_t seed) {
   const std::vector<T> p = pool<T>();
   core::Generator g(seed);
   const Tensor pick = randint(0, int64_t(p.size()), {rows * L}, DType::Int64, &g);
   std::vector<T> in(size_t(rows * L));
   for (size_t i = 0; i < in.size(); ++i) in[i] = p[size_t(pick.data_ptr<int64_t>()[i])];
-  const Tensor x = from_vector_of(in, {rows, L});
-  const auto [values, indices] = ops::sort(x, true, -1, descending);
+  return from_vector_of(in, {rows, L});
+}
+
+// The first k of each row of x's stable sort, against ops::sort (k == L) or ops::topk (k < L,
+// largest = descending): positions exactly, values bit for bit.
+template <typename T>
+void check_first_k(const Tensor& x, int64_t k, bool descending) {
+  const int64_t rows = x.size(0), L = x.size(1);
+  const auto [values, indices] = k == L ? ops::sort(x, true, -1, descending)
+                                        : ops::topk(x, k, -1, /*largest=*/descending);
   ASSERT_TRUE(values.is_contiguous() && indices.is_contiguous());
+  ASSERT_EQ(values.size(1), k);
   const T* got = values.data_ptr<T>();
   const int64_t* got_at = indices.data_ptr<int64_t>();
   using M = core::opmath_t<T>;  // compared in the type itself: a double would merge large int64s
@@ -106,14 +116,19 @@ void check_sort(int64_t rows, int64_t L, bool descending, uint64_t seed) {
     const T* row = x.data_ptr<T>() + r * L;
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return before(M(row[a]), M(row[b])); });
-    for (int64_t i = 0; i < L; ++i) {
+    for (int64_t i = 0; i < k; ++i) {
       const int64_t want = order[size_t(i)];
-      ASSERT_EQ(got_at[r * L + i], want) << "row " << r << " position " << i << " of " << L
+      ASSERT_EQ(got_at[r * k + i], want) << "row " << r << " position " << i << " of " << k << " of " << L
                                          << (descending ? " descending" : " ascending") << ": value "
                                          << as_double(row[want]);
-      ASSERT_EQ(std::memcmp(&got[r * L + i], &row[want], sizeof(T)), 0) << "row " << r << " position " << i;
+      ASSERT_EQ(std::memcmp(&got[r * k + i], &row[want], sizeof(T)), 0) << "row " << r << " position " << i;
     }
   }
+}
+
+template <typename T>
+void check_sort(int64_t rows, int64_t L, bool descending, uint64_t seed) {
+  check_first_k<T>(pool_rows<T>(rows, L, seed), L, descending);
 }
 
 #if defined(__SANITIZE_THREAD__)
@@ -150,6 +165,47 @@ TEST(Sort, Float16MatchesAStableComparisonSort) { check_all_lengths<core::Half>(
 TEST(Sort, Int32MatchesAStableComparisonSort) { check_all_lengths<int32_t>("int32"); }
 TEST(Sort, Int64MatchesAStableComparisonSort) { check_all_lengths<int64_t>("int64"); }
 TEST(Sort, BoolMatchesAStableComparisonSort) { check_all_lengths<bool>("bool"); }
+
+// topk with k below the row (Note [Small k] in cpu/sort.cpp for k <= 32 and rows of 4k or more,
+// std::partial_sort past it): the stable sort's first k, so ties to the lower index, over the
+// pool's ties, NaNs and zeros of both signs, and over rows already in order either way, where
+// every element displaces the k-th (the small path's worst case).
+template <typename T>
+void check_topk_all(const char* name) {
+  uint64_t seed = 100;
+  const int before = num_threads();
+  for (int threads : kThreadCounts) {
+    set_num_threads(threads);
+    for (const auto& [rows, L] : std::vector<std::pair<int64_t, int64_t>>{{3, 7}, {5, 131}, {40, 1000}, {1, 5000}})
+      for (int64_t k : {int64_t(1), int64_t(2), int64_t(5), int64_t(10), int64_t(32), int64_t(33), L / 4, L - 1}) {
+        if (k < 1 || k >= L) continue;
+        for (bool largest : {false, true}) {
+          SCOPED_TRACE(std::string(name) + ", " + std::to_string(threads) + " threads, " + std::to_string(rows) +
+                       " x " + std::to_string(L) + ", k " + std::to_string(k) + (largest ? ", largest" : ", smallest"));
+          check_first_k<T>(pool_rows<T>(rows, L, seed++), k, largest);
+          if constexpr (!std::is_same_v<T, bool>) {
+            // Ascending and descending runs (wrapping, so each row holds ties too).
+            std::vector<T> up(size_t(rows * L)), down(size_t(rows * L));
+            for (int64_t i = 0; i < rows * L; ++i) {
+              up[size_t(i)] = T(float(i % 100));
+              down[size_t(i)] = T(float(100 - i % 100));
+            }
+            check_first_k<T>(from_vector_of(up, {rows, L}), k, largest);
+            check_first_k<T>(from_vector_of(down, {rows, L}), k, largest);
+          }
+          if (::testing::Test::HasFatalFailure()) break;
+        }
+      }
+  }
+  set_num_threads(before);
+}
+
+TEST(Topk, Float32IsTheStableSortsFirstK) { check_topk_all<float>("float32"); }
+TEST(Topk, Float64IsTheStableSortsFirstK) { check_topk_all<double>("float64"); }
+TEST(Topk, BFloat16IsTheStableSortsFirstK) { check_topk_all<core::BFloat16>("bfloat16"); }
+TEST(Topk, Float16IsTheStableSortsFirstK) { check_topk_all<core::Half>("float16"); }
+TEST(Topk, Int32IsTheStableSortsFirstK) { check_topk_all<int32_t>("int32"); }
+TEST(Topk, Int64IsTheStableSortsFirstK) { check_topk_all<int64_t>("int64"); }
 
 // topk over a whole row runs the same full sort: the k largest, NaN first.
 TEST(Sort, TopkOfAWholeRowIsTheDescendingSort) {

@@ -116,6 +116,13 @@ struct MeanOp : SumOp<Acc> {
 template <typename Acc>
 struct ProdOp {
   Acc init() const { return Acc(1); }
+  // Whole vectors as sum's (cpu::vector_leaf): a product's order is as free as a sum's, and
+  // LibTorch's float prod also multiplies lanes of vectors (one element at a time was 1.5x slower).
+  cpu::vfloat vinit() const { return cpu::vfloat{} + 1.0f; }
+  cpu::vfloat vstep(cpu::vfloat a, cpu::vfloat v) const { return a * v; }
+  cpu::vfloat vmerge(cpu::vfloat a, cpu::vfloat b) const { return a * b; }
+  cpu::vhalf hstep(cpu::vhalf a, cpu::vhalf v) const { return a * v; }  // used below AVX-512
+  cpu::vhalf hmerge(cpu::vhalf a, cpu::vhalf b) const { return a * b; }
   template <typename T>
   Acc step(Acc a, T v, Acc) const {
     return a * Acc(load(v));

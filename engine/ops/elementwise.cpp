@@ -590,8 +590,11 @@ Tensor isfinite(const Tensor& x) { return predicate("isfinite", x, Pred::Finite)
 // ---- logical_not: nonzero (NaN included) is true ----
 namespace {
 Tensor logical_not_impl(const char* op, const Tensor& x, Tensor* out, bool inplace) {
-  return ew::unary(op, x, DType::Bool, DType::Bool, out, inplace, ew::Setup::Fast,
-                   [](const StridedLoop& loop) { cpu::cpu_kernel<bool, bool>(loop, [](bool v) { return !v; }); });
+  return ew::unary(op, x, DType::Bool, DType::Bool, out, inplace, ew::Setup::Fast, [](const StridedLoop& loop) {
+    // On the bytes: GCC leaves a loop of bool -> !bool scalar (4.6x slower than
+    // LibTorch over 4M elements); byte == 0 vectorises.
+    cpu::cpu_kernel<uint8_t, uint8_t>(loop, [](uint8_t v) { return uint8_t(v == 0); });
+  });
 }
 }  // namespace
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "engine/ops/cpu/linalg_gemm.h"
 #include "engine/ops/cpu/loops.h"
@@ -87,6 +88,44 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return bmm_fresh(a, b);
 }
 
+namespace {
+// dot of float32 vectors: 64 float products accumulated per step (four 16-lane accumulators), each
+// block of kDotBlock elements summed into double, blocks in parallel. Through bmm it was a (1, 1, n)
+// by (1, n, 1) product, 5x slower than LibTorch at n = 4M (a GEMM does not vectorise a single
+// column); the blocks also make it no less accurate than BLAS's sdot, which LibTorch calls.
+constexpr int64_t kDotBlock = 4096;
+double dot_block(const float* x, const float* y, int64_t n) {
+  using vf = float __attribute__((vector_size(64)));
+  vf a0{}, a1{}, a2{}, a3{};
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    vf x0, x1, x2, x3, y0, y1, y2, y3;
+    __builtin_memcpy(&x0, x + i, 64), __builtin_memcpy(&x1, x + i + 16, 64);
+    __builtin_memcpy(&x2, x + i + 32, 64), __builtin_memcpy(&x3, x + i + 48, 64);
+    __builtin_memcpy(&y0, y + i, 64), __builtin_memcpy(&y1, y + i + 16, 64);
+    __builtin_memcpy(&y2, y + i + 32, 64), __builtin_memcpy(&y3, y + i + 48, 64);
+    a0 += x0 * y0, a1 += x1 * y1, a2 += x2 * y2, a3 += x3 * y3;
+  }
+  const vf v = (a0 + a1) + (a2 + a3);
+  double r = 0;
+  for (int l = 0; l < 16; ++l) r += double(v[l]);
+  for (; i < n; ++i) r += double(x[i]) * double(y[i]);
+  return r;
+}
+Tensor dot_float(const Tensor& a, const Tensor& b) {
+  const float* x = a.data_ptr<float>();
+  const float* y = b.data_ptr<float>();
+  const int64_t n = a.numel(), blocks = (n + kDotBlock - 1) / kDotBlock;
+  std::vector<double> part(static_cast<size_t>(blocks));
+#pragma omp parallel for num_threads(num_threads()) schedule(static) if (n > kParallelGrain)
+  for (int64_t k = 0; k < blocks; ++k)
+    part[size_t(k)] = dot_block(x + k * kDotBlock, y + k * kDotBlock, std::min(kDotBlock, n - k * kDotBlock));
+  double r = 0;
+  for (double v : part) r += v;
+  return full({}, r, DType::Float32);
+}
+}  // namespace
+
 Tensor dot(const Tensor& a, const Tensor& b) {
   const BareKernel bare("dot", {&a, &b});
   check_dim("dot", a, 1, "self");
@@ -94,6 +133,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
   check_same_dtype("dot", a, b);
   TB_CHECK(a.size(0) == b.size(0), "dot", "inconsistent tensor size, expected tensor [", a.size(0), "] and src [",
            b.size(0), "] to have the same number of elements");
+  if (a.dtype() == DType::Float32 && a.is_contiguous() && b.is_contiguous()) return dot_float(a, b);
   return bmm_fresh(a.unsqueeze(0).unsqueeze(0), b.unsqueeze(1).unsqueeze(0)).view({});
 }
 
@@ -326,13 +366,23 @@ Tensor outer(const Tensor& a, const Tensor& b) {
   const DType dt = result_type(a, b);
   const int64_t n = a.size(0), m = b.size(0);
   Tensor out = empty({n, m}, dt);
-  StridedLoop loop({out, a.to(dt).unsqueeze(1).expand({n, m}), b.to(dt).unsqueeze(0).expand({n, m})});
+  // Row i is a[i] times b: a vector loop per row. A StridedLoop over a's stride-0 expansion took
+  // the element-by-element path (outer of 4096 by 1024 float32: 0.26x LibTorch).
+  const Tensor ac = a.to(dt).contiguous(), bc = b.to(dt).contiguous();
   core::dispatch(dt, [&]<typename T>() {
     using Op = core::opmath_t<T>;
-    cpu::cpu_kernel<T, T, T>(loop, [](Op x, Op y) -> Op {
-      if constexpr (std::is_same_v<T, bool>) return x && y;
-      else return x * y;
-    });
+    const T* x = ac.data_ptr<T>();
+    const T* y = bc.data_ptr<T>();
+    T* o = out.data_ptr<T>();
+#pragma omp parallel for num_threads(num_threads()) schedule(static) if (n * m > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) {
+      const Op xi = static_cast<Op>(x[i]);
+      T* __restrict__ row = o + i * m;
+      for (int64_t j = 0; j < m; ++j) {
+        if constexpr (std::is_same_v<T, bool>) row[j] = xi && y[j];
+        else row[j] = static_cast<T>(xi * static_cast<Op>(y[j]));
+      }
+    }
   });
   return out;
 }

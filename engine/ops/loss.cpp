@@ -118,18 +118,22 @@ std::tuple<Tensor, Tensor> nll_loss_forward(const Tensor& input, const Tensor& t
   const ClassLayout l = class_layout(input, target, false, op);
   const std::vector<double> w = class_weights(weight, l.C, op);
   const Tensor t = checked_targets(target, l.C, ignore_index, op);
-  const Tensor x = input.to(DType::Float64).contiguous();  // O(N C) cast; only N * S values are read
+  // Only the N * S picked values are read, each widened to double where it is read: a cast of the
+  // whole input to float64 first made nll_loss of (4096, 1024) float32 122x slower than LibTorch.
+  const Tensor x = input.contiguous();
   const int64_t* tp = t.data_ptr<int64_t>();
-  const double* xp = x.data_ptr<double>();
   std::vector<double> per(size_t(l.N * l.S), 0.0);
   double tw = 0;
-  for (int64_t n = 0; n < l.N; ++n)
-    for (int64_t s = 0; s < l.S; ++s) {
-      const int64_t e = n * l.S + s, c = tp[e];
-      if (c == ignore_index) continue;
-      per[size_t(e)] = -w[size_t(c)] * xp[(n * l.C + c) * l.S + s];
-      tw += w[size_t(c)];
-    }
+  core::dispatch_floating(x.dtype(), op, [&]<typename T>() {
+    const T* xp = x.data_ptr<T>();
+    for (int64_t n = 0; n < l.N; ++n)
+      for (int64_t s = 0; s < l.S; ++s) {
+        const int64_t e = n * l.S + s, c = tp[e];
+        if (c == ignore_index) continue;
+        per[size_t(e)] = -w[size_t(c)] * double(static_cast<core::opmath_t<T>>(xp[(n * l.C + c) * l.S + s]));
+        tw += w[size_t(c)];
+      }
+  });
   // PyTorch sums an unbatched input's one term into a zero, so its loss of a 0 input is +0, not -0.
   if (input.dim() == 1)
     for (double& v : per) v += 0.0;

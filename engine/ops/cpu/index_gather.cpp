@@ -21,8 +21,14 @@ Tensor checked_index(const Tensor& index, int64_t size, const char* op) {
            "Expected dtype int32 or int64 for index, got ", core::name(index.dtype()));
   Tensor idx = index.to(DType::Int64).contiguous();
   const int64_t* p = idx.data_ptr<int64_t>();
-  for (int64_t i = 0; i < idx.numel(); ++i)
-    TB_CHECK(p[i] >= 0 && p[i] < size, op, "index ", p[i], " is out of bounds for dimension with size ", size);
+  const int64_t n = idx.numel();
+  // One branch-free pass (it vectorises; a check per element kept it scalar), then the first bad
+  // index found again for the message. Unsigned, a negative index is out of bounds too.
+  bool bad = false;
+  for (int64_t i = 0; i < n; ++i) bad |= uint64_t(p[i]) >= uint64_t(size);
+  if (bad)
+    for (int64_t i = 0; i < n; ++i)
+      TB_CHECK(p[i] >= 0 && p[i] < size, op, "index ", p[i], " is out of bounds for dimension with size ", size);
   return idx;
 }
 
@@ -123,6 +129,15 @@ void scatter_kernel(Tensor& self, int64_t dim, const Tensor& index, const Tensor
           T* out = reinterpret_cast<T*>(p[0] + i * st[0]);
           const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
           const T* sp = reinterpret_cast<const T*>(p[2] + i * st[2]);
+          if (self_ds == 1 && idx_ds == 1 && src_ds == 1 && r != Reduce::Multiply) {
+            // Along a contiguous last dim, the reduction chosen once per run, not per element
+            // (scatter_add of (4096, 1024) float32 along dim 1 was 2.6x slower than LibTorch).
+            if (r == Reduce::Add)
+              for (int64_t k = 0; k < K; ++k) out[ip[k]] = combine(out[ip[k]], sp[k], Reduce::Add);
+            else
+              for (int64_t k = 0; k < K; ++k) out[ip[k]] = sp[k];
+            continue;
+          }
           for (int64_t k = 0; k < K; ++k) {
             T& o = out[ip[k * idx_ds] * self_ds];
             o = combine(o, sp[k * src_ds], r);
@@ -223,7 +238,12 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool /*spars
         E* o = reinterpret_cast<E*>(p[0] + i * st[0]);
         const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
         const E* sp = reinterpret_cast<const E*>(p[2] + i * st[2]);
-        for (int64_t k = 0; k < K; ++k) o[k * out_ds] = sp[ip[k * idx_ds] * self_ds];
+        if (out_ds == 1 && idx_ds == 1 && self_ds == 1) {  // along a contiguous last dim: vector gathers
+          E* __restrict__ ou = o;
+          for (int64_t k = 0; k < K; ++k) ou[k] = sp[ip[k]];
+        } else {
+          for (int64_t k = 0; k < K; ++k) o[k * out_ds] = sp[ip[k * idx_ds] * self_ds];
+        }
       }
     });
   });

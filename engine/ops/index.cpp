@@ -115,8 +115,33 @@ Tensor triangle(const Tensor& self, int64_t k, bool lower, Tensor* out) {
   const char* op = lower ? "tril" : "triu";
   TB_CHECK(self.dim() >= 2, op, "input tensor must have at least 2 dimensions");
   Tensor r = empty(self.sizes(), self.dtype());  // contiguous, whatever self's layout (clone keeps it)
-  r.copy_(self);
-  zero_triangle(r, k, lower);
+  if (self.is_contiguous() && r.numel() > 0) {
+    // One pass: each row's kept part copied and the rest zeroed (copy_ then zero_triangle wrote
+    // the zeroed part twice: tril of (4096, 1024) float32 at 2 threads was 1.9x LibTorch's time).
+    const int64_t R = r.size(-2), C = r.size(-1), rows = r.numel() / C;
+    core::dispatch(r.dtype(), [&]<typename T>() {
+      const T* src = self.data_ptr<T>();
+      T* dst = r.data_ptr<T>();
+#pragma omp parallel for num_threads(num_threads()) schedule(static) if (r.numel() > kParallelGrain)
+      for (int64_t row = 0; row < rows; ++row) {
+        const int64_t i = row % R;
+        const T* s = src + row * C;
+        T* d = dst + row * C;
+        if (lower) {
+          const int64_t from = std::clamp<int64_t>(i + k + 1, 0, C);
+          std::copy(s, s + from, d);
+          std::fill(d + from, d + C, T{});
+        } else {
+          const int64_t to = std::clamp<int64_t>(i + k, 0, C);
+          std::fill(d, d + to, T{});
+          std::copy(s + to, s + C, d + to);
+        }
+      }
+    });
+  } else {
+    r.copy_(self);
+    zero_triangle(r, k, lower);
+  }
   if (out) {
     Tensor o = prepare_out(out, self.sizes(), self.dtype(), op);
     o.copy_(r);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/ops/cpu/loops.h"
 #include "engine/ops/cpu/vec_math.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/nn_norm.h"
@@ -324,6 +325,20 @@ std::tuple<Tensor, Tensor> cross_entropy_backward(const Tensor& grad_output, con
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
   const BareKernel bare("mse_loss", {&input, &target});
+  if (input.sizes() == target.sizes() && input.dtype() == target.dtype() && core::is_floating(input.dtype())) {
+    // (input - target)^2 in one pass, the difference rounded to the dtype first as LibTorch's
+    // kernel does; sub then mul read and wrote the difference once more (1.4x LibTorch's time).
+    Tensor sq = empty(input.sizes(), input.dtype());
+    StridedLoop loop({sq, input, target});
+    core::dispatch_floating(input.dtype(), "mse_loss", [&]<typename T>() {
+      using M = core::opmath_t<T>;
+      cpu::cpu_kernel<T, T, T>(loop, [](M x, M y) -> M {
+        const M d = static_cast<M>(static_cast<T>(x - y));
+        return d * d;
+      });
+    });
+    return apply_loss_reduction(sq, reduction);
+  }
   const Tensor d = sub(input, target);
   return apply_loss_reduction(mul(d, d), reduction);
 }

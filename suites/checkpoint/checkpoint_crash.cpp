@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -54,12 +55,21 @@ void kill9_phase(const std::string& root, const checkpoint::TrainingState& a, co
   for (int i = 0; i < 4; ++i) checkpoint::save_checkpoint(root, i % 2 ? a : b, keep);
   const double save_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 4;
   int seen_a = 0, seen_b = 0;
-  for (int k = 0; k < kills; ++k) {
+  // `kills` kills, and more (up to 4 times as many, over a widening range) while they have all
+  // left the same state: on a loaded machine a save can take longer than the whole delay range
+  // measured above (ci/main once saw every kill land before the child's first commit).
+  int k = 0;
+  for (; k < kills || ((seen_a == 0 || seen_b == 0) && k < 4 * kills); ++k) {
+    int ready[2];
+    expect(::pipe(ready) == 0, std::string("pipe failed: ") + std::strerror(errno));
     const pid_t pid = ::fork();
     if (pid == 0) {
       // A forked child has only this thread: an OpenMP team inherited from the parent would wait
       // forever at its barrier (seen under `trainbench all`), so the child computes single-threaded.
       tb::set_num_threads(1);
+      ::close(ready[0]);
+      const char go = 1;
+      if (::write(ready[1], &go, 1) != 1) ::_exit(4);  // the delay below counts from here
       try {
         for (uint64_t i = uint64_t(k);; ++i) checkpoint::save_checkpoint(root, i % 2 ? b : a, keep);
       } catch (...) {
@@ -67,7 +77,14 @@ void kill9_phase(const std::string& root, const checkpoint::TrainingState& a, co
       }
     }
     expect(pid > 0, std::string("fork failed: ") + std::strerror(errno));
-    std::uniform_real_distribution<double> delay(0, 2 * save_us);
+    ::close(ready[1]);
+    char go = 0;
+    const bool started = ::read(ready[0], &go, 1) == 1;
+    ::close(ready[0]);
+    expect(started, "the saving child did not start");
+    // Past `kills`, the range doubles every 8 kills (to 32 saves): the saves are slower than measured.
+    const double span = 2 * save_us * (k < kills ? 1 : double(1 << std::min(4, 1 + (k - kills) / 8)));
+    std::uniform_real_distribution<double> delay(0, span);
     std::this_thread::sleep_for(std::chrono::microseconds(int64_t(delay(rng))));
     ::kill(pid, SIGKILL);
     int status = 0;
@@ -85,7 +102,7 @@ void kill9_phase(const std::string& root, const checkpoint::TrainingState& a, co
            "after kill " + std::to_string(k) + ": the loaded state is neither saved state (" + da + "; " + db + ")");
     (da.empty() ? seen_a : seen_b)++;
   }
-  counts["kills"] = kills;
+  counts["kills"] = k;
   counts["loaded_state_a"] = seen_a;
   counts["loaded_state_b"] = seen_b;
   counts["save_us"] = save_us;

@@ -5,9 +5,9 @@
 // with a 1.0-ulp bound (its `_u10` functions); Debian packages it (libsleef-dev), so the engine
 // calls the same functions, on whole registers: AVX-512 where the build targets it, else AVX2
 // (Zen 3), else libm. Every element goes through the vector form, the last partial register
-// padded, so an element's result never depends on where it sits in a tensor. Float exp and log
-// on AVX-512 are the exception: our own, faster than Debian's SLEEF in the same accuracy class
-// (Note [exp and log of float on AVX-512]).
+// padded, so an element's result never depends on where it sits in a tensor. Float exp, log, sin
+// and cos on AVX-512 are the exception: our own, faster than Debian's SLEEF in the same accuracy
+// class (Note [exp and log of float on AVX-512], Note [sin and cos of float on AVX-512]).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -81,13 +81,10 @@ __m512d vec2(__m512d a, __m512d b) {
 // instruction sequences; VecMath.DISABLED_Float32ExpAndLogOfEveryFloatWithinOneUlp repeats that
 // through the ops, by hand (long; not yet run to its end). engine/ops/tests/vec_math_test.cpp
 // checks 1 ulp over sweeps, every 65521st bit pattern and the IEEE special values in CI.
-inline __m512 exp_float(__m512 x) {
-  // Past these every result is 0 or inf; clamping keeps n finite (NaN is put back at the end).
-  // The masked forms with every lane set: GCC 12's unmasked ones start from _mm512_undefined_ps,
-  // which -Wmaybe-uninitialized reports once inlined.
-  constexpr __mmask16 all = 0xffff;
-  const __m512 hi = _mm512_mask_min_ps(x, all, x, _mm512_set1_ps(89.0f));
-  const __m512 xc = _mm512_mask_max_ps(hi, all, hi, _mm512_set1_ps(-104.0f));
+// exp on x in [-104, 89], where the clamps below change nothing: the whole body for registers
+// whose every lane is there (the common case), without the clamps and the NaN fix-up.
+inline __m512 exp_float_core(__m512 xc) {
+  constexpr __mmask16 all = 0xffff;  // masked forms: see exp_float
   const __m512 xl = _mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f));
   const __m512 n = _mm512_mask_roundscale_ps(xl, all, xl, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), xc);
@@ -100,18 +97,31 @@ inline __m512 exp_float(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   const __m512 y = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));  // Horner to the end: 1.01 -> 0.89 ulp
-  const __m512 res = _mm512_mask_scalef_ps(y, all, y, n);
-  return _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+  return _mm512_mask_scalef_ps(y, all, y, n);
 }
-inline __m512 log_float(__m512 x) {
+inline __m512 exp_float(__m512 x) {
+  const __mmask16 lo = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-104.0f), _CMP_GE_OQ);
+  if (_mm512_mask_cmp_ps_mask(lo, x, _mm512_set1_ps(89.0f), _CMP_LE_OQ) == 0xffff) return exp_float_core(x);
+  // Past these every result is 0 or inf; clamping keeps n finite (NaN is put back at the end).
+  // The masked forms with every lane set: GCC 12's unmasked ones start from _mm512_undefined_ps,
+  // which -Wmaybe-uninitialized reports once inlined.
+  constexpr __mmask16 all = 0xffff;
+  const __m512 hi = _mm512_mask_min_ps(x, all, x, _mm512_set1_ps(89.0f));
+  const __m512 xc = _mm512_mask_max_ps(hi, all, hi, _mm512_set1_ps(-104.0f));
+  return _mm512_mask_mov_ps(exp_float_core(xc), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+// log of every lane, or of the normal positive lanes alone (kNormal: no subnormal scaling and no
+// special values; their results are the same bits as the general path's).
+template <bool kNormal>
+inline __m512 log_float_body(__m512 x) {
   constexpr __mmask16 all = 0xffff;  // masked forms: see exp_float
-  const __mmask16 sub = _mm512_cmp_ps_mask(x, _mm512_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
-  const __m512 xs = _mm512_mask_mul_ps(x, sub, x, _mm512_set1_ps(8388608.0f));  // 2^23
+  const __mmask16 sub = kNormal ? 0 : _mm512_cmp_ps_mask(x, _mm512_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
+  const __m512 xs = kNormal ? x : _mm512_mask_mul_ps(x, sub, x, _mm512_set1_ps(8388608.0f));  // 2^23
   // The bits relative to sqrt(1/2)'s: the exponent above it, and the mantissa moved into
   // [sqrt(1/2), sqrt 2).
   const __m512i t = _mm512_sub_epi32(_mm512_castps_si512(xs), _mm512_set1_epi32(0x3f3504f3));
   __m512i e = _mm512_mask_srai_epi32(t, all, t, 23);
-  e = _mm512_mask_sub_epi32(e, sub, e, _mm512_set1_epi32(23));
+  if constexpr (!kNormal) e = _mm512_mask_sub_epi32(e, sub, e, _mm512_set1_epi32(23));
   const __m512 m = _mm512_castsi512_ps(
       _mm512_add_epi32(_mm512_and_si512(t, _mm512_set1_epi32(0x007fffff)), _mm512_set1_epi32(0x3f3504f3)));
   const __m512 f = _mm512_sub_ps(m, _mm512_set1_ps(1.0f));
@@ -130,16 +140,84 @@ inline __m512 log_float(__m512 x) {
   y = _mm512_fmadd_ps(ef, _mm512_set1_ps(-2.12194440e-4f), y);  // ln2 = 0.693359375 - 2.12194440e-4
   y = _mm512_fmadd_ps(z, _mm512_set1_ps(-0.5f), y);
   __m512 res = _mm512_fmadd_ps(ef, _mm512_set1_ps(0.693359375f), _mm512_add_ps(f, y));
+  if constexpr (kNormal) return res;
   // log(+inf) = +inf, log(+-0) = -inf, log(x < 0) = NaN, NaN stays NaN.
   res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_set1_ps(INFINITY), _CMP_EQ_OQ), x);
   res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ), _mm512_set1_ps(-INFINITY));
   res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_set1_ps(NAN));
   return _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
+inline __m512 log_float(__m512 x) {
+  const __mmask16 lo = _mm512_cmp_ps_mask(x, _mm512_set1_ps(1.17549435e-38f), _CMP_GE_OQ);  // normal, > 0
+  if (_mm512_mask_cmp_ps_mask(lo, x, _mm512_set1_ps(INFINITY), _CMP_LT_OQ) == 0xffff) return log_float_body<true>(x);
+  return log_float_body<false>(x);
+}
 inline __m512 log1p_float(__m512 x) {  // Note [log1p of huge x]
   const __m512 r = Sleef_log1pf16_u10avx512f(x);
   const __mmask16 huge = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kLog1pMaxF), _CMP_GT_OQ);
   return huge ? _mm512_mask_mov_ps(r, huge, log_float(x)) : r;
+}
+// Note [sin and cos of float on AVX-512]
+// As for exp and log (Note [exp and log of float on AVX-512]): LibTorch takes MKL's VML for
+// sin and cos, and Debian's SLEEF 3.5.1 is 1.4x (sin) and 1.8x (cos) slower than this, in the same
+// accuracy class. For |x| <= 2^20 (the inputs of training: angles, rotary positions):
+// - x = j pi/2 + r, |r| <= pi/4, pi/2 in three floats. x - j C1 is exact (fma; |x - j C1| < 2 and
+//   both multiples of 2^-23 when x >= 1). Near a multiple of pi/2 the next step cancels, so
+//   j C2 is split exactly (fma) and the subtraction's error kept by Knuth's TwoSum: r + rlo holds
+//   the reduced argument to well past float precision (a rounded r alone was 150 ulp off at
+//   x = 2023.18567, near 1288 pi/2).
+// - sin r = r + (r^3 S(r^2) + rlo), cos r = 1 - r^2/2 + r^4 C(r^2) - r rlo with 1 - r^2/2 split
+//   exactly into w + (1 - w - r^2/2) (fdlibm's kernel_cos), so each rounds once at the end.
+//   S and C: degree 3 in r^2, least squares on Chebyshev nodes of [-pi/4, pi/4] (relative error
+//   under 0.07 ulp).
+// - The quadrant (j mod 4) picks sin or cos and the sign; sin(-x) = -sin(x) keeps -0.
+// Lanes past 2^20 (and inf, NaN) take SLEEF's, which reduces with a long pi.
+// Largest error against double over every float with |x| <= 2^20 (a standalone probe of these
+// instructions): sin 0.89 ulp, cos 0.90 ulp. Past 2^20 this reduction is not enough (84 ulp by 2^24).
+inline constexpr float kSinCosFastMax = 1048576.0f;  // 2^20
+template <bool kCos>
+inline __m512 sincos_float(__m512 x) {
+  constexpr __mmask16 all = 0xffff;  // masked forms: see exp_float
+  const __m512 a = _mm512_abs_ps(x);
+  // j = round(|x| 2/pi) by adding 1.5 * 2^23, which leaves j in the low bits of jm (|x| 2/pi < 2^22).
+  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  const __m512 jm = _mm512_fmadd_ps(a, _mm512_set1_ps(0.636619772367581343f), magic);
+  const __m512 j = _mm512_sub_ps(jm, magic);
+  const __m512 c2 = _mm512_set1_ps(-4.371138828673793e-08f);  // pi/2 = C1 + C2 + C3 + O(1e-23)
+  const __m512 t1 = _mm512_fnmadd_ps(j, _mm512_set1_ps(1.57079637050628662109375f), a);
+  const __m512 ph = _mm512_mul_ps(j, c2);
+  const __m512 pl = _mm512_fmsub_ps(j, c2, ph);
+  const __m512 r = _mm512_sub_ps(t1, ph);
+  const __m512 bp = _mm512_sub_ps(r, t1);
+  const __m512 ap = _mm512_sub_ps(r, bp);
+  const __m512 err = _mm512_sub_ps(_mm512_sub_ps(t1, ap), _mm512_add_ps(ph, bp));  // TwoSum: t1 - ph = r + err
+  const __m512 rlo = _mm512_fnmadd_ps(j, _mm512_set1_ps(-1.7151245100058819e-15f), _mm512_sub_ps(err, pl));
+  const __m512 z = _mm512_mul_ps(r, r);
+  __m512 s = _mm512_set1_ps(2.7180063e-06f);
+  s = _mm512_fmadd_ps(s, z, _mm512_set1_ps(-1.9839298e-04f));
+  s = _mm512_fmadd_ps(s, z, _mm512_set1_ps(8.333329e-03f));
+  s = _mm512_fmadd_ps(s, z, _mm512_set1_ps(-1.6666667e-01f));
+  const __m512 sin_r = _mm512_add_ps(r, _mm512_fmadd_ps(_mm512_mul_ps(r, z), s, rlo));
+  __m512 c = _mm512_set1_ps(-2.7203703e-07f);
+  c = _mm512_fmadd_ps(c, z, _mm512_set1_ps(2.4799432e-05f));
+  c = _mm512_fmadd_ps(c, z, _mm512_set1_ps(-1.3888883e-03f));
+  c = _mm512_fmadd_ps(c, z, _mm512_set1_ps(4.1666668e-02f));
+  const __m512 one = _mm512_set1_ps(1.0f), minus_half = _mm512_set1_ps(-0.5f);
+  const __m512 w = _mm512_fmadd_ps(z, minus_half, one);
+  const __m512 w_err = _mm512_fmadd_ps(z, minus_half, _mm512_sub_ps(one, w));  // 1 - w is exact
+  const __m512 cos_r = _mm512_add_ps(w, _mm512_fnmadd_ps(rlo, r, _mm512_fmadd_ps(_mm512_mul_ps(z, z), c, w_err)));
+  __m512i q = _mm512_castps_si512(jm);
+  if constexpr (kCos) q = _mm512_add_epi32(q, _mm512_set1_epi32(1));  // cos(x) = sin(x + pi/2)
+  const __m512 res = _mm512_mask_mov_ps(sin_r, _mm512_test_epi32_mask(q, _mm512_set1_epi32(1)), cos_r);
+  __m512i sign = _mm512_mask_slli_epi32(q, all, q, 30);                        // bit 1 of the quadrant: the sign
+  if constexpr (!kCos) sign = _mm512_xor_si512(sign, _mm512_castps_si512(x));  // sin is odd
+  const __m512 out = _mm512_castsi512_ps(
+      _mm512_ternarylogic_epi32(_mm512_castps_si512(res), sign, _mm512_set1_epi32(int(0x80000000u)), 0x78));
+  // Lanes past 2^20, inf and NaN take SLEEF's; the others keep theirs, so a value's result does
+  // not depend on its neighbours in the register.
+  const __mmask16 far = _mm512_cmp_ps_mask(a, _mm512_set1_ps(kSinCosFastMax), _CMP_NLE_UQ);
+  if (far) return _mm512_mask_mov_ps(out, far, kCos ? Sleef_cosf16_u10avx512f(x) : Sleef_sinf16_u10avx512f(x));
+  return out;
 }
 template <VecFn F>
 __m512 vec(__m512 x) {
@@ -147,8 +225,8 @@ __m512 vec(__m512 x) {
   else if constexpr (F == VecFn::Expm1) return Sleef_expm1f16_u10avx512f(x);
   else if constexpr (F == VecFn::Log) return log_float(x);
   else if constexpr (F == VecFn::Log1p) return log1p_float(x);
-  else if constexpr (F == VecFn::Sin) return Sleef_sinf16_u10avx512f(x);
-  else return Sleef_cosf16_u10avx512f(x);
+  else if constexpr (F == VecFn::Sin) return sincos_float<false>(x);  // Note [sin and cos of float on AVX-512]
+  else return sincos_float<true>(x);
 }
 template <VecFn F>
 __m512d vec(__m512d x) {

@@ -328,15 +328,50 @@ Tensor pow_ts(const char* op, const Tensor& a, const Scalar& e, Tensor* out, boo
 }
 
 // ---- maximum / minimum ----
+
+// Note [maximum and minimum runs]
+// Through cpu_kernel's contiguous loop, GCC 12 compiled max_nan's select with a 64-byte store of
+// b's register to the stack and a reload of the output pointer in every vector iteration, which
+// left maximum/minimum of (4096, 1024) float32 at 0.75-0.8x LibTorch's time where sub, with the
+// same setup and allocation, ran at 1.05x. A contiguous float or double run now goes through
+// minmax_run, a plain loop over restrict pointers, which compiles to two loads, two compares, a
+// mask or, a blend and the store; strided runs and the other dtypes keep cpu_kernel. The select
+// is max_nan/min_nan's, so values (the first NaN met wins) are unchanged.
+template <bool IsMax, typename T>
+[[gnu::noinline]] void minmax_run(T* __restrict__ o, const T* __restrict__ a, const T* __restrict__ b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = IsMax ? ew::max_nan(a[i], b[i]) : ew::min_nan(a[i], b[i]);
+}
+
+template <bool IsMax, typename T>
+void minmax_kernel(const StridedLoop& loop) {
+  using M = opmath_t<T>;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    constexpr int64_t sz = int64_t(sizeof(T));
+    loop.for_each([](char** data, const int64_t* st, int64_t n) {
+      if (st[0] == sz && st[1] == sz && st[2] == sz) {
+        minmax_run<IsMax>(reinterpret_cast<T*>(data[0]), reinterpret_cast<const T*>(data[1]),
+                          reinterpret_cast<const T*>(data[2]), n);
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const T x = *reinterpret_cast<const T*>(data[1] + i * st[1]);
+        const T y = *reinterpret_cast<const T*>(data[2] + i * st[2]);
+        *reinterpret_cast<T*>(data[0] + i * st[0]) = IsMax ? ew::max_nan(x, y) : ew::min_nan(x, y);
+      }
+    });
+  } else {
+    cpu::cpu_kernel<T, T, T>(loop, [](M x, M y) -> M { return IsMax ? ew::max_nan(x, y) : ew::min_nan(x, y); });
+  }
+}
+
 Tensor minmax_tt(const char* op, const Tensor& a, const Tensor& b, bool is_max, Tensor* out) {
   const BareKernel bare(op, {&a, &b, out});
   TB_CHECK(a.defined() && b.defined(), op, "undefined input tensor");
   const DType rt = result_type(a, b);
   return ew::binary(op, a, b, rt, rt, out, false, [&](const StridedLoop& loop) {
     core::dispatch(rt, [&]<typename T>() {
-      using M = opmath_t<T>;
-      if (is_max) cpu::cpu_kernel<T, T, T>(loop, [](M x, M y) -> M { return ew::max_nan(x, y); });
-      else cpu::cpu_kernel<T, T, T>(loop, [](M x, M y) -> M { return ew::min_nan(x, y); });
+      if (is_max) minmax_kernel<true, T>(loop);
+      else minmax_kernel<false, T>(loop);
     });
   });
 }

@@ -9,10 +9,12 @@
 
 #include "engine/ops/cpu/loops.h"
 #include "engine/ops/cpu/vec_math.h"
+#include "engine/ops/cpu/vec_math_sleef.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/nn_norm.h"
 #include "engine/ops/reduce.h"
 #include "engine/tensor/iterator.h"
+#include "engine/tensor/stride_order.h"
 
 namespace tb::ops {
 
@@ -378,12 +380,116 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& red
   return apply_loss_reduction(abs(sub(input, target)), reduction);
 }
 
+namespace {
+
+// Note [binary_cross_entropy_with_logits in one pass]
+// The loss was composed of neg, softplus, sub, neg, mul and add (and mul, sub, add for pos_weight,
+// mul for weight): six or more passes over (4096, 1024) float32, each writing a tensor the next
+// one read. bce_fused computes the same expression a run of kVecChunk elements at a time, every
+// step rounded to the dtype T as the composed ops' results were (bit-identical for float and
+// double, where T is the compute type, and for bfloat16/float16, where each op's result was
+// rounded): softplus(-x) as softplus's kernel (exp and log1p through vec_math_run over the run,
+// -x where -x > 20), then -(t - 1) * x + lw * softplus(-x), lw = (pw - 1) t + 1, times the
+// weight. No product may be fused with the sum that follows it (GCC contracts a * b + c into an
+// FMA within a loop, which changed the last bit of some float losses): each such step is a loop
+// of its own, and engine/ops/tests/loss_test.cpp checks the result bit for bit against the
+// composed ops. It takes input, target, weight and pos_weight of one dtype, weight and pos_weight
+// broadcasting to the input's shape (the loss's shape is then the input's); anything else is the
+// composed path below. The reduction stays apply_loss_reduction's over the unreduced loss, as
+// mse_loss's does (91eb22a). The backward (autograd/functions/loss.cpp) reads only the inputs.
+template <typename T, bool HasW, bool HasPw>
+void bce_fused(const StridedLoop& loop) {
+  using M = core::opmath_t<T>;
+  constexpr int64_t K = cpu::kVecChunk;
+  constexpr int kW = 3, kPw = HasW ? 4 : 3;  // operands: loss, input, target[, weight][, pos_weight]
+  loop.for_each([](char** data, const int64_t* st, int64_t n) {
+    alignas(64) M x[K], e[K], t[K], w[K], pw[K], l[K];
+    const auto load = [&](M* buf, int k, int64_t c, int64_t m) {
+      const char* p = data[k] + c * st[k];
+      if (st[k] == int64_t(sizeof(T))) {
+        const T* q = reinterpret_cast<const T*>(p);
+        for (int64_t i = 0; i < m; ++i) buf[i] = static_cast<M>(q[i]);
+      } else {
+        for (int64_t i = 0; i < m; ++i) buf[i] = static_cast<M>(*reinterpret_cast<const T*>(p + i * st[k]));
+      }
+    };
+    const auto r = [](M v) { return static_cast<M>(static_cast<T>(v)); };  // a composed op's rounded result
+    for (int64_t c = 0; c < n; c += K) {
+      const int64_t m = std::min(int64_t(K), n - c);
+      load(x, 1, c, m);
+      load(t, 2, c, m);
+      if constexpr (HasW) load(w, kW, c, m);
+      if constexpr (HasPw) load(pw, kPw, c, m);
+      for (int64_t i = 0; i < m; ++i) e[i] = -x[i];  // neg(input): exact
+      cpu::vec_math_run<cpu::VecFn::Exp>(e, m);
+      cpu::vec_math_run<cpu::VecFn::Log1p>(e, m);
+      // One loop per step where a product would meet a sum: GCC contracts a * b + c into an FMA
+      // (its default -ffp-contract=fast) inside a loop, but not across loops through memory, and
+      // the composed ops rounded every product.
+      for (int64_t i = 0; i < m; ++i) {
+        e[i] = r(-x[i] > M(20) ? -x[i] : e[i]);  // softplus(-x): beta 1, threshold 20
+        l[i] = r(-r(t[i] - M(1)) * x[i]);        // mul(neg(sub(target, 1)), input)
+      }
+      if constexpr (HasPw) {
+        for (int64_t i = 0; i < m; ++i) pw[i] = r(r(pw[i] - M(1)) * t[i]);
+        for (int64_t i = 0; i < m; ++i) e[i] = r(r(pw[i] + M(1)) * e[i]);  // lw * softplus(-x)
+      }
+      for (int64_t i = 0; i < m; ++i) x[i] = r(l[i] + e[i]);
+      if constexpr (HasW)
+        for (int64_t i = 0; i < m; ++i) x[i] = r(x[i] * w[i]);
+      char* out = data[0] + c * st[0];
+      if (st[0] == int64_t(sizeof(T))) {
+        if constexpr (std::is_same_v<T, core::BFloat16>) {
+          cpu::store_bf16(reinterpret_cast<core::BFloat16*>(out), x, m);
+        } else {
+          T* q = reinterpret_cast<T*>(out);
+          for (int64_t i = 0; i < m; ++i) q[i] = static_cast<T>(x[i]);
+        }
+      } else {
+        for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(out + i * st[0]) = static_cast<T>(x[i]);
+      }
+    }
+  });
+}
+
+// True when `t` is undefined, or of dtype dt and broadcasts to `shape` without enlarging it.
+bool broadcasts_to(const Tensor& t, const Shape& shape, DType dt) {
+  if (!t.defined()) return true;
+  if (t.dtype() != dt || t.dim() > int64_t(shape.size())) return false;
+  for (int64_t d = 1; d <= t.dim(); ++d) {
+    const int64_t ts = t.size(t.dim() - d), s = shape[shape.size() - size_t(d)];
+    if (ts != s && ts != 1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
                                         const std::string& reduction, const Tensor& pos_weight) {
   const BareKernel bare("binary_cross_entropy_with_logits", {&input, &target, &weight, &pos_weight});
   const char* op = "binary_cross_entropy_with_logits";
   TB_CHECK(target.sizes() == input.sizes(), op, "Target size (", core::to_string(target.sizes()),
            ") must be the same as input size (", core::to_string(input.sizes()), ")");
+  const DType dt = input.dtype();
+  if (core::is_floating(dt) && target.dtype() == dt && broadcasts_to(weight, input.sizes(), dt) &&
+      broadcasts_to(pos_weight, input.sizes(), dt)) {
+    // Note [binary_cross_entropy_with_logits in one pass]
+    const bool plain = input.is_contiguous() && target.is_contiguous();
+    Tensor loss = plain ? empty(input.sizes(), dt) : empty_in_stride_order(input.sizes(), dt, {target, input});
+    std::vector<Tensor> operands = {loss, input, target};
+    if (weight.defined()) operands.push_back(weight.expand(input.sizes()));
+    if (pos_weight.defined()) operands.push_back(pos_weight.expand(input.sizes()));
+    const StridedLoop loop(operands);
+    const bool w = weight.defined(), pw = pos_weight.defined();
+    core::dispatch_floating(dt, op, [&]<typename T>() {
+      if (w && pw) bce_fused<T, true, true>(loop);
+      else if (w) bce_fused<T, true, false>(loop);
+      else if (pw) bce_fused<T, false, true>(loop);
+      else bce_fused<T, false, false>(loop);
+    });
+    return apply_loss_reduction(loss, reduction);
+  }
   const Tensor sp = softplus(neg(input));  // -log(sigmoid(x)), stable for large |x|
   // (1 - t) x + (1 + (pw - 1) t) softplus(-x), PyTorch's grouping: at x = +inf, t = 0 it is inf
   // (x - t x would be inf - 0 * inf = NaN).

@@ -71,12 +71,26 @@ T cast_value(double v) {
   else return static_cast<T>(static_cast<core::opmath_t<T>>(v));
 }
 
+// o = m ? v : x over a contiguous run, the mask read as bytes (a bool is 0 or 1). Written in the
+// lambda with restrict locals and a `const bool*` mask, GCC 12 left a branch per element: 21 ms
+// for (4096, 1024) float32 under a random mask (Note [where on contiguous runs],
+// cpu/elementwise_compare.cpp).
+template <typename T>
+[[gnu::noinline]] void masked_fill_run(T* o, const T* x, const uint8_t* m, T v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = m[i] ? v : x[i];
+}
+
 // self: any strides; mask: bool, already expanded to self's shape.
 void masked_fill_kernel(Tensor& self, const Tensor& mask, double value) {
   StridedLoop loop({self, mask});
   core::dispatch(self.dtype(), [&]<typename T>() {
     const T v = cast_value<T>(value);
     loop.for_each([v](char** p, const int64_t* st, int64_t n) {
+      if (st[0] == int64_t(sizeof(T)) && st[1] == 1) {  // self = m ? v : self, without a branch
+        masked_fill_run(reinterpret_cast<T*>(p[0]), reinterpret_cast<const T*>(p[0]),
+                        reinterpret_cast<const uint8_t*>(p[1]), v, n);
+        return;
+      }
       for (int64_t i = 0; i < n; ++i)
         if (*reinterpret_cast<const bool*>(p[1] + i * st[1])) *reinterpret_cast<T*>(p[0] + i * st[0]) = v;
     });
@@ -344,16 +358,14 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, double value) {
   Tensor r = empty(b, self.dtype());
   // One pass, r = mask ? value : self, instead of a copy and then the fill: attention's causal
   // mask (and its backward) runs this over every score. The select is branch-free so the dense
-  // inner run vectorises.
+  // inner run vectorises (masked_fill_run).
   StridedLoop loop({r, self.expand(b), mask.expand(b)});
   core::dispatch(self.dtype(), [&]<typename T>() {
     const T v = cast_value<T>(value);
     loop.for_each([v](char** p, const int64_t* st, int64_t n) {
       if (st[0] == int64_t(sizeof(T)) && st[1] == int64_t(sizeof(T)) && st[2] == 1) {
-        T* __restrict__ o = reinterpret_cast<T*>(p[0]);
-        const T* __restrict__ x = reinterpret_cast<const T*>(p[1]);
-        const bool* __restrict__ m = reinterpret_cast<const bool*>(p[2]);
-        for (int64_t i = 0; i < n; ++i) o[i] = m[i] ? v : x[i];
+        masked_fill_run(reinterpret_cast<T*>(p[0]), reinterpret_cast<const T*>(p[1]),
+                        reinterpret_cast<const uint8_t*>(p[2]), v, n);
         return;
       }
       for (int64_t i = 0; i < n; ++i) {

@@ -1,7 +1,9 @@
 // Elementwise family, part 3: comparisons (eq ne lt le gt ge), binary logical ops, clamp (scalar
 // and tensor bounds) and where. Comparisons compute in the promoted dtype and write bool; in
 // place they write 0/1 into self's dtype, as in LibTorch.
+#include <cstdint>
 #include <functional>
+#include <type_traits>
 
 #include "engine/ops/cpu/elementwise_detail.h"
 #include "engine/ops/elementwise.h"
@@ -141,6 +143,17 @@ void check_cond(const Tensor& cond) {
            "expected condition to be a boolean tensor, but got a tensor with dtype ", core::name(cond.dtype()));
 }
 
+// Note [where on contiguous runs]
+// Through cpu_kernel, `k ? x : y` on a bool condition compiled to a branch per element: with a
+// random mask, where of (4096, 1024) float32 took 23 ms (5.5 ns an element, mispredictions; as
+// LibTorch's scalar kernel does, 22 ms). A contiguous run reads the condition as bytes (a bool is
+// 0 or 1) and selects without a branch, which GCC vectorises (a byte compare into a mask, a
+// blend); strided runs keep an element loop.
+template <typename T>
+[[gnu::noinline]] void where_run(T* o, const uint8_t* k, const T* a, const T* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = k[i] ? a[i] : b[i];
+}
+
 Tensor where_tt(const char* op, const Tensor& cond, const Tensor& a, const Tensor& b, Tensor* out) {
   const BareKernel bare(op, {&a, &b, out});
   check_cond(cond);
@@ -153,7 +166,22 @@ Tensor where_tt(const char* op, const Tensor& cond, const Tensor& a, const Tenso
              cond.sizes() == a.sizes() && a.sizes() == b.sizes() ? ew::Setup::Fast : ew::Setup::Reorder);
   StridedLoop loop(ew::in_storage_order({d.target(), cc, ac, bc}));
   core::dispatch(rt, [&]<typename T>() {
-    cpu::cpu_kernel<T, bool, T, T>(loop, [](bool k, T x, T y) -> T { return k ? x : y; });
+    if constexpr (std::is_arithmetic_v<T>) {
+      loop.for_each([](char** data, const int64_t* st, int64_t n) {
+        constexpr int64_t sz = int64_t(sizeof(T));
+        if (st[0] == sz && st[1] == 1 && st[2] == sz && st[3] == sz) {
+          where_run(reinterpret_cast<T*>(data[0]), reinterpret_cast<const uint8_t*>(data[1]),
+                    reinterpret_cast<const T*>(data[2]), reinterpret_cast<const T*>(data[3]), n);
+          return;
+        }
+        for (int64_t i = 0; i < n; ++i)
+          *reinterpret_cast<T*>(data[0] + i * st[0]) = *reinterpret_cast<const bool*>(data[1] + i * st[1])
+                                                           ? *reinterpret_cast<const T*>(data[2] + i * st[2])
+                                                           : *reinterpret_cast<const T*>(data[3] + i * st[3]);
+      });
+    } else {
+      cpu::cpu_kernel<T, bool, T, T>(loop, [](bool k, T x, T y) -> T { return k ? x : y; });
+    }
   });
   return d.result();
 }

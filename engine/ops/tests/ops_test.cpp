@@ -92,6 +92,45 @@ TEST(Ops, WhereClampAndBroadcasting) {
             "add: shapes [2, 3] and [3, 3] cannot be broadcast (dimension 0: 2 vs 3)");
 }
 
+// where and masked_fill select without a branch on contiguous runs (Note [where on contiguous
+// runs]): every element against the rule, over lengths around a register's, a mask of a
+// pseudo-random pattern, each dtype the byte select is compiled for and bfloat16 (the element
+// loop), in place and with the output aliasing an input; a strided mask takes the element loop.
+TEST(Ops, WhereAndMaskedFillSelectEveryElement) {
+  for (DType dt : {DType::Float32, DType::Float64, DType::Int64, DType::Int32, DType::Bool, DType::BFloat16}) {
+    for (int64_t n : {0, 1, 15, 16, 17, 63, 64, 65, 1000}) {
+      const size_t len = static_cast<size_t>(n);
+      std::vector<double> a(len), b(len), m(len);
+      for (int64_t i = 0; i < n; ++i) {
+        a[size_t(i)] = dt == DType::Bool ? double(i % 2) : double(i % 7 + 1);
+        b[size_t(i)] = dt == DType::Bool ? double((i / 2) % 2) : -double(i % 5 + 1);
+        m[size_t(i)] = double((i * 2654435761u >> 7) % 3 == 0);
+      }
+      const Tensor ta = from_vector(a, dt), tb = from_vector(b, dt), tm = from_vector(m, DType::Bool);
+      const double fill = dt == DType::Bool ? 1.0 : 9.0;
+      std::vector<double> want_where(len), want_fill(len);
+      for (size_t i = 0; i < size_t(n); ++i) {
+        want_where[i] = m[i] != 0 ? a[i] : b[i];
+        want_fill[i] = m[i] != 0 ? fill : a[i];
+      }
+      EXPECT_EQ(values(ops::where(tm, ta, tb)), want_where) << core::name(dt) << " n=" << n;
+      EXPECT_EQ(values(ops::masked_fill(ta, tm, fill)), want_fill) << core::name(dt) << " n=" << n;
+      Tensor inplace = ta.clone();
+      ops::masked_fill_(inplace, tm, fill);
+      EXPECT_EQ(values(inplace), want_fill) << core::name(dt) << " in place, n=" << n;
+      Tensor aliased = ta.clone();
+      ops::where_out(aliased, tm, aliased, tb);
+      EXPECT_EQ(values(aliased), want_where) << core::name(dt) << " out = a, n=" << n;
+      if (n > 1) {  // the mask read with a stride: every other element of a longer one
+        std::vector<double> m2(2 * len);
+        for (size_t i = 0; i < size_t(n); ++i) m2[2 * i] = m[i], m2[2 * i + 1] = 1 - m[i];
+        const Tensor strided = from_vector(m2, DType::Bool).view({n, 2}).select(1, 0);
+        EXPECT_EQ(values(ops::where(strided, ta, tb)), want_where) << core::name(dt) << " strided, n=" << n;
+      }
+    }
+  }
+}
+
 TEST(Ops, DivisionRemainderAndPow) {
   Tensor a = vec({7, -7}, DType::Int64);
   Tensor two = vec({2, 2}, DType::Int64);

@@ -298,7 +298,11 @@ void ProgressBoard::remove_file() {
 // Each period, while a call is in flight, the watchdog looks for a rank that the call needs and
 // that is gone before completing it; the process group asks the same after a backend failure and
 // while it waits for the peers' fingerprints. Then the rank writes its dump and ends like a hang,
-// naming the dead rank, its pid, its last collective and the collective it never reached. mpirun
+// naming the dead rank, its pid, its last collective and the collective it never reached. When
+// several are gone, it names one that never reached the call (the call cannot complete without
+// it; a rank that died inside the call may have died of that), then one that died inside it,
+// then one that its own watchdog ended (which said why itself). A slot read as active whose pid
+// is gone is read again: a rank writes its last state before it ends. mpirun
 // answers a dead rank by sending SIGTERM to the others, possibly before a watchdog's next
 // period: a SIGTERM handler (installed while any watchdog lives) wakes the watchdog threads through
 // a pipe, and if any rank of any group is gone they diagnose; otherwise the previous disposition
@@ -461,23 +465,36 @@ std::optional<std::string> Watchdog::dead_peer(const std::optional<InFlight>& f,
       << (s.coll_completed >= s.coll_entered ? ", completed" : ", in flight");
     return o.str();
   };
-  // A rank whose own watchdog ended it (Failed) has said why itself: name another dead rank first.
-  for (const bool failed_too : {false, true})
+  // Which dead rank to name when several are gone (Note [Dead ranks]): first one that never
+  // reached the collective (it blocks the call for certain; one that died inside it may have
+  // died of the first), then one that died inside it; a rank whose own watchdog ended it
+  // (Failed) has said why itself, so it comes last.
+  enum class Pass { NeverReached, During, EndedByItsWatchdog };
+  const auto needed = [&](int q, const ProgressBoard::Slot& s) {
+    if (!f) return s.state != ProgressBoard::State::Left;
+    if (f->collective_seq == 0) return q == f->peer;
+    return s.coll_completed < f->collective_seq &&
+           (s.state != ProgressBoard::State::Left || s.coll_entered < f->collective_seq);
+  };
+  for (const Pass pass : {Pass::NeverReached, Pass::During, Pass::EndedByItsWatchdog})
     for (int q = 0; q < size_; ++q) {
       if (q == rank_) continue;
-      const ProgressBoard::Slot s = board_.read(q);
-      if (!s.joined || !s.same_host) continue;
+      ProgressBoard::Slot s = board_.read(q);
+      // Cheap board checks first; the /proc read only for a rank that matters.
+      if (!s.joined || !s.same_host || !needed(q, s)) continue;
+      if (s.state == ProgressBoard::State::Active) {
+        if (process_alive(s.pid)) continue;
+        // Gone: read the slot again. A rank writes its last state before it ends, so only a read
+        // after its death is final; the read above may predate its watchdog marking it Failed
+        // (a survivor descheduled between the two blamed a rank that had named the real one).
+        s = board_.read(q);
+        if (!needed(q, s)) continue;
+      }
       const bool left = s.state == ProgressBoard::State::Left;
       const bool exiting = s.state == ProgressBoard::State::Exiting;
       const bool failed = s.state == ProgressBoard::State::Failed;
-      if (failed && !failed_too) continue;
-      // Cheap board checks first; the /proc read only for a rank that matters.
-      bool needed;
-      if (!f) needed = !left;
-      else if (f->collective_seq == 0) needed = q == f->peer;
-      else needed = s.coll_completed < f->collective_seq && (!left || s.coll_entered < f->collective_seq);
-      if (!needed) continue;
-      if (!left && !exiting && !failed && process_alive(s.pid)) continue;
+      const bool reached = f && f->collective_seq != 0 && s.coll_entered >= f->collective_seq;
+      if (pass != (failed ? Pass::EndedByItsWatchdog : reached ? Pass::During : Pass::NeverReached)) continue;
       std::ostringstream os;
       os << "rank " << rank_ << ": rank " << q << " (pid " << s.pid << ") ";
       if (failed) {

@@ -455,7 +455,7 @@ std::vector<harness::TestCase> dead_rank_tests() {
           for (int r = 0; r < kWorld; ++r) {
             if (r == kVictim) continue;
             const std::string& o = res.rank_output[std::size_t(r)];
-            check(o.find("did not complete") == std::string::npos,
+            check(o.find("did not complete in ") == std::string::npos,  // the timeout's wording
                   "rank " + std::to_string(r) + " waited for the timeout: " + o);
             check(o.find("trainbench: watchdog: rank " + std::to_string(r) + ": " + who) != std::string::npos &&
                       o.find(coll) != std::string::npos &&

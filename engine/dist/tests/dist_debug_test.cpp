@@ -541,6 +541,37 @@ TEST(DistDebugRanks, ADeadPeerDumpWaitsForTheOtherPeersToLeave) {
   fs::remove_all(dir);
 }
 
+// Two ranks gone when the survivor looks: rank 0 ended inside all_reduce #2 (an _exit with its
+// group alive, as a crash would), rank 1 was killed before reaching it. The survivor names rank 1,
+// without which #2 cannot complete (Note [Dead ranks]); it named the lowest dead rank before,
+// and so once blamed a rank that had itself named the real one (ci/main, collectives dead_rank).
+TEST(DistDebugRanks, OfTwoDeadPeersTheOneThatNeverReachedTheCollectiveIsNamed) {
+  TB_NEED_FORKED_WORLDS();
+  const fs::path dir = fresh_dir("two_dead");
+  const auto runs = run_ranks(3, dir, {{"TRAINBENCH_DIST_TIMEOUT", "20"}}, [](std::shared_ptr<ProcessGroup> g) {
+    Tensor t = ones({4});
+    g->all_reduce(t)->wait();
+    if (g->rank() == 0) {
+      auto w = g->all_reduce(t);  // #2: entered (after kPeerWaitMax, 250 ms), never completed
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      std::_Exit(9);
+    }
+    if (g->rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(700));
+      ::raise(SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    g->all_reduce(t)->wait();
+    return 0;
+  });
+  EXPECT_EQ(runs[0].status, 9) << runs[0].err;
+  EXPECT_EQ(runs[1].status, 128 + SIGKILL) << runs[1].err;
+  ASSERT_EQ(runs[2].status, kWatchdogExitCode) << runs[2].err;
+  expect_contains(runs[2].err, {"trainbench: watchdog: rank 2: rank 1 (pid ", "before reaching all_reduce #2 ",
+                                "(its last collective: #1 "});
+  fs::remove_all(dir);
+}
+
 TEST(DistDebugRanks, WithoutJoinUnevenInputsHangAndTheWatchdogNamesTheBucket) {
   TB_NEED_FORKED_WORLDS();
   const fs::path dir = fresh_dir("nojoin");

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/ops/cpu/elementwise_detail.h"
 #include "engine/ops/cpu/loops.h"
 #include "engine/ops/cpu/vec_math.h"
 #include "engine/ops/cpu/vec_math_sleef.h"
@@ -360,7 +361,9 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
   if (input.sizes() == target.sizes() && input.dtype() == target.dtype() && core::is_floating(input.dtype())) {
     // (input - target)^2 in one pass, the difference rounded to the dtype first as LibTorch's
     // kernel does; sub then mul read and wrote the difference once more (1.4x LibTorch's time).
-    Tensor sq = empty(input.sizes(), input.dtype());
+    // Laid out as LibTorch's TensorIterator lays out its binary result (Note [Result layouts]):
+    // a later .view sees it.
+    Tensor sq = ew::empty_like_inputs(input.sizes(), input.dtype(), {input, target}, ew::Setup::Fast);
     StridedLoop loop({sq, input, target});
     core::dispatch_floating(input.dtype(), "mse_loss", [&]<typename T>() {
       using M = core::opmath_t<T>;

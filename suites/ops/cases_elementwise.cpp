@@ -11,6 +11,7 @@
 
 #include "suites/ops/cases_elementwise.h"
 
+#include "reference/loss.h"
 #include "reference/views.h"
 
 namespace tb::suites {
@@ -376,6 +377,24 @@ void special_unary_rows(std::vector<OpCase>& v) {
         v, "where/" + t + "/layout_transposed", {{{3, 4}, DType::Bool, Tr, Values::Bool}, {{3, 4}, d, Tr}, {{4}, d}},
         [](const In& in) { return one(tb::where(in[0], in[1], in[2])); },
         [](const RIn& in) { return one(R::where(in[0], in[1], in[2])); }, Check::View);
+  }
+  // mse_loss without a reduction is one fused kernel, laid out as TensorIterator lays out (a - b)^2
+  // (it was always contiguous: the opfuzz run of 2026-12-06 found .view() differ after it).
+  for (DType d : {DType::Float32, DType::Float64}) {
+    const std::string t = dn(d);
+    add_row(
+        v, "mse_loss/" + t + "/layout_transposed_both", {{{4, 5}, d, Tr}, {{4, 5}, d, Tr}},
+        [](const In& in) { return one(tb::mse_loss(in[0], in[1], "none")); },
+        [](const RIn& in) { return one(R::mse_loss(in[0], in[1], "none")); }, Check::View);
+    add_row(
+        v, "mse_loss/" + t + "/layout_permuted_first", {{{2, 3, 4}, d}, {{4, 2, 3}, d}},
+        [](const In& in) {
+          return one(tb::mse_loss(in[0].permute({2, 0, 1}), in[1], "none"));
+        },
+        [](const RIn& in) {
+          return one(R::mse_loss(R::permute(in[0], {2, 0, 1}), in[1], "none"));
+        },
+        Check::View);
   }
   // Note [Result layouts]: TensorIterator's fast setup (same-shaped tensor operands: contiguous,
   // channels-last, or equal dense strides) against its reorder path (a wrapped Scalar operand or

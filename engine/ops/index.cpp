@@ -174,10 +174,23 @@ std::vector<Tensor> with_out(std::vector<Tensor> tensors, const Tensor& out) {
 }
 }  // namespace
 
+// Note [cat's result layout]
+// LibTorch allocates cat's result in the inputs' common suggested memory format: channels-last
+// (-3d) when every input that takes part (skipped 1-D empty ones aside) suggests it, else
+// contiguous. So a channels-last feature map concatenated along its channels stays channels-last
+// (a later .view sees it). Its stack below the inputs' last dim is that cat with the dim split
+// into (inputs, size): stack(ts, d) = cat(ts, d).view(...), which keeps the layout as well; at the
+// last dim it is the cat of the unsqueezed inputs.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   const BareKernel bare("cat", tensors);
   CatPlan p = plan_cat(tensors, dim, "cat");
-  Tensor out = empty(p.shape, p.dtype);
+  bool channels_last = false;
+  for (const Tensor& t : tensors) {
+    if (cat_skipped(t)) continue;
+    channels_last = suggests_channels_last(t);
+    if (!channels_last) break;
+  }
+  Tensor out = channels_last ? empty_channels_last(p.shape, p.dtype) : empty(p.shape, p.dtype);
   cat_into(out, tensors, p.dim);
   return out;
 }
@@ -211,7 +224,14 @@ std::vector<Tensor> stack_inputs(const std::vector<Tensor>& tensors, int64_t& di
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   const BareKernel bare("stack", tensors);
   auto u = stack_inputs(tensors, dim);
-  return cat(u, dim);
+  if (dim == tensors[0].dim()) return cat(u, dim);
+  // Note [cat's result layout]: the cat along dim, its dim split (a fresh tensor, not a view).
+  const Tensor c = cat(tensors, dim);
+  Shape sizes = tensors[0].sizes();
+  sizes.insert(sizes.begin() + dim, int64_t(tensors.size()));
+  const std::optional<Shape> strides = compute_view_strides(c.sizes(), c.strides(), sizes);
+  TB_CHECK(strides.has_value(), "stack", "internal: splitting dim ", dim, " of the cat failed");
+  return make_tensor(c.storage(), sizes, *strides, c.storage_offset(), c.dtype(), "stack");
 }
 
 Tensor& stack_out(Tensor& out, const std::vector<Tensor>& tensors, int64_t dim) {

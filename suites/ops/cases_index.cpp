@@ -121,6 +121,69 @@ void join_cases(std::vector<OpCase>& v) {
           return one(R::stack({x[0], x[1]}, 0));
         });
   }
+  // Result layouts (Note [cat's result layout]): channels-last inputs give a channels-last cat and a
+  // stack laid out as that cat split, one contiguous input a contiguous cat; sizes, strides and
+  // offset compared (Check::View).
+  const Layout CL = Layout::ChannelsLast;
+  add(
+      v, "cat/float32/layout_channels_last_dim1", {in({2, 3, 4, 5}, F32, CL), in({2, 2, 4, 5}, F32, CL)},
+      [](const TV& x) {
+        return one(tb::cat({x[0], x[1]}, 1));
+      },
+      [](const RV& x) {
+        return one(R::cat({x[0], x[1]}, 1));
+      },
+      Check::View)
+      .grad = true;
+  add(
+      v, "cat/float32/layout_channels_last_dim0", {in({1, 3, 4, 5}, F32, CL), in({2, 3, 4, 5}, F32, CL)},
+      [](const TV& x) {
+        return one(tb::cat({x[0], x[1]}, 0));
+      },
+      [](const RV& x) {
+        return one(R::cat({x[0], x[1]}, 0));
+      },
+      Check::View);
+  add(
+      v, "cat/float32/layout_channels_last_and_contiguous", {in({2, 3, 4, 5}, F32, CL), in({2, 3, 4, 5}, F32)},
+      [](const TV& x) {
+        return one(tb::cat({x[0], x[1]}, 1));
+      },
+      [](const RV& x) {
+        return one(R::cat({x[0], x[1]}, 1));
+      },
+      Check::View);
+  add(
+      v, "cat/float32/layout_channels_last_3d", {in({2, 3, 2, 3, 4}, F32, CL), in({2, 3, 1, 3, 4}, F32, CL)},
+      [](const TV& x) {
+        return one(tb::cat({x[0], x[1]}, 2));
+      },
+      [](const RV& x) {
+        return one(R::cat({x[0], x[1]}, 2));
+      },
+      Check::View);
+  for (int64_t dim = 0; dim <= 4; ++dim)
+    add(
+        v, "stack/float32/layout_channels_last_dim" + std::to_string(dim),
+        {in({2, 3, 4, 5}, F32, CL), in({2, 3, 4, 5}, F32, CL)},
+        [dim](const TV& x) {
+          return one(tb::stack({x[0], x[1]}, dim));
+        },
+        [dim](const RV& x) {
+          return one(R::stack({x[0], x[1]}, dim));
+        },
+        Check::View)
+        .grad = dim == 1;
+  add(
+      v, "stack/float32/layout_transposed_dim1",
+      {in({3, 4}, F32, Layout::Transposed), in({3, 4}, F32, Layout::Transposed)},
+      [](const TV& x) {
+        return one(tb::stack({x[0], x[1]}, 1));
+      },
+      [](const RV& x) {
+        return one(R::stack({x[0], x[1]}, 1));
+      },
+      Check::View);
   // Mixed dtypes promote; 1-D size-0 tensors are skipped whatever their shape but still promote.
   add(
       v, "cat/mixed/int32_bf16_f16", {in({2, 3}, I32), in({1, 3}, BF16), in({2, 3}, F16)},

@@ -226,6 +226,9 @@ struct Cos {
   }
 };
 struct Tanh {
+#if defined(__AVX512F__)
+  static constexpr cpu::VecFn kVec = cpu::VecFn::Tanh;  // Note [tanh of float on AVX-512]
+#endif
   template <typename M>
   [[gnu::always_inline]] M operator()(M v) const {
     return ew::tanh_fast(v);

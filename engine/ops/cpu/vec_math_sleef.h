@@ -7,7 +7,8 @@
 // (Zen 3), else libm. Every element goes through the vector form, the last partial register
 // padded, so an element's result never depends on where it sits in a tensor. Float exp, log, sin
 // and cos on AVX-512 are the exception: our own, faster than Debian's SLEEF in the same accuracy
-// class (Note [exp and log of float on AVX-512], Note [sin and cos of float on AVX-512]).
+// class (Note [exp and log of float on AVX-512], Note [sin and cos of float on AVX-512]). tanh
+// takes this path on AVX-512 alone (Note [tanh of float on AVX-512]; elsewhere ew::tanh_fast).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -26,7 +27,7 @@
 
 namespace tb::ops::cpu {
 
-enum class VecFn { Exp, Expm1, Log, Log1p, Sin, Cos };
+enum class VecFn { Exp, Expm1, Log, Log1p, Sin, Cos, Tanh };
 enum class VecFn2 { Pow, Fmod };  // pow at 1.0 ulp; fmod exact
 
 namespace sleef_detail {
@@ -45,7 +46,8 @@ M scalar(M x) {
   else if constexpr (F == VecFn::Log) return std::log(x);
   else if constexpr (F == VecFn::Log1p) return std::log1p(x);
   else if constexpr (F == VecFn::Sin) return std::sin(x);
-  else return std::cos(x);
+  else if constexpr (F == VecFn::Cos) return std::cos(x);
+  else return std::tanh(x);
 }
 
 template <VecFn2 F, typename M>
@@ -78,9 +80,10 @@ __m512d vec2(__m512d a, __m512d b) {
 //   scaled by 2^23 first), f = m - 1, log(1 + f) = f - f^2 / 2 + f^3 P(f) with Cephes' degree-8 P,
 //   e ln2 added in two parts. Largest error over every float: 0.83 ulp.
 // Both bounds were measured against double over all 2^32 inputs by a standalone probe of these
-// instruction sequences; VecMath.DISABLED_Float32ExpLogSinCosOfEveryFloatWithinOneUlp repeats that
-// through the ops, by hand (22 minutes at load 3; passed). engine/ops/tests/vec_math_test.cpp
-// checks 1 ulp over sweeps, every 65521st bit pattern and the IEEE special values in CI.
+// instruction sequences; VecMath.DISABLED_Float32OwnFunctionsOfEveryFloatWithinOneUlp repeats that
+// through the ops, by hand (22 minutes at load 3; passed; tanh was added to it later).
+// engine/ops/tests/vec_math_test.cpp checks 1 ulp over sweeps, every 65521st bit pattern and the
+// IEEE special values in CI.
 // exp on x in [-104, 89], where the clamps below change nothing: the whole body for registers
 // whose every lane is there (the common case), without the clamps and the NaN fix-up.
 inline __m512 exp_float_core(__m512 xc) {
@@ -219,6 +222,103 @@ inline __m512 sincos_float(__m512 x) {
   if (far) return _mm512_mask_mov_ps(out, far, kCos ? Sleef_cosf16_u10avx512f(x) : Sleef_sinf16_u10avx512f(x));
   return out;
 }
+// Note [tanh of float on AVX-512]
+// LibTorch's float tanh is MKL VML's (0.33 ns an element in cache, one thread); ours was
+// ew::tanh_fast, an odd polynomial or 1 - 2 / (e^{2|x|} + 1) written for GCC to vectorise (0.55 ns,
+// a few ulp), and exp's core with a reciprocal was 0.45. This one takes no exp and no division:
+// - a = min(|x|, 9.875) (NaN stays NaN: vminps returns its second operand then); tanh(9.875) is
+//   within 0.1 ulp of 1, so every larger |x| and inf come out 1 (the first float whose tanh
+//   rounds to 1 is 9.0109).
+// - a picks one of 29 intervals, a quarter binade each, from its bits (bits >> 21, of which
+//   vpermi2ps reads the low 5): [0.078125, 0.09375), ..., [1, 1.25), ..., [4, 5), ..., [8, 9.875];
+//   below 0.078125 one more interval, [0, 0.078125).
+// - on each, tanh(a) = c0 + t P(t), t = a - xi exact (Sterbenz), P of degree 4, the 7 tables
+//   (xi, c0 .. c5) in two registers each and read by vpermi2ps: no memory gathers. xi is a
+//   float near the interval's middle whose tanh is within 0.01 ulp of a float (c0; 0.15 on
+//   [8, 9.875], where tanh is too flat to find one), so the sum rounds once beside a nearly exact
+//   leading term. On [0, 0.078125), xi = 0 and the leading term is t itself (tanh(a) = a + a P(a),
+//   P(0) = -6e-11; c0 = 0 with P near 1 instead rounds P, up to 0.99 ulp): a tiny x comes back x,
+//   and 0 keeps its sign.
+// - the sign of x put back with one ternary-logic op.
+// The coefficients: least squares in float64 on 3000 Chebyshev nodes of each interval, weighted by
+// 1 / ulp(tanh), rounded to float one at a time from c1 up with the higher ones refitted (the
+// highest of the narrowest intervals take odd values: they absorb that rounding). Approximation
+// error under 0.31 ulp; largest error of these instructions against double over every float
+// (a standalone probe; the sign is symmetric): 0.735 ulp, at 4.7168174. In cache, one thread:
+// 0.27 ns an element.
+alignas(64) inline constexpr float kTanhTable[7][32] = {
+    {
+        // xi
+        2.259292f,   2.7458272f,  3.2527745f,  3.7507064f,  4.503203f,   5.4985805f,   6.498972f,   7.513047f,
+        8.746765f,   0.0f,        0.0f,        0.0f,        0.0f,        0.086079165f, 0.10152266f, 0.11715975f,
+        0.14092454f, 0.17188764f, 0.20373076f, 0.23423274f, 0.28135866f, 0.34391513f,  0.40602255f, 0.46827313f,
+        0.56268835f, 0.68433297f, 0.8142662f,  0.9371561f,  1.1253259f,  1.3747424f,   1.6258531f,  1.8782309f,
+    },
+    {
+        // c0
+        0.97842634f, 0.9917918f,  0.9970142f,  0.998896f,   0.9997548f,  0.9999665f,  0.99999547f, 0.9999994f,
+        0.99999994f, 0.0f,        0.0f,        0.0f,        0.0f,        0.08586719f, 0.1011753f,  0.11662661f,
+        0.13999899f, 0.17021458f, 0.20095809f, 0.23004098f, 0.27416208f, 0.33096817f, 0.38509026f, 0.43680298f,
+        0.50996935f, 0.59432906f, 0.671937f,   0.7339129f,  0.8094135f,  0.8797685f,  0.92546874f, 0.9543345f,
+    },
+    {
+        // c1
+        0.042681932f,  0.016349047f,  0.005962641f, 0.0022067768f, 4.903836e-4f, 6.699563e-5f,   9.060052e-6f,
+        1.1921783e-6f, 1.0439373e-7f, 0.0f,         0.0f,          0.0f,         -6.088044e-11f, 0.99262685f,
+        0.98976356f,   0.9863982f,    0.98040026f,  0.971027f,     0.9596158f,   0.94708115f,    0.92483515f,
+        0.8904601f,    0.8517055f,    0.80920315f,  0.7399313f,    0.646773f,    0.54850066f,    0.46137187f,
+        0.3448498f,    0.2260074f,    0.1435076f,   0.08924567f,
+    },
+    {
+        // c2
+        -0.041759886f,  -0.016213927f,  -0.00594442f, -0.0022041765f, -4.89639e-4f, -6.6908804e-5f, -9.048547e-6f,
+        -1.1906099e-6f, -4.1599275e-8f, 0.0f,         0.0f,           0.0f,         3.760373e-8f,   -0.08523426f,
+        -0.100139625f,  -0.11504031f,   -0.13725491f, -0.16528295f,   -0.19284236f, -0.21786746f,   -0.25355467f,
+        -0.2947139f,    -0.32798347f,   -0.35346234f, -0.37734196f,   -0.38439587f, -0.3685579f,    -0.3386069f,
+        -0.27912804f,   -0.19883536f,   -0.13281225f, -0.08517029f,
+    },
+    {
+        // c3
+        0.026630359f,  0.0106326835f, 0.0039390423f, 0.0014661918f, 3.26201e-4f,  4.4618664e-5f, 6.0341526e-6f,
+        7.9260894e-7f, 3.516463e-8f,  0.0f,          0.0f,          0.0f,         -0.33333698f,  -0.324602f,
+        -0.319758f,    -0.3146951f,   -0.30733708f,  -0.29579607f,  -0.2808549f,  -0.26560402f,  -0.23874421f,
+        -0.19929354f,  -0.15760246f,  -0.115321584f, -0.054232668f, 0.012857882f, 0.06483533f,   0.094723776f,
+        0.11097965f,   0.09959288f,   0.07507909f,   0.051532034f,
+    },
+    {
+        // c4
+        -0.012200991f,  -0.005187665f,  -0.001967289f, -7.382425e-4f, -1.7089833e-4f, -2.3387869e-5f, -3.163583e-6f,
+        -4.1620535e-7f, -1.1523142e-7f, 0.0f,          0.0f,          0.0f,           1.17818796e-4f, 0.061078645f,
+        0.0657309f,     0.07577374f,    0.087918445f,  0.1053892f,    0.11944495f,    0.1336302f,     0.14984442f,
+        0.1640997f,     0.16993326f,    0.16814227f,   0.15320547f,   0.120408796f,   0.07932304f,    0.04345238f,
+        0.0036187777f,  -0.021100463f,  -0.02512131f,  -0.020775005f,
+    },
+    {
+        // c5
+        0.003982524f,  0.0019129119f, 7.7103643e-4f, 2.9274737e-4f, 6.837696e-5f,  9.275423e-6f, 1.2561181e-6f,
+        1.7077042e-7f, 6.915761e-8f,  0.0f,          0.0f,          0.0f,          0.13201915f,  12.357482f,
+        -0.24689853f,  -7.9282365f,   -0.5991411f,   0.8451719f,    -0.6809114f,   0.16299976f,  0.045683708f,
+        0.042471074f,  0.008804329f,  -0.031246336f, -0.039639596f, -0.059883423f, -0.06653466f, -0.054295f,
+        -0.032042596f, -0.009507337f, 0.0013558869f, 0.004634165f,
+    },
+};
+inline __m512 tanh_float(__m512 x) {
+  constexpr __mmask16 all = 0xffff;  // masked forms: see exp_float
+  const __m512 ax = _mm512_abs_ps(x);
+  const __m512 a = _mm512_mask_min_ps(ax, all, _mm512_set1_ps(9.875f), ax);
+  const __mmask16 mid = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.078125f), _CMP_NLT_US);  // and NaN
+  // Entry 12 ([0.0625, 0.078125) by the bits) is the interval [0, 0.078125); 9-11 ([10, 16)) unused.
+  const __m512i idx = _mm512_mask_srli_epi32(_mm512_set1_epi32(12), mid, _mm512_castps_si512(a), 21);
+  const auto coef = [&](int k) {
+    return _mm512_permutex2var_ps(_mm512_load_ps(kTanhTable[k]), idx, _mm512_load_ps(kTanhTable[k] + 16));
+  };
+  const __m512 t = _mm512_sub_ps(a, coef(0));
+  __m512 p = coef(6);
+  for (int k = 5; k >= 2; --k) p = _mm512_fmadd_ps(p, t, coef(k));
+  const __m512 y = _mm512_fmadd_ps(p, t, _mm512_mask_mov_ps(t, mid, coef(1)));
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(y), _mm512_castps_si512(x),
+                                                       _mm512_set1_epi32(int(0x80000000u)), 0xd8));  // sign of x
+}
 template <VecFn F>
 __m512 vec(__m512 x) {
   if constexpr (F == VecFn::Exp) return exp_float(x);  // Note [exp and log of float on AVX-512]
@@ -226,7 +326,8 @@ __m512 vec(__m512 x) {
   else if constexpr (F == VecFn::Log) return log_float(x);
   else if constexpr (F == VecFn::Log1p) return log1p_float(x);
   else if constexpr (F == VecFn::Sin) return sincos_float<false>(x);  // Note [sin and cos of float on AVX-512]
-  else return sincos_float<true>(x);
+  else if constexpr (F == VecFn::Cos) return sincos_float<true>(x);
+  else return tanh_float(x);  // Note [tanh of float on AVX-512]
 }
 template <VecFn F>
 __m512d vec(__m512d x) {
@@ -238,7 +339,8 @@ __m512d vec(__m512d x) {
     const __mmask8 huge = _mm512_cmp_pd_mask(x, _mm512_set1_pd(kLog1pMaxD), _CMP_GT_OQ);
     return huge ? _mm512_mask_mov_pd(r, huge, Sleef_logd8_u10avx512f(x)) : r;
   } else if constexpr (F == VecFn::Sin) return Sleef_sind8_u10avx512f(x);
-  else return Sleef_cosd8_u10avx512f(x);
+  else if constexpr (F == VecFn::Cos) return Sleef_cosd8_u10avx512f(x);
+  else return Sleef_tanhd8_u10avx512f(x);
 }
 inline __m512 load(const float* p) { return _mm512_load_ps(p); }
 inline __m512d load(const double* p) { return _mm512_load_pd(p); }
@@ -256,8 +358,10 @@ __m256d vec2(__m256d a, __m256d b) {
   if constexpr (F == VecFn2::Pow) return Sleef_powd4_u10avx2(a, b);
   else return Sleef_fmodd4_avx2(a, b);
 }
+// tanh takes ew::tanh_fast off AVX-512: SLEEF's tanhf is 2-3x slower than it (Note [tanh of float on AVX-512]).
 template <VecFn F>
 __m256 vec(__m256 x) {
+  static_assert(F != VecFn::Tanh);
   if constexpr (F == VecFn::Exp) return Sleef_expf8_u10avx2(x);
   else if constexpr (F == VecFn::Expm1) return Sleef_expm1f8_u10avx2(x);
   else if constexpr (F == VecFn::Log) return Sleef_logf8_u10avx2(x);
@@ -269,6 +373,7 @@ __m256 vec(__m256 x) {
 }
 template <VecFn F>
 __m256d vec(__m256d x) {
+  static_assert(F != VecFn::Tanh);
   if constexpr (F == VecFn::Exp) return Sleef_expd4_u10avx2(x);
   else if constexpr (F == VecFn::Expm1) return Sleef_expm1d4_u10avx2(x);
   else if constexpr (F == VecFn::Log) return Sleef_logd4_u10avx2(x);

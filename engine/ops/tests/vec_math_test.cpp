@@ -1,9 +1,10 @@
 // exp, expm1, log, log1p, sin, cos, pow and remainder's fmod through SLEEF's vector functions (Note [Vector math from
-// SLEEF] in cpu/vec_math_sleef.h), checked through the ops against references computed here in a
-// wider type (double for float, long double for double): within SLEEF's 1.0-ulp bound over sweeps
-// of each function's domain, exact on the special values (infinities, NaN, zeros of both signs,
-// overflow and underflow), the same bits for a value whatever its place (a full register or the
-// padded tail), strided and in place, and bfloat16 within one bfloat16 rounding of the float result.
+// SLEEF] in cpu/vec_math_sleef.h), and tanh where it takes that path (AVX-512), checked through the
+// ops against references computed here in a wider type (double for float, long double for
+// double): within SLEEF's 1.0-ulp bound over sweeps of each function's domain, exact on the special
+// values (infinities, NaN, zeros of both signs, overflow and underflow), the same bits for a value
+// whatever its place (a full register or the padded tail), strided and in place, and bfloat16
+// within one bfloat16 rounding of the float result.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -29,7 +30,7 @@ struct Fn {
 };
 
 std::vector<Fn> fns() {
-  return {
+  std::vector<Fn> f = {
       {"exp", [](const Tensor& x) { return ops::exp(x); }, [](long double v) { return std::exp(v); },
        [](double v) { return std::exp(v); }, -87, 88},
       {"expm1", [](const Tensor& x) { return ops::expm1(x); }, [](long double v) { return std::expm1(v); },
@@ -43,6 +44,11 @@ std::vector<Fn> fns() {
       {"cos", [](const Tensor& x) { return ops::cos(x); }, [](long double v) { return std::cos(v); },
        [](double v) { return std::cos(v); }, -1e4, 1e4},
   };
+#if defined(__AVX512F__)  // elsewhere tanh is ew::tanh_fast, a few ulp (Note [tanh of float on AVX-512])
+  f.push_back({"tanh", [](const Tensor& x) { return ops::tanh(x); }, [](long double v) { return std::tanh(v); },
+               [](double v) { return std::tanh(v); }, -10, 10});
+#endif
+  return f;
 }
 
 // n points over [lo, hi]: log-spaced for a range of positive numbers spanning decades, else even.
@@ -122,9 +128,10 @@ TEST(VecMath, Float32BitPatternsWithinOneUlp) {
   for (const Fn& f : fns()) EXPECT_GT(check_float_bit_patterns(f, 65521), 65000) << f.name;
 }
 
-// Every float through the four functions of our own (Note [exp and log of float on AVX-512],
-// Note [sin and cos of float on AVX-512]); long: run by hand with --gtest_also_run_disabled_tests.
-TEST(VecMath, DISABLED_Float32ExpLogSinCosOfEveryFloatWithinOneUlp) {
+// Every float through the functions of our own (Note [exp and log of float on AVX-512], Note [sin
+// and cos of float on AVX-512], Note [tanh of float on AVX-512]); long: run by hand with
+// --gtest_also_run_disabled_tests.
+TEST(VecMath, DISABLED_Float32OwnFunctionsOfEveryFloatWithinOneUlp) {
   for (const Fn& f : fns())
     if (std::string(f.name) != "expm1" && std::string(f.name) != "log1p") {
       EXPECT_EQ(check_float_bit_patterns(f, 1), int64_t(1) << 32) << f.name;
@@ -162,6 +169,33 @@ TEST(VecMath, SinAndCosNearMultiplesOfHalfPiWithinOneUlp) {
   }
 }
 
+#if defined(__AVX512F__)
+// tanh reads its coefficients by interval, a quarter binade of |x| each (Note [tanh of float on
+// AVX-512]): the floats at and beside every interval's ends, the bottom interval's top
+// (0.078125), the first float whose tanh rounds to 1 (9.0109) and the clamp (9.875), both signs.
+TEST(VecMath, TanhAtItsIntervalEdgesWithinOneUlp) {
+  std::vector<float> in;
+  auto around = [&](float x) {
+    for (int d = -3; d <= 3; ++d) {
+      float v = x;
+      for (int i = 0; i < std::abs(d); ++i) v = std::nextafter(v, d < 0 ? 0.0f : 3e38f);
+      in.push_back(v), in.push_back(-v);
+    }
+  };
+  for (int e = -5; e <= 4; ++e)
+    for (int q = 0; q < 4; ++q) around(std::ldexp(1.0f + 0.25f * float(q), e));
+  for (float x : {0.078125f, 9.0109f, 9.875f, 1e-20f, 3e-4f}) around(x);
+  const Tensor y = ops::tanh(from_vector_of(in, {int64_t(in.size())}));
+  double worst = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const double e = ulps<float>(y.data_ptr<float>()[i], std::tanh((long double)in[i]));
+    worst = std::max(worst, e);
+    ASSERT_LE(e, 1.0) << "tanh(" << in[i] << ") = " << y.data_ptr<float>()[i];
+  }
+  ::testing::Test::RecordProperty("tanh_interval_edges_worst_ulps", std::to_string(worst));
+}
+#endif
+
 TEST(VecMath, SpecialValuesAsIeeeSays) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const float tiny = std::numeric_limits<float>::denorm_min();
@@ -169,7 +203,7 @@ TEST(VecMath, SpecialValuesAsIeeeSays) {
     const char* fn;
     float x, want;
   };
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {"exp", -inf, 0.0f},  {"exp", inf, inf},       {"exp", nan, nan},      {"exp", 0.0f, 1.0f},
       {"exp", -0.0f, 1.0f}, {"exp", 89.0f, inf},     {"exp", -104.0f, 0.0f}, {"expm1", -inf, -1.0f},
       {"expm1", inf, inf},  {"expm1", -0.0f, -0.0f}, {"expm1", nan, nan},    {"log", 0.0f, -inf},
@@ -178,6 +212,10 @@ TEST(VecMath, SpecialValuesAsIeeeSays) {
       {"log1p", inf, inf},  {"sin", inf, nan},       {"sin", -0.0f, -0.0f},  {"sin", nan, nan},
       {"cos", inf, nan},    {"cos", 0.0f, 1.0f},     {"cos", -inf, nan},
   };
+  const std::vector<Case> tanh_cases = {{"tanh", inf, 1.0f},      {"tanh", -inf, -1.0f},     {"tanh", nan, nan},
+                                        {"tanh", 0.0f, 0.0f},     {"tanh", -0.0f, -0.0f},    {"tanh", 20.0f, 1.0f},
+                                        {"tanh", -9.875f, -1.0f}, {"tanh", -1e-30f, -1e-30f}};
+  cases.insert(cases.end(), tanh_cases.begin(), tanh_cases.end());
   for (const Fn& f : fns()) {
     std::vector<float> in, want;
     for (const Case& c : cases)
@@ -220,6 +258,7 @@ TEST(VecMath, SameBitsWhereverTheValueSits) {
     Tensor inplace = x.clone();
     if (std::string(f.name) == "exp") ops::exp_(inplace);
     else if (std::string(f.name) == "log") ops::log_(inplace);
+    else if (std::string(f.name) == "tanh") ops::tanh_(inplace);
     else inplace = f.op(x);
     for (int64_t i = 0; i < 53; ++i) {
       ASSERT_EQ(std::memcmp(&s.contiguous().data_ptr<float>()[i], &full.data_ptr<float>()[i], 4), 0) << f.name;

@@ -138,6 +138,15 @@ TEST(VecMath, DISABLED_Float32OwnFunctionsOfEveryFloatWithinOneUlp) {
     }
 }
 
+// x and the 3 floats either side of it, each with both signs, onto in.
+void push_around(std::vector<float>& in, float x) {
+  for (int d = -3; d <= 3; ++d) {
+    float v = x;
+    for (int i = 0; i < std::abs(d); ++i) v = std::nextafter(v, d < 0 ? 0.0f : 3e38f);
+    in.push_back(v), in.push_back(-v);
+  }
+}
+
 // The reduction of sin and cos to [-pi/4, pi/4] cancels near multiples of pi/2: the floats
 // nearest k pi/2 and their neighbours, for k over the fast path's range and past its edge (2^20,
 // where SLEEF's take over lane by lane), both signs. A reduction that rounded its remainder once
@@ -145,17 +154,10 @@ TEST(VecMath, DISABLED_Float32OwnFunctionsOfEveryFloatWithinOneUlp) {
 TEST(VecMath, SinAndCosNearMultiplesOfHalfPiWithinOneUlp) {
   const long double half_pi = 1.570796326794896619231321691639751442L;
   std::vector<float> in;
-  auto around = [&](float x) {
-    for (int d = -3; d <= 3; ++d) {
-      float v = x;
-      for (int i = 0; i < std::abs(d); ++i) v = std::nextafter(v, d < 0 ? 0.0f : 3e38f);
-      in.push_back(v), in.push_back(-v);
-    }
-  };
-  for (int64_t k = 1; k < 200; ++k) around(float(k * half_pi));
-  for (int64_t k = 200; k < 700000; k += 97) around(float(k * half_pi));  // 700000 pi/2 > 2^20
-  around(1048576.0f);                                                     // the edge of the fast path
-  for (float x : {2023.18567f, 374.611603f, 939425.0f}) around(x);
+  for (int64_t k = 1; k < 200; ++k) push_around(in, float(k * half_pi));
+  for (int64_t k = 200; k < 700000; k += 97) push_around(in, float(k * half_pi));  // 700000 pi/2 > 2^20
+  push_around(in, 1048576.0f);                                                     // the edge of the fast path
+  for (float x : {2023.18567f, 374.611603f, 939425.0f}) push_around(in, x);
   for (const Fn& f : fns()) {
     if (std::string(f.name) != "sin" && std::string(f.name) != "cos") continue;
     const Tensor y = f.op(from_vector_of(in, {int64_t(in.size())}));
@@ -175,16 +177,9 @@ TEST(VecMath, SinAndCosNearMultiplesOfHalfPiWithinOneUlp) {
 // (0.078125), the first float whose tanh rounds to 1 (9.0109) and the clamp (9.875), both signs.
 TEST(VecMath, TanhAtItsIntervalEdgesWithinOneUlp) {
   std::vector<float> in;
-  auto around = [&](float x) {
-    for (int d = -3; d <= 3; ++d) {
-      float v = x;
-      for (int i = 0; i < std::abs(d); ++i) v = std::nextafter(v, d < 0 ? 0.0f : 3e38f);
-      in.push_back(v), in.push_back(-v);
-    }
-  };
   for (int e = -5; e <= 4; ++e)
-    for (int q = 0; q < 4; ++q) around(std::ldexp(1.0f + 0.25f * float(q), e));
-  for (float x : {0.078125f, 9.0109f, 9.875f, 1e-20f, 3e-4f}) around(x);
+    for (int q = 0; q < 4; ++q) push_around(in, std::ldexp(1.0f + 0.25f * float(q), e));
+  for (float x : {0.078125f, 9.0109f, 9.875f, 1e-20f, 3e-4f}) push_around(in, x);
   const Tensor y = ops::tanh(from_vector_of(in, {int64_t(in.size())}));
   double worst = 0;
   for (size_t i = 0; i < in.size(); ++i) {

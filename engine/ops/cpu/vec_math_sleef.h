@@ -5,10 +5,11 @@
 // with a 1.0-ulp bound (its `_u10` functions); Debian packages it (libsleef-dev), so the engine
 // calls the same functions, on whole registers: AVX-512 where the build targets it, else AVX2
 // (Zen 3), else libm. Every element goes through the vector form, the last partial register
-// padded, so an element's result never depends on where it sits in a tensor. Float exp, log, sin
-// and cos on AVX-512 are the exception: our own, faster than Debian's SLEEF in the same accuracy
-// class (Note [exp and log of float on AVX-512], Note [sin and cos of float on AVX-512]). tanh
-// takes this path on AVX-512 alone (Note [tanh of float on AVX-512]; elsewhere ew::tanh_fast).
+// padded, so an element's result never depends on where it sits in a tensor. Float exp, log, sin,
+// cos and pow on AVX-512 are the exception: our own, faster than Debian's SLEEF in the same
+// accuracy class (Note [exp and log of float on AVX-512], Note [sin and cos of float on AVX-512],
+// Note [pow of float on AVX-512]). tanh takes this path on AVX-512 alone (Note [tanh of float on
+// AVX-512]; elsewhere ew::tanh_fast).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -58,16 +59,6 @@ M scalar2(M a, M b) {
 
 #if defined(__AVX512F__)
 constexpr int64_t kBytes = 64;
-template <VecFn2 F>
-__m512 vec2(__m512 a, __m512 b) {
-  if constexpr (F == VecFn2::Pow) return Sleef_powf16_u10avx512f(a, b);
-  else return Sleef_fmodf16_avx512f(a, b);
-}
-template <VecFn2 F>
-__m512d vec2(__m512d a, __m512d b) {
-  if constexpr (F == VecFn2::Pow) return Sleef_powd8_u10avx512f(a, b);
-  else return Sleef_fmodd8_avx512f(a, b);
-}
 // Note [exp and log of float on AVX-512]
 // The exp and log ops of float32 and bfloat16 (computed in float) land here, and Debian's SLEEF
 // 3.5.1 is slower than the vector math LibTorch calls (its build with MKL takes VML's exp and log:
@@ -320,6 +311,135 @@ inline __m512 tanh_float(__m512 x) {
   const __m512 y = _mm512_fmadd_ps(p, t, _mm512_mask_mov_ps(t, mid, coef(1)));
   return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(y), _mm512_castps_si512(x),
                                                        _mm512_set1_epi32(int(0x80000000u)), 0xd8));  // sign of x
+}
+// Note [pow of float on AVX-512]
+// Debian's SLEEF 3.5.1 powf works in pairs of floats (double-float arithmetic): 2.8 ns an element
+// in cache, which left pow/float32/sweep at 0.77x LibTorch's time (one thread; LibTorch calls the
+// SLEEF it bundles). In double a float pow has room to spare: x^y = 2^(y log2 x), rounded to float
+// once, needs the double result to about 2^-28 only. Per register, two halves of 8 doubles:
+// - log2 x: x = 2^k z with z in [0.697, 1.395), by integer arithmetic on the double's bits less
+//   kPowOff's (a subnormal float is a normal double: no scaling). The next 4 bits pick one of 16
+//   subintervals, each with a centre c, exactly 1 for the one around 1 so that log2 x is accurate
+//   relative to itself near x = 1 (it would cancel otherwise), and 1/c and log2 c (to the last
+//   place of 1/c as a double) come from two registers each (vpermt2pd, no memory gathers).
+//   r = z (1/c) - 1 by one fma, |r| < 0.0298; log2(1 + r) = r Q(r), Q of degree 5, least squares
+//   on Chebyshev nodes (relative error 2^-38.2); log2 x = (k + log2 c) + r Q(r).
+// - t = y log2 x, its magnitude clamped to 200 (every float result past it is 0 or inf).
+// - 2^t: adding 1.5 * 2^48 rounds t to n/16 and leaves n in the low bits, so t = n/16 + s with
+//   |s| <= 1/32 exactly; 2^(n mod 16 / 16) from a 16-entry table (vpermt2pd again), 2^s = 1 + s E(s)
+//   with E of degree 2 (relative error 2^-28.7), and vscalefpd multiplies by 2^floor(n/16).
+// - vcvtpd2ps rounds to float once: overflow to inf and subnormal results come out right.
+// Error: the log's 2^-38 relative times |t| <= 150 and the exp's 2^-28.7 leave the double within
+// 2^-28 of x^y, so the float is within 0.5 + 2^-4 ulp. Measured against double pow by a standalone
+// probe of these instructions: largest 0.542 ulp over 10^9 random pairs (x over every positive
+// float, y such that the result runs from 0 through the subnormals to inf), 10^9 with x within
+// 2^-6 of 1, every positive float once, and 2 10^8 with |t| up to 2^135 (engine/ops/README.md).
+// Lanes with x <= 0, x = inf or NaN, or y = +-inf or NaN take SLEEF's powf, which has C's special
+// cases (pow(x, 0) = 1 even for NaN, pow(1, y) = 1, a negative x with an integer y, ...); the
+// others keep their own, so a value's result does not depend on its neighbours in the register.
+#if defined(__AVX512DQ__)  // vcvtqq2pd, vrangepd, vfpclassps, 256-bit halves of float registers
+inline constexpr int64_t kPowOff = 0x3fe6500000000000;  // 0.697265625: 1.0 is 11/16 into subinterval 9
+alignas(64) inline constexpr double kPowInvC[16] = {
+    1.4027397260273973,  1.3438320209973753,  1.2896725440806045,  1.2397094430992737,  1.1934731934731935,
+    1.1505617977528091,  1.1106290672451193,  1.0733752620545074,  1.0385395537525355,  1,
+    0.95167286245353155, 0.89824561403508774, 0.85049833887043191, 0.80757097791798105, 0.76876876876876876,
+    0.73352435530085958};
+alignas(64) inline constexpr double kPowLog2C[16] = {  // -log2(kPowInvC[i]) to the last place
+    -0.48824734623262045, -0.42635281250667795, -0.36700480285704218, -0.3100020285805547,   -0.25516616250045437,
+    -0.20233847414624001, -0.15137705957066205, -0.10215454399448853, -0.054556163622088448, 0,
+    0.071462362556624207, 0.154818109052104,    0.23361967675970202,  0.30833903013940728,   0.37937836707126216,
+    0.4470832262096523};
+alignas(64) inline constexpr double kPowExp2[16] = {  // 2^(j/16)
+    1,
+    1.0442737824274138,
+    1.0905077326652577,
+    1.1387886347566916,
+    1.189207115002721,
+    1.241857812073484,
+    1.2968395546510096,
+    1.3542555469368927,
+    1.4142135623730951,
+    1.4768261459394993,
+    1.5422108254079407,
+    1.6104903319492543,
+    1.681792830507429,
+    1.7562521603732995,
+    1.8340080864093424,
+    1.9152065613971474};
+struct PowTables {  // the three tables in six registers, loaded once per loop
+  __m512d inv_lo, inv_hi, log_lo, log_hi, exp_lo, exp_hi;
+};
+inline PowTables pow_tables() {
+  return {_mm512_load_pd(kPowInvC),      _mm512_load_pd(kPowInvC + 8), _mm512_load_pd(kPowLog2C),
+          _mm512_load_pd(kPowLog2C + 8), _mm512_load_pd(kPowExp2),     _mm512_load_pd(kPowExp2 + 8)};
+}
+// x^y of 8 doubles, each a finite positive float (x) and a finite float (y).
+inline __m512d pow_float_half(__m512d x, __m512d y, const PowTables& tb) {
+  constexpr __mmask8 all = 0xff;  // masked forms: see exp_float
+  const __m512i ix = _mm512_castpd_si512(x);
+  const __m512i tmp = _mm512_sub_epi64(ix, _mm512_set1_epi64(kPowOff));
+  const __m512i idx = _mm512_mask_srli_epi64(tmp, all, tmp, 48);  // vpermt2pd reads the low 4 bits
+  const __m512i k = _mm512_mask_srai_epi64(tmp, all, tmp, 52);
+  const __m512d z = _mm512_castsi512_pd(
+      _mm512_sub_epi64(ix, _mm512_and_si512(tmp, _mm512_set1_epi64(int64_t(0xfff0000000000000u)))));
+  const __m512d invc = _mm512_permutex2var_pd(tb.inv_lo, idx, tb.inv_hi);
+  const __m512d log2c = _mm512_permutex2var_pd(tb.log_lo, idx, tb.log_hi);
+  const __m512d r = _mm512_fmsub_pd(z, invc, _mm512_set1_pd(1.0));
+  const __m512d hi = _mm512_add_pd(_mm512_maskz_cvtepi64_pd(all, k), log2c);
+  __m512d q = _mm512_set1_pd(-0.24068314407493516);
+  q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(0.28881292068189834));
+  q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(-0.3606736869468284));
+  q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(0.4808982560041675));
+  q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(-0.7213475204469992));
+  q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(1.4426950408934378));
+  const __m512d lg = _mm512_fmadd_pd(r, q, hi);
+  // t = y log2 x with its magnitude clamped to 200 (vrangepd, imm 0b0010: the smaller magnitude,
+  // t's sign): past 2^47 the rounding below would leave |s| large, and past 200 every float result
+  // is 0 or inf anyway. t = n/16 + s: 1.5 * 2^48 has an ulp of 1/16, so adding it rounds t to n/16
+  // and leaves n in the low bits; vscalefpd takes floor(n/16).
+  const __m512d tu = _mm512_mul_pd(y, lg);
+  const __m512d t = _mm512_mask_range_pd(tu, all, tu, _mm512_set1_pd(200.0), 0b0010);
+  const __m512d shift = _mm512_set1_pd(0x1.8p48);
+  const __m512d kd = _mm512_add_pd(t, shift);
+  const __m512d kt = _mm512_sub_pd(kd, shift);
+  const __m512d s = _mm512_sub_pd(t, kt);
+  const __m512d tj = _mm512_permutex2var_pd(tb.exp_lo, _mm512_castpd_si512(kd), tb.exp_hi);  // 2^((n mod 16) / 16)
+  __m512d e = _mm512_set1_pd(0.05550378313623161);
+  e = _mm512_fmadd_pd(e, s, _mm512_set1_pd(0.2402335514183937));
+  e = _mm512_fmadd_pd(e, s, _mm512_set1_pd(0.6931471811957216));
+  const __m512d p = _mm512_fmadd_pd(_mm512_mul_pd(tj, s), e, tj);
+  return _mm512_mask_scalef_pd(p, all, p, kt);
+}
+inline __m512 pow_float(__m512 x, __m512 y, const PowTables& tb) {
+  // The maskz forms with every lane set: GCC 12's unmasked conversions, extractions and casts
+  // start from _mm256_undefined_*, which -Wmaybe-uninitialized reports once inlined.
+  constexpr __mmask8 all8 = 0xff;
+  constexpr __mmask16 all = 0xffff;
+  const __m512d lo = pow_float_half(_mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, x, 0)),
+                                    _mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, y, 0)), tb);
+  const __m512d hi = pow_float_half(_mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, x, 1)),
+                                    _mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, y, 1)), tb);
+  const __m512 out = _mm512_maskz_insertf32x8(all, _mm512_castps256_ps512(_mm512_maskz_cvtpd_ps(all8, lo)),
+                                              _mm512_maskz_cvtpd_ps(all8, hi), 1);
+  // x: NaN, +-0, +-inf, negative (0xdf); y: NaN, +-inf (0x99). Positive subnormal x is ordinary.
+  const __mmask16 special = _mm512_fpclass_ps_mask(x, 0xdf) | _mm512_fpclass_ps_mask(y, 0x99);
+  if (special) return _mm512_mask_mov_ps(out, special, Sleef_powf16_u10avx512f(x, y));
+  return out;
+}
+#endif
+template <VecFn2 F>
+__m512 vec2(__m512 a, __m512 b) {
+#if defined(__AVX512DQ__)
+  if constexpr (F == VecFn2::Pow) return pow_float(a, b, pow_tables());  // Note [pow of float on AVX-512]
+#else
+  if constexpr (F == VecFn2::Pow) return Sleef_powf16_u10avx512f(a, b);
+#endif
+  else return Sleef_fmodf16_avx512f(a, b);
+}
+template <VecFn2 F>
+__m512d vec2(__m512d a, __m512d b) {
+  if constexpr (F == VecFn2::Pow) return Sleef_powd8_u10avx512f(a, b);
+  else return Sleef_fmodd8_avx512f(a, b);
 }
 template <VecFn F>
 __m512 vec(__m512 x) {

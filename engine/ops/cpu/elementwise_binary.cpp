@@ -290,8 +290,11 @@ Tensor pow_tt(const char* op, const Tensor& a, const Tensor& b, Tensor* out, boo
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
       if constexpr (std::is_floating_point_v<M>)  // Note [Vector math from SLEEF]
-        cpu::vec_buffer_kernel2<T>(loop,
-                                   [](M* x, const M* y, int64_t m) { cpu::vec_math_run2<cpu::VecFn2::Pow>(x, y, m); });
+        cpu::vec_buffer_kernel2<T>(
+            loop, [](M* x, const M* y, int64_t m) { cpu::vec_math_run2<cpu::VecFn2::Pow>(x, y, m); },
+            [](M* out, const M* x, const M* y, int64_t n) {
+              return cpu::vec_math_map2<cpu::VecFn2::Pow>(out, x, y, n);
+            });
       else if constexpr (ew::is_int_v<M>)
         cpu::cpu_kernel<T, T, T>(loop, [](M x, M y) -> M { return ew::int_pow(x, y); });
     });
@@ -318,8 +321,9 @@ Tensor pow_ts(const char* op, const Tensor& a, const Scalar& e, Tensor* out, boo
         else if (c == M(-1)) cpu::cpu_kernel<T, T>(loop, [](M x) -> M { return M(1) / x; });
         else if (c == M(-2)) cpu::cpu_kernel<T, T>(loop, [](M x) -> M { return M(1) / (x * x); });
         else
-          cpu::vec_scalar_kernel<T>(loop, c,
-                                    [](M* x, const M* y, int64_t m) { cpu::vec_math_run2<cpu::VecFn2::Pow>(x, y, m); });
+          cpu::vec_scalar_kernel<T>(
+              loop, c, [](M* x, const M* y, int64_t m) { cpu::vec_math_run2<cpu::VecFn2::Pow>(x, y, m); },
+              [c](M* out, const M* x, int64_t n) { return cpu::vec_math_map2_scalar<cpu::VecFn2::Pow>(out, x, c, n); });
       } else if constexpr (ew::is_int_v<M>) {
         cpu::cpu_kernel<T, T>(loop, [c](M x) -> M { return ew::int_pow(x, c); });
       }

@@ -541,6 +541,48 @@ int64_t vec_math_map(M* out, const M* in, int64_t n) {
 #endif
 }
 
+// out[0, n) = F(a[0, n), b[0, n)), unaligned, whole registers (out may be a or b); returns how
+// many elements it did, as vec_math_map.
+template <VecFn2 F, typename M>
+int64_t vec_math_map2(M* out, const M* a, const M* b, int64_t n) {
+#if defined(__AVX512F__)
+  using namespace sleef_detail;
+  constexpr int64_t lanes = kBytes / int64_t(sizeof(M));
+  int64_t i = 0;
+  if constexpr (std::is_same_v<M, float>)
+    for (; i + lanes <= n; i += lanes)
+      _mm512_storeu_ps(out + i, vec2<F>(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+  else
+    for (; i + lanes <= n; i += lanes)
+      _mm512_storeu_pd(out + i, vec2<F>(_mm512_loadu_pd(a + i), _mm512_loadu_pd(b + i)));
+  return i;
+#else
+  (void)out, (void)a, (void)b, (void)n;
+  return 0;
+#endif
+}
+
+// out[0, n) = F(a[0, n), c) for a scalar c, as vec_math_map2.
+template <VecFn2 F, typename M>
+int64_t vec_math_map2_scalar(M* out, const M* a, M c, int64_t n) {
+#if defined(__AVX512F__)
+  using namespace sleef_detail;
+  constexpr int64_t lanes = kBytes / int64_t(sizeof(M));
+  int64_t i = 0;
+  if constexpr (std::is_same_v<M, float>) {
+    const __m512 cv = _mm512_set1_ps(c);
+    for (; i + lanes <= n; i += lanes) _mm512_storeu_ps(out + i, vec2<F>(_mm512_loadu_ps(a + i), cv));
+  } else {
+    const __m512d cv = _mm512_set1_pd(c);
+    for (; i + lanes <= n; i += lanes) _mm512_storeu_pd(out + i, vec2<F>(_mm512_loadu_pd(a + i), cv));
+  }
+  return i;
+#else
+  (void)out, (void)a, (void)c, (void)n;
+  return 0;
+#endif
+}
+
 // v[0, n) = F(v[0, n)) in place; v aligned to 64 bytes.
 template <VecFn F, typename M>
 void vec_math_run(M* v, int64_t n) {
@@ -622,9 +664,10 @@ void vec_buffer_kernel(const StridedLoop& loop, const Run& run, const Direct& di
   });
 }
 
-// out = f(x, c) for a scalar c: run2(xbuf, cbuf, m) over vec_buffer_kernel's runs, cbuf all c.
-template <typename T, typename Run2>
-void vec_scalar_kernel(const StridedLoop& loop, core::opmath_t<T> c, const Run2& run2) {
+// out = f(x, c) for a scalar c: run2(xbuf, cbuf, m) over vec_buffer_kernel's runs, cbuf all c;
+// contiguous float/double runs through direct(out, x, n) first where one is given.
+template <typename T, typename Run2, typename Direct>
+void vec_scalar_kernel(const StridedLoop& loop, core::opmath_t<T> c, const Run2& run2, const Direct& direct) {
   using M = core::opmath_t<T>;
   vec_buffer_kernel<T>(
       loop,
@@ -633,17 +676,29 @@ void vec_scalar_kernel(const StridedLoop& loop, core::opmath_t<T> c, const Run2&
         std::fill(y, y + m, c);
         run2(x, y, m);
       },
-      [](M*, const M*, int64_t) { return int64_t(0); });
+      direct);
+}
+template <typename T, typename Run2>
+void vec_scalar_kernel(const StridedLoop& loop, core::opmath_t<T> c, const Run2& run2) {
+  using M = core::opmath_t<T>;
+  vec_scalar_kernel<T>(loop, c, run2, [](M*, const M*, int64_t) { return int64_t(0); });
 }
 
 // out = f(a, b) over a StridedLoop of (out, a, b), all of type T, computed in opmath_t<T>: runs of
-// up to kVecChunk elements buffered, run(abuf, bbuf, m) leaves the result in abuf.
-template <typename T, typename Run>
-void vec_buffer_kernel2(const StridedLoop& loop, const Run& run) {
+// up to kVecChunk elements buffered, run(abuf, bbuf, m) leaves the result in abuf; a contiguous
+// float/double run goes straight through direct(out, a, b, n) first, which returns how many
+// elements it did (the form without direct buffers every run).
+template <typename T, typename Run, typename Direct>
+void vec_buffer_kernel2(const StridedLoop& loop, const Run& run, const Direct& direct) {
   using M = core::opmath_t<T>;
   loop.for_each([&](char** data, const int64_t* st, int64_t n) {
     alignas(64) M a[kVecChunk], b[kVecChunk];
-    for (int64_t c = 0; c < n; c += kVecChunk) {
+    int64_t done = 0;
+    if constexpr (std::is_same_v<T, M>)
+      if (st[0] == int64_t(sizeof(T)) && st[1] == int64_t(sizeof(T)) && st[2] == int64_t(sizeof(T)))
+        done = direct(reinterpret_cast<M*>(data[0]), reinterpret_cast<const M*>(data[1]),
+                      reinterpret_cast<const M*>(data[2]), n);
+    for (int64_t c = done; c < n; c += kVecChunk) {
       const int64_t m = std::min(kVecChunk, n - c);
       for (int k = 1; k <= 2; ++k) {
         M* buf = k == 1 ? a : b;
@@ -666,6 +721,11 @@ void vec_buffer_kernel2(const StridedLoop& loop, const Run& run) {
       for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(out + i * st[0]) = static_cast<T>(a[i]);
     }
   });
+}
+template <typename T, typename Run>
+void vec_buffer_kernel2(const StridedLoop& loop, const Run& run) {
+  using M = core::opmath_t<T>;
+  vec_buffer_kernel2<T>(loop, run, [](M*, const M*, const M*, int64_t) { return int64_t(0); });
 }
 
 // out = F(x): contiguous float/double runs straight through, the rest through the buffer.

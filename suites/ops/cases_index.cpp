@@ -184,6 +184,16 @@ void join_cases(std::vector<OpCase>& v) {
         return one(R::stack({x[0], x[1]}, 1));
       },
       Check::View);
+  // 1-D size-0 inputs, which cat skips: stacked they still give (inputs, 0).
+  add(
+      v, "stack/float32/empty_1d", {in({0}, F32), in({0}, F32), in({0}, F32)},
+      [](const TV& x) {
+        return one(tb::stack({x[0], x[1], x[2]}, 0));
+      },
+      [](const RV& x) {
+        return one(R::stack({x[0], x[1], x[2]}, 0));
+      },
+      Check::View);
   // Mixed dtypes promote; 1-D size-0 tensors are skipped whatever their shape but still promote.
   add(
       v, "cat/mixed/int32_bf16_f16", {in({2, 3}, I32), in({1, 3}, BF16), in({2, 3}, F16)},

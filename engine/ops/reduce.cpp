@@ -4,6 +4,7 @@
 // then casts that to the output dtype.
 #include "engine/ops/reduce.h"
 
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -163,7 +164,32 @@ struct LogicalOp {
   bool merge(bool a, bool b) const { return kAll ? (a && b) : (a || b); }
   bool finish(bool a, bool, int64_t) const { return a; }
 };
-// |x|^p sums; p = 1 and 2 special-cased so they vectorise.
+// The 1- and 2-norms: sum |x| or sum x^2 on whole vectors as sum's (cpu::vector_leaf), then the
+// root. As PNormOp's scalar step they ran one element at a time (norm over the rows of a (4096,
+// 1024) float32 tensor: 0.6x LibTorch on Zen 4).
+template <typename Acc, int kP>
+struct LowNormOp : SumOp<Acc> {
+  static_assert(kP == 1 || kP == 2);
+  static cpu::vfloat term(cpu::vfloat v) {
+    if constexpr (kP == 2) return v * v;
+    using vbits = int32_t __attribute__((vector_size(64)));
+    return std::bit_cast<cpu::vfloat>(std::bit_cast<vbits>(v) & 0x7FFFFFFF);  // |v|, NaN stays NaN
+  }
+  static cpu::vhalf term(cpu::vhalf v) {
+    if constexpr (kP == 2) return v * v;
+    using vbits = int32_t __attribute__((vector_size(32)));
+    return std::bit_cast<cpu::vhalf>(std::bit_cast<vbits>(v) & 0x7FFFFFFF);
+  }
+  cpu::vfloat vstep(cpu::vfloat a, cpu::vfloat v) const { return a + term(v); }
+  cpu::vhalf hstep(cpu::vhalf a, cpu::vhalf v) const { return a + term(v); }
+  template <typename T>
+  Acc step(Acc a, T v, Acc) const {
+    const Acc x = Acc(load(v));
+    return kP == 1 ? a + std::abs(x) : a + x * x;
+  }
+  Acc finish(Acc a, Acc, int64_t) const { return kP == 1 ? a : std::sqrt(a); }
+};
+// |x|^p sums for the other p (1 and 2 take LowNormOp).
 template <typename Acc>
 struct PNormOp {
   double p;
@@ -171,15 +197,12 @@ struct PNormOp {
   template <typename T>
   Acc step(Acc a, T v, Acc) const {
     const Acc x = std::abs(Acc(load(v)));
-    if (p == 1) return a + x;
-    if (p == 2) return a + x * x;
     if (p == 0) return a + Acc(x != 0);
     return a + std::pow(x, Acc(p));
   }
   Acc merge(Acc a, Acc b) const { return a + b; }
   Acc finish(Acc a, Acc, int64_t) const {
-    if (p == 1 || p == 0) return a;
-    if (p == 2) return std::sqrt(a);
+    if (p == 0) return a;
     return std::pow(a, Acc(1 / p));
   }
 };
@@ -472,6 +495,8 @@ Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
     if (std::isinf(p))
       return p > 0 ? run<false, Acc, T>(pl, AbsExtremeOp<Acc, true>{})
                    : run<false, Acc, T>(pl, AbsExtremeOp<Acc, false>{});
+    if (p == 2) return run<false, Acc, T>(pl, LowNormOp<Acc, 2>{});
+    if (p == 1) return run<false, Acc, T>(pl, LowNormOp<Acc, 1>{});
     return run<false, Acc, T>(pl, PNormOp<Acc>{p});
   });
   return cast(res, x.dtype());

@@ -1,10 +1,14 @@
 // Indexing kernels: index_select, gather, scatter (assign / add / multiply, tensor or scalar
 // source), scatter_add, index_add. Every index tensor is first copied to a contiguous int64
-// buffer and range-checked in full, so a bad index raises core::Error before anything is written.
+// buffer. Ops that write in place range-check it in full first, so a bad index raises core::Error
+// before anything is written; ops that write only their fresh result (gather, out-of-place
+// scatter) check each slice's indices as they reach it, skip a bad slice and raise after the walk
+// (one read of the index from memory less; the half-written result is never returned).
 // gather/scatter walk the index's shape with the indexed dim pulled out of the StridedLoop and run
 // serially inside each element: elements of the loop then write disjoint outputs, which keeps the
 // parallel walk race-free and duplicates resolved in index order (as on PyTorch's CPU).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -15,21 +19,44 @@ namespace tb::ops {
 
 namespace {
 
-// index as a contiguous int64 tensor (same shape), every value checked to lie in [0, size).
-Tensor checked_index(const Tensor& index, int64_t size, const char* op) {
+// index as a contiguous int64 tensor (same shape), its values not yet checked.
+Tensor int64_index(const Tensor& index, const char* op) {
   TB_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op,
            "Expected dtype int32 or int64 for index, got ", core::name(index.dtype()));
-  Tensor idx = index.to(DType::Int64).contiguous();
+  return index.to(DType::Int64).contiguous();
+}
+
+// Raises naming the first index of idx (contiguous int64) outside [0, size).
+void check_index_range(const Tensor& idx, int64_t size, const char* op) {
   const int64_t* p = idx.data_ptr<int64_t>();
   const int64_t n = idx.numel();
   // One branch-free pass (it vectorises; a check per element kept it scalar), then the first bad
   // index found again for the message. Unsigned, a negative index is out of bounds too.
   bool bad = false;
+#pragma omp parallel for num_threads(num_threads()) schedule(static) reduction(| : bad) if (n > kParallelGrain)
   for (int64_t i = 0; i < n; ++i) bad |= uint64_t(p[i]) >= uint64_t(size);
   if (bad)
     for (int64_t i = 0; i < n; ++i)
       TB_CHECK(p[i] >= 0 && p[i] < size, op, "index ", p[i], " is out of bounds for dimension with size ", size);
+}
+
+// index as a contiguous int64 tensor (same shape), every value checked to lie in [0, size).
+Tensor checked_index(const Tensor& index, int64_t size, const char* op) {
+  Tensor idx = int64_index(index, op);
+  check_index_range(idx, size, op);
   return idx;
+}
+
+// Whether the K indices at ip (stride ds) all lie in [0, size): the check a kernel that writes
+// only a fresh result makes per slice, just before using the slice's indices, instead of a pass
+// of its own over the whole index (a read of the index from memory less).
+inline bool slice_in_range(const int64_t* ip, int64_t K, int64_t ds, int64_t size) {
+  bool bad = false;
+  if (ds == 1)
+    for (int64_t k = 0; k < K; ++k) bad |= uint64_t(ip[k]) >= uint64_t(size);
+  else
+    for (int64_t k = 0; k < K; ++k) bad |= uint64_t(ip[k * ds]) >= uint64_t(size);
+  return !bad;
 }
 
 // In-place writes into a broadcast view (stride 0 over a dim of size > 1) would race and keep
@@ -46,6 +73,10 @@ Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; 
 
 // Loop view of `t` over the index's shape with the indexed dim collapsed to size 1.
 Tensor loop_view(const Tensor& t, const Shape& iter) { return make_view(t, iter, t.strides(), t.storage_offset()); }
+
+// The loop's parallel grain in loop elements, each of which walks K indices: the loop alone
+// counts one element per K (gather over the rows of a (4096, 1024) tensor ran on one thread).
+int64_t grain_for(int64_t K) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(K, 1)); }
 
 // Same-sized copy of element bytes: lets one loop move any dtype.
 template <typename F>
@@ -99,8 +130,11 @@ void check_scatter_shapes(const Tensor& self, int64_t dim, const Tensor& index, 
 }
 
 // self: any strides, written in place; index: int64, ndim(self); src: index-sized or larger.
+// fresh: self is the op's own new result (out-of-place scatter), so a bad index may raise after
+// some slices are written, and each slice's indices are checked as it is reached; else (in place)
+// every index is checked before anything is written.
 void scatter_kernel(Tensor& self, int64_t dim, const Tensor& index, const Tensor* src, double value, Reduce r,
-                    const char* op) {
+                    const char* op, bool fresh) {
   Tensor s1 = at_least_1d(self);
   const int64_t d = core::wrap_dim(dim, s1.dim(), op);
   check_scatter_shapes(self, d, index, src, op);
@@ -109,14 +143,16 @@ void scatter_kernel(Tensor& self, int64_t dim, const Tensor& index, const Tensor
     // Like PyTorch, accumulate bf16/f16 in float and round once at the end.
     Tensor acc = self.to(DType::Float32);
     const Tensor src32 = src ? src->to(DType::Float32) : Tensor();
-    scatter_kernel(acc, dim, index, src ? &src32 : nullptr, value, r, op);
+    scatter_kernel(acc, dim, index, src ? &src32 : nullptr, value, r, op, /*fresh=*/true);  // self written after
     self.copy_(acc);
     return;
   }
   self.bump_version();
   if (index.numel() == 0) return;
-  const Tensor idx = at_least_1d(checked_index(index, s1.size(d), op));
+  const int64_t size_d = s1.size(d);
+  const Tensor idx = at_least_1d(fresh ? int64_index(index, op) : checked_index(index, size_d, op));
   const Tensor src1 = src ? at_least_1d(*src) : Tensor();
+  std::atomic<bool> bad{false};
   Shape iter = idx.sizes();
   const int64_t K = iter[size_t(d)];
   iter[size_t(d)] = 1;
@@ -124,41 +160,54 @@ void scatter_kernel(Tensor& self, int64_t dim, const Tensor& index, const Tensor
   core::dispatch(self.dtype(), [&]<typename T>() {
     if (src) {
       StridedLoop loop({loop_view(s1, iter), loop_view(idx, iter), loop_view(src1, iter)});
-      loop.for_each([&](char** p, const int64_t* st, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) {
-          T* out = reinterpret_cast<T*>(p[0] + i * st[0]);
-          const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
-          const T* sp = reinterpret_cast<const T*>(p[2] + i * st[2]);
-          if (self_ds == 1 && idx_ds == 1 && src_ds == 1 && r != Reduce::Multiply) {
-            // Along a contiguous last dim, the reduction chosen once per run, not per element
-            // (scatter_add of (4096, 1024) float32 along dim 1 was 2.6x slower than LibTorch).
-            if (r == Reduce::Add)
-              for (int64_t k = 0; k < K; ++k) out[ip[k]] = combine(out[ip[k]], sp[k], Reduce::Add);
-            else
-              for (int64_t k = 0; k < K; ++k) out[ip[k]] = sp[k];
-            continue;
-          }
-          for (int64_t k = 0; k < K; ++k) {
-            T& o = out[ip[k * idx_ds] * self_ds];
-            o = combine(o, sp[k * src_ds], r);
-          }
-        }
-      });
+      loop.for_each(
+          [&](char** p, const int64_t* st, int64_t n) {
+            for (int64_t i = 0; i < n; ++i) {
+              T* out = reinterpret_cast<T*>(p[0] + i * st[0]);
+              const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
+              const T* sp = reinterpret_cast<const T*>(p[2] + i * st[2]);
+              if (fresh && !slice_in_range(ip, K, idx_ds, size_d)) {
+                bad.store(true, std::memory_order_relaxed);
+                continue;
+              }
+              if (self_ds == 1 && idx_ds == 1 && src_ds == 1 && r != Reduce::Multiply) {
+                // Along a contiguous last dim, the reduction chosen once per run, not per element
+                // (scatter_add of (4096, 1024) float32 along dim 1 was 2.6x slower than LibTorch).
+                if (r == Reduce::Add)
+                  for (int64_t k = 0; k < K; ++k) out[ip[k]] = combine(out[ip[k]], sp[k], Reduce::Add);
+                else
+                  for (int64_t k = 0; k < K; ++k) out[ip[k]] = sp[k];
+                continue;
+              }
+              for (int64_t k = 0; k < K; ++k) {
+                T& o = out[ip[k * idx_ds] * self_ds];
+                o = combine(o, sp[k * src_ds], r);
+              }
+            }
+          },
+          grain_for(K));
     } else {
       const T v = std::is_same_v<T, bool> ? T(value != 0) : T(static_cast<core::opmath_t<T>>(value));
       StridedLoop loop({loop_view(s1, iter), loop_view(idx, iter)});
-      loop.for_each([&](char** p, const int64_t* st, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) {
-          T* out = reinterpret_cast<T*>(p[0] + i * st[0]);
-          const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
-          for (int64_t k = 0; k < K; ++k) {
-            T& o = out[ip[k * idx_ds] * self_ds];
-            o = combine(o, v, r);
-          }
-        }
-      });
+      loop.for_each(
+          [&](char** p, const int64_t* st, int64_t n) {
+            for (int64_t i = 0; i < n; ++i) {
+              T* out = reinterpret_cast<T*>(p[0] + i * st[0]);
+              const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
+              if (fresh && !slice_in_range(ip, K, idx_ds, size_d)) {
+                bad.store(true, std::memory_order_relaxed);
+                continue;
+              }
+              for (int64_t k = 0; k < K; ++k) {
+                T& o = out[ip[k * idx_ds] * self_ds];
+                o = combine(o, v, r);
+              }
+            }
+          },
+          grain_for(K));
     }
   });
+  if (bad.load()) check_index_range(idx, size_d, op);  // raises
 }
 
 }  // namespace
@@ -221,7 +270,8 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool /*spars
            "Index tensor must have the same number of dimensions as input tensor");
   Tensor out = empty(index.sizes(), self.dtype());
   if (index.numel() == 0) return out;
-  const Tensor idx = at_least_1d(checked_index(index, s1.size(d), op));
+  // The output is fresh: each slice's indices are checked as it is reached (slice_in_range).
+  const Tensor idx = at_least_1d(int64_index(index, op));
   for (int64_t k = 0; k < s1.dim(); ++k)
     TB_CHECK(k == d || idx.size(k) <= s1.size(k), op, "Size does not match at dimension ", k, " expected index ",
              core::to_string(index.sizes()), " to be no larger than self ", core::to_string(self.sizes()),
@@ -230,23 +280,31 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool /*spars
   Shape iter = idx.sizes();
   const int64_t K = iter[size_t(d)];
   iter[size_t(d)] = 1;
-  const int64_t out_ds = o1.stride(d), idx_ds = idx.stride(d), self_ds = s1.stride(d);
+  const int64_t out_ds = o1.stride(d), idx_ds = idx.stride(d), self_ds = s1.stride(d), size_d = s1.size(d);
+  std::atomic<bool> bad{false};
   dispatch_bytes(self.itemsize(), [&]<typename E>() {
     StridedLoop loop({loop_view(o1, iter), loop_view(idx, iter), loop_view(s1, iter)});
-    loop.for_each([&](char** p, const int64_t* st, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) {
-        E* o = reinterpret_cast<E*>(p[0] + i * st[0]);
-        const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
-        const E* sp = reinterpret_cast<const E*>(p[2] + i * st[2]);
-        if (out_ds == 1 && idx_ds == 1 && self_ds == 1) {  // along a contiguous last dim: vector gathers
-          E* __restrict__ ou = o;
-          for (int64_t k = 0; k < K; ++k) ou[k] = sp[ip[k]];
-        } else {
-          for (int64_t k = 0; k < K; ++k) o[k * out_ds] = sp[ip[k * idx_ds] * self_ds];
-        }
-      }
-    });
+    loop.for_each(
+        [&](char** p, const int64_t* st, int64_t n) {
+          for (int64_t i = 0; i < n; ++i) {
+            E* o = reinterpret_cast<E*>(p[0] + i * st[0]);
+            const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
+            const E* sp = reinterpret_cast<const E*>(p[2] + i * st[2]);
+            if (!slice_in_range(ip, K, idx_ds, size_d)) {
+              bad.store(true, std::memory_order_relaxed);
+              continue;
+            }
+            if (out_ds == 1 && idx_ds == 1 && self_ds == 1) {  // along a contiguous last dim: vector gathers
+              E* __restrict__ ou = o;
+              for (int64_t k = 0; k < K; ++k) ou[k] = sp[ip[k]];
+            } else {
+              for (int64_t k = 0; k < K; ++k) o[k * out_ds] = sp[ip[k * idx_ds] * self_ds];
+            }
+          }
+        },
+        grain_for(K));
   });
+  if (bad.load()) check_index_range(idx, size_d, op);  // raises
   return out;
 }
 
@@ -254,22 +312,22 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool /*spars
 
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   const BareKernel bare("scatter_", {&self, &src});
-  scatter_kernel(self, dim, index, &src, 0, Reduce::None, "scatter");
+  scatter_kernel(self, dim, index, &src, 0, Reduce::None, "scatter", false);
   return self;
 }
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value) {
   const BareKernel bare("scatter_", {&self});
-  scatter_kernel(self, dim, index, nullptr, value, Reduce::None, "scatter");
+  scatter_kernel(self, dim, index, nullptr, value, Reduce::None, "scatter", false);
   return self;
 }
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
   const BareKernel bare("scatter_", {&self, &src});
-  scatter_kernel(self, dim, index, &src, 0, parse_reduce(reduce), "scatter");
+  scatter_kernel(self, dim, index, &src, 0, parse_reduce(reduce), "scatter", false);
   return self;
 }
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value, const std::string& reduce) {
   const BareKernel bare("scatter_", {&self});
-  scatter_kernel(self, dim, index, nullptr, value, parse_reduce(reduce), "scatter");
+  scatter_kernel(self, dim, index, nullptr, value, parse_reduce(reduce), "scatter", false);
   return self;
 }
 // The out-of-place scatter and index_add write into a fresh row-major copy, as PyTorch's structured
@@ -283,32 +341,37 @@ static Tensor contiguous_clone(const Tensor& self) {
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   const BareKernel bare("scatter", {&self, &src});
   Tensor r = contiguous_clone(self);
-  return scatter_(r, dim, index, src);
+  scatter_kernel(r, dim, index, &src, 0, Reduce::None, "scatter", true);
+  return r;
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value) {
   const BareKernel bare("scatter", {&self});
   Tensor r = contiguous_clone(self);
-  return scatter_(r, dim, index, value);
+  scatter_kernel(r, dim, index, nullptr, value, Reduce::None, "scatter", true);
+  return r;
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
   const BareKernel bare("scatter", {&self, &src});
   Tensor r = contiguous_clone(self);
-  return scatter_(r, dim, index, src, reduce);
+  scatter_kernel(r, dim, index, &src, 0, parse_reduce(reduce), "scatter", true);
+  return r;
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value, const std::string& reduce) {
   const BareKernel bare("scatter", {&self});
   Tensor r = contiguous_clone(self);
-  return scatter_(r, dim, index, value, reduce);
+  scatter_kernel(r, dim, index, nullptr, value, parse_reduce(reduce), "scatter", true);
+  return r;
 }
 Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   const BareKernel bare("scatter_add_", {&self, &src});
-  scatter_kernel(self, dim, index, &src, 0, Reduce::Add, "scatter_add");
+  scatter_kernel(self, dim, index, &src, 0, Reduce::Add, "scatter_add", false);
   return self;
 }
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   const BareKernel bare("scatter_add", {&self, &src});
   Tensor r = contiguous_clone(self);
-  return scatter_add_(r, dim, index, src);
+  scatter_kernel(r, dim, index, &src, 0, Reduce::Add, "scatter_add", true);
+  return r;
 }
 
 // ---- index_add ----

@@ -33,7 +33,7 @@ Tensor permutation_index(int64_t dim, core::Generator& g) {
   std::vector<int64_t> v(size_t(kRows * kCols));
   const Tensor r = rand({slices, K}, DType::Float32, &g);
   for (int64_t s = 0; s < slices; ++s) {
-    std::vector<int64_t> perm(size_t(K));
+    std::vector<int64_t> perm(static_cast<size_t>(K));
     for (int64_t k = 0; k < K; ++k) perm[size_t(k)] = k;
     for (int64_t k = K - 1; k > 0; --k)  // Fisher-Yates from the random floats
       std::swap(perm[size_t(k)], perm[size_t(int64_t(r.data_ptr<float>()[s * K + k] * float(k + 1)) % (k + 1))]);

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <vector>
+#if defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
 
 #include "engine/ops/cpu/linalg_gemm.h"
 #include "engine/ops/cpu/loops.h"
@@ -248,6 +251,42 @@ Tensor linear_impl(const char* op, const Tensor& x, const Tensor& weight, const 
   return out.view(shape);
 }
 
+#if defined(__AVX512BW__)
+// Note [linear_grad_prep on AVX-512]
+// The columns of one row 32 at a time: a mask word is a 32-bit lane mask, applied to the gradient
+// as it is loaded (bfloat16: one vmovdqu16 with zeroing on the raw bits; float32: two zeroing
+// loads), stored, and added to the partial sums in float lanes, each column in the order of the
+// scalar loop (so the same sums). As scalar code, the bit test, widening and select per element
+// made it 0.17 ms of each 256 x 1024 bfloat16 MLP layer's backward. Returns the columns done.
+template <typename T, typename P>
+int64_t grad_prep_row32(const T* gr, const uint32_t* mr, T* gir, P* part, int64_t nj) {
+  if constexpr ((std::is_same_v<T, float> || std::is_same_v<T, core::BFloat16>)&&std::is_same_v<P, float>) {
+    int64_t j = 0;
+    for (; j + 32 <= nj; j += 32) {
+      const uint32_t bits = mr ? mr[j >> 5] : ~0u;
+      __m512 lo, hi;
+      if constexpr (std::is_same_v<T, core::BFloat16>) {
+        const __m512i kept = _mm512_maskz_loadu_epi16(__mmask32(bits), gr + j);
+        if (mr) _mm512_storeu_si512(gir + j, kept);
+        // bfloat16 bits are a float's top half: widen by zero-extending and shifting.
+        const __m256i k0 = _mm512_maskz_extracti64x4_epi64(0xFF, kept, 0);
+        const __m256i k1 = _mm512_maskz_extracti64x4_epi64(0xFF, kept, 1);
+        lo = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, k0), 16));
+        hi = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, k1), 16));
+      } else {
+        lo = _mm512_maskz_loadu_ps(__mmask16(bits), gr + j);
+        hi = _mm512_maskz_loadu_ps(__mmask16(bits >> 16), gr + j + 16);
+        if (mr) _mm512_storeu_ps(gir + j, lo), _mm512_storeu_ps(gir + j + 16, hi);
+      }
+      _mm512_storeu_ps(part + j, _mm512_add_ps(_mm512_loadu_ps(part + j), lo));
+      _mm512_storeu_ps(part + j + 16, _mm512_add_ps(_mm512_loadu_ps(part + j + 16), hi));
+    }
+    return j;
+  }
+  return 0;
+}
+#endif
+
 // One thread's columns [c0, c1) of linear_grad_prep, over all rows; c0 a multiple of 32 (the
 // mask's word size). mask: `words` int32 words a row.
 template <typename T, bool kMask>
@@ -267,7 +306,11 @@ void grad_prep_columns(const T* g, const uint32_t* mask, int64_t words, T* gi, T
         const T* gr = g + r * n + j0;
         T* gir = gi + r * n + j0;
         const uint32_t* mr = kMask ? mask + r * words + j0 / 32 : nullptr;
-        for (int64_t j = 0; j < nj; ++j) {
+        int64_t j = 0;
+#if defined(__AVX512BW__)
+        j = grad_prep_row32(gr, mr, gir, part, nj);
+#endif
+        for (; j < nj; ++j) {
           Op v = Op(gr[j]);
           if constexpr (kMask) {
             v = (mr[j >> 5] >> (j & 31)) & 1u ? v : Op(0);  // threshold_backward(grad, output, 0)

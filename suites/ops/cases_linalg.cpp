@@ -684,6 +684,14 @@ void add_autocast(std::vector<OpCase>& cs) {
       [](const RIn& x) {
         return R::einsum("ij,kj->ik", {x[0], x[1]});
       }));
+  // Two bfloat16 layers: the relu masks and bias sums of linear_relu's backward on bfloat16
+  // gradients (70 rows x 500 columns: past the parallel grain, 256-column chunks, a last mask word
+  // of 20 bits; the first layer's gradient masked in place).
+  cs.push_back(autocast_case(
+      "linear_relu/float32/two_layers",
+      {{{70, 6}, kF32}, {{500, 6}, kF32}, {{500}, kF32}, {{4, 500}, kF32}, {{4}, kF32}},
+      [](const In& x) { return tb::linear_relu(tb::linear_relu(x[0], x[1], x[2]), x[3], x[4]); },
+      [](const RIn& x) { return R::relu(R::linear(R::relu(R::linear(x[0], x[1], x[2])), x[3], x[4])); }));
   OpCase f64 = autocast_case(
       "linear/float64", {{{4, 8}, kF64}, {{3, 8}, kF64}}, [](const In& x) { return tb::linear(x[0], x[1]); },
       [](const RIn& x) { return R::linear(x[0], x[1]); });

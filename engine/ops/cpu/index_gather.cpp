@@ -89,6 +89,16 @@ void dispatch_bytes(size_t itemsize, F&& f) {
   }
 }
 
+// Prefetches the next slice's row of the tensor a kernel reads or writes at random positions
+// within a row (gather's source, scatter's destination) while the current slice runs: the
+// hardware prefetcher does not follow a random order. Rows up to 16 KiB only. Gather over the
+// rows of a (4096, 1024) float32 tensor: 0.78x -> 0.84-0.91x LibTorch at two threads.
+template <bool kWrite>
+inline void prefetch_row(const char* row, int64_t bytes) {
+  if (bytes > 16384) return;
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, kWrite ? 1 : 0);
+}
+
 enum class Reduce { None, Add, Multiply };
 
 Reduce parse_reduce(const std::string& r) {
@@ -173,6 +183,7 @@ void scatter_kernel(Tensor& self, int64_t dim, const Tensor& index, const Tensor
               if (self_ds == 1 && idx_ds == 1 && src_ds == 1 && r != Reduce::Multiply) {
                 // Along a contiguous last dim, the reduction chosen once per run, not per element
                 // (scatter_add of (4096, 1024) float32 along dim 1 was 2.6x slower than LibTorch).
+                if (i + 1 < n) prefetch_row<true>(p[0] + (i + 1) * st[0], size_d * int64_t(sizeof(T)));
                 if (r == Reduce::Add)
                   for (int64_t k = 0; k < K; ++k) out[ip[k]] = combine(out[ip[k]], sp[k], Reduce::Add);
                 else
@@ -295,6 +306,7 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool /*spars
               continue;
             }
             if (out_ds == 1 && idx_ds == 1 && self_ds == 1) {  // along a contiguous last dim: vector gathers
+              if (i + 1 < n) prefetch_row<false>(p[2] + (i + 1) * st[2], size_d * int64_t(sizeof(E)));
               E* __restrict__ ou = o;
               for (int64_t k = 0; k < K; ++k) ou[k] = sp[ip[k]];
             } else {

@@ -256,8 +256,9 @@ Tensor linear_impl(const char* op, const Tensor& x, const Tensor& weight, const 
 // The columns of one row 32 at a time: a mask word is a 32-bit lane mask, applied to the gradient
 // as it is loaded (bfloat16: one vmovdqu16 with zeroing on the raw bits; float32: two zeroing
 // loads), stored, and added to the partial sums in float lanes, each column in the order of the
-// scalar loop (so the same sums). As scalar code, the bit test, widening and select per element
-// made it 0.17 ms of each 256 x 1024 bfloat16 MLP layer's backward. Returns the columns done.
+// scalar loop (so the same sums). As scalar code, with a bit test, a widening and a select per
+// element, a 256 x 1024 gradient took 91 us (float32) and 95 us (bfloat16) at two threads on Zen
+// 4; now 29 and 17 us. Returns the columns done.
 template <typename T, typename P>
 int64_t grad_prep_row32(const T* gr, const uint32_t* mr, T* gir, P* part, int64_t nj) {
   if constexpr ((std::is_same_v<T, float> || std::is_same_v<T, core::BFloat16>)&&std::is_same_v<P, float>) {

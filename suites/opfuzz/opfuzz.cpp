@@ -10,7 +10,8 @@
 //     exception, never a crash);
 //   - shapes, dtypes and values (suites/ops/tolerance.h, widened for a chain of ops), unless
 //     LibTorch's own values move as far under rounding-sized input noise (Note [Ill-conditioned
-//     compositions]: counted in the metric ill_conditioned, not failed);
+//     compositions]: counted in the metric ill_conditioned, not failed), and unless LibTorch's
+//     value is a known defect of its own (Note [LibTorch's value defects]: not compared);
 //   - layout: the result can be .view()ed the same ways on both sides;
 //   - whether the result requires grad, and the input's gradient after backward of
 //     sum(result * w) for a random w (an undefined gradient counts as zeros).

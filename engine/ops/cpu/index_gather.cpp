@@ -50,12 +50,14 @@ Tensor checked_index(const Tensor& index, int64_t size, const char* op) {
 // Whether the K indices at ip (stride ds) all lie in [0, size): the check a kernel that writes
 // only a fresh result makes per slice, just before using the slice's indices, instead of a pass
 // of its own over the whole index (a read of the index from memory less).
-inline bool slice_in_range(const int64_t* ip, int64_t K, int64_t ds, int64_t size) {
+// A bad slice sets `seen_bad` (the walk raises after it ends, check_index_range).
+inline bool slice_in_range(const int64_t* ip, int64_t K, int64_t ds, int64_t size, std::atomic<bool>& seen_bad) {
   bool bad = false;
   if (ds == 1)
     for (int64_t k = 0; k < K; ++k) bad |= uint64_t(ip[k]) >= uint64_t(size);
   else
     for (int64_t k = 0; k < K; ++k) bad |= uint64_t(ip[k * ds]) >= uint64_t(size);
+  if (bad) seen_bad.store(true, std::memory_order_relaxed);
   return !bad;
 }
 
@@ -176,10 +178,7 @@ void scatter_kernel(Tensor& self, int64_t dim, const Tensor& index, const Tensor
               T* out = reinterpret_cast<T*>(p[0] + i * st[0]);
               const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
               const T* sp = reinterpret_cast<const T*>(p[2] + i * st[2]);
-              if (fresh && !slice_in_range(ip, K, idx_ds, size_d)) {
-                bad.store(true, std::memory_order_relaxed);
-                continue;
-              }
+              if (fresh && !slice_in_range(ip, K, idx_ds, size_d, bad)) continue;
               if (self_ds == 1 && idx_ds == 1 && src_ds == 1 && r != Reduce::Multiply) {
                 // Along a contiguous last dim, the reduction chosen once per run, not per element
                 // (scatter_add of (4096, 1024) float32 along dim 1 was 2.6x slower than LibTorch).
@@ -205,10 +204,7 @@ void scatter_kernel(Tensor& self, int64_t dim, const Tensor& index, const Tensor
             for (int64_t i = 0; i < n; ++i) {
               T* out = reinterpret_cast<T*>(p[0] + i * st[0]);
               const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
-              if (fresh && !slice_in_range(ip, K, idx_ds, size_d)) {
-                bad.store(true, std::memory_order_relaxed);
-                continue;
-              }
+              if (fresh && !slice_in_range(ip, K, idx_ds, size_d, bad)) continue;
               for (int64_t k = 0; k < K; ++k) {
                 T& o = out[ip[k * idx_ds] * self_ds];
                 o = combine(o, v, r);
@@ -301,10 +297,7 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool /*spars
             E* o = reinterpret_cast<E*>(p[0] + i * st[0]);
             const int64_t* ip = reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
             const E* sp = reinterpret_cast<const E*>(p[2] + i * st[2]);
-            if (!slice_in_range(ip, K, idx_ds, size_d)) {
-              bad.store(true, std::memory_order_relaxed);
-              continue;
-            }
+            if (!slice_in_range(ip, K, idx_ds, size_d, bad)) continue;
             if (out_ds == 1 && idx_ds == 1 && self_ds == 1) {  // along a contiguous last dim: vector gathers
               if (i + 1 < n) prefetch_row<false>(p[2] + (i + 1) * st[2], size_d * int64_t(sizeof(E)));
               E* __restrict__ ou = o;

@@ -66,6 +66,12 @@ void add_conv(std::vector<OpCase>& cs) {
       {"strided_input", {2, 3, 6, 6}, {4, 3, 3, 3}, true, {1}, {1}, {1}, 1, L::Strided},
       {"transposed_input", {2, 3, 6, 6}, {4, 3, 3, 3}, true, {1}, {1}, {1}, 1, L::Transposed},
       {"empty_batch", {0, 3, 5, 5}, {4, 3, 3, 3}, true, {1}, {0}, {1}, 1, L::Contiguous},
+      // Channels in whole blocks of 16: oneDNN runs on channel-blocked copies (Note [Blocked
+      // activations for oneDNN 2.6's convolutions] in engine/ops/cpu/conv2d.cpp), per group too.
+      {"channel_blocks", {2, 16, 8, 8}, {32, 16, 3, 3}, true, {1}, {1}, {1}, 1, L::Contiguous},
+      {"channel_blocks_groups2_stride2", {2, 32, 9, 9}, {32, 16, 3, 3}, false, {2}, {1}, {1}, 2, L::Contiguous},
+      {"channel_blocks_1x1", {2, 32, 7, 7}, {16, 32, 1, 1}, true, {1}, {0}, {1}, 1, L::Contiguous},
+      {"channel_blocks_in_only", {2, 16, 6, 6}, {24, 16, 3, 3}, true, {1}, {1}, {1}, 1, L::Contiguous},  // `any`
   };
   for (DType dt : {kF32, kF64, kBF16, kF16, kI64, kI32}) {
     for (const Var& v : vars) {

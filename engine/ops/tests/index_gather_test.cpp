@@ -2,7 +2,7 @@
 // threads once slices x indices per slice is large), against loops written here, at 1-3 threads;
 // and a bad index in one slice of many: out-of-place ops (which check each slice as they reach
 // it) and in-place ones (which check every index first) both raise naming it, and the in-place
-// ones leave self exactly as it was.
+// ones leave self exactly as it was. And a gather big enough for streaming stores.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -137,6 +137,30 @@ TEST(IndexGather, ABadIndexInOneSliceOfManyRaisesAndInPlaceOpsWriteNothing) {
       }
     }
   }
+  set_num_threads(before);
+}
+
+// A float32 gather whose result is too big to stay in cache (at least 8 MiB a thread) is written
+// with non-temporal stores (gather_slice in index_gather.cpp): the same values, and a bad index in
+// it still raises.
+TEST(IndexGather, AStreamedGatherMatchesALoopAndStillRaises) {
+  constexpr int64_t R = 2048, C = 3072;  // 24 MiB of float32 result: streamed at 1-3 threads
+  const int before = num_threads();
+  core::Generator g(23);
+  const Tensor self = randn({R, C}, DType::Float32, &g);
+  Tensor idx = randint(0, C, {R, C}, DType::Int64, &g);
+  for (int threads : kThreadCounts) {
+    set_num_threads(threads);
+    const Tensor out = ops::gather(self, 1, idx);
+    const float* o = out.data_ptr<float>();
+    const float* s = self.data_ptr<float>();
+    const int64_t* ip = idx.data_ptr<int64_t>();
+    for (int64_t i = 0; i < R; ++i)
+      for (int64_t j = 0; j < C; ++j)
+        ASSERT_EQ(o[i * C + j], s[i * C + ip[i * C + j]]) << "at " << i << "," << j << ", " << threads << " threads";
+  }
+  idx.data_ptr<int64_t>()[R * C / 2 + 5] = -3;
+  expect_error_naming([&] { ops::gather(self, 1, idx); }, -3, "streamed gather");
   set_num_threads(before);
 }
 

@@ -165,15 +165,21 @@ Tensor pad_constant(const Tensor& x, const Shape& pad, double value) {
     return src.clone();
   }
   // In the input's memory format, as PyTorch's constant_pad_nd (Note [Channels-last by strides]).
-  Tensor out;
-  if (suggests_channels_last(x)) fill_(out = empty_channels_last(shape, x.dtype()), value);
-  else out = full(shape, value, x.dtype());
+  Tensor out = suggests_channels_last(x) ? empty_channels_last(shape, x.dtype()) : empty(shape, x.dtype());
+  // The value goes only where the input does not (each padded dim's two slabs, corners twice):
+  // filling all of the output first, as PyTorch does, writes the input's share twice
+  // (pad/float32/sweep, (4096, 1024) by one on each side at two threads, alternated binaries:
+  // 0.55-0.60 -> 0.53-0.56 ms).
   Tensor dst = out, src = x;
   for (int64_t k = 0; k < np; ++k) {
     const int64_t d = nd - 1 - k, l = pad[size_t(2 * k)], r = pad[size_t(2 * k + 1)];
     const int64_t len = x.size(d) + std::min<int64_t>(l, 0) + std::min<int64_t>(r, 0);
-    if (len <= 0) return out;
-    dst = dst.narrow(d, std::max<int64_t>(l, 0), len);
+    if (len <= 0) return fill_(out, value);
+    const int64_t left = std::max<int64_t>(l, 0), right = shape[size_t(d)] - left - len;
+    Tensor before = out.narrow(d, 0, left), after = out.narrow(d, left + len, right);
+    if (left > 0) fill_(before, value);
+    if (right > 0) fill_(after, value);
+    dst = dst.narrow(d, left, len);
     src = src.narrow(d, std::max<int64_t>(-l, 0), len);
   }
   dst.copy_(src);

@@ -1,7 +1,12 @@
 #include "engine/ops/common.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
+
+#include "engine/ops/cpu/bf16_convert.h"
 
 namespace tb::ops {
 
@@ -79,3 +84,24 @@ Tensor prepare_out(Tensor* out, const Shape& shape, DType dtype, const char* op)
 }
 
 }  // namespace tb::ops
+
+namespace tb::ops::cpu {
+
+int64_t last_level_cache_bytes() {
+  static const int64_t bytes = [] {
+    int64_t best = 0;
+    for (int i = 0; i < 8; ++i) {  // index0..: L1d, L1i, L2, L3 on the machines here
+      std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+      std::string text;
+      if (!(f >> text) || text.empty()) continue;
+      char* end = nullptr;
+      const long long v = std::strtoll(text.c_str(), &end, 10);
+      const int64_t unit = *end == 'K' ? 1024 : *end == 'M' ? 1024 * 1024 : *end == '\0' ? 1 : 0;
+      if (v > 0 && unit > 0 && v < (int64_t(1) << 40) / unit) best = std::max<int64_t>(best, v * unit);
+    }
+    return best > 0 ? best : int64_t(32) << 20;
+  }();
+  return bytes;
+}
+
+}  // namespace tb::ops::cpu

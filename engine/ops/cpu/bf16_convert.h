@@ -85,6 +85,22 @@ inline void store_bf16(core::BFloat16* dst, const float* src, int64_t n) {
 // Such results are written with non-temporal stores instead, which skip that read.
 inline constexpr int64_t kStreamBytes = int64_t(8) << 20;
 
+// Note [Streaming float stores]
+// A float32 result streams only when it is also bigger than the last-level cache: a 32 MiB L3
+// (the Zen 4 CI machines) holds a (4096, 1024) float32 result for its reader, and streaming it
+// made neg/float32/sweep slower (0.23-0.24 -> 0.31-0.60 ms at two threads), while add/float32/16M
+// (a 64 MiB result) went 3.4-5.0 -> 2.3-3.6 ms (engine/ops/README.md, "Streaming float32 results
+// past the last-level cache"). The caller passes a run's bytes and the threads that write such
+// runs side by side.
+//
+// The size of the largest cache CPU 0 sees, from sysfs (one instance of it: in a VM, sysconf gave
+// the host socket's 320 MiB L3 where sysfs gives the 32 MiB the VM shares); 32 MiB where sysfs
+// says nothing.
+int64_t last_level_cache_bytes();
+inline bool stream_float_result(int64_t run_bytes, int threads) {
+  return run_bytes >= kStreamBytes && run_bytes * int64_t(threads) >= last_level_cache_bytes();
+}
+
 #if defined(__AVX2__)
 inline constexpr bool kHaveStreamingStore = true;
 // store_bf16 with non-temporal stores (Note [Streaming bf16 stores]); dst 32-byte aligned. The
@@ -95,10 +111,30 @@ inline void store_bf16_stream(core::BFloat16* dst, const float* src, int64_t n) 
   store_bf16(dst + i, src + i, n - i);
 }
 inline void stream_fence() { _mm_sfence(); }
+// n floats from src to dst with non-temporal stores; dst aligned to the vector (64 bytes with
+// AVX-512, else 32). The caller fences.
+inline void stream_floats(float* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+#else
+  for (; i + 8 <= n; i += 8) _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+#endif
+  for (; i < n; ++i) dst[i] = src[i];
+}
+#if defined(__AVX512F__)
+inline constexpr int64_t kStreamAlign = 64;  // stream_floats' store width
+#else
+inline constexpr int64_t kStreamAlign = 32;
+#endif
 #else
 inline constexpr bool kHaveStreamingStore = false;
 inline void store_bf16_stream(core::BFloat16* dst, const float* src, int64_t n) { store_bf16(dst, src, n); }
 inline void stream_fence() {}
+inline void stream_floats(float* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+inline constexpr int64_t kStreamAlign = 4;
 #endif
 
 }  // namespace tb::ops::cpu

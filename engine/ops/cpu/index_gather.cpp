@@ -110,7 +110,10 @@ inline void prefetch_row(const char* row, int64_t bytes) {
 // out with non-temporal stores (movnti; the write-combining buffers fill whole lines), which skip
 // the read of each output line before it is overwritten; the caller fences. Gather over the rows
 // of a (4096, 1024) float32 tensor at two threads (80 MB of traffic, 16 of them that read): 2.8 ->
-// 2.25 ms. (vpgatherqd with 32-byte streams was slower than these scalar loads: 3.9 ms.)
+// 2.25 ms. (vpgatherqd with 32-byte streams was slower than these scalar loads: 3.9 ms.) Unlike
+// the elementwise ops' float32 results (Note [Streaming float stores]) a gather's streams even
+// where the result would fit in the last-level cache: its index, twice the result's bytes, passes
+// through that cache in the same walk.
 template <typename E>
 inline void gather_slice(E* __restrict__ o, const int64_t* ip, const E* sp, int64_t K, bool stream) {
 #if defined(__SSE2__)

@@ -2,7 +2,8 @@
 // element (operand 0 is the output); the contiguous case is a flat loop the compiler vectorises,
 // everything else walks byte strides. Reduced floats (bf16, f16) are converted on load/store, so
 // f works in opmath_t (float) for them; contiguous bf16 results are stored by store_bf16 (by
-// store_bf16_stream when a run is too big to stay in cache).
+// store_bf16_stream when a run is too big to stay in cache), and contiguous float32 results
+// bigger than the last-level cache with non-temporal stores (Note [Streaming float stores]).
 #pragma once
 #include <algorithm>
 #include <tuple>
@@ -39,6 +40,27 @@ inline void run_kernel(char** data, const int64_t* st, int64_t n, F& f, std::ind
         c += m;
       }
       if (stream) stream_fence();
+    } else if constexpr (std::is_same_v<Out, float>) {
+      // Too big for the last-level cache: non-temporal stores (Note [Streaming float stores]), a
+      // chunk at a time from a buffer in L1 (aliasing out and in stays correct, as above), after
+      // a first run that brings out + c to the vector's alignment.
+      if (kHaveStreamingStore && stream_float_result(n * int64_t(sizeof(Out)), num_threads())) {
+        constexpr int64_t kChunk = 256;
+        float buf[kChunk];
+        const int64_t first = std::min(n, int64_t((kStreamAlign - reinterpret_cast<uintptr_t>(out) % kStreamAlign) %
+                                                  kStreamAlign / sizeof(Out)));
+        int64_t c = 0;
+        for (; c < first; ++c) out[c] = static_cast<Out>(f(std::get<I>(in)[c]...));
+        while (c < n) {
+          const int64_t m = std::min(kChunk, n - c);
+          for (int64_t i = 0; i < m; ++i) buf[i] = static_cast<Out>(f(std::get<I>(in)[c + i]...));
+          stream_floats(out + c, buf, m);
+          c += m;
+        }
+        stream_fence();
+      } else {
+        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(f(std::get<I>(in)[i]...));
+      }
     } else {
       for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(f(std::get<I>(in)[i]...));
     }

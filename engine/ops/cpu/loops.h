@@ -17,7 +17,7 @@ namespace tb::ops::cpu {
 
 namespace detail {
 template <typename Out, typename... In, typename F, size_t... I>
-inline void run_kernel(char** data, const int64_t* st, int64_t n, F& f, std::index_sequence<I...>) {
+inline void run_kernel(char** data, const int64_t* st, int64_t n, int64_t numel, F& f, std::index_sequence<I...>) {
   const bool contiguous = st[0] == int64_t(sizeof(Out)) && ((st[I + 1] == int64_t(sizeof(In))) && ...);
   if (contiguous) {
     Out* __restrict__ out = reinterpret_cast<Out*>(data[0]);
@@ -44,7 +44,7 @@ inline void run_kernel(char** data, const int64_t* st, int64_t n, F& f, std::ind
       // Too big for the last-level cache: non-temporal stores (Note [Streaming float stores]), a
       // chunk at a time from a buffer in L1 (aliasing out and in stays correct, as above), after
       // a first run that brings out + c to the vector's alignment.
-      if (kHaveStreamingStore && stream_float_result(n * int64_t(sizeof(Out)), num_threads())) {
+      if (kHaveStreamingStore && stream_float_result(n * int64_t(sizeof(Out)), numel * int64_t(sizeof(Out)))) {
         constexpr int64_t kChunk = 256;
         float buf[kChunk];
         const int64_t first = std::min(n, int64_t((kStreamAlign - reinterpret_cast<uintptr_t>(out) % kStreamAlign) %
@@ -74,8 +74,8 @@ inline void run_kernel(char** data, const int64_t* st, int64_t n, F& f, std::ind
 
 template <typename Out, typename... In, typename F>
 void cpu_kernel(const StridedLoop& loop, F f) {
-  loop.for_each([&f](char** data, const int64_t* st, int64_t n) {
-    detail::run_kernel<Out, In...>(data, st, n, f, std::index_sequence_for<In...>{});
+  loop.for_each([&f, numel = loop.numel()](char** data, const int64_t* st, int64_t n) {
+    detail::run_kernel<Out, In...>(data, st, n, numel, f, std::index_sequence_for<In...>{});
   });
 }
 

@@ -4,7 +4,9 @@
 // gelu/bfloat16 at half LibTorch's speed (engine/ops/README.md, "Vector width"). The instruction
 // treats float32 subnormal inputs as zero (float bits 0x00018001 give bf16 0x0000, not 0x0002),
 // so lanes that hold one take the scalar path's integer rounding instead. Below AVX512-BF16, AVX2
-// does the same integer rounding 8 lanes at a time (cvt_bf16x8_avx2).
+// does the same integer rounding 8 lanes at a time (cvt_bf16x8_avx2). Also the non-temporal
+// stores of big results, bfloat16 and float32, and the last-level cache size the latter test
+// against (Notes [Streaming bf16 stores] and [Streaming float stores]).
 #pragma once
 #include <cstdint>
 #if defined(__AVX2__)

@@ -236,6 +236,9 @@ struct Tanh {
 };
 // exp_fast: libm's expf is an out-of-line call that keeps the loop scalar (double: std::exp).
 struct Sigmoid {
+#if defined(__AVX512F__)
+  static constexpr cpu::VecFn kVec = cpu::VecFn::Sigmoid;  // Note [sigmoid of float on AVX-512]
+#endif
   template <typename M>
   [[gnu::always_inline]] M operator()(M v) const {
     return M(1) / (M(1) + cpu::exp_fast(-v));

@@ -100,6 +100,7 @@ class Fit:
     segments: list
     points: list = field(default_factory=list)  # [(bytes, world, measured_s, predicted_s)]
     derived_from: str = ""  # the op whose fit this one reuses (derive_ring), "" when fitted
+    by_world: dict = field(default_factory=dict)  # world -> Fit of that rank count's sweep alone
 
     @property
     def alpha_s(self) -> float:
@@ -110,6 +111,8 @@ class Fit:
         return self.segments[-1][2]  # the large-message bandwidth
 
     def time(self, n: float, p: int) -> float:
+        if p in self.by_world:
+            return self.by_world[p].time(n, p)
         seg = [s for s in self.segments if n >= s[0]][-1] if n >= 0 else self.segments[0]
         a, b = ALGORITHMS[self.op][self.algorithm](n, p)
         return a * seg[1] + b * seg[2]
@@ -198,6 +201,7 @@ def _fit_log(rows):
 
 
 MIN_SEGMENT_POINTS = 4  # points on each side of a regime switch
+MIN_SHAPE_SIZES = 4     # sizes a rank count's own fit needs
 SPLIT_GAIN = 0.8        # a second regime must cut the squared error by a fifth or more
 
 
@@ -361,6 +365,12 @@ def fit_links(results) -> dict:
                 out[link][op] = best_fit(op, samples, link)
             except ProjectionError:
                 continue  # too few points for this op here; using it is the error
+            best = out[link][op][0]
+            worlds = sorted({p for _, p, _ in samples if p > 1})
+            for p in worlds if len(worlds) > 1 else ():
+                at = [s for s in samples if s[1] == p]
+                if len({n for n, _, _ in at}) >= MIN_SHAPE_SIZES:
+                    best.by_world[p] = fit_alpha_beta(op, best.algorithm, at, link)
         if "all_reduce" in out[link]:
             for op in ("all_gather", "reduce_scatter"):
                 if op not in out[link]:
@@ -649,7 +659,7 @@ class StepModel:
             comm_total = n_ag * ag + self.units * rs
             _, end = overlap_fsdp(fwd, bwd, self.units, self.regather, ag, rs)
             fb = end if overlap else fwd + bwd + comm_total
-            exposed = max(0.0, end - fwd - bwd)
+            exposed = max(0.0, end - fwd - bwd) if overlap else comm_total
         compute = fwd + bwd + opt + rest
         return Prediction(fb + opt + rest, compute, comm_total, exposed, per_rank_batch, ranks)
 

@@ -445,6 +445,17 @@ void reduce_oi(const T* x, int64_t O, int64_t R, int64_t I, const Acc* center, A
   if (I == 1) {
     // Rows: one task per row, or (few rows) each row split across the threads.
     const int64_t split = (par && O < nt) ? std::max<int64_t>(1, std::min<int64_t>(nt, R / kBlock)) : 1;
+    if (split == 1) {
+      // Each task finishes its own output: a serial pass over O partial results after the
+      // parallel loop, half of them in the other core's cache, cost sum over (4096, 1024) rows
+      // 7% of its time on Zen 4 (perf).
+#pragma omp parallel for num_threads(par ? nt : 1) schedule(static)
+      for (int64_t o = 0; o < O; ++o) {
+        const Acc c = kCentered ? center[o] : Acc();
+        res[o] = op.finish(reduce_run<kCentered>(x + o * R, R, c, op), c, R);
+      }
+      return;
+    }
     std::unique_ptr<Acc[]> part(new Acc[size_t(O * split)]);  // not vector: vector<bool> packs bits
     const int64_t per = (R + split - 1) / split;
     const int64_t tasks = O * split;
@@ -468,7 +479,8 @@ void reduce_oi(const T* x, int64_t O, int64_t R, int64_t I, const Acc* center, A
   const int64_t per = (R + split - 1) / split;
   int depth = 2;
   for (int64_t r = per; r > kRowLeaf; r = (r + 1) / 2) ++depth;
-  std::unique_ptr<Acc[]> part(new Acc[size_t(split * nout)]);
+  // One split: each task reduces and finishes its tile in res itself (as the rows above).
+  std::unique_ptr<Acc[]> part(split > 1 ? new Acc[size_t(split * nout)] : nullptr);
   const int64_t tasks = O * ntile * split;
 #pragma omp parallel num_threads(par ? nt : 1)
   {
@@ -479,10 +491,13 @@ void reduce_oi(const T* x, int64_t O, int64_t R, int64_t I, const Acc* center, A
       const int64_t i0 = tile * kColTile, w = std::min(kColTile, I - i0);
       const int64_t b = std::min(R, s * per), e = std::min(R, b + per);
       const Acc* c = kCentered ? center + o * I + i0 : nullptr;
-      reduce_cols<kCentered>(x + (o * R + b) * I + i0, e - b, I, w, c, part.get() + s * nout + o * I + i0,
-                             scratch.get(), op);
+      Acc* out = split > 1 ? part.get() + s * nout + o * I + i0 : res + o * I + i0;
+      reduce_cols<kCentered>(x + (o * R + b) * I + i0, e - b, I, w, c, out, scratch.get(), op);
+      if (split == 1)
+        for (int64_t j = 0; j < w; ++j) out[j] = op.finish(out[j], kCentered ? c[j] : Acc(), R);
     }
   }
+  if (split == 1) return;
   for (int64_t k = 0; k < nout; ++k) {
     Acc a = part[size_t(k)];
     for (int64_t s = 1; s < split; ++s) a = op.merge(a, part[size_t(s * nout + k)]);

@@ -107,8 +107,8 @@ inline __m512 exp_float(__m512 x) {
 }
 // log of every lane, or of the normal positive lanes alone (kNormal: no subnormal scaling and no
 // special values; their results are the same bits as the general path's).
-template <bool kNormal>
-inline __m512 log_float_body(__m512 x) {
+template <bool kNormal, bool kCorrect = false>
+inline __m512 log_float_body(__m512 x, __m512 c = _mm512_setzero_ps()) {
   constexpr __mmask16 all = 0xffff;  // masked forms: see exp_float
   const __mmask16 sub = kNormal ? 0 : _mm512_cmp_ps_mask(x, _mm512_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
   const __m512 xs = kNormal ? x : _mm512_mask_mul_ps(x, sub, x, _mm512_set1_ps(8388608.0f));  // 2^23
@@ -131,7 +131,7 @@ inline __m512 log_float_body(__m512 x) {
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(3.3333331174E-1f));
   const __m512 z = _mm512_mul_ps(f, f);
   const __m512 ef = _mm512_mask_cvtepi32_ps(f, all, e);
-  __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, f), z);
+  __m512 y = kCorrect ? _mm512_fmadd_ps(_mm512_mul_ps(p, f), z, c) : _mm512_mul_ps(_mm512_mul_ps(p, f), z);
   y = _mm512_fmadd_ps(ef, _mm512_set1_ps(-2.12194440e-4f), y);  // ln2 = 0.693359375 - 2.12194440e-4
   y = _mm512_fmadd_ps(z, _mm512_set1_ps(-0.5f), y);
   __m512 res = _mm512_fmadd_ps(ef, _mm512_set1_ps(0.693359375f), _mm512_add_ps(f, y));
@@ -147,10 +147,34 @@ inline __m512 log_float(__m512 x) {
   if (_mm512_mask_cmp_ps_mask(lo, x, _mm512_set1_ps(INFINITY), _CMP_LT_OQ) == 0xffff) return log_float_body<true>(x);
   return log_float_body<false>(x);
 }
-inline __m512 log1p_float(__m512 x) {  // Note [log1p of huge x]
-  const __m512 r = Sleef_log1pf16_u10avx512f(x);
-  const __mmask16 huge = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kLog1pMaxF), _CMP_GT_OQ);
-  return huge ? _mm512_mask_mov_ps(r, huge, log_float(x)) : r;
+// Note [log1p of float on AVX-512]
+// log1p(x) = log(u) + log(1 + d / u) with u = 1 + x rounded and d = (1 + x) - u its rounding
+// error, exact by Fast2Sum (the larger of 1 and x first); log(1 + d / u) is d / u to far below an
+// ulp, and it joins the small part of log_float's sum before the exponent's ln2 and f are added,
+// so the result rounds as log's does. Tiny x (u = 1): the sum is d = x itself, subnormals and -0
+// included. u is never subnormal (above -1 the nearest float to -1 is 1 - 2^-24). x = -1 gives
+// log(0) = -inf, x < -1 NaN, +inf +inf (where d / u would be NaN). No huge-x bound as SLEEF's
+// (Note [log1p of huge x]): d / u is 0 there. Largest error over every float against double:
+// see engine/ops/README.md "log1p of float32 on AVX-512".
+inline __m512 log1p_float(__m512 x) {
+  constexpr __mmask16 all = 0xffff;  // masked forms: see exp_float
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 u = _mm512_add_ps(x, one);
+  const __mmask16 big = _mm512_cmp_ps_mask(x, one, _CMP_GT_OQ);
+  const __m512 d_small = _mm512_sub_ps(x, _mm512_sub_ps(u, one));  // |x| <= 1: 1 + x
+  const __m512 d_big = _mm512_sub_ps(one, _mm512_sub_ps(u, x));    // x > 1: x + 1
+  const __m512 d = _mm512_mask_mov_ps(d_small, big, d_big);
+  const __m512 c = _mm512_mask_div_ps(d, all, d, u);
+  // u normal, positive and finite in every lane: the common case.
+  // log1p(-0) = -0, which the sum would give as +0.
+  const __mmask16 zero = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ);
+  const __mmask16 lo = _mm512_cmp_ps_mask(u, _mm512_set1_ps(1.17549435e-38f), _CMP_GE_OQ);
+  if (_mm512_mask_cmp_ps_mask(lo, u, _mm512_set1_ps(INFINITY), _CMP_LT_OQ) == 0xffff)
+    return _mm512_mask_mov_ps(log_float_body<true, true>(u, c), zero, x);
+  // u = 0 (x = -1), u < 0, inf or NaN: log's special values, with c out of them (0 / 0, inf / inf).
+  const __mmask16 finite_pos = _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_GT_OQ) &
+                               _mm512_cmp_ps_mask(u, _mm512_set1_ps(INFINITY), _CMP_LT_OQ);
+  return _mm512_mask_mov_ps(log_float_body<false, true>(u, _mm512_maskz_mov_ps(finite_pos, c)), zero, x);
 }
 // Note [sin and cos of float on AVX-512]
 // As for exp and log (Note [exp and log of float on AVX-512]): LibTorch takes MKL's VML for

@@ -1,5 +1,6 @@
 // exp, expm1, log, log1p, sin, cos, pow and remainder's fmod through SLEEF's vector functions (Note [Vector math from
-// SLEEF] in cpu/vec_math_sleef.h), and tanh and sigmoid where they take that path (AVX-512),
+// SLEEF] in cpu/vec_math_sleef.h) or our own (float32 exp, log, log1p, sin, cos, pow on AVX-512), and
+// tanh and sigmoid where they take that path (AVX-512),
 // checked through the ops against references computed here in a wider type (double for float,
 // long double for double): within SLEEF's 1.0-ulp bound (sigmoid: its own 2.5) over sweeps of
 // each function's domain, exact on the special
@@ -142,7 +143,7 @@ TEST(VecMath, Float32BitPatternsWithinOneUlp) {
 // --gtest_also_run_disabled_tests.
 TEST(VecMath, DISABLED_Float32OwnFunctionsOfEveryFloatWithinOneUlp) {
   for (const Fn& f : fns())
-    if (std::string(f.name) != "expm1" && std::string(f.name) != "log1p") {
+    if (std::string(f.name) != "expm1") {
       EXPECT_EQ(check_float_bit_patterns(f, 1), int64_t(1) << 32) << f.name;
     }
 }
@@ -236,6 +237,26 @@ TEST(VecMath, SpecialValuesAsIeeeSays) {
       }
     }
     EXPECT_LE(ulps<float>(y.data_ptr<float>()[want.size()], f.ref((long double)tiny)), 1.0) << f.name << "(tiny)";
+  }
+}
+
+// Where f(x) = x near 0 (to the last place for |x| <= 1e-10), registers holding only such values,
+// zeros of both signs and subnormals among them: the fast paths, which see no special value there,
+// keep x and its sign (log1p's sum would give +0 for -0).
+TEST(VecMath, TinyValuesAloneAreThemselves) {
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  const float pattern[] = {-0.0f, 0.0f, 1e-30f, -1e-30f, tiny, -tiny, 1e-10f, -1e-10f};
+  std::vector<float> in;
+  for (int i = 0; i < 40; ++i) in.push_back(pattern[i % 8]);
+  for (const Fn& f : fns()) {
+    const std::string name = f.name;
+    if (name != "expm1" && name != "log1p" && name != "sin" && name != "tanh") continue;
+    const Tensor y = f.op(from_vector_of(in, {int64_t(in.size())}));
+    for (size_t i = 0; i < in.size(); ++i) {
+      const float got = y.data_ptr<float>()[i];
+      EXPECT_EQ(got, in[i]) << name << "(" << in[i] << ") at " << i;
+      EXPECT_EQ(std::signbit(got), std::signbit(in[i])) << name << "(" << in[i] << ") sign at " << i;
+    }
   }
 }
 

@@ -88,20 +88,24 @@ inline void store_bf16(core::BFloat16* dst, const float* src, int64_t n) {
 inline constexpr int64_t kStreamBytes = int64_t(8) << 20;
 
 // Note [Streaming float stores]
-// A float32 result streams only when it is also bigger than the last-level cache: a 32 MiB L3
-// (the Zen 4 CI machines) holds a (4096, 1024) float32 result for its reader, and streaming it
-// made neg/float32/sweep slower (0.23-0.24 -> 0.31-0.60 ms at two threads), while add/float32/16M
-// (a 64 MiB result) went 3.4-5.0 -> 2.3-3.6 ms (engine/ops/README.md, "Streaming float32 results
-// past the last-level cache"). The test is on the whole result, not a run times the threads: a
-// loop that runs on one thread (remainder's) has one run of all of it, and a 16 MiB result of one
-// run of 8 MiB a thread, streamed, took remainder/float32/sweep from 2.8 to 3.3-3.5 ms.
+// A float32 result streams only when its operands together (result and inputs) are at least 1.5
+// times the last-level cache, glibc's rule for memcpy's non-temporal stores (a copy of 3/4 of the
+// cache): then the cache cannot keep them for a reader anyway, and writing the result without
+// first reading its lines saves a quarter to a third of the traffic. A 32 MiB L3 (the Zen 4 CI
+// machines) holds a unary (4096, 1024) float32 op's 32 MiB, and streaming its result made
+// neg/float32/sweep slower (0.23-0.24 -> 0.31-0.60 ms at two threads), while add/float32/16M
+// (192 MiB) went 3.4-5.0 -> 2.3-3.6 ms and sub and div of (4096, 1024) (48 MiB) 1.03-1.29x ->
+// 1.44-1.99x LibTorch (engine/ops/README.md, "Streaming float32 results past the last-level
+// cache"). The test is on the whole operation, not a run times the threads: a loop that runs on
+// one thread (remainder's) has one run of all of it, and a 16 MiB result of one run of 8 MiB a
+// thread, streamed, took remainder/float32/sweep from 2.8 to 3.3-3.5 ms.
 //
 // The size of the largest cache CPU 0 sees, from sysfs (one instance of it: in a VM, sysconf gave
 // the host socket's 320 MiB L3 where sysfs gives the 32 MiB the VM shares); 32 MiB where sysfs
 // says nothing.
 int64_t last_level_cache_bytes();
-inline bool stream_float_result(int64_t run_bytes, int64_t result_bytes) {
-  return run_bytes >= kStreamBytes && result_bytes >= last_level_cache_bytes();
+inline bool stream_float_result(int64_t run_bytes, int64_t footprint_bytes) {
+  return run_bytes >= kStreamBytes && 2 * footprint_bytes >= 3 * last_level_cache_bytes();
 }
 
 #if defined(__AVX2__)

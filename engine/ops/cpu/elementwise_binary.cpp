@@ -352,10 +352,19 @@ void minmax_kernel(const StridedLoop& loop) {
   using M = opmath_t<T>;
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     constexpr int64_t sz = int64_t(sizeof(T));
-    loop.for_each([](char** data, const int64_t* st, int64_t n) {
+    loop.for_each([numel = loop.numel()](char** data, const int64_t* st, int64_t n) {
       if (st[0] == sz && st[1] == sz && st[2] == sz) {
-        minmax_run<IsMax>(reinterpret_cast<T*>(data[0]), reinterpret_cast<const T*>(data[1]),
-                          reinterpret_cast<const T*>(data[2]), n);
+        T* o = reinterpret_cast<T*>(data[0]);
+        const T *a = reinterpret_cast<const T*>(data[1]), *b = reinterpret_cast<const T*>(data[2]);
+        if constexpr (std::is_same_v<T, float>) {
+          if (cpu::kHaveStreamingStore && cpu::stream_float_result(n * sz, numel * 3 * sz)) {
+            // As cpu_kernel's float results (Note [Streaming float stores]).
+            cpu::stream_float_run(o, n,
+                                  [&](float* dst, int64_t c, int64_t m) { minmax_run<IsMax>(dst, a + c, b + c, m); });
+            return;
+          }
+        }
+        minmax_run<IsMax>(o, a, b, n);
         return;
       }
       for (int64_t i = 0; i < n; ++i) {

@@ -2,10 +2,12 @@
 // element (operand 0 is the output); the contiguous case is a flat loop the compiler vectorises,
 // everything else walks byte strides. Reduced floats (bf16, f16) are converted on load/store, so
 // f works in opmath_t (float) for them; contiguous bf16 results are stored by store_bf16 (by
-// store_bf16_stream when a run is too big to stay in cache), and contiguous float32 results
-// bigger than the last-level cache with non-temporal stores (Note [Streaming float stores]).
+// store_bf16_stream when a run is too big to stay in cache), and contiguous float32 results with
+// non-temporal stores where the operands overflow the last-level cache (Note [Streaming float
+// stores]).
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -14,6 +16,26 @@
 #include "engine/tensor/iterator.h"
 
 namespace tb::ops::cpu {
+
+// out[0, n) written with non-temporal stores (Note [Streaming float stores]): fill(dst, c, m)
+// computes elements [c, c + m) into dst, first straight into out up to the vector's alignment,
+// then a chunk at a time into a buffer in L1 that is streamed out (so an in-place op, which reads
+// a chunk before it writes it, stays correct).
+template <typename Fill>
+void stream_float_run(float* out, int64_t n, const Fill& fill) {
+  constexpr int64_t kChunk = 256;
+  alignas(64) float buf[kChunk];
+  const int64_t first = std::min(n, int64_t((kStreamAlign - reinterpret_cast<uintptr_t>(out) % kStreamAlign) %
+                                            kStreamAlign / sizeof(float)));
+  if (first > 0) fill(out, int64_t(0), first);
+  for (int64_t c = first; c < n;) {
+    const int64_t m = std::min(kChunk, n - c);
+    fill(buf, c, m);
+    stream_floats(out + c, buf, m);
+    c += m;
+  }
+  stream_fence();
+}
 
 namespace detail {
 template <typename Out, typename... In, typename F, size_t... I>
@@ -41,23 +63,13 @@ inline void run_kernel(char** data, const int64_t* st, int64_t n, int64_t numel,
       }
       if (stream) stream_fence();
     } else if constexpr (std::is_same_v<Out, float>) {
-      // Too big for the last-level cache: non-temporal stores (Note [Streaming float stores]), a
-      // chunk at a time from a buffer in L1 (aliasing out and in stays correct, as above), after
-      // a first run that brings out + c to the vector's alignment.
-      if (kHaveStreamingStore && stream_float_result(n * int64_t(sizeof(Out)), numel * int64_t(sizeof(Out)))) {
-        constexpr int64_t kChunk = 256;
-        float buf[kChunk];
-        const int64_t first = std::min(n, int64_t((kStreamAlign - reinterpret_cast<uintptr_t>(out) % kStreamAlign) %
-                                                  kStreamAlign / sizeof(Out)));
-        int64_t c = 0;
-        for (; c < first; ++c) out[c] = static_cast<Out>(f(std::get<I>(in)[c]...));
-        while (c < n) {
-          const int64_t m = std::min(kChunk, n - c);
-          for (int64_t i = 0; i < m; ++i) buf[i] = static_cast<Out>(f(std::get<I>(in)[c + i]...));
-          stream_floats(out + c, buf, m);
-          c += m;
-        }
-        stream_fence();
+      // Operands too big for the last-level cache: non-temporal stores (Note [Streaming float
+      // stores]).
+      if (kHaveStreamingStore &&
+          stream_float_result(n * int64_t(sizeof(Out)), numel * int64_t(sizeof(Out) + (sizeof(In) + ... + 0)))) {
+        stream_float_run(out, n, [&](float* dst, int64_t c, int64_t m) {
+          for (int64_t i = 0; i < m; ++i) dst[i] = static_cast<Out>(f(std::get<I>(in)[c + i]...));
+        });
       } else {
         for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(f(std::get<I>(in)[i]...));
       }

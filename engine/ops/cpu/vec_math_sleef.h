@@ -154,7 +154,7 @@ inline __m512 log_float(__m512 x) {
 // so the result rounds as log's does. Tiny x (u = 1): the sum is d = x itself, subnormals and -0
 // included. u is never subnormal (above -1 the nearest float to -1 is 1 - 2^-24). x = -1 gives
 // log(0) = -inf, x < -1 NaN, +inf +inf (where d / u would be NaN). No huge-x bound as SLEEF's
-// (Note [log1p of huge x]): d / u is 0 there. Largest error over every float against double:
+// (Note [log1p of huge x]): there u = x, d = 1 and d / u is far below the result's last place. Largest error over every float against double:
 // see engine/ops/README.md "log1p of float32 on AVX-512".
 inline __m512 log1p_float(__m512 x) {
   constexpr __mmask16 all = 0xffff;  // masked forms: see exp_float
@@ -165,9 +165,9 @@ inline __m512 log1p_float(__m512 x) {
   const __m512 d_big = _mm512_sub_ps(one, _mm512_sub_ps(u, x));    // x > 1: x + 1
   const __m512 d = _mm512_mask_mov_ps(d_small, big, d_big);
   const __m512 c = _mm512_mask_div_ps(d, all, d, u);
-  // u normal, positive and finite in every lane: the common case.
   // log1p(-0) = -0, which the sum would give as +0.
   const __mmask16 zero = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ);
+  // u normal, positive and finite in every lane: the common case.
   const __mmask16 lo = _mm512_cmp_ps_mask(u, _mm512_set1_ps(1.17549435e-38f), _CMP_GE_OQ);
   if (_mm512_mask_cmp_ps_mask(lo, u, _mm512_set1_ps(INFINITY), _CMP_LT_OQ) == 0xffff)
     return _mm512_mask_mov_ps(log_float_body<true, true>(u, c), zero, x);

@@ -147,6 +147,46 @@ inline __m512 log_float(__m512 x) {
   if (_mm512_mask_cmp_ps_mask(lo, x, _mm512_set1_ps(INFINITY), _CMP_LT_OQ) == 0xffff) return log_float_body<true>(x);
   return log_float_body<false>(x);
 }
+// Note [expm1 of float on AVX-512]
+// Computed in double, 8 lanes at a time: x = n ln2 + r with |r| <= ln2 / 2 (one fma: its error,
+// about n 2^-53, is far below float's), expm1(r) = r + r^2 h(r) with h Taylor's to r^7 / 9!
+// (truncation below 2^-31 of the result), then 2^n expm1(r) + (2^n - 1), which double holds to
+// 2^-50, and one rounding to float: within 0.5 + 2^-6 ulp. Float arithmetic would lose up to an
+// ulp in 2^n e + (2^n - 1) at n = 1 without double-float sums, which cost about as much as this.
+// Largest error over every float against double, and the speed against SLEEF's: engine/ops/
+// README.md "expm1 of float32 on AVX-512". x is clamped to [-104, 89] first (past it the result
+// is -1 or inf, and 2^n stays finite); NaN and both zeros are put back at the end.
+inline __m512d expm1_double_body(__m512d x) {
+  constexpr __mmask8 all = 0xff;  // masked forms: see exp_float
+  const __m512d xl = _mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634));
+  const __m512d n = _mm512_mask_roundscale_pd(xl, all, xl, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512d r = _mm512_fmadd_pd(n, _mm512_set1_pd(-0.6931471805599453), x);
+  __m512d h = _mm512_set1_pd(1.0 / 362880);
+  h = _mm512_fmadd_pd(h, r, _mm512_set1_pd(1.0 / 40320));
+  h = _mm512_fmadd_pd(h, r, _mm512_set1_pd(1.0 / 5040));
+  h = _mm512_fmadd_pd(h, r, _mm512_set1_pd(1.0 / 720));
+  h = _mm512_fmadd_pd(h, r, _mm512_set1_pd(1.0 / 120));
+  h = _mm512_fmadd_pd(h, r, _mm512_set1_pd(1.0 / 24));
+  h = _mm512_fmadd_pd(h, r, _mm512_set1_pd(1.0 / 6));
+  h = _mm512_fmadd_pd(h, r, _mm512_set1_pd(0.5));
+  const __m512d e = _mm512_fmadd_pd(_mm512_mul_pd(h, r), r, r);  // expm1(r)
+  const __m512d one = _mm512_set1_pd(1.0);
+  const __m512d p = _mm512_mask_scalef_pd(one, all, one, n);  // 2^n
+  return _mm512_fmadd_pd(p, e, _mm512_sub_pd(p, one));
+}
+inline __m512 expm1_float(__m512 x) {
+  constexpr __mmask16 all = 0xffff;  // masked forms throughout: see exp_float
+  const __m512 hi = _mm512_mask_min_ps(x, all, x, _mm512_set1_ps(89.0f));
+  const __m512 xc = _mm512_mask_max_ps(hi, all, hi, _mm512_set1_ps(-104.0f));
+  constexpr __mmask8 all8 = 0xff;  // as pow_float's halves
+  const __m512d lo8 = expm1_double_body(_mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, xc, 0)));
+  const __m512d hi8 = expm1_double_body(_mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, xc, 1)));
+  const __m512 res = _mm512_maskz_insertf32x8(all, _mm512_castps256_ps512(_mm512_maskz_cvtpd_ps(all8, lo8)),
+                                              _mm512_maskz_cvtpd_ps(all8, hi8), 1);
+  const __mmask16 keep = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q) |
+                         _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ);
+  return _mm512_mask_mov_ps(res, keep, x);
+}
 // Note [log1p of float on AVX-512]
 // log1p(x) = log(u) + log(1 + d / u) with u = 1 + x rounded and d = (1 + x) - u its rounding
 // error, exact by Fast2Sum (the larger of 1 and x first); log(1 + d / u) is d / u to far below an
@@ -486,8 +526,8 @@ __m512d vec2(__m512d a, __m512d b) {
 }
 template <VecFn F>
 __m512 vec(__m512 x) {
-  if constexpr (F == VecFn::Exp) return exp_float(x);  // Note [exp and log of float on AVX-512]
-  else if constexpr (F == VecFn::Expm1) return Sleef_expm1f16_u10avx512f(x);
+  if constexpr (F == VecFn::Exp) return exp_float(x);           // Note [exp and log of float on AVX-512]
+  else if constexpr (F == VecFn::Expm1) return expm1_float(x);  // Note [expm1 of float on AVX-512]
   else if constexpr (F == VecFn::Log) return log_float(x);
   else if constexpr (F == VecFn::Log1p) return log1p_float(x);
   else if constexpr (F == VecFn::Sin) return sincos_float<false>(x);  // Note [sin and cos of float on AVX-512]

@@ -452,8 +452,15 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
   int64_t inner = 1;
   for (int64_t k = d + 1; k < r.dim(); ++k) inner *= r.size(k);
   const int64_t outer = r.numel() / std::max<int64_t>(S * inner, 1);
-  constexpr int64_t kBlock = 4096;
-  const int64_t nb = (inner + kBlock - 1) / kBlock, tasks = outer * nb;
+  // Blocks of up to 4096 elements; narrower (in whole cache lines) when outer alone leaves a
+  // thread idle: index_add along dim 0 of a (4096, 1024) tensor was one task, serial.
+  const int64_t threads = num_threads();
+  int64_t block = std::min<int64_t>(inner, 4096);
+  if (outer < threads && inner > 64) {
+    const int64_t per_outer = (threads + outer - 1) / outer;
+    block = std::min(block, std::max<int64_t>(64, ((inner + per_outer - 1) / per_outer + 15) / 16 * 16));
+  }
+  const int64_t nb = (inner + block - 1) / block, tasks = outer * nb;
   const int64_t* ip = idx.data_ptr<int64_t>();
   core::dispatch(self.dtype(), [&]<typename T>() {
     T* rp = r.data_ptr<T>();
@@ -462,9 +469,9 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
     const M a = std::is_same_v<T, bool>           ? M(alpha != 0)
                 : core::is_integral(self.dtype()) ? M(int64_t(alpha))
                                                   : M(alpha);
-#pragma omp parallel for schedule(static) if (src.numel() > kParallelGrain && tasks > 1)
+#pragma omp parallel for num_threads(threads) schedule(static) if (src.numel() > kParallelGrain && tasks > 1)
     for (int64_t t = 0; t < tasks; ++t) {
-      const int64_t o = t / nb, j0 = (t % nb) * kBlock, j1 = std::min(inner, j0 + kBlock);
+      const int64_t o = t / nb, j0 = (t % nb) * block, j1 = std::min(inner, j0 + block);
       for (int64_t i = 0; i < n; ++i) {
         T* dst = rp + (o * S + ip[i]) * inner;
         const T* s = sp + (o * n + i) * inner;

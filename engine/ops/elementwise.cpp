@@ -543,16 +543,23 @@ Tensor softplus_impl(const char* op, const Tensor& x, const Scalar& beta, const 
   return ew::unary(op, x, x.dtype(), x.dtype(), out, false, ew::Setup::Fast, [&](const StridedLoop& loop) {
     core::dispatch_floating(x.dtype(), op, [&]<typename T>() {
       using M = opmath_t<T>;
+      // out[0, m) from in[0, m) (m <= kVecChunk; out == in allowed: each in[i] is read before out[i]
+      // is written).
+      const auto chunk = [b, th](M* out, const M* in, int64_t m) {
+        alignas(64) M e[cpu::kVecChunk];
+        for (int64_t i = 0; i < m; ++i) e[i] = in[i] * M(b);
+        cpu::vec_math_run<cpu::VecFn::Exp>(e, m);
+        cpu::vec_math_run<cpu::VecFn::Log1p>(e, m);
+        for (int64_t i = 0; i < m; ++i) out[i] = in[i] * M(b) > M(th) ? in[i] : e[i] / M(b);
+      };
+      // Contiguous runs read x and write out directly: the copies into and out of the buffer were
+      // a third of the engine's softplus time.
       cpu::vec_buffer_kernel<T>(
-          loop,
-          [b, th](M* v, int64_t m) {
-            alignas(64) M e[cpu::kVecChunk];
-            for (int64_t i = 0; i < m; ++i) e[i] = v[i] * M(b);
-            cpu::vec_math_run<cpu::VecFn::Exp>(e, m);
-            cpu::vec_math_run<cpu::VecFn::Log1p>(e, m);
-            for (int64_t i = 0; i < m; ++i) v[i] = v[i] * M(b) > M(th) ? v[i] : e[i] / M(b);
-          },
-          [](M*, const M*, int64_t) { return int64_t(0); });
+          loop, [&chunk](M* v, int64_t m) { chunk(v, v, m); },
+          [&chunk](M* out, const M* in, int64_t n) {
+            for (int64_t c = 0; c < n; c += cpu::kVecChunk) chunk(out + c, in + c, std::min(cpu::kVecChunk, n - c));
+            return n;
+          });
     });
   });
 }

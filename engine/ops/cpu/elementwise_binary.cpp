@@ -100,21 +100,26 @@ Tensor mul_ts(const char* op, const Tensor& a, const Scalar& b, Tensor* out, boo
   });
 }
 
-// x = fmod(x, y), exact, a run of m <= kVecChunk at a time: SLEEF's vector fmod (Note [Vector math
-// from SLEEF]). SLEEF's fmod returns NaN for a subnormal divisor (3.5.1 here, and the SLEEF inside
-// LibTorch: torch.remainder(7.5, 3e-39) is nan, where the answer is 7.6e-40); those lanes take
-// libm's fmod, exact too.
+// x = fmod(x, y), exact, a run of m <= kVecChunk at a time: the vector fmod (float32 on AVX-512:
+// Note [fmod of float on AVX-512]; else SLEEF's, Note [Vector math from SLEEF]). SLEEF's fmod
+// (3.5.1 here, and the SLEEF inside LibTorch) returns NaN for a subnormal divisor
+// (torch.remainder(7.5, 3e-39) is nan, where the answer is 7.6e-40) and wherever the quotient
+// overflows (fmod(2^64, 2^-64) in float, 2^1024 and past in double); those lanes take libm's
+// fmod, exact too. (|y| max / 4 is inf for |y| >= 4, where no quotient can overflow.)
 template <typename M>
 void exact_fmod_run(M* x, const M* y, int64_t m) {
-  auto subnormal = [](M v) { return int(std::fabs(v) < std::numeric_limits<M>::min()) & int(v != 0); };
-  int any = 0;  // `&`, `|=` on ints: no branch, so the scan vectorises
-  for (int64_t i = 0; i < m; ++i) any |= subnormal(y[i]);
+  constexpr M kMin = std::numeric_limits<M>::min(), kQuarterMax = std::numeric_limits<M>::max() / 4;
+  auto by_libm = [](M a, M b) {
+    return (int(std::fabs(b) < kMin) & int(b != 0)) | int(std::fabs(a) > std::fabs(b) * kQuarterMax);
+  };
+  int any = 0;  // `&`, `|`, `|=` on ints: no branch, so the scan vectorises
+  for (int64_t i = 0; i < m; ++i) any |= by_libm(x[i], y[i]);
   alignas(64) M orig[cpu::kVecChunk];
   if (any) std::copy(x, x + m, orig);
   cpu::vec_math_run2<cpu::VecFn2::Fmod>(x, y, m);
   if (any)
     for (int64_t i = 0; i < m; ++i)
-      if (subnormal(y[i])) x[i] = std::fmod(orig[i], y[i]);
+      if (by_libm(orig[i], y[i])) x[i] = std::fmod(orig[i], y[i]);
 }
 
 // Python's float %: the fmod moved to the divisor's sign, as ew::float_remainder and LibTorch's

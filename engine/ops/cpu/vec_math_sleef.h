@@ -6,9 +6,9 @@
 // calls the same functions, on whole registers: AVX-512 where the build targets it, else AVX2
 // (Zen 3), else libm. Every element goes through the vector form, the last partial register
 // padded, so an element's result never depends on where it sits in a tensor. Float exp, log, sin,
-// cos and pow on AVX-512 are the exception: our own, faster than Debian's SLEEF in the same
+// cos, pow and fmod on AVX-512 are the exception: our own, faster than Debian's SLEEF in the same
 // accuracy class (Note [exp and log of float on AVX-512], Note [sin and cos of float on AVX-512],
-// Note [pow of float on AVX-512]). tanh takes this path on AVX-512 alone (Note [tanh of float on
+// Note [pow of float on AVX-512], Note [fmod of float on AVX-512]). tanh takes this path on AVX-512 alone (Note [tanh of float on
 // AVX-512]; elsewhere ew::tanh_fast).
 #pragma once
 #include <algorithm>
@@ -509,6 +509,39 @@ inline __m512 pow_float(__m512 x, __m512 y, const PowTables& tb) {
   if (special) return _mm512_mask_mov_ps(out, special, Sleef_powf16_u10avx512f(x, y));
   return out;
 }
+// Note [fmod of float on AVX-512]
+// fmod(x, y) of float32 is exact (the result is a float); SLEEF's vector fmod took 5-6 cycles an
+// element here. Widened to double: x = X 2^a, y = Y 2^b with X, Y < 2^24; a quotient x / y that is
+// not an integer lies at least x / y / X > |x / y| 2^-24 (relative) from every integer, and the
+// double division errs by at most |x / y| 2^-53, so its truncation q is trunc(x / y) whenever
+// |x / y| < 2^29 (then q y fits in 53 bits). x - q y, one fma, is then the exact fmod, a float. Its
+// sign is x's (a zero result too: fmod(-4, 2) is -0, where the fma gives +0). Lanes past 2^29,
+// with x infinite or NaN, y zero, infinite (0 * inf) or NaN take SLEEF's fmod.
+inline __m512d fmod_float_half(__m512d x, __m512d y, __mmask8& slow) {
+  const __m512d q = _mm512_div_pd(x, y);
+  const __m512d abs_q = _mm512_castsi512_pd(
+      _mm512_and_epi64(_mm512_castpd_si512(q), _mm512_set1_epi64(~(int64_t(1) << 63))));
+  slow = _mm512_cmp_pd_mask(abs_q, _mm512_set1_pd(0x1p29), _CMP_NLT_UQ);  // NaN quotients too
+  return _mm512_fnmadd_pd(_mm512_maskz_roundscale_pd(0xff, q, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), y, x);
+}
+inline __m512 fmod_float(__m512 x, __m512 y) {
+  constexpr __mmask8 all8 = 0xff;  // maskz forms: see pow_float
+  constexpr __mmask16 all = 0xffff;
+  __mmask8 slow_lo, slow_hi;
+  const __m512d lo = fmod_float_half(_mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, x, 0)),
+                                     _mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, y, 0)), slow_lo);
+  const __m512d hi = fmod_float_half(_mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, x, 1)),
+                                     _mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, y, 1)), slow_hi);
+  const __m512 r = _mm512_maskz_insertf32x8(all, _mm512_castps256_ps512(_mm512_maskz_cvtpd_ps(all8, lo)),
+                                            _mm512_maskz_cvtpd_ps(all8, hi), 1);
+  // |r| with x's sign bit (vpternlogd 0xb8: bits of x where the mask is set, else r's).
+  const __m512i sign = _mm512_set1_epi32(int32_t(0x80000000u));
+  const __m512 out = _mm512_castsi512_ps(
+      _mm512_ternarylogic_epi32(_mm512_castps_si512(r), sign, _mm512_castps_si512(x), 0xb8));
+  const __mmask16 slow = __mmask16(slow_lo | (unsigned(slow_hi) << 8)) | _mm512_fpclass_ps_mask(y, 0x18);  // +-inf
+  if (slow) return _mm512_mask_mov_ps(out, slow, Sleef_fmodf16_avx512f(x, y));
+  return out;
+}
 #endif
 template <VecFn2 F>
 __m512 vec2(__m512 a, __m512 b) {
@@ -517,7 +550,11 @@ __m512 vec2(__m512 a, __m512 b) {
 #else
   if constexpr (F == VecFn2::Pow) return Sleef_powf16_u10avx512f(a, b);
 #endif
+#if defined(__AVX512DQ__)
+  else return fmod_float(a, b);  // Note [fmod of float on AVX-512]
+#else
   else return Sleef_fmodf16_avx512f(a, b);
+#endif
 }
 template <VecFn2 F>
 __m512d vec2(__m512d a, __m512d b) {

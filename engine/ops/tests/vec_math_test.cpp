@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -391,6 +392,48 @@ TEST(VecMath, RemainderIsFmodMovedToTheDivisorsSign) {
     if (std::isnan(want)) ASSERT_TRUE(std::isnan(got));
     else ASSERT_EQ(got, want) << x[size_t(i)] << " % -0.7";
   }
+}
+
+// remainder's fmod bit for bit against libm's on random pairs whose quotients reach 2^40 (past the
+// 2^29 where the float32 AVX-512 kernel hands over, Note [fmod of float on AVX-512]), exact
+// multiples (a zero result keeps x's sign), and quotients that overflow the type (SLEEF's fmod
+// gives NaN there).
+template <typename M>
+void check_fmod_bits() {
+  std::mt19937_64 g(7);
+  std::uniform_real_distribution<M> mant(1, 2);
+  std::uniform_int_distribution<int> ex(-60, 60), q(0, 40), ulps(-2, 2);
+  std::vector<M> x, y;
+  for (int i = 0; i < 20000; ++i) {
+    const M b = std::ldexp(mant(g), ex(g)) * (g() & 1 ? 1 : -1);
+    M a = std::ldexp(b * mant(g), q(g));
+    if (i % 3 == 0) a = std::nearbyint(a / b) * b;  // a multiple, or within rounding of one
+    a = std::nextafter(a, ulps(g) > 0 ? M(INFINITY) : M(-INFINITY));
+    x.push_back(i % 2 ? -a : a), y.push_back(b);
+  }
+  // Quotients just below an integer that a double division rounds up to it: with Y = 2^p - 1
+  // (p the type's digits) and X = Y - 1, X 2^(2p) / Y = 2^(2p) - 2^p - 1 - 1 / Y.
+  const int p = std::numeric_limits<M>::digits;
+  const M Y = std::ldexp(M(1), p) - 1, X = Y - 1;
+  for (int s : {-40, 0, 20})
+    for (M sign : {M(1), M(-1)}) x.push_back(sign * std::ldexp(X, 2 * p + s)), y.push_back(std::ldexp(Y, s));
+  const M big = std::numeric_limits<M>::max() / 2, tiny = std::numeric_limits<M>::min() * 64;
+  for (M a : {big, -big, M(1e30)})
+    for (M b : {tiny, -tiny, M(1e-10), M(3.5)}) x.push_back(a), y.push_back(b);
+  const int64_t n = int64_t(x.size());
+  const Tensor r = ops::remainder(from_vector_of(x, {n}), from_vector_of(y, {n}));
+  for (int64_t i = 0; i < n; ++i) {
+    const M a = x[size_t(i)], b = y[size_t(i)];
+    M want = std::fmod(a, b);
+    if (want != 0 && ((b < 0) != (want < 0))) want += b;
+    const M got = r.data_ptr<M>()[i];
+    ASSERT_EQ(std::memcmp(&got, &want, sizeof(M)), 0)
+        << std::hexfloat << a << " % " << b << ": " << got << " vs " << want << " in " << core::name(core::dtype_of<M>);
+  }
+}
+TEST(VecMath, FmodIsExactForEveryQuotient) {
+  check_fmod_bits<float>();
+  check_fmod_bits<double>();
 }
 
 // pow's special cases (C99 Annex F, as libm and LibTorch give them): against libm, exact where

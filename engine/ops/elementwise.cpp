@@ -239,9 +239,12 @@ struct Sigmoid {
 #if defined(__AVX512F__)
   static constexpr cpu::VecFn kVec = cpu::VecFn::Sigmoid;  // Note [sigmoid of float on AVX-512]
 #endif
+  // e^x / (1 + e^x) for x < 0: 1 / (1 + e^-x) gives 0 where e^-x overflows (x below -88.7 in
+  // float, -709.8 in double) and the answer is a subnormal.
   template <typename M>
   [[gnu::always_inline]] M operator()(M v) const {
-    return M(1) / (M(1) + cpu::exp_fast(-v));
+    const M e = cpu::exp_fast(-std::fabs(v));
+    return (v < M(0) ? e : M(1)) / (M(1) + e);
   }
 };
 struct Silu {

@@ -584,9 +584,13 @@ __m512d vec(__m512d x) {
   } else if constexpr (F == VecFn::Sin) return Sleef_sind8_u10avx512f(x);
   else if constexpr (F == VecFn::Cos) return Sleef_cosd8_u10avx512f(x);
   else if constexpr (F == VecFn::Tanh) return Sleef_tanhd8_u10avx512f(x);
-  else {  // 1 / (1 + e^-x), the division exact as the scalar form's
+  else {  // e = e^-|x|: 1 / (1 + e) for x >= 0, e / (1 + e) for x < 0, as the scalar form
+    // (1 / (1 + e^-x) gave 0 for x in [-745, -709.8], where e^-x overflows and the answer is a
+    // subnormal; found by VecMath.Float64BitPatternsWithinOneUlp).
     const __m512d one = _mm512_set1_pd(1.0);
-    return _mm512_div_pd(one, _mm512_add_pd(one, Sleef_expd8_u10avx512f(_mm512_sub_pd(_mm512_setzero_pd(), x))));
+    const __m512d e = Sleef_expd8_u10avx512f(_mm512_sub_pd(_mm512_setzero_pd(), _mm512_abs_pd(x)));
+    const __mmask8 neg = _mm512_cmp_pd_mask(x, _mm512_setzero_pd(), _CMP_LT_OQ);
+    return _mm512_div_pd(_mm512_mask_mov_pd(one, neg, e), _mm512_add_pd(one, e));
   }
 }
 inline __m512 load(const float* p) { return _mm512_load_ps(p); }

@@ -248,9 +248,15 @@ struct Sigmoid {
   }
 };
 struct Silu {
+#if defined(__AVX512F__)
+  static constexpr cpu::VecFn kVec = cpu::VecFn::Silu;  // x sigmoid(x), Note [sigmoid of float on AVX-512]
+#endif
+  // x e^x / (1 + e^x) for x < 0, as Sigmoid: x / (1 + e^-x) gave -0 below -88.7 in float, where
+  // e^-x overflows and x e^x is still a normal float down to about -92.
   template <typename M>
   [[gnu::always_inline]] M operator()(M v) const {
-    return v / (M(1) + cpu::exp_fast(-v));
+    const M e = cpu::exp_fast(-std::fabs(v));
+    return (v < M(0) ? v * e : v) / (M(1) + e);
   }
 };
 struct GeluErf {

@@ -74,11 +74,13 @@ struct GeluTanhBackward {
   }
 };
 
-// d/dx [x s(x)] = s (1 + x (1 - s)), s = sigmoid(x).
+// d/dx [x s(x)] = s (1 + x (1 - s)), s = sigmoid(x) (e^x / (1 + e^x) for x < 0: no 0 where e^-x
+// overflows, as the forward).
 struct SiluBackward {
   template <typename M>
   [[gnu::always_inline]] M operator()(M g, M x) const {
-    const M s = M(1) / (M(1) + exp_vec(-x));
+    const M e = exp_vec(-std::fabs(x));
+    const M s = (x < M(0) ? e : M(1)) / (M(1) + e);
     return g * s * (M(1) + x * (M(1) - s));
   }
 };

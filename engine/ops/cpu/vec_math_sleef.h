@@ -28,7 +28,7 @@
 
 namespace tb::ops::cpu {
 
-enum class VecFn { Exp, Expm1, Log, Log1p, Sin, Cos, Tanh, Sigmoid };
+enum class VecFn { Exp, Expm1, Log, Log1p, Sin, Cos, Tanh, Sigmoid, Silu };
 enum class VecFn2 { Pow, Fmod };  // pow at 1.0 ulp; fmod exact
 
 namespace sleef_detail {
@@ -49,7 +49,11 @@ M scalar(M x) {
   else if constexpr (F == VecFn::Sin) return std::sin(x);
   else if constexpr (F == VecFn::Cos) return std::cos(x);
   else if constexpr (F == VecFn::Tanh) return std::tanh(x);
-  else return M(1) / (M(1) + std::exp(-x));
+  else {  // sigmoid and silu = x sigmoid(x): e^x / (1 + e^x) for x < 0 (no overflow of e^-x)
+    const M e = std::exp(-std::fabs(x));
+    const M s = (x < M(0) ? e : M(1)) / (M(1) + e);
+    return F == VecFn::Sigmoid ? s : x * s;
+  }
 }
 
 template <VecFn2 F, typename M>
@@ -569,8 +573,9 @@ __m512 vec(__m512 x) {
   else if constexpr (F == VecFn::Log1p) return log1p_float(x);
   else if constexpr (F == VecFn::Sin) return sincos_float<false>(x);  // Note [sin and cos of float on AVX-512]
   else if constexpr (F == VecFn::Cos) return sincos_float<true>(x);
-  else if constexpr (F == VecFn::Tanh) return tanh_float(x);  // Note [tanh of float on AVX-512]
-  else return sigmoid_float(x);                               // Note [sigmoid of float on AVX-512]
+  else if constexpr (F == VecFn::Tanh) return tanh_float(x);        // Note [tanh of float on AVX-512]
+  else if constexpr (F == VecFn::Sigmoid) return sigmoid_float(x);  // Note [sigmoid of float on AVX-512]
+  else return _mm512_mul_ps(x, sigmoid_float(x));                   // silu
 }
 template <VecFn F>
 __m512d vec(__m512d x) {
@@ -586,11 +591,12 @@ __m512d vec(__m512d x) {
   else if constexpr (F == VecFn::Tanh) return Sleef_tanhd8_u10avx512f(x);
   else {  // e = e^-|x|: 1 / (1 + e) for x >= 0, e / (1 + e) for x < 0, as the scalar form
     // (1 / (1 + e^-x) gave 0 for x in [-745, -709.8], where e^-x overflows and the answer is a
-    // subnormal; found by VecMath.Float64BitPatternsWithinOneUlp).
+    // subnormal; found by VecMath.Float64BitPatternsWithinOneUlp); silu: x times it.
     const __m512d one = _mm512_set1_pd(1.0);
     const __m512d e = Sleef_expd8_u10avx512f(_mm512_sub_pd(_mm512_setzero_pd(), _mm512_abs_pd(x)));
     const __mmask8 neg = _mm512_cmp_pd_mask(x, _mm512_setzero_pd(), _CMP_LT_OQ);
-    return _mm512_div_pd(_mm512_mask_mov_pd(one, neg, e), _mm512_add_pd(one, e));
+    const __m512d s = _mm512_div_pd(_mm512_mask_mov_pd(one, neg, e), _mm512_add_pd(one, e));
+    return F == VecFn::Sigmoid ? s : _mm512_mul_pd(x, s);
   }
 }
 inline __m512 load(const float* p) { return _mm512_load_ps(p); }
@@ -613,7 +619,7 @@ __m256d vec2(__m256d a, __m256d b) {
 // AVX-512] and [sigmoid of float on AVX-512]).
 template <VecFn F>
 __m256 vec(__m256 x) {
-  static_assert(F != VecFn::Tanh && F != VecFn::Sigmoid);
+  static_assert(F != VecFn::Tanh && F != VecFn::Sigmoid && F != VecFn::Silu);
   if constexpr (F == VecFn::Exp) return Sleef_expf8_u10avx2(x);
   else if constexpr (F == VecFn::Expm1) return Sleef_expm1f8_u10avx2(x);
   else if constexpr (F == VecFn::Log) return Sleef_logf8_u10avx2(x);
@@ -625,7 +631,7 @@ __m256 vec(__m256 x) {
 }
 template <VecFn F>
 __m256d vec(__m256d x) {
-  static_assert(F != VecFn::Tanh && F != VecFn::Sigmoid);
+  static_assert(F != VecFn::Tanh && F != VecFn::Sigmoid && F != VecFn::Silu);
   if constexpr (F == VecFn::Exp) return Sleef_expd4_u10avx2(x);
   else if constexpr (F == VecFn::Expm1) return Sleef_expm1d4_u10avx2(x);
   else if constexpr (F == VecFn::Log) return Sleef_logd4_u10avx2(x);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "engine/ops/cpu/bf16_convert.h"
 #include "engine/ops/index.h"
@@ -409,9 +410,11 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 
 // ---- index_add ----
 
-Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
-  const BareKernel bare("index_add_", {&self, &source});
-  const char* op = "index_add_";
+namespace {
+
+// index_add's checks (PyTorch's messages), for both forms. Returns false where PyTorch's CPU kernel
+// returns before reading the index: self of 2+ dims and an empty self or index.
+bool check_index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const char* op) {
   TB_CHECK(index.dim() <= 1, op, "Index is supposed to be a vector");
   TB_CHECK(source.dtype() == self.dtype(), op, "self (", core::name(self.dtype()), ") and source (",
            core::name(source.dtype()), ") must have the same scalar type");
@@ -419,7 +422,7 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
            "source tensor shape must match self tensor shape, excluding the specified "
            "dimension. Got self.shape = ",
            core::to_string(self.sizes()), " source.shape = ", core::to_string(source.sizes()));
-  const Tensor s1 = at_least_1d(self), src = at_least_1d(source).contiguous();
+  const Tensor s1 = at_least_1d(self), src = at_least_1d(source);
   const int64_t d = core::wrap_dim(dim, s1.dim(), op);
   TB_CHECK(index.numel() == src.size(d), op, "Number of indices (", index.numel(),
            ") should be equal to source.size(dim): (", src.size(d), "), for dim: ", d);
@@ -428,11 +431,74 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
              "source tensor shape must match self tensor shape, excluding the "
              "specified dimension. Got self.shape = ",
              core::to_string(self.sizes()), " source.shape = ", core::to_string(source.sizes()));
-  // PyTorch's CPU kernel returns before reading the index when self (of 2+ dims) is empty.
-  if (self.dim() > 1 && (index.numel() == 0 || self.numel() == 0)) {
+  return !(self.dim() > 1 && (index.numel() == 0 || self.numel() == 0));
+}
+
+// a, the scaling of each source element, in T's compute type (bool: alpha != 0).
+template <typename T>
+core::opmath_t<T> index_add_alpha(DType dt, double alpha) {
+  using M = core::opmath_t<T>;
+  if constexpr (std::is_same_v<T, bool>) return M(alpha != 0);
+  else return core::is_integral(dt) ? M(int64_t(alpha)) : M(alpha);
+}
+
+// dst[j] += a src[j] over [j0, j1), rounded to T after each addition (PyTorch's serial order).
+template <typename T>
+inline void index_add_row(T* dst, const T* src, core::opmath_t<T> a, int64_t j0, int64_t j1) {
+  using M = core::opmath_t<T>;
+  for (int64_t j = j0; j < j1; ++j) {
+    if constexpr (std::is_same_v<T, bool>) dst[j] = dst[j] || (a && src[j]);
+    else dst[j] = T(M(dst[j]) + a * M(src[j]));
+  }
+}
+
+// Note [Out-of-place index_add in one pass]
+// index_add(self, ...) was a copy of self followed by index_add_ on the copy: the add pass reads
+// and writes rows of the copy in index order, at random, 3 passes over the result in all. Here the
+// positions are counting-sorted by index (stable: each row's sources in increasing position, the
+// order index_add_ adds them in, so every sum rounds the same), and each result row is written
+// once, in order: self's row plus its sources, or self's row alone. r and self are contiguous.
+template <typename T>
+void index_add_fused(Tensor& r, const Tensor& self, int64_t d, const Tensor& idx, const Tensor& src, double alpha) {
+  const int64_t S = r.size(d), n = idx.numel();
+  int64_t inner = 1;
+  for (int64_t k = d + 1; k < r.dim(); ++k) inner *= r.size(k);
+  const int64_t outer = r.numel() / std::max<int64_t>(S * inner, 1);
+  const int64_t* ip = idx.data_ptr<int64_t>();
+  std::vector<int64_t> start(size_t(S) + 1, 0);
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ++start[size_t(ip[i]) + 1];
+  for (int64_t v = 0; v < S; ++v) start[size_t(v) + 1] += start[size_t(v)];
+  {
+    std::vector<int64_t> next(start.begin(), start.end() - 1);
+    for (int64_t i = 0; i < n; ++i) order[size_t(next[size_t(ip[i])]++)] = i;
+  }
+  T* rp = r.data_ptr<T>();
+  const T* xp = self.data_ptr<T>();
+  const T* sp = src.data_ptr<T>();
+  const auto a = index_add_alpha<T>(r.dtype(), alpha);
+  const int64_t rows = outer * S;
+#pragma omp parallel for num_threads(num_threads()) schedule(static) if (r.numel() + src.numel() > kParallelGrain)
+  for (int64_t t = 0; t < rows; ++t) {
+    const int64_t o = t / S, v = t % S;
+    T* dst = rp + t * inner;
+    std::memcpy(dst, xp + t * inner, size_t(inner) * sizeof(T));
+    for (int64_t k = start[size_t(v)]; k < start[size_t(v) + 1]; ++k)
+      index_add_row<T>(dst, sp + (o * n + order[size_t(k)]) * inner, a, 0, inner);
+  }
+}
+
+}  // namespace
+
+Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
+  const BareKernel bare("index_add_", {&self, &source});
+  const char* op = "index_add_";
+  if (!check_index_add(self, dim, index, source, op)) {
     self.bump_version();
     return self;
   }
+  const Tensor s1 = at_least_1d(self), src = at_least_1d(source).contiguous();
+  const int64_t d = core::wrap_dim(dim, s1.dim(), op);
   const Tensor idx = checked_index(index, s1.size(d), op);
   check_no_internal_overlap(self, op);
   if (core::is_reduced_float(self.dtype()) && alpha == 1 && self.dim() > 1) {
@@ -465,21 +531,12 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
   core::dispatch(self.dtype(), [&]<typename T>() {
     T* rp = r.data_ptr<T>();
     const T* sp = src.data_ptr<T>();
-    using M = core::opmath_t<T>;
-    const M a = std::is_same_v<T, bool>           ? M(alpha != 0)
-                : core::is_integral(self.dtype()) ? M(int64_t(alpha))
-                                                  : M(alpha);
+    const auto a = index_add_alpha<T>(self.dtype(), alpha);
 #pragma omp parallel for num_threads(threads) schedule(static) if (src.numel() > kParallelGrain && tasks > 1)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t o = t / nb, j0 = (t % nb) * block, j1 = std::min(inner, j0 + block);
-      for (int64_t i = 0; i < n; ++i) {
-        T* dst = rp + (o * S + ip[i]) * inner;
-        const T* s = sp + (o * n + i) * inner;
-        for (int64_t j = j0; j < j1; ++j) {
-          if constexpr (std::is_same_v<T, bool>) dst[j] = dst[j] || (a && s[j]);
-          else dst[j] = T(M(dst[j]) + a * M(s[j]));
-        }
-      }
+      for (int64_t i = 0; i < n; ++i)
+        index_add_row<T>(rp + (o * S + ip[i]) * inner, sp + (o * n + i) * inner, a, j0, j1);
     }
   });
   if (!r.is_same(s1)) {  // self was not contiguous: the sums were made in a copy
@@ -491,6 +548,19 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
 
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
   const BareKernel bare("index_add", {&self, &source});
+  const char* op = "index_add";
+  // One pass (Note [Out-of-place index_add in one pass]) where its result rounds as index_add_'s:
+  // not for bf16/f16 with alpha 1, which index_add_ sums in float.
+  if (check_index_add(self, dim, index, source, op) && self.numel() > 0 && source.numel() > 0 &&
+      !(core::is_reduced_float(self.dtype()) && alpha == 1 && self.dim() > 1)) {
+    const Tensor s1 = at_least_1d(self).contiguous(), src = at_least_1d(source).contiguous();
+    const int64_t d = core::wrap_dim(dim, s1.dim(), op);
+    const Tensor idx = checked_index(index, s1.size(d), op);
+    Tensor r = empty(self.sizes(), self.dtype());
+    Tensor r1 = at_least_1d(r);
+    core::dispatch(self.dtype(), [&]<typename T>() { index_add_fused<T>(r1, s1, d, idx, src, alpha); });
+    return r;
+  }
   Tensor r = contiguous_clone(self);
   return index_add_(r, dim, index, source, alpha);
 }

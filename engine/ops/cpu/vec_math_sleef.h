@@ -497,17 +497,23 @@ inline __m512d pow_float_half(__m512d x, __m512d y, const PowTables& tb) {
   const __m512d p = _mm512_fmadd_pd(_mm512_mul_pd(tj, s), e, tj);
   return _mm512_mask_scalef_pd(p, all, p, kt);
 }
-inline __m512 pow_float(__m512 x, __m512 y, const PowTables& tb) {
+// f(x half, y half, h) on the two halves (h = 0, 1) of float registers x and y, each widened to 8
+// doubles, and its two double results narrowed back into one float register.
+template <typename F>
+inline __m512 on_double_halves(__m512 x, __m512 y, F&& f) {
   // The maskz forms with every lane set: GCC 12's unmasked conversions, extractions and casts
   // start from _mm256_undefined_*, which -Wmaybe-uninitialized reports once inlined.
   constexpr __mmask8 all8 = 0xff;
   constexpr __mmask16 all = 0xffff;
-  const __m512d lo = pow_float_half(_mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, x, 0)),
-                                    _mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, y, 0)), tb);
-  const __m512d hi = pow_float_half(_mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, x, 1)),
-                                    _mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, y, 1)), tb);
-  const __m512 out = _mm512_maskz_insertf32x8(all, _mm512_castps256_ps512(_mm512_maskz_cvtpd_ps(all8, lo)),
-                                              _mm512_maskz_cvtpd_ps(all8, hi), 1);
+  const __m512d lo = f(_mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, x, 0)),
+                       _mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, y, 0)), 0);
+  const __m512d hi = f(_mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, x, 1)),
+                       _mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, y, 1)), 1);
+  return _mm512_maskz_insertf32x8(all, _mm512_castps256_ps512(_mm512_maskz_cvtpd_ps(all8, lo)),
+                                  _mm512_maskz_cvtpd_ps(all8, hi), 1);
+}
+inline __m512 pow_float(__m512 x, __m512 y, const PowTables& tb) {
+  const __m512 out = on_double_halves(x, y, [&tb](__m512d a, __m512d b, int) { return pow_float_half(a, b, tb); });
   // x: NaN, +-0, +-inf, negative (0xdf); y: NaN, +-inf (0x99). Positive subnormal x is ordinary.
   const __mmask16 special = _mm512_fpclass_ps_mask(x, 0xdf) | _mm512_fpclass_ps_mask(y, 0x99);
   if (special) return _mm512_mask_mov_ps(out, special, Sleef_powf16_u10avx512f(x, y));
@@ -529,20 +535,16 @@ inline __m512d fmod_float_half(__m512d x, __m512d y, __mmask8& slow) {
   return _mm512_fnmadd_pd(_mm512_maskz_roundscale_pd(0xff, q, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), y, x);
 }
 inline __m512 fmod_float(__m512 x, __m512 y) {
-  constexpr __mmask8 all8 = 0xff;  // maskz forms: see pow_float
-  constexpr __mmask16 all = 0xffff;
-  __mmask8 slow_lo, slow_hi;
-  const __m512d lo = fmod_float_half(_mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, x, 0)),
-                                     _mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, y, 0)), slow_lo);
-  const __m512d hi = fmod_float_half(_mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, x, 1)),
-                                     _mm512_maskz_cvtps_pd(all8, _mm512_maskz_extractf32x8_ps(all8, y, 1)), slow_hi);
-  const __m512 r = _mm512_maskz_insertf32x8(all, _mm512_castps256_ps512(_mm512_maskz_cvtpd_ps(all8, lo)),
-                                            _mm512_maskz_cvtpd_ps(all8, hi), 1);
+  __mmask8 slow_half[2];
+  const __m512 r = on_double_halves(x, y, [&slow_half](__m512d a, __m512d b, int h) {
+    return fmod_float_half(a, b, slow_half[h]);
+  });
   // |r| with x's sign bit (vpternlogd 0xb8: bits of x where the mask is set, else r's).
   const __m512i sign = _mm512_set1_epi32(int32_t(0x80000000u));
   const __m512 out = _mm512_castsi512_ps(
       _mm512_ternarylogic_epi32(_mm512_castps_si512(r), sign, _mm512_castps_si512(x), 0xb8));
-  const __mmask16 slow = __mmask16(slow_lo | (unsigned(slow_hi) << 8)) | _mm512_fpclass_ps_mask(y, 0x18);  // +-inf
+  const __mmask16 slow = __mmask16(slow_half[0] | (unsigned(slow_half[1]) << 8)) |
+                         _mm512_fpclass_ps_mask(y, 0x18);  // y +-inf
   if (slow) return _mm512_mask_mov_ps(out, slow, Sleef_fmodf16_avx512f(x, y));
   return out;
 }

@@ -165,10 +165,11 @@ TEST(IndexGather, AStreamedGatherMatchesALoopAndStillRaises) {
 }
 
 // index_add, out of place (one pass over counting-sorted positions, Note [Out-of-place index_add in
-// one pass]) and in place (column blocks per thread), along each dim of a (O, S, I) float32 tensor
-// with repeated indices and alpha 0.75, against a loop adding in position order (each addition
-// rounded to float, as both kernels do), bit for bit at 1-3 threads; int64 and bool too; and a bad
-// index raises naming it, leaving self as it was.
+// one pass]; along dim 2, rows of one float, a copy and index_add_) and in place (column blocks
+// per thread), along each dim of a (3, 97, 211) float32 tensor with repeated indices and alpha
+// 0.75, against a loop adding in position order (each addition rounded to float, as both kernels
+// do), bit for bit at 1-3 threads; int64 and bool too; and a bad index raises naming it, leaving
+// self as it was.
 TEST(IndexGather, IndexAddAlongEveryDimMatchesALoop) {
   const int before = num_threads();
   const std::vector<int64_t> shape = {3, 97, 211};  // 61K elements: past the grain

@@ -575,10 +575,24 @@ void index_gather_cases(std::vector<OpCase>& v) {
         v, "index_add/" + d + "/dim0", {in({5, 4}, t), idx({6}, 5), in({6, 4}, t, Layout::Transposed)},
         [](const TV& x) { return one(tb::index_add(x[0], 0, x[1], x[2])); },
         [](const RV& x) { return one(R::index_add(x[0], 0, x[1], x[2])); });
-    // Large enough to run in parallel with one outer slice: the columns are split between the
-    // threads (1000 = 512 + 488), each summing the repeated rows (50 indices below 40) alone.
+    // Large enough to run in parallel with one outer slice. In place, the columns are split
+    // between the threads (1000 = 512 + 488), each summing the repeated rows (50 indices below 40)
+    // alone; out of place, rows of 1000 take the one-pass kernel (Note [Out-of-place index_add in
+    // one pass]), the threads splitting the result's rows.
     add(
         v, "index_add/" + d + "/column_blocks_dup_indices", {in({40, 1000}, t), idx({50}, 40), in({50, 1000}, t)},
+        [](const TV& x) {
+          tb::Tensor a = x[0];
+          tb::index_add_(a, 0, x[1], x[2]);
+          return one(a);
+        },
+        [](const RV& x) {
+          ref::Tensor a = x[0];
+          R::index_add_(a, 0, x[1], x[2]);
+          return one(a);
+        });
+    add(
+        v, "index_add/" + d + "/one_pass_dup_indices", {in({40, 1000}, t), idx({50}, 40), in({50, 1000}, t)},
         [](const TV& x) { return one(tb::index_add(x[0], 0, x[1], x[2])); },
         [](const RV& x) { return one(R::index_add(x[0], 0, x[1], x[2])); });
     // An empty self of 2+ dims is returned before the index is read (PyTorch's CPU kernel).

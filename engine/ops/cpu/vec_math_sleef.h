@@ -8,8 +8,8 @@
 // padded, so an element's result never depends on where it sits in a tensor. Float exp, log, sin,
 // cos, pow and fmod on AVX-512 are the exception: our own, faster than Debian's SLEEF in the same
 // accuracy class (Note [exp and log of float on AVX-512], Note [sin and cos of float on AVX-512],
-// Note [pow of float on AVX-512], Note [fmod of float on AVX-512]). tanh takes this path on AVX-512 alone (Note [tanh of float on
-// AVX-512]; elsewhere ew::tanh_fast).
+// Note [pow of float on AVX-512], Note [fmod of float on AVX-512]). tanh takes this path on
+// AVX-512 alone (Note [tanh of float on AVX-512]; elsewhere ew::tanh_fast).
 #pragma once
 #include <algorithm>
 #include <cmath>

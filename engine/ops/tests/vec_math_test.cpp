@@ -453,7 +453,7 @@ void check_fmod_bits() {
     const M b = std::ldexp(mant(g), ex(g)) * (g() & 1 ? 1 : -1);
     M a = std::ldexp(b * mant(g), q(g));
     if (i % 3 == 0) a = std::nearbyint(a / b) * b;  // a multiple, or within rounding of one
-    a = std::nextafter(a, ulps(g) > 0 ? M(INFINITY) : M(-INFINITY));
+    if (const int u = ulps(g); u != 0) a = std::nextafter(a, u > 0 ? M(INFINITY) : M(-INFINITY));
     x.push_back(i % 2 ? -a : a), y.push_back(b);
   }
   // Quotients just below an integer that a double division rounds up to it: with Y = 2^p - 1

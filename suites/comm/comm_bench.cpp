@@ -4,14 +4,17 @@
 #include "suites/comm/comm_bench.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "engine/core/env.h"
@@ -27,7 +30,10 @@ namespace {
 
 constexpr int kWarmup = 2, kMinIters = 3, kMaxIters = 1000, kReps = 5;
 const char* const kOps[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
-const char* const kImpls[] = {"engine", "engine-detail", "engine-gloo", "mpi"};
+const char* const kImpls[] = {"engine", "engine-cold", "engine-detail", "engine-gloo", "mpi"};
+// engine-cold (Note [Collectives out of cache]): calls per repetition, and the largest message.
+constexpr int kColdCallsPerRep = 2;
+constexpr int64_t kColdMaxBytes = int64_t(64) << 20;
 
 void mpi_check(int rc, const char* call) {
   if (rc != MPI_SUCCESS) {
@@ -37,6 +43,47 @@ void mpi_check(int rc, const char* call) {
     throw std::runtime_error(std::string(call) + " failed: " + std::string(buf, len));
   }
 }
+
+// Note [Collectives out of cache]
+// The sweep calls a collective again on the same buffers as soon as the last call ended, so up to
+// a few MiB per rank every call finds its buffers -- and MPI's shared-memory segments -- in the
+// caches: 4 MiB all_reduced at 2 ranks took 0.24 ms there, 17 GB/s. In a training step the
+// forward and backward between two collectives move far more than the last-level cache holds, and
+// the collective reads and writes memory: on the 2-core EPYC (32 MiB L3) the same 4 MiB all_reduce
+// after the caches were flushed took 0.71 ms at 2 ranks and 4.5 against 1.3 ms at 4 (1 MiB at 4
+// ranks: 1.8 against 1.0 ms; 16 MiB, DRAM-bound either way: within 1.4x). So engine-cold times
+// each call after the rank has written one byte per cache line of a buffer twice the L3 (16-256
+// MiB) and the ranks have met in a barrier, from the call to its end: the collective alone, on cold
+// buffers, without the skew of ranks arriving apart. kColdCallsPerRep calls per repetition
+// (the flush costs milliseconds a call), messages up to kColdMaxBytes. The scaling projection
+// predicts the measured one-host steps from these fits (reports/trainbench_reports/projection.py).
+class CacheFlusher {
+ public:
+  CacheFlusher() {
+    const int64_t bytes = std::clamp<int64_t>(2 * last_level_cache_bytes(), int64_t(16) << 20, int64_t(256) << 20);
+    buf_.assign(std::size_t(bytes), 0);
+  }
+  // The last-level cache this CPU shares (sysfs's cache instance: on a VM sysconf's figure can be
+  // the whole host's, 320 MiB where the instance is 32), else sysconf's, else 32 MiB.
+  static int64_t last_level_cache_bytes() {
+    for (int i = 9; i >= 0; --i) {
+      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+      std::ifstream size(dir + "size");
+      long long kib = 0;
+      char unit = 0;
+      if (size >> kib >> unit && kib > 0 && unit == 'K') return int64_t(kib) << 10;
+    }
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return l3 > 0 ? int64_t(l3) : int64_t(32) << 20;
+  }
+  int64_t bytes() const { return int64_t(buf_.size()); }
+  void flush() {
+    for (std::size_t i = 0; i < buf_.size(); i += 64) buf_[i] = static_cast<unsigned char>(buf_[i] + 1);
+  }
+
+ private:
+  std::vector<unsigned char> buf_;
+};
 
 // What every case of one rank process shares: the groups, made on first use and kept for the
 // whole sweep (a Gloo rendezvous per case would cost more than the small messages it times).
@@ -49,6 +96,7 @@ struct CommState {
   bool gloo_tried = false;
   std::string gloo_error;  // why engine-gloo records are skipped
   MPI_Comm comm = MPI_COMM_NULL;
+  std::unique_ptr<CacheFlusher> flusher;  // engine-cold's, made on first use
 
   ~CommState() {
     gloo.reset();
@@ -110,6 +158,9 @@ struct Runner {
   std::function<void()> call;  // one call, issued and completed
   std::function<void()> barrier;
   std::function<double(double)> max;  // the largest value over ranks
+  // Where set, `call` adds the seconds of the collective alone here, and timed() reports them
+  // instead of the loop's (engine-cold: the cache flush and the barrier before each call left out).
+  double* in_call_s = nullptr;
 };
 
 Runner engine_runner(dist::ProcessGroup& pg, const std::string& op, Tensor& in, Tensor& out) {
@@ -156,10 +207,11 @@ Runner mpi_runner(MPI_Comm comm, const std::string& op, Tensor& in, Tensor& out)
 // Per-call mean of `n` calls between a barrier and the clock, the largest over ranks.
 double timed(const Runner& r, int n) {
   r.barrier();
+  if (r.in_call_s) *r.in_call_s = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i) r.call();
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n;
-  return r.max(dt);
+  return r.max(r.in_call_s ? *r.in_call_s / n : dt);
 }
 
 struct Timing {
@@ -212,7 +264,7 @@ void run_point(CommState& st, const std::string& op, int64_t nominal, const std:
   rec.kind = "benchmark";
   const int world = st.world;
   dist::ProcessGroup* pg = nullptr;
-  if (impl == "engine") pg = &st.engine_group();
+  if (impl == "engine" || impl == "engine-cold") pg = &st.engine_group();
   if (impl == "engine-detail") {
     pg = &st.detail_group();
     rec.metrics["detail_checks"] = pg->detail_checks() ? 1 : 0;
@@ -239,14 +291,30 @@ void run_point(CommState& st, const std::string& op, int64_t nominal, const std:
   } else {
     in = full({shape.chunk}, double(rank + 1));
   }
-  const Runner r = pg ? engine_runner(*pg, op, in, out) : mpi_runner(st.raw_comm(), op, in, out);
+  Runner r = pg ? engine_runner(*pg, op, in, out) : mpi_runner(st.raw_comm(), op, in, out);
+  const bool cold = impl == "engine-cold";
+  double in_call = 0;
+  if (cold) {  // Note [Collectives out of cache]
+    if (!st.flusher) st.flusher = std::make_unique<CacheFlusher>();
+    r.in_call_s = &in_call;
+    r.call = [call = r.call, barrier = r.barrier, f = st.flusher.get(), &in_call] {
+      f->flush();
+      barrier();
+      const auto t0 = std::chrono::steady_clock::now();
+      call();
+      in_call += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    rec.metrics["flush_bytes"] = double(st.flusher->bytes());
+  }
 
   r.call();
   const std::string wrong = check_output(op, in, out, rank, world);
   zero_(in);  // later calls on zeros: no overflow, no denormals
   for (int i = 1; i < kWarmup; ++i) r.call();
   const double probe = timed(r, 1);
-  const int iters = int(std::clamp(std::ceil(target_s / std::max(probe, 1e-9)), double(kMinIters), double(kMaxIters)));
+  const int iters = cold ? kColdCallsPerRep * kReps
+                         : int(std::clamp(std::ceil(target_s / std::max(probe, 1e-9)), double(kMinIters),
+                                          double(kMaxIters)));
   const Timing t = timed_reps(r, iters);
   // Every rank finished the same calls before the verdict, so a wrong answer cannot desync them.
   check(wrong.empty(), wrong);
@@ -314,6 +382,8 @@ std::vector<harness::TestCase> comm_rank_benches(int world) {
     for (int64_t bytes : sweep.sizes)
       for (const char* impl : kImpls) {
         if (std::string(impl) == "engine-detail" && op != "all_reduce") continue;  // DETAIL's cost: one op suffices
+        // Out of cache (Note [Collectives out of cache]): the ops of DDP and FSDP steps, up to kColdMaxBytes.
+        if (std::string(impl) == "engine-cold" && (op == "broadcast" || bytes > kColdMaxBytes)) continue;
         const std::string name = comm_case_name(op, bytes, world, impl);
         const double target = sweep.target_s;
         cases.push_back(recorded_case(

@@ -36,6 +36,10 @@
 //   small_batch, small_batch_{step,forward,backward,optimizer,main_thread_cpu}_ms
 //                        world 1 only: the same step at a quarter of the batch (Note [Two
 //                        batches at world 1])
+//   one_thread_batch, one_thread_{step,forward,backward,optimizer}_ms,
+//   one_thread_small_batch_{step,forward,backward,optimizer}_ms
+//                        world 1 only: the step on one thread at half the batch and at
+//                        small_batch (Note [One thread at world 1])
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -82,6 +86,19 @@ constexpr int kWarmup = 2, kMinSteps = 3, kMaxSteps = 50;
 // records its parts as small_batch_*; the projection fits fixed + per-sample time to the two
 // batches, measured on one rank, apart from the multi-rank points it is checked against.
 constexpr int64_t kSmallBatchDivisor = 4;
+
+// Note [One thread at world 1]
+// Ranks that share a host's cores run on fewer threads than the world-1 step: on these 2-core
+// hosts every multi-rank point runs one thread per rank. Two threads are not twice one (OpenMP's
+// fork and join, the serial parts of a step, small matrices): the GPT's world-1 step on 2 threads
+// at a quarter of its batch was 1.72x its one-thread step, not 2x, so scaling the 2-thread step
+// by the thread count overpredicts the compute of ranks on one core. So the world-1 case also
+// times the step on one thread at half and a quarter of the batch (the per-rank batches of 2 and 4
+// ranks), as one_thread_*; the projection fits fixed + per-sample time through them for a rank
+// with one core or less, and places a rank with more between the two thread counts by Amdahl's
+// law. (Alone this made the validation worse: the collectives' time was short by as much, until
+// it was measured out of cache, Note [Collectives out of cache] in suites/comm/comm_bench.cpp;
+// docs/distributed.md "Runs 13 and 14".)
 
 struct Workload {
   std::shared_ptr<nn::Module> model;
@@ -229,15 +246,14 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
                  {"threads", num_threads()},
                  {"gradient_as_bucket_view", dopt.gradient_as_bucket_view ? 1.0 : 0.0},
                  {"adamw", "fused"}};  // one pass per parameter (optim/adam.cpp), as the peer's default
-  // The step again at a quarter of the batch: Note [Two batches at world 1].
-  if (world == 1) {
-    const int64_t small = to_small_batch(w.x, w.y, w.per_rank);
-    for (int i = 0; i < kWarmup; ++i) step();
-    const double probe_small = timed(1);
-    const int n_small = std::clamp(int(std::ceil(target / std::max(probe_small, 1e-9))), kMinSteps, kMaxSteps);
-    const double step_small = timed(n_small);
-    add_small_batch_metrics(rec, {small, step_small, ph.fwd / n_small, ph.bwd / n_small, ph.opt / n_small,
-                                  ph.main_cpu / n_small});
+  if (world == 1) {                    // Notes [Two batches at world 1] and [One thread at world 1]
+    add_world1_metrics(rec, w.x, w.y, w.per_rank, [&](int64_t batch) {
+      for (int i = 0; i < kWarmup; ++i) step();
+      const double probe_at = timed(1);
+      const int n_at = std::clamp(int(std::ceil(target / std::max(probe_at, 1e-9))), kMinSteps, kMaxSteps);
+      const double step_at = timed(n_at);
+      return SmallBatchStep{batch, step_at, ph.fwd / n_at, ph.bwd / n_at, ph.opt / n_at, ph.main_cpu / n_at};
+    });
   }
   if (!std::isfinite(last_loss)) {
     rec.status = harness::Status::Fail;
@@ -248,20 +264,40 @@ void run_ddp_bench(const std::string& name, harness::Record& rec) {
 
 }  // namespace
 
-int64_t to_small_batch(Tensor& x, Tensor& y, int64_t per_rank) {
-  const int64_t small = per_rank / kSmallBatchDivisor;
-  x = x.narrow(0, 0, small).contiguous();
-  y = y.narrow(0, 0, small).contiguous();
-  return small;
-}
-
-void add_small_batch_metrics(harness::Record& rec, const SmallBatchStep& s) {
-  rec.metrics["small_batch"] = double(s.batch);
-  rec.metrics["small_batch_step_ms"] = s.step_s * 1e3;
-  rec.metrics["small_batch_forward_ms"] = s.forward_s * 1e3;
-  rec.metrics["small_batch_backward_ms"] = s.backward_s * 1e3;
-  rec.metrics["small_batch_optimizer_ms"] = s.optimizer_s * 1e3;
-  rec.metrics["small_batch_main_thread_cpu_ms"] = s.main_thread_cpu_s * 1e3;
+void add_world1_metrics(harness::Record& rec, Tensor& x, Tensor& y, int64_t per_rank,
+                        const std::function<SmallBatchStep(int64_t batch)>& time_at) {
+  const Tensor x_all = x, y_all = y;
+  auto at = [&](int64_t batch) {
+    x = x_all.narrow(0, 0, batch).contiguous();
+    y = y_all.narrow(0, 0, batch).contiguous();
+    return time_at(batch);
+  };
+  const SmallBatchStep small = at(per_rank / kSmallBatchDivisor);
+  rec.metrics["small_batch"] = double(small.batch);
+  rec.metrics["small_batch_step_ms"] = small.step_s * 1e3;
+  rec.metrics["small_batch_forward_ms"] = small.forward_s * 1e3;
+  rec.metrics["small_batch_backward_ms"] = small.backward_s * 1e3;
+  rec.metrics["small_batch_optimizer_ms"] = small.optimizer_s * 1e3;
+  rec.metrics["small_batch_main_thread_cpu_ms"] = small.main_thread_cpu_s * 1e3;
+  {
+    // set_num_threads, not ThreadLimit: oneDNN's products take their thread count from OpenMP.
+    struct OneThread {
+      int all = num_threads();
+      OneThread() { set_num_threads(1); }
+      ~OneThread() { set_num_threads(all); }
+    } one;
+    for (const auto& [name, divisor] : {std::pair{"one_thread", 2}, std::pair{"one_thread_small_batch", 4}}) {
+      const SmallBatchStep s = at(per_rank / divisor);
+      const std::string k = name;
+      if (divisor == 2) rec.metrics["one_thread_batch"] = double(s.batch);
+      rec.metrics[k + "_step_ms"] = s.step_s * 1e3;
+      rec.metrics[k + "_forward_ms"] = s.forward_s * 1e3;
+      rec.metrics[k + "_backward_ms"] = s.backward_s * 1e3;
+      rec.metrics[k + "_optimizer_ms"] = s.optimizer_s * 1e3;
+    }
+  }
+  x = x_all;
+  y = y_all;
 }
 
 bool ddp_bench_bucket_view() { return core::env_bool("TRAINBENCH_DDP_BUCKET_VIEW", true); }

@@ -2,6 +2,7 @@
 // rank of a launched world (harness/suite.h, Note [Distributed suites]). Every rank returns the
 // same case names in the same order; rank 0's records carry the metrics.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,14 +25,17 @@ bool ddp_bench_bucket_view();
 // own default on CPU) to measure against those.
 std::string ddp_bench_torch_adamw();
 
-// The world-1 step timed again at a quarter of the batch (Note [Two batches at world 1] in
-// ddp_bench.cpp): recorded by the ddp and fsdp benchmarks as small_batch, small_batch_*_ms.
+// The world-1 step's parts at one batch (seconds per step), as the ddp and fsdp benchmarks time
+// it again for the scaling projection.
 struct SmallBatchStep {
   int64_t batch = 0;
   double step_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, main_thread_cpu_s = 0;
 };
-void add_small_batch_metrics(harness::Record& rec, const SmallBatchStep& s);
-// Cuts a bench's inputs x and y (batch first) to a quarter of `per_rank` samples; returns that count.
-int64_t to_small_batch(Tensor& x, Tensor& y, int64_t per_rank);
+// The world-1 step timed again at a quarter of the batch (Note [Two batches at world 1] in
+// ddp_bench.cpp: small_batch, small_batch_*_ms), then on one thread at half and a quarter of it
+// (Note [One thread at world 1]: one_thread_*). `time_at(b)` warms up and times the step with
+// the inputs x and y cut to their first b samples; x and y are whole again afterwards.
+void add_world1_metrics(harness::Record& rec, Tensor& x, Tensor& y, int64_t per_rank,
+                        const std::function<SmallBatchStep(int64_t batch)>& time_at);
 
 }  // namespace tb::suites

@@ -20,7 +20,7 @@
 // step, averaged over the ranks. Memory is measured afterwards, in one more step of its own
 // (Note [FSDP bench memory]), so its sampling costs the timed steps nothing. At world 1 the step
 // is then timed once more at a quarter of the batch (small_batch_*: Note [Two batches at world 1]
-// in suites/ddp/ddp_bench.cpp).
+// in suites/ddp/ddp_bench.cpp) and on one thread (one_thread_*: Note [One thread at world 1]).
 //
 // Note [FSDP bench memory]
 // The allocator keeps live bytes per tag (engine/memory/allocator.h) but one peak only (of all
@@ -321,15 +321,15 @@ void run_fsdp_bench(const std::string& model, const std::string& strategy, harne
     rec.metrics[std::string("peak_") + memory::tag_name(memory::Tag(t)) + "_bytes"] = max_bytes(ms.peak[t]);
   rec.metrics["peak_allocated_bytes"] = max_bytes(peak_allocated);
   rec.metrics["peak_rss_bytes"] = max_bytes(ms.rss);
-  if (world == 1) {  // Note [Two batches at world 1] (suites/ddp/ddp_bench.cpp)
-    const int64_t small = to_small_batch(w.x, w.y, w.per_rank);
-    for (int i = 0; i < kWarmup; ++i) step();
-    const double probe_small = timed(1);
-    const int n_small = std::clamp(int(std::ceil(target / std::max(probe_small, 1e-9))), kMinSteps, kMaxSteps);
-    ph = {};
-    const double step_small = timed(n_small);
-    add_small_batch_metrics(rec, {small, step_small, ph.fwd / n_small, ph.bwd / n_small, ph.opt / n_small,
-                                  ph.main_cpu / n_small});
+  if (world == 1) {  // Notes [Two batches at world 1] and [One thread at world 1] (suites/ddp/ddp_bench.cpp)
+    add_world1_metrics(rec, w.x, w.y, w.per_rank, [&](int64_t batch) {
+      for (int i = 0; i < kWarmup; ++i) step();
+      const double probe_at = timed(1);
+      const int n_at = std::clamp(int(std::ceil(target / std::max(probe_at, 1e-9))), kMinSteps, kMaxSteps);
+      ph = {};
+      const double step_at = timed(n_at);
+      return SmallBatchStep{batch, step_at, ph.fwd / n_at, ph.bwd / n_at, ph.opt / n_at, ph.main_cpu / n_at};
+    });
   }
   if (!std::isfinite(last_loss)) {
     rec.status = harness::Status::Fail;

@@ -22,11 +22,11 @@ namespace {
 
 // all_reduce, all_gather and reduce_scatter (DDP's collective, and FSDP's two: the projection
 // fits each on each link) at 8 B, 1 KiB, 64 KiB, 1 MiB, 4 MiB and 16 MiB (the sizes the DDP and
-// FSDP steps send: buckets of 1 and up to 25 MiB, units of a few MiB), the engine on MPI and on
-// Gloo, at `world`.
+// FSDP steps send: buckets of 1 and up to 25 MiB, units of a few MiB), the engine on MPI (in
+// lockstep and out of cache: Note [Collectives out of cache]) and on Gloo, at `world`.
 std::string comm_filter(int world) {
   return "^(all_reduce|all_gather|reduce_scatter)/float32/(8|1024|65536|1048576|4194304|16777216)/w" +
-         std::to_string(world) + "/(engine|engine-gloo)$";
+         std::to_string(world) + "/(engine|engine-cold|engine-gloo)$";
 }
 
 // Where the record ran (reports/trainbench_reports/projection.py's LINK_KEYS: `hosts`,

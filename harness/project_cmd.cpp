@@ -23,7 +23,8 @@ CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
   sub->add_option(
          "--link", o.link,
          "Link class: nvlink, ib, ethernet (documented profiles), or one measured in the comm or hosts records "
-         "(shm, gloo, a link profile across hosts: e.g. 10g-50us, 10g-50us-gloo); default ib")
+         "(shm, shm-cold, gloo, a link profile across hosts: e.g. 10g-50us, 10g-50us-cold, 10g-50us-gloo); "
+         "default ib")
       ->type_name("NAME");
   sub->add_option("--per-rank-batch", o.per_rank_batch, "Samples per rank (default: the world-1 run's)")
       ->type_name("N");

@@ -52,8 +52,12 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 LINK_KEYS = ("hosts", "link_profile")
 # Locally measured link classes: the engine's MPI backend within one host (shared memory) and its
 # Gloo backend (TCP over loopback). Across hosts: "<profile>" and "<profile>-gloo".
-IMPL_LINK = {"engine": "", "engine-gloo": "-gloo"}
-LOCAL_LINK = {"engine": "shm", "engine-gloo": "gloo"}
+IMPL_LINK = {"engine": "", "engine-gloo": "-gloo", "engine-cold": "-cold"}
+LOCAL_LINK = {"engine": "shm", "engine-gloo": "gloo", "engine-cold": "shm-cold"}
+# The engine's collectives timed on buffers out of the caches (Note [Collectives out of cache] in
+# suites/comm/comm_bench.cpp), as a training step's are: a measured step on link L is predicted
+# with L + COLD where the records have that class, with L's lockstep sweep otherwise.
+COLD = "-cold"
 
 
 class ProjectionError(Exception):
@@ -408,7 +412,9 @@ STEP_RANGES = {"step_ms": (1e-6, 1e9), "forward_ms": (0, 1e9), "backward_ms": (0
                "batch": (1e-6, 1e9), "parameters": (0, 1e14), "bytes_per_step": (0, 1e16), "all_gathers": (0, 1e6),
                "reduce_scatters": (0, 1e6), "all_reduces": (0, 1e6), "units": (0, 1e6), "samples_per_s": (0, 1e15),
                "small_batch": (1e-6, 1e9), "small_batch_forward_ms": (0, 1e9), "small_batch_backward_ms": (0, 1e9),
-               "small_batch_main_thread_cpu_ms": (0, 1e9), LINK_KEYS[0]: (1, 1e6)}
+               "small_batch_main_thread_cpu_ms": (0, 1e9), "one_thread_batch": (1e-6, 1e9),
+               **{f"one_thread{b}_{k}_ms": (0, 1e9) for b in ("", "_small_batch") for k in ("forward", "backward", "optimizer")},
+               LINK_KEYS[0]: (1, 1e6)}
 COMM_RANGES = {"bytes": (0, 1e13), TIME_KEY: (1e-9, 1e5), LINK_KEYS[0]: (1, 1e6)}
 
 
@@ -591,6 +597,18 @@ class StepModel:
         self.fwd_fixed, self.fwd_per = self._affine(self.fwd_s, b.m("small_batch_forward_ms") / 1e3 if two else None)
         self.bwd_fixed, self.bwd_per = self._affine(self.bwd_s, b.m("small_batch_backward_ms") / 1e3 if two else None)
         self.cores1 = min(b.m("threads", 1.0), b.logical_cores)
+        # The step on one thread at two batches (Note [One thread at world 1] in
+        # suites/ddp/ddp_bench.cpp): forward and backward fixed + per sample, the optimizer's mean.
+        self.one = None
+        keys = [f"{pre}_{k}_ms" for pre in ("one_thread", "one_thread_small_batch")
+                for k in ("forward", "backward", "optimizer")]
+        b1, b2 = b.m("one_thread_batch"), self.small or b.m("small_batch")
+        if self.cores1 > 1 and 0 < b2 < b1 and all(k in b.metrics for k in keys):
+            def line(part):
+                hi, lo = b.m(f"one_thread_{part}_ms") / 1e3, b.m(f"one_thread_small_batch_{part}_ms") / 1e3
+                return _line_through(b1, hi, b2, lo)
+            self.one = dict(forward=line("forward"), backward=line("backward"),
+                            optimizer=(b.m("one_thread_optimizer_ms") + b.m("one_thread_small_batch_optimizer_ms")) / 2e3)
         self.grad_bytes = b.m("parameters") * 4.0
         # Collective counts per step and bytes per message come from a multi-rank record (world 1
         # may skip collectives); they do not depend on the world size.
@@ -603,18 +621,41 @@ class StepModel:
 
     def _affine(self, at_batch1: float, at_small: float | None) -> tuple[float, float]:
         """(fixed seconds, seconds per sample) through (batch1, at_batch1) and (small, at_small);
-        proportional to the batch without a second point or where the line would start below 0
-        (a small batch measured relatively faster: noise, not a negative fixed cost)."""
+        proportional to the batch without a second point (see _line_through)."""
         if at_small is not None and self.small > 0:
-            per = (at_batch1 - at_small) / (self.batch1 - self.small)
-            fixed = at_batch1 - per * self.batch1
-            if fixed >= 0 and per >= 0:
-                return fixed, per
+            return _line_through(self.batch1, at_batch1, self.small, at_small)
         return 0.0, at_batch1 / self.batch1
 
     def forward_backward_s(self, per_rank_batch: float) -> tuple[float, float]:
         """Forward and backward seconds at this per-rank batch, on the world-1 run's cores."""
         return (self.fwd_fixed + self.fwd_per * per_rank_batch, self.bwd_fixed + self.bwd_per * per_rank_batch)
+
+    def parts_on(self, per_rank_batch: float, cores: float) -> tuple[float, float, float, float]:
+        """(forward, backward, optimizer, rest) seconds of one rank's step at this batch on `cores`
+        cores (a fraction: a share of one). Without the one-thread step, each part of the world-1
+        step scaled by its cores over `cores` (perfect thread scaling). With it (Note [One thread at
+        world 1]): on one core or less, the one-thread step slowed by the share; between one core and
+        the world-1 run's, each part by Amdahl's law, t(c) = t1 * (f + (1 - f) / c), with the serial
+        fraction f that takes the one-thread time t1 to the world-1 time at this batch."""
+        fwd, bwd = self.forward_backward_s(per_rank_batch)
+        full = (fwd, bwd, self.opt_s)
+        linear = self.cores1 / cores
+        if self.one is None or cores >= self.cores1:
+            parts = tuple(x * linear for x in full)
+        else:
+            one = (self.one["forward"][0] + self.one["forward"][1] * per_rank_batch,
+                   self.one["backward"][0] + self.one["backward"][1] * per_rank_batch, self.one["optimizer"])
+            if cores <= 1:
+                parts = tuple(t1 / cores for t1 in one)
+            else:
+                k = self.cores1
+                parts = tuple(t1 * (f + (1 - f) / cores) for t1, tk in zip(one, full)
+                              for f in [min(1.0, max(0.0, (tk / t1 - 1 / k) / (1 - 1 / k))) if t1 > 0 else 0.0])
+        # The rest (zero_grad, the loss's item, bookkeeping) runs on the training thread alone: with
+        # the one-thread figures it is taken as serial, slowed only below one core (scaled by
+        # the threads, a noisy residual of the world-1 step -- 1.7 ms of SHARD_GRAD_OP's in run 13 --
+        # came out 4x at 4 ranks on 2 cores).
+        return (*parts, self.rest_s * (linear if self.one is None else 1 / min(cores, 1.0)))
 
     def main_thread_cpu_s(self, ranks: int, per_rank_batch: float) -> float | None:
         """The training thread's CPU seconds per step at `ranks` ranks (communication left out): the
@@ -638,15 +679,16 @@ class StepModel:
         `compute_speedup` times faster); comm_slow: the oversubscription of the run (collectives
         slow by it); overlap: whether communication can run during compute (False: it runs after
         the compute that precedes it, as on a CPU host with no core to spare for it)."""
-        slow = 1.0 / compute_speedup if cores_per_rank is None else self.cores1 / cores_per_rank
-
         def coll(op, n):
             return link.time(op, n, ranks) * comm_slow
 
-        fwd, bwd = (x * slow for x in self.forward_backward_s(per_rank_batch))
+        if cores_per_rank is None:
+            fwd, bwd = (x / compute_speedup for x in self.forward_backward_s(per_rank_batch))
+            opt, rest = self.opt_s / compute_speedup, self.rest_s / compute_speedup
+        else:
+            fwd, bwd, opt, rest = self.parts_on(per_rank_batch, cores_per_rank)
         sharded = self.kind != "ddp"
-        opt = self.opt_s * slow / (ranks if sharded else 1)  # FSDP steps its own shard only
-        rest = self.rest_s * slow
+        opt /= ranks if sharded else 1  # FSDP steps its own shard only
         if self.kind == "ddp":
             buckets = ddp_buckets(self.grad_bytes)
             comm_total = sum(coll("all_reduce", b) for b in buckets)
@@ -662,6 +704,17 @@ class StepModel:
             exposed = max(0.0, end - fwd - bwd) if overlap else comm_total
         compute = fwd + bwd + opt + rest
         return Prediction(fb + opt + rest, compute, comm_total, exposed, per_rank_batch, ranks)
+
+
+def _line_through(x1: float, y1: float, x2: float, y2: float) -> tuple[float, float]:
+    """(fixed, per unit) of the line through (x1, y1) and (x2, y2), x2 < x1; proportional to x
+    through (x1, y1) where the line would start below 0 or fall (a small batch measured relatively
+    faster: noise, not a negative fixed cost)."""
+    per = (y1 - y2) / (x1 - x2)
+    fixed = y1 - per * x1
+    if fixed >= 0 and per >= 0:
+        return fixed, per
+    return 0.0, y1 / x1
 
 
 def step_models(results) -> dict:
@@ -702,9 +755,12 @@ def validate_points(models: dict, fits: dict) -> list[dict]:
     out = []
     for (kind, model), (sm, pts) in models.items():
         for p in pts:
-            if p.link not in fits and p.world > 1:
+            name = p.link
+            if name + COLD in fits and not _needs(link_model(name + COLD, fits), kind):
+                name += COLD
+            if name not in fits and p.world > 1:
                 continue  # no comm records of that link class: nothing to predict with
-            link = link_model(p.link, fits) if p.link in fits else LinkModel("none", {})
+            link = link_model(name, fits) if name in fits else LinkModel("none", {})
             if p.world > 1 and _needs(link, kind):
                 continue
             local = p.local
@@ -718,7 +774,7 @@ def validate_points(models: dict, fits: dict) -> list[dict]:
             cpu_pred, cpu_meas = sm.main_thread_cpu_s(p.world, p.m("per_rank_batch", sm.batch1)), None
             if "main_thread_cpu_ms" in p.metrics:
                 cpu_meas = p.m("main_thread_cpu_ms") / 1e3
-            out.append(dict(kind=kind, model=model, world=p.world, hosts=p.hosts, link=p.link,
+            out.append(dict(kind=kind, model=model, world=p.world, hosts=p.hosts, link=p.link, comm_link=name,
                             # The compute model in CPU time, which the machine's load does not stretch:
                             # the training thread's CPU seconds per step, predicted from world 1's.
                             cpu_error=(cpu_pred / cpu_meas - 1) if cpu_pred and cpu_meas else math.nan,
@@ -792,7 +848,7 @@ def validation_text(vals: list[dict], fits: dict) -> str:
              f"{'predicted ms':>12} {'error':>7} {'comm-only error':>15} {'CPU-time error':>14} "
              f"{'exposed ms meas/pred':>21}"]
     for v in vals:
-        lines.append(f"{v['model']:<6} {_kind_label(v['kind']):<20} {v['world']:>5} {v['hosts']:>5} {v['link']:<14} "
+        lines.append(f"{v['model']:<6} {_kind_label(v['kind']):<20} {v['world']:>5} {v['hosts']:>5} {v['comm_link']:<14} "
                      f"{v['measured_step_ms']:>11.2f} {v['predicted_step_ms']:>12.2f} {v['error']:>+7.1%} "
                      f"{v['error_given_compute']:>+15.1%} {v['cpu_error']:>+14.1%} "
                      f"{v['measured_exposed_ms']:>10.2f}/{v['predicted_exposed_ms']:<10.2f}")
@@ -836,6 +892,7 @@ def records(rows: list[dict], vals: list[dict], fits: dict, link: LinkModel) -> 
         if math.isfinite(v["measured_comm_ms"]):
             metrics["measured_comm_ms"] = v["measured_comm_ms"]
         metrics["link"] = v["link"]
+        metrics["comm_link"] = v["comm_link"]  # the fitted class its collectives were predicted with
         ok = abs(v["error"]) <= GOAL_REL_ERROR
         rec(f"validate/{name}/{v['model']}/w{v['world']}/h{v['hosts']}/{v['link']}", metrics,
             "pass" if ok else "fail", "" if ok else f"prediction error {v['error']:+.1%} exceeds the 15% goal",
@@ -863,9 +920,9 @@ def parse_args(argv):
                    help="comma-separated rank counts (default 8,16,...,1024)")
     p.add_argument("--link", default="ib",
                    help=f"link class: {', '.join(LINK_PROFILES)} (profiles), or a measured class from the comm "
-                        "records (shm: the engine's MPI within this host; gloo: its Gloo backend; across hosts "
-                        "the records' link profile, e.g. 10g-50us or 10g-50us-gloo from `trainbench bench "
-                        "--suite hosts`)")
+                        "records (shm: the engine's MPI within this host; shm-cold: the same out of cache; gloo: "
+                        "its Gloo backend; across hosts the records' link profile, e.g. 10g-50us, 10g-50us-cold or "
+                        "10g-50us-gloo from `trainbench bench --suite hosts`)")
     p.add_argument("--per-rank-batch", type=float, default=None,
                    help="samples per rank (default: the world-1 run's batch)")
     p.add_argument("--compute-speedup", type=float, default=1.0, metavar="F",

@@ -54,9 +54,11 @@ void mpi_check(int rc, const char* call) {
 // ranks: 1.8 against 1.0 ms; 16 MiB, DRAM-bound either way: within 1.4x). So engine-cold times
 // each call after the rank has written one byte per cache line of a buffer twice the L3 (16-256
 // MiB) and the ranks have met in a barrier, from the call to its end: the collective alone, on cold
-// buffers, without the skew of ranks arriving apart. kColdCallsPerRep calls per repetition
-// (the flush costs milliseconds a call), messages up to kColdMaxBytes. The scaling projection
-// predicts the measured one-host steps from these fits (reports/trainbench_reports/projection.py).
+// buffers, the ranks lined up as far as the cores let them (4 ranks on 2 cores still leave the
+// barrier a time slice apart: 8 bytes take about 1 ms there against 0.03 ms in lockstep, as a
+// step's collectives do). kColdCallsPerRep calls per repetition (the flush costs milliseconds a
+// call), messages up to kColdMaxBytes. The scaling projection predicts the measured steps from
+// these fits (reports/trainbench_reports/projection.py).
 class CacheFlusher {
  public:
   CacheFlusher() {

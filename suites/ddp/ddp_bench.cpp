@@ -286,7 +286,9 @@ void add_world1_metrics(harness::Record& rec, Tensor& x, Tensor& y, int64_t per_
       OneThread() { set_num_threads(1); }
       ~OneThread() { set_num_threads(all); }
     } one;
-    for (const auto& [name, divisor] : {std::pair{"one_thread", 2}, std::pair{"one_thread_small_batch", 4}}) {
+    // Half the batch (world 2's per-rank batch), then small_batch's.
+    for (const auto& [name, divisor] :
+         {std::pair{"one_thread", int64_t(2)}, std::pair{"one_thread_small_batch", kSmallBatchDivisor}}) {
       const SmallBatchStep s = at(per_rank / divisor);
       const std::string k = name;
       if (divisor == 2) rec.metrics["one_thread_batch"] = double(s.batch);

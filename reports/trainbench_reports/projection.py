@@ -649,8 +649,11 @@ class StepModel:
                 parts = tuple(t1 / cores for t1 in one)
             else:
                 k = self.cores1
-                parts = tuple(t1 * (f + (1 - f) / cores) for t1, tk in zip(one, full)
-                              for f in [min(1.0, max(0.0, (tk / t1 - 1 / k) / (1 - 1 / k))) if t1 > 0 else 0.0])
+
+                def amdahl(t1, tk):  # serial fraction f through t1 (1 core) and tk (k cores)
+                    f = min(1.0, max(0.0, (tk / t1 - 1 / k) / (1 - 1 / k))) if t1 > 0 else 0.0
+                    return t1 * (f + (1 - f) / cores)
+                parts = tuple(amdahl(t1, tk) for t1, tk in zip(one, full))
         # The rest (zero_grad, the loss's item, bookkeeping) runs on the training thread alone: with
         # the one-thread figures it is taken as serial, slowed only below one core (scaled by
         # the threads, a noisy residual of the world-1 step -- 1.7 ms of SHARD_GRAD_OP's in run 13 --

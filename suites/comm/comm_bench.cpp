@@ -73,7 +73,8 @@ class CacheFlusher {
       std::ifstream size(dir + "size");
       long long kib = 0;
       char unit = 0;
-      if (size >> kib >> unit && kib > 0 && unit == 'K') return int64_t(kib) << 10;
+      // A size past 1 TiB is not a cache (and would overflow the shift): read on.
+      if (size >> kib >> unit && kib > 0 && kib < (1LL << 30) && unit == 'K') return int64_t(kib) << 10;
     }
     const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
     return l3 > 0 ? int64_t(l3) : int64_t(32) << 20;
@@ -313,9 +314,9 @@ void run_point(CommState& st, const std::string& op, int64_t nominal, const std:
   const std::string wrong = check_output(op, in, out, rank, world);
   zero_(in);  // later calls on zeros: no overflow, no denormals
   for (int i = 1; i < kWarmup; ++i) r.call();
-  const double probe = timed(r, 1);
+  // engine-cold's count is fixed (each call costs a flush), so it needs no probe.
   const int iters = cold ? kColdCallsPerRep * kReps
-                         : int(std::clamp(std::ceil(target_s / std::max(probe, 1e-9)), double(kMinIters),
+                         : int(std::clamp(std::ceil(target_s / std::max(timed(r, 1), 1e-9)), double(kMinIters),
                                           double(kMaxIters)));
   const Timing t = timed_reps(r, iters);
   // Every rank finished the same calls before the verdict, so a wrong answer cannot desync them.

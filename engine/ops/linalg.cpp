@@ -81,6 +81,23 @@ Tensor& mm_out(Tensor& out, const Tensor& a, const Tensor& b) {
   return out;
 }
 
+Tensor mm_float32(const Tensor& a, const Tensor& b, const Tensor& into) {
+  const BareKernel bare("mm_float32", {&a, &b});
+  check_dim("mm_float32", a, 2, "self");
+  check_dim("mm_float32", b, 2, "mat2");
+  TB_CHECK(a.dtype() == DType::BFloat16 && b.dtype() == DType::BFloat16, "mm_float32",
+           "expected bfloat16 operands, got ", core::name(a.dtype()), " and ", core::name(b.dtype()));
+  TB_CHECK(a.size(1) == b.size(0), "mm_float32", "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x",
+           a.size(1), " and ", b.size(0), "x", b.size(1), ")");
+  const bool usable = into.defined() && into.dtype() == DType::Float32 && into.dim() == 2 &&
+                      into.size(0) == a.size(0) && into.size(1) == b.size(1) && into.is_contiguous() &&
+                      !into.shares_storage(a) && !into.shares_storage(b);
+  Tensor out = usable ? into : empty({a.size(0), b.size(1)}, DType::Float32);
+  cpu::gemm_batched(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0));
+  if (usable) out.bump_version();
+  return out;
+}
+
 Tensor bmm(const Tensor& a, const Tensor& b) {
   const BareKernel bare("bmm", {&a, &b});
   check_dim("bmm", a, 3, "batch1");
@@ -290,8 +307,8 @@ int64_t grad_prep_row32(const T* gr, const uint32_t* mr, T* gir, P* part, int64_
 
 // One thread's columns [c0, c1) of linear_grad_prep, over all rows; c0 a multiple of 32 (the
 // mask's word size). mask: `words` int32 words a row.
-template <typename T, bool kMask>
-void grad_prep_columns(const T* g, const uint32_t* mask, int64_t words, T* gi, T* bias_grad, int64_t rows, int64_t n,
+template <typename T, bool kMask, typename B>
+void grad_prep_columns(const T* g, const uint32_t* mask, int64_t words, T* gi, B* bias_grad, int64_t rows, int64_t n,
                        int64_t c0, int64_t c1) {
   using Op = core::opmath_t<T>;
   constexpr int64_t kBlock = 64;  // rows per partial sum
@@ -323,7 +340,7 @@ void grad_prep_columns(const T* g, const uint32_t* mask, int64_t words, T* gi, T
       for (int64_t j = 0; j < nj; ++j) total[j] += part[j];
     }
     if (bias_grad)
-      for (int64_t j = 0; j < nj; ++j) bias_grad[j0 + j] = T(total[j]);
+      for (int64_t j = 0; j < nj; ++j) bias_grad[j0 + j] = B(total[j]);
   }
 }
 
@@ -363,10 +380,12 @@ Tensor relu_mask(const Tensor& output) {
   return mask;
 }
 
-LinearGradPrep linear_grad_prep(const Tensor& grad, const Tensor& mask, bool want_bias_grad, bool in_place) {
+LinearGradPrep linear_grad_prep(const Tensor& grad, const Tensor& mask, bool want_bias_grad, bool in_place,
+                                bool bias_float32) {
   const char* op = "linear_grad_prep";
   check_dim(op, grad, 2, "grad");
   TB_CHECK(core::is_floating(grad.dtype()), op, "expected a floating grad, got ", core::name(grad.dtype()));
+  TB_CHECK(!bias_float32 || grad.dtype() != DType::Float64, op, "a float32 bias gradient from a float64 grad");
   const bool masked = mask.defined();
   const int64_t rows = grad.size(0), n = grad.size(1), words = (n + 31) / 32;
   if (masked) {
@@ -381,13 +400,15 @@ LinearGradPrep linear_grad_prep(const Tensor& grad, const Tensor& mask, bool wan
   }
   const Tensor g = grad.contiguous(), m = masked ? mask.contiguous() : Tensor();
   r.grad_in = !masked ? grad : in_place && grad.is_contiguous() ? grad : empty({rows, n}, g.dtype());
-  if (want_bias_grad) r.bias_grad = rows == 0 ? zeros({n}, g.dtype()) : empty({n}, g.dtype());
+  const DType bias_dtype = bias_float32 ? DType::Float32 : g.dtype();
+  if (want_bias_grad) r.bias_grad = rows == 0 ? zeros({n}, bias_dtype) : empty({n}, bias_dtype);
   if (rows * n == 0) return r;
   core::dispatch_floating(g.dtype(), op, [&]<typename T>() {
     const T* gp = g.data_ptr<T>();
     const uint32_t* mp = masked ? reinterpret_cast<const uint32_t*>(m.data_ptr<int32_t>()) : nullptr;
     T* gip = masked ? r.grad_in.data_ptr<T>() : nullptr;
-    T* bp = want_bias_grad ? r.bias_grad.data_ptr<T>() : nullptr;
+    T* bp = want_bias_grad && !bias_float32 ? r.bias_grad.data_ptr<T>() : nullptr;
+    float* bp32 = want_bias_grad && bias_float32 ? r.bias_grad.data_ptr<float>() : nullptr;
     // Split the columns between the threads in multiples of 32 (whole mask words, and whole
     // cache lines of float32), so each thread writes disjoint columns of grad_in and bias_grad.
     const int64_t threads = rows * n > kParallelGrain ? std::max(1, num_threads()) : 1;
@@ -396,8 +417,16 @@ LinearGradPrep linear_grad_prep(const Tensor& grad, const Tensor& mask, bool wan
     for (int64_t t = 0; t < threads; ++t) {
       const int64_t c0 = std::min(n, t * per), c1 = std::min(n, c0 + per);
       if (c0 >= c1) continue;
-      if (masked) grad_prep_columns<T, true>(gp, mp, words, gip, bp, rows, n, c0, c1);
-      else grad_prep_columns<T, false>(gp, mp, words, gip, bp, rows, n, c0, c1);
+      if (bp32) {  // float32 sums from a float32 or float16/bfloat16 (float opmath) gradient
+        if constexpr (std::is_same_v<core::opmath_t<T>, float>) {
+          if (masked) grad_prep_columns<T, true>(gp, mp, words, gip, bp32, rows, n, c0, c1);
+          else grad_prep_columns<T, false>(gp, mp, words, gip, bp32, rows, n, c0, c1);
+        }
+      } else if (masked) {
+        grad_prep_columns<T, true>(gp, mp, words, gip, bp, rows, n, c0, c1);
+      } else {
+        grad_prep_columns<T, false>(gp, mp, words, gip, bp, rows, n, c0, c1);
+      }
     }
   });
   return r;

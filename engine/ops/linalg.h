@@ -13,6 +13,10 @@ namespace tb::ops {
 // a: (M, K), b: (K, N) -> (M, N).
 Tensor mm(const Tensor& a, const Tensor& b);
 Tensor& mm_out(Tensor& out, const Tensor& a, const Tensor& b);
+// a: (M, K), b: (K, N), both bfloat16 -> float32 (M, N): the product's float32 accumulator, not
+// rounded to bfloat16 (autocast's float32 gradients). Into `into` where it is a contiguous float32
+// (M, N) tensor sharing no memory with a or b, else a fresh tensor; returns the result.
+Tensor mm_float32(const Tensor& a, const Tensor& b, const Tensor& into = {});
 // a: (B, M, K), b: (B, K, N) -> (B, M, N); batch sizes must match exactly (no broadcasting).
 Tensor bmm(const Tensor& a, const Tensor& b);
 // torch.matmul: 1-D x 1-D is a dot product, 1-D operands get a dim prepended (left) or appended
@@ -39,11 +43,13 @@ Tensor relu_mask(const Tensor& output);
 // grad: 2-D (rows, out), floating; mask: relu_mask of the (rows, out) output. The row sums are
 // blocked (partial sums of 64 rows, then the partials), accumulating in the dtype's opmath type.
 // in_place: grad_in overwrites grad when grad is contiguous (for a caller that alone holds grad's
-// buffer: the backward then needs no second gradient-sized buffer).
+// buffer: the backward then needs no second gradient-sized buffer). bias_float32: bias_grad is
+// float32 whatever grad's dtype (the opmath sums stored unrounded: autocast's float32 gradients).
 struct LinearGradPrep {
   Tensor grad_in, bias_grad;
 };
-LinearGradPrep linear_grad_prep(const Tensor& grad, const Tensor& mask, bool want_bias_grad, bool in_place = false);
+LinearGradPrep linear_grad_prep(const Tensor& grad, const Tensor& mask, bool want_bias_grad, bool in_place = false,
+                                bool bias_float32 = false);
 // a: (N), b: (M) -> (N, M), with type promotion like torch.outer.
 Tensor outer(const Tensor& a, const Tensor& b);
 // General einsum: explicit ("ij,jk->ik") or implicit ("ij,jk") output, repeated labels within an

@@ -129,29 +129,66 @@ namespace {
 // or retain_grad kept it: Function nodes receive their gradients by move), relu's mask is applied
 // in place, so the backward holds one gradient-sized buffer less at its peak.
 // mask: linear_relu's packed relu mask (ops::relu_mask), undefined for linear.
-TensorList linear_backward(BackwardContext& ctx, const Tensor& grad, const Tensor& mask) {
+// wide: which of (x, weight, bias) autocast narrowed from float32 to bfloat16 (Note [Autocast
+// gradients in float32]): their gradients come out of the products in float32.
+struct Widened {
+  bool x = false, weight = false, bias = false;
+};
+
+TensorList linear_backward(BackwardContext& ctx, const Tensor& grad, const Tensor& mask, Widened wide) {
   const Tensor x = ctx.saved(0), w = ctx.saved(1);
   const int64_t in = w.size(1), outf = w.size(0), rows = leading_rows(x);
   const bool alone = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1;
   const Tensor g2 = grad.reshape({rows, outf});
-  const ops::LinearGradPrep p = ops::linear_grad_prep(g2, mask, ctx.needs_grad(2), alone);
+  const ops::LinearGradPrep p = ops::linear_grad_prep(g2, mask, ctx.needs_grad(2), alone, wide.bias);
   Tensor dx, dw;
-  if (ctx.needs_grad(0)) dx = ops::mm(p.grad_in, w).view(x.sizes());
+  if (ctx.needs_grad(0)) dx = (wide.x ? ops::mm_float32(p.grad_in, w) : ops::mm(p.grad_in, w)).view(x.sizes());
   if (ctx.needs_grad(1)) {
     dw = ctx.grad_buffer(1);  // Note [Gradient buffers]: e.g. DDP's bucket slot
-    if (dw.defined()) ops::mm_out(dw, p.grad_in.t(), x.reshape({rows, in}));
-    else dw = ops::mm(p.grad_in.t(), x.reshape({rows, in}));
+    const Tensor xr = x.reshape({rows, in});
+    if (wide.weight) dw = ops::mm_float32(p.grad_in.t(), xr, dw);
+    else if (dw.defined()) ops::mm_out(dw, p.grad_in.t(), xr);
+    else dw = ops::mm(p.grad_in.t(), xr);
   }
   return TensorList{dx, dw, p.bias_grad};
+}
+
+// Note [Autocast gradients in float32]
+// Under bfloat16 autocast, LibTorch's linear multiplies bfloat16 casts of its float32 inputs (the
+// master weight, its bias, a float32 activation), so each such input's gradient is produced in
+// bfloat16 and converted back by the cast's backward: a bfloat16 buffer written, read and widened
+// into a float32 one per weight and step (7% of the MLP's bfloat16 train step on a Zen 4 host).
+// Here linear and linear_relu record the float32 inputs themselves and produce their gradients in
+// float32 straight from the products' float32 accumulators (Note [Widening bfloat16 products] in
+// ops/cpu/linalg_gemm.cpp; the bias's row sums likewise), into DDP's bucket slot where one is
+// offered (Note [Gradient buffers]), as Megatron-LM's gradient-accumulation fusion writes weight
+// gradients into float32 main_grad. The difference from LibTorch is one bfloat16 rounding fewer
+// per gradient. float16 autocast keeps LibTorch's float16 gradients: a GradScaler must see the
+// overflow they can have.
+struct AutocastInputs {
+  Tensor x, weight, bias;  // what the product reads: bfloat16 casts under autocast
+  TensorList recorded;     // what the graph's edges lead to
+  Widened wide;
+};
+
+AutocastInputs autocast_linear_inputs(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  AutocastInputs r{autocast_lower(x_in), autocast_lower(weight_in), autocast_lower(bias_in), {}, {}};
+  auto widened = [](const Tensor& in, const Tensor& cast) {
+    return in.defined() && cast.dtype() == DType::BFloat16 && in.dtype() == DType::Float32;
+  };
+  r.wide = {widened(x_in, r.x), widened(weight_in, r.weight), widened(bias_in, r.bias)};
+  r.recorded = {r.wide.x ? x_in : r.x, r.wide.weight ? weight_in : r.weight, r.wide.bias ? bias_in : r.bias};
+  return r;
 }
 
 }  // namespace
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  const Tensor x = autocast_lower(x_in), weight = autocast_lower(weight_in), bias = autocast_lower(bias_in);
-  Tensor out = kernel([&] { return ops::linear(x, weight, bias); });
-  record("linear", {x, weight, bias}, {out}, {x, weight},
-         [](BackwardContext& ctx, const TensorList& g) { return linear_backward(ctx, g[0], Tensor()); });
+  const AutocastInputs in = autocast_linear_inputs(x_in, weight_in, bias_in);
+  Tensor out = kernel([&] { return ops::linear(in.x, in.weight, in.bias); });
+  record("linear", in.recorded, {out}, {in.x, in.weight}, [wide = in.wide](BackwardContext& ctx, const TensorList& g) {
+    return linear_backward(ctx, g[0], Tensor(), wide);
+  });
   return out;
 }
 
@@ -159,18 +196,19 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
 // next layer (which saves it as its input), so the backward of this layer -- where the weight
 // gradient is allocated -- does not hold it, and the step's peak stays that of linear + relu.
 Tensor linear_relu(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  const Tensor x = autocast_lower(x_in), weight = autocast_lower(weight_in), bias = autocast_lower(bias_in);
-  Tensor out = kernel([&] { return ops::linear_relu(x, weight, bias); });
-  if (!grad_mode_enabled() || !any_requires_grad({x, weight, bias})) return out;
+  const AutocastInputs in = autocast_linear_inputs(x_in, weight_in, bias_in);
+  const Tensor &x = in.x, &weight = in.weight;
+  Tensor out = kernel([&] { return ops::linear_relu(x, weight, in.bias); });
+  if (!grad_mode_enabled() || !any_requires_grad(in.recorded)) return out;
   const Tensor mask = kernel([&] { return ops::relu_mask(out.reshape({leading_rows(out), out.size(-1)})); });
   // relu(linear) saves relu's output, so an in-place write to it fails the backward; the witness
   // (an empty tensor sharing out's version counter) keeps that check without holding out.
   Tensor witness = empty({0}, out.dtype());
   witness.impl()->version = out.impl()->version;
-  record("linear_relu", {x, weight, bias}, {out}, {x, weight, mask, witness},
-         [](BackwardContext& ctx, const TensorList& g) {
+  record("linear_relu", in.recorded, {out}, {x, weight, mask, witness},
+         [wide = in.wide](BackwardContext& ctx, const TensorList& g) {
            (void)ctx.saved(3);  // raises if the output was modified in place
-           return linear_backward(ctx, g[0], ctx.saved(2));
+           return linear_backward(ctx, g[0], ctx.saved(2), wide);
          });
   return out;
 }

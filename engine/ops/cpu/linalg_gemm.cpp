@@ -129,10 +129,12 @@ void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alp
                  const GemmEpilogue& ep) {
   using dt = dnnl::memory::data_type;
   const dt type = a.dtype() == DType::BFloat16 ? dt::bf16 : dt::f32;
+  const dt out_type = out.dtype() == DType::BFloat16 ? dt::bf16 : dt::f32;  // float32 from bfloat16: widening
   const Mat ma = describe(a), mb = describe(b);
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2);
   const Mat mc{B, M, N, M * N, N, 1};
   std::vector<int64_t> key = {int64_t(type),
+                              int64_t(out_type),
                               ma.batch,
                               ma.rows,
                               ma.cols,
@@ -157,8 +159,8 @@ void dnnl_matmul(const Tensor& out, const Tensor& a, const Tensor& b, double alp
     try {
       fresh.a = md(ma, type);
       fresh.b = md(mb, type);
-      fresh.c = md(mc, type);
-      if (ep.bias.defined()) fresh.bias = dnnl::memory::desc({1, 1, N}, type, {N, N, 1});
+      fresh.c = md(mc, out_type);
+      if (ep.bias.defined()) fresh.bias = dnnl::memory::desc({1, 1, N}, out_type, {N, N, 1});
       dnnl::matmul::desc d = ep.bias.defined() ? dnnl::matmul::desc(fresh.a, fresh.b, fresh.bias, fresh.c)
                                                : dnnl::matmul::desc(fresh.a, fresh.b, fresh.c);
       fresh.prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, gemm_attr(alpha, beta), dnnl_state().eng));
@@ -542,6 +544,13 @@ void force_bf16_products(std::optional<Bf16Products> route) {
   g_forced_bf16_products.store(route ? int(*route) : -1, std::memory_order_relaxed);
 }
 
+// Note [Widening bfloat16 products]
+// bfloat16 operands into a float32 output: oneDNN's bfloat16 kernels accumulate in float32 anyway,
+// and with a float32 destination they store that accumulator instead of rounding it to bfloat16
+// (where bfloat16 runs through float32, the widened product writes out directly). Autocast's
+// gradients use it (Note [Autocast gradients in float32] in autograd/functions/linalg.cpp): a
+// float32 weight's gradient comes out of its product in float32, with no bfloat16 buffer and no
+// conversion pass between them.
 void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta,
                   const GemmEpilogue& ep) {
   if (out.dim() == 4) {
@@ -571,6 +580,17 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
   if (K == 0) {
     scale_out(out, beta);
     return apply_epilogue(out, ep);
+  }
+  if (a.dtype() != out.dtype()) {
+    // Note [Widening bfloat16 products]: the float32 accumulator stored as it is.
+    TB_CHECK(a.dtype() == DType::BFloat16 && b.dtype() == DType::BFloat16 && out.dtype() == DType::Float32,
+             "gemm_batched", "internal: mixed dtypes must be bfloat16 operands into a float32 output");
+    if (!dnnl_multiplies(DType::BFloat16, N)) return gemm_batched(out, widen_bf16(a), widen_bf16(b), alpha, beta, ep);
+    const Tensor a2 = dnnl_compatible(describe(a)) ? a : a.contiguous();
+    const Tensor b2 = dnnl_compatible(describe(b)) ? b : b.contiguous();
+    if (B > 1 && describe(a2).batch == 1 && describe(b2).batch == 1)
+      return dnnl_matmul(out, a2.contiguous(), b2, alpha, beta, ep);
+    return dnnl_matmul(out, a2, b2, alpha, beta, ep);
   }
   const DType dt = out.dtype();
   if (dnnl_multiplies(dt, N)) {

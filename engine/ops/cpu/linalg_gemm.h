@@ -28,7 +28,9 @@ struct GemmEpilogue {
 // out = alpha * (a @ b) + beta * out, per batch, then the epilogue.
 // Also 4-D: out (B1, B2, M, N) contiguous, a (B1, B2, M, K) and b (B1, B2, K, N) with any
 // strides (no epilogue): two batch dims that cannot merge into one stride, read in place.
-//   out: (B, M, N), contiguous, same dtype as a and b; read only when beta != 0.
+//   out: (B, M, N), contiguous, same dtype as a and b -- or float32 with bfloat16 a and b, the float32
+//        accumulator stored unrounded (Note [Widening bfloat16 products] in linalg_gemm.cpp); read
+//        only when beta != 0.
 //   a:   (B, M, K), any strides (batch stride 0 = broadcast).
 //   b:   (B, K, N), any strides.
 // beta == 0 ignores out's old contents (NaN included), as BLAS and PyTorch do.

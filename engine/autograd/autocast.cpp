@@ -1,8 +1,13 @@
 #include "engine/autograd/autocast.h"
 
+#include <memory>
+#include <mutex>
 #include <unordered_map>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/memory/allocator.h"
+#include "engine/memory/site.h"
+#include "engine/tensor/factories.h"
 
 namespace tb::autograd {
 
@@ -28,6 +33,55 @@ bool cacheable(const Tensor& t, DType to) {
   return to == dtype && t.dtype() == DType::Float32 && grad_mode_enabled() && t.requires_grad() && t.is_leaf();
 }
 
+// Note [Autocast weight shadows]: process-wide (an optimizer may step on another thread than the
+// forward's), keyed by the parameter's TensorImpl, held weakly.
+struct Shadow {
+  std::weak_ptr<TensorImpl> param;
+  Tensor cast;  // bfloat16, the parameter's shape, contiguous; undefined until a step fills it
+  uint64_t version = 0;
+  bool valid = false;  // cast holds the parameter's rounding at `version`
+};
+std::mutex shadow_mu;
+std::unordered_map<const TensorImpl*, Shadow> shadows;
+
+// The entry of a live parameter (an entry whose parameter died, and whose address a new tensor
+// may now have, is dropped), or nullptr. Under shadow_mu.
+Shadow* live_shadow(const Tensor& param) {
+  auto it = shadows.find(param.impl());
+  if (it == shadows.end()) return nullptr;
+  if (it->second.param.lock() != param.impl_ptr()) {
+    shadows.erase(it);
+    return nullptr;
+  }
+  return &it->second;
+}
+
+// The cast of t to bfloat16 from its shadow when one is valid at t's version: a new tensor on the
+// shadow's storage, recorded as Tensor::to records it (the copy's backward node); else t.to(),
+// registering t for a shadow.
+Tensor cast_with_shadow(const Tensor& t) {
+  {
+    std::lock_guard<std::mutex> lock(shadow_mu);
+    if (Shadow* s = live_shadow(t); s && s->valid && s->version == t.version() && s->cast.sizes() == t.sizes()) {
+      Tensor out = make_tensor(s->cast.storage(), t.sizes(), s->cast.strides(), 0, DType::BFloat16, "autocast_shadow");
+      autograd_hooks().on_copy(out, t);
+      return out;
+    }
+  }
+  Tensor out = t.to(DType::BFloat16);
+  if (t.is_contiguous()) {
+    std::lock_guard<std::mutex> lock(shadow_mu);
+    if (!live_shadow(t)) {
+      // A sweep of dead entries as the registry grows, so parameters made and dropped in a loop
+      // do not pile up.
+      if (shadows.size() >= 64 && (shadows.size() & (shadows.size() - 1)) == 0)
+        std::erase_if(shadows, [](const auto& kv) { return kv.second.param.expired(); });
+      shadows[t.impl()] = Shadow{t.impl_ptr(), Tensor(), 0, false};
+    }
+  }
+  return out;
+}
+
 // LibTorch casts only eligible tensors: floating and not float64 (double math stays double).
 Tensor cast_floating(const Tensor& t, DType to) {
   if (!enabled || !t.defined() || !core::is_floating(t.dtype()) || t.dtype() == DType::Float64 || t.dtype() == to)
@@ -35,7 +89,7 @@ Tensor cast_floating(const Tensor& t, DType to) {
   if (!cacheable(t, to)) return t.to(to);
   auto it = cache.find(t.impl());
   if (it != cache.end() && it->second.version == t.version() && it->second.cast.dtype() == to) return it->second.cast;
-  Tensor out = t.to(to);
+  Tensor out = to == DType::BFloat16 ? cast_with_shadow(t) : t.to(to);
   cache[t.impl()] = {t, out, t.version()};
   return out;
 }
@@ -65,5 +119,47 @@ size_t autocast_cache_size() { return cache.size(); }
 
 Tensor autocast_lower(const Tensor& t) { return cast_floating(t, dtype); }
 Tensor autocast_fp32(const Tensor& t) { return cast_floating(t, DType::Float32); }
+
+Tensor autocast_shadow_buffer(const Tensor& param) {
+  if (!param.defined() || param.dtype() != DType::Float32 || !param.is_contiguous()) return Tensor();
+  std::lock_guard<std::mutex> lock(shadow_mu);
+  Shadow* s = live_shadow(param);
+  if (!s) return Tensor();
+  s->valid = false;
+  // Refilled in place only while the registry alone holds the buffer: a cast handed out earlier
+  // (saved by a graph someone kept) must keep its values.
+  const bool reuse = s->cast.defined() && s->cast.sizes() == param.sizes() && s->cast.impl_ptr().use_count() == 1 &&
+                     s->cast.storage().use_count() == 1;
+  if (!reuse) {
+    memory::TagGuard tag(memory::Tag::Parameter);
+    memory::OpScope site("autocast_shadow");  // names it in OOM reports and memory snapshots
+    s->cast = empty(param.sizes(), DType::BFloat16);
+  }
+  return s->cast;
+}
+
+void autocast_shadow_written(const Tensor& param) {
+  std::lock_guard<std::mutex> lock(shadow_mu);
+  if (Shadow* s = live_shadow(param); s && s->cast.defined()) {
+    s->version = param.version();
+    s->valid = true;
+  }
+}
+
+void autocast_shadows_clear() {
+  std::lock_guard<std::mutex> lock(shadow_mu);
+  shadows.clear();
+}
+
+Tensor autocast_valid_shadow(const Tensor& param) {
+  std::lock_guard<std::mutex> lock(shadow_mu);
+  Shadow* s = live_shadow(param);
+  return s && s->valid && s->version == param.version() ? s->cast : Tensor();
+}
+
+size_t autocast_shadow_count() {
+  std::lock_guard<std::mutex> lock(shadow_mu);
+  return shadows.size();
+}
 
 }  // namespace tb::autograd

@@ -19,11 +19,13 @@
 #include <immintrin.h>
 #endif
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/profiler.h"
 #include "engine/memory/allocator.h"
 #include "engine/memory/site.h"
 #include "engine/ops/common.h"
+#include "engine/ops/cpu/bf16_convert.h"
 #include "engine/tensor/factories.h"
 #include "engine/tensor/state_fence.h"
 
@@ -224,6 +226,10 @@ void Adam::step() {
       std::vector<Tensor> state{ps["exp_avg"], ps["exp_avg_sq"]};
       if (a.amsgrad) state.push_back(ps["max_exp_avg_sq"]);
       FlatUpdate f = flat_update(p, grad, state);
+      // Note [Autocast weight shadows]: the bfloat16 rounding of the updated weights, for the next
+      // forward's autocast, written while each chunk is still in L1.
+      const Tensor shadow = f.param.is_same(p) ? autograd::autocast_shadow_buffer(p) : Tensor();
+      auto* sh = shadow.defined() ? static_cast<core::BFloat16*>(shadow.data()) : nullptr;
       // The update is an op event of its own inside adam(w).step, with the shapes it walks, named
       // as PyTorch's fused kernels (which take every parameter at once; this one runs per
       // parameter). Off: one relaxed load (Note [Profiler cost when off]).
@@ -237,16 +243,23 @@ void Adam::step() {
         T* vmax = a.amsgrad ? static_cast<T*>(f.state[2].data()) : nullptr;
         parallel_for(p.numel(), [&](int64_t b, int64_t e) {
           const int decay = a.weight_decay == 0 ? 0 : a.decoupled ? 2 : 1;
-          auto run = [&]<bool kAms>() {
-            if (decay == 0) adam_kernel<T, kAms, 0>(pp, gp, mp, vp, vmax, b, e, a);
-            else if (decay == 1) adam_kernel<T, kAms, 1>(pp, gp, mp, vp, vmax, b, e, a);
-            else adam_kernel<T, kAms, 2>(pp, gp, mp, vp, vmax, b, e, a);
+          auto run = [&]<bool kAms>(int64_t cb, int64_t ce) {
+            if (decay == 0) adam_kernel<T, kAms, 0>(pp, gp, mp, vp, vmax, cb, ce, a);
+            else if (decay == 1) adam_kernel<T, kAms, 1>(pp, gp, mp, vp, vmax, cb, ce, a);
+            else adam_kernel<T, kAms, 2>(pp, gp, mp, vp, vmax, cb, ce, a);
           };
-          if (a.amsgrad) run.template operator()<true>();
-          else run.template operator()<false>();
+          constexpr int64_t kShadowChunk = 2048;  // 8 KiB of float32: still in L1 for the rounding
+          for (int64_t cb = b; cb < e; cb = sh ? std::min(e, cb + kShadowChunk) : e) {
+            const int64_t ce = sh ? std::min(e, cb + kShadowChunk) : e;
+            if (a.amsgrad) run.template operator()<true>(cb, ce);
+            else run.template operator()<false>(cb, ce);
+            if constexpr (std::is_same_v<T, float>)
+              if (sh) ops::cpu::store_bf16(sh + cb, pp + cb, ce - cb);
+          }
         });
       });
       f.finish();
+      if (sh) autograd::autocast_shadow_written(p);
     }
   }
 }

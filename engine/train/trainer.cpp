@@ -121,6 +121,10 @@ void Trainer::optimizer_step() {
   info.lr = optimizer_->param_groups().at(0).options.at("lr").get<double>();
   info.micro_batches = micro_;
   info.loss = group_loss_ / double(micro_);
+  // The weights change now: the next group casts them afresh. Dropped before the step, so that no
+  // cast of this group holds a weight's shadow buffer while the step refills it (Note [Autocast
+  // weight shadows] in autograd/autocast.h).
+  cast_cache_.reset();
   optim::GradScaler* scaler = options_.grad_scaler.get();
   if (scaler) {
     info.scale = scaler->get_scale();
@@ -133,7 +137,6 @@ void Trainer::optimizer_step() {
   } else {
     optimizer_->step();
   }
-  cast_cache_.reset();  // the weights changed: the next group casts them afresh
   if (scheduler_ && !plateau() && options_.scheduler_interval == "step") scheduler_->step();
   micro_ = 0;
   ++step_;

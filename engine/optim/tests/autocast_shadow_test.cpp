@@ -1,0 +1,160 @@
+// Note [Autocast weight shadows] (engine/autograd/autocast.h): the fused Adam/AdamW step writes the
+// bfloat16 rounding of the weights autocast casts, and the next cast at that version is served
+// from it. Checked: the shadow is bitwise the cast; training with shadows is bitwise training
+// without them (linear, linear_relu, matmul, conv2d); a write after the step, a cast still held
+// from an earlier step, and a parameter that died are never served stale.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "engine/autograd/autocast.h"
+#include "engine/autograd/functions.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/rng.h"
+#include "engine/optim/adam.h"
+#include "engine/tensor/factories.h"
+
+namespace tb {
+namespace {
+
+namespace A = tb::autograd;
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data(), y.data(), size_t(x.numel()) * x.itemsize()) == 0;
+}
+
+struct Net {
+  Tensor w1, b1, w2, b2, k;  // two linears, a matmul weight and a conv2d kernel
+  std::vector<Tensor> params() const { return {w1, b1, w2, b2, k}; }
+};
+
+Net make_net(uint64_t seed) {
+  core::Generator g(seed);
+  Net n;
+  // 64 x 520 floats: past the optimizer's serial bound (2^15), so its threads each write chunks.
+  n.w1 = mul(randn({64, 520}, DType::Float32, &g), 0.1).requires_grad_(true);
+  n.b1 = mul(randn({64}, DType::Float32, &g), 0.1).requires_grad_(true);
+  n.w2 = mul(randn({32, 64}, DType::Float32, &g), 0.1).requires_grad_(true);
+  n.b2 = zeros({32}).requires_grad_(true);
+  n.k = mul(randn({4, 2, 3, 3}, DType::Float32, &g), 0.1).requires_grad_(true);
+  return n;
+}
+
+struct Batch {
+  Tensor x, img;
+};
+Batch make_batch(uint64_t seed) {
+  core::Generator g(seed);
+  Batch b;
+  b.x = randn({16, 520}, DType::Float32, &g);
+  b.img = randn({2, 2, 6, 6}, DType::Float32, &g);
+  return b;
+}
+
+// One step: loss through linear_relu, linear, matmul (against w2's transpose) and conv2d, each of
+// whose float32 weights autocast casts.
+void train_step(Net& n, optim::AdamW& opt, const Batch& b, bool shadows) {
+  if (!shadows) A::autocast_shadows_clear();
+  opt.zero_grad();
+  Tensor loss;
+  {
+    A::AutocastGuard ag;
+    Tensor h = linear_relu(b.x, n.w1, n.b1);
+    Tensor y = linear(h, n.w2, n.b2);
+    Tensor z = matmul(y, n.w2);  // (rows, 64)
+    Tensor c = conv2d(b.img, n.k, Tensor(), {1, 1}, {1, 1}, {1, 1}, 1);
+    loss = add(sum(mul(z.to(DType::Float32), z.to(DType::Float32))), sum(c.to(DType::Float32)));
+  }
+  loss.backward();
+  opt.step();
+}
+
+TEST(AutocastShadow, TheStepWritesTheCastsBitsAndTheNextCastIsServedFromThem) {
+  A::autocast_shadows_clear();
+  Net n = make_net(1);
+  optim::AdamW opt(n.params(), {});
+  const Batch data = make_batch(2);
+  train_step(n, opt, data, true);  // registers the weights; the step writes their shadows
+  for (const Tensor& p : n.params()) {
+    const Tensor s = A::autocast_valid_shadow(p);
+    ASSERT_TRUE(s.defined());
+    EXPECT_TRUE(bitwise_equal(s, p.detach().to(DType::BFloat16)));
+    A::AutocastGuard ag;
+    const Tensor cast = A::autocast_lower(p);
+    EXPECT_EQ(cast.data(), s.data());   // served, not cast again
+    EXPECT_TRUE(cast.requires_grad());  // with the cast's backward node
+  }
+}
+
+TEST(AutocastShadow, TrainingWithShadowsIsBitwiseTrainingWithout) {
+  const Batch data = make_batch(3);
+  Net with = make_net(4), without = make_net(4);
+  optim::AdamW o1(with.params(), {}), o2(without.params(), {});
+  for (int step = 0; step < 5; ++step) train_step(without, o2, data, false);
+  A::autocast_shadows_clear();
+  for (int step = 0; step < 5; ++step) {
+    for (const Tensor& p : with.params()) EXPECT_EQ(A::autocast_valid_shadow(p).defined(), step > 0);
+    train_step(with, o1, data, true);
+  }
+  for (size_t i = 0; i < with.params().size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(with.params()[i], without.params()[i])) << "parameter " << i;
+    EXPECT_TRUE(bitwise_equal(with.params()[i].grad(), without.params()[i].grad())) << "gradient " << i;
+  }
+}
+
+TEST(AutocastShadow, AWriteAfterTheStepIsCastAfresh) {
+  A::autocast_shadows_clear();
+  Net n = make_net(5);
+  optim::AdamW opt(n.params(), {});
+  const Batch data = make_batch(6);
+  train_step(n, opt, data, true);
+  {
+    A::NoGradGuard ng;
+    mul_(n.w1, 3.0);  // e.g. a user's rescale, or a checkpoint load
+  }
+  EXPECT_FALSE(A::autocast_valid_shadow(n.w1).defined());
+  A::AutocastGuard ag;
+  EXPECT_TRUE(bitwise_equal(A::autocast_lower(n.w1), n.w1.detach().to(DType::BFloat16)));
+}
+
+TEST(AutocastShadow, ACastStillHeldKeepsItsValues) {
+  A::autocast_shadows_clear();
+  Net n = make_net(7);
+  optim::AdamW opt(n.params(), {.lr = 0.1});
+  const Batch data = make_batch(8);
+  train_step(n, opt, data, true);
+  Tensor held;
+  {
+    A::AutocastGuard ag;
+    held = A::autocast_lower(n.w1);  // served from the shadow, and kept past the next step
+  }
+  const Tensor before = held.detach().clone();
+  train_step(n, opt, data, true);
+  EXPECT_TRUE(bitwise_equal(held, before));  // the step wrote a new buffer, not this one
+  EXPECT_FALSE(bitwise_equal(A::autocast_valid_shadow(n.w1), before));
+}
+
+TEST(AutocastShadow, ADeadParametersEntryIsNeverServed) {
+  A::autocast_shadows_clear();
+  {
+    Net n = make_net(9);
+    optim::AdamW opt(n.params(), {});
+    const Batch data = make_batch(10);
+    train_step(n, opt, data, true);
+    EXPECT_EQ(A::autocast_shadow_count(), 5u);
+  }
+  // A fresh parameter (possibly at a dead one's address) is cast from its own values.
+  for (int i = 0; i < 8; ++i) {
+    Tensor w = full({64, 520}, 0.5 + i, DType::Float32).requires_grad_(true);
+    EXPECT_FALSE(A::autocast_valid_shadow(w).defined());
+    A::AutocastGuard ag;
+    EXPECT_TRUE(bitwise_equal(A::autocast_lower(w), full({64, 520}, 0.5 + i, DType::BFloat16)));
+  }
+  A::autocast_shadows_clear();
+  EXPECT_EQ(A::autocast_shadow_count(), 0u);
+}
+
+}  // namespace
+}  // namespace tb

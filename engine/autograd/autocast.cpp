@@ -40,6 +40,7 @@ struct Shadow {
   Tensor cast;  // bfloat16, the parameter's shape, contiguous; undefined until a step fills it
   uint64_t version = 0;
   bool valid = false;  // cast holds the parameter's rounding at `version`
+  bool wanted = true;  // a forward cast the parameter since the last step wrote the shadow
 };
 std::mutex shadow_mu;
 std::unordered_map<const TensorImpl*, Shadow> shadows;
@@ -63,6 +64,7 @@ Tensor cast_with_shadow(const Tensor& t) {
   {
     std::lock_guard<std::mutex> lock(shadow_mu);
     if (Shadow* s = live_shadow(t); s && s->valid && s->version == t.version() && s->cast.sizes() == t.sizes()) {
+      s->wanted = true;
       Tensor out = make_tensor(s->cast.storage(), t.sizes(), s->cast.strides(), 0, DType::BFloat16, "autocast_shadow");
       autograd_hooks().on_copy(out, t);
       return out;
@@ -71,7 +73,9 @@ Tensor cast_with_shadow(const Tensor& t) {
   Tensor out = t.to(DType::BFloat16);
   if (t.is_contiguous()) {
     std::lock_guard<std::mutex> lock(shadow_mu);
-    if (!live_shadow(t)) {
+    if (Shadow* s = live_shadow(t)) {
+      s->wanted = true;
+    } else {
       // A sweep of dead entries as the registry grows, so parameters made and dropped in a loop
       // do not pile up.
       if (shadows.size() >= 64 && (shadows.size() & (shadows.size() - 1)) == 0)
@@ -126,6 +130,11 @@ Tensor autocast_shadow_buffer(const Tensor& param) {
   Shadow* s = live_shadow(param);
   if (!s) return Tensor();
   s->valid = false;
+  if (!s->wanted) {  // no forward took the last shadow (float32 training now, or evaluation): stop
+    s->cast = Tensor();
+    return Tensor();
+  }
+  s->wanted = false;
   // Refilled in place only while the registry alone holds the buffer: a cast handed out earlier
   // (saved by a graph someone kept) must keep its values.
   const bool reuse = s->cast.defined() && s->cast.sizes() == param.sizes() && s->cast.impl_ptr().use_count() == 1 &&

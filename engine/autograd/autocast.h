@@ -33,7 +33,9 @@
 // cast is made afresh. The registry holds parameters weakly (an entry dies with its parameter) and
 // a shadow buffer is refilled in place only while no cast handed out still holds it, so a graph
 // kept from an earlier step never sees its saved weights change. A shadow costs a bfloat16 copy
-// of each such parameter between steps (tagged parameter); autocast_shadows_clear() drops them.
+// of each such parameter between steps (tagged parameter); a step after which no forward cast the
+// parameter (training went on in float32, or only evaluated) drops it and writes no more until a
+// cast asks again; autocast_shadows_clear() drops them all.
 #pragma once
 #include "engine/core/dtype.h"
 #include "engine/tensor/tensor.h"

@@ -2,7 +2,8 @@
 // bfloat16 rounding of the weights autocast casts, and the next cast at that version is served
 // from it. Checked: the shadow is bitwise the cast; training with shadows is bitwise training
 // without them (linear, linear_relu, matmul, conv2d); a write after the step, a cast still held
-// from an earlier step, and a parameter that died are never served stale.
+// from an earlier step, and a parameter that died are never served stale; a shadow no forward
+// takes is dropped.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -134,6 +135,24 @@ TEST(AutocastShadow, ACastStillHeldKeepsItsValues) {
   train_step(n, opt, data, true);
   EXPECT_TRUE(bitwise_equal(held, before));  // the step wrote a new buffer, not this one
   EXPECT_FALSE(bitwise_equal(A::autocast_valid_shadow(n.w1), before));
+}
+
+TEST(AutocastShadow, AShadowNoForwardTakesIsDroppedAtTheNextStep) {
+  A::autocast_shadows_clear();
+  Net n = make_net(11);
+  optim::AdamW opt(n.params(), {});
+  const Batch data = make_batch(12);
+  train_step(n, opt, data, true);
+  ASSERT_TRUE(A::autocast_valid_shadow(n.w1).defined());
+  // A float32 step: its forward casts nothing, so the step after it writes no shadow.
+  opt.zero_grad();
+  sum(linear_relu(data.x, n.w1, n.b1)).backward();
+  opt.step();
+  EXPECT_FALSE(A::autocast_valid_shadow(n.w1).defined());
+  // Back under autocast: cast afresh, and the shadows come back with the next step.
+  train_step(n, opt, data, true);
+  EXPECT_TRUE(A::autocast_valid_shadow(n.w1).defined());
+  EXPECT_TRUE(bitwise_equal(A::autocast_valid_shadow(n.w1), n.w1.detach().to(DType::BFloat16)));
 }
 
 TEST(AutocastShadow, ADeadParametersEntryIsNeverServed) {

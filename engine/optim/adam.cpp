@@ -248,9 +248,10 @@ void Adam::step() {
             else if (decay == 1) adam_kernel<T, kAms, 1>(pp, gp, mp, vp, vmax, cb, ce, a);
             else adam_kernel<T, kAms, 2>(pp, gp, mp, vp, vmax, cb, ce, a);
           };
-          constexpr int64_t kShadowChunk = 2048;  // 8 KiB of float32: still in L1 for the rounding
-          for (int64_t cb = b; cb < e; cb = sh ? std::min(e, cb + kShadowChunk) : e) {
-            const int64_t ce = sh ? std::min(e, cb + kShadowChunk) : e;
+          // With a shadow, 2048 values (8 KiB of float32) at a time: still in L1 for the rounding.
+          const int64_t chunk = sh ? 2048 : e - b;
+          for (int64_t cb = b; cb < e; cb += chunk) {
+            const int64_t ce = std::min(e, cb + chunk);
             if (a.amsgrad) run.template operator()<true>(cb, ce);
             else run.template operator()<false>(cb, ce);
             if constexpr (std::is_same_v<T, float>)

@@ -581,28 +581,26 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b, double al
     scale_out(out, beta);
     return apply_epilogue(out, ep);
   }
-  if (a.dtype() != out.dtype()) {
-    // Note [Widening bfloat16 products]: the float32 accumulator stored as it is.
-    TB_CHECK(a.dtype() == DType::BFloat16 && b.dtype() == DType::BFloat16 && out.dtype() == DType::Float32,
-             "gemm_batched", "internal: mixed dtypes must be bfloat16 operands into a float32 output");
-    if (!dnnl_multiplies(DType::BFloat16, N)) return gemm_batched(out, widen_bf16(a), widen_bf16(b), alpha, beta, ep);
-    const Tensor a2 = dnnl_compatible(describe(a)) ? a : a.contiguous();
-    const Tensor b2 = dnnl_compatible(describe(b)) ? b : b.contiguous();
-    if (B > 1 && describe(a2).batch == 1 && describe(b2).batch == 1)
-      return dnnl_matmul(out, a2.contiguous(), b2, alpha, beta, ep);
-    return dnnl_matmul(out, a2, b2, alpha, beta, ep);
-  }
   const DType dt = out.dtype();
-  if (dnnl_multiplies(dt, N)) {
+  // Note [Widening bfloat16 products]: the float32 accumulator stored as it is, by oneDNN's
+  // bfloat16 kernels or, where they do not run here, by the product of the widened operands.
+  const bool widening = a.dtype() != dt;
+  if (widening) {
+    TB_CHECK(a.dtype() == DType::BFloat16 && b.dtype() == DType::BFloat16 && dt == DType::Float32, "gemm_batched",
+             "internal: mixed dtypes must be bfloat16 operands into a float32 output");
+    if (!dnnl_multiplies(DType::BFloat16, N)) return gemm_batched(out, widen_bf16(a), widen_bf16(b), alpha, beta, ep);
+  }
+  if (widening || dnnl_multiplies(dt, N)) {
     Tensor a2 = dnnl_compatible(describe(a)) ? a : a.contiguous();
     Tensor b2 = dnnl_compatible(describe(b)) ? b : b.contiguous();
     // oneDNN broadcasts a batch of 1 only against a real batch: materialise one side if both broadcast.
     if (B > 1 && describe(a2).batch == 1 && describe(b2).batch == 1) a2 = a2.contiguous();
-    if (dt == DType::Float32 && pads_leading_dims()) {  // Note [Padded leading dimensions]
+    if (!widening && dt == DType::Float32 && pads_leading_dims()) {  // Note [Padded leading dimensions]
       a2 = padded(a2, N, /*want_row_major=*/false);
       b2 = padded(b2, M, /*want_row_major=*/true);
     }
-    if (ep.empty() && try_sgemm(out, a2, b2, alpha, beta)) return;  // Note [Large float32 products through dnnl_sgemm]
+    if (!widening && ep.empty() && try_sgemm(out, a2, b2, alpha, beta))
+      return;  // Note [Large float32 products through dnnl_sgemm]
     return dnnl_matmul(out, a2, b2, alpha, beta, ep);
   }
   if (dt == DType::BFloat16) {

@@ -72,12 +72,22 @@ void train_step(Net& n, optim::AdamW& opt, const Batch& b, bool shadows) {
   opt.step();
 }
 
+// A net after one autocast step from an empty registry: its weights registered, their shadows
+// written by the step. The batch's seed is the net's + 1.
+struct Trained {
+  Net n;
+  optim::AdamW opt;
+  Batch data;
+  explicit Trained(uint64_t seed, double lr = optim::AdamW::Options{}.lr)
+      : n(make_net(seed)), opt(n.params(), {.lr = lr}), data(make_batch(seed + 1)) {
+    A::autocast_shadows_clear();
+    train_step(n, opt, data, true);
+  }
+};
+
 TEST(AutocastShadow, TheStepWritesTheCastsBitsAndTheNextCastIsServedFromThem) {
-  A::autocast_shadows_clear();
-  Net n = make_net(1);
-  optim::AdamW opt(n.params(), {});
-  const Batch data = make_batch(2);
-  train_step(n, opt, data, true);  // registers the weights; the step writes their shadows
+  Trained t(1);  // registers the weights; the step writes their shadows
+  Net& n = t.n;
   for (const Tensor& p : n.params()) {
     const Tensor s = A::autocast_valid_shadow(p);
     ASSERT_TRUE(s.defined());
@@ -106,11 +116,8 @@ TEST(AutocastShadow, TrainingWithShadowsIsBitwiseTrainingWithout) {
 }
 
 TEST(AutocastShadow, AWriteAfterTheStepIsCastAfresh) {
-  A::autocast_shadows_clear();
-  Net n = make_net(5);
-  optim::AdamW opt(n.params(), {});
-  const Batch data = make_batch(6);
-  train_step(n, opt, data, true);
+  Trained t(5);  // registers the weights; the step writes their shadows
+  Net& n = t.n;
   {
     A::NoGradGuard ng;
     mul_(n.w1, 3.0);  // e.g. a user's rescale, or a checkpoint load
@@ -121,11 +128,10 @@ TEST(AutocastShadow, AWriteAfterTheStepIsCastAfresh) {
 }
 
 TEST(AutocastShadow, ACastStillHeldKeepsItsValues) {
-  A::autocast_shadows_clear();
-  Net n = make_net(7);
-  optim::AdamW opt(n.params(), {.lr = 0.1});
-  const Batch data = make_batch(8);
-  train_step(n, opt, data, true);
+  Trained t(7, 0.1);  // registers the weights; the step writes their shadows
+  Net& n = t.n;
+  optim::AdamW& opt = t.opt;
+  const Batch& data = t.data;
   Tensor held;
   {
     A::AutocastGuard ag;
@@ -138,11 +144,10 @@ TEST(AutocastShadow, ACastStillHeldKeepsItsValues) {
 }
 
 TEST(AutocastShadow, AShadowNoForwardTakesIsDroppedAtTheNextStep) {
-  A::autocast_shadows_clear();
-  Net n = make_net(11);
-  optim::AdamW opt(n.params(), {});
-  const Batch data = make_batch(12);
-  train_step(n, opt, data, true);
+  Trained t(11);  // registers the weights; the step writes their shadows
+  Net& n = t.n;
+  optim::AdamW& opt = t.opt;
+  const Batch& data = t.data;
   ASSERT_TRUE(A::autocast_valid_shadow(n.w1).defined());
   // A float32 step: its forward casts nothing, so the step after it writes no shadow.
   opt.zero_grad();
@@ -156,12 +161,8 @@ TEST(AutocastShadow, AShadowNoForwardTakesIsDroppedAtTheNextStep) {
 }
 
 TEST(AutocastShadow, ADeadParametersEntryIsNeverServed) {
-  A::autocast_shadows_clear();
   {
-    Net n = make_net(9);
-    optim::AdamW opt(n.params(), {});
-    const Batch data = make_batch(10);
-    train_step(n, opt, data, true);
+    Trained t(9);
     EXPECT_EQ(A::autocast_shadow_count(), 5u);
   }
   // A fresh parameter (possibly at a dead one's address) is cast from its own values.

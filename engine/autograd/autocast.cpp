@@ -15,11 +15,21 @@ namespace {
 thread_local bool enabled = false;
 thread_local DType dtype = DType::BFloat16;
 
+// A tensor's version as the caches compare it: the counter object and its value. A TensorImpl
+// can be re-pointed at another tensor's counter (FSDP's NO_SHARD layer weights share their
+// shard's), whose value may equal the old one's; the pair cannot.
+struct Stamp {
+  std::shared_ptr<VersionCounter> counter;
+  uint64_t version = 0;
+  static Stamp of(const Tensor& t) { return {t.impl()->version, t.version()}; }
+  bool matches(const Tensor& t) const { return counter == t.impl()->version && version == t.version(); }
+};
+
 // Note [Autocast weight cache]: keyed by the weight's TensorImpl; the entry holds the weight
 // itself (so the key cannot be reused by another tensor while cached) and its version at the cast.
 struct CacheEntry {
   Tensor source, cast;
-  uint64_t version;
+  Stamp stamp;
 };
 thread_local std::unordered_map<const TensorImpl*, CacheEntry> cache;
 thread_local int cache_users = 0;  // live AutocastGuards and AutocastCacheScopes
@@ -38,8 +48,8 @@ bool cacheable(const Tensor& t, DType to) {
 struct Shadow {
   std::weak_ptr<TensorImpl> param;
   Tensor cast;  // bfloat16, the parameter's shape, contiguous; undefined until a step fills it
-  uint64_t version = 0;
-  bool valid = false;  // cast holds the parameter's rounding at `version`
+  Stamp stamp;
+  bool valid = false;  // cast holds the parameter's rounding at `stamp`
   bool wanted = true;  // a forward cast the parameter since the last step wrote the shadow
 };
 std::mutex shadow_mu;
@@ -63,7 +73,7 @@ Shadow* live_shadow(const Tensor& param) {
 Tensor cast_with_shadow(const Tensor& t) {
   {
     std::lock_guard<std::mutex> lock(shadow_mu);
-    if (Shadow* s = live_shadow(t); s && s->valid && s->version == t.version() && s->cast.sizes() == t.sizes()) {
+    if (Shadow* s = live_shadow(t); s && s->valid && s->stamp.matches(t) && s->cast.sizes() == t.sizes()) {
       s->wanted = true;
       Tensor out = make_tensor(s->cast.storage(), t.sizes(), s->cast.strides(), 0, DType::BFloat16, "autocast_shadow");
       autograd_hooks().on_copy(out, t);
@@ -80,7 +90,7 @@ Tensor cast_with_shadow(const Tensor& t) {
       // do not pile up.
       if (shadows.size() >= 64 && (shadows.size() & (shadows.size() - 1)) == 0)
         std::erase_if(shadows, [](const auto& kv) { return kv.second.param.expired(); });
-      shadows[t.impl()] = Shadow{t.impl_ptr(), Tensor(), 0, false};
+      shadows[t.impl()] = Shadow{t.impl_ptr(), Tensor(), {}, false};
     }
   }
   return out;
@@ -92,9 +102,9 @@ Tensor cast_floating(const Tensor& t, DType to) {
     return t;
   if (!cacheable(t, to)) return t.to(to);
   auto it = cache.find(t.impl());
-  if (it != cache.end() && it->second.version == t.version() && it->second.cast.dtype() == to) return it->second.cast;
+  if (it != cache.end() && it->second.stamp.matches(t) && it->second.cast.dtype() == to) return it->second.cast;
   Tensor out = to == DType::BFloat16 ? cast_with_shadow(t) : t.to(to);
-  cache[t.impl()] = {t, out, t.version()};
+  cache[t.impl()] = {t, out, Stamp::of(t)};
   return out;
 }
 }  // namespace
@@ -150,7 +160,7 @@ Tensor autocast_shadow_buffer(const Tensor& param) {
 void autocast_shadow_written(const Tensor& param) {
   std::lock_guard<std::mutex> lock(shadow_mu);
   if (Shadow* s = live_shadow(param); s && s->cast.defined()) {
-    s->version = param.version();
+    s->stamp = Stamp::of(param);
     s->valid = true;
   }
 }
@@ -163,7 +173,7 @@ void autocast_shadows_clear() {
 Tensor autocast_valid_shadow(const Tensor& param) {
   std::lock_guard<std::mutex> lock(shadow_mu);
   Shadow* s = live_shadow(param);
-  return s && s->valid && s->version == param.version() ? s->cast : Tensor();
+  return s && s->valid && s->stamp.matches(param) ? s->cast : Tensor();
 }
 
 size_t autocast_shadow_count() {

@@ -16,9 +16,11 @@
 // while an AutocastGuard or an AutocastCacheScope is alive on this thread and is emptied when the
 // last one ends (PyTorch empties it on leaving the outermost autocast region). A Trainer holds an
 // AutocastCacheScope over the micro-batches of one optimizer step, so gradient accumulation casts
-// each weight once per optimizer step. Unlike PyTorch's, an entry remembers the weight's version:
-// a weight changed in place (an optimizer step inside the scope) is cast again, never served
-// stale. The cast's backward node saves nothing, so several backwards may run through it.
+// each weight once per optimizer step. Unlike PyTorch's, an entry remembers the weight's version
+// (the counter and its value: FSDP re-points a layer's weight at its master's counter): a weight
+// changed in place (an optimizer step inside the scope, a checkpoint load) is cast again, never
+// served stale. So every write to a weight must bump its version, raw ones included (a
+// checkpoint's reads, FSDP's gathers). The cast's backward node saves nothing, so several backwards may run through it.
 //
 // Note [Autocast weight shadows]
 // Without help, every step casts every weight again: the optimizer has just written the float32

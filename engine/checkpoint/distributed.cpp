@@ -566,8 +566,13 @@ LoadStats load_distributed(DistributedState& state, const std::string& path, dis
                     row_bytes_of(e.local.sizes(), e.local.dtype()) == row_bytes_of(t->shape, t->dtype)),
                op, w, "local ", shape_text(e.local.sizes()), " at row ", e.row_offset, " does not fit ",
                shape_text(t->shape));
-      if (rows > 0 && e.local.numel() > 0)
+      if (rows > 0 && e.local.numel() > 0) {
+        // An in-place write, as copy_ is: the version moves first, so even a load that fails
+        // part-way leaves no cache keyed on the old values (autocast's weight shadows, a tensor
+        // saved for backward) trusting them.
+        e.local.bump_version();
         read_tensor_rows(reader, *t, e.row_offset, rows, static_cast<char*>(e.local.data()));
+      }
     }
     stats.bytes_read = reader.bytes_read;
   } catch (const std::exception& e) {

@@ -81,7 +81,7 @@ struct LoadStats {
 // A collective. `path` is a checkpoint root (`latest` is followed), a step directory, or one
 // safetensors file (e.g. `trainbench checkpoint consolidate`'s output: each tensor whole under
 // its name). Fills every entry's `local` in place (its dtype and the global shape must match the
-// checkpoint's); sets state.state, step and layout from the checkpoint. Any rank's failure (a
+// checkpoint's) and bumps its version, as copy_ does; sets state.state, step and layout from the checkpoint. Any rank's failure (a
 // missing tensor, a mismatched shape, a corrupt file) is raised on every rank, naming the ranks,
 // the file and the tensor; then the entries' contents are unspecified.
 LoadStats load_distributed(DistributedState& state, const std::string& path, dist::ProcessGroup& group,

@@ -369,6 +369,7 @@ void Module::to(DType dtype) {
     impl->strides = c.strides();
     impl->offset = c.storage_offset();
     impl->dtype = dtype;
+    t.bump_version();  // new values (a float16 round trip rounds them): no cache may keep the old
     Tensor g = t.grad();
     if (g.defined()) {
       Tensor cg = g.to(dtype);

@@ -158,6 +158,10 @@ checkpoint::DistributedState load_distributed_state(nn::Module& model, optim::Op
       }
   }
   checkpoint::load_distributed(s, path, group, options);
+  // FSDP units gathered now (an explicit unshard()) hold the values from before the load in their
+  // layers' weights: drop them, as load_full_state_dict does, so the next use gathers the loaded.
+  for (auto& [name, m] : model.named_modules())
+    if (auto unit = dist::fsdp_unit(*m)) unit->reshard();
   if (optimizer) {
     sd.json = opt_json;
     optimizer->load_state_dict(sd);

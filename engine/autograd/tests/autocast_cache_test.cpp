@@ -65,5 +65,19 @@ TEST(AutocastCache, OnlyLeavesThatRequireGradUnderGradMode) {
   EXPECT_EQ(A::autocast_cache_size(), 1u);
 }
 
+// A weight re-pointed at another tensor's memory and version counter (FSDP's NO_SHARD layer
+// weights share their master's), whose value happens to equal the old counter's: the cached cast
+// is of other values, so it is not served.
+TEST(AutocastCache, AnotherCounterAtTheSameValueIsAnotherVersion) {
+  Tensor w = ones({3}, DType::Float32).requires_grad_(true);
+  Tensor master = full({3}, 2.0, DType::Float32);
+  A::AutocastGuard g;
+  EXPECT_EQ(A::autocast_lower(w).to(DType::Float32).data_ptr<float>()[0], 1.0f);
+  master.impl()->version->version = w.version();
+  w.impl()->storage = master.storage();
+  w.impl()->version = master.impl()->version;
+  EXPECT_EQ(A::autocast_lower(w).to(DType::Float32).data_ptr<float>()[0], 2.0f);
+}
+
 }  // namespace
 }  // namespace tb

@@ -87,7 +87,12 @@ TEST_F(Distributed, LoadsAnyRowRangeWithItsValues) {
   Tensor n = zeros({}, DType::Int64);
   s.tensors.push_back({"w", rows, {100000, 3}, 87380});
   s.tensors.push_back({"n", n, {}, 0});
+  const uint64_t rows_version = rows.version(), n_version = n.version();
   const LoadStats st = load_distributed(s, root(), *group_);
+  // Written in place, so their versions move, as copy_'s do: caches keyed on the version (autocast's
+  // weight shadows, tensors saved for backward) must not trust the old values.
+  EXPECT_GT(rows.version(), rows_version);
+  EXPECT_GT(n.version(), n_version);
   const float* r = rows.data_ptr<float>();
   for (int i = 0; i < 15; ++i) EXPECT_EQ(r[i], float(87380 * 3 + i));
   EXPECT_EQ(n.data_ptr<int64_t>()[0], 7);

@@ -119,7 +119,11 @@ struct FSDPUnit : std::enable_shared_from_this<FSDPUnit> {
   std::shared_ptr<FSDPRoot> root;  // set at the first forward (lazy init)
   bool is_root = false;
 
-  // Gathering.
+  // Gathering. P's version moves when its values do (so autograd's saved-tensor check and
+  // autocast's caches see an optimizer step or a load): flat's version when the gather in flight
+  // started, and the one P's values came from (none before the first gather). A re-gather of the
+  // same values, FULL_SHARD's before backward, leaves what was saved from P valid.
+  uint64_t gather_version = 0, full_version = UINT64_MAX;
   bool gathered = false;
   WorkPtr gather_work;
   Tensor gather_in, gather_out;
@@ -217,6 +221,7 @@ void FSDPUnit::start_gather() {
   autograd::NoGradGuard ng;
   memory::TagGuard tag(memory::Tag::Communication);
   memory::OpScope op("fsdp.all_gather");  // names its buffers in OOM reports
+  gather_version = flat.version();
   gather_in = param_dtype == DType::Float32 ? flat : converted(flat, param_dtype);
   if (shard_size == 1) return;  // nothing to exchange: finish_gather copies out of gather_in
   gather_out = empty({int64_t(shard_size) * chunk}, param_dtype);
@@ -230,7 +235,10 @@ void FSDPUnit::finish_gather() {
   const Tensor& src = shard_size == 1 ? gather_in : gather_out;
   const size_t isz = core::itemsize(param_dtype);
   const auto* base = static_cast<const char*>(src.data());
+  const bool moved = gather_version != full_version;
+  full_version = gather_version;
   for (FSDPParam& p : params) {
+    if (moved) p.full.bump_version();
     {
       memory::TagGuard tag(memory::Tag::Parameter);
       p.full.storage()->reallocate(size_t(p.rows * p.rest) * isz);
@@ -756,6 +764,7 @@ std::shared_ptr<FSDPModule> fully_shard(const std::shared_ptr<nn::Module>& modul
     for (auto& [m, n] : p.also) m->set_parameter(n, p.shard);
     if (u->alias) {  // NoShard in the master dtype: the layer computes on the master itself
       p.full.impl()->storage = p.shard.storage();
+      p.full.impl()->version = p.shard.impl()->version;  // the optimizer's writes to S are P's
       p.full.impl()->sizes = p.shape;
       p.full.impl()->strides = core::contiguous_strides(p.shape);
       p.full.impl()->offset = p.shard.storage_offset();

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/functions.h"
 #include "engine/core/rng.h"
 #include "engine/core/tests/error_of.h"
@@ -157,6 +158,49 @@ TEST(Fsdp, Bf16StepsAreTheHandWrittenRecipe) {
   }
   const nn::StateDict full = full_state_dict(*model);
   for (auto& [k, t] : master->state_dict()) EXPECT_TRUE(same_bytes(*full.find(k), t)) << k;
+}
+
+// The layer computes on P, the optimizer writes the master S: whatever trusts P's version must
+// see S's writes. NO_SHARD in float32 (a world of one) shares S's memory with P, and P its version
+// counter: autocast's weight cache over a step (a guard around the loop) casts the new values.
+TEST(Fsdp, AStepOnTheMasterIsANewVersionOfTheLayersWeight) {
+  auto g = world_of_one();
+  core::manual_seed(6);
+  auto model = std::make_shared<nn::GPT>(small_gpt());
+  fully_shard_tree(model, g, wrap_module_types({"TransformerBlock"}));
+  const Tensor P = model->head->weight;
+  Tensor S = *model->state_dict().find("head.weight");
+  ASSERT_FALSE(P.is_same(S));
+  autograd::AutocastGuard ag;
+  const Tensor before = autograd::autocast_lower(P);
+  {
+    autograd::NoGradGuard ng;
+    tb::add_(S, S, 1.0);  // the optimizer's step, in place on the master
+  }
+  const Tensor after = autograd::autocast_lower(P);
+  EXPECT_TRUE(same_bytes(after, P.detach().to(DType::BFloat16)));
+  EXPECT_FALSE(same_bytes(after, before));
+}
+
+// Gathered into P (bfloat16 compute): a step on the masters between a forward and its backward
+// changes the values FULL_SHARD gathers again for backward, under what the forward saved. That is
+// an error, as an in-place write to a saved tensor is; the re-gather of unchanged masters is not.
+TEST(Fsdp, AStepBetweenForwardAndBackwardIsTheInPlaceError) {
+  auto g = world_of_one();
+  core::manual_seed(7);
+  auto model = std::make_shared<nn::GPT>(small_gpt());
+  FSDPOptions o;
+  o.param_dtype = DType::BFloat16;
+  o.output_dtype = DType::Float32;
+  fully_shard_tree(model, g, wrap_module_types({"TransformerBlock"}), o);
+  auto [x, y] = batch(0);
+  nn::GPT::loss((*model)(x), y).backward();  // forward, re-gather, backward: no error
+  Tensor loss = nn::GPT::loss((*model)(x), y);
+  {
+    autograd::NoGradGuard ng;
+    for (Tensor p : model->parameters()) tb::add_(p, p, 1.0);
+  }
+  testing::expect_contains(testing::error_of([&] { loss.backward(); }), {"modified by an inplace operation"});
 }
 
 TEST(Fsdp, ClearErrors) {

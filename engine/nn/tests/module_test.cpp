@@ -68,5 +68,21 @@ TEST(Module, NamesStateDictAndLoading) {
   EXPECT_TRUE(net->child("2")->is_training());
 }
 
+// Module::to converts each parameter under the same handle: new values (a float16 round trip
+// rounds them), so a new version, as any in-place write; a cache keyed on the version (autocast's
+// weight cast) must not serve the values from before.
+TEST(Module, ToIsANewVersionOfEachParameter) {
+  Linear lin(3, 2);
+  {
+    A::NoGradGuard ng;
+    tb::fill_(lin.weight, 70000.0);  // past float16's range: the round trip changes it
+  }
+  const uint64_t before = lin.weight.version();
+  lin.to(DType::Float16);
+  lin.to(DType::Float32);
+  EXPECT_GT(lin.weight.version(), before);
+  EXPECT_TRUE(std::isinf(values(lin.weight)[0]));
+}
+
 }  // namespace
 }  // namespace tb::nn

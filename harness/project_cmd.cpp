@@ -16,7 +16,9 @@ CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
       "Project DDP and FSDP step time, samples/s and scaling efficiency to many ranks from measured comm, ddp and "
       "fsdp benchmarks (alpha-beta fits + compute model), with the prediction error at every measured point; exit "
       "2 bad input");
-  sub->add_option("--results", o.results, "Result JSON with comm, ddp/fsdp and hosts benchmark records (repeatable)")
+  sub->add_option("--results", o.results,
+                  "Result JSON with comm, ddp/fsdp and hosts benchmark records (repeatable; the same benchmarks from "
+                  "several runs count as their median)")
       ->required()
       ->type_name("JSON");
   sub->add_option("--ranks", o.ranks, "Comma-separated rank counts (default 8,16,...,1024)")->type_name("LIST");

@@ -313,13 +313,20 @@ def oversubscription(world: int, hosts: int, cores: int) -> float:
     return max(1.0, local / max(cores, 1))
 
 
+def median(values) -> float:
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
 def comm_samples(results) -> dict:
     """{link: {op: [(bytes, world, time_s)]}} of the passed comm records, each time divided by
-    its run's oversubscription (ranks per core of the host)."""
-    out: dict = {}
+    its run's oversubscription (ranks per core of the host). The same measurement in several runs'
+    files (one case, one metric) is one sample, the runs' median (Note [Repeated runs])."""
+    runs: dict = {}  # (link, op, bytes, world, source) -> [time_s per run]
     for res, rec in _records(results):
         if rec["suite"] == "hosts":
-            _hosts_comm_samples(res, rec, out)
+            _hosts_comm_samples(res, rec, runs)
             continue
         m = COMM_CASE.match(rec["case"])
         if not m or rec["suite"] != "comm" or not _usable(rec["metrics"], COMM_RANGES, ("bytes", TIME_KEY)):
@@ -330,13 +337,16 @@ def comm_samples(results) -> dict:
             continue
         world, hosts = int(m["world"]), int(number(rec["metrics"].get(LINK_KEYS[0])) or 1)
         t /= oversubscription(world, hosts, int(res.run.get("logical_cores") or 1))
-        out.setdefault(link, {}).setdefault(m["op"], []).append((n, world, t))
+        runs.setdefault((link, m["op"], n, world, rec["case"]), []).append(t)
+    out: dict = {}
+    for (link, op, n, world, _), times in runs.items():
+        out.setdefault(link, {}).setdefault(op, []).append((n, world, median(times)))
     return out
 
 
-def _hosts_comm_samples(res, rec, out: dict) -> None:
-    """The comm points a hosts-suite comm record folds (HOSTS_COMM_CASE) into `out`, as
-    comm_samples gives them; the hosts share one machine's cores."""
+def _hosts_comm_samples(res, rec, runs: dict) -> None:
+    """The comm points a hosts-suite comm record folds (HOSTS_COMM_CASE) into `runs`, keyed as
+    comm_samples keys them; the hosts share one machine's cores."""
     c = HOSTS_COMM_CASE.match(rec["case"])
     if not c:
         return
@@ -348,7 +358,7 @@ def _hosts_comm_samples(res, rec, out: dict) -> None:
         link = _link_name(hosts, c["profile"], k["impl"]) if k else None
         if link is None or t is None or not COMM_RANGES[TIME_KEY][0] <= t / 1e6 <= COMM_RANGES[TIME_KEY][1]:
             continue
-        out.setdefault(link, {}).setdefault(k["op"], []).append((float(k["bytes"]), world, t / 1e6 / slow))
+        runs.setdefault((link, k["op"], float(k["bytes"]), world, rec["case"] + "/" + key), []).append(t / 1e6 / slow)
 
 
 def derive_ring(op: str, all_reduce_fits: list, link: str) -> Fit:
@@ -394,6 +404,8 @@ class StepPoint:
     metrics: dict
     logical_cores: int
     ranks_per_machine: int = 0  # ranks sharing logical_cores; 0: world / hosts (a machine per host)
+    source: str = ""            # the record's case (and the hosts record's model): the same in every run
+    runs: tuple = ()            # the step_ms of each run merged into this point (Note [Repeated runs])
 
     @property
     def local(self) -> float:
@@ -449,7 +461,33 @@ def step_points(results) -> list[StepPoint]:
         hosts = int(number(met.get(LINK_KEYS[0])) or 1)
         link = _link_of(rec, "engine")
         cores = int(res.run.get("logical_cores") or number(met.get("threads")) or 1)
-        out.append(StepPoint(kind, model, int(m["world"]), hosts, link, met, cores))
+        out.append(StepPoint(kind, model, int(m["world"]), hosts, link, met, cores, source=case))
+    return _merge_runs(out)
+
+
+# Note [Repeated runs]
+# On a shared 2-core machine one launch of a multi-rank benchmark moves by 5-15% from the next
+# (docs/distributed.md, "Scaling projection": the same point in runs of one build), about the 15%
+# goal itself. Given several runs' files, the projection takes each measurement's median over the
+# runs, as a benchmark takes the median of its repetitions: a step point's every figure (the
+# world-1 point's too, so the compute model is the runs' median) and each comm sample. The point
+# keeps its runs' step times, and the validation prints their spread beside the error.
+def _merge_runs(points: list[StepPoint]) -> list[StepPoint]:
+    groups: dict = {}
+    for p in points:
+        groups.setdefault((p.kind, p.model, p.world, p.hosts, p.link, p.logical_cores, p.ranks_per_machine,
+                           p.source), []).append(p)
+    out = []
+    for same in groups.values():
+        first = same[0]
+        metrics = {}
+        for key, value in first.metrics.items():
+            nums = [number(p.metrics.get(key)) for p in same]
+            nums = [v for v in nums if v is not None]
+            metrics[key] = median(nums) if number(value) is not None and nums else value
+        out.append(StepPoint(first.kind, first.model, first.world, first.hosts, first.link, metrics,
+                             first.logical_cores, first.ranks_per_machine, first.source,
+                             tuple(p.m("step_ms") for p in same)))
     return out
 
 
@@ -479,7 +517,8 @@ def _hosts_step_points(res, rec) -> list[StepPoint]:
         if not _usable(met, STEP_RANGES, ("step_ms", "samples_per_s", "per_rank_batch")):
             continue
         out.append(StepPoint("ddp" if c["suite"] == "ddp" else "full_shard", model, world, hosts, link, met,
-                             int(res.run.get("logical_cores") or 1), ranks_per_machine=world))
+                             int(res.run.get("logical_cores") or 1), ranks_per_machine=world,
+                             source=rec["case"] + "/" + model))
     return out
 
 
@@ -660,20 +699,28 @@ class StepModel:
         # came out 4x at 4 ranks on 2 cores).
         return (*parts, self.rest_s * (linear if self.one is None else 1 / min(cores, 1.0)))
 
-    def main_thread_cpu_s(self, ranks: int, per_rank_batch: float) -> float | None:
-        """The training thread's CPU seconds per step at `ranks` ranks (communication left out): the
-        world-1 run's, its forward + backward share fixed + per sample through the two world-1
-        batches (proportional to the batch with one) and its optimizer share divided by the ranks
-        for FSDP, the shares taken from the world-1 step's split."""
+    def main_thread_cpu_s(self, ranks: int, per_rank_batch: float, threads: float | None = None) -> float | None:
+        """The training thread's CPU seconds per step at `ranks` ranks of `threads` threads
+        (communication left out): the world-1 run's, its forward + backward share fixed + per sample
+        through the two world-1 batches (proportional to the batch with one) and its optimizer share
+        divided by the ranks for FSDP, the shares taken from the world-1 step's split. A rank of one
+        thread where world 1 ran several does all the work on that thread: the one-thread step's
+        times (one thread alone on a core: its wall time is its CPU time) where the record has
+        them."""
         cpu1 = self.base.m("main_thread_cpu_ms") / 1e3
         total = self.fwd_s + self.bwd_s + self.opt_s + self.rest_s
         if cpu1 <= 0 or total <= 0:
             return None
         fb, opt = (self.fwd_s + self.bwd_s) / total, self.opt_s / total
         opt_cpu, rest_cpu = cpu1 * opt, cpu1 * (1 - fb - opt)  # the same at any batch
+        share = ranks if self.kind != "ddp" else 1  # FSDP steps 1/P of the parameters per rank
+        if self.one is not None and threads is not None and threads <= 1:
+            one = self.one
+            return (one["forward"][0] + one["backward"][0] + (one["forward"][1] + one["backward"][1]) * per_rank_batch
+                    + one["optimizer"] / share + rest_cpu)
         small = self.base.m("small_batch_main_thread_cpu_ms") / 1e3 - opt_cpu - rest_cpu if self.small else None
         fixed, per = self._affine(cpu1 * fb, small)
-        return fixed + per * per_rank_batch + opt_cpu / (ranks if self.kind != "ddp" else 1) + rest_cpu
+        return fixed + per * per_rank_batch + opt_cpu / share + rest_cpu
 
     def predict(self, ranks: int, per_rank_batch: float, link: LinkModel, cores_per_rank: float | None = None,
                 comm_slow: float = 1.0, compute_speedup: float = 1.0, overlap: bool = True) -> Prediction:
@@ -774,10 +821,15 @@ def validate_points(models: dict, fits: dict) -> list[dict]:
             pred = sm.predict(p.world, p.m("per_rank_batch", sm.batch1), link, cores,
                               oversubscription(p.local, 1, p.logical_cores), overlap=spare)
             meas = p.m("step_ms") / 1e3
-            cpu_pred, cpu_meas = sm.main_thread_cpu_s(p.world, p.m("per_rank_batch", sm.batch1)), None
+            cpu_pred, cpu_meas = sm.main_thread_cpu_s(p.world, p.m("per_rank_batch", sm.batch1), p.m("threads", 1.0)), None
             if "main_thread_cpu_ms" in p.metrics:
                 cpu_meas = p.m("main_thread_cpu_ms") / 1e3
+            steps = [t for t in p.runs if t > 0]
             out.append(dict(kind=kind, model=model, world=p.world, hosts=p.hosts, link=p.link, comm_link=name,
+                            # The measurement's own spread over repeated runs (Note [Repeated runs]):
+                            # (slowest - fastest) / median of the runs' step times; NaN for one run.
+                            runs=max(1, len(steps)), measured_runs_ms=steps,
+                            measured_spread=(max(steps) - min(steps)) / median(steps) if len(steps) > 1 else math.nan,
                             # The compute model in CPU time, which the machine's load does not stretch:
                             # the training thread's CPU seconds per step, predicted from world 1's.
                             cpu_error=(cpu_pred / cpu_meas - 1) if cpu_pred and cpu_meas else math.nan,
@@ -844,17 +896,21 @@ def table_text(rows: list[dict]) -> str:
 
 
 def validation_text(vals: list[dict], fits: dict) -> str:
+    several = any(v["runs"] > 1 for v in vals)
     lines = ["validation: measured steps (ranks sharing this host's cores as they ran) against the model; "
              "comm-only: the measured step with the predicted exposed communication in place of the measured; "
-             "CPU-time: the training thread's CPU time per step against the compute model (load-independent)",
+             "CPU-time: the training thread's CPU time per step against the compute model (load-independent)"
+             + ("; runs: the files' repeats of the point, measured as their median; spread: (slowest - fastest) / "
+                "median step over them" if several else ""),
              f"{'model':<6} {'strategy':<20} {'world':>5} {'hosts':>5} {'link':<14} {'measured ms':>11} "
              f"{'predicted ms':>12} {'error':>7} {'comm-only error':>15} {'CPU-time error':>14} "
-             f"{'exposed ms meas/pred':>21}"]
+             f"{'exposed ms meas/pred':>21}" + (f" {'runs':>4} {'spread':>6}" if several else "")]
     for v in vals:
         lines.append(f"{v['model']:<6} {_kind_label(v['kind']):<20} {v['world']:>5} {v['hosts']:>5} {v['comm_link']:<14} "
                      f"{v['measured_step_ms']:>11.2f} {v['predicted_step_ms']:>12.2f} {v['error']:>+7.1%} "
                      f"{v['error_given_compute']:>+15.1%} {v['cpu_error']:>+14.1%} "
-                     f"{v['measured_exposed_ms']:>10.2f}/{v['predicted_exposed_ms']:<10.2f}")
+                     f"{v['measured_exposed_ms']:>10.2f}/{v['predicted_exposed_ms']:<10.2f}"
+                     + (f" {v['runs']:>4} {v['measured_spread']:>6.1%}" if several else ""))
     lines.append("collective fits (relative error over the measured sweep points):")
     for link, per_op in sorted(fits.items()):
         for op in OPS:
@@ -894,6 +950,9 @@ def records(rows: list[dict], vals: list[dict], fits: dict, link: LinkModel) -> 
                                      "measured_exposed_ms", "predicted_exposed_ms", "predicted_comm_ms")}
         if math.isfinite(v["measured_comm_ms"]):
             metrics["measured_comm_ms"] = v["measured_comm_ms"]
+        if v["runs"] > 1:
+            metrics["runs"] = v["runs"]
+            metrics["measured_spread"] = v["measured_spread"]
         metrics["link"] = v["link"]
         metrics["comm_link"] = v["comm_link"]  # the fitted class its collectives were predicted with
         ok = abs(v["error"]) <= GOAL_REL_ERROR
@@ -918,7 +977,8 @@ def parse_args(argv):
         description="Project DDP and FSDP step time, samples/s and scaling efficiency to many ranks from measured "
                     "comm, ddp and fsdp benchmarks (docs/distributed.md, 'Scaling projection').")
     p.add_argument("--results", action="append", required=True, metavar="JSON",
-                   help="result file(s) with comm records and ddp/fsdp benchmark records (repeatable)")
+                   help="result file(s) with comm records and ddp/fsdp benchmark records (repeatable; the same "
+                        "benchmarks from several runs count as their median)")
     p.add_argument("--ranks", default="8,16,32,64,128,256,512,1024",
                    help="comma-separated rank counts (default 8,16,...,1024)")
     p.add_argument("--link", default="ib",

@@ -94,8 +94,11 @@ def validation_plot(results, path: Path):
                     color="green", alpha=0.15, label=f"goal: within {pj.GOAL_REL_ERROR:.0%}")
     for v in vals:
         ok = abs(v["error"]) <= pj.GOAL_REL_ERROR
-        ax.plot(v["measured_step_ms"], v["predicted_step_ms"], "o" if ok else "x",
-                color="#1f77b4" if v["kind"] == "ddp" else "#ff7f0e")
+        color = "#1f77b4" if v["kind"] == "ddp" else "#ff7f0e"
+        ax.plot(v["measured_step_ms"], v["predicted_step_ms"], "o" if ok else "x", color=color)
+        if v["runs"] > 1:  # the point is the runs' median; the bar spans their fastest to slowest
+            ax.plot([min(v["measured_runs_ms"]), max(v["measured_runs_ms"])], [v["predicted_step_ms"]] * 2, "-",
+                    color=color, lw=0.8, alpha=0.6)
         across = f" {v['hosts']} hosts {v['link']}" if v["hosts"] > 1 else ""
         ax.annotate(f"{v['model']} {pj._kind_label(v['kind'])} w{v['world']}{across} {v['error']:+.0%}",
                     (v["measured_step_ms"], v["predicted_step_ms"]), fontsize=6, xytext=(3, 3),
@@ -108,7 +111,9 @@ def validation_plot(results, path: Path):
         axis.set_minor_formatter(ticker.NullFormatter())
     ax.set_xlabel("measured step, ms")
     ax.set_ylabel("projected step (model), ms")
-    ax.set_title("Projection model against every measured step\n(blue DDP, orange FSDP; x: outside the goal)")
+    several = "\nthe median of repeated runs; bars: their range" if any(v["runs"] > 1 for v in vals) else ""
+    ax.set_title("Projection model against every measured step\n(blue DDP, orange FSDP; x: outside the goal)" + several,
+                 fontsize=10 if several else None)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
     return _save(fig, path)

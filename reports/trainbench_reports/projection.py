@@ -511,7 +511,7 @@ def _hosts_step_points(res, rec) -> list[StepPoint]:
             continue
         met = {"step_ms": step, "samples_per_s": rate, "per_rank_batch": rate * step / 1e3 / world,
                LINK_KEYS[0]: float(hosts), LINK_KEYS[1]: c["profile"]}
-        for extra in ("comm_wait_ms", "main_thread_cpu_ms"):  # folded per model where measured
+        for extra in ("comm_wait_ms", "comm_busy_ms", "main_thread_cpu_ms"):  # folded per model where measured
             if (v := number(rec["metrics"].get(model + "_" + extra))) is not None:
                 met[extra] = v
         if not _usable(met, STEP_RANGES, ("step_ms", "samples_per_s", "per_rank_batch")):

@@ -1,8 +1,9 @@
 // The hosts suite's benchmarks (`trainbench bench --suite hosts`): the comm benchmark's all_reduce,
 // all_gather and reduce_scatter size sweep inside one host (1 x 2, 1 x 4 ranks) and across two per link profile (2 x 1, 2 x 2),
 // and the DDP and FSDP (FULL_SHARD) benchmarks at 2 hosts x 1 and x 2 ranks per profile: samples/s,
-// step time, the time the step waited on communication (comm_wait_ms) and the training thread's CPU
-// time per step (main_thread_cpu_ms), as those suites' benchmarks measure them. Each case brings
+// step time, the time the step waited on communication (comm_wait_ms), the collectives' own run
+// time (comm_busy_ms) and the training thread's CPU time per step (main_thread_cpu_ms), as those
+// suites' benchmarks measure them (kFolded). Each case brings
 // its own hosts up, measures the link between two of them (TCP probe: measured next to the
 // profile's nominal figures), runs the other suite's rank benchmarks once across the hosts and
 // folds their figures into one record, with `hosts` and `link_profile` saying where it ran.
@@ -83,6 +84,9 @@ harness::TestCase comm_case(const std::string& profile, int hosts, int ranks_per
           }};
 }
 
+// The figures of each model's step a training case folds, as <model>_<figure>.
+constexpr const char* kFolded[] = {"samples_per_s", "step_ms", "comm_wait_ms", "comm_busy_ms", "main_thread_cpu_ms"};
+
 // The DDP benchmark (or FSDP's FULL_SHARD one) of the MLP and GPT models at 2 hosts x K ranks.
 harness::TestCase training_case(const std::string& suite, const std::string& profile, int ranks_per_host) {
   const std::string name = suite + "/" + profile + "/2x" + std::to_string(ranks_per_host);
@@ -102,7 +106,7 @@ harness::TestCase training_case(const std::string& suite, const std::string& pro
                   for (const harness::Record& r : inner) {
                     check(r.status == harness::Status::Pass, r.case_name + ": " + r.message);
                     const std::string model = r.case_name.find("/gpt/") != std::string::npos ? "gpt" : "mlp";
-                    for (const char* m : {"samples_per_s", "step_ms", "comm_wait_ms", "main_thread_cpu_ms"})
+                    for (const char* m : kFolded)
                       if (r.metrics.contains(m)) rec.metrics[model + "_" + m] = r.metrics[m];
                   }
                   check(!inner.empty(), "the " + suite + " benchmark produced no record");

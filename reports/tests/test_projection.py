@@ -136,11 +136,13 @@ def ddp_records(worlds=(1, 2, 4), params=2_000_000, batch=64, fwd_ms=40.0, bwd_m
 
 
 def fsdp_records(worlds=(1, 2, 4), units=4, params=2_000_000, batch=64, fwd_ms=40.0, bwd_ms=80.0, opt_ms=12.0,
-                 serial=False):
+                 serial=False, flag_bytes=0):
     """FULL_SHARD records of a machine that behaves as the model says: each unit gathered twice and
     reduce-scattered once per step (TRUE's ring all-gather and recursive-halving reduce-scatter),
     prefetched behind compute, the optimizer stepping 1/world of the parameters. serial: no core
-    to spare for the collectives, which then run after the compute, every one exposed."""
+    to spare for the collectives, which then run after the compute, every one exposed. flag_bytes:
+    as the engine, one all-reduce of that many bytes at the end of backward (the used-parameter
+    flags), waited on, its bytes counted in bytes_per_step."""
     recs = []
     msg = params * 4 / units
     for w in worlds:
@@ -155,13 +157,17 @@ def fsdp_records(worlds=(1, 2, 4), units=4, params=2_000_000, batch=64, fwd_ms=4
         _, end = pj.overlap_fsdp(f / 1e3, b / 1e3, units, True, t("all_gather"), t("reduce_scatter"))
         if serial:
             end = (f + b) / 1e3 + units * (2 * t("all_gather") + t("reduce_scatter")) if w > 1 else end
+        if flag_bytes and w > 1:
+            a, bb = pj.ALGORITHMS["all_reduce"][TRUE["all_reduce"][0]](flag_bytes, w)
+            end += a * TRUE["all_reduce"][1] + bb * TRUE["all_reduce"][2]
         exposed = end * 1e3 - f - b
         step = end * 1e3 + opt_ms / w
         recs.append(record("fsdp", f"fsdp/mlp/full_shard/w{w}/engine", {
             "step_ms": step, "forward_ms": f, "backward_ms": b, "optimizer_ms": opt_ms / w, "comm_wait_ms": exposed,
             "samples_per_s": batch / (step / 1e3), "per_rank_batch": per, "batch": batch, "threads": 1,
-            "parameters": params, "bytes_per_step": 3 * units * msg, "all_gathers": 2 * units,
-            "reduce_scatters": units, "all_reduces": 0, "units": units, "world": w, "strategy": "full_shard"}))
+            "parameters": params, "bytes_per_step": 3 * units * msg + (flag_bytes if w > 1 else 0),
+            "all_gathers": 2 * units, "reduce_scatters": units, "all_reduces": 1 if flag_bytes and w > 1 else 0,
+            "units": units, "world": w, "strategy": "full_shard"}))
     return recs
 
 
@@ -394,6 +400,18 @@ class ProjectionTest(unittest.TestCase):
         for v in vals:
             self.assertAlmostEqual(v["error"], 0.0, places=9)
         self.assertGreater(vals[-1]["predicted_comm_ms"], 0.0)
+
+    def test_fsdp_flags_all_reduce_is_a_latency_not_a_message(self):
+        # The engine's FSDP all-reduces 4 bytes per parameter tensor once per step (Note [FSDP's
+        # messages]): the units' messages are the bytes over the all-gathers and reduce-scatters
+        # alone (divided over the all-reduce too, each was 1/13 short: a step error of 5e-4 on
+        # this fast link), and the flags' call costs its latency, exposed.
+        for serial, cores in ((False, 64), (True, 2)):
+            fsdp = self.files.write(f"fsdp_flags_{serial}.json",
+                                    fsdp_records(worlds=(1, 2), serial=serial, flag_bytes=24), cores=cores)
+            res = load_results([self.comm, fsdp])
+            w2 = [v for v in pj.validate_points(pj.step_models(res), pj.fit_links(res)) if v["world"] == 2][0]
+            self.assertLess(abs(w2["error"]), 1e-5, serial)  # the model's flag message is 64 B, not 24
 
     def test_fsdp_without_a_spare_core_exposes_every_collective(self):
         # 2 ranks of one thread on 2 cores: no core is left for the collectives, which the model

@@ -547,6 +547,17 @@ def overlap_ddp(backward_s: float, buckets: list[float], comm) -> float:
     return max(0.0, free - backward_s)
 
 
+# Note [FSDP's messages]
+# An FSDP step's collectives are its units' all-gathers and reduce-scatters, of the unit's bytes,
+# and one all-reduce at the end of backward: the used-parameter flags, 4 bytes per parameter tensor
+# (engine/dist/fsdp/fsdp.cpp), waited on at once. The records count all three and their bytes
+# together (bytes_per_step). The model spreads the bytes over the all-gathers and reduce-scatters
+# (the flags' few bytes with them: 24 of the MLP's 22.4 MB) and charges the flags' all-reduce as an
+# exposed small call. It had divided by the all-reduce too: every message a tenth too small for
+# the MLP (three units: 2.24 MB instead of 2.49), a fifteenth for the GPT (five).
+FLAG_BYTES = 64.0
+
+
 def overlap_fsdp(forward_s: float, backward_s: float, units: int, regather: bool, ag, rs) -> tuple[float, float]:
     """(forward end, backward end) of an FSDP step of `units` equal units: each unit's all-gather
     prefetched when the previous unit starts computing, its reduce-scatter issued when its
@@ -653,10 +664,14 @@ class StepModel:
         # may skip collectives); they do not depend on the world size.
         multi = [p for p in points if p.world > 1 and "bytes_per_step" in p.metrics]
         ref = multi[0] if multi else b
-        calls = ref.m("all_gathers") + ref.m("reduce_scatters") + ref.m("all_reduces")
         self.units = int(ref.m("reduce_scatters") or ref.m("units", 1.0))
         self.regather = ref.m("all_gathers") > ref.m("reduce_scatters")
+        # FSDP's bytes are its all-gathers' and reduce-scatters'; its all-reduce per step is the
+        # used-parameter flags (4 bytes per parameter tensor), a latency: Note [FSDP's messages].
+        # DDP's messages are its buckets (ddp_bucket_bytes), from the gradient bytes.
+        calls = ref.m("all_gathers") + ref.m("reduce_scatters")
         self.msg_bytes = ref.m("bytes_per_step") / calls if calls else 0.0
+        self.flag_reduces = ref.m("all_reduces") if self.kind != "ddp" else 0.0
 
     def _affine(self, at_batch1: float, at_small: float | None) -> tuple[float, float]:
         """(fixed seconds, seconds per sample) through (batch1, at_batch1) and (small, at_small);
@@ -748,10 +763,11 @@ class StepModel:
             ag = coll("all_gather", self.msg_bytes)
             rs = coll("reduce_scatter", self.msg_bytes)
             n_ag = self.units * (2 if self.regather else 1)
-            comm_total = n_ag * ag + self.units * rs
+            flags = self.flag_reduces * coll("all_reduce", FLAG_BYTES)  # waited on: never hidden
+            comm_total = n_ag * ag + self.units * rs + flags
             _, end = overlap_fsdp(fwd, bwd, self.units, self.regather, ag, rs)
-            fb = end if overlap else fwd + bwd + comm_total
-            exposed = max(0.0, end - fwd - bwd) if overlap else comm_total
+            fb = (end + flags) if overlap else fwd + bwd + comm_total
+            exposed = max(0.0, end + flags - fwd - bwd) if overlap else comm_total
         compute = fwd + bwd + opt + rest
         return Prediction(fb + opt + rest, compute, comm_total, exposed, per_rank_batch, ranks)
 

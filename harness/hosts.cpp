@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -609,8 +610,29 @@ const Host& HostsFixture::host_of(int rank) const {
   return s_->hosts[std::size_t(h)];
 }
 
+// Note [Long messages over a shaped link]
+// Open MPI's TCP btl sends what is left of a long message, after its first 192 KiB, as one fragment
+// (btl_tcp_rdma_pipeline_frag_size defaults to ~2 GiB). On the 1g-200us link the DDP benchmark's
+// buckets, all-reduced while backward runs (the MLP at 2 hosts x 1: 4.2 and 3.2 MB, each rank sends
+// its whole bucket to the other), took 53-70 ms instead of 37 in about half the steps: one or two
+// half-transfers longer (~17 ms each), as if the two directions took turns; the step ran 85-89 ms
+// against 77 with the buckets issued at the end of backward, where no step stalled (flight-recorder
+// times per bucket, 2 runs of each). Fragments of 128 KiB took the stall away (79 ms; 512 KiB and 1
+// MiB did not: 88-93) and left the lockstep sweep as it was (all_reduce of 4 MiB 34.2 against 34.5
+// ms), but at 10 Gb/s they cost (MLP 29-34 ms against 25); fragments of ~1 ms of the link's rate
+// cost nothing there (1.25 MiB: MLP 24.6-26.4 against 23.4-27.6 ms, GPT 280-282 against 285-293).
+// So a shaped link's launches send fragments of ~1 ms of its nominal rate, unless the variable is
+// set already; unshaped links keep Open MPI's default. docs/distributed.md says how to set it on
+// real hosts.
+std::size_t tcp_fragment_bytes(const LinkProfile& p) {
+  if (!(p.rate_gbit > 0)) return 0;
+  constexpr double kUnit = 64 * 1024, kMin = 128 * 1024;
+  const double bytes_per_ms = p.rate_gbit * 1e9 / 8 / 1e3;
+  return std::size_t(std::max(kMin, std::ceil(bytes_per_ms / kUnit) * kUnit));
+}
+
 std::map<std::string, std::string> HostsFixture::launch_env() const {
-  return {
+  std::map<std::string, std::string> env = {
       {"OMPI_MCA_plm_rsh_agent", agent()},
       // TCP between hosts, shared memory (vader) only between ranks of one host.
       {"OMPI_MCA_btl", "tcp,vader,self"},
@@ -625,6 +647,10 @@ std::map<std::string, std::string> HostsFixture::launch_env() const {
       {"TRAINBENCH_HOSTS_SHARE_CORES", "1"},
       {"TRAINBENCH_GLOO_IFACE", "eth0"},
   };
+  constexpr const char* kFragment = "OMPI_MCA_btl_tcp_rdma_pipeline_frag_size";
+  if (const std::size_t bytes = tcp_fragment_bytes(profile()); bytes > 0 && !std::getenv(kFragment))
+    env[kFragment] = std::to_string(bytes);  // Note [Long messages over a shaped link]
+  return env;
 }
 
 void HostsFixture::apply(LaunchSpec& spec) const {

@@ -9,6 +9,7 @@
 // next up, down or status (Note [Hosts state]). Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN); without
 // it `up` throws HostsUnavailable, which tests turn into a skip.
 #pragma once
+#include <cstddef>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -37,6 +38,11 @@ struct LinkProfile {
 const std::vector<LinkProfile>& link_profiles();
 // Throws std::invalid_argument naming the valid profiles.
 const LinkProfile& link_profile(const std::string& name);
+
+// Open MPI's btl_tcp_rdma_pipeline_frag_size for a link of this profile: about 1 ms of its nominal
+// rate, in whole 64 KiB, at least 128 KiB; 0 where the rate is not shaped (Open MPI's default kept).
+// Note [Long messages over a shaped link] in harness/hosts.cpp.
+std::size_t tcp_fragment_bytes(const LinkProfile& p);
 
 // Whether this kernel has the netem qdisc (probed once on a scratch veth pair per process).
 bool link_delay_supported();
@@ -115,7 +121,8 @@ class HostsFixture {
   const Host& host_of(int rank) const;
   // The environment that makes a launch use these hosts: Open MPI's agent, the TCP btl
   // restricted to the hosts' subnet (shared memory inside a host), no binding, yielding when
-  // idle (every host shares this machine's cores), and Gloo's interface (eth0 inside a host).
+  // idle (every host shares this machine's cores), Gloo's interface (eth0 inside a host), and on a
+  // shaped link the TCP btl's fragment size (tcp_fragment_bytes, unless already set).
   std::map<std::string, std::string> launch_env() const;
   // Sets spec.hostfile and adds launch_env() to spec.env.
   void apply(LaunchSpec& spec) const;

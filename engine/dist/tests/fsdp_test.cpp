@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <filesystem>
 
 #include "engine/autograd/autocast.h"
@@ -17,6 +16,7 @@
 #include "engine/nn/models.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/tests/values.h"
 
 namespace tb::dist {
 namespace {
@@ -41,12 +41,6 @@ std::pair<Tensor, Tensor> batch(int64_t step) {
   return {randint(0, 40, {2, 8}, DType::Int64, &g), randint(0, 40, {2, 8}, DType::Int64, &g)};
 }
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.data(), y.data(), size_t(x.numel()) * x.itemsize()) == 0;
-}
-
 TEST(Fsdp, ShardsTakeTheParametersPlaceAndTheStateDictKeepsItsKeys) {
   auto g = world_of_one();
   core::manual_seed(1);
@@ -60,7 +54,7 @@ TEST(Fsdp, ShardsTakeTheParametersPlaceAndTheStateDictKeepsItsKeys) {
             model->blocks->child("0")->parameters().size());
   const nn::StateDict full = full_state_dict(*model);
   EXPECT_EQ(full.keys(), plain->state_dict().keys());
-  for (auto& [k, t] : plain->state_dict()) EXPECT_TRUE(same_bytes(*full.find(k), t)) << k;
+  for (auto& [k, t] : plain->state_dict()) EXPECT_TRUE(tb::testing::bitwise_equal(*full.find(k), t)) << k;
   for (auto& [k, s] : sharded_state_dict(*model)) EXPECT_EQ(s.row_offset, 0) << k;
 }
 
@@ -88,7 +82,7 @@ TEST(Fsdp, TrainingOnAWorldOfOneIsThePlainModelsBitForBit) {
     step(*model);
   }
   const nn::StateDict full = full_state_dict(*model);
-  for (auto& [k, t] : plain->state_dict()) EXPECT_TRUE(same_bytes(*full.find(k), t)) << k;
+  for (auto& [k, t] : plain->state_dict()) EXPECT_TRUE(tb::testing::bitwise_equal(*full.find(k), t)) << k;
 }
 
 // bf16 compute copies at a shard size of one take the gather path (a copy in bfloat16) and the
@@ -157,7 +151,7 @@ TEST(Fsdp, Bf16StepsAreTheHandWrittenRecipe) {
     for (Tensor p : model->parameters()) tb::add_(p, p.grad(), -0.1);
   }
   const nn::StateDict full = full_state_dict(*model);
-  for (auto& [k, t] : master->state_dict()) EXPECT_TRUE(same_bytes(*full.find(k), t)) << k;
+  for (auto& [k, t] : master->state_dict()) EXPECT_TRUE(tb::testing::bitwise_equal(*full.find(k), t)) << k;
 }
 
 // The layer computes on P, the optimizer writes the master S: whatever trusts P's version must
@@ -178,8 +172,8 @@ TEST(Fsdp, AStepOnTheMasterIsANewVersionOfTheLayersWeight) {
     tb::add_(S, S, 1.0);  // the optimizer's step, in place on the master
   }
   const Tensor after = autograd::autocast_lower(P);
-  EXPECT_TRUE(same_bytes(after, P.detach().to(DType::BFloat16)));
-  EXPECT_FALSE(same_bytes(after, before));
+  EXPECT_TRUE(tb::testing::bitwise_equal(after, P.detach().to(DType::BFloat16)));
+  EXPECT_FALSE(tb::testing::bitwise_equal(after, before));
 }
 
 // Gathered into P (bfloat16 compute): a step on the masters between a forward and its backward

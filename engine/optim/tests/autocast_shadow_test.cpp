@@ -6,25 +6,18 @@
 // takes is dropped.
 #include <gtest/gtest.h>
 
-#include <cstring>
-
 #include "engine/autograd/autocast.h"
 #include "engine/autograd/functions.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/rng.h"
 #include "engine/optim/adam.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/tests/values.h"
 
 namespace tb {
 namespace {
 
 namespace A = tb::autograd;
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.data(), y.data(), size_t(x.numel()) * x.itemsize()) == 0;
-}
 
 struct Net {
   Tensor w1, b1, w2, b2, k;  // two linears, a matmul weight and a conv2d kernel
@@ -91,7 +84,7 @@ TEST(AutocastShadow, TheStepWritesTheCastsBitsAndTheNextCastIsServedFromThem) {
   for (const Tensor& p : n.params()) {
     const Tensor s = A::autocast_valid_shadow(p);
     ASSERT_TRUE(s.defined());
-    EXPECT_TRUE(bitwise_equal(s, p.detach().to(DType::BFloat16)));
+    EXPECT_TRUE(testing::bitwise_equal(s, p.detach().to(DType::BFloat16)));
     A::AutocastGuard ag;
     const Tensor cast = A::autocast_lower(p);
     EXPECT_EQ(cast.data(), s.data());   // served, not cast again
@@ -110,8 +103,8 @@ TEST(AutocastShadow, TrainingWithShadowsIsBitwiseTrainingWithout) {
     train_step(with, o1, data, true);
   }
   for (size_t i = 0; i < with.params().size(); ++i) {
-    EXPECT_TRUE(bitwise_equal(with.params()[i], without.params()[i])) << "parameter " << i;
-    EXPECT_TRUE(bitwise_equal(with.params()[i].grad(), without.params()[i].grad())) << "gradient " << i;
+    EXPECT_TRUE(testing::bitwise_equal(with.params()[i], without.params()[i])) << "parameter " << i;
+    EXPECT_TRUE(testing::bitwise_equal(with.params()[i].grad(), without.params()[i].grad())) << "gradient " << i;
   }
 }
 
@@ -124,7 +117,7 @@ TEST(AutocastShadow, AWriteAfterTheStepIsCastAfresh) {
   }
   EXPECT_FALSE(A::autocast_valid_shadow(n.w1).defined());
   A::AutocastGuard ag;
-  EXPECT_TRUE(bitwise_equal(A::autocast_lower(n.w1), n.w1.detach().to(DType::BFloat16)));
+  EXPECT_TRUE(testing::bitwise_equal(A::autocast_lower(n.w1), n.w1.detach().to(DType::BFloat16)));
 }
 
 TEST(AutocastShadow, ACastStillHeldKeepsItsValues) {
@@ -139,8 +132,8 @@ TEST(AutocastShadow, ACastStillHeldKeepsItsValues) {
   }
   const Tensor before = held.detach().clone();
   train_step(n, opt, data, true);
-  EXPECT_TRUE(bitwise_equal(held, before));  // the step wrote a new buffer, not this one
-  EXPECT_FALSE(bitwise_equal(A::autocast_valid_shadow(n.w1), before));
+  EXPECT_TRUE(testing::bitwise_equal(held, before));  // the step wrote a new buffer, not this one
+  EXPECT_FALSE(testing::bitwise_equal(A::autocast_valid_shadow(n.w1), before));
 }
 
 TEST(AutocastShadow, AShadowNoForwardTakesIsDroppedAtTheNextStep) {
@@ -157,7 +150,7 @@ TEST(AutocastShadow, AShadowNoForwardTakesIsDroppedAtTheNextStep) {
   // Back under autocast: cast afresh, and the shadows come back with the next step.
   train_step(n, opt, data, true);
   EXPECT_TRUE(A::autocast_valid_shadow(n.w1).defined());
-  EXPECT_TRUE(bitwise_equal(A::autocast_valid_shadow(n.w1), n.w1.detach().to(DType::BFloat16)));
+  EXPECT_TRUE(testing::bitwise_equal(A::autocast_valid_shadow(n.w1), n.w1.detach().to(DType::BFloat16)));
 }
 
 TEST(AutocastShadow, ADeadParametersEntryIsNeverServed) {
@@ -170,7 +163,7 @@ TEST(AutocastShadow, ADeadParametersEntryIsNeverServed) {
     Tensor w = full({64, 520}, 0.5 + i, DType::Float32).requires_grad_(true);
     EXPECT_FALSE(A::autocast_valid_shadow(w).defined());
     A::AutocastGuard ag;
-    EXPECT_TRUE(bitwise_equal(A::autocast_lower(w), full({64, 520}, 0.5 + i, DType::BFloat16)));
+    EXPECT_TRUE(testing::bitwise_equal(A::autocast_lower(w), full({64, 520}, 0.5 + i, DType::BFloat16)));
   }
   A::autocast_shadows_clear();
   EXPECT_EQ(A::autocast_shadow_count(), 0u);

@@ -7,7 +7,6 @@
 // an FSDP unit gathered at the load keep the old values in its layers' weights.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <filesystem>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 #include "engine/nn/linear.h"
 #include "engine/optim/adam.h"
 #include "engine/tensor/factories.h"
+#include "engine/tensor/tests/values.h"
 #include "engine/train/distributed_checkpoint.h"
 
 namespace tb {
@@ -28,12 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace A = tb::autograd;
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.data(), y.data(), size_t(x.numel()) * x.itemsize()) == 0;
-}
 
 TEST(DistributedCheckpoint, ALoadIntoTrainedWeightsIsWhatTheNextAutocastForwardSees) {
   const fs::path dir = fs::temp_directory_path() / ("tb_train_dcp_" + std::to_string(getpid()));
@@ -63,15 +57,15 @@ TEST(DistributedCheckpoint, ALoadIntoTrainedWeightsIsWhatTheNextAutocastForwardS
     opt.step();
   }
   ASSERT_TRUE(A::autocast_valid_shadow(layer.weight).defined());  // the case this test is about
-  ASSERT_FALSE(bitwise_equal(layer.weight.detach(), saved_weight));
+  ASSERT_FALSE(testing::bitwise_equal(layer.weight.detach(), saved_weight));
 
   train::load_distributed_state(layer, &opt, (dir / "ckpt").string(), group);
-  ASSERT_TRUE(bitwise_equal(layer.weight.detach(), saved_weight));
+  ASSERT_TRUE(testing::bitwise_equal(layer.weight.detach(), saved_weight));
   EXPECT_FALSE(A::autocast_valid_shadow(layer.weight).defined());
   Tensor y;
   {
     A::AutocastGuard ag;
-    EXPECT_TRUE(bitwise_equal(A::autocast_lower(layer.weight), saved_weight.to(DType::BFloat16)));
+    EXPECT_TRUE(testing::bitwise_equal(A::autocast_lower(layer.weight), saved_weight.to(DType::BFloat16)));
     y = layer(x);
   }
   // The forward is the loaded weights' forward: the same layer, fresh from the checkpoint's values.
@@ -82,7 +76,7 @@ TEST(DistributedCheckpoint, ALoadIntoTrainedWeightsIsWhatTheNextAutocastForwardS
     fresh.bias.copy_(layer.bias.detach());
   }
   A::AutocastGuard ag;
-  EXPECT_TRUE(bitwise_equal(y, fresh(x)));
+  EXPECT_TRUE(testing::bitwise_equal(y, fresh(x)));
   A::autocast_shadows_clear();
   fs::remove_all(dir);
 }
@@ -109,11 +103,11 @@ TEST(DistributedCheckpoint, ALoadIntoAGatheredFsdpUnitIsWhatItGathersNext) {
     tb::add_(S, S, 1.0);  // training moved on
   }
   dist::fsdp_unit(*model)->unshard();  // gathered: P holds the moved values
-  ASSERT_TRUE(bitwise_equal(model->head->weight, S.detach().to(DType::BFloat16)));
+  ASSERT_TRUE(testing::bitwise_equal(model->head->weight, S.detach().to(DType::BFloat16)));
   train::load_distributed_state(*model, nullptr, (dir / "ckpt").string(), *group);
-  ASSERT_TRUE(bitwise_equal(S.detach(), saved));
+  ASSERT_TRUE(testing::bitwise_equal(S.detach(), saved));
   dist::fsdp_unit(*model)->unshard();
-  EXPECT_TRUE(bitwise_equal(model->head->weight, saved.to(DType::BFloat16)));
+  EXPECT_TRUE(testing::bitwise_equal(model->head->weight, saved.to(DType::BFloat16)));
   fs::remove_all(dir);
 }
 

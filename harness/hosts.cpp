@@ -620,7 +620,8 @@ const Host& HostsFixture::host_of(int rank) const {
 // times per bucket, 2 runs of each). Fragments of 128 KiB took the stall away (79 ms; 512 KiB and 1
 // MiB did not: 88-93) and left the lockstep sweep as it was (all_reduce of 4 MiB 34.2 against 34.5
 // ms), but at 10 Gb/s they cost (MLP 29-34 ms against 25); fragments of ~1 ms of the link's rate
-// cost nothing there (1.25 MiB: MLP 24.6-26.4 against 23.4-27.6 ms, GPT 280-282 against 285-293).
+// cost nothing there (1.25 MiB: MLP 24.6-26.4 against 23.4-27.6 ms, GPT 280-282 against 285-293;
+// the 2 x 2 sweep's all_reduce of 16 MiB 33-38 ms against 35-55, alternating).
 // So a shaped link's launches send fragments of ~1 ms of its nominal rate, unless the variable is
 // set already; unshaped links keep Open MPI's default. docs/distributed.md says how to set it on
 // real hosts.

@@ -412,6 +412,12 @@ class ProjectionTest(unittest.TestCase):
             res = load_results([self.comm, fsdp])
             w2 = [v for v in pj.validate_points(pj.step_models(res), pj.fit_links(res)) if v["world"] == 2][0]
             self.assertLess(abs(w2["error"]), 1e-5, serial)  # the model's flag message is 64 B, not 24
+        # A link measured without all_reduce: the flags' call is timed as a small all_gather.
+        comm = self.files.write("comm_no_ar.json", comm_records({k: v for k, v in TRUE.items() if k != "all_reduce"}))
+        fsdp = self.files.write("fsdp_flags_no_ar.json", fsdp_records(worlds=(1, 2), flag_bytes=24))
+        res = load_results([comm, fsdp])
+        w2 = [v for v in pj.validate_points(pj.step_models(res), pj.fit_links(res)) if v["world"] == 2][0]
+        self.assertLess(abs(w2["error"]), 1e-3)
 
     def test_fsdp_without_a_spare_core_exposes_every_collective(self):
         # 2 ranks of one thread on 2 cores: no core is left for the collectives, which the model

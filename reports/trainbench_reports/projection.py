@@ -668,7 +668,7 @@ class StepModel:
         self.regather = ref.m("all_gathers") > ref.m("reduce_scatters")
         # FSDP's bytes are its all-gathers' and reduce-scatters'; its all-reduce per step is the
         # used-parameter flags (4 bytes per parameter tensor), a latency: Note [FSDP's messages].
-        # DDP's messages are its buckets (ddp_bucket_bytes), from the gradient bytes.
+        # DDP's messages are its buckets (ddp_buckets), from the gradient bytes.
         calls = ref.m("all_gathers") + ref.m("reduce_scatters")
         self.msg_bytes = ref.m("bytes_per_step") / calls if calls else 0.0
         self.flag_reduces = ref.m("all_reduces") if self.kind != "ddp" else 0.0
@@ -763,7 +763,10 @@ class StepModel:
             ag = coll("all_gather", self.msg_bytes)
             rs = coll("reduce_scatter", self.msg_bytes)
             n_ag = self.units * (2 if self.regather else 1)
-            flags = self.flag_reduces * coll("all_reduce", FLAG_BYTES)  # waited on: never hidden
+            # The flags' all-reduce, waited on (never hidden); on a link measured without
+            # all_reduce, an all_gather of as few bytes stands in (both a latency there).
+            small = "all_reduce" if link.profile is not None or "all_reduce" in link.fits else "all_gather"
+            flags = self.flag_reduces * coll(small, FLAG_BYTES) if self.flag_reduces else 0.0
             comm_total = n_ag * ag + self.units * rs + flags
             _, end = overlap_fsdp(fwd, bwd, self.units, self.regather, ag, rs)
             fb = (end + flags) if overlap else fwd + bwd + comm_total

@@ -627,9 +627,10 @@ const Host& HostsFixture::host_of(int rank) const {
 // real hosts.
 std::size_t tcp_fragment_bytes(const LinkProfile& p) {
   if (!(p.rate_gbit > 0)) return 0;
-  constexpr double kUnit = 64 * 1024, kMin = 128 * 1024;
+  // At most Open MPI's own default (one fragment per message): a rate of 1e300 or inf is no size_t.
+  constexpr double kUnit = 64 * 1024, kMin = 128 * 1024, kMax = 2147482624.0;
   const double bytes_per_ms = p.rate_gbit * 1e9 / 8 / 1e3;
-  return std::size_t(std::max(kMin, std::ceil(bytes_per_ms / kUnit) * kUnit));
+  return std::size_t(std::clamp(std::ceil(bytes_per_ms / kUnit) * kUnit, kMin, kMax));
 }
 
 std::map<std::string, std::string> HostsFixture::launch_env() const {

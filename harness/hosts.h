@@ -40,7 +40,8 @@ const std::vector<LinkProfile>& link_profiles();
 const LinkProfile& link_profile(const std::string& name);
 
 // Open MPI's btl_tcp_rdma_pipeline_frag_size for a link of this profile: about 1 ms of its nominal
-// rate, in whole 64 KiB, at least 128 KiB; 0 where the rate is not shaped (Open MPI's default kept).
+// rate, in whole 64 KiB, from 128 KiB up to Open MPI's default; 0 where the rate is not shaped (the
+// default kept).
 // Note [Long messages over a shaped link] in harness/hosts.cpp.
 std::size_t tcp_fragment_bytes(const LinkProfile& p);
 

@@ -2,6 +2,9 @@
 // launches use (Note [Long messages over a shaped link] in harness/hosts.cpp).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "harness/hosts.h"
 
 namespace tb::harness {
@@ -17,6 +20,10 @@ TEST(TcpFragment, NeverBelowTheBtlSendSizeAndUnsetWhereUnshaped) {
   EXPECT_EQ(tcp_fragment_bytes({"slow", 0.01, 0, ""}), 128u * 1024);  // Open MPI's max_send_size
   EXPECT_EQ(tcp_fragment_bytes(link_profile("unshaped")), 0u);
   EXPECT_EQ(tcp_fragment_bytes({"bad", -1, 0, ""}), 0u);
+  EXPECT_EQ(tcp_fragment_bytes({"nan", std::nan(""), 0, ""}), 0u);
+  // Past any real link: Open MPI's own default, not an overflowed size_t.
+  EXPECT_EQ(tcp_fragment_bytes({"huge", 1e300, 0, ""}), 2147482624u);
+  EXPECT_EQ(tcp_fragment_bytes({"inf", std::numeric_limits<double>::infinity(), 0, ""}), 2147482624u);
 }
 
 }  // namespace

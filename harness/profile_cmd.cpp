@@ -111,6 +111,14 @@ nlohmann::json breakdown_json(const Breakdown& b) {
 
 fs::path rank_dir(const fs::path& out) { return out / "ranks"; }
 
+// --threads, or the cores shared out among the ranks (at least one each): more threads than cores
+// would make every OpenMP barrier wait on a descheduled thread.
+int rank_threads(const ProfileOptions& o, int world) {
+  if (o.threads > 0) return o.threads;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::max(1, int(cores) / world);
+}
+
 // One rank's part: warm-up, recorded steps, then trace_rank<R>.json and summary_rank<R>.json.
 void profile_rank(const ProfileOptions& o, const fs::path& out) {
   std::shared_ptr<dist::ProcessGroup> group;
@@ -121,8 +129,7 @@ void profile_rank(const ProfileOptions& o, const fs::path& out) {
     world = group->size();
     TB_CHECK(world == o.world, "trainbench profile", "launched with ", world, " ranks, expected ", o.world);
   }
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  set_num_threads(std::max(1, int(cores) / world));
+  set_num_threads(rank_threads(o, world));
 
   const int total = o.warmup + o.steps;
   Workload w = make_workload(o.model, int64_t(total) * world);
@@ -182,6 +189,7 @@ void profile_rank(const ProfileOptions& o, const fs::path& out) {
                             {"breakdown", breakdown_json(breakdown(trace, o.steps))},
                             {"events", trace.events.size()},
                             {"threads", trace.threads.size()},
+                            {"engine_threads", num_threads()},
                             {"stats", stats}};
   write_output_file(rank_dir(out) / ("summary_rank" + r + ".json"), summary.dump(1) + "\n");
   if (group) group->barrier()->wait();  // no rank leaves while another still needs the group
@@ -206,12 +214,14 @@ int merge(const ProfileOptions& o, const fs::path& out, const std::string& comma
   std::map<std::tuple<std::string, std::string, std::string>, profiler::OpStat> by;  // name, category, label
   nlohmann::json mean = nlohmann::json::object();
   int64_t events = 0;
+  int threads = 0;  // the engine's threads per rank, as the ranks report them
   for (int r = 0; r < o.world; ++r) {
     const std::string rs = std::to_string(r);
     nlohmann::json t = read_json(rank_dir(out) / ("trace_rank" + rs + ".json"));
     for (auto& e : t["traceEvents"]) trace["traceEvents"].push_back(std::move(e));
     const nlohmann::json s = read_json(rank_dir(out) / ("summary_rank" + rs + ".json"));
     events += s["events"].get<int64_t>();
+    threads = s["engine_threads"].get<int>();
     for (const auto& [k, v] : s["breakdown"].items()) mean[k] = mean.value(k, 0.0) + v.get<double>() / o.world;
     for (const auto& x : s["stats"]) {
       const std::string label = x.value("label", "");
@@ -230,7 +240,8 @@ int merge(const ProfileOptions& o, const fs::path& out, const std::string& comma
 
   std::cout << "trainbench profile: " << o.model << (o.autocast == "none" ? "" : " under " + o.autocast + " autocast")
             << ", world " << o.world << ", " << o.steps << " recorded steps (after " << o.warmup << " warm-up), "
-            << o.workers << " DataLoader workers\n\n"
+            << o.workers << " DataLoader workers, " << threads << " engine thread" << (threads == 1 ? "" : "s")
+            << (o.world > 1 ? " per rank" : "") << "\n\n"
             << "Top ops by self time (all ranks):\n"
             << profiler::table(stats, profiler::SortBy::SelfTime, std::size_t(o.rows)) << '\n'
             << "Top ops by calls (all ranks):\n"
@@ -250,10 +261,11 @@ int merge(const ProfileOptions& o, const fs::path& out, const std::string& comma
   rec.metrics["steps"] = o.steps;
   rec.metrics["warmup_steps"] = o.warmup;
   rec.metrics["dataloader_workers"] = o.workers;
+  rec.metrics["threads"] = threads;
   rec.metrics["events"] = events;
   rec.metrics["trace"] = (out / "trace.json").string();
   const fs::path json = o.json.empty() ? out / "profile.json" : fs::path(o.json);
-  write_result(json, make_result(RunInfo{command, num_threads()}, {rec}));
+  write_result(json, make_result(RunInfo{command, threads}, {rec}));
   std::cout << "trace: " << (out / "trace.json").string() << " (open in https://ui.perfetto.dev or chrome://tracing)\n"
             << "results: " << json.string() << std::endl;
   return 0;
@@ -279,6 +291,9 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& o) {
   sub->add_option("--autocast", o.autocast,
                   "Forward and loss under bfloat16 autocast, float32 master weights (train_step/<model>/bfloat16)")
       ->check(CLI::IsMember({"none", "bfloat16"}));
+  sub->add_option("--threads", o.threads, "Engine threads per rank; default: the cores / ranks, at least 1")
+      ->check(CLI::Range(1, 4096))
+      ->type_name("N");
   sub->add_option("--backend", o.backend, "Process group backend when --world > 1")
       ->check(CLI::IsMember({"mpi", "gloo"}));
   sub->add_option("--out", o.out, "Output folder (trace.json, profile.json, ranks/)")->type_name("DIR");
@@ -327,6 +342,8 @@ int run_profile(const ProfileOptions& o, const std::string& command) {
                std::to_string(o.world),
                "--workers",
                std::to_string(o.workers),
+               "--threads",
+               std::to_string(rank_threads(o, o.world)),
                "--backend",
                o.backend,
                "--autocast",

@@ -18,6 +18,7 @@ struct ProfileOptions {
   int warmup = 2;             // steps before recording (oneDNN primitives, caches, DDP buckets)
   int world = 1;
   int workers = 0;                // DataLoader workers per rank
+  int threads = 0;                // engine threads per rank; 0: the cores / ranks
   std::string autocast = "none";  // none | bfloat16: forward and loss under autocast (train_step/<model>/bfloat16)
   std::string backend = "mpi";
   std::string out = "profile";

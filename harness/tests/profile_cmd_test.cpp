@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -82,6 +84,8 @@ TEST_F(ProfileCli, MlpAtWorldTwoHasARankLaneEachWithCollectives) {
   const json& m = rec.at("metrics");
   EXPECT_GT(m.at("step_ms").get<double>(), 0);
   EXPECT_GT(m.at("communication_ms").get<double>(), 0);
+  // Each rank's threads: the cores shared out among the ranks, at least one.
+  EXPECT_EQ(m.at("threads").get<int>(), std::max(1, int(std::max(1u, std::thread::hardware_concurrency())) / 2));
   const double parts = m.at("forward_ms").get<double>() + m.at("backward_ms").get<double>() +
                        m.at("optimizer_ms").get<double>() + m.at("data_ms").get<double>() +
                        m.at("other_ms").get<double>();
@@ -89,10 +93,11 @@ TEST_F(ProfileCli, MlpAtWorldTwoHasARankLaneEachWithCollectives) {
 }
 
 TEST_F(ProfileCli, AutocastProfilesTheBfloat16Step) {
-  const auto res = trainbench(
-      {"profile", "--model", "mlp", "--steps", "2", "--warmup", "1", "--autocast", "bfloat16", "--out", dir.string()});
+  const auto res = trainbench({"profile", "--model", "mlp", "--steps", "2", "--warmup", "1", "--autocast", "bfloat16",
+                               "--threads", "3", "--out", dir.string()});
   ASSERT_EQ(res.exit_code, 0) << res.out << res.err;
   EXPECT_TRUE(has(res.out, "mlp under bfloat16 autocast, world 1")) << res.out;
+  EXPECT_TRUE(has(res.out, "3 engine threads")) << "--threads reaches the engine: " << res.out;
   std::ifstream f(dir / "trace.json");
   const json trace = json::parse(f);
   // float32 tensors cast to bfloat16 in the two recorded steps: the input batch (256, 784) in each;
@@ -111,7 +116,9 @@ TEST_F(ProfileCli, AutocastProfilesTheBfloat16Step) {
   EXPECT_EQ(input_casts, 2) << "autocast's casts are op events";
   EXPECT_EQ(weight_casts, 0) << "a weight was cast again instead of taken from its shadow";
   std::ifstream r(dir / "profile.json");
-  EXPECT_EQ(json::parse(r).at("records").at(0).at("case"), "mlp/bfloat16/w1");
+  const json result = json::parse(r);
+  EXPECT_EQ(result.at("records").at(0).at("case"), "mlp/bfloat16/w1");
+  EXPECT_EQ(result.at("records").at(0).at("metrics").at("threads"), 3);
   auto bad = trainbench({"profile", "--autocast", "float8"});
   EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
 }
@@ -120,6 +127,8 @@ TEST_F(ProfileCli, BadInputIsAUsageError) {
   auto res = trainbench({"profile", "--model", "resnet"});
   EXPECT_EQ(res.exit_code, 2) << res.out << res.err;
   res = trainbench({"profile", "--steps", "0"});
+  EXPECT_EQ(res.exit_code, 2) << res.out << res.err;
+  res = trainbench({"profile", "--threads", "0"});
   EXPECT_EQ(res.exit_code, 2) << res.out << res.err;
 }
 

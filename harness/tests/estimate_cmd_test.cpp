@@ -2,7 +2,6 @@
 // the table, the JSON record (and its schema, where the project's Python is), `--help`, and every
 // bad input as a one-line usage error with exit status 2.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/tests/scratch_dir.h"
 #include "harness/cli.h"
 #include "harness/tests/cli_run.h"
 
@@ -55,8 +55,7 @@ TEST(EstimateCli, OneBillionInBf16) {
 }
 
 TEST(EstimateCli, GptWithActivationsToJson) {
-  const fs::path dir = fs::temp_directory_path() / ("tb_estimate_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const tb::testing::ScratchDir dir("tb_estimate_");
   const fs::path json = dir / "estimate.json";
   const CliRun r = run({"estimate", "--model", "gpt", "--batch", "2", "--world", "8", "--strategy", "hybrid_shard",
                         "--shard-group", "4", "--json", json.string()});
@@ -82,7 +81,6 @@ TEST(EstimateCli, GptWithActivationsToJson) {
                             "' > /dev/null";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
-  fs::remove_all(dir);
 }
 
 TEST(EstimateCli, ListedInHelp) {

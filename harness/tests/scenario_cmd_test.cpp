@@ -4,7 +4,6 @@
 // end to end on MPI and Gloo (real ranks; skipped without mpirun), each record a passing
 // "scenario" with no orphan and a time to diagnosis.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -13,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/tests/scratch_dir.h"
 #include "harness/scenario.h"
 #include "harness/subprocess.h"
 
@@ -76,8 +76,7 @@ TEST(ScenarioCli, BadOptionsAreErrors) {
 // and an op mismatch (raised on every rank by the fingerprint check).
 TEST(ScenarioCli, ScenariosRunEndToEnd) {
   if (::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not found";
-  const fs::path dir = fs::temp_directory_path() / ("tb_scenario_cli_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const tb::testing::ScratchDir dir("tb_scenario_cli_");
   const fs::path json = dir / "s.json";
   const auto res = trainbench({"scenario", "run", "^hang/(rank_exits|op_mismatch)$", "--timeout", "3", "--json",
                                json.string()},
@@ -98,7 +97,6 @@ TEST(ScenarioCli, ScenariosRunEndToEnd) {
   }
   const std::string s = j.dump();
   EXPECT_TRUE(has(s, "hang/op_mismatch/mpi/seed0") && has(s, "hang/op_mismatch/gloo/seed0")) << s;
-  fs::remove_all(dir);
 }
 
 }  // namespace

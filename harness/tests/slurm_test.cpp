@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/core/tests/scratch_dir.h"
 #include "harness/hosts.h"
 #include "harness/launcher.h"
 #include "harness/slurm_fixture.h"
@@ -36,11 +37,9 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("tb_slurm_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+// 0700 (mkdtemp's) is no bar: srun's tasks run as root, as this test does (the fixture needs it).
+tb::testing::ScratchDir fresh_dir(const std::string& name) {
+  return tb::testing::ScratchDir("tb_slurm_test_" + name + "_");
 }
 
 // The cluster's daemons, steps and tasks are gone, and so is its folder.
@@ -123,10 +122,10 @@ TEST(SlurmCluster, OneNodeRunsSrunAndLeavesNothing) {
 
 TEST(SlurmCluster, LauncherSplitsRanksTimesOutAndLeavesNoOrphan) {
   SKIP_WITHOUT_SLURM();
+  const tb::testing::ScratchDir run = fresh_dir("launch");  // removed after the cluster is down
   SlurmCluster c = SlurmCluster::up({});
   const std::vector<int> daemons = c.daemon_pids();
   const fs::path dir = c.dir();
-  const fs::path run = fresh_dir("launch");
   {
     LaunchSpec spec;
     spec.ranks = 2;
@@ -178,7 +177,6 @@ TEST(SlurmCluster, LauncherSplitsRanksTimesOutAndLeavesNoOrphan) {
   }
   c.down();
   expect_gone(c, daemons, dir);
-  fs::remove_all(run);
 }
 
 // A cluster over 2 namespace hosts (harness/hosts.h), one slurmd in each: `srun -N 2 -n 4` puts
@@ -186,6 +184,7 @@ TEST(SlurmCluster, LauncherSplitsRanksTimesOutAndLeavesNoOrphan) {
 TEST(SlurmHosts, TwoHostsRunSrunN2n4) {
   SKIP_WITHOUT_SLURM();
   if (const std::string why = hosts_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const tb::testing::ScratchDir run = fresh_dir("hosts");  // removed after the cluster and hosts are down
   HostsFixture hosts = HostsFixture::up({2, 2, "unshaped", false});
   SlurmCluster c = SlurmCluster::up(slurm_on_hosts(hosts));  // down before the hosts
   const std::vector<int> daemons = c.daemon_pids();
@@ -193,7 +192,7 @@ TEST(SlurmHosts, TwoHostsRunSrunN2n4) {
   const fs::path dir = c.dir();
   LaunchSpec spec;
   spec.ranks = 4;
-  spec.run_dir = fresh_dir("hosts");
+  spec.run_dir = run;
   spec.timeout = std::chrono::seconds(60);
   spec.argv = {"sh", "-c", "echo rank $SLURM_PROCID of $SLURM_NTASKS on $(hostname) nodes $SLURM_STEP_NUM_NODES"};
   c.apply(spec, 2);
@@ -203,7 +202,6 @@ TEST(SlurmHosts, TwoHostsRunSrunN2n4) {
     EXPECT_EQ(res.rank_output[std::size_t(r)],
               "rank " + std::to_string(r) + " of 4 on " + hosts.hosts()[std::size_t(r / 2)].name + " nodes 2\n");
   EXPECT_EQ(res.orphans, 0);
-  fs::remove_all(spec.run_dir);
   c.down();
   expect_gone(c, daemons, dir);
 }
@@ -220,7 +218,7 @@ const std::map<std::string, std::string> kMpiOverUcx = {{"OMPI_MCA_pml", "ucx"},
 // `backends`: a regex alternative of backend names ("mpi|gloo").
 void expect_suites_pass_under_srun(const SlurmCluster& c, const std::map<std::string, std::string>& env,
                                    const std::string& backends, int expected) {
-  const fs::path out = fresh_dir("suites");
+  const tb::testing::ScratchDir out = fresh_dir("suites");
   SubprocessSpec s;
   s.argv = {TB_TRAINBENCH,
             "test",
@@ -255,7 +253,6 @@ void expect_suites_pass_under_srun(const SlurmCluster& c, const std::map<std::st
   }
   EXPECT_EQ(passed, expected) << r.out;  // 3 collectives + 1 DDP equivalence per backend
   EXPECT_NE(j.at("run").dump().find("srun -n <world>"), std::string::npos) << j.at("run").dump();
-  fs::remove_all(out);
 }
 
 TEST(SlurmSuites, CollectivesAndDdpUnderSrun) {

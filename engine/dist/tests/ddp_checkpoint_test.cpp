@@ -7,14 +7,13 @@
 // same GPT under DDP without checkpointing, step after step (the second step with gradient
 // buckets offered to the accumulators: Note [Gradient buffers]).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
-#include <filesystem>
 #include <map>
 
 #include "engine/autograd/functions.h"
 #include "engine/core/rng.h"
+#include "engine/core/tests/scratch_dir.h"
 #include "engine/dist/ddp/ddp.h"
 #include "engine/dist/tests/world_of_one.h"
 #include "engine/nn/activation_checkpoint.h"
@@ -36,9 +35,7 @@ Tensor tokens(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
 }
 
 TEST(DdpWithActivationCheckpointing, GptBlocksGiveThePlainGradientsEveryStep) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("tb_engine_dist_ckpt_" + std::to_string(getpid()));
-  fs::create_directories(dir);
+  const testing::ScratchDir dir("tb_engine_dist_ckpt_");
   nn::GPTConfig c;
   c.n_layers = 2;
   c.dropout = 0.1;
@@ -49,7 +46,7 @@ TEST(DdpWithActivationCheckpointing, GptBlocksGiveThePlainGradientsEveryStep) {
     auto gpt = std::make_shared<nn::GPT>(c);
     if (checkpointed) nn::checkpoint_blocks(*gpt);
     Options o;
-    o.run_dir = dir.string();
+    o.run_dir = dir.path().string();
     o.watchdog = false;
     DDPOptions d;
     d.find_unused_parameters = true;  // the walk from the loss must reach every parameter
@@ -77,7 +74,6 @@ TEST(DdpWithActivationCheckpointing, GptBlocksGiveThePlainGradientsEveryStep) {
   ASSERT_EQ(plain.size(), ckpt.size());
   for (size_t s = 0; s < plain.size(); ++s)
     for (const auto& [name, g] : plain[s]) EXPECT_EQ(g, ckpt[s].at(name)) << "step " << s << " " << name;
-  fs::remove_all(dir);
 }
 
 }  // namespace

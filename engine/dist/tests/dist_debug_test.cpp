@@ -26,6 +26,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/rng.h"
 #include "engine/core/tests/error_of.h"
+#include "engine/core/tests/scratch_dir.h"
 #include "engine/dist/call_site.h"
 #include "engine/dist/ddp/ddp.h"
 #include "engine/dist/ddp/join.h"
@@ -47,12 +48,8 @@ using testing::error_of;
 using testing::expect_contains;
 using testing::WorldOfOne;
 
-fs::path fresh_dir(const std::string& what) {
-  const fs::path d = fs::temp_directory_path() / ("tb_dist_debug_" + std::to_string(getpid()) + "_" + what);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+// Forked ranks inherit the path and end with _Exit: only this process removes the directory.
+testing::ScratchDir fresh_dir(const std::string& what) { return testing::ScratchDir("tb_dist_debug_" + what + "_"); }
 
 std::shared_ptr<ProcessGroup> world_of_one(const fs::path& dir) {
   Options o;
@@ -99,7 +96,7 @@ std::vector<std::string> labels(ProcessGroup& g) {
 }
 
 TEST(CallSite, LabelsEveryRecordedCallAndNests) {
-  const fs::path dir = fresh_dir("labels");
+  const testing::ScratchDir dir = fresh_dir("labels");
   auto g = world_of_one(dir);
   Tensor t = zeros({2});
   g->all_reduce(t)->wait();
@@ -118,11 +115,10 @@ TEST(CallSite, LabelsEveryRecordedCallAndNests) {
   const nlohmann::json j = g->recorder().to_json();
   EXPECT_FALSE(j["entries"][0].contains("label")) << "no key for a call without a label";
   EXPECT_EQ(j["entries"][2]["label"], "user/inner");
-  fs::remove_all(dir);
 }
 
 TEST(CallSite, DdpBucketsAreLabelled) {
-  const fs::path dir = fresh_dir("ddp_labels");
+  const testing::ScratchDir dir = fresh_dir("ddp_labels");
   auto g = world_of_one(dir);
   core::manual_seed(1);
   auto model = std::make_shared<TwoLayers>(true);
@@ -135,11 +131,10 @@ TEST(CallSite, DdpBucketsAreLabelled) {
   ASSERT_EQ(l.size(), 2u);
   EXPECT_EQ(l[0], "ddp/bucket 0 (1 param, 0.0 MiB)");
   EXPECT_EQ(l[1], "ddp/bucket 1 (3 params, 0.0 MiB)");
-  fs::remove_all(dir);
 }
 
 TEST(DistDebug, TheVariablesAreParsedAndBadValuesAreErrors) {
-  const fs::path dir = fresh_dir("env");
+  const testing::ScratchDir dir = fresh_dir("env");
   {
     EnvGuard env({{"TRAINBENCH_DIST_DEBUG", "detail"}, {"TRAINBENCH_STRAGGLER_WARN", "1.5"}});
     auto g = world_of_one(dir);
@@ -159,11 +154,10 @@ TEST(DistDebug, TheVariablesAreParsedAndBadValuesAreErrors) {
     EnvGuard env({{"TRAINBENCH_STRAGGLER_WARN", "-2"}});
     expect_contains(error_of([&] { world_of_one(dir); }), {"TRAINBENCH_STRAGGLER_WARN"});
   }
-  fs::remove_all(dir);
 }
 
 TEST(DdpUnusedParameter, IsAnErrorNamingItAtTheEndOfBackward) {
-  const fs::path dir = fresh_dir("unused");
+  const testing::ScratchDir dir = fresh_dir("unused");
   auto g = world_of_one(dir);
   auto model = std::make_shared<TwoLayers>(false);
   auto ddp = std::make_shared<DistributedDataParallel>(model, g);
@@ -173,7 +167,6 @@ TEST(DdpUnusedParameter, IsAnErrorNamingItAtTheEndOfBackward) {
                     {"parameters that were not used in producing loss", "find_unused_parameters",
                      "parameters which did not receive grad for rank 0: b.weight, b.bias"});
   }
-  fs::remove_all(dir);
 }
 
 // ---- forked Gloo worlds ----
@@ -266,7 +259,7 @@ TEST(DistDebugRanks, DetailCatchesAShapeMismatchOnEveryRankWithBothFingerprints)
   // DETAIL after the board check (auto: one host), instead of the plain exchange, and with the check off.
   for (const char* check : {"auto", "exchange", "off"}) {
     SCOPED_TRACE(std::string("TRAINBENCH_DIST_CHECK=") + check);
-    const fs::path dir = fresh_dir(std::string("detail_") + check);
+    const testing::ScratchDir dir = fresh_dir(std::string("detail_") + check);
     const auto runs = run_ranks(2, dir, {{"TRAINBENCH_DIST_DEBUG", "DETAIL"}, {"TRAINBENCH_DIST_CHECK", check}},
                                 [](std::shared_ptr<ProcessGroup> g) {
                                   // Same element count, other shapes: the default check lets it through; DETAIL does not.
@@ -291,13 +284,12 @@ TEST(DistDebugRanks, DetailCatchesAShapeMismatchOnEveryRankWithBothFingerprints)
                        "rank 1: all_reduce #1 float32 shapes [3, 2] sum label \"test/shapes\""});
     }
     expect_contains(runs[0].err, {"trainbench: dist: group world on gloo: 2 ranks", "debug DETAIL"});
-    fs::remove_all(dir);
   }
 }
 
 TEST(DistDebugRanks, AStragglerIsReportedOnceAndTrainingGoesOn) {
   TB_NEED_FORKED_WORLDS();
-  const fs::path dir = fresh_dir("straggler");
+  const testing::ScratchDir dir = fresh_dir("straggler");
   const auto runs = run_ranks(2, dir, {{"TRAINBENCH_STRAGGLER_WARN", "0.3"}}, [](std::shared_ptr<ProcessGroup> g) {
     Tensor t = ones({4});
     g->all_reduce(t)->wait();  // both on time
@@ -318,7 +310,6 @@ TEST(DistDebugRanks, AStragglerIsReportedOnceAndTrainingGoesOn) {
                       "reported by rank 0"});
   EXPECT_EQ(e.find("trainbench: straggler", at + 1), std::string::npos) << "one line, for collective #2 only";
   EXPECT_EQ(runs[1].err.find("straggler"), std::string::npos) << "the straggler does not report itself";
-  fs::remove_all(dir);
 }
 
 // Rank r has 2 + r batches; a batch is a deterministic function of (rank, step).
@@ -335,7 +326,7 @@ void sgd(nn::Module& m, double lr) {
 
 TEST(DistDebugRanks, JoinFinishesUnevenInputsWithTheReferenceParameters) {
   TB_NEED_FORKED_WORLDS();
-  const fs::path dir = fresh_dir("join");
+  const testing::ScratchDir dir = fresh_dir("join");
   constexpr int kWorld = 3;
   const auto runs = run_ranks(kWorld, dir, {}, [](std::shared_ptr<ProcessGroup> g) {
     const int rank = g->rank(), W = g->size();
@@ -385,7 +376,6 @@ TEST(DistDebugRanks, JoinFinishesUnevenInputsWithTheReferenceParameters) {
     return worst <= 1e-5 && shadowed == W - 1 - rank ? 0 : 3;
   });
   for (int r = 0; r < kWorld; ++r) EXPECT_EQ(runs[std::size_t(r)].status, 0) << runs[std::size_t(r)].err;
-  fs::remove_all(dir);
 }
 
 // TwoLayers with a buffer its forward updates (a running mean of the input, as BatchNorm's
@@ -473,17 +463,16 @@ int join_edge_case_rank(const std::shared_ptr<ProcessGroup>& g, int micro) {
 
 TEST(DistDebugRanks, JoinWithBuffersUnusedParametersAndNoSyncMatchesTheReference) {
   TB_NEED_FORKED_WORLDS();
-  const fs::path dir = fresh_dir("join_edges");
+  const testing::ScratchDir dir = fresh_dir("join_edges");
   constexpr int kWorld = 3;
   const auto runs = run_ranks(kWorld, dir, {},
                               [](std::shared_ptr<ProcessGroup> g) { return join_edge_case_rank(g, 2); });
   for (int r = 0; r < kWorld; ++r) EXPECT_EQ(runs[std::size_t(r)].status, 0) << runs[std::size_t(r)].err;
-  fs::remove_all(dir);
 }
 
 TEST(DistDebugRanks, JoinWithSomeRanksUnderNoSyncAndOthersSyncedIsAnErrorOnEveryRank) {
   TB_NEED_FORKED_WORLDS();
-  const fs::path dir = fresh_dir("join_mix");
+  const testing::ScratchDir dir = fresh_dir("join_mix");
   // Rank 0 joins at once; rank 1 runs a forward under no_sync while rank 2 runs a synced one.
   const auto runs = run_ranks(3, dir, {{"TRAINBENCH_DIST_TIMEOUT", "20"}}, [](std::shared_ptr<ProcessGroup> g) {
     core::manual_seed(7);
@@ -509,7 +498,6 @@ TEST(DistDebugRanks, JoinWithSomeRanksUnderNoSyncAndOthersSyncedIsAnErrorOnEvery
     expect_contains(runs[std::size_t(r)].err,
                     {"caught: ", "are under no_sync; under a Join every rank still training"});
   }
-  fs::remove_all(dir);
 }
 
 // Rank 1 issues one all_reduce more than the others; rank 0 leaves at once and rank 2 300 ms
@@ -518,7 +506,7 @@ TEST(DistDebugRanks, JoinWithSomeRanksUnderNoSyncAndOthersSyncedIsAnErrorOnEvery
 // collective instead of calling rank 2 frozen (the 50-seed soak hit this race twice in 100 runs).
 TEST(DistDebugRanks, ADeadPeerDumpWaitsForTheOtherPeersToLeave) {
   TB_NEED_FORKED_WORLDS();
-  const fs::path dir = fresh_dir("settle");
+  const testing::ScratchDir dir = fresh_dir("settle");
   const auto runs = run_ranks(3, dir, {{"TRAINBENCH_DIST_TIMEOUT", "20"}}, [](std::shared_ptr<ProcessGroup> g) {
     Tensor t = ones({4});
     g->all_reduce(t)->wait();
@@ -533,12 +521,11 @@ TEST(DistDebugRanks, ADeadPeerDumpWaitsForTheOtherPeersToLeave) {
   ASSERT_EQ(runs[1].status, kWatchdogExitCode) << runs[1].err;
   EXPECT_EQ(runs[0].status, 0) << runs[0].err;
   EXPECT_EQ(runs[2].status, 0) << runs[2].err;
-  const Diagnosis d = analyze_dumps(read_dump_dir(dir.string()));
+  const Diagnosis d = analyze_dumps(read_dump_dir(dir.path().string()));
   ASSERT_FALSE(d.findings.empty()) << diagnosis_text(d);
   EXPECT_EQ(d.findings[0].kind, FindingKind::ExtraCollective) << diagnosis_text(d);
   EXPECT_EQ(d.findings[0].collective_seq, 2u) << diagnosis_text(d);
   EXPECT_EQ(d.findings[0].ranks, std::vector<int>{1}) << diagnosis_text(d);
-  fs::remove_all(dir);
 }
 
 // Two ranks gone when the survivor looks: rank 0 ended inside all_reduce #2 (an _exit with its
@@ -547,7 +534,7 @@ TEST(DistDebugRanks, ADeadPeerDumpWaitsForTheOtherPeersToLeave) {
 // and so once blamed a rank that had itself named the real one (ci/main, collectives dead_rank).
 TEST(DistDebugRanks, OfTwoDeadPeersTheOneThatNeverReachedTheCollectiveIsNamed) {
   TB_NEED_FORKED_WORLDS();
-  const fs::path dir = fresh_dir("two_dead");
+  const testing::ScratchDir dir = fresh_dir("two_dead");
   const auto runs = run_ranks(3, dir, {{"TRAINBENCH_DIST_TIMEOUT", "20"}}, [](std::shared_ptr<ProcessGroup> g) {
     Tensor t = ones({4});
     g->all_reduce(t)->wait();
@@ -569,12 +556,11 @@ TEST(DistDebugRanks, OfTwoDeadPeersTheOneThatNeverReachedTheCollectiveIsNamed) {
   ASSERT_EQ(runs[2].status, kWatchdogExitCode) << runs[2].err;
   expect_contains(runs[2].err, {"trainbench: watchdog: rank 2: rank 1 (pid ", "before reaching all_reduce #2 ",
                                 "(its last collective: #1 "});
-  fs::remove_all(dir);
 }
 
 TEST(DistDebugRanks, WithoutJoinUnevenInputsHangAndTheWatchdogNamesTheBucket) {
   TB_NEED_FORKED_WORLDS();
-  const fs::path dir = fresh_dir("nojoin");
+  const testing::ScratchDir dir = fresh_dir("nojoin");
   // Collective #1 is DDP's broadcast at construction, #2 step 0's bucket; rank 1's step 1 issues #3.
   const auto runs = run_ranks(2, dir, {{"TRAINBENCH_DIST_TIMEOUT", "3"}}, [](std::shared_ptr<ProcessGroup> g) {
     const int rank = g->rank();
@@ -594,12 +580,11 @@ TEST(DistDebugRanks, WithoutJoinUnevenInputsHangAndTheWatchdogNamesTheBucket) {
                                 "rank 0 never arrived at #3"});
   const nlohmann::json dump = nlohmann::json::parse(std::ifstream(dir / "flight_recorder_rank1.json"));
   EXPECT_EQ(dump["entries"].back()["label"], "ddp/bucket 0 (4 params, 0.0 MiB)");
-  fs::remove_all(dir);
 }
 
 TEST(DistDebugRanks, AParameterWithoutAGradientIsAnErrorOnEveryRankNotAHang) {
   TB_NEED_FORKED_WORLDS();
-  const fs::path dir = fresh_dir("unused_ranks");
+  const testing::ScratchDir dir = fresh_dir("unused_ranks");
   const auto runs = run_ranks(2, dir, {{"TRAINBENCH_DIST_TIMEOUT", "20"}}, [](std::shared_ptr<ProcessGroup> g) {
     auto model = std::make_shared<TwoLayers>(false);
     DDPOptions o;
@@ -622,12 +607,11 @@ TEST(DistDebugRanks, AParameterWithoutAGradientIsAnErrorOnEveryRankNotAHang) {
                     {"caught: DistributedDataParallel: some parameters received no gradient",
                      "parameters which did not receive grad for rank " + std::to_string(r) + ": b.weight, b.bias"});
   }
-  fs::remove_all(dir);
 }
 
 TEST(DistDebugRanks, FsdpCollectivesAreLabelledWithTheirUnit) {
   TB_NEED_FORKED_WORLDS();
-  const fs::path dir = fresh_dir("fsdp");
+  const testing::ScratchDir dir = fresh_dir("fsdp");
   const auto runs = run_ranks(2, dir, {}, [](std::shared_ptr<ProcessGroup> g) {
     core::manual_seed(3);
     auto model = std::make_shared<TwoLayers>(true);
@@ -645,7 +629,6 @@ TEST(DistDebugRanks, FsdpCollectivesAreLabelledWithTheirUnit) {
     expect_contains(runs[std::size_t(r)].err,
                     {"fsdp/root all_gather", "fsdp/a all_gather", "fsdp/a reduce_scatter", "fsdp/root reduce_scatter"});
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 // event args, on the rank's lane; key_averages keeps one row per op and label. On a world of one
 // in process (world_of_one.h), as the call-site tests in dist_debug_test.cpp.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -15,6 +14,7 @@
 #include "engine/autograd/functions.h"
 #include "engine/core/profiler.h"
 #include "engine/core/rng.h"
+#include "engine/core/tests/scratch_dir.h"
 #include "engine/dist/call_site.h"
 #include "engine/dist/ddp/ddp.h"
 #include "engine/dist/tests/world_of_one.h"
@@ -29,8 +29,6 @@ namespace fs = std::filesystem;
 using profiler::Category;
 
 std::shared_ptr<ProcessGroup> world_of_one(const fs::path& dir) {
-  fs::remove_all(dir);
-  fs::create_directories(dir);
   Options o;
   o.run_dir = dir.string();
   o.watchdog = false;
@@ -45,7 +43,7 @@ std::vector<const profiler::Event*> collectives(const profiler::Trace& t) {
 }
 
 TEST(ProfileCollectives, CarryTheirCallSiteLabelAndTheRecordersFields) {
-  const fs::path dir = fs::temp_directory_path() / ("tb_dist_profile_" + std::to_string(getpid()));
+  const testing::ScratchDir dir("tb_dist_profile_");
   auto g = world_of_one(dir);
   Tensor t = zeros({4});  // float32: 16 bytes
   g->barrier()->wait();   // seq 1, before the profile
@@ -98,12 +96,10 @@ TEST(ProfileCollectives, CarryTheirCallSiteLabelAndTheRecordersFields) {
   EXPECT_EQ(calls, (std::map<std::string, int64_t>{{"all_reduce []", 1},
                                                    {"all_reduce [eval/accuracy]", 2},
                                                    {"broadcast [eval/accuracy]", 1}}));
-  g.reset();
-  fs::remove_all(dir);
 }
 
 TEST(ProfileCollectives, DdpBucketsAreLabelled) {
-  const fs::path dir = fs::temp_directory_path() / ("tb_dist_profile_ddp_" + std::to_string(getpid()));
+  const testing::ScratchDir dir("tb_dist_profile_ddp_");
   auto g = world_of_one(dir);
   core::manual_seed(1);
   auto model = std::make_shared<nn::Sequential>();
@@ -118,9 +114,6 @@ TEST(ProfileCollectives, DdpBucketsAreLabelled) {
   std::vector<std::string> labels;
   for (const profiler::Event* e : collectives(trace)) labels.push_back(e->label);
   EXPECT_EQ(labels, (std::vector<std::string>{"ddp/bucket 0 (1 param, 0.0 MiB)", "ddp/bucket 1 (3 params, 0.0 MiB)"}));
-  ddp.reset();
-  g.reset();
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/tests/error_of.h"
+#include "engine/core/tests/scratch_dir.h"
 #include "engine/memory/oom.h"
 #include "engine/memory/site.h"
 #include "engine/memory/snapshot.h"
@@ -180,9 +181,7 @@ TEST(Snapshot, JsonCarriesStatsLiveCachedAndEvents) {
 
 TEST(Snapshot, WrittenOnOomWhenADirectoryIsSet) {
   Fresh f;
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("tb_memory_snapshot_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const testing::ScratchDir dir("tb_memory_snapshot_");
   for (const char* v : {"TRAINBENCH_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK"}) ::unsetenv(v);  // rank 0
   set_oom_snapshot_dir(f.a, (dir / "nested").string());
   record_history(f.a, 16);
@@ -222,7 +221,6 @@ TEST(Snapshot, WrittenOnOomWhenADirectoryIsSet) {
               0u)
         << oom_report(e)->snapshot_path;
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Snapshot, OpScopesNestAndLabelsAreInterned) {

@@ -7,13 +7,11 @@
 // an FSDP unit gathered at the load keep the old values in its layers' weights.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <unistd.h>
-
 #include "engine/autograd/autocast.h"
 #include "engine/autograd/functions.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/rng.h"
+#include "engine/core/tests/scratch_dir.h"
 #include "engine/dist/fsdp/fsdp.h"
 #include "engine/dist/tests/world_of_one.h"
 #include "engine/nn/models.h"
@@ -26,14 +24,12 @@
 namespace tb {
 namespace {
 
-namespace fs = std::filesystem;
 namespace A = tb::autograd;
 
 TEST(DistributedCheckpoint, ALoadIntoTrainedWeightsIsWhatTheNextAutocastForwardSees) {
-  const fs::path dir = fs::temp_directory_path() / ("tb_train_dcp_" + std::to_string(getpid()));
-  fs::remove_all(dir);
+  const testing::ScratchDir dir("tb_train_dcp_");
   dist::Options o;
-  o.run_dir = dir.string();
+  o.run_dir = dir.path().string();
   o.watchdog = false;
   testing::WorldOfOne group(o);
 
@@ -78,14 +74,12 @@ TEST(DistributedCheckpoint, ALoadIntoTrainedWeightsIsWhatTheNextAutocastForwardS
   A::AutocastGuard ag;
   EXPECT_TRUE(testing::bitwise_equal(y, fresh(x)));
   A::autocast_shadows_clear();
-  fs::remove_all(dir);
 }
 
 TEST(DistributedCheckpoint, ALoadIntoAGatheredFsdpUnitIsWhatItGathersNext) {
-  const fs::path dir = fs::temp_directory_path() / ("tb_train_dcp_fsdp_" + std::to_string(getpid()));
-  fs::remove_all(dir);
+  const testing::ScratchDir dir("tb_train_dcp_fsdp_");
   dist::Options o;
-  o.run_dir = dir.string();
+  o.run_dir = dir.path().string();
   o.watchdog = false;
   auto group = std::make_shared<testing::WorldOfOne>(o);
   nn::GPTConfig c;
@@ -108,7 +102,6 @@ TEST(DistributedCheckpoint, ALoadIntoAGatheredFsdpUnitIsWhatItGathersNext) {
   ASSERT_TRUE(testing::bitwise_equal(S.detach(), saved));
   dist::fsdp_unit(*model)->unshard();
   EXPECT_TRUE(testing::bitwise_equal(model->head->weight, saved.to(DType::BFloat16)));
-  fs::remove_all(dir);
 }
 
 }  // namespace

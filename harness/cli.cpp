@@ -90,6 +90,30 @@ CLI::Validator between(double lo, double hi, const std::string& unit, bool integ
       "[" + number_text(lo) + "-" + number_text(hi) + "]");
 }
 
+// --hostfile: mpirun reads it only after the run folder exists and answers a missing file with
+// "an internal error has occurred in ORTE", a directory with a flex scanner error, and an empty
+// path not at all (every rank then runs here): checked up front, as a usage error.
+CLI::Validator hostfile_check() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        if (path.empty()) return "an empty path (leave --hostfile out to run every rank on this host)";
+        std::error_code ec;
+        const fs::file_status st = fs::status(path, ec);
+        if (ec || !fs::exists(st)) return "no such file: '" + path + "'";
+        if (fs::is_directory(st)) return "'" + path + "' is a directory, not a hostfile";
+        if (!fs::is_regular_file(st)) return "'" + path + "' is not a regular file";
+        std::ifstream f(path);
+        if (!f) return "cannot read '" + path + "'";
+        std::string line;
+        for (int n = 0; n < 100000 && std::getline(f, line); ++n) {  // mpirun's syntax: HOST [slots=N], # comments
+          const std::string host = line.substr(0, line.find('#'));
+          if (host.find_first_not_of(" \t\r") != std::string::npos) return {};
+        }
+        return "'" + path + "' names no host (every line is blank or a comment)";
+      },
+      "PATH");
+}
+
 void add_selection(CLI::App* sub, Options& o) {
   sub->add_option("--suite", o.suites, "Suite to run (repeatable); default: the default suites")->type_name("NAME");
   sub->add_option("--filter", o.filter, "Regex searched in case names (ECMAScript)")->type_name("REGEX");
@@ -124,6 +148,7 @@ void add_run_options(CLI::App* sub, Options& o, const std::string& name) {
       ->type_name("S");
   sub->add_option("--hostfile", o.hostfile,
                   "Distributed suites: mpirun hostfile to spread ranks over hosts (default: this host)")
+      ->check(hostfile_check())
       ->type_name("PATH");
   add_launcher_options(sub, o);
   sub->add_flag("--allow-empty", o.allow_empty,
@@ -440,6 +465,15 @@ int cmd_launch(const Options& o) {
                 << ")\n";
       return 127;
     }
+    // mpirun says "could not access or execute" for a path that is not there at all: on these
+    // hosts (one machine's file system) that is the shell's "not found".
+    std::error_code ec;
+    if (res.launcher_output.find("could not access") != std::string::npos &&
+        spec.argv.front().find('/') != std::string::npos && !fs::exists(spec.argv.front(), ec)) {
+      std::cerr << "trainbench: launch: not found: " << spec.argv.front() << " (on a host of " << spec.hostfile
+                << ")\n";
+      return 127;
+    }
     if (res.launcher_output.find("could not access") != std::string::npos) {
       std::cerr << "trainbench: launch: cannot execute " << spec.argv.front() << " (on a host of " << spec.hostfile
                 << ")\n";
@@ -515,7 +549,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(between(1, 86400, "seconds"))
       ->type_name("S");
-  launch->add_option("--hostfile", o.hostfile, "mpirun hostfile (default: every rank on this host)")->type_name("PATH");
+  launch->add_option("--hostfile", o.hostfile, "mpirun hostfile (default: every rank on this host)")
+      ->check(hostfile_check())
+      ->type_name("PATH");
   add_launcher_options(launch, o);
   launch->add_flag("--dry-run", o.dry_run, "Print the mpirun (srun) command instead of running it");
   launch

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -118,11 +120,14 @@ std::string start_time(int pid) {
 
 // Note [Hosts state]
 // Each fixture is a folder <root>/<id> (claimed by mkdir under an flock of <root>/lock), holding
-//   owner     "PID STARTTIME" of the owning process, or "persistent" (`trainbench hosts up`)
+//   owner     "PID STARTTIME" of the owning process, or "persistent" (`trainbench hosts up`, written
+//             once every object is made: until then the making process owns it, so a `down` meanwhile
+//             leaves it be, and an `up` killed half-way leaves a fixture of a dead owner)
 //   made      one line per object, written BEFORE the object is made: "bridge tb0br",
 //             "netns tb0h1", "link tb0h1", "delay_line tb0h1" (the host's delay line process),
 //             "queue_rule tb0h1" (its iptables rule) (a kill between the line and the object
-//             leaves a line for nothing, which tear-down tolerates; never an object without a line)
+//             leaves a line for nothing, which tear-down tolerates; never an object without a line).
+//             A line whose `add` failed is taken back: the name may be someone else's object.
 //   info      "profile NAME\nranks_per_host K\nlatency_shaping none|netem|delay_line\n
 //             latency_note TEXT\nhost NAME ADDRESS LINK\n..."
 //   delay_line.<host>.pid  "PID STARTTIME" of the host's delay line, written once it is bound
@@ -131,9 +136,11 @@ std::string start_time(int pid) {
 // Tear-down removes the queue rules and stops the delay lines (a delay line killed before its pid
 // file was written is still inside its host and dies with the next step), kills every process
 // whose network namespace is one of the fixture's, deletes the namespaces (their veth ends go with
-// them), the links and the bridge, then the folder. Any up,
-// down or status first tears down fixtures whose owner is gone, so a test killed by SIGKILL
-// leaves its hosts only until the next use.
+// them), the links and the bridge, then the folder -- only once none of them is left: an object
+// that would not go keeps the folder (and `hosts down` fails), so nothing is forgotten. Any up,
+// down or status first tears down fixtures whose owner is gone, so a test (or an `up`) killed by
+// SIGKILL leaves its hosts only until the next use; so too the namespace and veth pair the
+// availability probes make (tbprobe<pid>, tbq<pid>) of a process that died in them.
 class RootLock {
  public:
   RootLock() {
@@ -219,7 +226,7 @@ bool is_fixture_object(int id, const std::string& kind, const std::string& name)
 
 // The files a fixture writes in its folder (Note [Hosts state]).
 bool is_fixture_file(int id, const std::string& file) {
-  for (const char* f : {"owner", "made", "info", "hosts", "hostfile", "agent", "measured"})
+  for (const char* f : {"owner", "owner.tmp", "made", "info", "hosts", "hostfile", "agent", "measured"})
     if (file == f) return true;
   const std::string pre = "delay_line.";
   if (!file.starts_with(pre)) return false;
@@ -230,10 +237,11 @@ bool is_fixture_file(int id, const std::string& file) {
   return false;
 }
 
-// Removes what the folder records, then the folder. Tolerates objects already gone.
-void tear_down(const fs::path& dir, std::ostream* log) {
+// Removes what the folder records, then the folder. Tolerates objects already gone; false (the
+// folder kept, for the next try) when one of its namespaces or links is still there after.
+bool tear_down(const fs::path& dir, std::ostream* log) {
   const std::optional<int> id = fixture_id(dir);
-  if (!id) return;  // not a fixture's folder (Note [Hostile state])
+  if (!id) return true;  // not a fixture's folder (Note [Hostile state])
   std::vector<std::pair<std::string, std::string>> made;
   {
     std::istringstream is(read_file(dir / "made"));
@@ -255,10 +263,21 @@ void tear_down(const fs::path& dir, std::ostream* log) {
   }
   for (const auto& [kind, name] : made)  // then: nothing may run inside while links go
     if (kind == "netns") kill_netns_processes(name);
+  std::string left;  // objects still there after their delete, with what the delete said
   for (auto it = made.rbegin(); it != made.rend(); ++it) {
     const auto& [kind, name] = *it;
-    if (kind == "netns" && netns_exists(name)) run({"ip", "netns", "delete", name});
-    if ((kind == "link" || kind == "bridge") && link_exists(name)) run({"ip", "link", "delete", name});
+    const bool netns = kind == "netns", link = kind == "link" || kind == "bridge";
+    if (!(netns ? netns_exists(name) : link && link_exists(name))) continue;
+    Ran r = run(netns ? std::vector<std::string>{"ip", "netns", "delete", name}
+                      : std::vector<std::string>{"ip", "link", "delete", name});
+    if (netns ? netns_exists(name) : link_exists(name)) {
+      while (!r.out.empty() && r.out.back() == '\n') r.out.pop_back();
+      left += (left.empty() ? "" : "; ") + kind + " " + name + (r.out.empty() ? "" : " (" + r.out + ")");
+    }
+  }
+  if (!left.empty()) {
+    if (log) *log << "hosts: fixture " << *id << ": could not remove " << left << "; kept " << dir.string() << "\n";
+    return false;
   }
   std::error_code ec;
   std::vector<std::string> foreign;
@@ -277,10 +296,11 @@ void tear_down(const fs::path& dir, std::ostream* log) {
       for (std::size_t i = 0; i < foreign.size() && i < 5; ++i) *log << (i ? ", " : "") << foreign[i];
       *log << (foreign.size() > 5 ? ", ...)\n" : ")\n");
     }
-    return;
+    return true;  // its objects are gone; the foreign files are not ours to delete
   }
   fs::remove(dir, ec);
   if (log) *log << "hosts: removed fixture " << dir.filename().string() << " (" << made.size() << " objects)\n";
+  return true;
 }
 
 struct OwnerState {
@@ -305,25 +325,59 @@ OwnerState read_owner(const fs::path& dir) {
   return o;
 }
 
+bool pid_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+// The availability probes' namespace tbprobe<pid> and veth pair tbq<pid>/tbq<pid>p, left by a
+// process killed between making and deleting them (Note [Hosts state]).
+void reap_probes(std::ostream* log) {
+  auto dead_owner = [](const std::string& name, const std::string& prefix, bool peer) -> bool {
+    if (!name.starts_with(prefix)) return false;
+    std::string digits = name.substr(prefix.size());
+    if (peer && !digits.empty() && digits.back() == 'p') digits.pop_back();
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    return !pid_alive(std::stoi(digits));
+  };
+  std::error_code ec;
+  for (fs::directory_iterator it("/run/netns", ec), end; !ec && it != end; it.increment(ec))
+    if (const std::string n = it->path().filename().string(); dead_owner(n, "tbprobe", false)) {
+      run({"ip", "netns", "delete", n});
+      if (log) *log << "hosts: removed namespace " << n << ", left by a probe whose process is gone\n";
+    }
+  for (fs::directory_iterator it("/sys/class/net", ec), end; !ec && it != end; it.increment(ec))
+    if (const std::string n = it->path().filename().string(); dead_owner(n, "tbq", true) && link_exists(n)) {
+      run({"ip", "link", "delete", n});  // its peer goes with it
+      if (log) *log << "hosts: removed link " << n << ", left by a probe whose process is gone\n";
+    }
+}
+
 // Under the root lock: tears down fixtures whose owner died (or persistent ones when asked).
-int reap_locked(bool persistent_too, std::ostream* log) {
+int reap_locked(bool persistent_too, std::ostream* log, int* failed = nullptr) {
+  reap_probes(log);
   int removed = 0;
   std::error_code ec;
   for (fs::directory_iterator it(hosts_state_root(), ec), end; !ec && it != end; it.increment(ec)) {
     if (!it->is_directory() || it->is_symlink() || !fixture_id(it->path())) continue;  // Note [Hostile state]
     const OwnerState o = read_owner(it->path());
     bool stale = o.known ? (o.pid == 0 ? persistent_too : !o.alive) : false;
-    if (!o.known) {  // claimed but the owner file never came: stale once it is a minute old
-      std::error_code e2;
+    if (!o.known) {
+      // Claimed but the owner file never came. A claim writes it under this lock, so an empty
+      // folder is a claimer killed in between (stale now); one with files, a minute on.
+      std::error_code e2, e3;
       const auto age = fs::file_time_type::clock::now() - fs::last_write_time(it->path(), e2);
-      stale = !e2 && age > std::chrono::minutes(1);
+      stale = (!e3 && fs::is_empty(it->path(), e3)) || (!e2 && age > std::chrono::minutes(1));
     }
-    if (!stale) continue;
+    if (!stale) {
+      if (log && persistent_too && o.pid)
+        *log << "hosts: fixture " << it->path().filename().string() << " belongs to process " << o.pid
+             << " (being made, or a test's): left as it is\n";
+      continue;
+    }
     if (log && o.pid)
       *log << "hosts: fixture " << it->path().filename().string() << " belonged to process " << o.pid
            << ", which is gone: tearing it down\n";
-    tear_down(it->path(), log);
-    ++removed;
+    if (tear_down(it->path(), log)) ++removed;
+    else if (failed) ++*failed;
   }
   return removed;
 }
@@ -437,7 +491,7 @@ void HostsFixture::down() {
   if (!s_ || s_->torn_down) return;
   s_->torn_down = true;
   RootLock lock;
-  tear_down(s_->dir, nullptr);
+  tear_down(s_->dir, nullptr);  // what would not go stays recorded: the next up, down or status retries
 }
 
 // Note [The delay line] (harness/delay_line.cpp): without netem, one delay line per host holds
@@ -488,6 +542,12 @@ HostsFixture HostsFixture::up(const HostsOptions& o) {
   if (o.ranks_per_host < 1 || o.ranks_per_host > 256)
     throw std::invalid_argument("hosts: ranks per host must be 1..256 (got " + std::to_string(o.ranks_per_host) + ")");
   const LinkProfile& profile = link_profile(o.profile);
+  // mpirun splits OMPI_MCA_plm_rsh_agent (the agent's path in the state folder) at blanks.
+  if (const std::string root = hosts_state_root().string();
+      std::any_of(root.begin(), root.end(), [](unsigned char c) { return std::isspace(c); }))
+    throw std::invalid_argument("hosts: the state folder '" + root +
+                                "' has a blank in its path, which Open MPI's launch agent setting cannot hold; "
+                                "set TRAINBENCH_HOSTS_DIR to a path without blanks");
   if (std::string why = hosts_unavailable_reason(); !why.empty()) throw HostsUnavailable(why);
 
   auto st = std::make_unique<State>();
@@ -500,23 +560,36 @@ HostsFixture HostsFixture::up(const HostsOptions& o) {
     for (int id = 0; id < kMaxFixtures && st->id < 0; ++id) {
       const fs::path dir = hosts_state_root() / std::to_string(id);
       // Taken by another fixture, or its names or subnet used by something that is not ours.
-      if (fs::exists(dir) || link_exists(bridge_name(id)) || netns_exists(host_name(id, 1)) ||
-          addresses.find(" " + subnet_prefix(id)) != std::string::npos)
-        continue;
+      bool taken = fs::exists(dir) || link_exists(bridge_name(id)) ||
+                   addresses.find(" " + subnet_prefix(id)) != std::string::npos;
+      for (int k = 1; k <= o.hosts && !taken; ++k)
+        taken = netns_exists(host_name(id, k)) || link_exists(host_name(id, k));
+      if (taken) continue;
       fs::create_directory(dir);
       st->id = id;
       st->dir = dir;
     }
     if (st->id < 0)
       throw std::runtime_error("hosts: every fixture id 0.." + std::to_string(kMaxFixtures - 1) + " is taken");
-    write_file(st->dir / "owner", o.persistent ? std::string("persistent\n")
-                                               : std::to_string(::getpid()) + " " + start_time(::getpid()) + "\n");
+    // This process owns it while it is made, persistent or not (Note [Hosts state]).
+    write_file(st->dir / "owner", std::to_string(::getpid()) + " " + start_time(::getpid()) + "\n");
   }
   HostsFixture f(std::move(st));  // from here, a throw tears down what was made
   State& s = *f.s_;
   std::ofstream made(s.dir / "made", std::ios::app);
   auto record = [&](const std::string& kind, const std::string& name) {
     made << kind << ' ' << name << '\n' << std::flush;
+  };
+  // Records, then runs the `add`; where it fails (the name exists: a fixture of another state
+  // folder, or not ours at all) the line is taken back, so tear-down leaves that object alone.
+  auto make = [&](const std::string& kind, const std::string& name, const std::vector<std::string>& add) {
+    made.flush();
+    const auto before = fs::file_size(s.dir / "made");
+    record(kind, name);
+    if (const Ran r = run(add); !r.ok) {
+      fs::resize_file(s.dir / "made", before);
+      throw std::runtime_error("hosts: `" + shell_join(add) + "` failed: " + r.out);
+    }
   };
 
   const std::string prefix = subnet_prefix(s.id);
@@ -537,18 +610,15 @@ HostsFixture HostsFixture::up(const HostsOptions& o) {
                  fs::perms::others_exec);
 
   const std::string br = bridge_name(s.id);
-  record("bridge", br);
-  must({"ip", "link", "add", br, "type", "bridge"});
+  make("bridge", br, {"ip", "link", "add", br, "type", "bridge"});
   must({"ip", "addr", "add", prefix + "1/24", "dev", br});
   must({"ip", "link", "set", br, "up"});
   const bool netem = profile.delay_us > 0 && link_delay_supported();
   s.latency = netem ? LatencyShaping::Netem : LatencyShaping::None;
   s.latency_note = profile.delay_us <= 0 ? "no delay asked" : netem ? "netem on each host's eth0" : "";
   for (const Host& h : s.hosts) {
-    record("netns", h.name);
-    must({"ip", "netns", "add", h.name});
-    record("link", h.link);
-    must({"ip", "link", "add", h.link, "type", "veth", "peer", "name", "eth0", "netns", h.name});
+    make("netns", h.name, {"ip", "netns", "add", h.name});
+    make("link", h.link, {"ip", "link", "add", h.link, "type", "veth", "peer", "name", "eth0", "netns", h.name});
     must({"ip", "link", "set", h.link, "master", br, "up"});
     must({"ip", "-n", h.name, "link", "set", "lo", "up"});
     must({"ip", "-n", h.name, "addr", "add", h.address + "/24", "dev", "eth0"});
@@ -585,6 +655,10 @@ HostsFixture HostsFixture::up(const HostsOptions& o) {
        << latency_shaping_name(s.latency) << "\nlatency_note " << s.latency_note << "\n";
   for (const Host& h : s.hosts) info << "host " << h.name << ' ' << h.address << ' ' << h.link << '\n';
   write_file(s.dir / "info", info.str());
+  if (o.persistent) {  // made: from now on only `hosts down` removes it (renamed in: never half a word)
+    write_file(s.dir / "owner.tmp", "persistent\n");
+    fs::rename(s.dir / "owner.tmp", s.dir / "owner");
+  }
   return f;
 }
 
@@ -959,10 +1033,10 @@ std::vector<FixtureRecord> list_fixtures() {
   return out;
 }
 
-int reap_fixtures(bool persistent_too, std::ostream* log) {
+int reap_fixtures(bool persistent_too, std::ostream* log, int* failed) {
   if (!fs::exists(hosts_state_root())) return 0;
   RootLock lock;
-  return reap_locked(persistent_too, log);
+  return reap_locked(persistent_too, log, failed);
 }
 
 }  // namespace tb::harness

@@ -107,8 +107,14 @@ int run_hosts(const CLI::App& sub, const HostsCmdOptions& o) {
     return run_delay_line(d, o.ready_fd);
   }
   if (sub.got_subcommand("down")) {
-    const int n = reap_fixtures(true, &std::cout);
+    int failed = 0;
+    const int n = reap_fixtures(true, &std::cout, &failed);
     std::cout << "hosts: " << n << " fixture(s) removed\n";
+    if (failed) {
+      std::cerr << "trainbench hosts down: " << failed
+                << " fixture(s) could not be removed (above); they stay recorded for the next `hosts down`\n";
+      return 1;
+    }
     return 0;
   }
   if (sub.got_subcommand("status")) {

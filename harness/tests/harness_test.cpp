@@ -408,6 +408,35 @@ TEST(Cli, LaunchOfAMissingOrNonExecutableProgramIsAShellsExitCode) {
   fs::remove_all(dir);
 }
 
+// mpirun answers a missing hostfile with "an internal error has occurred in ORTE", a directory with
+// a flex scanner error, and an empty path by running every rank here: checked first, a usage error.
+TEST(Cli, AHostfileThatNamesNoHostIsAUsageError) {
+  const fs::path dir = temp_dir();
+  std::ofstream(dir / "empty.hf").flush();
+  std::ofstream(dir / "comments.hf") << "# only a comment\n\n   # and another\n";
+  fs::create_directories(dir / "folder.hf");
+  const std::vector<std::pair<std::string, std::string>> bad = {{(dir / "missing.hf").string(), "no such file"},
+                                                                {(dir / "empty.hf").string(), "names no host"},
+                                                                {(dir / "comments.hf").string(), "names no host"},
+                                                                {(dir / "folder.hf").string(), "is a directory"},
+                                                                {"/dev/null", "not a regular file"},
+                                                                {"", "an empty path"}};
+  for (const auto& [path, why] : bad)
+    for (const std::vector<std::string>& head :
+         {std::vector<std::string>{"launch", "-n", "2", "--hostfile", path, "--", "true"},
+          std::vector<std::string>{"test", "--suite", "fake", "--hostfile", path}}) {
+      const CliRun r = cli(head);
+      EXPECT_EQ(r.code, 2) << head[0] << " --hostfile '" << path << "': " << r.err;
+      EXPECT_NE(r.err.find("--hostfile: "), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find(why), std::string::npos) << path << ": " << r.err;
+    }
+  std::ofstream(dir / "one.hf") << "# a host\nlocalhost slots=2\n";
+  const CliRun ok = cli({"launch", "-n", "2", "--hostfile", (dir / "one.hf").string(), "--dry-run", "--", "true"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("--hostfile " + (dir / "one.hf").string()), std::string::npos) << ok.out;
+  fs::remove_all(dir);
+}
+
 TEST(Cli, EmptySelectionFailsUnlessAllowed) {
   const fs::path dir = temp_dir();
   const std::string json = (dir / "empty.json").string();

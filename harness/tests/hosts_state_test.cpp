@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -108,6 +109,50 @@ TEST_F(HostsState, ADeadFixtureOfItsOwnFilesIsRemoved) {
   EXPECT_EQ(reap_fixtures(false, &log), 1);
   EXPECT_FALSE(fs::exists(d)) << log.str();
   EXPECT_EQ(log.str().find("ignored"), std::string::npos) << log.str();
+}
+
+// "PID STARTTIME" of this process, as a fixture's owner file holds it.
+std::string this_process_as_owner() {
+  std::ifstream f("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), {});
+  std::istringstream is(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && is >> field; ++i) {
+  }
+  return std::to_string(::getpid()) + " " + field + "\n";
+}
+
+TEST_F(HostsState, AFixtureStillBeingMadeIsLeftToItsMaker) {
+  // `hosts up` owns its fixture until every object is made, and only then marks it persistent:
+  // a `hosts down` meanwhile must neither tear it down under the maker nor forget it.
+  const fs::path d = root_ / "4";
+  fs::create_directories(d);
+  write(d / "owner", this_process_as_owner());
+  write(d / "made", "bridge tb4br\n");
+  std::ostringstream log;
+  int failed = 0;
+  EXPECT_EQ(reap_fixtures(true, &log, &failed), 0) << log.str();
+  EXPECT_EQ(failed, 0);
+  EXPECT_TRUE(fs::exists(d / "made")) << log.str();
+  EXPECT_NE(log.str().find("being made"), std::string::npos) << log.str();
+  const std::vector<FixtureRecord> fx = list_fixtures();
+  ASSERT_EQ(fx.size(), 1u);
+  EXPECT_EQ(fx[0].owner_pid, int(::getpid()));
+  // Made: persistent, and then `down` takes it.
+  write(d / "owner", "persistent\n");
+  EXPECT_EQ(reap_fixtures(false, &log), 0) << log.str();
+  EXPECT_EQ(reap_fixtures(true, &log), 1) << log.str();
+  EXPECT_FALSE(fs::exists(d)) << log.str();
+}
+
+TEST_F(HostsState, AnEmptyClaimIsStaleAtOnce) {
+  // A claim writes its owner file under the root lock: an empty folder is a claimer killed in
+  // between, not one still at work, and need not wait a minute.
+  fs::create_directories(root_ / "9");
+  std::ostringstream log;
+  EXPECT_EQ(reap_fixtures(false, &log), 1) << log.str();
+  EXPECT_FALSE(fs::exists(root_ / "9"));
+  EXPECT_TRUE(list_fixtures().empty());
 }
 
 }  // namespace

@@ -206,6 +206,102 @@ harness::TestCase reap_case() {
       false);
 }
 
+// A namespace named like the next fixture's second host, someone else's (with a process in it):
+// the fixture takes another id, and neither its up nor its down touches that namespace or process.
+harness::TestCase names_in_use_case() {
+  return recorded_case(
+      "hosts", "fixture/names_in_use_left_alone",
+      [](harness::Record& rec) {
+        if (skip_without_hosts(rec)) return;
+        int id = 0;  // the id the next fixture would take, were its names free
+        while (fs::exists(harness::hosts_state_root() / std::to_string(id)) ||
+               fs::exists("/sys/class/net/tb" + std::to_string(id) + "br"))
+          ++id;
+        const std::string theirs = "tb" + std::to_string(id) + "h2";
+        run_capture({"ip", "netns", "add", theirs});
+        harness::SubprocessSpec sleeper;
+        sleeper.argv = {"ip", "netns", "exec", theirs, "sleep", "60"};
+        sleeper.timeout = std::chrono::seconds(90);
+        std::thread inside([&] { harness::run_subprocess(sleeper); });
+        struct Cleanup {  // theirs goes however the case ends (the last case checks for strays)
+          std::string name;
+          std::thread& t;
+          ~Cleanup() {
+            harness::SubprocessSpec k;
+            k.argv = {"ip", "netns", "pids", name};
+            k.timeout = std::chrono::seconds(20);
+            std::istringstream pids(harness::run_subprocess(k).out);
+            for (int pid = 0; pids >> pid;) ::kill(pid, SIGKILL);
+            t.join();
+            k.argv = {"ip", "netns", "delete", name};
+            harness::run_subprocess(k);
+          }
+        } cleanup{theirs, inside};
+        std::string pids;
+        for (int i = 0; i < 100 && pids.empty(); ++i) {  // the sleep inside, once it has started
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          pids = run_capture({"ip", "netns", "pids", theirs});
+        }
+        check(!pids.empty(), "the process in " + theirs + " did not start");
+        std::optional<HostsFixture> f = HostsFixture::up({2, 1, "unshaped", false});
+        rec.metrics["id_taken"] = f->id();
+        check(f->id() != id, "the fixture took id " + std::to_string(id) + ", whose " + theirs + " is in use");
+        f.reset();
+        check(fs::exists("/run/netns/" + theirs), theirs + " was deleted");
+        check(run_capture({"ip", "netns", "pids", theirs}) == pids, "the process in " + theirs + " was killed");
+      },
+      false);
+}
+
+// `trainbench hosts down` that cannot delete (no CAP_NET_ADMIN / CAP_SYS_ADMIN) fails, and keeps
+// the fixture recorded, so a later down removes it. In a state folder of the case's own, so no one
+// else's fixture is touched.
+harness::TestCase down_fails_case() {
+  return recorded_case(
+      "hosts", "fixture/down_that_fails_keeps_state",
+      [](harness::Record& rec) {
+        if (skip_without_hosts(rec)) return;
+        if (std::system("command -v setpriv > /dev/null 2>&1") != 0) {
+          rec.status = harness::Status::Skip;
+          rec.message = "setpriv (util-linux) not found";
+          return;
+        }
+        const char* before = std::getenv("TRAINBENCH_HOSTS_DIR");
+        const std::string saved = before ? before : "";
+        const fs::path root = fresh_run_dir("hosts_down_fails");
+        ::setenv("TRAINBENCH_HOSTS_DIR", root.c_str(), 1);
+        struct Restore {
+          bool had;
+          std::string value;
+          ~Restore() {
+            harness::reap_fixtures(true, nullptr);
+            if (had) ::setenv("TRAINBENCH_HOSTS_DIR", value.c_str(), 1);
+            else ::unsetenv("TRAINBENCH_HOSTS_DIR");
+          }
+        } restore{before != nullptr, saved};
+        HostsFixture f = HostsFixture::up({2, 1, "unshaped", true});  // persistent, as `hosts up` makes it
+        f.detach();
+        const int id = f.id();
+        harness::SubprocessSpec down;
+        down.argv = {"setpriv",           "--inh-caps=-all", "--bounding-set=-net_admin,-sys_admin",
+                     harness::self_exe(), "hosts",           "down"};
+        down.timeout = std::chrono::seconds(60);
+        const harness::SubprocessResult r = harness::run_subprocess(down);
+        rec.metrics["down_exit_code"] = r.exit_code;
+        check(r.exit_code == 1,
+              "down without the capabilities exited " + std::to_string(r.exit_code) + ": " + r.out + r.err);
+        check(r.out.find("could not remove") != std::string::npos,
+              "down did not say what it could not remove: " + r.out);
+        check(!leftovers(id).empty(), "the hosts vanished");
+        bool listed = false;
+        for (const harness::FixtureRecord& x : harness::list_fixtures()) listed = listed || x.id == id;
+        check(listed, "the fixture was forgotten while its hosts are up");
+        check(harness::reap_fixtures(true, nullptr) == 1, "the second down did not remove it");
+        check(leftovers(id).empty(), "left behind after the second down: " + joined(leftovers(id)));
+      },
+      false);
+}
+
 // TRAINBENCH_*, NCCL_* and OMPI_* variables set in the launcher's environment reach every rank on
 // every host, and each rank runs on the host the hostfile's slots put it on.
 harness::TestCase forwarding_case() {
@@ -366,7 +462,8 @@ int hosts_demo_main(const std::string& backend) {
 }
 
 std::vector<harness::TestCase> hosts_tests() {
-  std::vector<harness::TestCase> out = {fixture_case(), latency_case("10g-50us"), latency_case("1g-200us"), reap_case(),
+  std::vector<harness::TestCase> out = {fixture_case(),   latency_case("10g-50us"), latency_case("1g-200us"),
+                                        reap_case(),      names_in_use_case(),      down_fails_case(),
                                         forwarding_case()};
   // A short set (the ctest's) and everything of each suite at world 4 on both CPU backends.
   out.push_back(across_hosts_case(

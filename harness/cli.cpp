@@ -18,6 +18,7 @@
 
 #include "harness/checkpoint_cmd.h"
 #include "harness/cli.h"
+#include "harness/cli_checks.h"
 #include "harness/analyze_cmd.h"
 #include "harness/compare_cmd.h"
 #include "harness/project_cmd.h"
@@ -61,58 +62,6 @@ struct Options {
   bool dry_run = false;              // launch
   std::vector<std::string> program;  // launch
 };
-
-std::string number_text(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-// A range check that reads "--timeout: must be between 1 and 86400 seconds (got 0)" where CLI11's
-// own prints the type's limits (a 309-digit bound for PositiveNumber), and that refuses nan and
-// inf, which a plain range check lets through. `integer`: whole numbers only.
-CLI::Validator between(double lo, double hi, const std::string& unit, bool integer = false) {
-  const std::string range = number_text(lo) + " and " + number_text(hi) + (unit.empty() ? "" : " " + unit);
-  return CLI::Validator(
-      [=](std::string& text) -> std::string {
-        std::size_t used = 0;
-        double v = NAN;
-        try {
-          v = integer ? static_cast<double>(std::stoll(text, &used)) : std::stod(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used == 0 || used != text.size() || !std::isfinite(v) || v < lo || v > hi)
-          return std::string("must be ") + (integer ? "a whole number " : "") + "between " + range + " (got '" + text +
-                 "')";
-        return {};
-      },
-      "[" + number_text(lo) + "-" + number_text(hi) + "]");
-}
-
-// --hostfile: mpirun reads it only after the run folder exists and answers a missing file with
-// "an internal error has occurred in ORTE", a directory with a flex scanner error, and an empty
-// path not at all (every rank then runs here): checked up front, as a usage error.
-CLI::Validator hostfile_check() {
-  return CLI::Validator(
-      [](std::string& path) -> std::string {
-        if (path.empty()) return "an empty path (leave --hostfile out to run every rank on this host)";
-        std::error_code ec;
-        const fs::file_status st = fs::status(path, ec);
-        if (ec || !fs::exists(st)) return "no such file: '" + path + "'";
-        if (fs::is_directory(st)) return "'" + path + "' is a directory, not a hostfile";
-        if (!fs::is_regular_file(st)) return "'" + path + "' is not a regular file";
-        std::ifstream f(path);
-        if (!f) return "cannot read '" + path + "'";
-        std::string line;
-        for (int n = 0; n < 100000 && std::getline(f, line); ++n) {  // mpirun's syntax: HOST [slots=N], # comments
-          const std::string host = line.substr(0, line.find('#'));
-          if (host.find_first_not_of(" \t\r") != std::string::npos) return {};
-        }
-        return "'" + path + "' names no host (every line is blank or a comment)";
-      },
-      "PATH");
-}
 
 void add_selection(CLI::App* sub, Options& o) {
   sub->add_option("--suite", o.suites, "Suite to run (repeatable); default: the default suites")->type_name("NAME");

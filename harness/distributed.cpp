@@ -146,7 +146,7 @@ std::vector<Record> run_world(const Suite& s, int world, bool benches, const Dis
     add_run_info("rank_cpus", placed);
   }
   // A hang is diagnosed by the ranks' watchdogs well before the launch timeout ends it.
-  if (!std::getenv("TRAINBENCH_DIST_TIMEOUT")) spec.env["TRAINBENCH_DIST_TIMEOUT"] = "300";
+  if (!core::env_string("TRAINBENCH_DIST_TIMEOUT")) spec.env["TRAINBENCH_DIST_TIMEOUT"] = "300";  // empty: unset
   spec.echo = progress ? &std::cerr : nullptr;
   spec.echo_rank0_plain = true;
   {

@@ -17,6 +17,7 @@
 
 #include "engine/autograd/autocast.h"
 #include "engine/autograd/functions.h"
+#include "engine/core/env.h"
 #include "engine/core/error.h"
 #include "engine/core/profiler.h"
 #include "engine/core/rng.h"
@@ -350,7 +351,7 @@ int run_profile(const ProfileOptions& o, const std::string& command) {
                o.autocast,
                "--out",
                out.string()};
-  if (!std::getenv("TRAINBENCH_DIST_TIMEOUT")) spec.env["TRAINBENCH_DIST_TIMEOUT"] = "300";
+  if (!core::env_string("TRAINBENCH_DIST_TIMEOUT")) spec.env["TRAINBENCH_DIST_TIMEOUT"] = "300";  // empty: unset
   spec.env["OMPI_MCA_mpi_yield_when_idle"] = "1";  // as the DDP bench (Note [MPI polling in the DDP bench])
   spec.echo = &std::cerr;
   const LaunchResult res = launch(spec);

@@ -69,12 +69,38 @@ std::string duplicates_message(const std::vector<std::string>& dups) {
 }  // namespace
 
 namespace detail {
-std::regex compile_filter(const std::string& filter) {
-  try {
-    return std::regex(filter.empty() ? std::string(".*") : filter, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw UsageError("invalid --filter regex '" + filter + "': " + e.what());
+// libstdc++ compiles a regex by recursive descent, one frame per nesting level: 15,000 nested
+// groups overflowed the stack (SIGSEGV) instead of failing. Bounds far above any case filter.
+constexpr std::size_t kMaxRegexChars = 4096;
+constexpr int kMaxRegexDepth = 100;
+
+std::regex compile_regex(const std::string& pattern, const std::string& what) {
+  const auto refuse = [&](const std::string& why) {
+    const std::string shown = pattern.size() > 80 ? pattern.substr(0, 80) + "..." : pattern;
+    throw UsageError("invalid " + what + " regex '" + shown + "': " + why);
+  };
+  if (pattern.size() > kMaxRegexChars)
+    refuse(std::to_string(pattern.size()) + " characters, more than the " + std::to_string(kMaxRegexChars) +
+           " allowed");
+  int depth = 0, deepest = 0;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '\\') ++i;  // an escaped character, '(' included
+    else if (pattern[i] == '(') deepest = std::max(deepest, ++depth);
+    else if (pattern[i] == ')') --depth;
   }
+  if (deepest > kMaxRegexDepth)
+    refuse("groups nested " + std::to_string(deepest) + " deep, more than the " + std::to_string(kMaxRegexDepth) +
+           " allowed");
+  try {
+    return std::regex(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    refuse(e.what());
+  }
+  return {};  // not reached: refuse throws
+}
+
+std::regex compile_filter(const std::string& filter) {
+  return compile_regex(filter.empty() ? std::string(".*") : filter, "--filter");
 }
 }  // namespace detail
 using detail::compile_filter;

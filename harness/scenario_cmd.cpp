@@ -11,6 +11,7 @@
 #include <regex>
 #include <sstream>
 
+#include "harness/cli_checks.h"
 #include "harness/output_file.h"
 #include "harness/registry_detail.h"
 #include "harness/runner.h"
@@ -35,7 +36,7 @@ CLI::App* add_scenario_command(CLI::App& app, ScenarioOptions& o) {
   run->add_option("--json", o.json, "Result file; default: results/scenario-<timestamp>.json")->type_name("PATH");
   run->add_option("--seeds", o.seeds, "Run seeds 0..N-1 (the seed draws the fault's step, rank and moment)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100000))
+      ->check(between(1, 100000, "seeds", true))
       ->type_name("N");
   run->add_option("--backend", o.backend, "Backends for hang scenarios")
       ->capture_default_str()
@@ -44,19 +45,15 @@ CLI::App* add_scenario_command(CLI::App& app, ScenarioOptions& o) {
   run->add_option("--timeout", o.timeout_s,
                   "Collective timeout the ranks get (TRAINBENCH_DIST_TIMEOUT); every rank must end within it + 15 s")
       ->capture_default_str()
-      ->check(CLI::Range(1.0, 3600.0))
+      ->check(between(1, 3600, "seconds"))
       ->type_name("S");
   return sub;
 }
 
 std::vector<std::string> select_scenarios(const std::string& pattern) {
   if (find_scenario(pattern)) return {pattern};
-  std::regex re;
-  try {
-    re = std::regex(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw UsageError("invalid scenario regex '" + pattern + "': " + e.what());
-  }
+  if (pattern.empty()) throw UsageError("an empty scenario name (give a name or a regex; `.` runs them all)");
+  const std::regex re = detail::compile_regex(pattern, "scenario");
   std::vector<std::string> out;
   for (const Scenario& s : scenarios())
     if (std::regex_search(s.name, re)) out.push_back(s.name);

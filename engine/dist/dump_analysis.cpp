@@ -165,10 +165,20 @@ std::string printable(const std::string& s, std::size_t max = 160) {
   return out;
 }
 
+// "rank 3", "ranks 1, 4", "ranks 0-2, 5, 9-1048575": runs of three or more as ranges, so a dump
+// claiming a million ranks with one present does not list the others one by one.
 std::string join_ranks(const std::vector<int>& rs) {
   std::ostringstream os;
   os << (rs.size() == 1 ? "rank " : "ranks ");
-  for (std::size_t i = 0; i < rs.size(); ++i) os << (i ? ", " : "") << rs[i];
+  for (std::size_t i = 0; i < rs.size();) {
+    std::size_t j = i;
+    while (j + 1 < rs.size() && rs[j + 1] == rs[j] + 1) ++j;
+    os << (i ? ", " : "");
+    if (j - i >= 2) os << rs[i] << '-' << rs[j];
+    else
+      for (std::size_t k = i; k <= j; ++k) os << (k > i ? ", " : "") << rs[k];
+    i = j + 1;
+  }
   return os.str();
 }
 
@@ -604,22 +614,31 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
     d.findings.push_back(std::move(f));
   }
 
-  // 3. Ranks without a dump.
+  // 3. Ranks without a dump. Those that never joined are one finding (a dump may claim a million
+  // ranks: a finding each was 27 MB of text), placed where the first of them is.
+  std::vector<int> never;
+  for (int q = 0; q < N; ++q)
+    if (d.ranks[std::size_t(q)].presence == "never joined") never.push_back(q);
   for (int q = 0; q < N; ++q) {
     const RankProgress& p = d.ranks[std::size_t(q)];
     const View& v = views[std::size_t(q)];
     if (p.presence == "never joined") {
+      if (q != never.front()) continue;
       bool board_seen = false;
       for (const RankDump& x : dumps) board_seen |= !x.board.empty();
-      d.findings.push_back(
-          {FindingKind::RankNeverJoined,
-           0,
-           {q},
-           "rank " + std::to_string(q) + " left no dump and never joined the group: " +
-               (board_seen ? "its progress-board slot was never written" : "the dumps have no progress board") +
-               " and no collective completed (it never started, or failed before creating the group: see its log; "
-               "a rank on another host without a shared run dir looks the same)",
-           {}});
+      const bool one = never.size() == 1;
+      d.findings.push_back({FindingKind::RankNeverJoined,
+                            0,
+                            never,
+                            join_ranks(never) + " left no dump and never joined the group: " +
+                                (board_seen ? (one ? "its progress-board slot was never written"
+                                                   : "their progress-board slots were never written")
+                                            : "the dumps have no progress board") +
+                                " and no collective completed (" + (one ? "it" : "they") +
+                                " never started, or failed before creating the group: see " +
+                                (one ? "its log" : "their logs") +
+                                "; a rank on another host without a shared run dir looks the same)",
+                            {}});
       continue;
     }
     if (p.presence != "absent") continue;
@@ -739,7 +758,22 @@ std::string diagnosis_text(const Diagnosis& d) {
   }
   if (d.diverged_at) os << "diverged at collective #" << *d.diverged_at << "\n";
   os << "ranks:\n";
-  for (const RankProgress& p : d.ranks) {
+  // A rank that never joined and left nothing to show: consecutive ones are one line.
+  const auto bare = [](const RankProgress& p) {
+    return p.presence == "never joined" && !p.last_enqueued && !p.last_started && !p.last_completed &&
+           !(p.board && p.board->joined) && p.watchdog_line.empty();
+  };
+  for (std::size_t i = 0; i < d.ranks.size(); ++i) {
+    const RankProgress& p = d.ranks[i];
+    if (bare(p)) {
+      std::size_t j = i;
+      while (j + 1 < d.ranks.size() && bare(d.ranks[j + 1]) && d.ranks[j + 1].rank == d.ranks[j].rank + 1) ++j;
+      if (j > i) {
+        os << "  ranks " << p.rank << "-" << d.ranks[j].rank << ": no dump; never joined\n";
+        i = j;
+        continue;
+      }
+    }
     os << "  rank " << p.rank << ": ";
     if (p.presence == "dumped") os << "dump " << printable(p.file, 200) << "\n";
     else

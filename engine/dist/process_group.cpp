@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -217,9 +218,11 @@ ProcessGroup::ProcessGroup(int rank, int size, Options options)
     const std::string v = core::parse_choice("TRAINBENCH_DIST_DEBUG", up, {"OFF", "INFO", "DETAIL"});
     options_.debug = v == "OFF" ? Options::Debug::Off : v == "INFO" ? Options::Debug::Info : Options::Debug::Detail;
   }
-  if (const std::string w = env_or("TRAINBENCH_STRAGGLER_WARN"); !w.empty())
-    options_.straggler_warn = std::chrono::milliseconds(
-        int64_t(core::parse_double("TRAINBENCH_STRAGGLER_WARN", w, 0, 1e9) * 1000));
+  if (const std::string w = env_or("TRAINBENCH_STRAGGLER_WARN"); !w.empty()) {
+    // Whole milliseconds, rounded up: a positive value under 1 ms truncated to 0, which means "never".
+    const double s = core::parse_double("TRAINBENCH_STRAGGLER_WARN", w, 0, 1e9);
+    options_.straggler_warn = std::chrono::milliseconds(int64_t(std::ceil(s * 1000)));
+  }
   if (options_.timeout.count() <= 0) throw DistError("process_group", "Options::timeout must be positive");
   if (options_.straggler_warn.count() < 0)
     options_.straggler_warn = std::min<std::chrono::milliseconds>(std::chrono::seconds(5), options_.timeout / 2);

@@ -362,8 +362,12 @@ TEST(Cli, UnknownSubcommandNamesItAndListsTheValidOnes) {
 // range message: none may fall back to CLI11's type limits (a 309-digit bound) or let nan through.
 TEST(Cli, EveryNumericOptionHasARangeMessage) {
   std::size_t checked = 0;
-  for (const char* sub : {"list", "test", "bench", "report", "all", "launch"}) {
-    const CliRun help = cli({sub, "--help"});
+  for (const std::vector<std::string>& cmd : std::vector<std::vector<std::string>>{
+           {"list"}, {"test"}, {"bench"}, {"report"}, {"all"}, {"launch"}, {"scenario", "run"}}) {
+    const std::string sub = cmd.back();
+    std::vector<std::string> help_args = cmd;
+    help_args.push_back("--help");
+    const CliRun help = cli(help_args);
     ASSERT_EQ(help.code, 0) << sub;
     std::istringstream lines(help.out);
     for (std::string line; std::getline(lines, line);) {
@@ -371,9 +375,11 @@ TEST(Cli, EveryNumericOptionHasARangeMessage) {
       static const std::regex numeric(R"(^\s+(?:-\w,)?(--[\w-]+) (N|S|X|INT|UINT|FLOAT|NUMBER)\b)");
       if (!std::regex_search(line, m, numeric)) continue;
       for (const char* bad : {"0", "-5", "nan", "inf", "1e400", "1e12", "abc"}) {
-        std::vector<std::string> args = {sub, m[1], bad};
-        if (std::string(sub) == "report") args.push_back("x.json");
-        if (std::string(sub) == "launch") args.insert(args.end(), {"--", "true"});
+        std::vector<std::string> args = cmd;
+        args.insert(args.end(), {m[1], bad});
+        if (sub == "report") args.push_back("x.json");
+        if (sub == "launch") args.insert(args.end(), {"--", "true"});
+        if (sub == "run") args.push_back("hang/rank_exits");
         const CliRun r = cli(args);
         EXPECT_EQ(r.code, 2) << sub << ' ' << m[1] << ' ' << bad << ": " << r.err;
         const bool ranged = r.err.find("must be ") != std::string::npos && r.err.find("between ") != std::string::npos;
@@ -383,7 +389,7 @@ TEST(Cli, EveryNumericOptionHasARangeMessage) {
       ++checked;
     }
   }
-  EXPECT_GE(checked, 16u);  // threads, timeouts, repetitions, min-time, peaks, ranks
+  EXPECT_GE(checked, 17u);  // threads, timeouts, repetitions, min-time, peaks, ranks, scenario run --timeout
   const CliRun t = cli({"launch", "--timeout", "0", "--", "true"});
   EXPECT_NE(t.err.find("--timeout: must be between 1 and 86400 seconds (got '0')"), std::string::npos) << t.err;
 }
@@ -410,6 +416,31 @@ TEST(Cli, LaunchOfAMissingOrNonExecutableProgramIsAShellsExitCode) {
 
 // mpirun answers a missing hostfile with "an internal error has occurred in ORTE", a directory with
 // a flex scanner error, and an empty path by running every rank here: checked first, a usage error.
+// libstdc++ compiles a regex recursively: 15,000 nested groups overflowed the stack (SIGSEGV).
+// Filters and scenario patterns past the bounds, or empty for `scenario run`, are usage errors.
+TEST(Cli, RegexesPastTheBoundsAreUsageErrors) {
+  const std::string deep = std::string(200, '(') + "a" + std::string(200, ')');
+  const std::string lng(5000, 'a');
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"list", "--suite", "fake", "--filter", deep},
+                                             {"list", "--suite", "fake", "--filter", lng},
+                                             {"scenario", "run", deep},
+                                             {"scenario", "run", ""}}) {
+    const CliRun r = cli(args);
+    EXPECT_EQ(r.code, 2) << args.back().substr(0, 20) << ": " << r.err;
+    EXPECT_LT(r.err.size(), 600u) << r.err;
+  }
+  EXPECT_NE(cli({"list", "--suite", "fake", "--filter", deep}).err.find("nested 200 deep"), std::string::npos);
+  EXPECT_NE(cli({"list", "--suite", "fake", "--filter", lng}).err.find("5000 characters"), std::string::npos);
+  // Escaped parentheses are characters, not groups.
+  const std::string escaped = [] {
+    std::string e;
+    for (int i = 0; i < 150; ++i) e += "\\(";
+    return e;
+  }();
+  EXPECT_EQ(cli({"list", "--suite", "fake", "--filter", escaped}).code, 0);
+}
+
 TEST(Cli, AHostfileThatNamesNoHostIsAUsageError) {
   const fs::path dir = temp_dir();
   std::ofstream(dir / "empty.hf").flush();

@@ -31,6 +31,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
@@ -1188,21 +1189,18 @@ struct Budget {
 
 Budget budget_from_env() {
   Budget b;
-  const char* env = std::getenv("TRAINBENCH_OPFUZZ_BUDGET");
+  const std::optional<std::string> env = core::env_string("TRAINBENCH_OPFUZZ_BUDGET");  // unset or empty: default
   if (!env) return b;
-  const std::string v = env;
+  const std::string& v = *env;
   b.seconds = 1e30;
   b.compositions = int64_t(1) << 62;
   auto parse = [&](const std::string& part) {
-    char* end = nullptr;
-    const bool secs = !part.empty() && part.back() == 's';
-    const std::string num = secs ? part.substr(0, part.size() - 1) : part;
-    errno = 0;
-    const double x = std::strtod(num.c_str(), &end);
-    TB_CHECK(!num.empty() && end && *end == '\0' && errno == 0 && x > 0 && x < 1e12, "opfuzz",
-             "TRAINBENCH_OPFUZZ_BUDGET='", v, "' is not <compositions>, <seconds>s or <compositions>,<seconds>s");
-    if (secs) b.seconds = x;
-    else b.compositions = int64_t(x);
+    TB_CHECK(!part.empty(), "opfuzz", "TRAINBENCH_OPFUZZ_BUDGET='", v,
+             "' is not <compositions>, <seconds>s or <compositions>,<seconds>s");
+    if (part.back() == 's')  // seconds: any positive decimal number
+      b.seconds = core::parse_double("TRAINBENCH_OPFUZZ_BUDGET seconds", part.substr(0, part.size() - 1), 1e-3, 1e9);
+    else  // compositions: a whole number, so "0.5" cannot mean zero compositions and a passing run
+      b.compositions = core::parse_int64("TRAINBENCH_OPFUZZ_BUDGET compositions", part, 1, int64_t(1e12));
   };
   const size_t comma = v.find(',');
   parse(v.substr(0, comma));
@@ -1210,15 +1208,19 @@ Budget budget_from_env() {
   return b;
 }
 
-uint64_t parse_seed(const char* var, uint64_t fallback) {
-  const char* env = std::getenv(var);
-  if (!env) return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const uint64_t v = std::strtoull(env, &end, 0);
-  TB_CHECK(*env != '\0' && *env != '-' && end && *end == '\0' && errno == 0, "opfuzz", var, "='", env,
-           "' is not an unsigned integer (decimal or 0x-hex)");
-  return v;
+// A seed as a failure prints it (0x-hex) or in decimal; strtoull's base 0 had read "010" as
+// octal 8 and refused "08".
+std::optional<uint64_t> seed_from_env(const char* var) {
+  const std::optional<std::string> env = core::env_string(var);  // unset or empty: none
+  if (!env) return std::nullopt;
+  const std::string& v = *env;
+  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) {
+    const std::string digits = v.substr(2);
+    TB_CHECK(digits.size() <= 16 && digits.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos, "opfuzz",
+             var, "='", v, "' is not an unsigned 64-bit integer (decimal, or 0x-hex as a failure prints it)");
+    return std::stoull(digits, nullptr, 16);
+  }
+  return core::parse_uint64(var, v);
 }
 
 constexpr int kBatches = 10;
@@ -1229,8 +1231,8 @@ harness::Record run_batch(int batch) {
       [batch](harness::Record& rec) {
         const Budget b = budget_from_env();
         const uint64_t base = core::env_uint64("TRAINBENCH_SEED", 0);  // strict, as every suite
-        const char* one = std::getenv("TRAINBENCH_OPFUZZ_SEED");
-        const uint64_t only = parse_seed("TRAINBENCH_OPFUZZ_SEED", 0);
+        const std::optional<uint64_t> one = seed_from_env("TRAINBENCH_OPFUZZ_SEED");
+        const uint64_t only = one.value_or(0);
         rec.metrics["seed"] = double(base);
         const int64_t n = one ? (batch == 0 ? 1 : 0) : (b.compositions + kBatches - 1 - batch) / kBatches;
         const auto t0 = std::chrono::steady_clock::now();

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 
+#include "engine/core/env.h"
 #include "engine/autograd/functions.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/grad_scaler.h"
@@ -47,7 +48,7 @@ harness::TestCase test_case(const std::string& name, std::function<void(harness:
 // ---------------------------------------------------------------- golden files
 
 std::filesystem::path golden_dir() {
-  if (const char* d = std::getenv("TB_GOLDEN_DIR")) return d;
+  if (const std::optional<std::string> d = core::env_string("TB_GOLDEN_DIR")) return *d;  // empty: the default
   // TB_SOURCE_DIR, not __FILE__: ccache with base_dir makes __FILE__ relative to the build folder.
   return std::filesystem::path(TB_SOURCE_DIR) / "reference" / "golden";
 }

@@ -73,19 +73,24 @@ bool all_ranks_local(int size) {
 }
 
 // Gloo's TCP device dereferences a failed lookup (a host name that does not resolve crashed the
-// rank inside CreateDevice), so the name or interface is checked here first.
-void check_hostname(const std::string& host, const char* from) {
+// rank inside CreateDevice), so the name or interface is checked here first. A name or interface
+// the user set (TRAINBENCH_GLOO_HOSTNAME / _IFACE) that is wrong is a configuration error
+// (core::Error), not a backend that cannot start here (DistError, which suites report as a skip):
+// a typo must fail the run, not skip every Gloo case and pass.
+void check_hostname(const std::string& host, const char* from, bool user_set) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
   if (res) ::freeaddrinfo(res);
-  if (rc != 0)
-    throw DistError("gloo", "host name '" + host + "' (" + from +
-                                ") does not resolve (getaddrinfo: " + ::gai_strerror(rc) +
-                                "): add it to /etc/hosts, or set TRAINBENCH_GLOO_IFACE to the network interface the "
-                                "ranks share, or TRAINBENCH_GLOO_HOSTNAME to this host's address");
+  if (rc == 0) return;
+  const std::string what = "host name '" + host + "' (" + from +
+                           ") does not resolve (getaddrinfo: " + ::gai_strerror(rc) +
+                           "): add it to /etc/hosts, or set TRAINBENCH_GLOO_IFACE to the network interface the "
+                           "ranks share, or TRAINBENCH_GLOO_HOSTNAME to this host's address";
+  if (user_set) throw core::Error("gloo", what);
+  throw DistError("gloo", what);
 }
 
 void check_interface(const std::string& iface) {
@@ -104,10 +109,10 @@ void check_interface(const std::string& iface) {
   if (found) return;
   std::string known;
   for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
-  throw DistError("gloo", "TRAINBENCH_GLOO_IFACE=" + iface +
-                              ": no network interface of that name with an IPv4 or IPv6 address on this host "
-                              "(interfaces with one: " +
-                              known + ")");
+  throw core::Error("gloo", "TRAINBENCH_GLOO_IFACE=" + iface +
+                                ": no network interface of that name with an IPv4 or IPv6 address on this host "
+                                "(interfaces with one: " +
+                                known + ")");
 }
 
 ::gloo::transport::tcp::attr transport_attr(int size) {
@@ -116,7 +121,7 @@ void check_interface(const std::string& iface) {
     check_interface(iface);
     attr.iface = iface;
   } else if (std::string host = core::env_or("TRAINBENCH_GLOO_HOSTNAME"); !host.empty()) {
-    check_hostname(host, "TRAINBENCH_GLOO_HOSTNAME");
+    check_hostname(host, "TRAINBENCH_GLOO_HOSTNAME", true);
     attr.hostname = host;
   } else if (all_ranks_local(size)) {
     attr.hostname = "127.0.0.1";
@@ -124,7 +129,7 @@ void check_interface(const std::string& iface) {
     char buf[HOST_NAME_MAX + 1] = {};
     if (gethostname(buf, sizeof(buf) - 1) != 0)
       throw DistError("gloo", "gethostname failed; set TRAINBENCH_GLOO_IFACE or TRAINBENCH_GLOO_HOSTNAME");
-    check_hostname(buf, "this host's name, as the ranks run on several hosts");
+    check_hostname(buf, "this host's name, as the ranks run on several hosts", false);
     attr.hostname = buf;
   }
   return attr;

@@ -154,6 +154,14 @@ TEST(DistDebug, TheVariablesAreParsedAndBadValuesAreErrors) {
     EnvGuard env({{"TRAINBENCH_STRAGGLER_WARN", "-2"}});
     expect_contains(error_of([&] { world_of_one(dir); }), {"TRAINBENCH_STRAGGLER_WARN"});
   }
+  {  // under a millisecond rounds up: truncated, it became 0, which means "never warn"
+    EnvGuard env({{"TRAINBENCH_STRAGGLER_WARN", "1e-9"}});
+    EXPECT_EQ(world_of_one(dir)->options().straggler_warn, std::chrono::milliseconds(1));
+  }
+  {
+    EnvGuard env({{"TRAINBENCH_STRAGGLER_WARN", "0"}});
+    EXPECT_EQ(world_of_one(dir)->options().straggler_warn, std::chrono::milliseconds(0));
+  }
 }
 
 TEST(DdpUnusedParameter, IsAnErrorNamingItAtTheEndOfBackward) {

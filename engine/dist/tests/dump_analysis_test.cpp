@@ -146,6 +146,22 @@ TEST(DumpAnalysis, RankNeverJoined) {
   EXPECT_EQ(d.ranks[1].presence, "never joined");
 }
 
+TEST(DumpAnalysis, ManyAbsentRanksAreRangesNotLines) {
+  // One dump of 55 bytes may claim a world of 100000 ranks: the text lists the ranks that left
+  // nothing as ranges (it had a line per rank: 325 MB of text for a claimed million).
+  const Diagnosis d = analyze({dump(0, 100000, json::array())});
+  const std::string text = diagnosis_text(d);
+  EXPECT_LT(text.size(), 4096u) << text.substr(0, 4096);
+  EXPECT_TRUE(has(text, "ranks 1-99999: no dump; never joined")) << text;
+  ASSERT_EQ(d.findings.size(), 1u);  // one finding for them all, not one each
+  EXPECT_EQ(d.findings[0].kind, FindingKind::RankNeverJoined);
+  EXPECT_EQ(d.findings[0].ranks.size(), 99999u);
+  EXPECT_TRUE(has(d.findings[0].text,
+                  "ranks 1-99999 left no dump and never joined the group: the dumps have no "
+                  "progress board and no collective completed (they never started"))
+      << d.findings[0].text;
+}
+
 TEST(DumpAnalysis, OpMismatch) {
   const Diagnosis d = analyze(
       {dump(0, 2, append(history(3), {entry(4, 4, "all_reduce", "started")})),

@@ -1,5 +1,6 @@
 // mpirun as a child process (harness/subprocess.h: its own group, a deadline enforced by us), its
-// combined output split by rank from mpirun's --tag-output prefixes ("[job,rank]<stdout>:").
+// combined output split by rank from mpirun's --tag-output prefixes ("[job,rank]<stdout>:",
+// Note [Tagged output]).
 #include "harness/launcher.h"
 
 #include <signal.h>
@@ -409,7 +410,166 @@ void kill_rank_pids(const fs::path& run_dir, int ranks, int sig) {
   }
 }
 
+// Note [Tagged output]
+// With --tag-output, mpirun writes every chunk it forwards from a rank (what one read of the
+// rank's pipe gave, at most 4 KiB with Open MPI 4.1) as "[job,rank]<stdout|stderr|stddiag>:"
+// and the chunk, the tag repeated after each newline in the chunk that is not its last byte. It
+// tags chunks, not lines: a line a rank writes in pieces (a progress line before and after its
+// case runs), or one longer than a chunk, carries tags in its middle, and other ranks' chunks can
+// sit between its pieces: "[1,0]<stderr>:r0-start [1,1]<stderr>:r1-start [1,0]<stderr>:r0-end\n".
+// So the stream is cut at every tag, each piece goes to the source its own tag names (job, rank
+// and stream: the tag itself), and a source's line ends at its own newline, pieces of other
+// sources in between or not. A piece never crosses a newline of the stream: after one comes a tag
+// or, untagged, a line of mpirun's own. Tags are read by hand, never by std::regex over a line:
+// libstdc++'s regex executor recurses once per character, and a line of 40,000 characters
+// overflowed the stack. Lines are kept whole however long, not cut: LaunchResult::rank_output
+// keeps every byte of a rank's output anyway, and a cut JSON record or tensor is of no use.
+// Limits, unavoidable from the stream alone: text a rank prints that is itself a tag
+// ("[1,0]<stdout>:") is cut there like a real one, and a message of mpirun's that comes right
+// after a rank's unfinished line (no newline yet) is taken as the rest of that line.
+
+struct TagAt {
+  enum { kNo, kMore, kYes } found = kNo;  // not a tag; a tag's beginning, cut by the end of the bytes; a tag
+  std::size_t size = 0;                   // kYes: its length
+  long long rank = -1;                    // kYes: the rank it names
+};
+
+// Whether s starts with a tag "[<job>,<rank>]<stdout|stderr|stddiag>:".
+TagAt tag_at(std::string_view s) {
+  constexpr std::size_t kMaxDigits = 10;  // a 32-bit job id or rank
+  std::size_t i = 0;
+  bool more = false;  // s ended before it was known
+  const auto literal = [&](std::string_view want) {
+    const std::string_view have = s.substr(i, want.size());
+    if (want.substr(0, have.size()) != have) return false;
+    if (have.size() < want.size()) {
+      more = true;
+      return false;
+    }
+    i += want.size();
+    return true;
+  };
+  const auto number = [&](long long& value) {
+    const std::size_t from = i;
+    for (value = 0; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+      if (i - from == kMaxDigits) return false;
+      value = value * 10 + (s[i] - '0');
+    }
+    more = i == s.size();
+    return i > from && !more;
+  };
+  long long job = 0, rank = 0;
+  if (literal("[") && number(job) && literal(",") && number(rank) && literal("]<"))
+    for (const std::string_view stream : {"stdout>:", "stderr>:", "stddiag>:"}) {
+      const std::size_t at = i;
+      if (literal(stream)) return {TagAt::kYes, i, rank};
+      i = at;
+    }
+  return {more ? TagAt::kMore : TagAt::kNo};
+}
+
+// srun --label's "<task>: text" (the task right-aligned with blanks): the task and where the text
+// starts.
+std::optional<std::pair<long long, std::size_t>> srun_task(std::string_view line) {
+  const std::size_t from = line.find_first_not_of(' ');
+  if (from == std::string_view::npos) return std::nullopt;
+  long long task = 0;
+  std::size_t i = from;
+  for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) {
+    if (i - from == 10) return std::nullopt;
+    task = task * 10 + (line[i] - '0');
+  }
+  if (i == from || line.substr(i, 2) != ": ") return std::nullopt;
+  return std::make_pair(task, i + 2);
+}
+
 }  // namespace
+
+TaggedOutputSplitter::TaggedOutputSplitter(int ranks, LineFn on_line) : ranks_(ranks), on_line_(std::move(on_line)) {}
+
+TaggedOutputSplitter::Source& TaggedOutputSplitter::source(std::string_view tag, long long rank) {
+  auto it = sources_.find(tag);
+  if (it == sources_.end()) {
+    it = sources_.emplace(std::string(tag), Source{}).first;
+    const bool in_job = !tag.empty() && rank >= 0 && rank < ranks_;
+    it->second.rank = in_job ? int(rank) : -1;
+    if (!in_job) it->second.prefix = std::string(tag);  // shown as it came, among mpirun's lines
+  }
+  return it->second;
+}
+
+void TaggedOutputSplitter::append(Source& s, std::string_view text) {
+  if (text.empty()) return;
+  if (!s.open) s.began = next_began_++;
+  s.open = true;
+  s.text.append(text);
+}
+
+void TaggedOutputSplitter::complete(Source& s) {
+  std::string line = s.prefix.empty() ? std::move(s.text) : s.prefix + s.text;
+  s.text = std::string();  // a long line's memory goes with it
+  s.open = false;
+  on_line_(s.rank, std::move(line));
+}
+
+void TaggedOutputSplitter::feed(std::string_view bytes) {
+  unread_.append(bytes);
+  const std::string_view s(unread_);
+  std::size_t i = 0;
+  while (i < s.size()) {
+    if (line_start_) {  // a tag, or a line of mpirun's own
+      const TagAt t = tag_at(s.substr(i));
+      if (t.found == TagAt::kMore) break;
+      if (t.found == TagAt::kYes) {
+        current_ = &source(s.substr(i, t.size), t.rank);
+        i += t.size;
+      } else {
+        current_ = &source({}, -1);
+      }
+      line_start_ = false;
+      continue;
+    }
+    const std::size_t stop = s.find_first_of("\n[", i);
+    if (stop == std::string_view::npos) {
+      append(*current_, s.substr(i));
+      i = s.size();
+      break;
+    }
+    append(*current_, s.substr(i, stop - i));
+    i = stop;
+    if (s[i] == '\n') {
+      complete(*current_);
+      ++i;
+      line_start_ = true;
+      continue;
+    }
+    const TagAt t = tag_at(s.substr(i));
+    if (t.found == TagAt::kMore) break;
+    if (t.found == TagAt::kYes) {  // the next chunk, of this source or another
+      current_ = &source(s.substr(i, t.size), t.rank);
+      i += t.size;
+    } else {  // a '[' of the text
+      append(*current_, "[");
+      ++i;
+    }
+  }
+  unread_.erase(0, i);  // what is left is shorter than a tag
+}
+
+void TaggedOutputSplitter::finish() {
+  if (!unread_.empty()) {  // a tag cut off by the end of the stream: text
+    if (line_start_) current_ = &source({}, -1);
+    append(*current_, unread_);
+    unread_.clear();
+  }
+  std::vector<Source*> open;
+  for (auto& [tag, s] : sources_)
+    if (s.open) open.push_back(&s);
+  std::sort(open.begin(), open.end(), [](const Source* a, const Source* b) { return a->began < b->began; });
+  for (Source* s : open) complete(*s);
+  line_start_ = true;
+  current_ = nullptr;
+}
 
 std::vector<int> processes_in_run(const fs::path& run_dir) {
   return processes_with_env("TRAINBENCH_DIST_DIR", run_dir.string());
@@ -496,40 +656,47 @@ LaunchResult launch(const LaunchSpec& spec) {
   std::vector<std::unique_ptr<std::ofstream>> logs;
   for (int r = 0; r < spec.ranks; ++r)
     logs.push_back(std::make_unique<std::ofstream>(spec.run_dir / ("rank" + std::to_string(r) + ".log")));
-  static const std::regex tag(R"(^\[\d+,(\d+)\]<(stdout|stderr|stddiag)>:(.*)$)");
-  // mpirun tags each chunk a rank writes, not each line: a line written in pieces (a progress
-  // line before and after its case runs) carries tags in its middle too.
-  static const std::regex inner_tag(R"(\[\d+,\d+\]<(stdout|stderr|stddiag)>:)");
-  // srun --label: "<task>: text", the task number right-aligned to the width of the largest.
-  static const std::regex srun_tag(R"(^ *(\d+): (.*)$)");
-
-  auto handle_line = [&](const std::string& line) {
-    std::smatch m;
-    if (slurm ? std::regex_match(line, m, srun_tag) : std::regex_match(line, m, tag)) {
-      const int r = std::stoi(m[1]);
-      if (r >= 0 && r < spec.ranks) {
-        const std::string text = slurm ? m[2].str() : std::regex_replace(m[3].str(), inner_tag, "");
-        res.rank_output[std::size_t(r)] += text + '\n';
-        *logs[std::size_t(r)] << text << '\n' << std::flush;
-        if (spec.echo) {
-          if (r == 0 && spec.echo_rank0_plain) *spec.echo << text << '\n' << std::flush;
-          else *spec.echo << "[rank " << r << "] " << text << '\n' << std::flush;
-        }
-        return;
-      }
+  // A line of a rank: into its output, its log, and the terminal.
+  auto rank_line = [&](int r, const std::string& text) {
+    std::string& out = res.rank_output[std::size_t(r)];
+    out += text;
+    out += '\n';
+    *logs[std::size_t(r)] << text << '\n' << std::flush;
+    if (spec.echo) {
+      if (r == 0 && spec.echo_rank0_plain) *spec.echo << text << '\n' << std::flush;
+      else *spec.echo << "[rank " << r << "] " << text << '\n' << std::flush;
     }
-    res.launcher_output += line + '\n';
+  };
+  // A line of the launcher's own (mpirun's, srun's, ours).
+  auto launcher_line = [&](const std::string& line) {
+    res.launcher_output += line;
+    res.launcher_output += '\n';
     if (spec.echo && !line.empty()) *spec.echo << "[" << cmd.front() << "] " << line << '\n' << std::flush;
   };
 
-  std::string pending;
+  // mpirun: Note [Tagged output]. srun --label tags whole lines: "<task>: text", the task number
+  // right-aligned to the width of the largest.
+  TaggedOutputSplitter tagged(spec.ranks, [&](int r, std::string&& line) {
+    if (r >= 0) rank_line(r, line);
+    else launcher_line(line);
+  });
+  std::string srun_pending;
+  auto srun_line = [&](std::string_view line) {
+    const auto task = srun_task(line);
+    if (task && task->first < spec.ranks) rank_line(int(task->first), std::string(line.substr(task->second)));
+    else launcher_line(std::string(line));
+  };
   run.on_output = [&](std::string_view chunk) {
-    pending.append(chunk);
-    std::size_t nl;
-    while ((nl = pending.find('\n')) != std::string::npos) {
-      handle_line(pending.substr(0, nl));
-      pending.erase(0, nl + 1);
+    if (!slurm) return tagged.feed(chunk);
+    const std::size_t searched = srun_pending.size();
+    srun_pending.append(chunk);
+    std::size_t from = 0;
+    for (std::size_t nl = srun_pending.find('\n', searched); nl != std::string::npos;
+         nl = srun_pending.find('\n', from)) {
+      srun_line(std::string_view(srun_pending).substr(from, nl - from));
+      from = nl + 1;
     }
+    srun_pending.erase(0, from);
   };
   run.max_output = 0;  // every line is kept above, by rank
   SubprocessResult done;
@@ -539,12 +706,14 @@ LaunchResult launch(const LaunchSpec& spec) {
     throw std::runtime_error(std::string("launch: ") + e.what());
   }
   if (!done.started())
-    handle_line("launch: cannot run " + cmd.front() + ": " + std::strerror(done.exec_errno) +
-                (slurm ? " (install slurm-client; ci/bootstrap does)" : " (install openmpi-bin; ci/bootstrap does)"));
-  if (!pending.empty()) handle_line(pending);  // a last line without its newline
+    launcher_line("launch: cannot run " + cmd.front() + ": " + std::strerror(done.exec_errno) +
+                  (slurm ? " (install slurm-client; ci/bootstrap does)" : " (install openmpi-bin; ci/bootstrap does)"));
+  // The lines left without their newline.
+  tagged.finish();
+  if (!srun_pending.empty()) srun_line(srun_pending);
   if (mpirun_lingered)
-    handle_line("launch: every rank of this host had ended " + std::to_string(kRanklessGrace.count()) +
-                " s before, but mpirun had not: it was ended by the launcher (Note [mpirun after its ranks])");
+    launcher_line("launch: every rank of this host had ended " + std::to_string(kRanklessGrace.count()) +
+                  " s before, but mpirun had not: it was ended by the launcher (Note [mpirun after its ranks])");
   // Whatever outlived mpirun (a rank's child that ignores SIGTERM, a daemon a rank started, a
   // rank on this host that mpirun lost track of) is killed, found by the run's environment.
   res.orphans = kill_run(spec.run_dir, std::chrono::seconds(5));

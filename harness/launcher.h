@@ -7,10 +7,13 @@
 // stacks. A SIGINT/SIGTERM/SIGHUP to the launcher ends the run the same way first.
 #pragma once
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tb::harness {
@@ -89,6 +92,40 @@ std::vector<int> processes_in_run(const std::filesystem::path& run_dir);
 // The same for any variable: the live processes (zombies and the caller excluded) whose
 // environment has NAME=VALUE (e.g. a Slurm fixture's SLURM_CONF: its daemons, steps and tasks).
 std::vector<int> processes_with_env(const std::string& name, const std::string& value);
+
+// mpirun's --tag-output stream cut into each rank's lines (Note [Tagged output] in launcher.cpp):
+// feed() the bytes as they come, in pieces of any size; on_line gets every line (without its
+// newline) once it is complete: rank R in [0, ranks) for a line of R's stdout, stderr or stddiag,
+// -1 for an untagged line (mpirun's own messages) or one whose tag names a rank outside the job
+// (then with its tag in front). finish() hands over the lines left without a newline at the end,
+// in the order they began.
+class TaggedOutputSplitter {
+ public:
+  using LineFn = std::function<void(int rank, std::string&& line)>;
+  TaggedOutputSplitter(int ranks, LineFn on_line);
+  void feed(std::string_view bytes);
+  void finish();
+
+ private:
+  struct Source {
+    int rank = -1;
+    std::string prefix;       // in front of every line: the tag of a rank outside the job, else empty
+    std::string text;         // the line so far
+    bool open = false;        // text holds a line begun, not yet complete
+    std::uint64_t began = 0;  // when that line began, for finish()'s order
+  };
+  Source& source(std::string_view tag, long long rank);
+  void append(Source& s, std::string_view text);
+  void complete(Source& s);
+
+  int ranks_;
+  LineFn on_line_;
+  std::string unread_;  // bytes not yet cut: at most a tag that is still coming
+  bool line_start_ = true;
+  Source* current_ = nullptr;
+  std::map<std::string, Source, std::less<>> sources_;  // by tag ("[1,0]<stdout>:"); "" untagged
+  std::uint64_t next_began_ = 0;
+};
 
 // The path of the running executable (/proc/self/exe), for relaunching ourselves as ranks.
 std::string self_exe();

@@ -11,7 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "engine/core/env.h"
 #include "engine/core/error.h"
@@ -86,6 +89,132 @@ TEST(Launcher, SplitsOutputByRankAndKeepsLogs) {
     EXPECT_EQ(ss.str(), out);
   }
   fs::remove_all(spec.run_dir);
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A rank's line longer than mpirun's chunks (4 KiB), other ranks' lines arriving between its
+// chunks: whole in its output, its log and the echo. A std::regex over the line overflowed the
+// stack from about 40,000 characters on (SIGSEGV of the launcher).
+TEST(Launcher, ALongLineArrivesWhole) {
+  LaunchSpec spec =
+      two_ranks("long_line",
+                {"sh", "-c",
+                 "if [ $OMPI_COMM_WORLD_RANK = 0 ]; then for k in 1 2 3 4; do head -c 262144 /dev/zero | tr '\\0' x; "
+                 "sleep 0.1; done; echo; else for i in 1 2 3 4 5; do echo r1-$i; sleep 0.08; done; fi"},
+                std::chrono::seconds(60));
+  std::ostringstream echo;
+  spec.echo = &echo;
+  const LaunchResult res = launch(spec);
+  ASSERT_TRUE(res.ok()) << res.diagnosis();
+  const std::string line(std::size_t(1) << 20, 'x');
+  EXPECT_TRUE(res.rank_output[0] == line + "\n") << res.rank_output[0].size() << " bytes";
+  EXPECT_TRUE(read_file(spec.run_dir / "rank0.log") == line + "\n");
+  EXPECT_NE(echo.str().find("[rank 0] " + line + "\n"), std::string::npos);
+  EXPECT_EQ(res.rank_output[1], "r1-1\nr1-2\nr1-3\nr1-4\nr1-5\n");
+  EXPECT_EQ(read_file(spec.run_dir / "rank1.log"), res.rank_output[1]);
+  fs::remove_all(spec.run_dir);
+}
+
+// Each rank writes the start of a line (stderr and stdout), waits until the other has written
+// its start, then ends its lines: mpirun forwards "[1,0]<stderr>:r0-start [1,1]<stderr>:r1-start
+// [1,0]<stderr>:r0-end\n". Each piece is its own rank's, each line stays whole.
+TEST(Launcher, PiecesOfALineGoToTheRankOfTheirOwnTag) {
+  LaunchSpec spec = two_ranks("pieces",
+                              {"sh", "-c",
+                               "d=$TRAINBENCH_DIST_DIR; r=$OMPI_COMM_WORLD_RANK; o=$((1 - r)); "
+                               "printf \"r$r-start \" >&2; printf \"r$r-out \"; touch \"$d/s$r\"; "
+                               "while [ ! -e \"$d/s$o\" ]; do sleep 0.02; done; sleep 0.3; "
+                               "echo \"r$r-end\" >&2; echo \"r$r-out-end\""},
+                              std::chrono::seconds(60));
+  std::ostringstream echo;
+  spec.echo = &echo;
+  const LaunchResult res = launch(spec);
+  ASSERT_TRUE(res.ok()) << res.diagnosis();
+  for (int r = 0; r < 2; ++r) {
+    const std::string me = "r" + std::to_string(r);
+    const std::string err = me + "-start " + me + "-end\n", out = me + "-out " + me + "-out-end\n";
+    const std::string& got = res.rank_output[std::size_t(r)];
+    EXPECT_TRUE(got == err + out || got == out + err) << got;  // stdout and stderr are forwarded apart
+    EXPECT_EQ(read_file(spec.run_dir / ("rank" + std::to_string(r) + ".log")), got);
+    EXPECT_NE(echo.str().find("[rank " + std::to_string(r) + "] " + err), std::string::npos) << echo.str();
+    EXPECT_NE(echo.str().find("[rank " + std::to_string(r) + "] " + out), std::string::npos) << echo.str();
+  }
+  EXPECT_EQ(res.launcher_output.find("r0-"), std::string::npos) << res.launcher_output;
+  EXPECT_EQ(res.launcher_output.find("r1-"), std::string::npos) << res.launcher_output;
+  fs::remove_all(spec.run_dir);
+}
+
+using Lines = std::vector<std::pair<int, std::string>>;
+
+// The lines TaggedOutputSplitter makes of `stream` fed `piece` bytes at a time (0: all at once).
+Lines split_tagged(const std::string& stream, std::size_t piece, int ranks = 2) {
+  Lines lines;
+  TaggedOutputSplitter splitter(ranks, [&](int r, std::string&& l) { lines.emplace_back(r, std::move(l)); });
+  const std::size_t step = piece ? piece : std::max<std::size_t>(stream.size(), 1);
+  for (std::size_t at = 0; at < stream.size(); at += step) splitter.feed(std::string_view(stream).substr(at, step));
+  splitter.finish();
+  return lines;
+}
+
+// The same lines however the stream is cut into reads (a tag may be cut too).
+void expect_lines(const std::string& stream, const Lines& want, int ranks = 2) {
+  for (const std::size_t piece : {0, 1, 2, 3, 7, 16})
+    EXPECT_EQ(split_tagged(stream, piece, ranks), want) << "fed " << piece << " bytes at a time: " << stream;
+}
+
+TEST(TaggedOutput, EachPieceGoesToTheRankOfItsOwnTag) {
+  expect_lines("[1,0]<stderr>:r0-start [1,1]<stderr>:r1-start [1,0]<stderr>:r0-end\n[1,1]<stderr>:r1-end\n",
+               {{0, "r0-start r0-end"}, {1, "r1-start r1-end"}});
+  // A rank's stdout and stderr are lines of their own.
+  expect_lines("[1,0]<stdout>:part[1,0]<stderr>:err\n[1,0]<stdout>:ial\n[1,1]<stddiag>:diag\n",
+               {{0, "err"}, {0, "partial"}, {1, "diag"}});
+  // Several lines in one chunk: the tag after each newline; an empty line is a line.
+  expect_lines("[1,1]<stdout>:a\n[1,1]<stdout>:\n[1,1]<stdout>:b\n", {{1, "a"}, {1, ""}, {1, "b"}});
+}
+
+TEST(TaggedOutput, UntaggedLinesAreTheLaunchers) {
+  expect_lines("-----\n[1,0]<stdout>:a\nmpirun noticed that process rank 1 [host:12] exited [1,0]\n[1,1]<stdout>:b\n",
+               {{-1, "-----"}, {0, "a"}, {-1, "mpirun noticed that process rank 1 [host:12] exited [1,0]"}, {1, "b"}});
+  // A tag naming a rank outside the job: the launcher's, shown with its tag.
+  expect_lines("[1,2]<stdout>:hi\n[1,12345678901]<stdout>:x\n",
+               {{-1, "[1,2]<stdout>:hi"}, {-1, "[1,12345678901]<stdout>:x"}});
+}
+
+TEST(TaggedOutput, TextThatIsNoTagStaysText) {
+  const std::string text = "x[1] [2,3 [a,b]<stdout>: [1,0]<stdin>: [1,0]<stdout> [1,0]<stdoutt 10%\r20% [";
+  expect_lines("[1,1]<stdout>:" + text + "\n", {{1, text}});
+}
+
+TEST(TaggedOutput, LinesWithoutTheirNewlineComeAtTheEnd) {
+  expect_lines("[1,0]<stdout>:a[1,1]<stderr>:b[1,0]<stdout>:c", {{0, "ac"}, {1, "b"}});
+  // A tag cut off by the end of the stream is text.
+  expect_lines("[1,0]<std", {{-1, "[1,0]<std"}});
+  expect_lines("[1,0]<stdout>:x\n[1,0]<st", {{0, "x"}, {-1, "[1,0]<st"}});
+  expect_lines("[1,0]<stdout>:x[1,0]<st", {{0, "x[1,0]<st"}});
+  expect_lines("", {});
+}
+
+// 1 MiB in mpirun's chunks of 4 KiB, rank 1's lines between them: one line of rank 0.
+TEST(TaggedOutput, AMegabyteLineInChunksIsWhole) {
+  const std::string line(std::size_t(1) << 20, 'x');
+  std::string stream;
+  Lines want;
+  for (std::size_t at = 0; at < line.size(); at += 4096) {
+    stream += "[1,0]<stdout>:" + line.substr(at, 4096);
+    if (at % (64 * 4096) == 0) {
+      stream += "[1,1]<stdout>:r1-" + std::to_string(at) + "\n";
+      want.emplace_back(1, "r1-" + std::to_string(at));
+    }
+  }
+  stream += "[1,0]<stdout>:\n";
+  want.emplace_back(0, line);
+  for (const std::size_t piece : {0, 1000, 4096, 65536}) EXPECT_TRUE(split_tagged(stream, piece) == want) << piece;
 }
 
 TEST(Launcher, ReportsAFailingRank) {

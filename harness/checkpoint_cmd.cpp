@@ -2,11 +2,11 @@
 // docs/checkpoint.md.
 #include "harness/checkpoint_cmd.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
@@ -86,14 +86,38 @@ void add_file(Listing& l, const std::string& dir, const std::string& name) {
     if (f.name == name) return;
   FileRow f{name};
   std::error_code ec;
-  const auto size = fs::file_size(fs::path(dir) / name, ec);
-  if (ec) {
-    f.problem = ec == std::errc::no_such_file_or_directory ? "missing" : ec.message();
-    l.problems.push_back(name + ": " + f.problem);
-  } else {
-    f.bytes = int64_t(size);
+  const fs::path path = fs::path(dir) / name;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) f.problem = "missing";
+  else if (ec) f.problem = ec.message();
+  else if (!fs::is_regular_file(st)) f.problem = "not a regular file";  // a FIFO would block its reader
+  else {
+    const auto size = fs::file_size(path, ec);
+    if (ec) f.problem = ec.message();
+    else f.bytes = int64_t(size);
   }
+  if (!f.problem.empty()) l.problems.push_back(name + ": " + f.problem);
   l.files.push_back(std::move(f));
+}
+
+// Integer `key` of checkpoint JSON, which must lie in [lo, hi]. nlohmann's get<> does not check:
+// get<int64_t>() makes 18446744073709551615 -1 and get<int>() makes 4294967298 2. Absent or not an
+// integer: nullopt (these fields are informative: shown as absent). Out of range: nullopt and a
+// problem naming `where`, the field and its value (so exit 1), never a wrapped number.
+std::optional<int64_t> int_field(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi,
+                                 const std::string& where, Listing& l) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  // nlohmann stores every non-negative integer as unsigned: compare in that type when it is one.
+  const bool fits = it->is_number_unsigned()
+                        ? it->get<uint64_t>() <= uint64_t(hi) && (lo <= 0 || it->get<uint64_t>() >= uint64_t(lo))
+                        : it->get<int64_t>() >= lo && it->get<int64_t>() <= hi;
+  if (fits) return it->get<int64_t>();
+  l.problems.push_back(where + ": \"" + key + "\" is " + it->dump() + ", " +
+                       (lo == INT64_MIN && hi == INT64_MAX
+                            ? std::string("too large for a 64-bit signed integer")
+                            : "outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"));
+  return std::nullopt;
 }
 
 Listing from_distributed(const DistributedMetadata& meta) {
@@ -143,8 +167,8 @@ Listing from_single(const std::string& step_dir) {
                                                             op, state_path);
   TB_CHECK(j.is_object(), op, "'", state_path, "' is not a JSON object");
   if (j.contains("save_id") && j["save_id"].is_string()) l.save_id = j["save_id"].get<std::string>();
-  if (j.contains("step") && j["step"].is_number_integer()) l.step = j["step"].get<int64_t>();
-  if (j.contains("epoch") && j["epoch"].is_number_integer()) l.epoch = j["epoch"].get<int64_t>();
+  l.step = int_field(j, "step", INT64_MIN, INT64_MAX, "state.json", l);
+  l.epoch = int_field(j, "epoch", INT64_MIN, INT64_MAX, "state.json", l);
   l.layout = "single";
   for (const char* name : {"model.safetensors", "optimizer.safetensors"}) {
     add_file(l, step_dir, name);
@@ -173,8 +197,10 @@ Listing from_file(const std::string& path) {
     if (s.is_object()) {
       if (s.contains("layout") && s["layout"].is_string()) l.layout = s["layout"].get<std::string>();
       if (s.contains("save_id") && s["save_id"].is_string()) l.save_id = s["save_id"].get<std::string>();
-      if (s.contains("step") && s["step"].is_number_integer()) l.step = s["step"].get<int64_t>();
-      if (s.contains("world_size") && s["world_size"].is_number_integer()) l.world_size = s["world_size"].get<int>();
+      // Out of range: a problem (exit 1), not a wrapped number.
+      const std::string where = fs::path(path).filename().string() + ": __metadata__ \"" + kStateKey + "\"";
+      l.step = int_field(s, "step", INT64_MIN, INT64_MAX, where, l);
+      l.world_size = int(int_field(s, "world_size", 0, INT_MAX, where, l).value_or(0));  // 0: not shown
     }
   }
   const std::string name = fs::path(path).filename().string();
@@ -193,13 +219,14 @@ void verify_files(Listing& l) {
     }
   } fds;  // closed however the loop ends
   std::map<std::string, checkpoint::FileIndex> indexes;
+  std::map<std::string, std::string> unopened;  // why a file could not be opened
   for (TensorRow& t : l.tensors)
     for (ChunkRow& c : t.chunks) {
       const std::string path = (fs::path(l.step_dir.empty() ? "." : l.step_dir) / c.file).string();
-      if (!fds.count(path)) fds[path] = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (!fds.count(path)) fds[path] = checkpoint::open_regular_file(path, unopened[path]);  // a FIFO: no hang
       const int fd = fds[path];
       if (fd < 0) {
-        c.status = "cannot open " + c.file;
+        c.status = c.file + ": " + unopened[path];
         continue;
       }
       auto idx = indexes.find(path);  // one header parse per file, not per tensor
@@ -351,10 +378,14 @@ void print_table(std::ostream& os, const Listing& l, bool verified) {
   }
 }
 
-// The input must exist; a typo is a usage error, not a broken checkpoint.
+// The input must exist and be a directory or a file; a typo (or a FIFO, a device) is a usage
+// error, not a broken checkpoint.
 void check_exists(const std::string& path) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw UsageError("no such file or directory: '" + path + "'");
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) throw UsageError("no such file or directory: '" + path + "'");
+  if (!fs::is_directory(st) && !fs::is_regular_file(st))
+    throw UsageError("'" + path + "' is not a regular file or a directory (a checkpoint is one or the other)");
 }
 
 int inspect(const CheckpointOptions& o) {
@@ -401,6 +432,8 @@ int consolidate(const CheckpointOptions& o) {
   std::error_code ec;
   TB_CHECK(!fs::is_regular_file(o.path, ec), op, "'", o.path, "' already is one safetensors file");
   if (!checkpoint::is_distributed_checkpoint(o.path)) {
+    // A `latest` that cannot be read (a FIFO, garbage) says so, rather than "one-process".
+    if (fs::exists(o.path + "/latest", ec)) checkpoint::latest_checkpoint(o.path);
     const bool single = fs::exists(o.path + "/latest", ec) || fs::exists(o.path + "/state.json", ec);
     TB_CHECK(false, op, "'", o.path, "' ",
              single ? "is a one-process checkpoint: its model.safetensors already is one safetensors file"

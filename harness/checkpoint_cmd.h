@@ -22,7 +22,7 @@ CLI::App* add_checkpoint_command(CLI::App& app, CheckpointOptions& o);
 
 // Runs the chosen subcommand. Returns 0; 1 when the checkpoint is unreadable, incomplete or a
 // chunk fails its checksum (the reason on stderr); throws UsageError (runner.h) for a path that
-// does not exist or an output that cannot be written.
+// does not exist or is neither a directory nor a regular file, or an output that cannot be written.
 int run_checkpoint(const CLI::App& sub, const CheckpointOptions& o);
 
 }  // namespace tb::harness

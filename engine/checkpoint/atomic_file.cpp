@@ -209,9 +209,40 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   w.commit();
 }
 
+int open_regular_file(const std::string& path, std::string& problem) {
+  // O_NONBLOCK: open(2) of a FIFO returns at once instead of waiting for a writer; fstat then
+  // refuses it. O_NOCTTY: a terminal named here does not become ours.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    problem = "cannot open: " + errno_text(errno);
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    problem = "cannot stat: " + errno_text(errno);
+    ::close(fd);
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                       : S_ISDIR(st.st_mode)  ? "a directory"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "something else";
+    problem = std::string("is ") + kind + ", not a regular file";
+    ::close(fd);
+    return -1;
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);  // a no-op for regular files on Linux
+  return fd;
+}
+
 std::string read_small_file(const std::string& path, size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  TB_CHECK(fd >= 0, "checkpoint.read", "cannot open '", path, "': ", errno_text(errno));
+  std::string problem;
+  const int fd = open_regular_file(path, problem);
+  TB_CHECK(fd >= 0, "checkpoint.read", "'", path, "': ", problem);
   std::string out;
   char buf[65536];
   for (;;) {

@@ -54,7 +54,13 @@ class AtomicWriter {
 
 // The whole content at once.
 void write_file_atomic(const std::string& path, std::string_view content);
-// Reads a whole (small) file; throws core::Error naming the file when it cannot.
+// Opens `path` (after symlinks) read-only if it is a regular file, without blocking on the way:
+// open(2) of a FIFO waits for a writer for ever and a device's data never ends, so every reader
+// of checkpoint files opens them here. Returns the descriptor (O_CLOEXEC, blocking reads), or -1
+// with `problem` set for the caller's message: "cannot open: <reason>" or "is a FIFO, not a
+// regular file" (a directory, a character device, ...).
+int open_regular_file(const std::string& path, std::string& problem);
+// Reads a whole (small) regular file; throws core::Error naming the file when it cannot.
 std::string read_small_file(const std::string& path, size_t max_bytes = size_t(1) << 26);
 // Reads exactly n bytes at absolute offset pos of fd (retrying short reads and EINTR); throws
 // core::Error naming `path` on an error or an early end of file (a file truncated under us).

@@ -135,20 +135,19 @@ class ChunkReader {
   ChunkReader(const DistributedMetadata& m, bool verify) : meta_(m), verify_(verify) {}
   int64_t bytes_read = 0;
 
+  // Checks chunk `c` of tensor `t` against its file's header: the key is there with the dtype and
+  // shape the metadata claims, so the chunk's bytes lie inside the file. Callers check before
+  // they allocate for a chunk: the metadata's shapes are only claims until then.
+  void check_chunk(const SavedTensor& t, const SavedChunk& c) { entry(t, c); }
+
   // Rows [a, b) (absolute) of chunk `c` of tensor `t` into dst (contiguous, (b - a) rows).
   void read_rows(const SavedTensor& t, const SavedChunk& c, int64_t a, int64_t b, char* dst) {
     const bool single = meta_.block_bytes == 0;  // one safetensors file
-    const std::string path = single ? c.file : meta_.step_dir + "/" + c.file;
+    const std::string path = path_of(c);
     OpenFile& f = open(path);
-    const IndexEntry* e = f.index.find(c.key);
+    const IndexEntry* e = &entry(t, c);
     const std::string where = "tensor '" + t.name + "' rows [" + std::to_string(c.row_begin) + ", " +
                               std::to_string(c.row_end) + ")";
-    if (!e) bad_meta(path, where + ": the file has no key '" + text_excerpt(c.key) + "'");
-    Shape want = t.shape;
-    if (!want.empty()) want[0] = c.row_end - c.row_begin;
-    if (e->dtype != t.dtype || e->shape != want)
-      bad_meta(path, where + ": the file holds " + core::name(e->dtype) + " " + shape_text(e->shape) +
-                         ", the metadata says " + core::name(t.dtype) + " " + shape_text(want));
     const int64_t rb = row_bytes_of(t.shape, t.dtype);
     const int64_t off = (a - c.row_begin) * rb, len = (b - a) * rb, total = int64_t(e->nbytes);
     if (single || !verify_) {
@@ -193,13 +192,30 @@ class ChunkReader {
   }
 
  private:
+  std::string path_of(const SavedChunk& c) const {
+    return meta_.block_bytes == 0 ? c.file : meta_.step_dir + "/" + c.file;  // 0: one safetensors file
+  }
+  const IndexEntry& entry(const SavedTensor& t, const SavedChunk& c) {
+    const std::string path = path_of(c);
+    const IndexEntry* e = open(path).index.find(c.key);
+    const std::string where = "tensor '" + t.name + "' rows [" + std::to_string(c.row_begin) + ", " +
+                              std::to_string(c.row_end) + ")";
+    if (!e) bad_meta(path, where + ": the file has no key '" + text_excerpt(c.key) + "'");
+    Shape want = t.shape;
+    if (!want.empty()) want[0] = c.row_end - c.row_begin;
+    if (e->dtype != t.dtype || e->shape != want)
+      bad_meta(path, where + ": the file holds " + core::name(e->dtype) + " " + shape_text(e->shape) +
+                         ", the metadata says " + core::name(t.dtype) + " " + shape_text(want));
+    return *e;
+  }
   OpenFile& open(const std::string& path) {
     auto it = files_.find(path);
     if (it != files_.end()) return *it->second;
     auto f = std::make_unique<OpenFile>();
     f->index = read_index(path);  // validates the header (and that the file exists)
-    f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) bad_meta(path, "cannot open: " + errno_text(errno));
+    std::string problem;
+    f->fd = open_regular_file(path, problem);  // replaced by a FIFO since read_index: no hang
+    if (f->fd < 0) bad_meta(path, problem);
     return *files_.emplace(path, std::move(f)).first->second;
   }
   const DistributedMetadata& meta_;
@@ -593,6 +609,7 @@ NamedTensors read_distributed_full(const DistributedMetadata& meta) {
   ChunkReader reader(meta, true);
   NamedTensors out;
   for (const SavedTensor& t : meta.tensors) {
+    for (const SavedChunk& c : t.chunks) reader.check_chunk(t, c);  // the files hold it: its size is real
     Tensor x = empty(t.shape, t.dtype);
     if (x.numel() > 0) read_tensor_rows(reader, t, 0, rows_of(t.shape), static_cast<char*>(x.data()));
     out.emplace_back(t.name, std::move(x));
@@ -606,8 +623,11 @@ std::vector<ChunkCheck> verify_distributed(const DistributedMetadata& meta) {
   for (const SavedTensor& t : meta.tensors)
     for (const SavedChunk& c : t.chunks) {
       ChunkCheck k{t.name, c.file, c.row_begin, c.row_end, true, ""};
-      std::vector<char> buf(size_t((c.row_end - c.row_begin) * row_bytes_of(t.shape, t.dtype)));
       try {
+        // The file's header first: the metadata's claimed size is allocated only once the file
+        // holds that many bytes (a 1 GiB claim over a 200-byte file is a problem, not 1 GiB).
+        reader.check_chunk(t, c);
+        std::vector<char> buf(size_t((c.row_end - c.row_begin) * row_bytes_of(t.shape, t.dtype)));
         reader.read_rows(t, c, c.row_begin, c.row_end, buf.data());
       } catch (const std::exception& e) {
         k.ok = false;

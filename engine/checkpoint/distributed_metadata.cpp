@@ -174,7 +174,13 @@ DistributedMetadata file_metadata(const std::string& path) {
     const json s = parse_untrusted_json(it->second, "checkpoint.load", path);
     if (!s.is_object()) bad_meta(path, std::string("__metadata__ \"") + kStateKey + "\" must be a JSON object");
     if (s.contains("state")) m.state = s["state"];
-    if (s.contains("step") && s["step"].is_number_integer()) m.step = s["step"].get<int64_t>();
+    if (s.contains("step") && s["step"].is_number_integer()) {
+      // get<int64_t>() would make 18446744073709551615 step -1.
+      if (s["step"].is_number_unsigned() && s["step"].get<uint64_t>() > uint64_t(INT64_MAX))
+        bad_meta(path, std::string("__metadata__ \"") + kStateKey + "\": \"step\" " + json_excerpt(s["step"]) +
+                           " is too large for a 64-bit signed integer");
+      m.step = s["step"].get<int64_t>();
+    }
     if (s.contains("layout") && s["layout"].is_string()) m.layout = s["layout"].get<std::string>();
   }
   for (const IndexEntry& e : idx.tensors) {

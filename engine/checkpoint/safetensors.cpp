@@ -530,7 +530,7 @@ struct OpenedHeader {
 OpenedHeader read_header_fd(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail(path, "cannot stat: " + errno_text(errno));
-  if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a safetensors file");
+  if (!S_ISREG(st.st_mode)) fail(path, "is not a regular file");  // open_regular_file refused it already
   const uint64_t size = uint64_t(st.st_size);
   auto pread_all = [&](uint64_t pos, void* dst, size_t len) { pread_exact(fd, pos, dst, len, path); };
   if (size < 8) fail(path, "it is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
@@ -550,8 +550,10 @@ OpenedHeader read_header_fd(int fd, const std::string& path) {
 
 struct Fd {
   int fd;
-  explicit Fd(const std::string& path) : fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd < 0) fail(path, "cannot open: " + errno_text(errno));
+  explicit Fd(const std::string& path) {
+    std::string problem;
+    fd = open_regular_file(path, problem);  // a FIFO or a device would block or never end
+    if (fd < 0) fail(path, problem);
   }
   ~Fd() { ::close(fd); }
 };

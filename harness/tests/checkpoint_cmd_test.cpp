@@ -2,13 +2,19 @@
 // on checkpoints written here (one process: a world-1 group): what inspect shows and its JSON,
 // --verify on a good and a flipped byte, consolidate's file loading back with load_distributed,
 // one-process checkpoints and plain safetensors files, hostile input (metadata that is not JSON,
-// a missing rank file, no checkpoint at all) as one clear error and an exit status, never a crash;
-// and interop: a checkpoint saved by torch.distributed.checkpoint on 2 Gloo ranks, converted by
+// a missing rank file, no checkpoint at all, a FIFO for a file, integers out of range, sizes the
+// files do not hold) as one clear error and an exit status, never a crash, a hang or a wrapped
+// number; and interop: a checkpoint saved by torch.distributed.checkpoint on 2 Gloo ranks, converted by
 // reference/dist/torch_dcp_convert.py, loads into an equal engine model with PyTorch's values.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -78,6 +84,69 @@ ckpt::DistributedState sample_state() {
 std::string save_sample(const fs::path& root) {
   const ckpt::SaveStats st = ckpt::save_distributed(sample_state(), root.string(), group());
   return st.step_dir;
+}
+
+// `run` in a forked child killed by SIGALRM after `seconds`: for input that made the command wait
+// for ever (a FIFO), so a regression fails the test instead of hanging it. The child's peak
+// resident memory comes back too (it starts at this process's, inherited at the fork).
+struct ChildRun : CliRun {
+  bool hung = false;
+  int64_t max_rss_kib = 0;
+};
+ChildRun run_child(const std::vector<std::string>& args, unsigned seconds = 20) {
+  TempDir io;
+  const fs::path out = io.path / "out", err = io.path / "err";
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::signal(SIGALRM, SIG_DFL);
+    ::alarm(seconds);
+    int code = 99;
+    try {
+      const CliRun r = run(args);
+      std::ofstream(out) << r.out;
+      std::ofstream(err) << r.err;
+      code = r.code;
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  ChildRun c;
+  if (pid < 0) {
+    c.err = std::string("fork failed: ") + std::strerror(errno);
+    return c;
+  }
+  int status = 0;
+  struct rusage ru {};
+  ::wait4(pid, &status, 0, &ru);
+  c.max_rss_kib = ru.ru_maxrss;
+  if (WIFEXITED(status)) {
+    c.code = WEXITSTATUS(status);
+    std::stringstream o, e;
+    o << std::ifstream(out).rdbuf();
+    e << std::ifstream(err).rdbuf();
+    c.out = o.str();
+    c.err = e.str();
+  } else {
+    c.hung = WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM;
+    c.err = "killed by signal " + std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0) +
+            (c.hung ? " after " + std::to_string(seconds) + " s: the command hung" : "");
+  }
+  return c;
+}
+
+// This process's resident memory now, in KiB.
+int64_t rss_kib() {
+  long pages = 0, resident = 0;
+  std::ifstream("/proc/self/statm") >> pages >> resident;
+  return int64_t(resident) * ::sysconf(_SC_PAGESIZE) / 1024;
+}
+
+void make_fifo(const fs::path& p) {
+  std::error_code ec;
+  fs::remove(p, ec);
+  ASSERT_EQ(::mkfifo(p.c_str(), 0644), 0) << p << ": " << std::strerror(errno);
 }
 
 // Flips one byte of a file at `from_end` bytes before its end (inside the data section).
@@ -281,6 +350,172 @@ TEST(CheckpointCli, BrokenInput) {
   // An output that cannot be written is a usage error.
   r = run({"checkpoint", "consolidate", d.path.string(), d.path.string()});
   EXPECT_EQ(r.code, 2);
+}
+
+// A FIFO where a file should be: open(2) of it waited for a writer for ever (inspect of a state.json,
+// a `latest` or, with --verify, a rank file; consolidate). Now a clear error naming the file, exit 1;
+// a FIFO as PATH itself is a usage error (exit 2). Every command runs in a child with an alarm.
+TEST(CheckpointCli, AFifoIsRefusedNotWaitedOn) {
+  TempDir d;
+  auto expect_refused = [](const ChildRun& r, int code, const std::string& file, const std::string& what) {
+    EXPECT_FALSE(r.hung) << r.err;
+    EXPECT_EQ(r.code, code) << r.out << r.err;
+    EXPECT_TRUE(has(r.out + r.err, file)) << r.out << r.err;
+    EXPECT_TRUE(has(r.out + r.err, what)) << r.out << r.err;
+  };
+  // One process: state.json, then `latest`.
+  const fs::path state = d.path / "fifo_state";
+  fs::create_directories(state);
+  make_fifo(state / "state.json");
+  expect_refused(run_child({"checkpoint", "inspect", state.string()}), 1, "state.json",
+                 "is a FIFO, not a regular file");
+  const fs::path latest = d.path / "fifo_latest";
+  fs::create_directories(latest);
+  make_fifo(latest / "latest");
+  expect_refused(run_child({"checkpoint", "inspect", latest.string()}), 1, "latest", "is a FIFO, not a regular file");
+  expect_refused(run_child({"checkpoint", "consolidate", latest.string(), (d.path / "o.safetensors").string()}), 1,
+                 "latest", "is a FIFO, not a regular file");
+
+  // A one-process checkpoint whose model.safetensors is a FIFO.
+  const fs::path single = d.path / "single";
+  ckpt::TrainingState s;
+  s.model = {{"w", tb::ones({2})}};
+  ckpt::save_checkpoint(single.string(), s);
+  make_fifo(fs::path(ckpt::latest_checkpoint(single.string())) / "model.safetensors");
+  expect_refused(run_child({"checkpoint", "inspect", "--verify", single.string()}), 1, "model.safetensors",
+                 "not a regular file");
+
+  // A distributed checkpoint whose rank file is a FIFO.
+  const fs::path dist = d.path / "dist";
+  const std::string step_dir = save_sample(dist);
+  make_fifo(fs::path(step_dir) / "rank-0.safetensors");
+  expect_refused(run_child({"checkpoint", "inspect", dist.string()}), 1, "rank-0.safetensors: not a regular file", "");
+  const ChildRun v = run_child({"checkpoint", "inspect", "--verify", dist.string()});
+  expect_refused(v, 1, "rank-0.safetensors", "is a FIFO, not a regular file");
+  EXPECT_TRUE(has(v.out, "0 of 3 chunks ok, 3 BAD")) << v.out;
+  const fs::path out = d.path / "o.safetensors";
+  expect_refused(run_child({"checkpoint", "consolidate", dist.string(), out.string()}), 1, "rank-0.safetensors",
+                 "is a FIFO, not a regular file");
+  EXPECT_FALSE(fs::exists(out));
+
+  // PATH itself.
+  make_fifo(d.path / "fifo");
+  expect_refused(run_child({"checkpoint", "inspect", (d.path / "fifo").string()}), 2, "fifo",
+                 "is not a regular file or a directory");
+  expect_refused(run_child({"checkpoint", "consolidate", (d.path / "fifo").string(), out.string()}), 2, "fifo",
+                 "is not a regular file or a directory");
+}
+
+// Integers that do not fit their field were shown wrapped with exit 0 (nlohmann's get<int64_t>()
+// of 18446744073709551615 is -1, get<int>() of 4294967298 is 2): now a problem naming the field
+// and its value, exit 1. Values that fit, the largest included, are shown exactly.
+TEST(CheckpointCli, IntegersOutOfRangeAreProblemsNotWrapped) {
+  TempDir d;
+  ckpt::TrainingState s;
+  s.model = {{"w", tb::ones({2})}};
+  ckpt::save_checkpoint(d.path.string(), s);
+  const fs::path state = fs::path(ckpt::latest_checkpoint(d.path.string())) / "state.json";
+  std::stringstream text;
+  text << std::ifstream(state).rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str());
+  auto write_state = [&](const nlohmann::json& step, const nlohmann::json& epoch) {
+    j["step"] = step;
+    j["epoch"] = epoch;
+    std::ofstream(state, std::ios::trunc) << j.dump();
+  };
+  write_state(UINT64_MAX, UINT64_MAX);
+  CliRun r = run({"checkpoint", "inspect", d.path.string()});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_FALSE(has(r.out, "step -1")) << r.out;
+  EXPECT_FALSE(has(r.out, "epoch -1")) << r.out;
+  EXPECT_TRUE(has(r.err, "state.json: \"step\" is 18446744073709551615, too large for a 64-bit signed integer"))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "state.json: \"epoch\" is 18446744073709551615")) << r.err;
+  r = run({"checkpoint", "inspect", d.path.string(), "--json"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["step"].is_null()) << r.out;
+  write_state(INT64_MAX, -1);
+  r = run({"checkpoint", "inspect", d.path.string()});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "step 9223372036854775807, epoch -1")) << r.out;
+
+  // A safetensors file's trainbench.state.
+  const std::string file = (d.path / "ws.safetensors").string();
+  auto save_with_state = [&](const nlohmann::json& st) {
+    ckpt::save_file(file, {{"a", tb::ones({1})}}, {{"trainbench.state", st.dump()}});
+  };
+  save_with_state({{"step", 5}, {"world_size", 4294967298ULL}});
+  r = run({"checkpoint", "inspect", file});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_FALSE(has(r.out, "world size 2")) << r.out;
+  EXPECT_TRUE(has(r.out, "step 5")) << r.out;
+  EXPECT_TRUE(has(r.err,
+                  "ws.safetensors: __metadata__ \"trainbench.state\": \"world_size\" is 4294967298, outside "
+                  "[0, 2147483647]"))
+      << r.err;
+  save_with_state({{"step", UINT64_MAX}, {"world_size", -3}});
+  r = run({"checkpoint", "inspect", file});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_FALSE(has(r.out, "step -1")) << r.out;
+  EXPECT_TRUE(has(r.err, "\"step\" is 18446744073709551615")) << r.err;
+  EXPECT_TRUE(has(r.err, "\"world_size\" is -3")) << r.err;
+  save_with_state({{"step", INT64_MAX}, {"world_size", 2147483647}});
+  r = run({"checkpoint", "inspect", file});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "world size 2147483647, step 9223372036854775807")) << r.out;
+  // load_distributed's reader of the same file: an error, not step -1.
+  save_with_state({{"step", UINT64_MAX}});
+  try {
+    ckpt::read_distributed_metadata(file);
+    ADD_FAILURE() << "no error for step 18446744073709551615";
+  } catch (const tb::core::Error& e) {
+    EXPECT_TRUE(has(e.what(), "\"step\" 18446744073709551615 is too large")) << e.what();
+  }
+}
+
+// metadata.json claims a tensor its file does not hold (the key names a 0-dim tensor). inspect
+// --verify allocated and zero-filled the claimed size before it read the file's header: 1 GiB
+// for a 1 GiB claim, std::bad_alloc ("out of memory") for 2^62 bytes. Now the header is checked
+// first: the chunk is BAD with the reason, in little memory; consolidate says the same.
+TEST(CheckpointCli, AClaimIsCheckedAgainstTheFileBeforeAllocating) {
+  TempDir d;
+  const std::string step_dir = save_sample(d.path);
+  const fs::path meta = fs::path(step_dir) / "metadata.json";
+  std::stringstream text;
+  text << std::ifstream(meta).rdbuf();
+  const nlohmann::json saved = nlohmann::json::parse(text.str());
+  auto claim = [&](int64_t rows) {
+    nlohmann::json j = saved;
+    j["block_bytes"] = int64_t(1) << 62;  // one block checksum per chunk, however large
+    nlohmann::json chunk = j["tensors"]["optim.w.step"]["chunks"][0];
+    chunk["row_end"] = rows;
+    j["tensors"]["model.big"] = {{"dtype", "F32"},
+                                 {"shape", nlohmann::json::array({rows})},
+                                 {"chunks", nlohmann::json::array({chunk})}};
+    for (auto& t : j["tensors"])
+      for (auto& c : t["chunks"]) c["blocks"] = nlohmann::json::array({c["checksum"]});
+    std::ofstream(meta, std::ios::trunc) << j.dump();
+  };
+  const std::string holds = "the file holds float32 [], the metadata says float32 [";
+
+  claim(int64_t(1) << 28);  // 1 GiB
+  const int64_t before = rss_kib();
+  ChildRun r = run_child({"checkpoint", "inspect", "--verify", d.path.string()}, 60);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_TRUE(has(r.out, "BAD: ")) << r.out;
+  EXPECT_TRUE(has(r.out, holds + "268435456]")) << r.out;
+  EXPECT_TRUE(has(r.out, "3 of 4 chunks ok, 1 BAD")) << r.out;
+  EXPECT_LT(r.max_rss_kib - before, 256 * 1024) << "peak " << r.max_rss_kib << " KiB, this process " << before;
+
+  claim(int64_t(1) << 60);  // 4 EiB: no allocation can succeed
+  r = run_child({"checkpoint", "inspect", "--verify", d.path.string()}, 60);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_FALSE(has(r.err, "out of memory")) << r.err;
+  EXPECT_TRUE(has(r.out, holds + "1152921504606846976]")) << r.out;
+  r = run_child({"checkpoint", "consolidate", d.path.string(), (d.path / "o.safetensors").string()}, 60);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_FALSE(has(r.err, "out of memory")) << r.err;
+  EXPECT_TRUE(has(r.err, holds + "1152921504606846976]")) << r.err;
 }
 
 TEST(CheckpointCli, ListedInHelp) {

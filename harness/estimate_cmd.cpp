@@ -2,7 +2,7 @@
 // "FSDP memory estimator".
 #include "harness/estimate_cmd.h"
 
-#include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -19,33 +19,59 @@ using dist::MemoryBytes;
 using dist::MemoryEstimate;
 using dist::Strategy;
 
-// "7e9", "7000000000", "1.5B", "125M", "350k": a whole, positive count.
+// "7000000000", "7e9", "1.5B", "125M", "350k": a whole, positive count, exactly. The forms:
+// decimal digits, an optional fraction (".5"), then either an exponent ("e9", "E+9", "e-1") or a
+// suffix (k/K 1e3, M 1e6, B/G 1e9, T 1e12), nothing else (no sign, blank, hex, inf). The value is
+// worked out in integers (a double loses digits past 2^53), and must be whole and at most
+// INT64_MAX.
 int64_t parse_count(const std::string& text) {
   const std::string bad = "--params: expected a positive whole number such as 7e9, 1.5B or 125M (got '" + text + "')";
-  if (text.empty()) throw UsageError(bad);
-  double scale = 1;
-  std::string num = text;
-  switch (num.back()) {
-    case 'k':
-    case 'K': scale = 1e3; break;
-    case 'M': scale = 1e6; break;
-    case 'B':
-    case 'G': scale = 1e9; break;
-    case 'T': scale = 1e12; break;
-    default: break;
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::size_t i = 0;
+  std::string digits;  // the integer part and the fraction, without the point
+  int64_t exp10 = 0;   // value = digits x 10^exp10
+  while (i < text.size() && digit(text[i])) digits += text[i++];
+  if (digits.empty()) throw UsageError(bad);
+  if (i < text.size() && text[i] == '.') {
+    const std::size_t from = ++i;
+    while (i < text.size() && digit(text[i])) digits += text[i++];
+    if (i == from) throw UsageError(bad);
+    exp10 -= int64_t(i - from);
   }
-  if (scale != 1) num.pop_back();
-  std::size_t used = 0;
-  double v = NAN;
-  try {
-    v = std::stod(num, &used);
-  } catch (const std::exception&) {
-    used = 0;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    const bool negative = i < text.size() && text[i] == '-';
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+    const std::size_t from = i;
+    int64_t e = 0;
+    for (; i < text.size() && digit(text[i]); ++i) e = std::min<int64_t>(e * 10 + (text[i] - '0'), 100000);
+    if (i == from) throw UsageError(bad);
+    exp10 += negative ? -e : e;
+  } else if (i + 1 == text.size()) {
+    switch (text[i++]) {
+      case 'k':
+      case 'K': exp10 += 3; break;
+      case 'M': exp10 += 6; break;
+      case 'B':
+      case 'G': exp10 += 9; break;
+      case 'T': exp10 += 12; break;
+      default: throw UsageError(bad);
+    }
   }
-  v *= scale;
-  if (used == 0 || used != num.size() || !std::isfinite(v) || v < 1 || v != std::floor(v) || v > 9.2e18)
-    throw UsageError(bad);
-  return int64_t(v);
+  if (i != text.size()) throw UsageError(bad);
+  digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size()));  // "0" -> "": zero
+  // Whole: the digits a negative exponent drops must be zeros.
+  for (; exp10 < 0 && !digits.empty(); ++exp10) {
+    if (digits.back() != '0') throw UsageError(bad);
+    digits.pop_back();
+  }
+  if (digits.empty()) throw UsageError(bad);  // zero
+  if (exp10 > 18) throw UsageError(bad);      // at least 10^19: past INT64_MAX
+  digits.append(std::size_t(exp10), '0');
+  int64_t v = 0;
+  for (char c : digits)
+    if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, c - '0', &v)) throw UsageError(bad);
+  return v;
 }
 
 DType parse_dtype(const std::string& flag, const std::string& s) {
@@ -66,9 +92,15 @@ std::string fixed(double v, int digits) {
 }
 
 // 1234567 -> "1,234,567"
+// (Built forwards: GCC 12 warns, wrongly, of an overlapping copy in string::insert here.)
 std::string grouped(int64_t v) {
-  std::string s = std::to_string(v);
-  for (int i = int(s.size()) - 3; i > (s[0] == '-' ? 1 : 0); i -= 3) s.insert(size_t(i), ",");
+  const std::string digits = std::to_string(v);
+  const std::size_t sign = digits[0] == '-' ? 1 : 0;
+  std::string s;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > sign && (digits.size() - i) % 3 == 0) s += ',';
+    s += digits[i];
+  }
   return s;
 }
 
@@ -118,6 +150,14 @@ Described describe(const CLI::App& sub, const EstimateOptions& o) {
     if (given(name)) positive(name, v);
   if (o.batch < 0) throw UsageError("--batch: must not be negative (got " + std::to_string(o.batch) + ")");
   if (o.units < 0) throw UsageError("--units: must not be negative (got " + std::to_string(o.units) + ")");
+  // Each unit, and each GPT block, is objects in the model's spec: bounded (dist::kMaxUnits and
+  // kMaxLayers, far above any real model) so that a mistyped count is an error, not minutes and
+  // all the memory.
+  if (o.units > dist::kMaxUnits)
+    throw UsageError("--units: at most " + std::to_string(dist::kMaxUnits) + " (got " + std::to_string(o.units) + ")");
+  if (given("--layers") && o.layers > dist::kMaxLayers)
+    throw UsageError("--layers: at most " + std::to_string(dist::kMaxLayers) + " (got " + std::to_string(o.layers) +
+                     ")");
   if (o.activation_bytes < 0)
     throw UsageError("--activation-bytes: must not be negative (got " + std::to_string(o.activation_bytes) + ")");
 
@@ -300,16 +340,19 @@ CLI::App* add_estimate_command(CLI::App& app, EstimateOptions& o) {
       "estimate",
       "Per-rank memory (parameters, gradients, optimizer state, activations, communication; per phase) of a model "
       "under DDP or an FSDP strategy, from the analytic estimator");
-  sub->add_option("--params", o.params, "Parameter count, e.g. 7e9, 1.5B, 125M (instead of --model)")->type_name("N");
+  sub->add_option("--params", o.params,
+                  "Parameter count, exactly: e.g. 7000000000, 7e9, 1.5B, 125M (instead of --model)")
+      ->type_name("N");
   sub->add_option("--model", o.model, "Reference model: gpt (nn::GPT) or mlp (nn::MLP)")->type_name("NAME");
-  sub->add_option("--layers", o.layers, "gpt: transformer blocks (default 2)")->type_name("N");
+  sub->add_option("--layers", o.layers, "gpt: transformer blocks (default 2, at most 100000)")->type_name("N");
   sub->add_option("--hidden", o.hidden, "gpt: d_model (default 32); mlp: hidden width (default 1024)")->type_name("N");
   sub->add_option("--heads", o.heads, "gpt: attention heads (default 4)")->type_name("N");
   sub->add_option("--vocab", o.vocab, "gpt: vocabulary (default 64)")->type_name("N");
   sub->add_option("--seq", o.seq, "gpt: max_seq, and the sequence length of --batch (default 16)")->type_name("N");
   sub->add_option("--mlp-in", o.mlp_in, "mlp: input features (default 784)")->type_name("N");
   sub->add_option("--mlp-out", o.mlp_out, "mlp: classes (default 10)")->type_name("N");
-  sub->add_option("--units", o.units, "--params: split into N equal FSDP units (default: one)")->type_name("N");
+  sub->add_option("--units", o.units, "--params: split into N equal FSDP units (default: one; at most 1000000)")
+      ->type_name("N");
   sub->add_option("--batch", o.batch, "--model: per-rank batch for the activation estimate (default 0: none)")
       ->type_name("B");
   sub->add_option("--activation-bytes", o.activation_bytes, "--params: activation bytes per rank (default 0)")
@@ -337,7 +380,14 @@ CLI::App* add_estimate_command(CLI::App& app, EstimateOptions& o) {
 }
 
 int run_estimate(const CLI::App& sub, const EstimateOptions& o, const std::string& command) {
-  const Described d = describe(sub, o);
+  // The model builders refuse what the flags' checks let through (a size whose bytes pass int64).
+  const Described d = [&] {
+    try {
+      return describe(sub, o);
+    } catch (const core::Error& err) {
+      throw UsageError(err.what());
+    }
+  }();
   if (!o.json.empty()) {
     try {
       check_output_path(o.json);

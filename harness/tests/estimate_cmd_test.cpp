@@ -83,6 +83,72 @@ TEST(EstimateCli, GptWithActivationsToJson) {
   }
 }
 
+// --params is parsed exactly, in integers: 2^53 + 1 is not a double's 2^53. The documented forms
+// (plain, an exponent, a fraction with a suffix) give exact counts.
+TEST(EstimateCli, ParamsAreExact) {
+  const tb::testing::ScratchDir dir("tb_estimate_");
+  const fs::path json = dir / "estimate.json";
+  CliRun r = run({"estimate", "--params", "9007199254740993", "--strategy", "ddp", "--json", json.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "9,007,199,254,740,993 parameters")) << r.out;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["records"][0]["metrics"]["parameters"].get<int64_t>(), 9007199254740993);
+  EXPECT_EQ(j["records"][0]["case"], "params9007199254740993/ddp/w1");
+  const std::vector<std::pair<std::string, std::string>> forms = {
+      {"7e9", "7,000,000,000 parameters"},
+      {"1.5B", "1,500,000,000 parameters"},
+      {"125M", "125,000,000 parameters"},
+      {"350k", "350,000 parameters"},
+      {"2T", "2,000,000,000,000 parameters"},
+      {"1.25E+3", "1,250 parameters"},
+      {"150e-1", "15 parameters"},
+      {"0.000001234567891234567e21", "1,234,567,891,234,567 parameters"},
+      {"007", "7 parameters"},
+  };
+  for (const auto& [text, shown] : forms) {
+    r = run({"estimate", "--params", text, "--strategy", "ddp", "--optimizer", "sgd"});
+    EXPECT_EQ(r.code, 0) << text << ": " << r.err;
+    EXPECT_TRUE(has(r.out, "model: " + shown)) << text << ": " << r.out;
+  }
+}
+
+// Near int64 the figures are exact; past it any sum (here a phase's total) is an error rather than
+// a wrapped total that loses to a smaller phase. One parameter at world 1: 4 B + 8 B of AdamW.
+TEST(EstimateCli, PastInt64IsAnError) {
+  const tb::testing::ScratchDir dir("tb_estimate_");
+  const fs::path json = dir / "estimate.json";
+  CliRun r = run({"estimate", "--params", "1", "--activation-bytes", "9223372036854775000", "--json", json.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(json);
+  const nlohmann::json m = nlohmann::json::parse(in)["records"][0]["metrics"];
+  EXPECT_EQ(m["peak_bytes"].get<int64_t>(), 9223372036854775012);
+  EXPECT_EQ(m["peak_phase"], "forward");
+  r = run({"estimate", "--params", "1", "--activation-bytes", "9223372036854775807", "--json", json.string() + "2"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.err, "byte count past int64")) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_FALSE(fs::exists(json.string() + "2"));
+}
+
+// A million units (the bound) in linear time: SHARD_GRAD_OP over 2 ranks, 1000 parameters per
+// unit, a shard of 500 (2,000 B master and gradient, 4,000 B AdamW state) and 4,000 B gathered,
+// unsharded and in the reduce buffer. The peak is the last unit's reduction: 2 GB of shards and
+// 4 GB gathered, 4 GB of state, that unit's gradient and reduce buffer.
+TEST(EstimateCli, AMillionUnits) {
+  const tb::testing::ScratchDir dir("tb_estimate_");
+  const fs::path json = dir / "estimate.json";
+  const CliRun r = run({"estimate", "--params", "1e9", "--units", "1000000", "--world", "2", "--strategy",
+                        "shard_grad_op", "--json", json.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "1,000,000,000 parameters (1000000 equal units)")) << r.out;
+  std::ifstream in(json);
+  const nlohmann::json m = nlohmann::json::parse(in)["records"][0]["metrics"];
+  EXPECT_EQ(m["peak_bytes"].get<int64_t>(), 10'000'008'000);
+  EXPECT_EQ(m["peak_phase"], "backward");
+  EXPECT_EQ(m["forward_total_bytes"].get<int64_t>(), 10'000'000'000);
+}
+
 TEST(EstimateCli, ListedInHelp) {
   CliRun r = run({"--help"});
   EXPECT_EQ(r.code, 0);
@@ -127,6 +193,27 @@ TEST(EstimateCli, BadInput) {
       {{"estimate", "--params", "1e6", "--strategy", "ddp", "--reduce-dtype", "bf16"}, "for the FSDP strategies"},
       // Past int64 bytes: the estimator refuses it rather than wrapping around.
       {{"estimate", "--params", "4e18", "--strategy", "ddp"}, "past int64"},
+      {{"estimate", "--params", "9223372036854775807"}, "past int64"},
+      {{"estimate", "--params", "1", "--activation-bytes", "9223372036854775807"}, "past int64"},
+      {{"estimate", "--model", "gpt", "--hidden", "4611686018427387904", "--heads", "1"}, "past int64"},
+      // Only the documented forms of --params, and only whole counts up to int64.
+      {{"estimate", "--params", "0x10"}, "--params: expected a positive whole number"},
+      {{"estimate", "--params", " 5"}, "--params: expected a positive whole number"},
+      {{"estimate", "--params", "5 "}, "--params: expected a positive whole number"},
+      {{"estimate", "--params", "+5"}, "--params: expected a positive whole number"},
+      {{"estimate", "--params", "inf"}, "--params: expected a positive whole number"},
+      {{"estimate", "--params", "5."}, "--params: expected a positive whole number"},
+      {{"estimate", "--params", ".5k"}, "--params: expected a positive whole number"},
+      {{"estimate", "--params", "1e3k"}, "--params: expected a positive whole number"},
+      {{"estimate", "--params", "15e-1"}, "--params: expected a positive whole number"},
+      {{"estimate", "--params", "1e-400"}, "--params: expected a positive whole number"},
+      {{"estimate", "--params", "0.0001k"}, "--params: expected a positive whole number"},
+      {{"estimate", "--params", "9223372036854775808"}, "--params: expected a positive whole number"},
+      {{"estimate", "--params", "1e99999999999999999999"}, "--params: expected a positive whole number"},
+      // The bounds on what sizes an allocation.
+      {{"estimate", "--params", "1e9", "--units", "1000001"}, "--units: at most 1000000 (got 1000001)"},
+      {{"estimate", "--params", "1e15", "--units", "1000000000000000"}, "--units: at most 1000000"},
+      {{"estimate", "--model", "gpt", "--layers", "1000000000000"}, "--layers: at most 100000 (got 1000000000000)"},
   };
   for (const auto& [args, message] : cases) {
     const CliRun r = run(args);

@@ -37,7 +37,8 @@ Rows rows_of(const ParamSpec& p, int64_t s) {
     if (d == 0) r.rows = p.shape[0];
     else r.row_numel = mul(r.row_numel, p.shape[d]);
   }
-  r.shard_rows = (r.rows + s - 1) / s;  // ceil(d0 / S): the padded rows each rank keeps
+  // ceil(d0 / S): the padded rows each rank keeps (not (d0 + S - 1) / S, which overflows near int64).
+  r.shard_rows = r.rows / s + (r.rows % s != 0 ? 1 : 0);
   return r;
 }
 
@@ -98,6 +99,13 @@ int64_t ModelSpec::numel() const {
   return n;
 }
 
+int64_t MemoryBytes::model_state() const { return add(add(parameters, gradients), optimizer_state); }
+int64_t MemoryBytes::total() const { return add(add(model_state(), activations), communication); }
+
+int64_t MemoryEstimate::model_state_bytes() const {
+  return add(add(parameter_bytes, gradient_bytes), optimizer_state_bytes);
+}
+
 int64_t MemoryBytes::of(memory::Tag t) const {
   switch (t) {
     case memory::Tag::Parameter: return parameters;
@@ -113,6 +121,7 @@ int64_t MemoryBytes::of(memory::Tag t) const {
 ModelSpec model_from_parameter_count(int64_t n, int64_t units, int64_t activation_bytes) {
   TB_CHECK(n >= 1, kOp, "the parameter count must be positive (got ", n, ")");
   TB_CHECK(units >= 0 && units <= n, kOp, "units must be between 0 and the parameter count ", n, " (got ", units, ")");
+  TB_CHECK(units <= kMaxUnits, kOp, "at most ", kMaxUnits, " units (got ", units, ")");
   TB_CHECK(activation_bytes >= 0, kOp, "activation bytes must not be negative (got ", activation_bytes, ")");
   ModelSpec m;
   if (units == 0) {
@@ -155,7 +164,9 @@ ModelSpec gpt_model(const nn::GPTConfig& c, int64_t batch, int64_t seq, DType ac
   TB_CHECK(c.d_model % c.n_heads == 0, kOp, "d_model ", c.d_model, " is not divisible by the ", c.n_heads, " heads");
   TB_CHECK(batch >= 0 && seq >= 0 && seq <= c.max_seq, kOp, "batch must not be negative and seq must be in 0..max_seq ",
            c.max_seq, " (got batch ", batch, ", seq ", seq, ")");
+  TB_CHECK(c.n_layers <= kMaxLayers, kOp, "at most ", kMaxLayers, " layers (got ", c.n_layers, ")");
   const int64_t d = c.d_model, V = c.vocab, H = c.n_heads;
+  const int64_t d3 = mul(3, d), d4 = mul(4, d);
   ModelSpec m;
   m.params.push_back({"tok_emb.weight", {V, d}, -1});
   m.params.push_back({"pos_emb.weight", {c.max_seq, d}, -1});
@@ -170,15 +181,15 @@ ModelSpec gpt_model(const nn::GPTConfig& c, int64_t batch, int64_t seq, DType ac
     const int u = int(l);
     m.params.push_back({p + "ln1.weight", {d}, u});
     m.params.push_back({p + "ln1.bias", {d}, u});
-    m.params.push_back({p + "attn.in_proj_weight", {3 * d, d}, u});
-    m.params.push_back({p + "attn.in_proj_bias", {3 * d}, u});
+    m.params.push_back({p + "attn.in_proj_weight", {d3, d}, u});
+    m.params.push_back({p + "attn.in_proj_bias", {d3}, u});
     m.params.push_back({p + "attn.out_proj.weight", {d, d}, u});
     m.params.push_back({p + "attn.out_proj.bias", {d}, u});
     m.params.push_back({p + "ln2.weight", {d}, u});
     m.params.push_back({p + "ln2.bias", {d}, u});
-    m.params.push_back({p + "mlp.0.weight", {4 * d, d}, u});
-    m.params.push_back({p + "mlp.0.bias", {4 * d}, u});
-    m.params.push_back({p + "mlp.2.weight", {d, 4 * d}, u});
+    m.params.push_back({p + "mlp.0.weight", {d4, d}, u});
+    m.params.push_back({p + "mlp.0.bias", {d4}, u});
+    m.params.push_back({p + "mlp.2.weight", {d, d4}, u});
     m.params.push_back({p + "mlp.2.bias", {d}, u});
     m.units.push_back({"blocks." + std::to_string(l), block_acts});
   }
@@ -263,15 +274,16 @@ MemoryEstimate estimate_memory(const MemoryEstimateInput& in) {
   // first closed at first_bucket_cap_mb, the rest at bucket_cap_mb (engine/dist/ddp/reducer.cpp).
   int64_t buckets = 0;
   if (!is_fsdp(st)) {
-    const auto mib = [](double m) { return int64_t(m * 1024 * 1024); };
+    // A cap past int64 bytes (or infinite) is no cap: converting it would be undefined.
+    const auto mib = [](double m) { return m * 1024 * 1024 < 0x1p63 ? int64_t(m * 1024 * 1024) : INT64_MAX; };
     int64_t open = 0;
-    int closed = 0;
+    bool first = true;
     for (auto it = in.model.params.rbegin(); it != in.model.params.rend(); ++it) {
       open = add(open, mul(rows_of(*it, 1).numel(), bp));
-      if (open >= (closed == 0 ? mib(in.first_bucket_cap_mb) : mib(in.bucket_cap_mb))) {
+      if (open >= (first ? mib(in.first_bucket_cap_mb) : mib(in.bucket_cap_mb))) {
         buckets = add(buckets, sz(open));
         open = 0;
-        ++closed;
+        first = false;
       }
     }
     if (open > 0) buckets = add(buckets, sz(open));
@@ -297,11 +309,6 @@ MemoryEstimate estimate_memory(const MemoryEstimateInput& in) {
     static const UnitBytes none;
     return i >= 0 && i < n ? u[size_t(i)] : none;
   };
-  auto sum = [&](int64_t from, int64_t to, int64_t UnitBytes::*f) {  // units [from, to)
-    int64_t s = 0;
-    for (int64_t j = std::max<int64_t>(from, 0); j < std::min(to, n); ++j) s = add(s, u[size_t(j)].*f);
-    return s;
-  };
   auto moment = [&](int64_t gathered, int64_t grads, int64_t comm, int64_t acts, bool opt) {
     MemoryBytes b;
     b.parameters = add(total.master, gathered);
@@ -319,12 +326,17 @@ MemoryEstimate estimate_memory(const MemoryEstimateInput& in) {
 
   e.after_init = moment(0, 0, 0, 0, false);
   // Forward: unit i runs (the next one prefetched); activations of units <= i and the root held.
+  // Running sums over units 0..i keep both passes linear in the units. Every partial sum of
+  // activations is at most total.acts, already summed; SHARD_GRAD_OP's gathered units are summed
+  // here (checked), and the backward only subtracts from these sums.
+  int64_t acts_upto = root.acts, gathered_upto = 0;  // units 0..i (and the root's activations)
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t g = add(add(root.gathered, keep ? sum(0, i + 1, &UnitBytes::gathered) : at(i).gathered),
-                          ov ? at(i + 1).gathered : 0);
-    keep_max(e.forward, moment(g, 0, 0, add(root.acts, sum(0, i + 1, &UnitBytes::acts)), true));
+    acts_upto = add(acts_upto, u[size_t(i)].acts);
+    if (keep) gathered_upto = add(gathered_upto, u[size_t(i)].gathered);
+    const int64_t g = add(add(root.gathered, keep ? gathered_upto : at(i).gathered), ov ? at(i + 1).gathered : 0);
+    keep_max(e.forward, moment(g, 0, 0, acts_upto, true));
   }
-  keep_max(e.forward, moment(add(root.gathered, keep ? sum(0, n, &UnitBytes::gathered) : 0), 0, 0, total.acts, true));
+  keep_max(e.forward, moment(add(root.gathered, gathered_upto), 0, 0, total.acts, true));
 
   // Backward: the moment unit i's reduction is issued (its unsharded gradient and its reduce
   // buffer live, its gathered parameters not yet freed); with prefetch unit i-1 is gathered and
@@ -339,19 +351,29 @@ MemoryEstimate estimate_memory(const MemoryEstimateInput& in) {
     if (fsdp) e.unsharded_gradient_bytes = std::max(e.unsharded_gradient_bytes, g);
     return g;
   };
+  // DDP: the whole gradients of the units already reduced, units i+1.. (i+2.. with unit i+1's
+  // reduction in flight), a running sum from the last unit down.
+  const int64_t in_flight = ov ? 1 : 0;
+  int64_t gshard_after = 0;
+  // Here acts_upto = total.acts and gathered_upto = SHARD_GRAD_OP's units 0..n-1 (0 otherwise).
   for (int64_t i = n - 1; i >= 0; --i) {
-    const int64_t g = add(add(root.gathered, keep ? sum(0, i + 1, &UnitBytes::gathered) : at(i).gathered),
+    const int64_t g = add(add(root.gathered, keep ? gathered_upto : at(i).gathered),
                           ov && !keep ? at(i - 1).gathered : 0);
-    const int64_t grads = add(unsharded(i), fsdp ? 0 : sum(i + 1 + (ov ? 1 : 0), n, &UnitBytes::gshard));
+    const int64_t grads = add(unsharded(i), fsdp ? 0 : gshard_after);
     const int64_t comm = add(at(i).comm, ov ? at(i + 1).comm : 0);
-    keep_max(e.backward, moment(g, grads, comm, add(root.acts, sum(0, i + 1, &UnitBytes::acts)), true));
+    keep_max(e.backward, moment(g, grads, comm, acts_upto, true));
+    // Unit i-1 next: units 0..i-1, and the gradients of units i+in_flight..
+    acts_upto -= u[size_t(i)].acts;
+    if (keep) gathered_upto -= u[size_t(i)].gathered;
+    if (!fsdp) gshard_after = add(gshard_after, at(i + in_flight).gshard);
   }
   // The root's reduction, after its embeddings' backward: activations are gone, unit 0's
   // reduction may still be in flight.
   {
     const int64_t unsharded_now = add(root.ugrad, ov && !fsdp ? at(0).ugrad : 0);
     if (fsdp) e.unsharded_gradient_bytes = std::max(e.unsharded_gradient_bytes, unsharded_now);
-    const int64_t grads = add(unsharded_now, fsdp ? 0 : sum(ov ? 1 : 0, n, &UnitBytes::gshard));
+    // gshard_after: units in_flight..n-1, as the loop left it.
+    const int64_t grads = add(unsharded_now, fsdp ? 0 : gshard_after);
     keep_max(e.backward, moment(root.gathered, grads, add(root.comm, ov ? at(0).comm : 0), 0, true));
   }
   // FSDP, the end of backward: every reduction waited for, the shard gradients written while the

@@ -57,9 +57,18 @@ struct ModelSpec {
   int64_t numel() const;
 };
 
+// Bounds on the models built here, far above any real model (tens to a few hundred blocks; the
+// deepest published transformers have about a thousand layers), so that a mistyped count is an
+// error rather than minutes and all the memory: a spec holds a named parameter (about 200 bytes)
+// per unit, or 12 per GPT block, and the estimator is linear in them. At the bounds a spec has
+// about 1.2 million parameters (some 350 MB; under a second to estimate).
+inline constexpr int64_t kMaxUnits = 1'000'000;  // model_from_parameter_count's units
+inline constexpr int64_t kMaxLayers = 100'000;   // gpt_model's blocks
+
 // `n` parameters as `units` one-dimensional parameters of (nearly) equal size, one per unit (the
 // last takes the remainder); units = 0: a single parameter in the root. `activation_bytes` is
-// spread over the units (or given to the root). Throws on n < 1, units < 0 or units > n.
+// spread over the units (or given to the root). Throws on n < 1, units < 0, units > n or units
+// > kMaxUnits.
 ModelSpec model_from_parameter_count(int64_t n, int64_t units = 0, int64_t activation_bytes = 0);
 
 // nn::MLP(in, hidden, out): parameters "0.weight", "0.bias", "2.*", "4.*", each Linear a unit.
@@ -71,7 +80,8 @@ ModelSpec mlp_model(int64_t in, int64_t hidden, int64_t out, int64_t batch = 0, 
 // head in the root). batch > 0 adds activations for sequences of `seq` tokens (<= c.max_seq), an
 // estimate from the tensors the engine's autograd saves (docs/distributed.md): per block
 // (16 B T d + B H T^2) elements in act_dtype plus 4 B T float32 LayerNorm statistics; the root
-// (2 B T d + 2 B T V) elements plus 2 B T float32.
+// (2 B T d + 2 B T V) elements plus 2 B T float32. Throws on more than kMaxLayers layers, or a
+// parameter or activation size past int64.
 ModelSpec gpt_model(const nn::GPTConfig& c, int64_t batch = 0, int64_t seq = 0, DType act_dtype = DType::Float32);
 
 struct MemoryEstimateInput {
@@ -104,8 +114,10 @@ struct MemoryBytes {
   int64_t optimizer_state = 0;  // sharded under FSDP
   int64_t activations = 0;      // saved for backward (an estimate)
   int64_t communication = 0;    // DDP buckets; FSDP reduce-scatter buffers in flight
-  int64_t model_state() const { return parameters + gradients + optimizer_state; }
-  int64_t total() const { return model_state() + activations + communication; }
+  // Sums checked like every other figure: past int64 they throw core::Error. estimate_memory
+  // computes both for every phase it returns, so on its result they never throw.
+  int64_t model_state() const;      // parameters + gradients + optimizer_state
+  int64_t total() const;            // model_state() + activations + communication
   int64_t of(memory::Tag t) const;  // 0 for Tag::Other
 };
 
@@ -121,7 +133,7 @@ struct MemoryEstimate {
   int64_t gradient_bytes = 0;                  // the .grad the optimizer reads (0 in DDP with bucket views)
   int64_t optimizer_state_bytes = 0;           // sharded with the parameters
   int64_t persistent_communication_bytes = 0;  // DDP's buckets, allocated once
-  int64_t model_state_bytes() const { return parameter_bytes + gradient_bytes + optimizer_state_bytes; }
+  int64_t model_state_bytes() const;           // the three above (checked; never throws on a result)
   // Transient, at their largest moment in the step.
   int64_t gathered_parameter_bytes = 0;  // unsharded compute copies (FSDP)
   int64_t unsharded_gradient_bytes = 0;  // full-size gradients awaiting their reduce-scatter
@@ -134,7 +146,8 @@ struct MemoryEstimate {
 
 // Throws core::Error on bad input: world < 1, a shard group that is not 1..world or does not
 // divide it (or one given to another strategy), a negative dimension, a non-floating dtype, a
-// parameter's unit out of range, a byte count past int64.
+// parameter's unit out of range, a byte count past int64 (any sum or product on the way, every
+// phase's total included). Linear in the parameters and units.
 MemoryEstimate estimate_memory(const MemoryEstimateInput& in);
 
 }  // namespace tb::dist

@@ -4,6 +4,8 @@
 // Every expected number is worked out by hand from the formulas in docs/distributed.md.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -225,6 +227,10 @@ TEST(Estimate, DdpBucketsFollowTheCaps) {
   EXPECT_EQ(estimate_memory(in).persistent_communication_bytes, 2 * 1200128);
   in.first_bucket_cap_mb = 25;  // both in one bucket
   EXPECT_EQ(estimate_memory(in).persistent_communication_bytes, 4194304);
+  // Caps past int64 bytes, or infinite, are no caps (not a conversion that wraps): one bucket.
+  in.first_bucket_cap_mb = 1e300;
+  in.bucket_cap_mb = INFINITY;
+  EXPECT_EQ(estimate_memory(in).persistent_communication_bytes, 4194304);
 }
 
 void expect_same_parameters(const ModelSpec& spec, const tb::nn::Module& model) {
@@ -279,6 +285,77 @@ TEST(Estimate, ParameterCountUnits) {
   EXPECT_EQ(m.params[2].shape, std::vector<int64_t>{4});
   EXPECT_EQ(m.units[2].activation_bytes, 3);  // 7 / 3 = 2 each, the last takes the remainder
   EXPECT_EQ(m.numel(), 10);
+}
+
+// The phases' totals are checked like every other sum: activations that bring a phase past int64
+// are an error, not a total that wraps negative and loses to a smaller phase. One parameter,
+// FULL_SHARD at world 1, fp32: 4 B master (computed with, not gathered), 8 B of AdamW state.
+TEST(Estimate, PhaseTotalsPastInt64AreAnError) {
+  MemoryEstimateInput in = input(tb::dist::model_from_parameter_count(1, 0, INT64_MAX - 807), Strategy::FullShard, 1);
+  const MemoryEstimate e = estimate_memory(in);
+  expect_bytes(e.forward, 4, 0, 8, INT64_MAX - 807, 0);
+  EXPECT_EQ(e.peak.total(), INT64_MAX - 795);
+  EXPECT_EQ(e.peak_phase, "forward");
+  in.model = tb::dist::model_from_parameter_count(1, 0, INT64_MAX);
+  expect_contains(error_of([&] { estimate_memory(in); }), {"past int64"});
+  in.model = tb::dist::model_from_parameter_count(1, 0, INT64_MAX - 11);  // 1 byte past, in the forward
+  expect_contains(error_of([&] { estimate_memory(in); }), {"past int64"});
+  MemoryBytes b;
+  b.parameters = INT64_MAX;
+  b.optimizer_state = 1;
+  expect_contains(error_of([&] { (void)b.model_state(); }), {"past int64"});
+  b.optimizer_state = 0;
+  b.communication = 1;
+  EXPECT_EQ(b.model_state(), INT64_MAX);
+  expect_contains(error_of([&] { (void)b.total(); }), {"past int64"});
+  MemoryEstimate m;
+  m.parameter_bytes = INT64_MAX;
+  m.gradient_bytes = 1;
+  expect_contains(error_of([&] { (void)m.model_state_bytes(); }), {"past int64"});
+}
+
+// kMaxUnits units (each 4 parameters, 100 activation bytes) in time linear in the units: the
+// estimator keeps running sums. SHARD_GRAD_OP over 2 ranks, AdamW fp32, prefetch: per unit a
+// shard of 2 (8 B master, 8 B gradient, 16 B state) and 16 B gathered, unsharded and in the
+// reduce buffer; the root is empty. The forward ends with every unit gathered (16 x 10^6) and
+// every activation (10^8); the backward's largest moment is the last unit's reduction.
+TEST(Estimate, AMillionUnitsInLinearTime) {
+  const int64_t n = tb::dist::kMaxUnits;
+  ASSERT_EQ(n, 1'000'000);
+  MemoryEstimateInput in = input(tb::dist::model_from_parameter_count(4 * n, n, 100 * n), Strategy::ShardGradOp, 2);
+  const MemoryEstimate e = estimate_memory(in);
+  EXPECT_EQ(e.numel, 4 * n);
+  EXPECT_EQ(e.model_state_bytes(), 32 * n);
+  expect_bytes(e.forward, 8 * n + 16 * n, 0, 16 * n, 100 * n, 0);
+  expect_bytes(e.backward, 8 * n + 16 * n, 16, 16 * n, 100 * n, 16);
+  EXPECT_EQ(e.peak_phase, "backward");
+  EXPECT_EQ(e.gathered_parameter_bytes, 16 * n);
+  // DDP at world 1: 16 B per unit each of parameters and gradients, 32 B of state. Without
+  // activations the backward peaks at unit 0's reduction, every later unit's gradient whole
+  // (16 x 10^6), as at the root's. Buckets: 1 MiB, then the other 14,951,424 B (under 25 MiB).
+  in = input(tb::dist::model_from_parameter_count(4 * n, n), Strategy::Ddp, 1);
+  const MemoryEstimate d = estimate_memory(in);
+  EXPECT_EQ(d.persistent_communication_bytes, 16 * n);
+  expect_bytes(d.backward, 16 * n, 16 * n, 32 * n, 0, 16 * n);
+  expect_bytes(d.forward, 16 * n, 0, 32 * n, 0, 16 * n);
+}
+
+// The bounds on the models built here (kMaxUnits, kMaxLayers) and sizes whose products pass
+// int64 are errors, not allocations that run out of memory or dimensions that wrap.
+TEST(Estimate, ModelSizesAreBounded) {
+  expect_contains(error_of([] { tb::dist::model_from_parameter_count(1'000'000'000'000'000, 1'000'001); }),
+                  {"at most 1000000 units", "got 1000001"});
+  expect_contains(error_of([] { tb::dist::model_from_parameter_count(1'000'000'000'000'000, 1'000'000'000'000'000); }),
+                  {"at most 1000000 units"});
+  tb::nn::GPTConfig c;
+  c.n_layers = 100'001;
+  expect_contains(error_of([&] { tb::dist::gpt_model(c); }), {"at most 100000 layers", "got 100001"});
+  c.n_layers = 1'000'000'000'000;
+  expect_contains(error_of([&] { tb::dist::gpt_model(c); }), {"at most 100000 layers"});
+  c.n_layers = 2;
+  c.d_model = int64_t(1) << 62;  // 3 d and 4 d pass int64
+  c.n_heads = 1;
+  expect_contains(error_of([&] { tb::dist::gpt_model(c); }), {"past int64"});
 }
 
 TEST(Estimate, BadInput) {

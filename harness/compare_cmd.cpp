@@ -3,9 +3,7 @@
 #include "harness/compare_cmd.h"
 
 #include <cmath>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "engine/core/error.h"
 #include "harness/result_compare.h"
@@ -28,34 +26,46 @@ CLI::App* add_compare_command(CLI::App& app, CompareCmdOptions& o) {
                 "Verdicts from the change of the engine/LibTorch ratio (robust to a machine's load) instead of engine "
                 "time");
   sub->add_option("--bounds", o.bounds, "Per-family engine/LibTorch bounds (ci/perf_bounds.json) to check one run")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return s.empty() ? std::string("needs a bounds file, not an empty name") : std::string();
+          },
+          "FILE"));
   return sub;
 }
 
 double parse_threshold(const std::string& text) {
   std::string t = text;
   if (!t.empty() && t.back() == '%') t.pop_back();
+  // Plain decimal digits with at most one point: std::stod alone would take "0x10" (16), " 5",
+  // "1e1" or "-0".
+  const std::size_t point = t.find('.');
+  const bool decimal = t.find_first_not_of("0123456789.") == std::string::npos &&
+                       (point == std::string::npos || t.find('.', point + 1) == std::string::npos) &&
+                       t.find_first_of("0123456789") != std::string::npos;
   double v = NAN;
-  std::size_t used = 0;
-  try {
-    v = std::stod(t, &used);
-  } catch (const std::exception&) {
+  if (decimal) {
+    try {
+      v = std::stod(t);
+    } catch (const std::exception&) {
+    }
   }
-  if (t.empty() || used != t.size() || !std::isfinite(v) || v < 0 || v > 1000)
+  if (!std::isfinite(v) || v < 0 || v > 1000)
     throw UsageError("compare: --threshold '" + text + "' is not a percentage from 0 to 1000 (e.g. 5%)");
   return v / 100;
 }
 
 int run_compare(const CompareCmdOptions& o) {
   try {
+    const double threshold = parse_threshold(o.threshold);  // checked with --bounds too, where it is unused
     if (!o.bounds.empty()) {
       if (o.files.size() != 1)
         throw UsageError("compare --bounds: give one result JSON, not " + std::to_string(o.files.size()));
-      std::ifstream in(o.bounds, std::ios::binary);
-      if (!in) throw UsageError("compare: --bounds " + o.bounds + ": cannot be read");
-      std::ostringstream text;
-      text << in.rdbuf();
-      const PerfBounds b = parse_perf_bounds(text.str(), o.bounds);
+      const std::string text = read_input_file(o.bounds, "bounds file");
+      if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+        throw UsageError("compare: " + o.bounds + ": empty file, not a bounds file");
+      const PerfBounds b = parse_perf_bounds(text, o.bounds);
       const BoundsCheck c = check_bounds(read_result_file(o.files[0]), b);
       std::cout << bounds_text(c, b, o.markdown) << std::flush;
       if (c.rows.empty()) return 1;  // a gate that checked nothing must not pass
@@ -64,10 +74,15 @@ int run_compare(const CompareCmdOptions& o) {
     if (o.files.size() != 2)
       throw UsageError("compare: give BASE.json and NEW.json, not " + std::to_string(o.files.size()) + " files");
     CompareOptions opt;
-    opt.threshold = parse_threshold(o.threshold);
+    opt.threshold = threshold;
     opt.relative = o.relative;
     const Comparison c = compare_results(read_result_file(o.files[0]), read_result_file(o.files[1]), opt, o.files[0],
                                          o.files[1]);
+    // A comparison that compared nothing must not pass: two empty runs, or runs of other suites.
+    if (c.in_both == 0)
+      throw UsageError("compare: " + o.files[0] + " and " + o.files[1] + " have no case in common (" +
+                       std::to_string(c.only_base.size()) + " and " + std::to_string(c.only_new.size()) +
+                       " records): nothing to compare");
     std::cout << (o.markdown ? comparison_markdown(c) : comparison_text(c)) << std::flush;
     return c.regression() ? 1 : 0;
   } catch (const core::Error& e) {

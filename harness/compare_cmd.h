@@ -3,7 +3,8 @@
 // (harness/result_compare.h, docs/compare.md). `trainbench compare --bounds FILE RUN.json`: one run's
 // engine/LibTorch ratios against per-family bounds (ci/perf_bounds.json, the CI gate).
 // Exit status: 0 no regression, 1 a significant slowdown beyond the threshold, a record newly
-// failing, or a row over its bound; 2 bad input (a missing file, bad JSON, another schema version).
+// failing, or a row over its bound (or without a usable ratio); 2 bad input (a missing file, a FIFO,
+// bad JSON, another schema version, a case twice in one file, no case in common).
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -26,7 +27,8 @@ CLI::App* add_compare_command(CLI::App& app, CompareCmdOptions& o);
 // for bad input.
 int run_compare(const CompareCmdOptions& o);
 
-// "5%", "5" (both five percent) or "0.5%"; UsageError for anything else or a negative value.
+// "5%", "5" (both five percent) or "0.5%": decimal digits with at most one point, up to 1000;
+// UsageError for anything else ("0x10", "1e1", "-0", " 5").
 double parse_threshold(const std::string& text);
 
 }  // namespace tb::harness

@@ -1,17 +1,27 @@
 // `trainbench compare` on synthetic results with known outcomes (a clear slowdown, identical runs,
 // huge noise, a status change, cases in one file only), hostile input (truncated JSON, wrong types,
 // NaN, empty series, another schema), the --bounds gate with ci/perf_bounds.json against a 10x
-// slower row, and the per-repetition series the benchmark runner now records.
+// slower row, and the per-repetition series the benchmark runner now records. Then what an
+// adversarial tester found: FIFOs, devices and oversized files; 10,000-value series (bounded work,
+// the same interval); bounds rows without a usable ratio; comparisons of nothing and repeated
+// cases; absurd times; loose --threshold values, an empty --bounds, and names that break tables.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/error.h"
 #include "harness/compare_cmd.h"
 #include "harness/result_compare.h"
 #include "harness/runner.h"
@@ -351,6 +361,244 @@ TEST(CompareSeries, BenchRecordsCarryRepetitionTimes) {
       << th::comparison_text(c);
   EXPECT_DOUBLE_EQ(c.benchmarks[0].time.ratio, 1.0);
   EXPECT_EQ(c.benchmarks[0].base_n, 4u);
+}
+
+// ---- found by an adversarial tester ----
+
+json bounds_row(const std::string& c, double e_med, double r_med, double e_min, double r_min) {
+  json r = bench(c, {});
+  r["metrics"] = {{"engine_median_s", e_med},
+                  {"reference_median_s", r_med},
+                  {"engine_min_s", e_min},
+                  {"reference_min_s", r_min}};
+  return r;
+}
+
+const char* kBounds =
+    R"({"schema":"trainbench.perf_bounds/1","suite":"ops","default_max_ratio":3,"family_max_ratio":{"gelu":5}})";
+
+// A FIFO, a device or a directory is refused before anything is read (a FIFO blocked compare for
+// ever, /dev/zero filled memory); a file over the limit is refused too.
+TEST_F(CompareCli, NonRegularAndOversizedFilesAreRefusedBeforeReading) {
+  const std::string good = write("good.json", result({bounds_row("a/float32/1", 1e-3, 1e-3, 1e-3, 1e-3)}));
+  const std::string bounds = write("bounds.json", std::string(kBounds));
+  const std::string fifo = (dir / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Should a reader block on the FIFO, a writer comes and goes to release it (the test then fails
+  // on the message instead of hanging).
+  std::atomic<bool> done{false};
+  std::thread releaser([&] {
+    for (int i = 0; i < 200 && !done; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+    }
+  });
+  const CliRun a = run({"compare", fifo, good});
+  const CliRun b = run({"compare", "--bounds", fifo, good});
+  done = true;
+  releaser.join();
+  EXPECT_EQ(a.code, 2) << a.err;
+  EXPECT_TRUE(has(a.err, fifo + ": is a FIFO, not a result file")) << a.err;
+  EXPECT_EQ(b.code, 2) << b.err;
+  EXPECT_TRUE(has(b.err, "is a FIFO, not a bounds file")) << b.err;
+  const CliRun dev = run({"compare", good, "/dev/null"});
+  EXPECT_EQ(dev.code, 2);
+  EXPECT_TRUE(has(dev.err, "/dev/null: is a character device")) << dev.err;
+  const CliRun d = run({"compare", "--bounds", dir.string(), good});
+  EXPECT_EQ(d.code, 2);
+  EXPECT_TRUE(has(d.err, "is a directory, not a bounds file")) << d.err;
+  // A valid result padded past 32 MiB: refused by its size, not parsed.
+  json big = result({bench("a/float32/1", kSteady)});
+  big["run"]["padding"] = std::string((32u << 20) + 1, 'x');
+  const CliRun l = run({"compare", good, write("big.json", big)});
+  EXPECT_EQ(l.code, 2) << l.out;
+  EXPECT_TRUE(has(l.err, "is larger than 32 MiB")) << l.err;
+  EXPECT_EQ(run({"compare", "--bounds", bounds, good}).code, 0);
+}
+
+// 10,000-value series: seconds per case when resampled value by value (2000 x 20,000 draws),
+// now a constant number of draws per resample from the same bootstrap distribution.
+TEST_F(CompareCli, LongSeriesTakeBoundedTimeAndKeepTheirMeaning) {
+  auto series = [](double scale, std::size_t n) {
+    std::vector<double> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = scale * (1e-3 + 1e-4 * double((i * 7919) % 1000) / 1000);
+    return v;
+  };
+  std::vector<json> base, same, slow;
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = "long" + std::to_string(i) + "/float32/1";
+    base.push_back(bench(name, series(1, 10000), series(1, 10000)));
+    same.push_back(bench(name, series(1.001, 10000), series(1, 10000)));
+    slow.push_back(bench(name, series(1.2, 10000), series(1, 10000)));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliRun s = compare(result(base), result(same));
+  const CliRun w = compare(result(base), result(slow));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 10) << "two comparisons of 5 cases of 10,000-value series";
+  EXPECT_EQ(s.code, 0) << s.out;
+  EXPECT_TRUE(has(s.out, "0 slower, 0 faster, 5 same")) << s.out;
+  EXPECT_EQ(w.code, 1) << w.out;
+  EXPECT_TRUE(has(w.out, "5 slower")) << w.out;
+  EXPECT_TRUE(has(w.out, "(2000 resamples)")) << w.out;
+
+  // The order statistics give the interval that resampling value by value gives (up to the
+  // bootstrap's own Monte Carlo noise), for an odd and an even length.
+  for (const std::size_t n : {501u, 500u}) {
+    std::vector<double> noisy(n);
+    for (std::size_t i = 0; i < n; ++i) noisy[i] = 1e-3 * (1 + 0.5 * double((i * 104729) % n) / double(n));
+    const json b = result({bench("n/float32/1", noisy)}), nn = result({bench("n/float32/1", scaled(noisy, 1.1))});
+    th::CompareOptions direct, order;
+    direct.direct_resample = 100000;
+    direct.resamples = order.resamples = 10000;
+    direct.work_budget = order.work_budget = 1e12;
+    const th::RatioCI d = th::compare_results(b, nn, direct).benchmarks.at(0).time;
+    const th::RatioCI o = th::compare_results(b, nn, order).benchmarks.at(0).time;
+    EXPECT_DOUBLE_EQ(d.ratio, o.ratio);
+    const double width = d.hi - d.lo;
+    EXPECT_GT(width, 0.03) << "an interval wide enough to compare";
+    EXPECT_NEAR(o.lo, d.lo, 0.05 * width) << n;
+    EXPECT_NEAR(o.hi, d.hi, 0.05 * width) << n;
+  }
+
+  // Past the work budget the resamples are cut, and the header says so; past 200 resamples'
+  // worth, compare refuses.
+  th::CompareOptions small;
+  small.work_budget = 14 * 1000;  // 14 draws a resample (kSteady twice) x 1000
+  const th::Comparison cut = th::compare_results(result({bench("a/float32/1", kSteady)}),
+                                                 result({bench("a/float32/1", kSteady)}), small);
+  EXPECT_EQ(cut.resamples, 1000);
+  EXPECT_TRUE(has(th::comparison_text(cut), "1000 resamples, cut from 2000")) << th::comparison_text(cut);
+  small.work_budget = 14 * 199;
+  EXPECT_THROW(th::compare_results(result({bench("a/float32/1", kSteady)}), result({bench("a/float32/1", kSteady)}),
+                                   small),
+               tb::core::Error);
+}
+
+// A ratio of 1e300 / 1e-300 (infinite) or over a LibTorch time of 0 is no reason to pass: the row
+// counts as over its bound, named.
+TEST_F(CompareCli, BoundsRowWithoutUsableRatioIsOver) {
+  const std::string bounds = write("bounds.json", std::string(kBounds));
+  const json ok = bounds_row("add/float32/1", 1e-3, 1e-3, 1e-3, 1e-3);
+  for (const json& bad :
+       {bounds_row("gelu/float32/1", 1e300, 1e-300, 1e300, 1e-300), bounds_row("gelu/float32/1", 5e-3, 0.0, 5e-3, 0.0),
+        bounds_row("gelu/float32/1", 1e-3, 1e-3, 0.0, 1e-3)}) {
+    const CliRun r = run({"compare", "--bounds", bounds, write("run.json", result({ok, bad}))});
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    EXPECT_TRUE(has(r.out, "2 benchmark rows, 1 over")) << r.out;
+    EXPECT_TRUE(has(r.out, "gelu/float32/1")) << r.out;
+    EXPECT_TRUE(has(r.out, "OVER (no usable ratio")) << r.out;
+  }
+  // Rows without the times are named as not checked (and alone they fail the gate, as before).
+  json strings = bench("sum/float32/1", {});
+  strings["metrics"] = {{"engine_median_s", "5"}, {"reference_median_s", "1"}};
+  const CliRun s = run({"compare", "--bounds", bounds, write("s.json", result({ok, strings}))});
+  EXPECT_EQ(s.code, 0) << s.out;
+  EXPECT_TRUE(has(s.out, "1 passed benchmark rows without engine and LibTorch times (not checked): sum/float32/1"))
+      << s.out;
+  EXPECT_EQ(run({"compare", "--bounds", bounds, write("t.json", result({strings}))}).code, 1);
+}
+
+// A comparison that compared nothing does not pass; a case twice in one file is refused, not
+// resolved to its first copy; a correctness and a benchmark record of one name are two cases.
+TEST_F(CompareCli, NothingComparedAndRepeatedCasesAreBadInput) {
+  const json ops = result({bench("a/float32/1", kSteady)});
+  const json comm = result({bench("all_reduce/float32/8/w2/engine", kSteady, {}, "comm")});
+  const CliRun none = compare(ops, comm);
+  EXPECT_EQ(none.code, 2) << none.out;
+  EXPECT_TRUE(has(none.err, "have no case in common (1 and 1 records): nothing to compare")) << none.err;
+  EXPECT_EQ(none.out, "");
+  EXPECT_EQ(compare(result({}), result({})).code, 2);
+
+  json dup = ops;
+  dup["records"].push_back(bench("a/float32/1", scaled(kSteady, 100000)));
+  const CliRun d = compare(ops, dup);
+  EXPECT_EQ(d.code, 2) << d.out;
+  EXPECT_TRUE(has(d.err, "records[1]: ops/a/float32/1 (benchmark) is already records[0]")) << d.err;
+
+  // ops' correctness and benchmark records share names: each pairs with its own kind (the
+  // benchmark was once lost behind the correctness record).
+  const json base = result({correctness("add/float32/16M", "pass"), bench("add/float32/16M", kSteady)});
+  const json neu = result({correctness("add/float32/16M", "pass"), bench("add/float32/16M", scaled(kSteady, 2))});
+  const CliRun k = compare(base, neu);
+  EXPECT_EQ(k.code, 1) << k.out;
+  EXPECT_TRUE(has(k.out, "Benchmarks in both (1): 1 slower")) << k.out;
+  EXPECT_TRUE(has(k.out, "ops/add/float32/16M (benchmark)")) << k.out;
+}
+
+// Times of 5e-324 s or 1e30 s are no timing: dropped and counted, never a figure like
+// "4.94e-315 ns" or a 36-digit ratio.
+TEST_F(CompareCli, AbsurdTimesAreDroppedAndCounted) {
+  const CliRun tiny = compare(result({bench("a/float32/1", kSteady)}),
+                              result({bench("a/float32/1", std::vector<double>(5, 5e-324))}));
+  EXPECT_EQ(tiny.code, 0) << tiny.out;
+  EXPECT_TRUE(has(tiny.out, "no repetition times (5 times outside 1e-12 s to 1e6 s ignored)")) << tiny.out;
+  EXPECT_FALSE(has(tiny.out, "e-315")) << tiny.out;
+  json mixed = bench("a/float32/1", {});
+  mixed["series"]["engine_time_s"] = json::array({1e30, 1e30, 1e-3, 1.01e-3, 0.99e-3, "nan"});
+  const CliRun big = compare(result({bench("a/float32/1", kSteady)}), result({mixed}));
+  EXPECT_EQ(big.code, 0) << big.out;
+  EXPECT_TRUE(has(big.out, "1 non-finite or non-positive times ignored, 2 times outside 1e-12 s to 1e6 s ignored"))
+      << big.out;
+  EXPECT_TRUE(has(big.out, "1.00x [")) << big.out;
+  // Extreme but usable times give a ratio in three digits, not 19.
+  const CliRun wide = compare(result({bench("a/float32/1", std::vector<double>(5, 1e-12))}),
+                              result({bench("a/float32/1", std::vector<double>(5, 1e6))}));
+  EXPECT_TRUE(has(wide.out, "1e+18x [1e+18x, 1e+18x]")) << wide.out;
+}
+
+// --threshold is strict decimal and checked with --bounds too; an empty --bounds is an error,
+// not a silent plain comparison; names from files cannot break a line or a Markdown table; a
+// bound of 1e308 prints in three digits.
+TEST_F(CompareCli, StrictOptionsEscapedNamesAndBoundedFigures) {
+  const json j = result({bench("a/float32/1", kSteady)});
+  for (const char* bad : {"0x10", "-0", "1e1", " 5", "5 ", "1.2.3", ".", "+5"}) {
+    const CliRun b = compare(j, j, {"--threshold", bad});
+    EXPECT_EQ(b.code, 2) << bad << ": " << b.out;
+    EXPECT_TRUE(has(b.err, "--threshold")) << b.err;
+  }
+  for (const char* good : {"0", "5.", ".5", "2.5%", "1000"})
+    EXPECT_EQ(compare(j, j, {"--threshold", good}).code, 0) << good;
+  const std::string bounds = write("bounds.json", std::string(kBounds));
+  const std::string one = write("one.json", result({bounds_row("add/float32/1", 1e-3, 1e-3, 1e-3, 1e-3)}));
+  EXPECT_EQ(run({"compare", "--bounds", bounds, one}).code, 0);
+  const CliRun t = run({"compare", "--bounds", bounds, one, "--threshold", "garbage"});
+  EXPECT_EQ(t.code, 2) << t.out;
+  EXPECT_TRUE(has(t.err, "--threshold 'garbage'")) << t.err;
+  const CliRun e = run({"compare", "--bounds", "", one, one});
+  EXPECT_EQ(e.code, 2) << e.out;
+  EXPECT_EQ(e.out, "");
+
+  const std::string evil = "x|y`z\n## injected";
+  const json m = result({bench(evil, kSteady), bench("b/float32/1", kSteady)});
+  const json only = result({bench("b/float32/1", kSteady), bench("c`\n# also", kSteady)});
+  for (const bool md : {false, true}) {
+    const CliRun r = compare(m, only, md ? std::vector<std::string>{"--markdown"} : std::vector<std::string>{});
+    EXPECT_EQ(r.code, 0) << r.out;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) {
+      EXPECT_NE(line.rfind("## injected", 0), 0u) << r.out;
+      EXPECT_NE(line.rfind("# also", 0), 0u) << r.out;
+    }
+    if (md) {
+      EXPECT_TRUE(has(r.out, "- ``ops/x|y`z\\n## injected``")) << r.out;
+      EXPECT_TRUE(has(r.out, "- ``ops/c`\\n# also``")) << r.out;
+    } else {
+      EXPECT_TRUE(has(r.out, "  ops/x|y`z\\n## injected")) << r.out;
+    }
+  }
+  const CliRun cell = compare(m, m, {"--markdown"});
+  EXPECT_TRUE(has(cell.out, "| ops/x\\|y\\`z\\n## injected |")) << cell.out;
+
+  const std::string huge =
+      write("huge.json",
+            std::string(R"({"schema":"trainbench.perf_bounds/1","suite":"ops","default_max_ratio":1e308})"));
+  const CliRun h = run({"compare", "--bounds", huge, one});
+  EXPECT_EQ(h.code, 0) << h.out;
+  EXPECT_TRUE(has(h.out, "1e+308x")) << h.out;
+  std::istringstream lines(h.out);
+  for (std::string line; std::getline(lines, line);) EXPECT_LT(line.size(), 160u) << line;
 }
 
 }  // namespace

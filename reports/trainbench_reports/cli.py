@@ -1,8 +1,8 @@
 """Command line: python -m trainbench_reports [--out DIR] [--peak-gflops X] [--peak-gbps Y] JSON...
 
 Exit status: 0 report written; 2 a bad command line, input or --out (one line on stderr naming the
-file and the problem: missing, a directory, unreadable, empty, not UTF-8, not JSON, another
-schema, not a valid result, --out a file or not writable); 3 this interpreter cannot run the
+file and the problem: missing, a directory, unreadable, a FIFO or device, over 64 MiB, empty,
+not UTF-8, not JSON, another schema, not a valid result, --out a file or not writable); 3 this interpreter cannot run the
 report (see __main__.py); 1 a bug in the report generator (with its traceback)."""
 from __future__ import annotations
 

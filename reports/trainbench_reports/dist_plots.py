@@ -27,7 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
-from .load import number  # noqa: E402
+from .load import MAX_RANKS, number, whole_number  # noqa: E402
 from .output import write_output  # noqa: E402
 
 COMM_CASE = re.compile(r"^(?P<op>[a-z_]+)/(?P<dtype>[a-z0-9]+)/(?P<bytes>\d+)/w(?P<world>\d+)/(?P<impl>[A-Za-z0-9_.-]+)$")
@@ -43,6 +43,35 @@ IMPL_STYLE = {
 IMPL_ORDER = ("engine", "engine-gloo", "mpi", "torch-gloo")
 STEP_PARTS = (("forward_ms", "forward", "#1f77b4"), ("backward_ms", "backward", "#2ca02c"),
               ("comm_wait_ms", "comm wait", "#d62728"), ("optimizer_ms", "optimizer", "#9467bd"))
+
+
+# Panels of one figure: a panel per model (or model and strategy, or world and op) drawn for 150
+# models took a minute, 500 most of two. Past these, the first by name are drawn and the title says
+# how many were left out; the tables list every record.
+MAX_PANELS = 12
+MAX_BARS = 48  # bars in one panel of the step and memory plots (a world and impl each)
+MAX_BYTES = 1e13  # a message size in a case name (the projection's COMM_RANGES)
+
+
+def _bounded(keys, limit: int = MAX_PANELS, what: str = "models"):
+    """(the keys to draw, a note for the title): all of them in their order, or past `limit` the
+    `limit` whose names sort first (in their order) and a note of how many were left out."""
+    keys = list(keys)
+    if len(keys) <= limit:
+        return keys, ""
+    keep = set(sorted(keys)[:limit])
+    return [k for k in keys if k in keep], (f" (the first {limit} of {len(keys)} {what} by name; "
+                                           f"{len(keys) - limit} left out)")
+
+
+def _bars_note(left: int) -> str:
+    """A panel title's note of the bars past MAX_BARS left out."""
+    return f" (the first {MAX_BARS} bars; {left} more left out)" if left > 0 else ""
+
+
+def _world(m):
+    """The case's w<world>, or None for a world no run has (0 ranks; more than MAX_RANKS)."""
+    return whole_number(m["world"], 1, MAX_RANKS)
 
 
 def _style(impl: str) -> dict:
@@ -78,9 +107,11 @@ def comm_points(items):
         m = COMM_CASE.match(r["case"])
         if not m or number(r["metrics"].get("time_s")) is None:
             continue
+        world, nbytes = _world(m), whole_number(m["bytes"], 0, MAX_BYTES)
+        if world is None or nbytes is None:  # 0 ranks, or 400 digits that overflow a float
+            continue
         impl = m["impl"] if run is None else f"{m['impl']} [{run}]"
-        key = (m["op"], int(m["world"]))
-        out.setdefault(key, {}).setdefault(impl, []).append((int(m["bytes"]), r))
+        out.setdefault((m["op"], world), {}).setdefault(impl, []).append((nbytes, r))
     for lines in out.values():
         for pts in lines.values():
             pts.sort(key=lambda p: p[0])
@@ -98,6 +129,9 @@ def _comm_plot(items, path: Path, metric: str, ylabel: str, title: str, scale):
     if not points:
         return None
     ops, worlds = _panel_keys(points)
+    ops, ops_note = _bounded(ops, 6, "collectives")
+    worlds, worlds_note = _bounded(worlds, 6, "world sizes")
+    title += ops_note + worlds_note
     fig, axes = plt.subplots(len(worlds), len(ops), figsize=(4.3 * len(ops), 3.4 * len(worlds)),
                              squeeze=False)
     drawn = False
@@ -209,8 +243,11 @@ def ddp_points(items):
         m = DDP_CASE.match(r["case"])
         if not m:
             continue
+        world = _world(m)
+        if world is None:
+            continue
         impl = m["impl"] if run is None else f"{m['impl']} [{run}]"
-        out.setdefault(m["model"], {}).setdefault(impl, {})[int(m["world"])] = r
+        out.setdefault(m["model"], {}).setdefault(impl, {})[world] = r
     return out
 
 
@@ -230,7 +267,11 @@ def ddp_scaling(items, path: Path):
             data.append((model, lines))
     if not data:
         return None
+    kept, note = _bounded([model for model, _ in data])
+    data = [d for d in data if d[0] in kept]
     fig, axes = plt.subplots(1, len(data), figsize=(4.8 * len(data), 3.8), squeeze=False)
+    if note:
+        fig.suptitle("DDP throughput vs ranks" + note, fontsize=10)
     for ax, (model, lines) in zip(axes[0], data):
         worlds = sorted({w for pts in lines.values() for w, _ in pts})
         for impl in sorted(lines, key=lambda s: _impl_key(s.split(" [")[0])):
@@ -269,13 +310,15 @@ def ddp_step_split(items, path: Path):
                     continue
                 bars.append((f"w{w} {impl}", parts, step, number(m.get("comm_hidden_fraction"))))
         if bars:
-            panels.append((model, bars))
+            panels.append((model, bars[:MAX_BARS], len(bars) - MAX_BARS))
     if not panels:
         return None
-    heights = [0.42 * len(b) + 1.2 for _, b in panels]
+    kept, left_out = _bounded([model for model, _, _ in panels])
+    panels = [p for p in panels if p[0] in kept]
+    heights = [0.42 * len(b) + 1.2 for _, b, _ in panels]
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, sum(heights) + 0.6), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
-    for ax, (model, bars) in zip(axes[:, 0], panels):
+    for ax, (model, bars, bars_left) in zip(axes[:, 0], panels):
         ys = list(range(len(bars)))
         left = [0.0] * len(bars)
         for k, (_, label, color) in enumerate(STEP_PARTS):
@@ -293,10 +336,12 @@ def ddp_step_split(items, path: Path):
         ax.set_yticks(ys, [b[0] for b in bars], fontsize=8)
         ax.invert_yaxis()
         ax.set_xlim(0, max(max(b[2], sum(b[1])) for b in bars) * 1.4)
-        ax.set_title(f"DDP {model}: one step, per-rank means (ms)", fontsize=10)
+        ax.set_title(f"DDP {model}: one step, per-rank means (ms)" + _bars_note(bars_left), fontsize=10)
         ax.grid(axis="x", alpha=0.3)
     axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
     axes[-1, 0].set_xlabel("ms per step")
+    if left_out:
+        fig.suptitle("DDP step split" + left_out, fontsize=10)
     return _save(fig, path)
 
 
@@ -413,8 +458,11 @@ def fsdp_points(items):
         m = FSDP_CASE.match(r["case"])
         if not m:
             continue
+        world = _world(m)
+        if world is None:
+            continue
         impl = m["impl"] if run is None else f"{m['impl']} [{run}]"
-        out.setdefault(m["model"], {}).setdefault((m["strategy"], impl), {})[int(m["world"])] = r
+        out.setdefault(m["model"], {}).setdefault((m["strategy"], impl), {})[world] = r
     return out
 
 
@@ -437,6 +485,8 @@ def fsdp_throughput(items, path: Path):
                 panels.append((model, strategy, drawn))
     if not panels:
         return None
+    kept, left_out = _bounded([(model, strategy) for model, strategy, _ in panels], what="models and strategies")
+    panels = [p for p in panels if (p[0], p[1]) in kept]
     cols = min(4, len(panels))
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
@@ -457,7 +507,7 @@ def fsdp_throughput(items, path: Path):
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.suptitle("FSDP throughput vs ranks (higher is better; engine-ddp: the engine's DDP)", fontsize=11)
+    fig.suptitle("FSDP throughput vs ranks (higher is better; engine-ddp: the engine's DDP)" + left_out, fontsize=11)
     return _save(fig, path)
 
 
@@ -488,14 +538,16 @@ def fsdp_memory(items, path: Path):
                 if any(e is not None for e in est):
                     bars.append((f"{strategy} w{w} estimate", [max(0.0, e or 0.0) for e in est], True))
         if bars:
-            panels.append((model, bars))
+            panels.append((model, bars[:MAX_BARS], len(bars) - MAX_BARS))
     if not panels:
         return None
-    heights = [0.3 * len(b) + 1.2 for _, b in panels]
+    kept, left_out = _bounded([model for model, _, _ in panels])
+    panels = [p for p in panels if p[0] in kept]
+    heights = [0.3 * len(b) + 1.2 for _, b, _ in panels]
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, sum(heights) + 0.6), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
     mib = float(1 << 20)
-    for ax, (model, bars) in zip(axes[:, 0], panels):
+    for ax, (model, bars, bars_left) in zip(axes[:, 0], panels):
         ys = list(range(len(bars)))
         left = [0.0] * len(bars)
         for k, (_, label, color) in enumerate(MEMORY_PARTS):
@@ -512,10 +564,12 @@ def fsdp_memory(items, path: Path):
         ax.invert_yaxis()
         ax.set_xlim(0, max(left) * 1.25 if max(left) > 0 else 1)
         ax.set_title(f"FSDP {model}: per-rank peak memory by category (each category's own peak, "
-                     "largest over ranks; hatched: the estimator)", fontsize=10)
+                     "largest over ranks; hatched: the estimator)" + _bars_note(bars_left), fontsize=10)
         ax.grid(axis="x", alpha=0.3)
     axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
     axes[-1, 0].set_xlabel("MiB per rank")
+    if left_out:
+        fig.suptitle("FSDP memory per rank" + left_out, fontsize=10)
     return _save(fig, path)
 
 
@@ -539,13 +593,15 @@ def fsdp_comm(items, path: Path):
                 hidden = None if busy is None else max(0.0, busy - exposed)
                 bars.append((f"{strategy} w{w} {impl}", max(0.0, exposed), hidden, step))
         if bars:
-            panels.append((model, bars))
+            panels.append((model, bars[:MAX_BARS], len(bars) - MAX_BARS))
     if not panels:
         return None
-    heights = [0.3 * len(b) + 1.2 for _, b in panels]
+    kept, left_out = _bounded([model for model, _, _ in panels])
+    panels = [p for p in panels if p[0] in kept]
+    heights = [0.3 * len(b) + 1.2 for _, b, _ in panels]
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, sum(heights) + 0.6), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
-    for ax, (model, bars) in zip(axes[:, 0], panels):
+    for ax, (model, bars, bars_left) in zip(axes[:, 0], panels):
         ys = list(range(len(bars)))
         exposed = [b[1] for b in bars]
         hidden = [b[2] or 0.0 for b in bars]
@@ -560,10 +616,13 @@ def fsdp_comm(items, path: Path):
         ax.set_yticks(ys, [b[0] for b in bars], fontsize=7)
         ax.invert_yaxis()
         ax.set_xlim(0, max(max(e + h for e, h in zip(exposed, hidden)), 1e-9) * 1.8)
-        ax.set_title(f"FSDP {model}: communication per step, exposed vs hidden (ms)", fontsize=10)
+        ax.set_title(f"FSDP {model}: communication per step, exposed vs hidden (ms)" + _bars_note(bars_left),
+                     fontsize=10)
         ax.grid(axis="x", alpha=0.3)
     axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7)
     axes[-1, 0].set_xlabel("ms per step")
+    if left_out:
+        fig.suptitle("FSDP communication" + left_out, fontsize=10)
     return _save(fig, path)
 
 
@@ -653,8 +712,11 @@ def dcp_points(items):
         m = DCP_CASE.match(r["case"])
         if not m:
             continue
+        world = _world(m)
+        if world is None:
+            continue
         impl = m["impl"] if run is None else f"{m['impl']} [{run}]"
-        out.setdefault((m["model"], int(m["world"])), {})[impl] = r
+        out.setdefault((m["model"], world), {})[impl] = r
     return OrderedDict(sorted(out.items()))
 
 
@@ -665,6 +727,8 @@ def dcp_throughput(items, path: Path):
     groups = dcp_points(items)
     if not groups:
         return None
+    kept, left_out = _bounded(groups, what="models and world sizes")
+    groups = OrderedDict((k, groups[k]) for k in kept)
     fig, axes = plt.subplots(len(groups), 2, figsize=(9.5, 3.2 * len(groups)), squeeze=False)
     for (ax_bw, ax_t), ((model, world), impls) in zip(axes, groups.items()):
         names = sorted(impls, key=lambda i: (i.split(" [")[0] != "engine", i))
@@ -695,7 +759,7 @@ def dcp_throughput(items, path: Path):
             ax.set_ylim(bottom=0)
             ax.grid(alpha=0.3, axis="y")
             ax.legend(fontsize=7)
-    fig.suptitle("Distributed checkpoints: the engine beside torch.distributed.checkpoint", fontsize=11)
+    fig.suptitle("Distributed checkpoints: the engine beside torch.distributed.checkpoint" + left_out, fontsize=11)
     return _save(fig, path)
 
 

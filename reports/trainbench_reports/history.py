@@ -9,7 +9,7 @@ import re
 from html import escape
 from pathlib import Path
 
-from .load import number
+from .load import MAX_TIME_S, MIN_TIME_S, number
 from .output import OutputError
 from .summary import fmt_seconds
 
@@ -21,13 +21,27 @@ def ordered_runs(results):
     return sorted(results, key=lambda r: (str(r.run.get("time", "")), r.label))
 
 
-def case_time(rec):
+def _usable_time(v) -> bool:
+    """A time per call history uses: MIN_TIME_S to MAX_TIME_S, as `trainbench compare` (5e-324 s
+    or 1e300 s is no timing: their ratio printed "infx", the first "4.94e-315 ns")."""
+    return v is not None and MIN_TIME_S <= v <= MAX_TIME_S
+
+
+def case_time(rec, dropped: list | None = None):
     """A benchmark record's time per call in seconds: the median of its repetitions
     (series.engine_time_s), else the median metric the suite wrote (engine_median_s, a distributed
-    bench's time_s or step_ms); None when it has none."""
+    bench's time_s or step_ms); None when it has none. Values that are no time per call ("nan",
+    0, or outside MIN_TIME_S..MAX_TIME_S) are left out; with `dropped` = [not numbers or not
+    positive, out of range], they are counted there, as compare counts them."""
     series = rec.get("series", {}).get("engine_time_s")
     if isinstance(series, list):
-        vals = sorted(v for v in map(number, series) if v is not None and v > 0)
+        vals = []
+        for v in map(number, series):
+            if _usable_time(v):
+                vals.append(v)
+            elif dropped is not None:
+                dropped[0 if v is None or not v > 0 else 1] += 1
+        vals.sort()
         if vals:
             n = len(vals)
             return vals[n // 2] if n % 2 else 0.5 * (vals[n // 2 - 1] + vals[n // 2])
@@ -35,7 +49,10 @@ def case_time(rec):
     for key, scale in (("engine_median_s", 1.0), ("time_s", 1.0), ("step_ms", 1e-3)):
         v = number(m.get(key))
         if v is not None and v > 0:
-            return v * scale
+            if _usable_time(v * scale):
+                return v * scale
+            if dropped is not None:
+                dropped[1] += 1
     return None
 
 
@@ -45,10 +62,10 @@ def _run_label(res) -> str:
     return f"{short}\n{res.run.get('git_revision', '?')}"
 
 
-def collect(results):
+def collect(results, dropped: list | None = None):
     """(runs in order, {suite: {case: [time or None per run]}}, [(suite, case, [status per run])]
     for the cases whose status changed). Only rank-0 records; a case repeated in one file keeps
-    its first record."""
+    its first record. `dropped`: counts of the times left out (case_time)."""
     runs = ordered_runs(results)
     times: dict = {}
     statuses: dict = {}
@@ -63,7 +80,7 @@ def collect(results):
             seen.add(key)
             statuses.setdefault(key, [None] * len(runs))[i] = rec["status"]
             if rec["kind"] == "benchmark" and rec["status"] == "pass":
-                t = case_time(rec)
+                t = case_time(rec, dropped)
                 if t is not None:
                     times.setdefault(rec["suite"], {}).setdefault(rec["case"], [None] * len(runs))[i] = t
     changed = [(s, c, st) for (s, c), st in statuses.items() if len({x for x in st if x is not None}) > 1]
@@ -138,9 +155,13 @@ def section_html(results):
     """The history tables (benchmark times per run, status changes), or '' for one result."""
     if len(results) < 2:
         return ""
-    runs, times, changed = collect(results)
+    dropped = [0, 0]
+    runs, times, changed = collect(results, dropped)
     head = "".join(f"<th>{escape(_run_label(r)).replace(chr(10), '<br>')}</th>" for r in runs)
     parts = []
+    if any(dropped):
+        parts.append(f"<p>Times left out as no time per call: {dropped[0]} not a positive number (\"nan\"), "
+                     f"{dropped[1]} outside {MIN_TIME_S:g} s to {MAX_TIME_S:g} s.</p>")
     if changed:
         parts.append(f"<h3>Cases whose status changed ({len(changed)})</h3>")
         parts.append(f"<table><tr><th>suite</th><th>case</th>{head}</tr>")

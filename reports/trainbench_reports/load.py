@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,16 +85,61 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
-def read_json(p: Path):
-    """The JSON document in file `p`; every way the file can be bad is a one-line LoadError."""
+# The most bytes read of one result file, as `trainbench compare` (kMaxInputBytes in
+# harness/result_compare.h): a result of every suite is under 10 MiB, and a file past it (a
+# runaway log, /dev/zero through a link) would be held in memory whole, then parsed.
+MAX_INPUT_BYTES = 64 << 20
+_UTF8_BOM = b"\xef\xbb\xbf"
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def read_input(p: Path, limit: int = MAX_INPUT_BYTES, what: str = "result file") -> bytes:
+    """The bytes of `p`, a regular file of at most `limit` bytes. Anything else is a one-line
+    LoadError, refused before a byte is read: a FIFO (reading one waits for a writer for ever), a
+    device (/dev/zero never ends), a directory, a file past the limit. Opened without blocking,
+    so a FIFO swapped in after a check cannot hang the open either."""
     try:
-        data = p.read_bytes()
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise LoadError(f"{p}: no such file")
     except IsADirectoryError:
-        raise LoadError(f"{p}: is a directory, not a result file")
+        raise LoadError(f"{p}: is a directory, not a {what}")
     except OSError as e:
         raise LoadError(f"{p}: cannot read: {_brief(e)}")
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise LoadError(f"{p}: is a directory, not a {what}")
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a plain file")
+            raise LoadError(f"{p}: is {kind}, not a {what} (only regular files are read)")
+        too_large = LoadError(f"{p}: is larger than {limit >> 20} MiB, the most that is read of a {what}")
+        if st.st_size > limit:
+            raise too_large
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= limit:  # the file may have grown since fstat: stop one read past the limit
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise too_large
+        return b"".join(chunks)
+    except OSError as e:
+        raise LoadError(f"{p}: cannot read: {_brief(e)}")
+    finally:
+        os.close(fd)
+
+
+def decode_json(data: bytes, p: Path):
+    """The JSON document in `data`, the bytes of file `p`; every way they can be bad is a one-line
+    LoadError. A UTF-8 byte order mark is skipped, as `trainbench compare` skips it (editors on
+    Windows write one)."""
+    if data.startswith(_UTF8_BOM):
+        data = data[len(_UTF8_BOM):]
     if not data.strip():
         raise LoadError(f"{p}: empty file, not a trainbench result")
     try:
@@ -110,6 +156,11 @@ def read_json(p: Path):
         raise LoadError(f"{p}: not a trainbench result: its JSON is nested too deeply")
     except ValueError as e:  # NaN, an integer too long to convert
         raise LoadError(f"{p}: not JSON: {_brief(e)}")
+
+
+def read_json(p: Path):
+    """The JSON document in file `p` (read_input, decode_json)."""
+    return decode_json(read_input(p), p)
 
 
 def expand_folders(paths) -> list[Path]:
@@ -158,3 +209,23 @@ def number(value):
     except OverflowError:
         return None
     return v if abs(v) <= MAX_METRIC else None
+
+
+# The most ranks a figure may speak of: `trainbench project --ranks` takes up to this many, and a
+# case's w<world> or <hosts>x<ranks> beyond it is no run (a world of 10^400 ranks overflows a float).
+MAX_RANKS = 1 << 20
+
+
+def whole_number(text: str, lo: int, hi: int):
+    """The decimal integer `text` (digits, as a case name's w<world> or <bytes>), or None when it
+    lies outside [lo, hi]: a case names its world and bytes, and a record whose name says world 0
+    or 400 digits of ranks is no measurement (and would divide by zero or overflow a float)."""
+    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > 20:  # no int() of 5000 digits
+        return None
+    v = int(text)
+    return v if lo <= v <= hi else None
+
+
+# Times per call the report uses (history, as `trainbench compare`: kMinTime and kMaxTime in
+# harness/result_compare.h): 1 ps to 11.6 days; 5e-324 s or 1e300 s are no timing.
+MIN_TIME_S, MAX_TIME_S = 1e-12, 1e6

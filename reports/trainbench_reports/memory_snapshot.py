@@ -12,11 +12,11 @@ allocation's "category" is its tag, so the visualizer colours the timeline by ta
 Exit status: 0 written; 2 a bad input (one line naming the file and the problem)."""
 from __future__ import annotations
 
-import json
 import pickle
 import sys
 from pathlib import Path
 
+from .load import LoadError, decode_json, read_input
 from .output import write_output
 
 FORMAT = "trainbench.memory_snapshot"
@@ -24,6 +24,9 @@ TAGS = ("parameter", "gradient", "optimizer_state", "activation", "communication
 # MemoryViz.js adds 'unknown' to its legend with a typo when categories lack it; naming the tag
 # 'other' as PyTorch's profiler names an uncategorised tensor avoids that path.
 CATEGORY = {"other": "unknown"}
+# The most bytes read of one snapshot: TRAINBENCH_MEMORY_HISTORY keeps up to 10^7 events
+# (kMaxHistory in engine/memory/allocator.cpp), about 100 bytes of JSON each.
+MAX_SNAPSHOT_BYTES = 1 << 30
 
 
 class SnapshotError(Exception):
@@ -37,11 +40,9 @@ def is_snapshot(doc) -> bool:
 def load(path) -> dict:
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SnapshotError(f"{path}: no such file")
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise SnapshotError(f"{path}: not readable JSON: {e}")
+        doc = decode_json(read_input(path, MAX_SNAPSHOT_BYTES, "memory snapshot"), path)
+    except LoadError as e:
+        raise SnapshotError(str(e))
     if not is_snapshot(doc):
         raise SnapshotError(f"{path}: not a trainbench memory snapshot (no \"format\": \"{FORMAT}\")")
     if doc.get("version") != 1:
@@ -57,9 +58,11 @@ def split_inputs(paths):
     (a file is a snapshot when its JSON says "format": "trainbench.memory_snapshot")."""
     results, snapshots = [], []
     for p in paths:
-        try:
-            doc = json.loads(Path(p).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        try:  # bounded, regular files only: a FIFO or /dev/zero is refused, not read
+            data = read_input(Path(p), MAX_SNAPSHOT_BYTES, "result file")
+            # Only a snapshot names its format; a result file need not be parsed twice.
+            doc = decode_json(data, Path(p)) if FORMAT.encode() in data else None
+        except LoadError:
             results.append(p)  # load_results names the problem (too deep a nesting included)
             continue
         if is_snapshot(doc):

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 from . import projection as pj  # noqa: E402
-from .dist_plots import _save  # noqa: E402
+from .dist_plots import _bounded, _save  # noqa: E402
 
 RANKS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 LINK_STYLE = {"nvlink": "#2ca02c", "ib": "#1f77b4", "ethernet": "#d62728", "shm": "#9467bd", "gloo": "#8c564b"}
@@ -46,7 +46,7 @@ def projection_plot(results, path: Path):
     if got is None:
         return None
     fits, models, vals = got
-    names = sorted({m for _, m in models})
+    names, left_out = _bounded(sorted({m for _, m in models}))
     kinds = [k for k in KIND_DASH if any(kind == k for kind, _ in models)]
     fig, axes = plt.subplots(len(names), len(kinds), figsize=(5.2 * len(kinds), 4.2 * len(names)), squeeze=False)
     for row, name in enumerate(names):
@@ -76,6 +76,8 @@ def projection_plot(results, path: Path):
                          fontsize=9)
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=6, loc="upper left")
+    if left_out:
+        fig.suptitle("Scaling PROJECTION" + left_out, fontsize=10)
     return _save(fig, path)
 
 

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "harness/cli.h"
+#include "harness/cli_checks.h"
 #include "harness/project_python.h"
 
 namespace tb::harness {
@@ -28,13 +29,23 @@ CLI::App* add_project_command(CLI::App& app, ProjectOptions& o) {
          "(shm, shm-cold, gloo, a link profile across hosts: e.g. 10g-50us, 10g-50us-cold, 10g-50us-gloo); "
          "default ib")
       ->type_name("NAME");
-  sub->add_option("--per-rank-batch", o.per_rank_batch, "Samples per rank (default: the world-1 run's)")
+  // The ranges of projection.py (BATCH_RANGE, SPEEDUP_RANGE), usage errors here as there: 0 is no
+  // batch (it had meant "the default"), a speedup of 1e-308 made every step infinite.
+  sub->add_option("--per-rank-batch", o.per_rank_batch, "Samples per rank, 1e-06 to 1e+09 (default: the world-1 run's)")
+      ->check(between(1e-6, 1e9, "samples"))
       ->type_name("N");
   sub->add_option("--compute-speedup", o.compute_speedup,
-                  "Ranks compute F times faster than the measured world-1 run (an accelerator against this CPU; "
-                  "default 1)")
+                  "Ranks compute F times faster than the measured world-1 run (an accelerator against this CPU), "
+                  "1e-06 to 1e+06; default 1")
+      ->check(between(1e-6, 1e6, ""))
       ->type_name("F");
-  sub->add_option("--json", o.json, "Also write the projection as a result file (kind projection)")->type_name("PATH");
+  sub->add_option("--json", o.json, "Also write the projection as a result file (kind projection)")
+      ->check(CLI::Validator(
+          [](std::string& path) -> std::string {
+            return path.empty() ? "an empty path (leave --json out to print only)" : std::string();
+          },
+          "PATH"))
+      ->type_name("PATH");
   return sub;
 }
 

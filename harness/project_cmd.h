@@ -19,7 +19,7 @@ struct ProjectOptions {
   std::string ranks = "8,16,32,64,128,256,512,1024";
   std::string link = "ib";
   std::string json;
-  double per_rank_batch = 0;   // 0: the world-1 run's batch
+  double per_rank_batch = 0;   // 0: not given, the world-1 run's batch (a given one is 1e-6 or more)
   double compute_speedup = 1;  // ranks compute this many times faster than the measured world-1 run
 };
 

@@ -25,8 +25,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .load import LoadError, load_results, number
-from .output import OutputError
+from .load import MAX_RANKS, LoadError, _clip, load_results, number, whole_number
+from .output import OutputError, check_output, write_output
 
 COMM_CASE = re.compile(r"^(?P<op>all_reduce|all_gather|reduce_scatter|broadcast)/float32/\d+/w(?P<world>\d+)/"
                        r"(?P<impl>[A-Za-z0-9_.-]+)$")
@@ -333,10 +333,11 @@ def comm_samples(results) -> dict:
             continue
         link = _link_of(rec, m["impl"])
         n, t = number(rec["metrics"].get("bytes")), number(rec["metrics"].get(TIME_KEY))
-        if link is None or n is None or t is None:
+        world, cores = whole_number(m["world"], 1, MAX_RANKS), _logical_cores(res, 1)
+        if link is None or n is None or t is None or world is None or cores is None:
             continue
-        world, hosts = int(m["world"]), int(number(rec["metrics"].get(LINK_KEYS[0])) or 1)
-        t /= oversubscription(world, hosts, int(res.run.get("logical_cores") or 1))
+        hosts = int(number(rec["metrics"].get(LINK_KEYS[0])) or 1)
+        t /= oversubscription(world, hosts, cores)
         runs.setdefault((link, m["op"], n, world, rec["case"]), []).append(t)
     out: dict = {}
     for (link, op, n, world, _), times in runs.items():
@@ -348,17 +349,45 @@ def _hosts_comm_samples(res, rec, runs: dict) -> None:
     """The comm points a hosts-suite comm record folds (HOSTS_COMM_CASE) into `runs`, keyed as
     comm_samples keys them; the hosts share one machine's cores."""
     c = HOSTS_COMM_CASE.match(rec["case"])
-    if not c:
+    shape, cores = _hosts_shape(c) if c else None, _logical_cores(res, 1)
+    if shape is None or cores is None:
         return
-    hosts, world = int(c["hosts"]), int(c["hosts"]) * int(c["local"])
-    slow = oversubscription(world, 1, int(res.run.get("logical_cores") or 1))
+    hosts, world = shape
+    slow = oversubscription(world, 1, cores)
     for key, value in rec["metrics"].items():
         k = HOSTS_COMM_KEY.match(key)
         t = number(value)
         link = _link_name(hosts, c["profile"], k["impl"]) if k else None
-        if link is None or t is None or not COMM_RANGES[TIME_KEY][0] <= t / 1e6 <= COMM_RANGES[TIME_KEY][1]:
+        n = whole_number(k["bytes"], *COMM_RANGES["bytes"]) if k else None  # the key's bytes: as a comm record's
+        lo, hi = COMM_RANGES[TIME_KEY]
+        if link is None or n is None or t is None or not lo <= t / 1e6 <= hi:
             continue
-        runs.setdefault((link, k["op"], float(k["bytes"]), world, rec["case"] + "/" + key), []).append(t / 1e6 / slow)
+        runs.setdefault((link, k["op"], float(n), world, rec["case"] + "/" + key), []).append(t / 1e6 / slow)
+
+
+def _hosts_shape(c):
+    """(hosts, world) of a hosts-suite case's <H>x<K> (HOSTS_COMM_CASE, HOSTS_STEP_CASE), or None
+    when it names no run: 0 hosts or 0 ranks a host (a world of 0 ranks divides by zero), or more
+    ranks than MAX_RANKS in all (400 digits overflow a float)."""
+    hosts, local = whole_number(c["hosts"], 1, MAX_RANKS), whole_number(c["local"], 1, MAX_RANKS)
+    if hosts is None or local is None or hosts * local > MAX_RANKS:
+        return None
+    return hosts, hosts * local
+
+
+# A machine's logical cores: a run header's logical_cores outside makes its records unusable (the
+# schema bounds it below only, and 10^400 cores overflow a float).
+CORES_RANGE = (1, 1 << 20)
+
+
+def _logical_cores(res, default):
+    """The run header's logical_cores, `default` where it has none; None where it says a count no
+    machine has (CORES_RANGE): the file's records are then left out, as records with a figure
+    out of its range are (_usable)."""
+    if "logical_cores" not in res.run:
+        return default
+    v = number(res.run["logical_cores"])
+    return int(v) if v is not None and CORES_RANGE[0] <= v <= CORES_RANGE[1] else None
 
 
 def derive_ring(op: str, all_reduce_fits: list, link: str) -> Fit:
@@ -418,16 +447,22 @@ class StepPoint:
 
 # The figures the model reads, with the range a usable one lies in: records may hold any number
 # (docs/results.md), and 0 threads or a step of 1e308 ms would divide by zero or overflow. A record
-# with a figure outside is left out, as a failed one is.
+# with a figure outside is left out, as a failed one is; so is one whose case names a world of 0
+# ranks or more than MAX_RANKS (whole_number), and the records of a file whose run header says
+# logical_cores outside CORES_RANGE. parameters: at most 10^12, 4 TB of float32 gradients on every
+# rank, which no DDP replica holds (a larger model is sharded, and 10^14 made 15 million buckets).
+# units (and an FSDP step's reduce-scatters, one a unit, and all-gathers, two): at most 10^4 wrapped
+# modules; overlap_fsdp steps through every unit, a second per prediction at 10^6, minutes a report.
 STEP_RANGES = {"step_ms": (1e-6, 1e9), "forward_ms": (0, 1e9), "backward_ms": (0, 1e9), "optimizer_ms": (0, 1e9),
                "comm_wait_ms": (0, 1e9), "comm_busy_ms": (0, 1e9), "threads": (1, 1e5), "per_rank_batch": (1e-6, 1e9),
-               "batch": (1e-6, 1e9), "parameters": (0, 1e14), "bytes_per_step": (0, 1e16), "all_gathers": (0, 1e6),
-               "reduce_scatters": (0, 1e6), "all_reduces": (0, 1e6), "units": (0, 1e6), "samples_per_s": (0, 1e15),
+               "batch": (1e-6, 1e9), "parameters": (0, 1e12), "bytes_per_step": (0, 1e16), "all_gathers": (0, 2e4),
+               "reduce_scatters": (0, 1e4), "all_reduces": (0, 1e6), "units": (0, 1e4), "samples_per_s": (0, 1e15),
                "small_batch": (1e-6, 1e9), "small_batch_forward_ms": (0, 1e9), "small_batch_backward_ms": (0, 1e9),
                "small_batch_main_thread_cpu_ms": (0, 1e9), "one_thread_batch": (1e-6, 1e9),
                **{f"one_thread{b}_{k}_ms": (0, 1e9) for b in ("", "_small_batch") for k in ("forward", "backward", "optimizer")},
                LINK_KEYS[0]: (1, 1e6)}
-COMM_RANGES = {"bytes": (0, 1e13), TIME_KEY: (1e-9, 1e5), LINK_KEYS[0]: (1, 1e6)}
+# bytes from 1: a 0-byte message has no bandwidth to fit (it fitted 10^21 GB/s).
+COMM_RANGES = {"bytes": (1, 1e13), TIME_KEY: (1e-9, 1e5), LINK_KEYS[0]: (1, 1e6)}
 
 
 def _usable(metrics: dict, ranges: dict, required: tuple) -> bool:
@@ -440,6 +475,15 @@ def _usable(metrics: dict, ranges: dict, required: tuple) -> bool:
         if v is None or not lo <= v <= hi:
             return False
     return True
+
+
+def _left_out(results) -> int:
+    """How many passed ddp/fsdp records step_points leaves out as unusable."""
+    used = {p.source for p in step_points(results)}
+    return sum(1 for _, rec in _records(results)
+               if (rec["suite"] == "ddp" and DDP_CASE.match(rec["case"])
+                   or rec["suite"] == "fsdp" and (m := FSDP_CASE.match(rec["case"])) and m["strategy"] != "ddp")
+               and rec["case"] not in used)
 
 
 def step_points(results) -> list[StepPoint]:
@@ -460,8 +504,10 @@ def step_points(results) -> list[StepPoint]:
         met = rec["metrics"]
         hosts = int(number(met.get(LINK_KEYS[0])) or 1)
         link = _link_of(rec, "engine")
-        cores = int(res.run.get("logical_cores") or number(met.get("threads")) or 1)
-        out.append(StepPoint(kind, model, int(m["world"]), hosts, link, met, cores, source=case))
+        world, cores = whole_number(m["world"], 1, MAX_RANKS), _logical_cores(res, int(number(met.get("threads")) or 1))
+        if world is None or cores is None:
+            continue
+        out.append(StepPoint(kind, model, world, hosts, link, met, cores, source=case))
     return _merge_runs(out)
 
 
@@ -497,9 +543,10 @@ def _hosts_step_points(res, rec) -> list[StepPoint]:
     over the step), comm_wait_ms and main_thread_cpu_ms where folded; the hosts share one machine's
     cores."""
     c = HOSTS_STEP_CASE.match(rec["case"])
-    if not c:
+    shape, cores = _hosts_shape(c) if c else None, _logical_cores(res, 1)
+    if shape is None or cores is None:
         return []
-    hosts, world = int(c["hosts"]), int(c["hosts"]) * int(c["local"])
+    hosts, world = shape
     link = _link_name(hosts, c["profile"], "engine")
     out = []
     for key in rec["metrics"]:
@@ -517,7 +564,7 @@ def _hosts_step_points(res, rec) -> list[StepPoint]:
         if not _usable(met, STEP_RANGES, ("step_ms", "samples_per_s", "per_rank_batch")):
             continue
         out.append(StepPoint("ddp" if c["suite"] == "ddp" else "full_shard", model, world, hosts, link, met,
-                             int(res.run.get("logical_cores") or 1), ranks_per_machine=world,
+                             cores, ranks_per_machine=world,
                              source=rec["case"] + "/" + model))
     return out
 
@@ -537,13 +584,56 @@ def ddp_buckets(total_bytes: float, first: float = 1 << 20, cap: float = 25 << 2
 def overlap_ddp(backward_s: float, buckets: list[float], comm) -> float:
     """Exposed all-reduce time after backward: bucket i is ready when backward has produced its
     bytes (gradients at an even rate over backward), the all-reduces run one at a time in order
-    (one communication channel, the engine's worker / NCCL's stream)."""
+    (one communication channel, the engine's worker / NCCL's stream). One step per bucket: the
+    model itself runs overlap_ddp_runs, the same in a few steps (Note [Equal buckets])."""
     total = sum(buckets)
     free, done = 0.0, 0.0
     for b in buckets:
         done += b
         ready = backward_s * done / total if total else backward_s
         free = max(free, ready) + comm(b)
+    return max(0.0, free - backward_s)
+
+
+# Note [Equal buckets]
+# ddp_buckets' layout is a run of equal buckets between the first and the last: 4 TB of gradients
+# are 152,000 buckets of 25 MiB, and overlap_ddp's loop over them (with a collective's time per
+# bucket) took seconds per prediction, a report of hundreds. Over a run of m equal buckets, each
+# all-reduce taking c, ready at r_j = r_1 + (j - 1) d (d: backward's time to produce one bucket),
+# the channel, free at F when the run starts, is free after it at
+#     F_m = max(F + m c, max over j of (r_j + (m - j + 1) c))
+# (unrolling F_j = max(F_{j-1}, r_j) + c: the channel last waited for bucket j, or never). The
+# inner term is r_1 + m c + (j - 1)(d - c), affine in j, so its maximum over 1 <= j <= m is at an
+# end: F_m = max(F + m c, r_1 + m c, r_m + c). overlap_ddp_runs takes that step per run; it equals
+# overlap_ddp's loop to rounding (the loop adds c m times; EqualBuckets in
+# reports/tests/test_hostile_inputs.py checks both, exactly where the sums are whole numbers).
+def ddp_bucket_runs(total_bytes: float, first: float = 1 << 20, cap: float = 25 << 20) -> list[tuple[float, int]]:
+    """ddp_buckets(total_bytes) as runs [(bucket bytes, how many)] in order, in a few steps
+    whatever the size: the first bucket, the full ones, the remainder."""
+    if total_bytes <= 0:
+        return []
+    head = min(first, total_bytes)
+    left = total_bytes - head
+    full = math.floor(left / cap)
+    while full > 0 and full * cap > left:  # the quotient rounded up to a whole number
+        full -= 1
+    while (full + 1) * cap <= left:
+        full += 1
+    rest = left - full * cap
+    return [(b, n) for b, n in ((head, 1), (float(cap), full), (rest, 1)) if n and b > 0]
+
+
+def overlap_ddp_runs(backward_s: float, runs: list[tuple[float, int]], comm) -> float:
+    """overlap_ddp over runs [(bucket bytes, how many)] of equal buckets (ddp_bucket_runs), one
+    step per run (Note [Equal buckets])."""
+    total = sum(b * n for b, n in runs)
+    free, done = 0.0, 0.0
+    for b, n in runs:
+        c = comm(b)
+        first_ready = backward_s * (done + b) / total
+        done += b * n
+        last_ready = backward_s * done / total
+        free = max(free + n * c, first_ready + n * c, last_ready + c)
     return max(0.0, free - backward_s)
 
 
@@ -621,7 +711,7 @@ class StepModel:
             p0 = points[0]
             raise ProjectionError(f"{p0.kind} {p0.model}: no world-1 record to build the compute model from "
                                   f"(run `trainbench bench --suite {'ddp' if p0.kind == 'ddp' else 'fsdp'}` with "
-                                  "world 1 in its filter)")
+                                  "world 1 in its filter; a record with a figure outside its range is left out)")
         self.base = base[0]
         self.kind, self.model = self.base.kind, self.base.model
         b = self.base
@@ -755,9 +845,9 @@ class StepModel:
         sharded = self.kind != "ddp"
         opt /= ranks if sharded else 1  # FSDP steps its own shard only
         if self.kind == "ddp":
-            buckets = ddp_buckets(self.grad_bytes)
-            comm_total = sum(coll("all_reduce", b) for b in buckets)
-            exposed = overlap_ddp(bwd, buckets, lambda b: coll("all_reduce", b)) if overlap else comm_total
+            runs = ddp_bucket_runs(self.grad_bytes)  # Note [Equal buckets]
+            comm_total = sum(n * coll("all_reduce", b) for b, n in runs)
+            exposed = overlap_ddp_runs(bwd, runs, lambda b: coll("all_reduce", b)) if overlap else comm_total
             fb = fwd + bwd + exposed
         else:
             ag = coll("all_gather", self.msg_bytes)
@@ -892,8 +982,9 @@ def parse_ranks(text: str) -> list[int]:
     out = []
     for part in text.split(","):
         part = part.strip()
-        if not re.fullmatch(r"[0-9]+", part) or not (1 <= int(part) <= 1 << 20):
-            raise ProjectionError(f"--ranks {text!r}: {part!r} is not a rank count from 1 to {1 << 20} "
+        if not re.fullmatch(r"[0-9]+", part) or whole_number(part, 1, MAX_RANKS) is None:
+            raise ProjectionError(f"--ranks {_clip(repr(text), 60)}: {_clip(repr(part), 40)} is not a rank count "
+                                  f"from 1 to {MAX_RANKS} "
                                   "(give a comma-separated list, e.g. 8,64,1024)")
         out.append(int(part))
     return sorted(set(out))
@@ -1006,27 +1097,51 @@ def parse_args(argv):
                         "its Gloo backend; across hosts the records' link profile, e.g. 10g-50us, 10g-50us-cold or "
                         "10g-50us-gloo from `trainbench bench --suite hosts`)")
     p.add_argument("--per-rank-batch", type=float, default=None,
-                   help="samples per rank (default: the world-1 run's batch)")
+                   help=f"samples per rank, {BATCH_RANGE[0]:g} to {BATCH_RANGE[1]:g} (default: the world-1 run's "
+                        "batch)")
     p.add_argument("--compute-speedup", type=float, default=1.0, metavar="F",
                    help="ranks compute F times faster than the measured world-1 run (e.g. an accelerator "
-                        "against this CPU; default 1)")
+                        f"against this CPU), {SPEEDUP_RANGE[0]:g} to {SPEEDUP_RANGE[1]:g}; default 1")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the projection as a result file")
     p.add_argument("--schema", type=Path, default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
+# The command line's figures: a per-rank batch as a record's (STEP_RANGES), a speedup of a million
+# either way (1e-308 made every step infinite, then divided by it; a batch of 1e300 printed times of
+# 300 digits). Outside is a usage error, 0 included (not "the default").
+BATCH_RANGE = STEP_RANGES["per_rank_batch"]
+SPEEDUP_RANGE = (1e-6, 1e6)
+
+
+def _check_options(args) -> None:
+    """Usage errors, before a file is read: the ranges above and an --json that cannot be written
+    (checked before the projection prints, not after)."""
+    for name, value, (lo, hi) in (("--per-rank-batch", args.per_rank_batch, BATCH_RANGE),
+                                  ("--compute-speedup", args.compute_speedup, SPEEDUP_RANGE)):
+        if value is not None and not lo <= value <= hi:  # NaN fails both comparisons
+            raise ProjectionError(f"{name} {value:g}: must be between {lo:g} and {hi:g}")
+    if args.json is not None:
+        if not args.json:
+            raise ProjectionError("--json '': an empty path (leave --json out to print only)")
+        try:
+            check_output(Path(args.json))
+        except OutputError as e:
+            raise OutputError(f"--json {e}")
+
+
 def run(args) -> int:
     ranks = parse_ranks(args.ranks)
-    if args.per_rank_batch is not None and not (args.per_rank_batch > 0 and math.isfinite(args.per_rank_batch)):
-        raise ProjectionError(f"--per-rank-batch {args.per_rank_batch:g}: must be a positive number")
-    if not (args.compute_speedup > 0 and math.isfinite(args.compute_speedup)):
-        raise ProjectionError(f"--compute-speedup {args.compute_speedup:g}: must be a positive number")
+    _check_options(args)
     results = load_results(args.results, args.schema)
     fits = fit_links(results)
     models = step_models(results)
     if not models:
+        left = _left_out(results)
         raise ProjectionError("no passed ddp/<model>/w<W>/engine or fsdp/<model>/<strategy>/w<W>/engine records in "
-                              f"{', '.join(args.results)} (run `trainbench bench --suite ddp` and/or `--suite fsdp`)")
+                              f"{', '.join(args.results)} (run `trainbench bench --suite ddp` and/or `--suite fsdp`)"
+                              + (f"; {left} such record(s) left out for a figure outside its usable range "
+                                 "(docs/distributed.md, \"Scaling projection\")" if left else ""))
     link = link_model(args.link, fits)
     rows = project(models, link, ranks, args.per_rank_batch, args.compute_speedup)
     vals = validate_points(models, fits)
@@ -1035,8 +1150,7 @@ def run(args) -> int:
     print(table_text(rows))
     print()
     print(validation_text(vals, fits))
-    if args.json:
-        from .output import write_output
+    if args.json is not None:
         doc = dict(schema="trainbench.result/1", run=_run_header(results, args), records=records(rows, vals, fits, link))
         write_output(Path(args.json), (json.dumps(doc, indent=1, allow_nan=False) + "\n").encode())
         print(f"json: {args.json}")

@@ -4,6 +4,7 @@
 #include "suites/comm/comm_bench.h"
 
 #include <mpi.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -161,10 +162,20 @@ struct Runner {
   std::function<void()> call;  // one call, issued and completed
   std::function<void()> barrier;
   std::function<double(double)> max;  // the largest value over ranks
+  std::function<double(double)> sum;  // the sum over ranks
   // Where set, `call` adds the seconds of the collective alone here, and timed() reports them
-  // instead of the loop's (engine-cold: the cache flush and the barrier before each call left out).
+  // instead of the loop's (engine-cold: the cache flush and the barrier before each call left out),
+  // and the process CPU seconds of the collective alone to in_call_cpu_s.
   double* in_call_s = nullptr;
+  double* in_call_cpu_s = nullptr;
 };
+
+// CPU seconds of this process, all its threads (the engine's worker and MPI's among them).
+double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 Runner engine_runner(dist::ProcessGroup& pg, const std::string& op, Tensor& in, Tensor& out) {
   Runner r;
@@ -174,11 +185,13 @@ Runner engine_runner(dist::ProcessGroup& pg, const std::string& op, Tensor& in, 
   else if (op == "all_gather") r.call = [g, &in, &out] { g->all_gather(out, in)->wait(); };
   else r.call = [g, &in, &out] { g->reduce_scatter(out, in)->wait(); };
   r.barrier = [g] { g->barrier()->wait(); };
-  r.max = [g](double v) {
+  auto reduce = [g](double v, dist::ReduceOp op) {
     Tensor t = full({1}, v, DType::Float64);
-    g->all_reduce(t, dist::ReduceOp::Max)->wait();
+    g->all_reduce(t, op)->wait();
     return t.item_double();
   };
+  r.max = [reduce](double v) { return reduce(v, dist::ReduceOp::Max); };
+  r.sum = [reduce](double v) { return reduce(v, dist::ReduceOp::Sum); };
   return r;
 }
 
@@ -200,37 +213,53 @@ Runner mpi_runner(MPI_Comm comm, const std::string& op, Tensor& in, Tensor& out)
       mpi_check(MPI_Reduce_scatter_block(a, b, m, MPI_FLOAT, MPI_SUM, comm), "MPI_Reduce_scatter_block");
     };
   r.barrier = [comm] { mpi_check(MPI_Barrier(comm), "MPI_Barrier"); };
-  r.max = [comm](double v) {
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+  auto reduce = [comm](double v, MPI_Op op) {
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, op, comm), "MPI_Allreduce");
     return v;
   };
+  r.max = [reduce](double v) { return reduce(v, MPI_MAX); };
+  r.sum = [reduce](double v) { return reduce(v, MPI_SUM); };
   return r;
 }
 
-// Per-call mean of `n` calls between a barrier and the clock, the largest over ranks.
-double timed(const Runner& r, int n) {
+struct Interval {
+  double time_s = 0;  // per call, the largest over ranks
+  double cpu_s = 0;   // process CPU per call, this rank's
+};
+
+// Per-call mean of `n` calls between a barrier and the clock.
+Interval timed(const Runner& r, int n) {
   r.barrier();
   if (r.in_call_s) *r.in_call_s = 0;
+  if (r.in_call_cpu_s) *r.in_call_cpu_s = 0;
+  const double c0 = process_cpu_s();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i) r.call();
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n;
-  return r.max(r.in_call_s ? *r.in_call_s / n : dt);
+  const double cpu = (r.in_call_cpu_s ? *r.in_call_cpu_s : process_cpu_s() - c0) / n;
+  return {r.max(r.in_call_s ? *r.in_call_s / n : dt), cpu};
 }
 
 struct Timing {
   double median = 0, min = 0, max = 0;
   int calls = 0;             // over all repetitions
   std::vector<double> reps;  // each repetition's time per call, in run order (`trainbench compare`)
+  double cpu_s = 0;          // process CPU per call: each rank's median repetition, the ranks' mean
 };
 
 // kReps repetitions of ceil(iters / kReps) calls; the same values on every rank.
-Timing timed_reps(const Runner& r, int iters) {
+Timing timed_reps(const Runner& r, int iters, int world) {
   const int per = (iters + kReps - 1) / kReps;
-  std::vector<double> t;
-  for (int i = 0; i < kReps; ++i) t.push_back(timed(r, per));
+  std::vector<double> t, cpu;
+  for (int i = 0; i < kReps; ++i) {
+    const Interval iv = timed(r, per);
+    t.push_back(iv.time_s);
+    cpu.push_back(iv.cpu_s);
+  }
   std::vector<double> sorted = t;
   std::sort(sorted.begin(), sorted.end());
-  return {sorted[kReps / 2], sorted.front(), sorted.back(), per * kReps, std::move(t)};
+  std::sort(cpu.begin(), cpu.end());  // the median, as time_s: one repetition's stray wake-up weighs nothing
+  return {sorted[kReps / 2], sorted.front(), sorted.back(), per * kReps, std::move(t), r.sum(cpu[kReps / 2]) / world};
 }
 
 // Every rank sends rank+1 (exact in float32), so the first call's output is known everywhere.
@@ -296,16 +325,19 @@ void run_point(CommState& st, const std::string& op, int64_t nominal, const std:
   }
   Runner r = pg ? engine_runner(*pg, op, in, out) : mpi_runner(st.raw_comm(), op, in, out);
   const bool cold = impl == "engine-cold";
-  double in_call = 0;
+  double in_call = 0, in_call_cpu = 0;
   if (cold) {  // Note [Collectives out of cache]
     if (!st.flusher) st.flusher = std::make_unique<CacheFlusher>();
     r.in_call_s = &in_call;
-    r.call = [call = r.call, barrier = r.barrier, f = st.flusher.get(), &in_call] {
+    r.in_call_cpu_s = &in_call_cpu;
+    r.call = [call = r.call, barrier = r.barrier, f = st.flusher.get(), &in_call, &in_call_cpu] {
       f->flush();
       barrier();
+      const double c0 = process_cpu_s();
       const auto t0 = std::chrono::steady_clock::now();
       call();
       in_call += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      in_call_cpu += process_cpu_s() - c0;
     };
     rec.metrics["flush_bytes"] = double(st.flusher->bytes());
   }
@@ -316,9 +348,9 @@ void run_point(CommState& st, const std::string& op, int64_t nominal, const std:
   for (int i = 1; i < kWarmup; ++i) r.call();
   // engine-cold's count is fixed (each call costs a flush), so it needs no probe.
   const int iters = cold ? kColdCallsPerRep * kReps
-                         : int(std::clamp(std::ceil(target_s / std::max(timed(r, 1), 1e-9)), double(kMinIters),
+                         : int(std::clamp(std::ceil(target_s / std::max(timed(r, 1).time_s, 1e-9)), double(kMinIters),
                                           double(kMaxIters)));
-  const Timing t = timed_reps(r, iters);
+  const Timing t = timed_reps(r, iters, world);
   // Every rank finished the same calls before the verdict, so a wrong answer cannot desync them.
   check(wrong.empty(), wrong);
 
@@ -326,6 +358,7 @@ void run_point(CommState& st, const std::string& op, int64_t nominal, const std:
   rec.metrics["time_s"] = t.median;
   rec.metrics["time_min_s"] = t.min;
   rec.metrics["time_max_s"] = t.max;
+  rec.metrics["cpu_s"] = t.cpu_s;
   rec.metrics["algbw_gbps"] = algbw;
   rec.metrics["busbw_gbps"] = algbw * comm_bus_factor(op, world);
   rec.metrics["bytes"] = double(shape.bytes);

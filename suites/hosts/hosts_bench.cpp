@@ -2,7 +2,8 @@
 // all_gather and reduce_scatter size sweep inside one host (1 x 2, 1 x 4 ranks) and across two per link profile (2 x 1, 2 x 2),
 // and the DDP and FSDP (FULL_SHARD) benchmarks at 2 hosts x 1 and x 2 ranks per profile: samples/s,
 // step time, the time the step waited on communication (comm_wait_ms), the collectives' own run
-// time (comm_busy_ms) and the training thread's CPU time per step (main_thread_cpu_ms), as those
+// time (comm_busy_ms), the training thread's and the whole process's CPU time per step (main_thread_cpu_ms,
+// cpu_ms), and each collective's process CPU per call (cpu_us), as those
 // suites' benchmarks measure them (kFolded). Each case brings
 // its own hosts up, measures the link between two of them (TCP probe: measured next to the
 // profile's nominal figures), runs the other suite's rank benchmarks once across the hosts and
@@ -77,6 +78,8 @@ harness::TestCase comm_case(const std::string& profile, int hosts, int ranks_per
                     const std::string k = comm_key(r.case_name);
                     rec.metrics[k + "_time_us"] = r.metrics.value("time_s", 0.0) * 1e6;
                     rec.metrics[k + "_busbw_gbps"] = r.metrics.value("busbw_gbps", 0.0);
+                    if (r.metrics.contains("cpu_s"))
+                      rec.metrics[k + "_cpu_us"] = r.metrics["cpu_s"].get<double>() * 1e6;
                   }
                   check(!inner.empty(), "the comm benchmark produced no record");
                 },
@@ -85,7 +88,8 @@ harness::TestCase comm_case(const std::string& profile, int hosts, int ranks_per
 }
 
 // The figures of each model's step a training case folds, as <model>_<figure>.
-constexpr const char* kFolded[] = {"samples_per_s", "step_ms", "comm_wait_ms", "comm_busy_ms", "main_thread_cpu_ms"};
+constexpr const char* kFolded[] = {"samples_per_s",      "step_ms", "comm_wait_ms", "comm_busy_ms",
+                                   "main_thread_cpu_ms", "cpu_ms"};
 
 // The DDP benchmark (or FSDP's FULL_SHARD one) of the MLP and GPT models at 2 hosts x K ranks.
 harness::TestCase training_case(const std::string& suite, const std::string& profile, int ranks_per_host) {

@@ -16,7 +16,8 @@ CLI::App* add_compare_command(CLI::App& app, CompareCmdOptions& o) {
       "compare",
       "Compare two result JSONs: per case NEW/BASE of the median time with a 95% bootstrap interval and a verdict "
       "(faster/slower/same/too noisy), status changes first; or with --bounds check one run's engine/LibTorch ratios; "
-      "exit 1 on a significant slowdown, a newly failing record or a ratio over its bound, 2 bad input");
+      "exit 1 on a significant slowdown, a newly failing record or a ratio over its bound, 2 bad input or nothing to "
+      "compare or check");
   sub->add_option("json", o.files, "BASE.json NEW.json (one RUN.json with --bounds)")->required()->type_name("JSON");
   sub->add_option("--threshold", o.threshold, "Slowdown that counts, in percent (e.g. 5% or 10)")
       ->capture_default_str()
@@ -24,7 +25,7 @@ CLI::App* add_compare_command(CLI::App& app, CompareCmdOptions& o) {
   sub->add_flag("--markdown", o.markdown, "Print Markdown tables (for a pull-request comment)");
   sub->add_flag("--relative", o.relative,
                 "Verdicts from the change of the engine/LibTorch ratio (robust to a machine's load) instead of engine "
-                "time");
+                "time; not with --bounds");
   sub->add_option("--bounds", o.bounds, "Per-family engine/LibTorch bounds (ci/perf_bounds.json) to check one run")
       ->type_name("FILE")
       ->check(CLI::Validator(
@@ -62,13 +63,21 @@ int run_compare(const CompareCmdOptions& o) {
     if (!o.bounds.empty()) {
       if (o.files.size() != 1)
         throw UsageError("compare --bounds: give one result JSON, not " + std::to_string(o.files.size()));
+      // --relative decides how two runs compare; --bounds checks one run, where it would be
+      // ignored without a word.
+      if (o.relative)
+        throw UsageError(
+            "compare: --relative compares two runs' engine/LibTorch ratios and has no meaning with --bounds, "
+            "which checks one run's ratios: drop one of them");
       const std::string text = read_input_file(o.bounds, "bounds file");
       if (text.find_first_not_of(" \t\r\n") == std::string::npos)
         throw UsageError("compare: " + o.bounds + ": empty file, not a bounds file");
       const PerfBounds b = parse_perf_bounds(text, o.bounds);
       const BoundsCheck c = check_bounds(read_result_file(o.files[0]), b);
+      // A gate that checked nothing must not pass; like two runs with no case in common, that is
+      // wrong input (another suite's run, a failed build), not a regression.
+      if (c.rows.empty()) throw UsageError("compare --bounds: " + nothing_to_check(c, b, o.files[0]));
       std::cout << bounds_text(c, b, o.markdown) << std::flush;
-      if (c.rows.empty()) return 1;  // a gate that checked nothing must not pass
       return c.over() ? 1 : 0;
     }
     if (o.files.size() != 2)

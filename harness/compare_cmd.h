@@ -4,7 +4,8 @@
 // engine/LibTorch ratios against per-family bounds (ci/perf_bounds.json, the CI gate).
 // Exit status: 0 no regression, 1 a significant slowdown beyond the threshold, a record newly
 // failing, or a row over its bound (or without a usable ratio); 2 bad input (a missing file, a FIFO,
-// bad JSON, another schema version, a case twice in one file, no case in common).
+// bad JSON, another schema version, a case twice in one file, no case in common, no row the bounds
+// can check, --relative with --bounds).
 #pragma once
 #include <CLI/CLI.hpp>
 

@@ -807,6 +807,16 @@ BoundsCheck check_bounds(const json& result, const PerfBounds& bounds) {
   return c;
 }
 
+std::string nothing_to_check(const BoundsCheck& c, const PerfBounds& b, const std::string& source) {
+  std::ostringstream os;
+  os << printable(source) << ": no passed benchmark row of suite " << quoted(b.suite)
+     << " with engine and LibTorch times (";
+  if (c.not_passed == 0 && c.unchecked.empty()) os << "no benchmark record of that suite";
+  else os << c.not_passed << " did not pass, " << c.unchecked.size() << " passed without the times";
+  os << "): nothing to check";
+  return os.str();
+}
+
 std::string bounds_text(const BoundsCheck& c, const PerfBounds& b, bool markdown) {
   std::ostringstream os;
   const std::string suite = markdown ? md_text(b.suite) : printable(b.suite);

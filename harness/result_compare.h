@@ -143,6 +143,9 @@ struct BoundsCheck {
   std::size_t over() const;
 };
 BoundsCheck check_bounds(const nlohmann::json& result, const PerfBounds& bounds);
+// For a check without rows: "<source>: no passed benchmark row of suite ops with engine and LibTorch
+// times (...): nothing to check", one line saying what the run had instead.
+std::string nothing_to_check(const BoundsCheck& c, const PerfBounds& b, const std::string& source);
 std::string bounds_text(const BoundsCheck& c, const PerfBounds& b, bool markdown);
 
 }  // namespace tb::harness

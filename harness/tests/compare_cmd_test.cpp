@@ -4,12 +4,14 @@
 // slower row, and the per-repetition series the benchmark runner now records. Then what an
 // adversarial tester found: FIFOs, devices and oversized files; 10,000-value series (bounded work,
 // the same interval); bounds rows without a usable ratio; comparisons of nothing and repeated
-// cases; absurd times; loose --threshold values, an empty --bounds, and names that break tables.
+// cases; absurd times; loose --threshold values, an empty --bounds, and names that break tables;
+// a --bounds run with nothing to check, and --relative with --bounds.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -315,9 +317,9 @@ TEST_F(CompareCli, BoundsGateFailsA10xSlowerRow) {
   burst["records"].push_back(b);
   EXPECT_EQ(run({"compare", "--bounds", bounds, write("burst.json", burst)}).code, 0);
 
-  // Nothing to check is a failure of the gate, not a pass.
+  // Nothing to check fails the gate, as bad input (BoundsWithNothingToCheckOrRelativeAreBadInput).
   EXPECT_EQ(run({"compare", "--bounds", bounds, write("none.json", result({correctness("a/float32/x", "pass")}))}).code,
-            1);
+            2);
   // A bad bounds file, or two results, are usage errors.
   EXPECT_EQ(run({"compare", "--bounds", write("b.json", std::string("{\"schema\":\"trainbench.perf_bounds/1\"}")),
                  write("t.json", today)})
@@ -497,7 +499,47 @@ TEST_F(CompareCli, BoundsRowWithoutUsableRatioIsOver) {
   EXPECT_EQ(s.code, 0) << s.out;
   EXPECT_TRUE(has(s.out, "1 passed benchmark rows without engine and LibTorch times (not checked): sum/float32/1"))
       << s.out;
-  EXPECT_EQ(run({"compare", "--bounds", bounds, write("t.json", result({strings}))}).code, 1);
+  EXPECT_EQ(run({"compare", "--bounds", bounds, write("t.json", result({strings}))}).code, 2);
+}
+
+// A run with no row the bounds can check fails the gate with exit 2, as two runs with no case in
+// common do: nothing was compared, which is wrong input, not a regression (exit 1). --relative
+// has no meaning with --bounds (one run, whose ratios are what the bounds check): refused, not
+// ignored.
+TEST_F(CompareCli, BoundsWithNothingToCheckOrRelativeAreBadInput) {
+  const std::string bounds = write("bounds.json", std::string(kBounds));
+  json failed = bounds_row("add/float32/1", 1e-3, 1e-3, 1e-3, 1e-3);
+  failed["status"] = "fail";
+  const json no_times = bench("add/float32/2", {});
+  json comm = bounds_row("all_reduce/float32/8/w2/engine", 1e-3, 1e-3, 1e-3, 1e-3);
+  comm["suite"] = "comm";
+  const std::vector<std::pair<json, std::string>> nothing = {
+      {result({}), "(no benchmark record of that suite)"},
+      {result({correctness("add/float32/1", "pass")}), "(no benchmark record of that suite)"},
+      {result({comm}), "(no benchmark record of that suite)"},
+      {result({failed}), "(1 did not pass, 0 passed without the times)"},
+      {result({failed, no_times}), "(1 did not pass, 1 passed without the times)"},
+  };
+  for (const auto& [run_json, why] : nothing) {
+    const std::string file = write("run.json", run_json);
+    const CliRun r = run({"compare", "--bounds", bounds, file});
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err, "trainbench: compare --bounds: " + file + ": no passed benchmark row of suite ops with engine " +
+                         "and LibTorch times " + why + ": nothing to check\n");
+  }
+  const std::string one = write("one.json", result({bounds_row("add/float32/1", 1e-3, 1e-3, 1e-3, 1e-3)}));
+  EXPECT_EQ(run({"compare", "--bounds", bounds, one}).code, 0);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"compare", "--bounds", bounds, one, "--relative"},
+        std::vector<std::string>{"compare", "--relative", "--bounds", bounds, one, "--markdown"}}) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_TRUE(has(r.err, "--relative")) << r.err;
+    EXPECT_TRUE(has(r.err, "--bounds")) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 // A comparison that compared nothing does not pass; a case twice in one file is refused, not

@@ -18,6 +18,7 @@
 
 #include "engine/core/env.h"
 #include "engine/core/error.h"
+#include "engine/core/tests/scratch_dir.h"
 #include "engine/dist/placement.h"
 #include "harness/distributed.h"
 #include "harness/launcher.h"
@@ -27,18 +28,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("tb_launcher_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
+// A test's run folder, removed when the test ends, a failed ASSERT_* included.
+tb::testing::ScratchDir fresh_dir(const std::string& name) {
+  return tb::testing::ScratchDir("tb_launcher_test_" + name + "_");
 }
 
-// Two ranks of `argv` in a fresh run folder, killed after `timeout`.
-LaunchSpec two_ranks(const std::string& name, std::vector<std::string> argv,
+// Two ranks of `argv` in `run_dir`, killed after `timeout`.
+LaunchSpec two_ranks(const fs::path& run_dir, std::vector<std::string> argv,
                      std::chrono::seconds timeout = std::chrono::seconds(2)) {
   LaunchSpec spec;
   spec.ranks = 2;
-  spec.run_dir = fresh_dir(name);
+  spec.run_dir = run_dir;
   spec.timeout = timeout;
   spec.argv = std::move(argv);
   return spec;
@@ -70,9 +70,10 @@ void wait_for_ranks_up(const fs::path& dir) {
 }
 
 TEST(Launcher, SplitsOutputByRankAndKeepsLogs) {
+  const tb::testing::ScratchDir run = fresh_dir("split");
   LaunchSpec spec;
   spec.ranks = 3;
-  spec.run_dir = fresh_dir("split");
+  spec.run_dir = run;
   spec.timeout = std::chrono::seconds(60);
   spec.env["TB_LAUNCH_TEST_VALUE"] = "forty-two";
   spec.argv = {"sh", "-c", "echo out $OMPI_COMM_WORLD_RANK $TB_LAUNCH_TEST_VALUE; echo err $OMPI_COMM_WORLD_RANK >&2"};
@@ -88,7 +89,6 @@ TEST(Launcher, SplitsOutputByRankAndKeepsLogs) {
     ss << log.rdbuf();
     EXPECT_EQ(ss.str(), out);
   }
-  fs::remove_all(spec.run_dir);
 }
 
 std::string read_file(const fs::path& p) {
@@ -102,8 +102,9 @@ std::string read_file(const fs::path& p) {
 // chunks: whole in its output, its log and the echo. A std::regex over the line overflowed the
 // stack from about 40,000 characters on (SIGSEGV of the launcher).
 TEST(Launcher, ALongLineArrivesWhole) {
+  const tb::testing::ScratchDir run = fresh_dir("long_line");
   LaunchSpec spec =
-      two_ranks("long_line",
+      two_ranks(run,
                 {"sh", "-c",
                  "if [ $OMPI_COMM_WORLD_RANK = 0 ]; then for k in 1 2 3 4; do head -c 262144 /dev/zero | tr '\\0' x; "
                  "sleep 0.1; done; echo; else for i in 1 2 3 4 5; do echo r1-$i; sleep 0.08; done; fi"},
@@ -118,14 +119,14 @@ TEST(Launcher, ALongLineArrivesWhole) {
   EXPECT_NE(echo.str().find("[rank 0] " + line + "\n"), std::string::npos);
   EXPECT_EQ(res.rank_output[1], "r1-1\nr1-2\nr1-3\nr1-4\nr1-5\n");
   EXPECT_EQ(read_file(spec.run_dir / "rank1.log"), res.rank_output[1]);
-  fs::remove_all(spec.run_dir);
 }
 
 // Each rank writes the start of a line (stderr and stdout), waits until the other has written
 // its start, then ends its lines: mpirun forwards "[1,0]<stderr>:r0-start [1,1]<stderr>:r1-start
 // [1,0]<stderr>:r0-end\n". Each piece is its own rank's, each line stays whole.
 TEST(Launcher, PiecesOfALineGoToTheRankOfTheirOwnTag) {
-  LaunchSpec spec = two_ranks("pieces",
+  const tb::testing::ScratchDir run = fresh_dir("pieces");
+  LaunchSpec spec = two_ranks(run,
                               {"sh", "-c",
                                "d=$TRAINBENCH_DIST_DIR; r=$OMPI_COMM_WORLD_RANK; o=$((1 - r)); "
                                "printf \"r$r-start \" >&2; printf \"r$r-out \"; touch \"$d/s$r\"; "
@@ -147,7 +148,6 @@ TEST(Launcher, PiecesOfALineGoToTheRankOfTheirOwnTag) {
   }
   EXPECT_EQ(res.launcher_output.find("r0-"), std::string::npos) << res.launcher_output;
   EXPECT_EQ(res.launcher_output.find("r1-"), std::string::npos) << res.launcher_output;
-  fs::remove_all(spec.run_dir);
 }
 
 using Lines = std::vector<std::pair<int, std::string>>;
@@ -218,9 +218,10 @@ TEST(TaggedOutput, AMegabyteLineInChunksIsWhole) {
 }
 
 TEST(Launcher, ReportsAFailingRank) {
+  const tb::testing::ScratchDir run = fresh_dir("fail");
   LaunchSpec spec;
   spec.ranks = 2;
-  spec.run_dir = fresh_dir("fail");
+  spec.run_dir = run;
   spec.timeout = std::chrono::seconds(60);
   spec.argv = {"sh", "-c", "if [ $OMPI_COMM_WORLD_RANK = 1 ]; then echo boom; exit 7; fi; echo fine"};
   const LaunchResult res = launch(spec);
@@ -228,22 +229,22 @@ TEST(Launcher, ReportsAFailingRank) {
   EXPECT_FALSE(res.timed_out);
   EXPECT_NE(res.exit_code, 0);
   EXPECT_NE(res.diagnosis().find("boom"), std::string::npos) << res.diagnosis();
-  fs::remove_all(spec.run_dir);
 }
 
 TEST(Launcher, KillsAHangingJobAtItsDeadline) {
-  const LaunchSpec spec = two_ranks("hang", {"sh", "-c", "echo started; exec sleep 300"});
+  const tb::testing::ScratchDir run = fresh_dir("hang");
+  const LaunchSpec spec = two_ranks(run, {"sh", "-c", "echo started; exec sleep 300"});
   double took = 0;
   const LaunchResult res = timed_launch(spec, took);
   expect_timed_out_and_gone(res, spec);
   EXPECT_LT(took, 2 + 15.0) << "the launcher waited too long for a hanging job";
   EXPECT_NE(res.diagnosis().find("did not finish within"), std::string::npos);
-  fs::remove_all(spec.run_dir);
 }
 
 TEST(Launcher, ProcessesInRunSeesTheRanksWhileTheyRun) {
+  const tb::testing::ScratchDir run = fresh_dir("procs");
   const LaunchSpec spec =
-      two_ranks("procs", {"sh", "-c", "touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; exec sleep 300"},
+      two_ranks(run, {"sh", "-c", "touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; exec sleep 300"},
                 std::chrono::seconds(30));
   LaunchResult res;
   std::thread runner([&] { res = launch(spec); });
@@ -255,24 +256,24 @@ TEST(Launcher, ProcessesInRunSeesTheRanksWhileTheyRun) {
   EXPECT_EQ(res.orphans, 0);
   EXPECT_TRUE(processes_in_run(spec.run_dir).empty());
   EXPECT_TRUE(processes_in_run(spec.run_dir / "other").empty());
-  fs::remove_all(spec.run_dir);
 }
 
 TEST(Launcher, LeavesNoOrphanWhenARankForksAChildThatIgnoresSigterm) {
   // The grandchild leaves the rank's process group and session and ignores SIGTERM: only the
   // environment scan finds it.
-  const LaunchSpec spec = two_ranks("orphan",
+  const tb::testing::ScratchDir run = fresh_dir("orphan");
+  const LaunchSpec spec = two_ranks(run,
                                     {"sh", "-c", "trap '' TERM; setsid sh -c \"trap '' TERM; sleep 300\" & sleep 300"});
   double took = 0;
   const LaunchResult res = timed_launch(spec, took);
   expect_timed_out_and_gone(res, spec);
   EXPECT_LT(took, 2 + 15.0);
-  fs::remove_all(spec.run_dir);
 }
 
 // Past the timeout every rank's stack is read before the kill, naming where each rank is.
 TEST(Launcher, TimeoutPrintsEveryRanksStackThenKills) {
-  LaunchSpec spec = two_ranks("stacks", {TB_LAUNCHER_SLEEPER, "sleep"});
+  const tb::testing::ScratchDir run = fresh_dir("stacks");
+  LaunchSpec spec = two_ranks(run, {TB_LAUNCHER_SLEEPER, "sleep"});
   std::ostringstream echo;
   spec.echo = &echo;
   double took = 0;
@@ -286,28 +287,27 @@ TEST(Launcher, TimeoutPrintsEveryRanksStackThenKills) {
   }
   EXPECT_NE(res.diagnosis().find("rank_sleeps_in_here"), std::string::npos) << res.diagnosis();
   EXPECT_NE(echo.str().find("[rank 1]   "), std::string::npos) << echo.str();
-  fs::remove_all(spec.run_dir);
 }
 
 // A frozen rank cannot run a signal handler; ptrace still reads it, and SIGKILL still ends it.
 TEST(Launcher, AStoppedRankStillHasItsStackAndIsKilled) {
-  const LaunchSpec spec = two_ranks("stopped", {TB_LAUNCHER_SLEEPER, "stop", "1"});
+  const tb::testing::ScratchDir run = fresh_dir("stopped");
+  const LaunchSpec spec = two_ranks(run, {TB_LAUNCHER_SLEEPER, "stop", "1"});
   double took = 0;
   const LaunchResult res = timed_launch(spec, took);
   expect_timed_out_and_gone(res, spec);
   ASSERT_EQ(res.stacks.size(), 2u);
   EXPECT_NE(res.stacks[0].find("rank_sleeps_in_here"), std::string::npos) << res.stacks[0];
   EXPECT_NE(res.stacks[1].find("rank_stops_itself_here"), std::string::npos) << res.stacks[1];
-  fs::remove_all(spec.run_dir);
 }
 
 // SIGTERM to the launcher: the ranks are ended, nothing is left, and the launcher then dies of
 // the signal as it would have without the launch.
 TEST(Launcher, ASignalToTheLauncherEndsTheRunFirst) {
-  const LaunchSpec spec = two_ranks("signal",
-                                    {"sh", "-c",
-                                     "trap '' TERM; touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; sleep 300"},
-                                    std::chrono::seconds(60));
+  const tb::testing::ScratchDir run = fresh_dir("signal");
+  const LaunchSpec spec =
+      two_ranks(run, {"sh", "-c", "trap '' TERM; touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; sleep 300"},
+                std::chrono::seconds(60));
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -321,7 +321,6 @@ TEST(Launcher, ASignalToTheLauncherEndsTheRunFirst) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
   EXPECT_TRUE(processes_in_run(spec.run_dir).empty());
-  fs::remove_all(spec.run_dir);
 }
 
 TEST(Launcher, ForwardsTrainbenchNcclAndOmpiVariables) {
@@ -332,8 +331,9 @@ TEST(Launcher, ForwardsTrainbenchNcclAndOmpiVariables) {
   ::setenv("TRAINBENCH_SEED", "4242", 1);
   ::setenv("NCCL_LAUNCH_TEST_FORWARDED", "nccl-yes", 1);
   ::setenv("OMPI_LAUNCH_TEST_FORWARDED", "ompi-yes", 1);
+  const tb::testing::ScratchDir run = fresh_dir("forward");
   const LaunchSpec spec =
-      two_ranks("forward",
+      two_ranks(run,
                 {"sh", "-c", "echo \"got $TRAINBENCH_SEED $NCCL_LAUNCH_TEST_FORWARDED $OMPI_LAUNCH_TEST_FORWARDED\""},
                 std::chrono::seconds(60));
   const std::vector<std::string> names = forwarded_variables(spec);
@@ -349,13 +349,13 @@ TEST(Launcher, ForwardsTrainbenchNcclAndOmpiVariables) {
   ASSERT_TRUE(res.ok()) << res.diagnosis();
   for (const std::string& out : res.rank_output)
     EXPECT_NE(out.find("got 4242 nccl-yes ompi-yes"), std::string::npos) << out;
-  fs::remove_all(spec.run_dir);
 }
 
 // Ranks on the engine's MPI backend mark their arrival before MPI_Init (Note [MPI rendezvous]);
 // here scripts leave the marks: rank 1 dies before it would, and the result names it.
 TEST(Launcher, NamesTheRankThatNeverReachedMpiInit) {
-  const LaunchSpec spec = two_ranks("never_joined",
+  const tb::testing::ScratchDir run = fresh_dir("never_joined");
+  const LaunchSpec spec = two_ranks(run,
                                     {"sh", "-c",
                                      "if [ $OMPI_COMM_WORLD_RANK = 1 ]; then exit 127; fi; touch "
                                      "\"$TRAINBENCH_DIST_DIR/mpi_init_job_rank0\"; exit 3"},
@@ -365,11 +365,10 @@ TEST(Launcher, NamesTheRankThatNeverReachedMpiInit) {
   EXPECT_EQ(res.never_joined, std::vector<int>{1});
   EXPECT_NE(res.diagnosis().find("rank 1 never joined"), std::string::npos) << res.diagnosis();
   EXPECT_EQ(res.diagnosis().find("rank 0 never joined"), std::string::npos) << res.diagnosis();
-  fs::remove_all(spec.run_dir);
   // A program that leaves no mark at all (not on the engine's MPI backend): nobody is named.
-  const LaunchSpec plain = two_ranks("no_marks", {"sh", "-c", "exit 3"}, std::chrono::seconds(60));
+  const tb::testing::ScratchDir plain_run = fresh_dir("no_marks");
+  const LaunchSpec plain = two_ranks(plain_run, {"sh", "-c", "exit 3"}, std::chrono::seconds(60));
   EXPECT_TRUE(launch(plain).never_joined.empty());
-  fs::remove_all(plain.run_dir);
 }
 
 TEST(Launcher, ShortStackKeepsTheTopFramesOfTheFirstThreads) {

@@ -13,12 +13,12 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <ostream>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -129,10 +129,66 @@ std::vector<std::string> launch_command(const LaunchSpec& spec) {
   return launcher_of(spec) == "srun" ? srun_command(spec) : mpirun_command(spec);
 }
 
+namespace {
+
+// What std::regex's \s and \d were in the "C" locale (the old frame pattern used them).
+bool stack_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
+bool decimal_digit(char c) { return c >= '0' && c <= '9'; }
+bool hex_digit(char c) { return decimal_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+struct StackFrame {
+  std::string_view number;    // as written: "0", "12", "007"
+  std::string_view function;  // the rest of the line, address and "in" taken off
+};
+
+// A frame line of eu-stack or gdb, "#<digits><spaces>[0x<hex><spaces>][in<spaces>]<function>",
+// read as the regex ^#(\d+)\s+(0x[0-9a-fA-F]+\s+)?(in\s+)?(.*)$ read it before: each part as long
+// as it goes, the optional ones taken where they fit. By hand, not std::regex: libstdc++'s
+// executor recurses per character, and one huge line (a template's name) overflows the stack
+// (as it did in the output splitter, Note [Tagged output]).
+std::optional<StackFrame> stack_frame(std::string_view l) {
+  if (l.empty() || l[0] != '#') return std::nullopt;
+  std::size_t at = 1;
+  while (at < l.size() && decimal_digit(l[at])) ++at;
+  if (at == 1) return std::nullopt;
+  StackFrame f;
+  f.number = l.substr(1, at - 1);
+  auto spaces_from = [&](std::size_t i) {
+    while (i < l.size() && stack_space(l[i])) ++i;
+    return i;
+  };
+  const std::size_t after_number = at;
+  at = spaces_from(at);
+  if (at == after_number) return std::nullopt;
+  if (l.substr(at, 2) == "0x") {
+    std::size_t end = at + 2;
+    while (end < l.size() && hex_digit(l[end])) ++end;
+    const std::size_t next = spaces_from(end);
+    if (end > at + 2 && next > end) at = next;
+  }
+  if (l.substr(at, 2) == "in") {
+    const std::size_t next = spaces_from(at + 2);
+    if (next > at + 2) at = next;
+  }
+  f.function = l.substr(at);
+  // The regex's '.' matched no line terminator: such a line was no frame.
+  if (f.function.find_first_of("\r\n") != std::string_view::npos) return std::nullopt;
+  return f;
+}
+
+// A frame's number, saturated: one past int's range is past any limit (std::stoi threw there).
+long long frame_number(std::string_view digits) {
+  constexpr long long kPastInt = static_cast<long long>(std::numeric_limits<int>::max()) + 1;
+  long long n = 0;
+  for (char c : digits) n = std::min(n * 10 + (c - '0'), kPastInt);
+  return n;
+}
+
+}  // namespace
+
 std::string short_stack(const std::string& full, int frames, int threads) {
   static const std::string kStdString =
       "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >";
-  static const std::regex frame(R"(^#(\d+)\s+(0x[0-9a-fA-F]+\s+)?(in\s+)?(.*)$)");
   std::ostringstream os;
   int thread = -1, skipped = 0;
   auto flush_skipped = [&] {
@@ -141,20 +197,26 @@ std::string short_stack(const std::string& full, int frames, int threads) {
   };
   std::istringstream is(full);
   for (std::string l; std::getline(is, l);) {
-    std::smatch m;
+    std::optional<StackFrame> frame;
     if (l.rfind("pid ", 0) == 0 || l.rfind('(', 0) == 0) {  // our process header, or our own note
       flush_skipped();
       thread = -1;
       os << l << '\n';
     } else if (l.rfind("TID ", 0) == 0 || l.rfind("Thread ", 0) == 0) {  // eu-stack's, gdb's thread header
       if (++thread >= threads) ++skipped;
-    } else if (thread < threads && std::regex_match(l, m, frame) && std::stoi(m[1]) < frames) {
-      std::string f = m[4].str();
-      for (std::size_t at; (at = f.find(kStdString)) != std::string::npos;)
-        f.replace(at, kStdString.size(), "std::string");
+    } else if (thread < threads && (frame = stack_frame(l)) && frame_number(frame->number) < frames) {
+      // One pass: a replacement never makes a new occurrence, so this equals replacing until none is left.
+      std::string f;
+      for (std::size_t from = 0;;) {
+        const std::size_t at = frame->function.find(kStdString, from);
+        f += frame->function.substr(from, at == std::string_view::npos ? at : at - from);
+        if (at == std::string_view::npos) break;
+        f += "std::string";
+        from = at + kStdString.size();
+      }
       if (f.size() > 110) f = f.substr(0, 107) + "...";
-      if (thread > 0 && m[1] == "0") os << "  thread " << thread + 1 << ":\n";
-      os << "  #" << m[1] << " " << f << '\n';
+      if (thread > 0 && frame->number == "0") os << "  thread " << thread + 1 << ":\n";
+      os << "  #" << frame->number << " " << f << '\n';
     }
   }
   flush_skipped();

@@ -392,6 +392,62 @@ TEST(Launcher, ShortStackKeepsTheTopFramesOfTheFirstThreads) {
   EXPECT_NE(short_stack(gdb).find("#1 waits_here(std::string const&) ()"), std::string::npos) << short_stack(gdb);
 }
 
+// Frame lines as the regex ^#(\d+)\s+(0x[0-9a-fA-F]+\s+)?(in\s+)?(.*)$ read them before the hand
+// parse replaced it: each part as long as it goes, address and "in" taken off only where they fit.
+TEST(Launcher, ShortStackReadsFrameLinesAsBefore) {
+  const std::string s = "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"#0  0x00007f0000000001 clock_nanosleep", "  #0 clock_nanosleep\n"},
+      {"#1  0x0040 in waits_here () from /lib/libc.so.6", "  #1 waits_here () from /lib/libc.so.6\n"},
+      {"#2 in f()", "  #2 f()\n"},
+      {"#3\t0xAbC\tin\v\fg()", "  #3 g()\n"},
+      {"#4 inline_fn()", "  #4 inline_fn()\n"},  // "in" without a space after it is the name's
+      {"#5 0x12", "  #5 0x12\n"},                // an address needs a space after it
+      {"#6 0x in h", "  #6 0x in h\n"},          // and a hex digit
+      {"#7 0xZZ h", "  #7 0xZZ h\n"},
+      {"#8 0x1 0x2 h", "  #8 0x2 h\n"},  // one address is taken off, not two
+      {"#9 in in h", "  #9 in h\n"},     // and one "in"
+      {"#10 0x1 ", "  #10 \n"},          // nothing after the address: an empty name
+      {"#007 h", "  #007 h\n"},          // the number as written
+      {"#11 " + s + " " + s, "  #11 std::string std::string\n"},
+      {"#1 " + std::string(200, 'a'), "  #1 " + std::string(107, 'a') + "...\n"},
+      {"#1 " + std::string(110, 'a'), "  #1 " + std::string(110, 'a') + "\n"},
+      {"#1 \r h", "  #1 h\n"},          // a carriage return is a space between parts
+      {"#1 h\r", ""},                   // but not in the name (the regex's '.')
+      {"#12 h", ""},                    // frames 0 to 11 are kept
+      {"#99999999999999999999 h", ""},  // past int: past the limit (std::stoi threw)
+      {"#1", ""},
+      {"#1h", ""},
+      {"# 1 h", ""},
+      {"#x h", ""},
+      {" #1 h", ""},
+      {"1 h", ""},
+  };
+  for (const auto& [line, want] : cases) EXPECT_EQ(short_stack(line + "\n"), want) << line;
+  // The second thread's frame 0 (as written: "0", not "00") opens it.
+  EXPECT_EQ(short_stack("TID 1:\n#0 a\nTID 2:\n#0 b\n#1 c\n"), "  #0 a\n  thread 2:\n  #0 b\n  #1 c\n");
+  EXPECT_EQ(short_stack("TID 1:\n#0 a\nTID 2:\n#00 b\n"), "  #0 a\n  #00 b\n");
+}
+
+// A 100,000-character frame line (a huge template's name, or garbage): std::regex recursed once
+// per character over it and overflowed the stack; now it is cut like any long name.
+TEST(Launcher, ShortStackSurvivesAHugeLine) {
+  const std::size_t n = 100000;
+  const std::string name(n, 'x');
+  EXPECT_EQ(short_stack("#0  0x00007f0000000001 in " + name + "\n"), "  #0 " + std::string(107, 'x') + "...\n");
+  EXPECT_EQ(short_stack("#0" + std::string(n, ' ') + "f\n"), "  #0 f\n");
+  EXPECT_EQ(short_stack("#" + std::string(n, '1') + " f\n"), "");
+  EXPECT_EQ(short_stack("#1 0x" + std::string(n, 'a') + " f\n"), "  #1 f\n");
+  EXPECT_EQ(short_stack("#1 " + name + "\r\n"), "");
+  // 1300 long names in one line (100,000 characters), each shortened.
+  std::string templates = "#2 f<", shortened = "f<";
+  for (int i = 0; i < 1300; ++i) {
+    templates += "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >,";
+    shortened += "std::string,";
+  }
+  EXPECT_EQ(short_stack(templates + ">()\n"), "  #2 " + shortened.substr(0, 107) + "...\n");
+}
+
 TEST(Launcher, MpirunCommandCarriesTheRootAndOversubscribeFlags) {
   LaunchSpec spec;
   spec.ranks = 4;

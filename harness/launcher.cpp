@@ -655,6 +655,11 @@ LaunchResult launch(const LaunchSpec& spec) {
   run.timeout = spec.timeout;  // then SIGTERM (mpirun forwards it to the ranks), 5 s later SIGKILL
   run.grace = std::chrono::seconds(5);
   run.output = SubprocessSpec::Output::Merge;
+  // Killed outright (SIGKILL, the OOM killer, a CI job's hard limit), we run no cleanup: mpirun
+  // (srun) gets SIGTERM from the kernel instead and ends the ranks itself, SIGKILL for those that
+  // ignore it. Not SIGKILL: mpirun killed so could not end them.
+  run.die_with_parent = true;
+  run.parent_death_signal = SIGTERM;
   run.env["TRAINBENCH_DIST_DIR"] = spec.run_dir.string();
   for (const auto& [k, v] : spec.env) run.env[k] = v;
   // Ranks on other hosts are not in mpirun's group: their pid files reach them. Ranks here (and

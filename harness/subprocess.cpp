@@ -91,7 +91,7 @@ SubprocessResult run_subprocess(const SubprocessSpec& spec) {
   if (pid == 0) {  // only async-signal-safe calls until exec
     if (spec.own_group) ::setpgid(0, 0);
     if (spec.die_with_parent) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::prctl(PR_SET_PDEATHSIG, spec.parent_death_signal);
       if (::getppid() != parent) ::_exit(127);
     }
     if (capture) {

@@ -5,6 +5,7 @@
 // the Python peers and the suites' Python cross-checks.
 #pragma once
 #include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -26,7 +27,8 @@ struct SubprocessSpec {
   // order written (one pipe). Inherit: the child writes to our stdout and stderr.
   enum class Output { Capture, Merge, Inherit } output = Output::Capture;
   std::size_t max_output = std::size_t(64) << 20;  // bytes kept per stream; the rest is counted, dropped
-  bool die_with_parent = false;                    // PR_SET_PDEATHSIG: killed if we die first
+  bool die_with_parent = false;                    // PR_SET_PDEATHSIG: signalled if we die first
+  int parent_death_signal = SIGKILL;               // ... with this signal
   // False: stay in our process group, so the terminal's Ctrl-C reaches it as it reaches us (an
   // interactive child without a deadline); nothing is then killed as a group.
   bool own_group = true;

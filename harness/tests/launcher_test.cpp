@@ -323,6 +323,32 @@ TEST(Launcher, ASignalToTheLauncherEndsTheRunFirst) {
   EXPECT_TRUE(processes_in_run(spec.run_dir).empty());
 }
 
+// SIGKILL to the launcher (a CI job's hard timeout, the OOM killer) runs none of its code:
+// mpirun, told of its parent's death, still ends the ranks, those that ignore SIGTERM included.
+TEST(Launcher, ASigkillToTheLauncherStillEndsTheRun) {
+  const tb::testing::ScratchDir run = fresh_dir("sigkill");
+  const LaunchSpec spec =
+      two_ranks(run, {"sh", "-c", "trap '' TERM; touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; sleep 300"},
+                std::chrono::seconds(60));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    launch(spec);
+    ::_exit(0);  // not reached: killed below
+  }
+  wait_for_ranks_up(spec.run_dir);
+  EXPECT_GE(processes_in_run(spec.run_dir).size(), 3u);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!processes_in_run(spec.run_dir).empty() && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::vector<int> left = processes_in_run(spec.run_dir);
+  EXPECT_TRUE(left.empty()) << left.size() << " processes of the run outlived the launcher";
+  for (int pid : left) ::kill(pid, SIGKILL);
+}
+
 TEST(Launcher, ForwardsTrainbenchNcclAndOmpiVariables) {
   // TRAINBENCH_SEED stands for every TRAINBENCH_* variable (a made-up one would need a row in
   // docs/env.md); the ranks here are shell scripts that only print it.

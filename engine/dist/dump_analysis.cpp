@@ -167,17 +167,16 @@ std::string printable(const std::string& s, std::size_t max = 160) {
 
 // "rank 3", "ranks 1, 4", "ranks 0-2, 5, 9-1048575": runs of three or more as ranges, so a dump
 // claiming a million ranks with one present does not list the others one by one.
-std::string join_ranks(const std::vector<int>& rs) {
+std::string join_ranks(const RankSet& rs) {
   std::ostringstream os;
   os << (rs.size() == 1 ? "rank " : "ranks ");
-  for (std::size_t i = 0; i < rs.size();) {
-    std::size_t j = i;
-    while (j + 1 < rs.size() && rs[j + 1] == rs[j] + 1) ++j;
-    os << (i ? ", " : "");
-    if (j - i >= 2) os << rs[i] << '-' << rs[j];
+  const char* sep = "";
+  for (const RankSet::Run& r : rs.runs()) {
+    os << sep;
+    sep = ", ";
+    if (r.last - r.first >= 2) os << r.first << '-' << r.last;
     else
-      for (std::size_t k = i; k <= j; ++k) os << (k > i ? ", " : "") << rs[k];
-    i = j + 1;
+      for (int q = r.first; q <= r.last; ++q) os << (q > r.first ? ", " : "") << q;
   }
   return os.str();
 }
@@ -256,6 +255,7 @@ FindingKind kind_of(const Key& a, const Key& b) {
 
 // One rank's view: its collectives by number (from its dump) and its slot on the board.
 struct View {
+  std::string presence;
   const RankDump* dump = nullptr;
   std::map<uint64_t, const DumpEntry*> coll;
   std::optional<DumpBoardSlot> slot;
@@ -285,6 +285,33 @@ std::string slot_last_text(const DumpBoardSlot& s) {
 }
 
 }  // namespace
+
+// ---- RankSet ----
+
+RankSet::RankSet(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    if (i == 0 || ranks[i] != ranks[i - 1]) add(ranks[i], ranks[i]);
+}
+
+void RankSet::add(int first, int last) {
+  TB_CHECK(first <= last && (runs_.empty() || first > runs_.back().last), kOp, "RankSet::add(", first, ", ", last,
+           "): not a run above the ranks held");
+  if (!runs_.empty() && first == runs_.back().last + 1) runs_.back().last = last;
+  else runs_.push_back({first, last});
+}
+
+std::size_t RankSet::size() const {
+  std::size_t n = 0;
+  for (const Run& r : runs_) n += std::size_t(r.last - r.first) + 1;
+  return n;
+}
+
+RankSet::const_iterator& RankSet::const_iterator::operator++() {
+  if (rank_ < (*runs_)[run_].last) ++rank_;
+  else rank_ = ++run_ < runs_->size() ? (*runs_)[run_].first : 0;
+  return *this;
+}
 
 // ---- parsing ----
 
@@ -329,11 +356,11 @@ RankDump parse_dump(std::string_view text, const std::string& source) {
     if (slots.size() > std::size_t(d.size))
       r.fail("progress_board.slots",
              "more slots (" + std::to_string(slots.size()) + ") than ranks (" + std::to_string(d.size) + ")");
-    std::vector<char> seen(std::size_t(d.size), 0);
+    std::set<int> seen;  // not a flag per rank: "size" is claimed, the slots are there
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const std::string at = "progress_board.slots[" + std::to_string(i) + "]";
       DumpBoardSlot s = parse_slot(r, slots[i], at, d.size);
-      if (seen[std::size_t(s.rank)]++) r.fail(at + ".rank", "rank " + std::to_string(s.rank) + " appears twice");
+      if (!seen.insert(s.rank).second) r.fail(at + ".rank", "rank " + std::to_string(s.rank) + " appears twice");
       d.board.push_back(std::move(s));
     }
   }
@@ -415,14 +442,16 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
   d.world_size = first.size;
   d.backend = first.backend;
   const int N = first.size;
-  std::vector<View> views(static_cast<std::size_t>(N));
+  // Only the ranks with a dump or a board slot have a view; the others are runs (Note [Ranks
+  // nothing is known of] in the header).
+  std::map<int, View> views;
   for (const RankDump& x : dumps) {
     if (x.size != N || x.backend != first.backend || x.board_path != first.board_path)
       throw core::Error(kOp, x.file + " and " + first.file + " are dumps of different process groups (" +
                                  printable(x.backend, 20) + " of " + std::to_string(x.size) + " ranks vs " +
                                  printable(first.backend, 20) + " of " + std::to_string(N) + ", board '" +
                                  printable(x.board_path) + "' vs '" + printable(first.board_path) + "')");
-    View& v = views[std::size_t(x.rank)];
+    View& v = views[x.rank];
     if (v.dump) throw core::Error(kOp, x.file + " and " + v.dump->file + " are both rank " + std::to_string(x.rank));
     v.dump = &x;
     d.files.push_back(x.file);
@@ -438,11 +467,11 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
   };
   for (const RankDump& x : dumps)
     for (const DumpBoardSlot& s : x.board) {
-      auto& slot = views[std::size_t(s.rank)].slot;
+      auto& slot = views[s.rank].slot;
       if (!slot || advanced(s, *slot)) slot = s;
     }
   uint64_t any_completed = 0;  // a completed collective needs every rank: they all joined
-  for (View& v : views) {
+  for (auto& [q, v] : views) {
     if (v.slot && v.slot->joined) {
       v.issued = v.slot->collective_issued;
       v.entered = v.slot->collective_entered;
@@ -460,11 +489,25 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
     any_completed = std::max(any_completed, v.completed);
   }
 
-  // Presence and each rank's last calls.
-  for (int q = 0; q < N; ++q) {
-    const View& v = views[std::size_t(q)];
+  // Presence and each rank's last calls; the ranks between two views are one run.
+  const bool all_joined = N > 1 && any_completed > 0;
+  const std::string completed_evidence = "collective #" + std::to_string(any_completed) +
+                                         " completed, which needs every rank";
+  const auto add_run = [&](int first_rank, int last_rank) {
+    if (first_rank > last_rank) return;
     RankProgress p;
-    p.rank = q;
+    p.rank = first_rank;
+    p.last_rank = last_rank;
+    p.presence = all_joined ? "absent" : "never joined";
+    if (all_joined) p.joined_evidence = completed_evidence;
+    d.ranks.push_back(std::move(p));
+  };
+  int next = 0;  // the lowest rank not placed yet
+  for (auto& [q, v] : views) {
+    add_run(next, q - 1);
+    next = q + 1;
+    RankProgress p;
+    p.rank = p.last_rank = q;
     p.board = v.slot;
     if (v.dump) {
       p.presence = "dumped";
@@ -480,34 +523,36 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
     } else if (v.slot && v.slot->joined) {
       p.presence = "absent";
       p.joined_evidence = "its progress-board slot";
-    } else if (N > 1 && any_completed > 0) {
+    } else if (all_joined) {
       p.presence = "absent";
-      p.joined_evidence = "collective #" + std::to_string(any_completed) + " completed, which needs every rank";
+      p.joined_evidence = completed_evidence;
     } else {
       p.presence = "never joined";
     }
+    v.presence = p.presence;
     d.ranks.push_back(std::move(p));
   }
+  add_run(next, N - 1);
 
   // 1. The first collective whose calls differ between dumped ranks, over the numbers every
   //    dumped rank still holds.
   std::vector<int> dumped;
-  for (int q = 0; q < N; ++q)
-    if (views[std::size_t(q)].dump && !views[std::size_t(q)].coll.empty()) dumped.push_back(q);
+  for (const auto& [q, v] : views)
+    if (v.dump && !v.coll.empty()) dumped.push_back(q);
   if (dumped.size() >= 2) {
     uint64_t lo = 0, hi = UINT64_MAX;
     for (int q : dumped) {
-      lo = std::max(lo, views[std::size_t(q)].coll.begin()->first);
-      hi = std::min(hi, views[std::size_t(q)].coll.rbegin()->first);
+      lo = std::max(lo, views.at(q).coll.begin()->first);
+      hi = std::min(hi, views.at(q).coll.rbegin()->first);
     }
-    const auto& base = views[std::size_t(dumped[0])].coll;
+    const auto& base = views.at(dumped[0]).coll;
     for (auto it = base.lower_bound(lo); it != base.end() && it->first <= hi && d.findings.empty(); ++it) {
       const uint64_t S = it->first;
       std::vector<std::pair<Key, std::vector<int>>> groups;
       std::vector<const DumpEntry*> rep;
       for (int q : dumped) {
-        const auto e = views[std::size_t(q)].coll.find(S);
-        if (e == views[std::size_t(q)].coll.end()) continue;  // not held (a gap in a hostile dump)
+        const auto e = views.at(q).coll.find(S);
+        if (e == views.at(q).coll.end()) continue;  // not held (a gap in a hostile dump)
         const Key k = key_of(*e->second);
         auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == k; });
         if (g == groups.end()) {
@@ -525,19 +570,20 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
       Finding f;
       f.collective_seq = S;
       f.kind = FindingKind::OpMismatch;
+      std::vector<int> minority;
       for (std::size_t g = 0; g < groups.size(); ++g) {
         if (g == maj) continue;
         f.kind = kind_of(groups[maj].first, groups[g].first);
-        for (int q : groups[g].second) f.ranks.push_back(q);
+        minority.insert(minority.end(), groups[g].second.begin(), groups[g].second.end());
       }
-      std::sort(f.ranks.begin(), f.ranks.end());
+      f.ranks = RankSet(minority);
       for (std::size_t g = 0; g < groups.size(); ++g)
         f.sides.push_back({groups[g].second, rep[g]->op, rep[g]->dtype, rep[g]->detail, rep[g]->label, rep[g]->shapes});
       // A shift by one collective: the minority's S+1.. lines up with the majority's S.. (an extra
       // collective), or the majority's S+1.. with the minority's S.. (a skipped one).
       const auto shifted = [&](int a, int b) {  // a's S+1+k == b's S+k for every k both hold, at least one
-        const auto& ca = views[std::size_t(a)].coll;
-        const auto& cb = views[std::size_t(b)].coll;
+        const auto& ca = views.at(a).coll;
+        const auto& cb = views.at(b).coll;
         int matched = 0;
         for (uint64_t k = 0;; ++k) {
           const auto ea = ca.find(S + 1 + k), eb = cb.find(S + k);
@@ -579,13 +625,12 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
 
   // 2. Progress: the furthest collective a dumped rank waits in, and who never arrived there.
   uint64_t S = 0;
-  for (const View& v : views)
+  for (const auto& [q, v] : views)
     if (v.in_flight) S = std::max(S, v.in_flight->collective_seq);
   std::vector<int> at, behind, finished;
   if (S > 0)
-    for (int q = 0; q < N; ++q) {
-      const View& v = views[std::size_t(q)];
-      if (d.ranks[std::size_t(q)].presence == "never joined") continue;
+    for (const auto& [q, v] : views) {
+      if (v.presence == "never joined") continue;
       const bool known = v.dump || (v.slot && v.slot->joined);
       if (!known) continue;  // joined, but no progress to compare
       // Op comparison needs calls on both sides; the board gives numbers, so same_op stands in.
@@ -601,7 +646,7 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
   if (!behind.empty() && !d.diverged_at) d.diverged_at = S;
   const DumpEntry* waited = nullptr;  // the collective the ranks at S wait in
   for (int q : at)
-    if (const View& v = views[std::size_t(q)]; v.in_flight && v.in_flight->collective_seq == S) waited = v.in_flight;
+    if (const View& v = views.at(q); v.in_flight && v.in_flight->collective_seq == S) waited = v.in_flight;
   const std::string waited_text = waited ? describe_entry(*waited) : "#" + std::to_string(S);
   const bool extra_end = !behind.empty() && finished.size() == behind.size() && at.size() < behind.size() &&
                          d.findings.empty();
@@ -615,15 +660,14 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
   }
 
   // 3. Ranks without a dump. Those that never joined are one finding (a dump may claim a million
-  // ranks: a finding each was 27 MB of text), placed where the first of them is.
-  std::vector<int> never;
-  for (int q = 0; q < N; ++q)
-    if (d.ranks[std::size_t(q)].presence == "never joined") never.push_back(q);
-  for (int q = 0; q < N; ++q) {
-    const RankProgress& p = d.ranks[std::size_t(q)];
-    const View& v = views[std::size_t(q)];
+  // ranks: a finding each was 27 MB of text), placed where the first of them is; so is each run of
+  // absent ranks with no board slot.
+  RankSet never;
+  for (const RankProgress& p : d.ranks)
+    if (p.presence == "never joined") never.add(p.rank, p.last_rank);
+  for (const RankProgress& p : d.ranks) {
     if (p.presence == "never joined") {
-      if (q != never.front()) continue;
+      if (p.rank != *never.begin()) continue;
       bool board_seen = false;
       for (const RankDump& x : dumps) board_seen |= !x.board.empty();
       const bool one = never.size() == 1;
@@ -643,6 +687,18 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
     }
     if (p.presence != "absent") continue;
     std::ostringstream os;
+    if (p.bare()) {  // joined per a completed collective; nothing else is known of them
+      RankSet run;
+      run.add(p.rank, p.last_rank);
+      os << join_ranks(run) << " left no dump but joined the group (" << p.joined_evidence << "); "
+         << (run.size() == 1 ? "its progress is unknown (no progress-board entry: another host?)"
+                             : "their progress is unknown (no progress-board entries: other hosts?)");
+      if (extra_end) os << " (see the extra collective above)";
+      d.findings.push_back({FindingKind::RankAbsent, S, run, os.str(), {}});
+      continue;
+    }
+    const int q = p.rank;
+    const View& v = views.at(q);
     os << "rank " << q << " left no dump but joined the group (" << p.joined_evidence << ")";
     if (v.slot && v.slot->joined) os << ": " << slot_state_text(*v.slot) << "; " << slot_last_text(*v.slot);
     else os << "; its progress is unknown (no progress-board entry: another host?)";
@@ -656,7 +712,7 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
   // 4. Dumped ranks behind the others: waiting in an earlier collective, or not in one at all.
   if (!extra_end)
     for (int q : behind) {
-      const View& v = views[std::size_t(q)];
+      const View& v = views.at(q);
       if (!v.dump) continue;
       std::ostringstream os;
       os << "rank " << q << " never arrived at " << waited_text << ", which " << join_ranks(at)
@@ -675,7 +731,7 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
   // 5. Everyone at the same collective, same call, none through it: the backend or the transport.
   if (S > 0 && behind.empty() && d.findings.empty()) {
     bool none_completed = true;
-    for (int q : at) none_completed &= views[std::size_t(q)].completed < S;
+    for (int q : at) none_completed &= views.at(q).completed < S;
     if (none_completed) {
       Finding f{FindingKind::BackendStuck, S, {}, "", {}};
       f.text = "every rank entered " + waited_text +
@@ -686,7 +742,7 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
   }
 
   // 6. Send/recv in flight with nothing matching on the peer.
-  for (const View& v : views) {
+  for (const auto& [q, v] : views) {
     if (!v.dump) continue;
     for (const DumpEntry& e : v.dump->entries) {
       if (e.collective_seq || e.ended()) continue;
@@ -699,8 +755,8 @@ Diagnosis analyze_dumps(const std::vector<RankDump>& dumps) {
       std::ostringstream os;
       os << "rank " << v.dump->rank << "'s " << describe_entry(e) << " did not complete";
       bool matched = false;
-      if (peer >= 0 && peer < N) {
-        const View& pv = views[std::size_t(peer)];
+      if (const auto pit = views.find(peer); pit != views.end()) {  // else nothing is known of the peer
+        const View& pv = pit->second;
         const std::string want = e.op == "send" ? "recv" : "send";
         if (pv.dump) {
           const DumpEntry* last = nullptr;
@@ -758,21 +814,22 @@ std::string diagnosis_text(const Diagnosis& d) {
   }
   if (d.diverged_at) os << "diverged at collective #" << *d.diverged_at << "\n";
   os << "ranks:\n";
-  // A rank that never joined and left nothing to show: consecutive ones are one line.
-  const auto bare = [](const RankProgress& p) {
+  // A rank that never joined and left nothing to show: consecutive ones (runs among them) are one
+  // line, as is a run of absent ranks.
+  const auto never_bare = [](const RankProgress& p) {
     return p.presence == "never joined" && !p.last_enqueued && !p.last_started && !p.last_completed &&
            !(p.board && p.board->joined) && p.watchdog_line.empty();
   };
   for (std::size_t i = 0; i < d.ranks.size(); ++i) {
     const RankProgress& p = d.ranks[i];
-    if (bare(p)) {
-      std::size_t j = i;
-      while (j + 1 < d.ranks.size() && bare(d.ranks[j + 1]) && d.ranks[j + 1].rank == d.ranks[j].rank + 1) ++j;
-      if (j > i) {
-        os << "  ranks " << p.rank << "-" << d.ranks[j].rank << ": no dump; never joined\n";
-        i = j;
-        continue;
-      }
+    int last = p.last_rank;
+    if (never_bare(p))
+      while (i + 1 < d.ranks.size() && never_bare(d.ranks[i + 1]) && d.ranks[i + 1].rank == last + 1)
+        last = d.ranks[++i].last_rank;
+    if (last > p.rank) {
+      os << "  ranks " << p.rank << "-" << last << ": "
+         << (p.presence == "absent" ? "no dump; joined (" + p.joined_evidence + ")" : "no dump; never joined") << "\n";
+      continue;
     }
     os << "  rank " << p.rank << ": ";
     if (p.presence == "dumped") os << "dump " << printable(p.file, 200) << "\n";
@@ -793,6 +850,22 @@ std::string diagnosis_text(const Diagnosis& d) {
   }
   return os.str();
 }
+
+namespace {
+
+// A finding's ranks: each rank, but a run of three or more as {"first_rank", "last_rank"}, as the
+// text writes "ranks 0-2, 5" (a finding may name 2^20 ranks that never joined).
+json ranks_json(const RankSet& rs) {
+  json out = json::array();
+  for (const RankSet::Run& r : rs.runs()) {
+    if (r.last - r.first >= 2) out.push_back({{"first_rank", r.first}, {"last_rank", r.last}});
+    else
+      for (int q = r.first; q <= r.last; ++q) out.push_back(q);
+  }
+  return out;
+}
+
+}  // namespace
 
 nlohmann::json diagnosis_json(const Diagnosis& d) {
   const auto entry = [](const std::optional<DumpEntry>& e) -> json {
@@ -815,12 +888,19 @@ nlohmann::json diagnosis_json(const Diagnosis& d) {
     }
     findings.push_back({{"kind", finding_name(f.kind)},
                         {"collective_seq", f.collective_seq ? json(f.collective_seq) : json()},
-                        {"ranks", f.ranks},
+                        {"ranks", ranks_json(f.ranks)},
                         {"text", f.text},
                         {"sides", std::move(sides)}});
   }
   json ranks = json::array();
   for (const RankProgress& p : d.ranks) {
+    if (p.bare()) {  // a run: Note [Ranks nothing is known of]
+      ranks.push_back({{"first_rank", p.rank},
+                       {"last_rank", p.last_rank},
+                       {"presence", p.presence},
+                       {"joined_evidence", p.joined_evidence}});
+      continue;
+    }
     json j = {{"rank", p.rank},
               {"presence", p.presence},
               {"dump", p.file.empty() ? json() : json(p.file)},

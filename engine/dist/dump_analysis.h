@@ -6,7 +6,10 @@
 // Pure functions over parsed dumps; dumps are untrusted input (a malformed or hostile file is a
 // core::Error naming it, never a crash). `trainbench analyze DUMP_DIR` prints the result.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -80,6 +83,64 @@ enum class FindingKind {
 };
 const char* finding_name(FindingKind k);  // "op_mismatch", ...
 
+// Note [Ranks nothing is known of]: a dump claims its group's size (up to 2^20), but only the
+// dumps' entries and board slots say anything of a rank. A rank with neither is known only by its
+// presence (absent per a completed collective, or never joined), the same for every such rank, so
+// these ranks are held, printed and written as runs (first, last): memory, time and output follow
+// the dumps, not the size they claim (a 55-byte dump claiming 2^20 ranks took 1.8 GB before).
+
+// A sorted set of ranks held as runs of consecutive ranks; it reads as the sorted
+// std::vector<int> it stands for (size, iteration, == with a vector). See Note [Ranks nothing is
+// known of].
+class RankSet {
+ public:
+  struct Run {
+    int first = 0, last = 0;
+    bool operator==(const Run&) const = default;
+  };
+  RankSet() = default;
+  RankSet(std::initializer_list<int> ranks) : RankSet(std::vector<int>(ranks)) {}
+  RankSet(std::vector<int> ranks);  // any order; duplicates are dropped
+  void add(int first, int last);    // ranks first..last, above every rank held
+  const std::vector<Run>& runs() const { return runs_; }
+  std::size_t size() const;
+  bool empty() const { return runs_.empty(); }
+
+  class const_iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = int;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const int*;
+    using reference = int;
+    const_iterator() = default;
+    int operator*() const { return rank_; }
+    const_iterator& operator++();
+    const_iterator operator++(int) {
+      const_iterator was = *this;
+      ++*this;
+      return was;
+    }
+    bool operator==(const const_iterator& o) const { return run_ == o.run_ && rank_ == o.rank_; }
+
+   private:
+    friend class RankSet;
+    const_iterator(const std::vector<Run>* runs, std::size_t run)
+        : runs_(runs), run_(run), rank_(run < runs->size() ? (*runs)[run].first : 0) {}
+    const std::vector<Run>* runs_ = nullptr;
+    std::size_t run_ = 0;
+    int rank_ = 0;
+  };
+  using iterator = const_iterator;
+  using value_type = int;
+  const_iterator begin() const { return {&runs_, 0}; }
+  const_iterator end() const { return {&runs_, runs_.size()}; }
+  friend bool operator==(const RankSet&, const RankSet&) = default;
+
+ private:
+  std::vector<Run> runs_;  // ascending, not adjacent (adjacent runs are merged)
+};
+
 // One side of a mismatch: the ranks that issued the same thing at the divergent collective.
 struct CallSide {
   std::vector<int> ranks;
@@ -90,27 +151,29 @@ struct CallSide {
 struct Finding {
   FindingKind kind;
   uint64_t collective_seq = 0;  // the collective it is about (0: none)
-  std::vector<int> ranks;       // the culprits (missing, lagging, the minority side)
+  RankSet ranks;                // the culprits (missing, lagging, the minority side)
   std::string text;             // one sentence
   std::vector<CallSide> sides;  // mismatches: what each group of ranks issued
 };
 
-// What is known of one rank's progress.
+// What is known of one rank's progress, or of a run of ranks with no dump and no board slot
+// (rank..last_rank, all with the same presence and evidence: Note [Ranks nothing is known of]).
 struct RankProgress {
-  int rank = 0;
-  std::string presence;  // "dumped" | "absent" (joined, no dump) | "never joined"
-  std::string file;      // its dump, if any
+  int rank = 0, last_rank = 0;  // last_rank == rank but for a run
+  std::string presence;         // "dumped" | "absent" (joined, no dump) | "never joined"
+  std::string file;             // its dump, if any
   std::string joined_evidence;
   std::optional<DumpBoardSlot> board;  // its slot as the dumps saw it (the most advanced reading)
   std::optional<DumpEntry> last_enqueued, last_started, last_completed, in_flight;  // from its dump
   std::string watchdog_line;
+  bool bare() const { return presence != "dumped" && !board; }  // nothing known but presence: a run
 };
 
 struct Diagnosis {
   int world_size = 0;
   std::string backend;
   std::vector<std::string> files;
-  std::vector<RankProgress> ranks;  // one per rank of the group
+  std::vector<RankProgress> ranks;  // every rank of the group, ascending: one each, or a run (bare())
   std::vector<Finding> findings;    // the first is the main one; empty: consistent
   std::optional<uint64_t> diverged_at;
   bool consistent() const { return findings.empty(); }
@@ -120,7 +183,8 @@ struct Diagnosis {
 // classifies what went wrong. Throws core::Error when the dumps do not belong together.
 Diagnosis analyze_dumps(const std::vector<RankDump>& dumps);
 
-// The diagnosis as text (every string from a dump made printable and cut short) and as JSON.
+// The diagnosis as text (every string from a dump made printable and cut short) and as JSON
+// (its shape: docs/distributed.md, "Analyzing hang dumps"); runs of ranks stay runs in both.
 std::string diagnosis_text(const Diagnosis& d);
 nlohmann::json diagnosis_json(const Diagnosis& d);
 

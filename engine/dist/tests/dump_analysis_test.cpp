@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <fstream>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "engine/core/error.h"
 
@@ -160,6 +162,157 @@ TEST(DumpAnalysis, ManyAbsentRanksAreRangesNotLines) {
                   "ranks 1-99999 left no dump and never joined the group: the dumps have no "
                   "progress board and no collective completed (they never started"))
       << d.findings[0].text;
+}
+
+// Note [Ranks nothing is known of]: a 55-byte dump claiming 2^20 ranks made a View and a
+// RankProgress (four optional DumpEntry) per claimed rank, 1.8 GB, and --json 2.5 GB more; with a
+// completed collective, a rank_absent finding each. Now the ranks without a dump or a board slot
+// are one run, in the Diagnosis, the text and the JSON.
+void expect_small_and_fast(const json& dump_json, const std::function<void(const Diagnosis&)>& check) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Diagnosis d = analyze({dump_json});
+  const std::string text = diagnosis_text(d), js = diagnosis_json(d).dump(2);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(d.ranks.size(), 2u);  // rank 0, and one run for ranks 1..2^20-1
+  EXPECT_EQ(d.findings.size(), 1u);
+  EXPECT_LT(text.size(), 4096u) << text.substr(0, 4096);
+  EXPECT_LT(js.size(), 4096u) << js.substr(0, 4096);
+  EXPECT_LT(s, 1.0);
+  check(d);
+}
+
+TEST(DumpAnalysis, ClaimedMillionRanksNeverJoinedAreOneRun) {
+  expect_small_and_fast(dump(0, 1 << 20, json::array()), [](const Diagnosis& d) {
+    ASSERT_EQ(d.ranks.size(), 2u);
+    EXPECT_EQ(d.ranks[1].rank, 1);
+    EXPECT_EQ(d.ranks[1].last_rank, (1 << 20) - 1);
+    EXPECT_EQ(d.ranks[1].presence, "never joined");
+    EXPECT_TRUE(d.ranks[1].bare());
+    ASSERT_EQ(d.findings.size(), 1u);
+    EXPECT_EQ(d.findings[0].kind, FindingKind::RankNeverJoined);
+    EXPECT_EQ(d.findings[0].ranks.size(), std::size_t(1 << 20) - 1);
+    EXPECT_EQ(d.findings[0].ranks.runs(), (std::vector<RankSet::Run>{{1, (1 << 20) - 1}}));
+    EXPECT_TRUE(has(diagnosis_text(d), "  ranks 1-1048575: no dump; never joined\n")) << diagnosis_text(d);
+    const json j = diagnosis_json(d);
+    EXPECT_EQ(j["ranks"][1],
+              (json{{"first_rank", 1}, {"last_rank", 1048575}, {"presence", "never joined"}, {"joined_evidence", ""}}));
+    EXPECT_EQ(j["findings"][0]["ranks"], json::parse(R"([{"first_rank": 1, "last_rank": 1048575}])"));
+  });
+}
+
+TEST(DumpAnalysis, ClaimedMillionRanksAbsentAfterACompletedCollectiveAreOneFinding) {
+  expect_small_and_fast(dump(0, 1 << 20, history(1)), [](const Diagnosis& d) {
+    ASSERT_EQ(d.ranks.size(), 2u);
+    EXPECT_EQ(d.ranks[1].presence, "absent");
+    EXPECT_EQ(d.ranks[1].last_rank, (1 << 20) - 1);
+    ASSERT_EQ(d.findings.size(), 1u);
+    EXPECT_EQ(d.findings[0].kind, FindingKind::RankAbsent);
+    EXPECT_EQ(d.findings[0].ranks.runs(), (std::vector<RankSet::Run>{{1, (1 << 20) - 1}}));
+    EXPECT_EQ(d.findings[0].text,
+              "ranks 1-1048575 left no dump but joined the group (collective #1 completed, which needs every "
+              "rank); their progress is unknown (no progress-board entries: other hosts?)");
+    EXPECT_TRUE(has(diagnosis_text(d),
+                    "  ranks 1-1048575: no dump; joined (collective #1 completed, which needs every rank)\n"))
+        << diagnosis_text(d);
+    const json j = diagnosis_json(d);
+    EXPECT_EQ(j["ranks"][1]["first_rank"], 1);
+    EXPECT_EQ(j["ranks"][1]["presence"], "absent");
+    EXPECT_EQ(j["findings"][0]["ranks"], json::parse(R"([{"first_rank": 1, "last_rank": 1048575}])"));
+  });
+}
+
+TEST(DumpAnalysis, RunsBetweenTheRanksWithADumpOrASlot) {
+  // Ranks 0 and 5 of 8 dumped, waiting in #4; rank 3 has a board slot (gone after #3); #3
+  // completed, so the others joined: ranks 1-2, 4 and 6-7 are runs, each one finding.
+  const json slots = {slot(0, true, "failed", true, 4, 4, 3), slot(3, true, "active", false, 3, 3, 3),
+                      slot(5, true, "failed", true, 4, 4, 3)};
+  const json waiting = append(history(3), {entry(4, 4, "all_reduce", "started")});
+  const Diagnosis d = analyze({dump(0, 8, waiting, slots), dump(5, 8, waiting, slots)});
+  ASSERT_EQ(d.ranks.size(), 6u);
+  const std::vector<std::tuple<int, int, std::string, bool>> want = {{0, 0, "dumped", false}, {1, 2, "absent", true},
+                                                                     {3, 3, "absent", false}, {4, 4, "absent", true},
+                                                                     {5, 5, "dumped", false}, {6, 7, "absent", true}};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const auto& [first, last, presence, bare] = want[i];
+    EXPECT_EQ(d.ranks[i].rank, first) << i;
+    EXPECT_EQ(d.ranks[i].last_rank, last) << i;
+    EXPECT_EQ(d.ranks[i].presence, presence) << i;
+    EXPECT_EQ(d.ranks[i].bare(), bare) << i;
+  }
+  const std::string evidence = "collective #3 completed, which needs every rank";
+  EXPECT_EQ(d.ranks[1].joined_evidence, evidence);
+  EXPECT_EQ(d.ranks[2].joined_evidence, "its progress-board slot");
+  ASSERT_TRUE(d.ranks[2].board);
+  EXPECT_EQ(d.ranks[2].board->pid, 4203);
+  ASSERT_TRUE(d.ranks[4].last_started);
+  EXPECT_EQ(d.ranks[4].last_started->collective_seq, 4u);
+  EXPECT_EQ(d.diverged_at, std::optional<uint64_t>(4));
+
+  ASSERT_EQ(d.findings.size(), 4u) << diagnosis_text(d);
+  const std::string unknown_one = "its progress is unknown (no progress-board entry: another host?)";
+  const std::string unknown_many = "their progress is unknown (no progress-board entries: other hosts?)";
+  expect_finding(d.findings[0], FindingKind::RankAbsent, {1, 2},
+                 "ranks 1, 2 left no dump but joined the group (" + evidence + "); " + unknown_many);
+  expect_finding(d.findings[1], FindingKind::RankAbsent, {3},
+                 "rank 3 left no dump but joined the group (its progress-board slot): pid 4203 is gone (killed, "
+                 "crashed or _exit without destroying its group); last collective #3 all_reduce (float32, 4 "
+                 "elements, sum), completed; it never arrived at #4 all_reduce (float32 [4], sum), which ranks 0, "
+                 "5 wait in");
+  expect_finding(d.findings[2], FindingKind::RankAbsent, {4},
+                 "rank 4 left no dump but joined the group (" + evidence + "); " + unknown_one);
+  expect_finding(d.findings[3], FindingKind::RankAbsent, {6, 7},
+                 "ranks 6, 7 left no dump but joined the group (" + evidence + "); " + unknown_many);
+
+  const std::string text = diagnosis_text(d);
+  EXPECT_TRUE(has(text,
+                  "ranks:\n"
+                  "  rank 0: dump flight_recorder_rank0.json\n"
+                  "    last enqueued:  #4 all_reduce (float32 [4], sum) [started]\n"
+                  "    last started:   #4 all_reduce (float32 [4], sum) [started]\n"
+                  "    last completed: #3 all_reduce (float32 [4], sum) [completed]\n"
+                  "  ranks 1-2: no dump; joined (" +
+                      evidence +
+                      ")\n"
+                      "  rank 3: no dump; joined (its progress-board slot)\n"
+                      "    progress board: issued #3, entered #3 all_reduce (float32, 4 elements, sum), completed "
+                      "#3; state active, pid 4203 gone\n"
+                      "  rank 4: no dump; joined (" +
+                      evidence +
+                      ")\n"
+                      "  rank 5: dump flight_recorder_rank5.json\n"))
+      << text;
+  EXPECT_TRUE(has(text, "  ranks 6-7: no dump; joined (" + evidence + ")\n")) << text;
+
+  const json j = diagnosis_json(d);
+  ASSERT_EQ(j["ranks"].size(), 6u);
+  EXPECT_EQ(j["ranks"][0]["rank"], 0);
+  EXPECT_EQ(j["ranks"][1],
+            (json{{"first_rank", 1}, {"last_rank", 2}, {"presence", "absent"}, {"joined_evidence", evidence}}));
+  EXPECT_EQ(j["ranks"][2]["rank"], 3);
+  EXPECT_EQ(j["ranks"][2]["progress_board"]["pid"], 4203);
+  EXPECT_EQ(j["ranks"][3],
+            (json{{"first_rank", 4}, {"last_rank", 4}, {"presence", "absent"}, {"joined_evidence", evidence}}));
+  EXPECT_EQ(j["ranks"][4]["rank"], 5);
+  EXPECT_EQ(j["ranks"][4]["last_started"]["collective_seq"], 4);
+  EXPECT_EQ(j["ranks"][5]["last_rank"], 7);
+  EXPECT_EQ(j["findings"][0]["ranks"], json({1, 2}));
+  EXPECT_EQ(j["findings"][3]["ranks"], json({6, 7}));
+}
+
+TEST(DumpAnalysis, RankSetIsRunsThatReadAsASortedVector) {
+  const RankSet s = std::vector<int>{7, 3, 4, 5, 9, 4, 10};
+  EXPECT_EQ(s.runs(), (std::vector<RankSet::Run>{{3, 5}, {7, 7}, {9, 10}}));
+  EXPECT_EQ(s.size(), 6u);
+  EXPECT_EQ(std::vector<int>(s.begin(), s.end()), (std::vector<int>{3, 4, 5, 7, 9, 10}));
+  EXPECT_EQ(s, (std::vector<int>{3, 4, 5, 7, 9, 10}));
+  RankSet big;
+  big.add(1, 1 << 20);
+  big.add((1 << 20) + 1, (1 << 20) + 1);  // adjacent: the run grows
+  EXPECT_EQ(big.runs().size(), 1u);
+  EXPECT_EQ(big.size(), std::size_t(1 << 20) + 1);
+  EXPECT_TRUE(has(what_of([&] { big.add(5, 6); }), "not a run above the ranks held"));
+  EXPECT_TRUE(RankSet().empty());
+  EXPECT_EQ(RankSet().begin(), RankSet().end());
 }
 
 TEST(DumpAnalysis, OpMismatch) {

@@ -301,50 +301,50 @@ TEST(Launcher, AStoppedRankStillHasItsStackAndIsKilled) {
   EXPECT_NE(res.stacks[1].find("rank_stops_itself_here"), std::string::npos) << res.stacks[1];
 }
 
+// Two ranks that ignore SIGTERM, launched in a child process (returned) that is the launcher;
+// back once the ranks are up.
+pid_t launcher_of_stubborn_ranks(const fs::path& run_dir) {
+  const LaunchSpec spec = two_ranks(run_dir,
+                                    {"sh", "-c",
+                                     "trap '' TERM; touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; sleep 300"},
+                                    std::chrono::seconds(60));
+  const pid_t child = ::fork();
+  if (child == 0) {
+    launch(spec);
+    ::_exit(0);  // not reached: the tests signal the launcher
+  }
+  if (child > 0) wait_for_ranks_up(run_dir);
+  return child;
+}
+
 // SIGTERM to the launcher: the ranks are ended, nothing is left, and the launcher then dies of
 // the signal as it would have without the launch.
 TEST(Launcher, ASignalToTheLauncherEndsTheRunFirst) {
   const tb::testing::ScratchDir run = fresh_dir("signal");
-  const LaunchSpec spec =
-      two_ranks(run, {"sh", "-c", "trap '' TERM; touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; sleep 300"},
-                std::chrono::seconds(60));
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    launch(spec);
-    ::_exit(0);  // not reached: the launcher raises SIGTERM again
-  }
-  wait_for_ranks_up(spec.run_dir);
-  EXPECT_GE(processes_in_run(spec.run_dir).size(), 3u);
+  const pid_t child = launcher_of_stubborn_ranks(run);
+  ASSERT_GT(child, 0);
+  EXPECT_GE(processes_in_run(run).size(), 3u);
   ::kill(child, SIGTERM);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
-  EXPECT_TRUE(processes_in_run(spec.run_dir).empty());
+  EXPECT_TRUE(processes_in_run(run).empty());
 }
 
 // SIGKILL to the launcher (a CI job's hard timeout, the OOM killer) runs none of its code:
 // mpirun, told of its parent's death, still ends the ranks, those that ignore SIGTERM included.
 TEST(Launcher, ASigkillToTheLauncherStillEndsTheRun) {
   const tb::testing::ScratchDir run = fresh_dir("sigkill");
-  const LaunchSpec spec =
-      two_ranks(run, {"sh", "-c", "trap '' TERM; touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; sleep 300"},
-                std::chrono::seconds(60));
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    launch(spec);
-    ::_exit(0);  // not reached: killed below
-  }
-  wait_for_ranks_up(spec.run_dir);
-  EXPECT_GE(processes_in_run(spec.run_dir).size(), 3u);
+  const pid_t child = launcher_of_stubborn_ranks(run);
+  ASSERT_GT(child, 0);
+  EXPECT_GE(processes_in_run(run).size(), 3u);
   ::kill(child, SIGKILL);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!processes_in_run(spec.run_dir).empty() && std::chrono::steady_clock::now() < give_up)
+  while (!processes_in_run(run).empty() && std::chrono::steady_clock::now() < give_up)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const std::vector<int> left = processes_in_run(spec.run_dir);
+  const std::vector<int> left = processes_in_run(run);
   EXPECT_TRUE(left.empty()) << left.size() << " processes of the run outlived the launcher";
   for (int pid : left) ::kill(pid, SIGKILL);
 }

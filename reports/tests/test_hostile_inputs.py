@@ -10,6 +10,8 @@ or a silently absurd figure. One test class per finding of an adversarial pass:
   ZeroBytes          comm records of 0 bytes fitted 10^21 GB/s with a numpy warning
   ManyModels         a subplot per DDP model: minutes for hundreds of models
   HistoryTimes       5e-324 s and 1e300 s series made "infx" and "4.94e-315 ns"
+  HistoryScale       a history PNG per suite (2000 suites: 6 minutes), an ax.plot per case, a run
+                     1.1 inch wide
   OutputAndBom       --json checked after the projection printed; a UTF-8 BOM refused
 Run from this folder with PYTHONPATH=<repo>/reports: python -m unittest -v test_hostile_inputs"""
 from __future__ import annotations
@@ -25,6 +27,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import warnings
 from pathlib import Path
@@ -36,7 +39,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 from test_projection import (TRUE, comm_records, ddp_records, fsdp_records, hosts_comm_records,  # noqa: E402
                              record, run_header)
-from trainbench_reports import cli, dist_plots, history  # noqa: E402
+from trainbench_reports import cli, dist_plots, history, plots  # noqa: E402
 from trainbench_reports import projection as pj  # noqa: E402
 from trainbench_reports.load import LoadError, load_results  # noqa: E402
 
@@ -385,6 +388,81 @@ class HistoryTimes(Scratch):
         self.assertIn("9 outside 1e-12 s to 1e+06 s", html)
         code, err = self.report(self.dir)
         self.assertEqual(code, 0, err)
+
+
+class HistoryScale(Scratch):
+    """A folder of runs with thousands of suites, or a suite of tens of thousands of cases: the
+    report draws a bounded number of history plots, each in seconds."""
+
+    def runs(self, cases_of, n_runs=3):
+        """n_runs result files, records {suite: [(case, time in run i)]} from cases_of(i)."""
+        for i in range(n_runs):
+            recs = [record(suite, case, {"engine_median_s": t})
+                    for suite, cases in cases_of(i).items() for case, t in cases]
+            self.write(f"r{i}.json", recs, run=dict(run_header(), time=f"2026-12-0{i + 1}T00:00:00Z"))
+        return self.dir
+
+    def test_thousands_of_suites_draw_the_ones_that_moved(self):
+        # 2000 steady suites (a0000...) and three that doubled (zz*), which sort last by name.
+        def cases_of(i):
+            suites = {f"a{s:04d}": [("add/f32/1", 1e-3)] for s in range(2000)}
+            suites.update({f"zz{k}": [("add/f32/1", 1e-3 * (1 + i * (k + 1)))] for k in range(3)})
+            return suites
+        start = time.perf_counter()
+        code, err = self.report(self.runs(cases_of))
+        elapsed = time.perf_counter() - start
+        self.assertEqual(code, 0, err)
+        pngs = sorted(p.name for p in (self.dir / "report").glob("history_*.png"))
+        self.assertEqual(len(pngs), history.MAX_SUITE_PLOTS)
+        # The movers first, then the steady ones by name.
+        self.assertEqual(pngs[:history.MAX_SUITE_PLOTS - 3], [f"history_a{s:04d}.png" for s in range(9)])
+        self.assertEqual(pngs[-3:], ["history_zz0.png", "history_zz1.png", "history_zz2.png"])
+        html = (self.dir / "report" / "report.html").read_text()
+        self.assertIn(f"Trend plots for {history.MAX_SUITE_PLOTS} of the 2003 suites", html)
+        self.assertIn(f"not drawn ({2003 - history.MAX_SUITE_PLOTS}): a0009, a0010,", html)
+        self.assertIn("a1999.</p>", html)
+        self.assertIn(f"History: {2003 - history.MAX_SUITE_PLOTS} more suites not drawn", html)
+        self.assertIn("<h3>a1999: time per call</h3>", html)  # every suite's table stays
+        self.assertLess(elapsed, 60)  # 6 minutes when every suite was drawn, ~4 s now
+
+    def test_twenty_thousand_cases_draw_in_seconds(self):
+        def cases_of(i):
+            return {"ops": [(f"c{c:05d}", 1e-3 * (1 + 0.01 * ((c * 13 + i * 5) % 17))) for c in range(20000)]}
+        runs = load_results(sorted(self.runs(cases_of).glob("r*.json")))
+        _, times, _ = history.collect(runs)
+        figs = []
+        save = plots._save  # the real one, timed, after keeping the figure
+        with mock.patch.object(plots, "_save", side_effect=lambda fig, p: figs.append(fig) or save(fig, p)):
+            start = time.perf_counter()
+            png = history.trend_plot("ops", times["ops"], history.ordered_runs(runs), self.dir / "h.png")
+            elapsed = time.perf_counter() - start
+        self.assertTrue(png.is_file())
+        ax = figs[0].axes[0]
+        # MAX_HIGHLIGHTED lines in colour and the line at 1; the other cases in one collection.
+        self.assertEqual(len(ax.lines), history.MAX_HIGHLIGHTED + 1)
+        grey = [c for c in ax.collections if c.get_segments()]
+        self.assertEqual([len(c.get_segments()) for c in grey], [20000 - history.MAX_HIGHLIGHTED])
+        self.assertIn(f"{20000 - history.MAX_HIGHLIGHTED} more in grey", ax.get_title())
+        self.assertLess(elapsed, 10)  # 11 s with an ax.plot per case, 1.3 s now
+
+    def test_a_missing_run_breaks_a_grey_line(self):
+        self.assertEqual(history._segments([0, 1, 2, 3, 4], [1.0, math.nan, 2.0, 3.0, math.nan]),
+                         [[(2, 2.0), (3, 3.0)]])
+        self.assertEqual(history._segments([0, 1, 2], [1.0, 2.0, 3.0]), [[(0, 1.0), (1, 2.0), (2, 3.0)]])
+
+    def test_hundreds_of_runs_keep_the_plot_width(self):
+        res = load_results([
+            self.write(f"r{i:03d}.json", [record("ops", "add/f32/1", {"engine_median_s": 1e-3 * (1 + i % 3)})],
+                       run=dict(run_header(), time=f"2026-12-01T00:{i // 60:02d}:{i % 60:02d}Z"))
+            for i in range(300)])
+        _, times, _ = history.collect(res)
+        figs = []
+        with mock.patch.object(plots, "_save", side_effect=lambda fig, path: figs.append(fig) or path):
+            history.trend_plot("ops", times["ops"], history.ordered_runs(res), self.dir / "h.png")
+        fig = figs[0]
+        self.assertLessEqual(fig.get_size_inches()[0], history.MAX_WIDTH_IN)  # was 334 inches
+        self.assertLessEqual(len(fig.axes[0].get_xticks()), history.MAX_RUN_LABELS)
+        dist_plots.plt.close("all")
 
 
 class OutputAndBom(Scratch):

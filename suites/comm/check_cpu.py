@@ -17,6 +17,11 @@ import math
 import sys
 
 
+def seconds(us):
+    """A folded figure in microseconds, in seconds; anything else as it is (check() names it)."""
+    return us / 1e6 if isinstance(us, (int, float)) else us
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -31,6 +36,8 @@ def main() -> int:
         checked += 1
         if not isinstance(cpu, (int, float)) or not math.isfinite(cpu):
             bad.append(f"{name}: cpu_s missing or not a number ({cpu!r})")
+        elif not isinstance(t, (int, float)) or not math.isfinite(t) or not isinstance(world, (int, float)):
+            bad.append(f"{name}: time_s ({t!r}) or world ({world!r}) missing or not a number")
         elif not (cpu > 0 and world * cpu <= t * cores * 1.05 + 20e-6):
             bad.append(f"{name}: cpu_s {cpu:.3g} s: not above 0, or {world} ranks x cpu_s above "
                        f"time_s {t:.3g} s x {cores} cores")
@@ -46,7 +53,7 @@ def main() -> int:
             for key, t in m.items():
                 if key.endswith("_time_us"):
                     cpu = m.get(key[: -len("_time_us")] + "_cpu_us")
-                    check(f"{rec['case']} {key}", cpu / 1e6 if isinstance(cpu, (int, float)) else cpu, t / 1e6, world)
+                    check(f"{rec['case']} {key}", seconds(cpu), seconds(t), world)
     for line in bad:
         print(line, file=sys.stderr)
     if checked == 0:

@@ -351,15 +351,18 @@ void reap_probes(std::ostream* log) {
     }
 }
 
-// Under the root lock: tears down fixtures whose owner died (or persistent ones when asked).
-int reap_locked(bool persistent_too, std::ostream* log, int* failed = nullptr) {
+// Under the root lock: tears down fixtures whose owner died (or persistent ones when asked: all of
+// them, or with `only` those of its ids).
+int reap_locked(bool persistent_too, std::ostream* log, int* failed = nullptr, const std::vector<int>* only = nullptr) {
   reap_probes(log);
   int removed = 0;
   std::error_code ec;
   for (fs::directory_iterator it(hosts_state_root(), ec), end; !ec && it != end; it.increment(ec)) {
     if (!it->is_directory() || it->is_symlink() || !fixture_id(it->path())) continue;  // Note [Hostile state]
     const OwnerState o = read_owner(it->path());
-    bool stale = o.known ? (o.pid == 0 ? persistent_too : !o.alive) : false;
+    const bool asked = persistent_too &&
+                       (!only || std::find(only->begin(), only->end(), *fixture_id(it->path())) != only->end());
+    bool stale = o.known ? (o.pid == 0 ? asked : !o.alive) : false;
     if (!o.known) {
       // Claimed but the owner file never came. A claim writes it under this lock, so an empty
       // folder is a claimer killed in between (stale now); one with files, a minute on.
@@ -368,7 +371,7 @@ int reap_locked(bool persistent_too, std::ostream* log, int* failed = nullptr) {
       stale = (!e3 && fs::is_empty(it->path(), e3)) || (!e2 && age > std::chrono::minutes(1));
     }
     if (!stale) {
-      if (log && persistent_too && o.pid)
+      if (log && asked && o.pid)
         *log << "hosts: fixture " << it->path().filename().string() << " belongs to process " << o.pid
              << " (being made, or a test's): left as it is\n";
       continue;
@@ -1033,10 +1036,10 @@ std::vector<FixtureRecord> list_fixtures() {
   return out;
 }
 
-int reap_fixtures(bool persistent_too, std::ostream* log, int* failed) {
+int reap_fixtures(bool persistent_too, std::ostream* log, int* failed, const std::vector<int>* only) {
   if (!fs::exists(hosts_state_root())) return 0;
   RootLock lock;
-  return reap_locked(persistent_too, log, failed);
+  return reap_locked(persistent_too, log, failed, only);
 }
 
 }  // namespace tb::harness

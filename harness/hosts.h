@@ -171,8 +171,10 @@ LinkMeasurement measure_link(const Host& from, const Host& to);
 std::filesystem::path hosts_state_root();
 std::vector<FixtureRecord> list_fixtures();
 // Tears down every recorded fixture whose owner is dead (and, with `persistent_too`, those made
-// by `trainbench hosts up`; not one still being made); returns how many were removed, and counts
-// in `failed` those with an object that would not go (kept recorded). Lines about each go to `log`.
-int reap_fixtures(bool persistent_too, std::ostream* log, int* failed = nullptr);
+// by `trainbench hosts up`, all of them or with `only` those of its ids; not one still being made);
+// returns how many were removed, and counts in `failed` those with an object that would not go
+// (kept recorded). Lines about each go to `log`.
+int reap_fixtures(bool persistent_too, std::ostream* log, int* failed = nullptr,
+                  const std::vector<int>* only = nullptr);
 
 }  // namespace tb::harness

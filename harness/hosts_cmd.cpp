@@ -36,7 +36,13 @@ CLI::App* add_hosts_command(CLI::App& app, HostsCmdOptions& o) {
       ->check(CLI::Range(1, 256))
       ->type_name("K");
   up->add_flag("--measure", o.measure, "Measure the link between the first two hosts (TCP probe) and record it");
-  sub->add_subcommand("down", "Remove the hosts made by `hosts up`, and any fixture whose owner process is gone");
+  CLI::App* down = sub->add_subcommand(
+      "down",
+      "Remove the hosts made by `hosts up` (every such fixture, or the IDs named), and any fixture whose owner "
+      "process is gone");
+  down->add_option("ids", o.down_ids, "Fixture ids to remove (as `hosts status` lists them); none: all")
+      ->check(CLI::Range(0, 999))
+      ->type_name("ID");
   CLI::App* status = sub->add_subcommand("status",
                                          "List the fixtures that are up (removing those whose owner is gone)");
   status->add_flag("--measure", o.measure,
@@ -107,13 +113,37 @@ int run_hosts(const CLI::App& sub, const HostsCmdOptions& o) {
     return run_delay_line(d, o.ready_fd);
   }
   if (sub.got_subcommand("down")) {
+    const std::vector<int>* only = o.down_ids.empty() ? nullptr : &o.down_ids;
+    if (only) {  // a named id that is not up is a typo, not a removal
+      std::string up, missing;
+      const std::vector<FixtureRecord> all = list_fixtures();
+      for (const FixtureRecord& r : all) up += (up.empty() ? "" : ", ") + std::to_string(r.id);
+      for (int id : o.down_ids) {
+        bool found = false;
+        for (const FixtureRecord& r : all) found = found || r.id == id;
+        if (!found) missing += (missing.empty() ? "" : ", ") + std::to_string(id);
+      }
+      if (!missing.empty())
+        throw UsageError("hosts down: no fixture " + missing + " (up: " + (up.empty() ? "none" : up) +
+                         "; `trainbench hosts status` lists them)");
+    }
     int failed = 0;
-    const int n = reap_fixtures(true, &std::cout, &failed);
+    const int n = reap_fixtures(true, &std::cout, &failed, only);
     std::cout << "hosts: " << n << " fixture(s) removed\n";
     if (failed) {
       std::cerr << "trainbench hosts down: " << failed
                 << " fixture(s) could not be removed (above); they stay recorded for the next `hosts down`\n";
       return 1;
+    }
+    if (only) {  // one still owned by a live process (being made, or a test's) was asked for and stays
+      std::string left;
+      for (const FixtureRecord& r : list_fixtures())
+        for (int id : o.down_ids)
+          if (r.id == id) left += (left.empty() ? "" : ", ") + std::to_string(id);
+      if (!left.empty()) {
+        std::cerr << "trainbench hosts down: fixture " << left << " not removed (above)\n";
+        return 1;
+      }
     }
     return 0;
   }
@@ -161,7 +191,7 @@ int run_hosts(const CLI::App& sub, const HostsCmdOptions& o) {
     std::cout << "hostfile: " << f.hostfile() << "\nlaunch environment (export it, then pass --hostfile):\n";
     for (const auto& [k, v] : f.launch_env()) std::cout << "  export " << k << "=" << shell_quote(v) << '\n';
     std::cout << "e.g. trainbench test --suite collectives --hostfile " << f.hostfile()
-              << "\nremove with: trainbench hosts down\n";
+              << "\nremove with: trainbench hosts down " << f.id() << '\n';
     return 0;
   } catch (const HostsUnavailable& e) {
     std::cerr << "trainbench hosts: cannot make hosts here: " << e.what() << '\n';

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harness/hosts.h"
+#include "harness/tests/cli_run.h"
 
 namespace tb::harness {
 namespace {
@@ -153,6 +154,42 @@ TEST_F(HostsState, AnEmptyClaimIsStaleAtOnce) {
   EXPECT_EQ(reap_fixtures(false, &log), 1) << log.str();
   EXPECT_FALSE(fs::exists(root_ / "9"));
   EXPECT_TRUE(list_fixtures().empty());
+}
+
+TEST_F(HostsState, DownWithIdsRemovesOnlyThose) {
+  // Two fixtures `hosts up` made (persistent; their objects already gone) and one whose owner died.
+  for (const char* id : {"3", "5"}) {
+    fs::create_directories(root_ / id);
+    write(root_ / id / "owner", "persistent\n");
+  }
+  fs::create_directories(root_ / "8");
+  write(root_ / "8" / "owner", kDeadOwner);
+  const std::vector<int> only = {5};
+  std::ostringstream log;
+  EXPECT_EQ(reap_fixtures(true, &log, nullptr, &only), 2) << log.str();  // 5, and 8 (dead owner)
+  EXPECT_TRUE(fs::exists(root_ / "3" / "owner")) << log.str();
+  EXPECT_FALSE(fs::exists(root_ / "5")) << log.str();
+  EXPECT_FALSE(fs::exists(root_ / "8")) << log.str();
+
+  // From the command line: an id that is not up is a usage error that removes nothing.
+  const testing::CliRun typo = testing::run({"hosts", "down", "4"});
+  EXPECT_EQ(typo.code, 2) << typo.out << typo.err;
+  EXPECT_NE(typo.err.find("no fixture 4 (up: 3;"), std::string::npos) << typo.err;
+  EXPECT_TRUE(fs::exists(root_ / "3" / "owner"));
+  const testing::CliRun down = testing::run({"hosts", "down", "3"});
+  EXPECT_EQ(down.code, 0) << down.out << down.err;
+  EXPECT_FALSE(fs::exists(root_ / "3"));
+}
+
+TEST_F(HostsState, DownOfAFixtureStillBeingMadeFails) {
+  // Asked for by id, a fixture its maker still owns stays, and the command says so (exit 1).
+  fs::create_directories(root_ / "6");
+  write(root_ / "6" / "owner", this_process_as_owner());
+  const testing::CliRun r = testing::run({"hosts", "down", "6"});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("being made"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("fixture 6 not removed"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(root_ / "6" / "owner"));
 }
 
 }  // namespace

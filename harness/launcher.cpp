@@ -3,7 +3,10 @@
 // Note [Tagged output]).
 #include "harness/launcher.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -637,6 +640,91 @@ std::vector<int> processes_in_run(const fs::path& run_dir) {
   return processes_with_env("TRAINBENCH_DIST_DIR", run_dir.string());
 }
 
+// Note [A guard for a launcher killed outright]
+// SIGKILL to the launcher (a CI job's hard limit, the OOM killer) runs none of its cleanup.
+// mpirun still ends its ranks (it gets SIGTERM from the kernel, parent_death_signal), but not
+// what a rank started in a session of its own that ignores SIGTERM: only the launcher's scan of
+// the run's environment finds that (kill_run). So each launch starts a guard: a shell in its own
+// session (a kill of the launcher's process group misses it), reading a pipe whose write end
+// only the launcher holds. A launch that ends writes a line and the guard exits; a launcher
+// killed outright closes the pipe without one, and the guard, after mpirun's grace, SIGKILLs
+// every process left with the run's TRAINBENCH_DIST_DIR, noting each in launch_guard.log.
+constexpr const char* kGuardScript =
+    "if read -r _; then exit 0; fi\n"
+    "want=\"TRAINBENCH_DIST_DIR=$1\"\n"
+    "sleep 5\n"
+    "for try in 1 2 3 4 5 6 7 8 9 10; do\n"
+    "  n=0\n"
+    "  for d in /proc/[0-9]*; do\n"
+    "    if grep -qzxF -- \"$want\" \"$d/environ\" 2>/dev/null && kill -KILL \"${d#/proc/}\" 2>/dev/null; then\n"
+    "      n=$((n+1))\n"
+    "      echo \"launch guard: the launcher ended without its cleanup; killed process ${d#/proc/} ($(cat \"$d/comm\" "
+    "2>/dev/null))\" >>\"$1/launch_guard.log\"\n"
+    "    fi\n"
+    "  done\n"
+    "  [ \"$n\" = 0 ] && exit 0\n"
+    "  sleep 0.2\n"
+    "done\n";
+
+class LaunchGuard {
+ public:
+  explicit LaunchGuard(const fs::path& run_dir) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return;  // no guard: the launch runs as before
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    ::posix_spawn_file_actions_init(&fa);
+    ::posix_spawnattr_init(&attr);
+    ::posix_spawn_file_actions_adddup2(&fa, fds[0], 0);
+    ::posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    ::posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    ::posix_spawn_file_actions_addclosefrom_np(&fa, 3);  // none of the launcher's pipes held open
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigfillset(&defaults);
+    ::posix_spawnattr_setsigmask(&attr, &none);
+    ::posix_spawnattr_setsigdefault(&attr, &defaults);
+    ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    std::string dir = run_dir.string();
+    std::string sh = "/bin/sh", c = "-c", script = kGuardScript, name = "trainbench-launch-guard";
+    char* argv[] = {sh.data(), c.data(), script.data(), name.data(), dir.data(), nullptr};
+    std::string path = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+    char* envp[] = {path.data(), nullptr};  // not the run's variable: the guard never finds itself
+    pid_t pid = 0;
+    const int err = ::posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, envp);
+    ::posix_spawn_file_actions_destroy(&fa);
+    ::posix_spawnattr_destroy(&attr);
+    ::close(fds[0]);
+    if (err != 0) {
+      ::close(fds[1]);
+      return;
+    }
+    pid_ = pid;
+    write_end_ = fds[1];
+  }
+  // The launch ended and cleaned up itself: the guard exits at once.
+  void dismiss() { finish(true); }
+  // Any other way out (an exception): the guard runs, as for a launcher killed outright.
+  ~LaunchGuard() { finish(false); }
+  LaunchGuard(const LaunchGuard&) = delete;
+  LaunchGuard& operator=(const LaunchGuard&) = delete;
+
+ private:
+  void finish(bool clean) {
+    if (write_end_ < 0) return;
+    if (clean) {
+      const ssize_t n = ::write(write_end_, "\n", 1);  // a full pipe cannot be: nothing else is written
+      (void)n;
+    }
+    ::close(write_end_);
+    write_end_ = -1;
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_t pid_ = -1;
+  int write_end_ = -1;
+};
+
 std::vector<int> processes_with_env(const std::string& name, const std::string& value) {
   std::vector<int> pids;
   for (const RunProcess& p : scan_env(name + "=" + value)) pids.push_back(p.pid);
@@ -660,6 +748,8 @@ LaunchResult launch(const LaunchSpec& spec) {
   // ignore it. Not SIGKILL: mpirun killed so could not end them.
   run.die_with_parent = true;
   run.parent_death_signal = SIGTERM;
+  // What mpirun cannot reach, the guard ends: Note [A guard for a launcher killed outright].
+  LaunchGuard guard(spec.run_dir);
   run.env["TRAINBENCH_DIST_DIR"] = spec.run_dir.string();
   for (const auto& [k, v] : spec.env) run.env[k] = v;
   // Ranks on other hosts are not in mpirun's group: their pid files reach them. Ranks here (and
@@ -784,6 +874,7 @@ LaunchResult launch(const LaunchSpec& spec) {
   // Whatever outlived mpirun (a rank's child that ignores SIGTERM, a daemon a rank started, a
   // rank on this host that mpirun lost track of) is killed, found by the run's environment.
   res.orphans = kill_run(spec.run_dir, std::chrono::seconds(5));
+  guard.dismiss();
   // A step whose srun was killed (or whose allocation outlived it) is Slurm's to end on the other
   // nodes too: cancel the job by its name (Note [Ranks under srun]).
   if (slurm && done.started() && !done.ok()) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -302,11 +303,14 @@ TEST(Launcher, AStoppedRankStillHasItsStackAndIsKilled) {
 }
 
 // Two ranks that ignore SIGTERM, launched in a child process (returned) that is the launcher;
-// back once the ranks are up.
-pid_t launcher_of_stubborn_ranks(const fs::path& run_dir) {
+// back once the ranks are up. `setsid_child`: each rank first starts a child in a session of its
+// own that ignores SIGTERM too (which mpirun does not know of).
+pid_t launcher_of_stubborn_ranks(const fs::path& run_dir, bool setsid_child = false) {
+  const std::string own_session = setsid_child ? "setsid sh -c \"trap '' TERM; sleep 300\" & " : "";
   const LaunchSpec spec = two_ranks(run_dir,
                                     {"sh", "-c",
-                                     "trap '' TERM; touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; sleep 300"},
+                                     "trap '' TERM; " + own_session +
+                                         "touch \"$TRAINBENCH_DIST_DIR/up$OMPI_COMM_WORLD_RANK\"; sleep 300"},
                                     std::chrono::seconds(60));
   const pid_t child = ::fork();
   if (child == 0) {
@@ -331,6 +335,20 @@ TEST(Launcher, ASignalToTheLauncherEndsTheRunFirst) {
   EXPECT_TRUE(processes_in_run(run).empty());
 }
 
+// SIGKILLs the launcher `child`, then expects every process of the run gone within 30 s (any
+// left are killed, so a failure leaves nothing behind either).
+void sigkill_and_expect_nothing_left(pid_t child, const fs::path& run) {
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!processes_in_run(run).empty() && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::vector<int> left = processes_in_run(run);
+  EXPECT_TRUE(left.empty()) << left.size() << " processes of the run outlived the launcher";
+  for (int pid : left) ::kill(pid, SIGKILL);
+}
+
 // SIGKILL to the launcher (a CI job's hard timeout, the OOM killer) runs none of its code:
 // mpirun, told of its parent's death, still ends the ranks, those that ignore SIGTERM included.
 TEST(Launcher, ASigkillToTheLauncherStillEndsTheRun) {
@@ -338,15 +356,32 @@ TEST(Launcher, ASigkillToTheLauncherStillEndsTheRun) {
   const pid_t child = launcher_of_stubborn_ranks(run);
   ASSERT_GT(child, 0);
   EXPECT_GE(processes_in_run(run).size(), 3u);
-  ::kill(child, SIGKILL);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!processes_in_run(run).empty() && std::chrono::steady_clock::now() < give_up)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const std::vector<int> left = processes_in_run(run);
-  EXPECT_TRUE(left.empty()) << left.size() << " processes of the run outlived the launcher";
-  for (int pid : left) ::kill(pid, SIGKILL);
+  sigkill_and_expect_nothing_left(child, run);
+}
+
+// ... and what a rank started in a session of its own, which mpirun cannot reach: the launch's
+// guard ends it (Note [A guard for a launcher killed outright] in harness/launcher.cpp).
+TEST(Launcher, ASigkillToTheLauncherEndsARanksSetsidChildToo) {
+  const tb::testing::ScratchDir run = fresh_dir("sigkill_setsid");
+  const pid_t child = launcher_of_stubborn_ranks(run, true);
+  ASSERT_GT(child, 0);
+  EXPECT_GE(processes_in_run(run).size(), 5u) << "mpirun, 2 ranks and their 2 children";
+  sigkill_and_expect_nothing_left(child, run);
+  std::ifstream log(fs::path(run) / "launch_guard.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), {});
+  EXPECT_NE(text.find("killed process"), std::string::npos) << text;
+  EXPECT_NE(text.find("(sleep)"), std::string::npos) << text;
+}
+
+// A launch that ends as it should leaves its guard nothing to do: it exits at once, logs nothing.
+TEST(Launcher, AGuardOfALaunchThatEndedLeavesNoTrace) {
+  const tb::testing::ScratchDir run = fresh_dir("guard_quiet");
+  const auto t0 = std::chrono::steady_clock::now();
+  const LaunchResult res = launch(two_ranks(run, {"true"}, std::chrono::seconds(60)));
+  ASSERT_TRUE(res.ok()) << res.diagnosis();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0)
+      << "the launch waited for its guard's grace";
+  EXPECT_FALSE(fs::exists(fs::path(run) / "launch_guard.log"));
 }
 
 TEST(Launcher, ForwardsTrainbenchNcclAndOmpiVariables) {

@@ -2,9 +2,12 @@
 times) draws each suite's benchmark history and lists the cases whose status changed, in run
 order; one run draws none. Run from this folder with PYTHONPATH=<repo>/reports:
     python -m unittest -v test_history"""
+import base64
 import copy
+import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -85,10 +88,53 @@ class History(unittest.TestCase):
         out = self.dir / "report"
         self.assertEqual(run_report(out, self.folder_of_runs()).returncode, 0)
         self.assertTrue((out / "history_ops.png").exists())
+        self.assertTrue((out / "history.csv").exists())
         p = run_report(out, SAMPLE)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertFalse((out / "history_ops.png").exists())
+        self.assertFalse((out / "history.csv").exists())  # its runs are not this report's
         self.assertNotIn("History across runs", (out / "report.html").read_text())
+
+    def test_suites_with_one_slug_get_their_own_plots(self):
+        # "a/b" and "a_b" both wrote history_a_b.png, "A" and "a" one file on a case-insensitive
+        # file system: each suite's section showed the last one drawn. A 300-character name was
+        # a file name too long to write (exit 2).
+        suites = ["a/b", "a_b", "A", "a", "s" * 300]
+        runs = self.dir / "runs"
+        runs.mkdir()
+        for i, when in enumerate(("2026-12-01T09:00:00Z", "2026-12-02T09:00:00Z")):
+            doc = json.loads(SAMPLE.read_text())
+            bench = next(r for r in doc["records"] if r["kind"] == "benchmark")
+            doc["run"]["time"] = when
+            # Each suite moves by its own factor, so no two plots are alike.
+            doc["records"] = [dict(copy.deepcopy(bench), suite=s, case=f"case{k}",
+                                   metrics={"engine_median_s": 1e-3 * (1 + i * (k + 1))})
+                              for k, s in enumerate(suites)]
+            (runs / f"r{i}.json").write_text(json.dumps(doc))
+        out = self.dir / "report"
+        p = run_report(out, runs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        html = (out / "report.html").read_text()
+        files = {}
+        for s in suites:
+            m = re.search(re.escape(f"<h3>History: {s} benchmarks over 2 runs</h3>") +
+                          r'\s*<img alt="([^"]+)" src="data:image/png;base64,([^"]+)">', html)
+            self.assertIsNotNone(m, s)
+            png = out / f"{m.group(1)}.png"
+            self.assertTrue(png.is_file(), png)
+            self.assertLessEqual(len(png.name), 255)
+            self.assertEqual(base64.b64decode(m.group(2)), png.read_bytes(), s)
+            files[s] = png.name
+        self.assertEqual(len({f.lower() for f in files.values()}), len(suites), files)
+        self.assertEqual(files["a_b"], "history_a_b.png")  # a plain name keeps its slug
+        self.assertEqual(files["a"], "history_a.png")
+        self.assertEqual(len({(out / f).read_bytes() for f in files.values()}), len(suites))
+        # Deterministic: a second report writes the same files, and leaves no other history plot.
+        (out / "history_stale.png").write_bytes(b"old")
+        self.assertEqual(run_report(out, runs).returncode, 0)
+        self.assertEqual(sorted(p.name for p in out.glob("history_*.png")), sorted(files.values()))
+        with open(out / "history.csv", newline="") as f:
+            self.assertEqual(sorted(row[0] for row in list(csv.reader(f))[1:]), sorted(suites))
 
     def test_empty_folder_is_a_clear_error(self):
         empty = self.dir / "empty"

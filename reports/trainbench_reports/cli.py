@@ -210,6 +210,7 @@ def _report(args) -> int:
     table = dist_plots.fsdp_table_html(items)
     if table:
         sections.append(("FSDP: the engine beside its DDP and PyTorch FSDP2", table))
+    history.write_csv(results, out / history.CSV_NAME)  # every case; the HTML shows the movers
     table = history.section_html(results)
     if table:
         sections.append(("History across runs", table))

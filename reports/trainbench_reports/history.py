@@ -1,19 +1,25 @@
 """History across runs: when the report is given several results (a folder of runs), each
 benchmark case's time per run, ordered by the run header's time, as one trend plot per suite
-(history_<suite>.png) and a table in the HTML; correctness cases whose status changed between
-runs are listed with their statuses in run order. One result: nothing here.
+(history_<suite>.png, plot_name), a table per suite in the HTML and every case in history.csv;
+correctness cases whose status changed between runs are listed with their statuses in run order.
+One result: nothing here.
 
 Bounded for any input: at most MAX_SUITE_PLOTS suites get a plot (the HTML names the others), the
-grey lines of a plot are one LineCollection, and a plot is at most MAX_WIDTH_IN wide."""
+grey lines of a plot are one LineCollection, a plot is at most MAX_WIDTH_IN wide, and a suite's
+HTML table shows at most MAX_TABLE_ROWS cases (history.csv has them all)."""
 from __future__ import annotations
 
+import csv
+import hashlib
+import heapq
+import io
 import math
 import re
 from html import escape
 from pathlib import Path
 
 from .load import MAX_TIME_S, MIN_TIME_S, number
-from .output import OutputError
+from .output import OutputError, write_output
 from .summary import fmt_seconds
 
 MAX_HIGHLIGHTED = 8  # cases drawn in colour and named in the legend; the rest thin and grey
@@ -24,6 +30,12 @@ MAX_HIGHLIGHTED = 8  # cases drawn in colour and named in the legend; the rest t
 MAX_SUITE_PLOTS = 12
 MAX_WIDTH_IN = 20.0  # 1.1 inch a run up to 14 runs; past that the width stays and fewer runs are labelled
 MAX_RUN_LABELS = 16
+# 20,000 cases over 3 runs made a 2.7 MB history section; past this many cases a suite's table shows
+# those that moved most (the measure that colours the plots) and the full table is CSV_NAME.
+MAX_TABLE_ROWS = 50
+CSV_NAME = "history.csv"
+MAX_SLUG = 100  # a 300-character suite name was a file name too long to write
+_HASHED = re.compile(r"-[0-9a-f]{12}$")
 
 
 def ordered_runs(results):
@@ -106,6 +118,18 @@ def _slug(suite: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", suite) or "suite"
 
 
+def plot_name(suite: str) -> str:
+    """history_<slug>.png, one file per suite name: the plain slug where it is the name itself in
+    lower case, else the slug (cut to MAX_SLUG) and 12 hex digits of the name's SHA-256. "a/b" and
+    "a_b" shared history_a_b.png, and "A" and "a" one file on a case-insensitive file system, so one
+    suite's plot showed the other's data. A plain name never ends as a hashed one does."""
+    slug = _slug(suite)
+    if slug == suite.lower() and len(slug) <= MAX_SLUG and not _HASHED.search(slug):
+        return f"history_{slug}.png"
+    digest = hashlib.sha256(suite.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"history_{slug[:MAX_SLUG]}-{digest}.png"
+
+
 def _drawable(values) -> bool:
     return sum(1 for v in values if v) > 1
 
@@ -182,23 +206,27 @@ def plots(results, out: Path):
     history (at most MAX_SUITE_PLOTS, drawn_suites), and a note of how many were left out. Stale
     history_*.png from an earlier report into `out` are removed."""
     items = []
-    written = set()
+    written = set()  # lower case: on a case-insensitive file system history_A.png is history_a.png
     if len(results) > 1:
         runs, times, _ = collect(results)
         drawn, left_out = drawn_suites(times)
         for suite in drawn:
-            png = trend_plot(suite, times[suite], runs, out / f"history_{_slug(suite)}.png")
-            items.append((f"History: {suite} benchmarks over {len(runs)} runs", png,
-                          f"No {suite} benchmark ran in two or more of the runs."))
+            name = plot_name(suite)
+            title = f"History: {suite} benchmarks over {len(runs)} runs"
+            if name.lower() in written:  # only two names crafted to share 48 bits of their hash
+                items.append((title, None, f"Not drawn: its file name {name} is another suite's."))
+                continue
+            png = trend_plot(suite, times[suite], runs, out / name)
+            items.append((title, png, f"No {suite} benchmark ran in two or more of the runs."))
             if png:
-                written.add(png.name)
+                written.add(png.name.lower())
         if left_out:
             items.append((f"History: {len(left_out)} more suites not drawn", None,
                           f"Trend plots for {len(drawn)} of the {len(times)} suites with benchmark "
-                          "times, those whose cases moved most; the others are named, and all "
-                          "their times listed, under History across runs."))
+                          "times, those whose cases moved most; the others are named, and their "
+                          f"times listed, under History across runs (every case in {CSV_NAME})."))
     for old in out.glob("history_*.png"):
-        if old.name not in written:
+        if old.name.lower() not in written:
             try:
                 old.unlink()
             except OSError as e:
@@ -206,14 +234,48 @@ def plots(results, out: Path):
     return items
 
 
+def _change(values) -> str:
+    """Last over first of a case's times, or '' where it has fewer than two."""
+    present = [v for v in values if v]
+    return f"{present[-1] / present[0]!r}" if len(present) > 1 else ""
+
+
+def _shown(cases: dict):
+    """The (case, times) a suite's HTML table shows: at most MAX_TABLE_ROWS, those whose time moved
+    most (_spread, as trend_plot colours them), then by name; in that order."""
+    return heapq.nsmallest(MAX_TABLE_ROWS, cases.items(), key=lambda kv: (-_spread(kv[1]), kv[0]))
+
+
+def write_csv(results, path: Path):
+    """Every case's time per run in seconds (empty where it has none) and last / first, as
+    suite,case,<run>...,last/first rows, suites by name; None for one result, and a history.csv
+    left by an earlier report is removed (its runs are not this report's)."""
+    if len(results) < 2:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as e:
+            raise OutputError(f"{path}: cannot remove the stale table: {e.strerror or e}")
+        return None
+    runs, times, _ = collect(results)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["suite", "case"] + [f"time_s {r.label} {r.run.get('time', '?')}" for r in runs]
+               + ["last/first"])
+    for suite in sorted(times):
+        for case, values in times[suite].items():
+            w.writerow([suite, case] + ["" if v is None else repr(v) for v in values] + [_change(values)])
+    return write_output(path, buf.getvalue().encode("utf-8", "backslashreplace"))
+
+
 def section_html(results):
-    """The history tables (benchmark times per run, status changes), or '' for one result."""
+    """The history tables (benchmark times per run, status changes), or '' for one result. A suite's
+    table shows at most MAX_TABLE_ROWS cases (_shown) and says how many more CSV_NAME holds."""
     if len(results) < 2:
         return ""
     dropped = [0, 0]
     runs, times, changed = collect(results, dropped)
     head = "".join(f"<th>{escape(_run_label(r)).replace(chr(10), '<br>')}</th>" for r in runs)
-    parts = []
+    parts = [f"<p>Every case's time per run, in seconds: {CSV_NAME} beside this report.</p>"] if times else []
     if any(dropped):
         parts.append(f"<p>Times left out as no time per call: {dropped[0]} not a positive number (\"nan\"), "
                      f"{dropped[1]} outside {MIN_TIME_S:g} s to {MAX_TIME_S:g} s.</p>")
@@ -230,9 +292,17 @@ def section_html(results):
             parts.append(f"<tr><td>{escape(suite)}</td><td>{escape(case)}</td>{cells}</tr>")
         parts.append("</table>")
     for suite in sorted(times):
+        cases = times[suite]
         parts.append(f"<h3>{escape(suite)}: time per call</h3>")
+        if len(cases) > MAX_TABLE_ROWS:
+            parts.append(f"<p>The {MAX_TABLE_ROWS} of {len(cases)} cases whose time moved most (max / min "
+                         f"over the runs), those first; {len(cases) - MAX_TABLE_ROWS} more left out here, "
+                         f"every case is in {CSV_NAME}.</p>")
+            rows = _shown(cases)
+        else:
+            rows = cases.items()
         parts.append(f"<table><tr><th>case</th>{head}<th>last / first</th></tr>")
-        for case, values in times[suite].items():
+        for case, values in rows:
             cells = "".join(f'<td class="num">{escape(fmt_seconds(v))}</td>' for v in values)
             present = [v for v in values if v]
             change = f"{present[-1] / present[0]:.2f}x" if len(present) > 1 else "-"

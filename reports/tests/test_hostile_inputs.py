@@ -13,6 +13,7 @@ or a silently absurd figure. One test class per finding of an adversarial pass:
   HistoryScale       a history PNG per suite (2000 suites: 6 minutes), an ax.plot per case, a run
                      1.1 inch wide, every case in the HTML (20,000 cases: a 2.7 MB history section)
   OutputAndBom       --json checked after the projection printed; a UTF-8 BOM refused
+  LoneSurrogates     a suite named "\\ud800" made the report's plots raise a traceback
 Run from this folder with PYTHONPATH=<repo>/reports: python -m unittest -v test_hostile_inputs"""
 from __future__ import annotations
 
@@ -527,6 +528,23 @@ class OutputAndBom(Scratch):
         self.assertEqual(code, 0, err)
         code, err = self.report(bom)
         self.assertEqual(code, 0, err)
+
+
+class LoneSurrogates(Scratch):
+    def test_a_lone_surrogate_is_refused_and_a_pair_is_a_character(self):
+        recs = comm_records(TRUE)
+        for lone in ("\ud800", "\udfff", "a\udc00b"):
+            recs[0]["suite"] = lone
+            path = self.write("lone.json", recs)  # json.dumps writes it as an escape
+            self.assertIn("\\u", path.read_text())
+            code, err = self.report(path)
+            self.assertOneLine(code, err, "lone UTF-16 surrogate")
+            code, _, err = self.project("--results", path, "--ranks", "8")
+            self.assertOneLine(code, err, "lone UTF-16 surrogate")
+        recs[0]["suite"] = "\U0001f600"  # a pair of escapes, one character: fine
+        path = self.write("pair.json", recs)
+        self.assertIn("\\ud83d\\ude00", path.read_text())
+        self.assertEqual(load_results([path])[0].records[0]["suite"], "\U0001f600")
 
 
 if __name__ == "__main__":

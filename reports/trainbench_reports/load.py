@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,6 +135,19 @@ def read_input(p: Path, limit: int = MAX_INPUT_BYTES, what: str = "result file")
         os.close(fd)
 
 
+# A \uD800-\uDFFF escape: a pair of them is one character, a lone one no text at all (matplotlib
+# and the UTF-8 writers failed on it with a traceback; `trainbench compare` refuses the file).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _refuse_lone_surrogates(doc, p: Path):
+    try:
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")  # a pair was decoded as one character
+    except UnicodeEncodeError as e:
+        raise LoadError(f"{p}: not JSON text: a string holds a lone UTF-16 surrogate "
+                        f"(\\u{ord(e.object[e.start]):04x}), not a character")
+
+
 def decode_json(data: bytes, p: Path):
     """The JSON document in `data`, the bytes of file `p`; every way they can be bad is a one-line
     LoadError. A UTF-8 byte order mark is skipped, as `trainbench compare` skips it (editors on
@@ -149,7 +163,10 @@ def decode_json(data: bytes, p: Path):
                         "result files are UTF-8 JSON")
     try:
         # NaN and Infinity are Python's extensions, not JSON: the harness writes "nan" strings.
-        return json.loads(text, parse_constant=_refuse_constant)
+        doc = json.loads(text, parse_constant=_refuse_constant)
+        if _SURROGATE_ESCAPE.search(text):
+            _refuse_lone_surrogates(doc, p)
+        return doc
     except json.JSONDecodeError as e:
         raise LoadError(f"{p}: not JSON: {e.msg} at line {e.lineno} column {e.colno}")
     except RecursionError:

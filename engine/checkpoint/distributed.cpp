@@ -386,7 +386,12 @@ SaveStats save_gated(const DistributedState& state, const std::string& dir, dist
   const std::string kept = "; the previous checkpoint (if any) is what `latest` still names";
   // (1) Validate, exchange what each rank holds, agree on the save id and the plan.
   std::string error = early_error.empty() ? check_local(state) : early_error;
-  if (error.empty() && state.step < 0) error = "step must be >= 0, got " + std::to_string(state.step);
+  if (error.empty()) error = step_error(state.step);
+  if (const std::string at = rank == 0 ? non_finite_number_path(state.state, "state") : "";  // rank 0's is saved
+      error.empty() && !at.empty())
+    error = at +
+            " is NaN or infinite, which JSON cannot hold (it would load as null); store it as a string, e.g. "
+            "\"inf\", as the LR schedulers' state dicts do";
   std::string save_id;
   if (rank == 0 && error.empty()) {
     try {

@@ -50,6 +50,12 @@ int64_t parse_step_name(const std::string& s) {
   return v;
 }
 
+std::string step_error(int64_t step) {
+  if (step >= 0 && step <= kMaxStep) return "";
+  return "step must be in 0.." + std::to_string(kMaxStep) + " (a step directory name holds at most 18 digits), got " +
+         std::to_string(step);
+}
+
 std::string new_save_id() {
   std::random_device rd;
   const uint64_t v = (uint64_t(rd()) << 32) ^ rd();

@@ -8,8 +8,12 @@
 namespace tb::checkpoint {
 
 std::string step_name(int64_t step);  // "step-<N>"
-// "step-<digits>" -> step, else -1.
+// "step-<digits>" -> step, else -1. At most 18 digits, so every name is an int64_t.
 int64_t parse_step_name(const std::string& s);
+// The steps a save takes: those whose name parse_step_name reads back.
+inline constexpr int64_t kMaxStep = 999'999'999'999'999'999;
+// "" for a step a save can take, else why not (a negative step, or one whose name a load would refuse).
+std::string step_error(int64_t step);
 // 16 random hex digits.
 std::string new_save_id();
 void remove_tree_quietly(const std::string& p);

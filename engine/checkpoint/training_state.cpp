@@ -47,7 +47,8 @@ void set_rng_state(core::Generator& gen, const nlohmann::json& state) {
 std::string latest_checkpoint(const std::string& dir) { return dir + "/" + read_latest_name(dir); }
 
 void save_checkpoint(const std::string& dir, const TrainingState& state, int64_t keep_last) {
-  TB_CHECK(state.step >= 0, "checkpoint.save", "step must be >= 0, got ", state.step);
+  const std::string bad_step = step_error(state.step);
+  TB_CHECK(bad_step.empty(), "checkpoint.save", bad_step);
   TB_CHECK(keep_last >= 0, "checkpoint.save", "keep_last must be >= 0 (0 keeps all), got ", keep_last);
   make_dirs(dir);
   remove_stale_staging(dir);
@@ -69,6 +70,11 @@ void save_checkpoint(const std::string& dir, const TrainingState& state, int64_t
                         {"rng", state.rng},
                         {"config", state.config},
                         {"extra", state.extra}};
+    const std::string non_finite = non_finite_number_path(j, "state");
+    TB_CHECK(
+        non_finite.empty(), "checkpoint.save", "the training state's ", non_finite.substr(6),
+        " is NaN or infinite, which JSON cannot hold (it would load as null); store it as a string, e.g. \"inf\", ",
+        "as the LR schedulers' state dicts do");
     std::string text;
     try {
       text = j.dump(1);

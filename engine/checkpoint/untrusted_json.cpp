@@ -1,6 +1,10 @@
 // Depth-bounded JSON for untrusted input; see untrusted_json.h.
 #include "engine/checkpoint/untrusted_json.h"
 
+#include <cmath>
+#include <utility>
+#include <vector>
+
 #include "engine/core/error.h"
 
 namespace tb::checkpoint {
@@ -55,6 +59,22 @@ std::string text_excerpt(std::string_view s, size_t max_chars) {
   size_t cut = max_chars;
   while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8 characters
   return std::string(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
+}
+
+std::string non_finite_number_path(const nlohmann::json& v, const std::string& root) {
+  std::vector<std::pair<const nlohmann::json*, std::string>> todo = {{&v, root}};
+  while (!todo.empty()) {
+    auto [j, path] = std::move(todo.back());
+    todo.pop_back();
+    if (j->is_number_float()) {
+      if (!std::isfinite(j->get<double>())) return path;
+    } else if (j->is_object()) {
+      for (auto it = j->rbegin(); it != j->rend(); ++it) todo.emplace_back(&*it, path + "." + it.key());
+    } else if (j->is_array()) {
+      for (size_t i = j->size(); i-- > 0;) todo.emplace_back(&(*j)[i], path + "[" + std::to_string(i) + "]");
+    }
+  }
+  return "";
 }
 
 }  // namespace tb::checkpoint

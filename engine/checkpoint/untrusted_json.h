@@ -32,4 +32,10 @@ std::string json_excerpt(const nlohmann::json& v, size_t max_chars = 80);
 // A string from the input for an error message, cut to about max_chars whole UTF-8 characters.
 std::string text_excerpt(std::string_view s, size_t max_chars = 80);
 
+// Where in `v` (e.g. "config.max_grad_norm", "extra.losses[3]", from `root`) the first NaN or
+// infinite number sits, or "" when none does. JSON has no such numbers and nlohmann writes them
+// as null, so a save that let one through would load a different state: saves refuse them.
+// Iterative, so any nesting is safe.
+std::string non_finite_number_path(const nlohmann::json& v, const std::string& root);
+
 }  // namespace tb::checkpoint

@@ -12,8 +12,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include "engine/checkpoint/safetensors.h"
+#include "engine/checkpoint/step_dir.h"
 #include "engine/checkpoint/training_state.h"
 #include "engine/core/tests/error_of.h"
 #include "engine/tensor/factories.h"
@@ -274,6 +276,34 @@ TEST_F(Checkpoint, TrainingStateRoundTrip) {
   EXPECT_EQ(read(path("latest")), "step-8\n");
   EXPECT_FALSE(fs::exists(path("step-7")));
   EXPECT_EQ(load_checkpoint(path("step-8")).step, 8);
+}
+
+// What a save cannot write faithfully it refuses, leaving `latest` as it was: a NaN or infinite
+// number anywhere in the JSON (nlohmann wrote null: the resumed config differed, and reading it
+// as a number threw), and a step whose directory name a load would refuse (19 digits and more).
+TEST_F(Checkpoint, SaveRefusesWhatItCouldNotLoadBack) {
+  TrainingState s;
+  s.model = {{"w", from_vector({1, 2})}};
+  s.step = 1;
+  save_checkpoint(dir_.string(), s);
+  const auto refused = [&](const TrainingState& bad) { return error_of([&] { save_checkpoint(dir_.string(), bad); }); };
+  TrainingState bad = s;
+  bad.step = 2;
+  bad.config = {{"max_grad_norm", std::numeric_limits<double>::infinity()}};
+  expect_contains(refused(bad), {"config.max_grad_norm is NaN or infinite"});
+  bad.config = {{"clip", 1.0}};
+  bad.extra = {{"losses", {0.5, std::nan("")}}};
+  expect_contains(refused(bad), {"extra.losses[1] is NaN or infinite"});
+  bad.extra = {{"best", "inf"}};  // as a string, as the schedulers write it: fine
+  bad.step = kMaxStep + 1;
+  expect_contains(refused(bad), {"at most 18 digits"});
+  EXPECT_EQ(read(path("latest")), "step-1\n");
+  EXPECT_FALSE(fs::exists(path("step-2")));
+  bad.step = kMaxStep;  // the largest step saves and loads
+  save_checkpoint(dir_.string(), bad);
+  const TrainingState r = load_checkpoint(dir_.string());
+  EXPECT_EQ(r.step, kMaxStep);
+  EXPECT_EQ(r.extra, bad.extra);
 }
 
 }  // namespace

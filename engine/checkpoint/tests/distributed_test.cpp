@@ -4,6 +4,7 @@
 // resharding matrix, kill -9 and disk-full trials live in suites/dcp.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -169,6 +170,11 @@ TEST_F(Distributed, BadLocalStateFailsBeforeAnythingIsWritten) {
   s = sample(2);
   s.tensors[0].local = s.tensors[0].local.narrow(0, 0, 50);  // rows [50, 100000) held by no rank
   expect_contains(error_of([&] { save_distributed(s, root(), *group_); }), {"no rank holds rows from 50"});
+  s = sample(2);
+  s.state["best_loss"] = std::nan("");  // JSON has no NaN: it would load as null
+  expect_contains(error_of([&] { save_distributed(s, root(), *group_); }), {"state.best_loss is NaN or infinite"});
+  s = sample(1'000'000'000'000'000'000);  // a step directory name of 19 digits no load reads
+  expect_contains(error_of([&] { save_distributed(s, root(), *group_); }), {"at most 18 digits"});
   EXPECT_EQ(read_small_file(root() + "/latest"), "step-1\n");
   EXPECT_FALSE(fs::exists(root() + "/step-2"));
 }

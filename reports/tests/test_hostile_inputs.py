@@ -14,6 +14,7 @@ or a silently absurd figure. One test class per finding of an adversarial pass:
                      1.1 inch wide, every case in the HTML (20,000 cases: a 2.7 MB history section)
   OutputAndBom       --json checked after the projection printed; a UTF-8 BOM refused
   LoneSurrogates     a suite named "\\ud800" made the report's plots raise a traceback
+  AllWaitWorldOne    a world-1 step of 0 ms compute (all comm_wait) predicted 0 s, then divided by it
 Run from this folder with PYTHONPATH=<repo>/reports: python -m unittest -v test_hostile_inputs"""
 from __future__ import annotations
 
@@ -545,6 +546,20 @@ class LoneSurrogates(Scratch):
         path = self.write("pair.json", recs)
         self.assertIn("\\ud83d\\ude00", path.read_text())
         self.assertEqual(load_results([path])[0].records[0]["suite"], "\U0001f600")
+
+
+class AllWaitWorldOne(Scratch):
+    def test_a_world_one_step_without_compute_is_left_out(self):
+        comm = self.write("comm.json", comm_records(TRUE))
+        ddp = ddp_records()
+        m = ddp[0]["metrics"]  # world 1: every figure in range, but no compute at all
+        m.update(forward_ms=0, backward_ms=0, optimizer_ms=0, comm_wait_ms=m["step_ms"])
+        f = self.write("ddp.json", ddp)
+        self.assertNotIn(1, [p.world for p in pj.step_points(load_results([f]))])
+        code, out, err = self.project("--results", comm, "--results", f, "--ranks", "8")
+        self.assertOneLine(code, err, "no world-1 record", "left out")
+        code, err = self.report(comm, f)
+        self.assertEqual(code, 0, err)
 
 
 if __name__ == "__main__":

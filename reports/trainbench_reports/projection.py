@@ -507,6 +507,8 @@ def step_points(results) -> list[StepPoint]:
         world, cores = whole_number(m["world"], 1, MAX_RANKS), _logical_cores(res, int(number(met.get("threads")) or 1))
         if world is None or cores is None:
             continue
+        if world == 1 and not number(met["step_ms"]) > (number(met.get("comm_wait_ms")) or 0.0):
+            continue  # a world-1 step that only waited has no compute to scale (it predicted 0 s)
         out.append(StepPoint(kind, model, world, hosts, link, met, cores, source=case))
     return _merge_runs(out)
 

@@ -114,6 +114,14 @@ void check_inplace(const Tensor& self) {
              "multiple views (split, chunk). Such functions do not allow the output views to be modified inplace. "
              "You should replace the inplace operation by an out-of-place one.");
   }
+  if (m->custom_function_view && requires_grad(self)) {
+    const std::shared_ptr<Node> fn = m->grad_fn;
+    TB_CHECK(false, "inplace", "Output ", m->output_nr, " of ", fn ? fn->name() : std::string("a view"),
+             " is a view and is being modified inplace. This view was created inside a custom Function (or because "
+             "an input was returned as-is) and the autograd logic to handle view+inplace would override the custom "
+             "backward associated with the custom Function, leading to incorrect gradients. This behavior is "
+             "forbidden. You can fix this by cloning the output of the custom Function.");
+  }
   if (m->is_view) {
     // PyTorch's rule: a view that requires grad (through any tensor between it and its root, e.g.
     // a strided slice made a leaf with requires_grad_) of a root without history, or any view of
@@ -156,6 +164,7 @@ void on_view_replayed(const Tensor& base, Tensor& view, const ViewReplay& replay
   m.base = bm && bm->is_view ? bm->base : base;
   m.attr_version = view.version();
   m.multi_output_view = bm && bm->multi_output_view;
+  m.custom_function_view = bm && bm->custom_function_view;
   if (!requires_grad(base)) return;
   m.output_nr = 0;
   if (overlapping(base) && replay) {

@@ -27,6 +27,11 @@ struct AutogradMeta {
   // A piece of split/chunk, or a view of one: no in-place ops while it requires grad (PyTorch's
   // CreationMeta::MULTI_OUTPUT_NODE).
   bool multi_output_view = false;
+  // Returned by a custom function that passes its input through as-is (a module's full backward
+  // hook: Note [Full backward hooks] in engine/nn/module.cpp), or a view of such a tensor: no
+  // in-place ops while it requires grad, as they would cut the function's node out of the graph
+  // (PyTorch's CreationMeta::IN_CUSTOM_FUNCTION).
+  bool custom_function_view = false;
 };
 
 AutogradMeta* meta_of(const Tensor& t);      // null when the tensor has none

@@ -8,6 +8,7 @@
 
 #include "engine/autograd/checkpoint.h"
 #include "engine/autograd/grad_mode.h"
+#include "engine/autograd/variable.h"
 #include "engine/core/dtype.h"
 #include "engine/memory/allocator.h"
 #include "engine/memory/site.h"
@@ -421,18 +422,30 @@ RemovableHandle Module::register_full_backward_hook(BackwardHook fn) {
 namespace {
 
 // Note [Full backward hooks]
-// As PyTorch's BackwardHook: the inputs and the output pass through identity nodes (here
-// as_strided views of themselves); a tensor hook on the output's identity captures grad_output,
-// tensor hooks on the inputs' identities capture grad_input, and when the last input gradient
-// arrives the module's hooks run. A replacement the hooks return is applied to that last input's
-// gradient only (the others have flowed on already); with one differentiable input, as in every
-// layer here, that is PyTorch's behaviour. If no input needs a gradient the hooks run at the
-// output with undefined grad_input, as in PyTorch.
+// As PyTorch's BackwardHook: the inputs and the output pass through identity nodes
+// (BackwardHookFunctionBackward, PyTorch's BackwardHookFunction); a tensor hook on the output's
+// identity captures grad_output, tensor hooks on the inputs' identities capture grad_input, and
+// when the last input gradient arrives the module's hooks run. A replacement the hooks return is
+// applied to that last input's gradient only (the others have flowed on already); with one
+// differentiable input, as in every layer here, that is PyTorch's behaviour. If no input needs a
+// gradient the hooks run at the output with undefined grad_input, as in PyTorch.
+// The identities share their tensor's storage and version, as the input returned as-is from a
+// custom Function does in PyTorch, and like it they refuse in-place ops (and so do views of them)
+// while they require grad (AutogradMeta::custom_function_view): an in-place op would rebase the
+// tensor's history past the identity node, grad_output would never be captured and the hooks
+// would run without it. Clone the output to modify it. The hooks always get one grad_output per
+// module output (undefined if none arrived), as PyTorch passes None.
+class BackwardHookFunctionNode final : public autograd::Node {
+ public:
+  BackwardHookFunctionNode() : Node("BackwardHookFunctionBackward", "backward_hook_function") {}
+  TensorList apply(TensorList&& grads) override { return {std::move(grads.at(0))}; }
+};
+
 struct BackwardState {
   Module* module = nullptr;
   std::vector<BackwardHook> hooks;
-  TensorList grad_input, grad_output;
-  size_t expected = 0, pending = 0;  // input gradients per backward, and still to come
+  TensorList grad_input, grad_output{Tensor()};  // one output per module call
+  size_t expected = 0, pending = 0;              // input gradients per backward, and still to come
   std::optional<TensorList> fire() {
     pending = expected;  // ready for another backward through a retained graph
     std::optional<TensorList> replaced;
@@ -440,11 +453,18 @@ struct BackwardState {
       std::optional<TensorList> r = h(*module, replaced ? *replaced : grad_input, grad_output);
       if (r) replaced = std::move(r);
     }
+    for (Tensor& g : grad_output) g = Tensor();  // a later backward must not see this one's
     return replaced;
   }
 };
 
-Tensor identity(const Tensor& t) { return t.as_strided(t.sizes(), t.strides(), t.storage_offset()); }
+// The identity node's output for `t` (which requires grad): see the Note.
+Tensor identity(const Tensor& t) {
+  Tensor out = t.detach();
+  autograd::set_history({out}, std::make_shared<BackwardHookFunctionNode>(), {t});
+  autograd::ensure_meta(out).custom_function_view = true;
+  return out;
+}
 
 }  // namespace
 
@@ -494,7 +514,7 @@ Tensor Module::call_with_hooks(const TensorList& inputs_in, const std::function<
   if (state && out.defined() && out.requires_grad()) {
     out = identity(out);
     out.register_hook([state](const Tensor& g) -> Tensor {
-      state->grad_output = {g};
+      state->grad_output[0] = g;
       if (state->expected == 0) state->fire();
       return Tensor();
     });

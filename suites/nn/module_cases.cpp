@@ -335,6 +335,37 @@ void hook_cases(std::vector<harness::TestCase>& v) {
           "grad_input must hold query and value gradients and none for key");
     check(same_values(gi[0], q.grad()) && same_values(gi[2], v.grad()), "grad_input differs from the inputs' grads");
   }));
+
+  v.push_back(semantic_case("module/hooks/full_backward_output_inplace_refused", [](harness::Record&) {
+    // PyTorch refuses an in-place op on a hooked module's output (a view made by the hook's
+    // custom Function, CreationMeta::IN_CUSTOM_FUNCTION; LibTorch's C++ modules have no such
+    // hooks, so its Python message is the reference). Refused here too, and the hook still gets
+    // its one grad_output.
+    nn::Linear lin(3, 2);
+    nn::TensorList seen_out;
+    int calls = 0;
+    lin.register_full_backward_hook([&](nn::Module&, const nn::TensorList&, const nn::TensorList& go) {
+      ++calls;
+      seen_out = go;
+      return std::optional<nn::TensorList>();
+    });
+    tb::Tensor x = randn({4, 3});
+    x.requires_grad_();
+    tb::Tensor y = lin(x);
+    std::string msg;
+    try {
+      tb::mul_(y, 2.0);
+    } catch (const core::Error& e) {
+      msg = e.what();
+    }
+    check(msg.find("Output 0 of BackwardHookFunctionBackward is a view and is being modified inplace. This view "
+                   "was created inside a custom Function") != std::string::npos,
+          "an in-place op on a hooked output must be refused as PyTorch does, got: '" + msg + "'");
+    const tb::Tensor g = randn({4, 2});
+    y.backward(g);
+    check(calls == 1 && seen_out.size() == 1 && seen_out[0].defined() && same_values(seen_out[0], g),
+          "the hook must get grad_output = the output's gradient");
+  }));
 }
 
 void batch_norm_steps(std::vector<harness::TestCase>& v) {

@@ -1,7 +1,8 @@
 // Reading JSON that comes from a file or another process, which may be hostile: nesting is
 // bounded before any tree is built (nlohmann's copy, dump and comparison recurse once per level,
 // so a 150,000-deep array overflows the stack), and values quoted in error messages are cut
-// short. Every JSON parse of untrusted bytes in the engine goes through here.
+// short. Every JSON parse of untrusted bytes in checkpoint/ goes through here (dist/'s hang-dump
+// analysis bounds nesting with the same core/json_depth.h).
 #pragma once
 #include <cstddef>
 #include <string>
@@ -9,16 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/json_depth.h"
+
 namespace tb::checkpoint {
 
-// Arrays and objects nested deeper than this are refused. Python's safetensors (serde_json)
-// stops at 128 too; a safetensors header needs 3 levels, a state.json a handful.
-inline constexpr size_t kMaxJsonDepth = 128;
-
-// The deepest nesting of arrays and objects in `text`, counting brackets outside strings as a
-// JSON lexer does; stops scanning once `stop_above` is exceeded. Linear, no recursion. For
-// malformed text it is an upper bound of what a parser builds before it fails.
-size_t json_depth(std::string_view text, size_t stop_above = kMaxJsonDepth);
+// The nesting bound and its linear measure (engine/core/json_depth.h), shared with dist/.
+using core::json_depth;
+using core::kMaxJsonDepth;
 
 // Throws core::Error(op, "<source>: ...") when `text` nests deeper than kMaxJsonDepth.
 void check_json_depth(std::string_view text, const std::string& op, const std::string& source);

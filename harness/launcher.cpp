@@ -43,6 +43,15 @@ std::string self_exe() {
   return ec ? std::string("trainbench") : p.string();
 }
 
+// Where one process sits (world_from_env reads them before MPI's own): set where the launcher
+// runs (a shell, an outer job's rank), passed on they made every rank of the launch that rank.
+// Each rank gets its place from mpirun or srun instead; never forwarded, removed from their
+// environment too (a rank on this host inherits mpirun's).
+static const std::set<std::string>& own_place_variables() {
+  static const std::set<std::string> names = {"TRAINBENCH_RANK", "TRAINBENCH_WORLD_SIZE", "TRAINBENCH_LOCAL_RANK"};
+  return names;
+}
+
 std::vector<std::string> forwarded_variables(const LaunchSpec& spec) {
   std::set<std::string> names = {"TRAINBENCH_DIST_DIR"};
   for (const auto& [k, v] : spec.env) names.insert(k);
@@ -53,6 +62,7 @@ std::vector<std::string> forwarded_variables(const LaunchSpec& spec) {
     const std::string_view kv(*e);
     const std::string name(kv.substr(0, kv.find('=')));
     const auto starts = [&](std::string_view p) { return name.compare(0, p.size(), p) == 0; };
+    if (own_place_variables().count(name) && !spec.env.count(name)) continue;
     if (starts("TRAINBENCH_") || starts("NCCL_") || (starts("OMPI_") && !inside_mpi_job) || name == "OMP_NUM_THREADS")
       names.insert(name);
   }
@@ -751,6 +761,7 @@ LaunchResult launch(const LaunchSpec& spec) {
   // What mpirun cannot reach, the guard ends: Note [A guard for a launcher killed outright].
   LaunchGuard guard(spec.run_dir);
   run.env["TRAINBENCH_DIST_DIR"] = spec.run_dir.string();
+  for (const std::string& k : own_place_variables()) run.env[k] = std::nullopt;
   for (const auto& [k, v] : spec.env) run.env[k] = v;
   // Ranks on other hosts are not in mpirun's group: their pid files reach them. Ranks here (and
   // what they started, in whatever group or session) are found by the run's environment.

@@ -61,7 +61,9 @@ struct LaunchResult {
 
 // The variables every rank gets (mpirun -x NAME each, so ranks on other hosts get them too):
 // TRAINBENCH_DIST_DIR, the spec's env, and every TRAINBENCH_*, NCCL_*, OMPI_* (not when we are
-// ourselves a rank of an Open MPI job) and OMP_NUM_THREADS set in this process. Sorted.
+// ourselves a rank of an Open MPI job) and OMP_NUM_THREADS set in this process, but for the
+// variables of one process's place (TRAINBENCH_RANK, _WORLD_SIZE, _LOCAL_RANK: each rank's comes
+// from mpirun or srun; launch() removes them from mpirun's environment too). Sorted.
 std::vector<std::string> forwarded_variables(const LaunchSpec& spec);
 
 // A stack from LaunchResult::stacks cut for a one-paragraph message: process headers, the first

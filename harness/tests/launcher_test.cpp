@@ -412,6 +412,30 @@ TEST(Launcher, ForwardsTrainbenchNcclAndOmpiVariables) {
     EXPECT_NE(out.find("got 4242 nccl-yes ompi-yes"), std::string::npos) << out;
 }
 
+// The caller's own place (a shell, an outer job's rank) is no rank's: not forwarded, and removed
+// from the environment the ranks on this host inherit from mpirun; named in the spec it goes.
+TEST(Launcher, TheCallersOwnRankIsNotPassedOn) {
+  ::setenv("TRAINBENCH_RANK", "0", 1);
+  ::setenv("TRAINBENCH_WORLD_SIZE", "2", 1);
+  ::setenv("TRAINBENCH_LOCAL_RANK", "0", 1);
+  const tb::testing::ScratchDir run = fresh_dir("own_place");
+  LaunchSpec spec = two_ranks(
+      run,
+      {"sh", "-c", "echo place ${TRAINBENCH_RANK-unset} ${TRAINBENCH_WORLD_SIZE-unset} ${TRAINBENCH_LOCAL_RANK-unset}"},
+      std::chrono::seconds(60));
+  const std::vector<std::string> names = forwarded_variables(spec);
+  const LaunchResult res = launch(spec);
+  spec.env["TRAINBENCH_WORLD_SIZE"] = "7";
+  const std::vector<std::string> named = forwarded_variables(spec);
+  for (const char* v : {"TRAINBENCH_RANK", "TRAINBENCH_WORLD_SIZE", "TRAINBENCH_LOCAL_RANK"}) ::unsetenv(v);
+  for (const char* v : {"TRAINBENCH_RANK", "TRAINBENCH_WORLD_SIZE", "TRAINBENCH_LOCAL_RANK"})
+    EXPECT_EQ(std::find(names.begin(), names.end(), v), names.end()) << v;
+  EXPECT_NE(std::find(named.begin(), named.end(), "TRAINBENCH_WORLD_SIZE"), named.end());
+  ASSERT_TRUE(res.ok()) << res.diagnosis();
+  for (const std::string& out : res.rank_output)
+    EXPECT_NE(out.find("place unset unset unset"), std::string::npos) << out;
+}
+
 // Ranks on the engine's MPI backend mark their arrival before MPI_Init (Note [MPI rendezvous]);
 // here scripts leave the marks: rank 1 dies before it would, and the result names it.
 TEST(Launcher, NamesTheRankThatNeverReachedMpiInit) {

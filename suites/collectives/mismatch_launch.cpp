@@ -332,6 +332,48 @@ std::vector<harness::TestCase> sigterm_tests() {
   return out;
 }
 
+// Ranks told a place by the environment that MPI_COMM_WORLD contradicts (here every rank told
+// TRAINBENCH_RANK=0 of 2, as a caller's own variable once reached every rank) must all stop at
+// group creation with the reason, well before the launch timeout: one rank alone threw and the
+// other waited in the group's first collective for 30 minutes.
+std::vector<harness::TestCase> place_tests() {
+  std::vector<harness::TestCase> out;
+  out.push_back(recorded_case(
+      "collectives", "place/mpi/env_disagrees/w2",
+      [](harness::Record& rec) {
+        harness::LaunchSpec spec;
+        spec.ranks = 2;
+        spec.run_dir = fresh_dir("place_env");
+        spec.timeout = std::chrono::seconds(120);
+        spec.env["TRAINBENCH_RANK"] = "0";  // named in the spec: passed to every rank on purpose
+        spec.env["TRAINBENCH_WORLD_SIZE"] = "2";
+        spec.env["TRAINBENCH_DIST_TIMEOUT"] = "300";
+        spec.argv = {harness::self_exe(),
+                     "rank",
+                     "--suite",
+                     "collectives",
+                     "--world",
+                     "2",
+                     "--out",
+                     spec.run_dir.string(),
+                     "--filter",
+                     "^mpi/all_reduce/sum/float32/n7/w2$"};
+        const auto t0 = std::chrono::steady_clock::now();
+        const harness::LaunchResult res = harness::launch(spec);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        rec.metrics["seconds"] = s;
+        const std::string all = res.diagnosis(20) + "\n" + res.rank_output[0] + "\n" + res.rank_output[1];
+        check(!res.timed_out && s < 60, "the ranks took " + std::to_string(s) + " s to stop: " + all);
+        check(res.rank_output[1].find("says rank 0 of 2 but MPI_COMM_WORLD has rank 1") != std::string::npos,
+              "rank 1 does not name the disagreement: " + all);
+        check(res.rank_output[0].find("other rank(s) disagrees with MPI_COMM_WORLD") != std::string::npos,
+              "rank 0 does not say another rank disagreed: " + all);
+        fs::remove_all(spec.run_dir);
+      },
+      /*with_seed=*/false));
+  return out;
+}
+
 std::vector<harness::TestCase> mismatch_tests() {
   std::vector<harness::TestCase> out;
   struct Launch {

@@ -119,6 +119,7 @@ std::vector<harness::TestCase> watchdog_tests() {
   for (harness::TestCase& t : mismatch_tests()) out.push_back(std::move(t));
   for (harness::TestCase& t : dead_rank_tests()) out.push_back(std::move(t));
   for (harness::TestCase& t : sigterm_tests()) out.push_back(std::move(t));
+  for (harness::TestCase& t : place_tests()) out.push_back(std::move(t));
   return out;
 }
 

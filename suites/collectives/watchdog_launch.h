@@ -14,6 +14,7 @@ std::vector<harness::TestCase> watchdog_tests();  // also the mismatch and dead-
 std::vector<harness::TestCase> mismatch_tests();
 std::vector<harness::TestCase> dead_rank_tests();
 std::vector<harness::TestCase> sigterm_tests();
+std::vector<harness::TestCase> place_tests();  // ranks whose environment MPI contradicts
 int sigterm_demo_main(const std::string& backend, const std::string& phase);
 int mismatch_demo_main(const std::string& backend);
 int dead_rank_demo_main(const std::string& backend, const std::string& how, int victim, int seq);

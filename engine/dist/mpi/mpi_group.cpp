@@ -337,10 +337,24 @@ std::shared_ptr<ProcessGroup> make_group(const WorldInfo& world, Options options
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
   }
-  if (rank != world.rank || size != world.size)
+  // Every rank learns whether any rank's environment disagrees with MPI before any of them goes
+  // on: a rank that threw alone left the others in the group's first collective (MPI_Comm_dup)
+  // until the launch timeout (every rank handed one caller's TRAINBENCH_RANK=0: rank 1 threw,
+  // rank 0 waited 30 minutes).
+  const int mismatch = rank != world.rank || size != world.size ? 1 : 0;
+  int mismatches = mismatch;
+  {
+    Serial s(rt);
+    MPI_Allreduce(&mismatch, &mismatches, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  }
+  if (mismatch)
     throw DistError("mpi", "the environment (" + world.source + ") says rank " + std::to_string(world.rank) + " of " +
                                std::to_string(world.size) + " but MPI_COMM_WORLD has rank " + std::to_string(rank) +
                                " of " + std::to_string(size) + " (start the ranks with mpirun or srun)");
+  if (mismatches)
+    throw DistError("mpi", "rank " + std::to_string(rank) + ": the environment of " + std::to_string(mismatches) +
+                               " other rank(s) disagrees with MPI_COMM_WORLD about where they sit (their errors say "
+                               "how; start the ranks with mpirun or srun, without a TRAINBENCH_RANK of your own)");
   return std::make_shared<MpiGroup>(rank, size, std::move(options));
 }
 

@@ -33,6 +33,10 @@ constexpr std::size_t kMaxSeries = 10000;
 // Past CompareOptions::work_budget the resamples are cut, down to this; past that, compare
 // refuses (Note [Compare statistics]).
 constexpr int kMinResamples = 200;
+// Fewer repetitions than this on a side give no verdict: one value has no spread, so its bootstrap
+// interval is the point itself (1.94x [1.94x, 1.94x]: two runs of one binary read as a regression,
+// swapped as a speed-up), and two leave three possible medians.
+constexpr std::size_t kMinRepetitions = 3;
 // The cost, in resampling steps, of drawing one long series' resampled median.
 constexpr double kOrderStatisticCost = 16;
 // kMinTime to kMaxTime in words.
@@ -696,8 +700,19 @@ Comparison compare_results(const json& base, const json& neu, const CompareOptio
     x.time = bootstrap(p.time_num, p.time_den, c.resamples, opt.direct_resample, p.seed);
     if (!p.ref_num.empty())
       x.vs_reference = bootstrap(p.ref_num, p.ref_den, c.resamples, opt.direct_resample, p.seed ^ 0x5bd1e995u);
-    x.verdict = verdict_of(opt.relative && x.vs_reference.valid ? x.vs_reference : x.time, opt.threshold);
+    const bool relative = opt.relative && x.vs_reference.valid;
+    x.verdict = verdict_of(relative ? x.vs_reference : x.time, opt.threshold);
     if (x.verdict == Verdict::NoSamples && x.note.empty()) x.note = "no series." + x.series + " to compare";
+    std::size_t fewest = std::min(x.base_n, x.new_n);
+    if (relative)
+      for (const std::vector<const std::vector<double>*>& side : {p.ref_num, p.ref_den})
+        for (const std::vector<double>* v : side) fewest = std::min(fewest, v->size());
+    if (x.verdict != Verdict::NoSamples && fewest < kMinRepetitions) {
+      x.verdict = Verdict::TooNoisy;
+      x.note += std::string(x.note.empty() ? "" : ", ") + std::to_string(fewest) +
+                " repetition(s) on a side: " + "a verdict needs " + std::to_string(kMinRepetitions) +
+                " (bench --repetitions)";
+    }
   }
   std::set<Identity> listed;
   for (const auto& [id, e] : b)

@@ -137,6 +137,23 @@ TEST_F(CompareCli, HugeNoiseIsTooNoisy) {
   EXPECT_TRUE(has(r.out, "1 too noisy to tell")) << r.out;
 }
 
+// One or two repetitions on a side carry no noise estimate: the bootstrap interval of one value
+// is the value (1.20x [1.20x, 1.20x] read as a regression, and swapped as a speed-up). No verdict
+// then, and no gate failure; three per side get one.
+TEST_F(CompareCli, TooFewRepetitionsGiveNoVerdict) {
+  for (const std::vector<double>& one : {std::vector<double>{1.0e-3}, std::vector<double>{1.0e-3, 1.01e-3}}) {
+    const CliRun r = compare(result({bench("max/float32/16M", one)}),
+                             result({bench("max/float32/16M", scaled(one, 1.2))}));
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_TRUE(has(r.out, "1 too noisy to tell")) << r.out;
+    EXPECT_TRUE(has(r.out, std::to_string(one.size()) + " repetition(s) on a side: a verdict needs 3")) << r.out;
+  }
+  const CliRun three = compare(result({bench("max/float32/16M", {1.0e-3, 1.01e-3, 0.99e-3})}),
+                               result({bench("max/float32/16M", {2.0e-3, 2.02e-3, 1.98e-3})}));
+  EXPECT_EQ(three.code, 1) << three.out;
+  EXPECT_TRUE(has(three.out, "1 slower")) << three.out;
+}
+
 // A small, noisy slowdown (under the threshold's reach) must not fail the gate; a threshold of 50%
 // lets a clear 1.3x slowdown pass too.
 TEST_F(CompareCli, ThresholdDecides) {

@@ -2,7 +2,9 @@
 // AutocastGuard, the ops of the lower-precision list run in the autocast dtype (bfloat16 by
 // default) and the ops of the float32 list run in float32; every other op runs in the dtype of
 // its inputs (ordinary promotion). The lists, checked against the pinned LibTorch:
-//   lower precision: mm, bmm, matmul, addmm, linear, conv2d, einsum
+//   lower precision: mm, bmm, matmul, addmm, linear, conv2d, einsum where it contracts a label
+//                    of two operands (LibTorch's reaches bmm only then; "ij->j", "i,j->ij" or
+//                    "ij,ij->ij" run in their inputs' dtype)
 //   float32:         prod, nll_loss, cross_entropy, mse_loss, l1_loss,
 //                    binary_cross_entropy_with_logits, pad (reflect, replicate)
 // (softmax, the norms and the other reductions are NOT cast by LibTorch on the CPU: they follow

@@ -3,6 +3,9 @@
 // check the gradients (engine/autograd/functions/linalg.cpp): float32 and float64, every
 // torch.matmul broadcasting form, beta/alpha, frozen weights, views before the op and chains.
 #include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "engine/autograd/functions.h"
 #include "engine/ops/linalg.h"
@@ -684,6 +687,24 @@ void add_autocast(std::vector<OpCase>& cs) {
       [](const RIn& x) {
         return R::einsum("ij,kj->ik", {x[0], x[1]});
       }));
+  // einsum reaches LibTorch's bmm (which autocast lowers) only where a pair of operands contracts
+  // a label: the rest (a permute, a sum, a diagonal, an elementwise or outer product) stays in
+  // float32, as the dtype check of these rows holds the engine to.
+  for (const auto& [tag, eq, shapes] : std::vector<std::tuple<std::string, std::string, std::vector<Shape>>>{
+           {"transpose", "ij->ji", {{3, 4}}},
+           {"row_sum", "ij->j", {{300, 4}}},
+           {"diagonal", "ii->i", {{3, 3}}},
+           {"elementwise", "ij,ij->ij", {{3, 4}, {3, 4}}},
+           {"outer", "i,j->ij", {{4}, {5}}},
+           {"dot", "i,i->", {{6}, {6}}},
+           {"implicit_mm", "ij,jk", {{3, 4}, {4, 5}}},
+           {"batched_mm", "bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}}}) {
+    std::vector<Input> inputs;
+    for (const Shape& sh : shapes) inputs.push_back({sh, kF32});
+    cs.push_back(autocast_case(
+        "einsum/float32/" + tag, inputs, [eq](const In& x) { return tb::einsum(eq, x); },
+        [eq](const RIn& x) { return R::einsum(eq, x); }));
+  }
   // Two bfloat16 layers: the relu masks and bias sums of linear_relu's backward on bfloat16
   // gradients (70 rows x 500 columns: past the parallel grain, 256-column chunks, a last mask word
   // of 20 bits; the first layer's gradient masked in place).

@@ -3,6 +3,9 @@
 // transposed VIEWS (the gemm kernel reads either memory order, so no transpose is materialised).
 // einsum's backward is an einsum per operand: see Note [einsum backward].
 #include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
 #include <string>
 
 #include "engine/autograd/autocast.h"
@@ -361,9 +364,41 @@ Tensor einsum_grad(const EinsumPlan& p, const Tensor& g, const std::vector<Tenso
 
 }  // namespace
 
+namespace {
+
+// Whether LibTorch's einsum would reach a matrix product (bmm, which autocast lowers) for this
+// equation: a label of two or more operands that the output lacks is summed by a product of a
+// pair. Otherwise einsum is a permute, a diagonal, a sum or an elementwise product ("ij->ji",
+// "ij->j", "i,j->ij", "ij,ij->ij"), none on autocast's list, which stay in their inputs' dtype.
+bool einsum_contracts(const std::string& equation) {
+  const size_t arrow = equation.find("->");
+  const std::string inputs = equation.substr(0, arrow);
+  std::map<char, int> operands_with, uses;  // per label: operands naming it, and every use
+  std::set<char> in_this;
+  for (size_t i = 0; i <= inputs.size(); ++i) {
+    if (i == inputs.size() || inputs[i] == ',') {
+      for (char c : in_this) ++operands_with[c];
+      in_this.clear();
+    } else if (std::isalpha(static_cast<unsigned char>(inputs[i]))) {
+      in_this.insert(inputs[i]);
+      ++uses[inputs[i]];
+    }
+  }
+  for (const auto& [label, n] : operands_with) {
+    // Implicit output (no "->"): the labels used once.
+    const bool in_output = arrow == std::string::npos ? uses[label] == 1
+                                                      : equation.find(label, arrow + 2) != std::string::npos;
+    if (n >= 2 && !in_output) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_in) {
   std::vector<Tensor> operands;
-  for (const Tensor& t : operands_in) operands.push_back(autocast_lower(t));
+  const bool lower = einsum_contracts(equation);
+  for (const Tensor& t : operands_in) operands.push_back(lower ? autocast_lower(t) : t);
   Tensor out = kernel([&] { return ops::einsum(equation, operands); });
   record("einsum", operands, {out}, operands,
          [equation, n = operands.size()](BackwardContext& ctx, const TensorList& g) {

@@ -35,12 +35,45 @@ std::shared_ptr<Node> make_view_node(const Tensor& base, const Tensor& view) {
   return node;
 }
 
+// `t`'s grad_fn just changed from `old_fn` to m.grad_fn: its retain_grad() moves to the new node,
+// as PyTorch moves the retains_grad hook (update_tensor_hooks_on_new_gradfn), so that .grad is
+// the gradient with respect to t's current value. Tensor hooks stay on the old node, as in PyTorch.
+void move_retained_grad(const Tensor& t, AutogradMeta& m, const std::shared_ptr<Node>& old_fn) {
+  if (!m.retains_grad || !m.grad_fn || m.grad_fn == old_fn) return;
+  if (old_fn) std::erase_if(old_fn->retained, [&](const auto& r) { return r.second.lock().get() == t.impl(); });
+  m.grad_fn->retained.push_back({m.output_nr, t.impl_ptr()});
+}
+
 // See AutogradMeta::attr_version.
 void refresh_view(const Tensor& t, AutogradMeta* m) {
   if (!m->is_view || t.version() == m->attr_version || !requires_grad(m->base)) return;
+  const std::shared_ptr<Node> old_fn = m->grad_fn;
   m->grad_fn = make_view_node(m->base, t);
   m->output_nr = 0;
   m->attr_version = t.version();
+  move_retained_grad(t, *m, old_fn);
+}
+
+// An in-place op that requires grad on a view made under NoGradGuard or in InferenceMode
+// (AutogradMeta::view_creation): PyTorch's handle_view_on_rebase refuses it, as the engine does.
+[[noreturn]] void refuse_untracked_view_inplace(const AutogradMeta& m) {
+  // A view made with grad mode on of such a view carries its creation mode on.
+  const char* prefix = m.is_view ? "A view of a view which was created in" : "A view was created in";
+  if (m.view_creation == ViewCreation::InferenceMode)
+    throw core::Error(
+        "inplace", core::detail::concat(prefix,
+                                        " inference mode and is being modified inplace in normal mode. Given that this "
+                                        "use case is ambiguous and error-prone, it is forbidden. You can clarify your "
+                                        "code by moving both the view and the inplace either both inside the "
+                                        "InferenceMode scope (if you don't want the inplace to be tracked) or both "
+                                        "outside (if you want the inplace to be tracked)."));
+  throw core::Error("inplace", core::detail::concat(
+                                   prefix,
+                                   " no_grad mode and is being modified inplace with grad mode enabled. Given that "
+                                   "this use case is ambiguous and error-prone, it is forbidden. You can clarify your "
+                                   "code by moving both the view and the inplace either both inside the no_grad block "
+                                   "(autograd::NoGradGuard; if you don't want the inplace to be tracked) or both "
+                                   "outside (if you want the inplace to be tracked)."));
 }
 }  // namespace
 
@@ -100,10 +133,17 @@ void set_history(const TensorList& outputs, const std::shared_ptr<Node>& node, c
   }
 }
 
-void check_inplace(const Tensor& self) {
+void check_inplace(const Tensor& self, const TensorList& others) {
   if (!grad_mode_enabled()) return;
   const AutogradMeta* m = meta_of(self);
   if (!m) return;
+  if (m->view_creation != ViewCreation::Default) {
+    // PyTorch's rule: the op requires grad (a view of its root base requires grad when the root
+    // does, whatever the mode it was made in) and the view was made under no_grad/inference mode.
+    const std::shared_ptr<TensorImpl> root = m->view_root.lock();
+    if (requires_grad(self) || (root && requires_grad(Tensor(root))) || any_requires_grad(others))
+      refuse_untracked_view_inplace(*m);
+  }
   TB_CHECK(!(m->requires_grad && !m->grad_fn), "inplace",
            "a leaf Variable that requires grad is being used in an in-place operation. Wrap the update in "
            "autograd::NoGradGuard (as optimizers do) or clone the tensor first.");
@@ -135,35 +175,66 @@ void check_inplace(const Tensor& self) {
 
 void rebase_history(const Tensor& self, const std::shared_ptr<Node>& node) {
   AutogradMeta& m = ensure_meta(self);
+  // check_inplace refused this already unless only the source of a copy_ requires grad (the copy
+  // hook sees the destination alone): then the values are written, but the op still raises.
+  if (m.view_creation != ViewCreation::Default) refuse_untracked_view_inplace(m);
   node->outputs.assign(1, {self.sizes(), self.dtype()});
+  const std::shared_ptr<Node> old_fn = m.grad_fn;
   if (!m.is_view) {
     m.grad_fn = node;
     m.output_nr = 0;
+    move_retained_grad(self, m, old_fn);
     return;
   }
   // In place on a view: the base's new history runs node on the view's region.
   const Tensor& base = m.base;
   auto copy_slices = std::make_shared<CopySlices>(edge_of(base), geometry(base), geometry(self), base.dtype(), node);
   AutogradMeta& bm = ensure_meta(base);
+  const std::shared_ptr<Node> old_base_fn = bm.grad_fn;
   bm.grad_fn = copy_slices;
   bm.output_nr = 0;
+  move_retained_grad(base, bm, old_base_fn);
   m.grad_fn = make_view_node(base, self);
   m.output_nr = 0;
   m.attr_version = self.version();
+  move_retained_grad(self, m, old_fn);
 }
 
 namespace {
 
 // ---- the hooks tensor/ calls ----
 
+// A view made under NoGradGuard or in InferenceMode: see AutogradMeta::view_creation. Only views of
+// tensors that carry autograd meta are marked (a tensor without one has never been part of a graph,
+// and kernels, which run under NoGradGuard, view plain tensors all the time).
+void mark_untracked_view(const Tensor& base, const AutogradMeta* bm, Tensor& view) {
+  if (!bm || base.is_inference()) return;
+  AutogradMeta& m = ensure_meta(view);
+  const ViewCreation now = inference_mode_enabled() ? ViewCreation::InferenceMode : ViewCreation::NoGrad;
+  if (bm->view_creation != ViewCreation::Default) {  // PyTorch's propagate_creation_meta
+    m.view_creation = bm->view_creation == ViewCreation::InferenceMode ? bm->view_creation : now;
+    m.view_root = bm->view_root;
+  } else {
+    m.view_creation = now;
+    m.view_root = (bm->is_view ? bm->base : base).impl_ptr();
+  }
+}
+
 void on_view_replayed(const Tensor& base, Tensor& view, const ViewReplay& replay) {
-  if (!grad_mode_enabled()) return;
   const AutogradMeta* bm = meta_of(base);
+  if (!grad_mode_enabled()) {
+    mark_untracked_view(base, bm, view);
+    return;
+  }
   AutogradMeta& m = ensure_meta(view);
   m.is_view = true;
   m.base = bm && bm->is_view ? bm->base : base;
   m.attr_version = view.version();
   m.multi_output_view = bm && bm->multi_output_view;
+  if (bm && bm->view_creation != ViewCreation::Default) {  // a view of an untracked view stays one
+    m.view_creation = bm->view_creation;
+    m.view_root = bm->view_root;
+  }
   m.custom_function_view = bm && bm->custom_function_view;
   if (!requires_grad(base)) return;
   m.output_nr = 0;

@@ -9,6 +9,10 @@
 
 namespace tb::autograd {
 
+// How a view was made (PyTorch's CreationMeta): with grad mode on (Default), under NoGradGuard, or
+// in InferenceMode. See AutogradMeta::view_creation.
+enum class ViewCreation : uint8_t { Default, NoGrad, InferenceMode };
+
 struct AutogradMeta {
   bool requires_grad = false;  // leaves only; non-leaves require grad through grad_fn
   Tensor grad;
@@ -27,6 +31,15 @@ struct AutogradMeta {
   // A piece of split/chunk, or a view of one: no in-place ops while it requires grad (PyTorch's
   // CreationMeta::MULTI_OUTPUT_NODE).
   bool multi_output_view = false;
+  // A view made under NoGradGuard or in InferenceMode of a tensor that has autograd meta, or a
+  // view of such a view (PyTorch's CreationMeta::NO_GRAD_MODE, INFERENCE_MODE). It has no history
+  // (is_view stays false), so an in-place op on it with grad mode on would bypass the graph of its
+  // root base: check_inplace refuses it when the op requires grad (the view, its root base or an
+  // operand does), as PyTorch does. Under NoGradGuard such writes stay legal. The root is held
+  // weakly: once it is gone no tensor with history sees the storage (saved tensors check the
+  // version), and a view saved by a node of its root's graph must not keep that graph alive.
+  ViewCreation view_creation = ViewCreation::Default;
+  std::weak_ptr<TensorImpl> view_root;
   // Returned by a custom function that passes its input through as-is (a module's full backward
   // hook: Note [Full backward hooks] in engine/nn/module.cpp), or a view of such a tensor: no
   // in-place ops while it requires grad, as they would cut the function's node out of the graph
@@ -48,11 +61,15 @@ bool any_requires_grad(const TensorList& ts);
 // Records `node` as the producer of `outputs` (their output_nr is their index), with edges to
 // `inputs`. Integer and bool outputs never require grad.
 void set_history(const TensorList& outputs, const std::shared_ptr<Node>& node, const TensorList& inputs);
-// Before an in-place op on `self`: a leaf that requires grad (or a view of one) may not be
-// modified while grad mode is on. Called by every differentiable in-place function.
-void check_inplace(const Tensor& self);
+// Before an in-place op on `self` with operands `others`: a leaf that requires grad (or a view of
+// one) may not be modified while grad mode is on, nor a view made under NoGradGuard or in
+// InferenceMode when the op requires grad (AutogradMeta::view_creation). Called by every
+// differentiable in-place function.
+void check_inplace(const Tensor& self, const TensorList& others = {});
 // After an in-place op on `self` whose backward is `node` (edge 0 = self's old history): self's
 // history becomes node; if self is a view, its base's history becomes CopySlices (see node.h).
+// retain_grad() follows the new history (the base's too), so .grad is the gradient with respect
+// to the value after the op, as in PyTorch; tensor hooks registered before stay on the old node.
 void rebase_history(const Tensor& self, const std::shared_ptr<Node>& node);
 
 }  // namespace tb::autograd

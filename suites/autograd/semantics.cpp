@@ -147,6 +147,36 @@ void backward_tests(std::vector<harness::TestCase>& t) {
     expect(y.retains_grad(), "retains_grad() is false after retain_grad()");
     expect_close(y.grad(), R::grad_of(ry), "retained non-leaf grad");
   }));
+
+  // retain_grad() then an in-place op, on the tensor and through a view of it: .grad is the
+  // gradient with respect to the value after the op (PyTorch moves the retains_grad hook to the new
+  // grad_fn); the engine used to give it with respect to the value before.
+  t.push_back(semantic("retain_grad_then_inplace", [](harness::Record&) {
+    Pair x = leaf({1, 2, 3});
+    E y = tb::mul(x.e, 2.0);
+    R::Tensor ry = R::mul(x.r, 2.0);
+    y.retain_grad();
+    R::retain_grad(ry);
+    tb::mul_(y, 3.0);
+    R::mul_inplace(ry, 3.0);
+    tb::sum(tb::mul(y, y)).backward();
+    R::backward(R::sum(R::mul(ry, ry)));
+    expect_close(y.grad(), R::grad_of(ry), "retained grad after an in-place op");
+    expect_close(x.e.grad(), R::grad_of(x.r), "leaf grad");
+
+    Pair w = leaf({1, 2, 3, 4});
+    E b = tb::mul(w.e, 2.0);
+    R::Tensor rb = R::mul(w.r, 2.0);
+    b.retain_grad();
+    R::retain_grad(rb);
+    E v = b.narrow(0, 1, 2);
+    tb::mul_(v, 3.0);
+    R::mul_inplace(R::narrow(rb, 0, 1, 2), 3.0);
+    tb::sum(tb::mul(b, b)).backward();
+    R::backward(R::sum(R::mul(rb, rb)));
+    expect_close(b.grad(), R::grad_of(rb), "retained grad after an in-place op on a view");
+    expect_close(w.e.grad(), R::grad_of(w.r), "leaf grad through the view's in-place op");
+  }));
 }
 
 // Grad modes: no_grad, inference_mode, detach.
@@ -266,6 +296,47 @@ void inplace_tests(std::vector<harness::TestCase>& t) {
     R::Tensor rv = R::narrow(R::chunk(ry, 2, 0)[0], 0, 0, 2);
     expect_both_raise(engine_error([&] { tb::mul_(v, 2.0); }), ref_error([&] { R::mul_inplace(rv, 2.0); }),
                       "output of a function that returns multiple views");
+  }));
+
+  // A view made under no_grad of a tensor that requires grad, written in place with grad mode on:
+  // PyTorch refuses it (CreationMeta::NO_GRAD_MODE), before writing, whatever the op's operands;
+  // the engine used to write it and leave the write out of the graph. Under no_grad it is legal.
+  t.push_back(semantic("inplace_on_view_made_under_no_grad", [](harness::Record&) {
+    const std::string msg = "no_grad mode and is being modified inplace with grad mode enabled";
+    // LibTorch's side a plain tensor, not leaf()'s as_strided view of a buffer: a no_grad view of
+    // that would be a view of a root that does not require grad, which LibTorch allows.
+    Pair w{from_vector({1, 2, 3, 4}, DType::Float64), R::Tensor()};
+    w.r = R::clone(R::to_ref(w.e));
+    w.e.requires_grad_();
+    R::requires_grad_(w.r);
+    E b = tb::mul(w.e, 2.0);
+    R::Tensor rb = R::mul(w.r, 2.0);
+    E v, of_leaf;
+    R::Tensor rv, rof_leaf;
+    {
+      A::NoGradGuard g;
+      v = b.narrow(0, 0, 2);
+      of_leaf = w.e.narrow(0, 2, 2);
+    }
+    R::with_no_grad([&] {
+      rv = R::narrow(rb, 0, 0, 2);
+      rof_leaf = R::narrow(w.r, 0, 2, 2);
+    });
+    expect_both_raise(engine_error([&] { tb::mul_(v, 3.0); }), ref_error([&] { R::mul_inplace(rv, 3.0); }), msg);
+    Pair u = leaf({1, 1});
+    expect_both_raise(engine_error([&] { tb::add_(v, u.e); }), ref_error([&] { R::add_inplace(rv, u.r); }), msg);
+    expect_both_raise(engine_error([&] { tb::mul_(of_leaf, 3.0); }), ref_error([&] { R::mul_inplace(rof_leaf, 3.0); }),
+                      msg);
+    expect_close(b.detach(), R::detach(rb), "the base after the refused in-place ops");
+    {
+      A::NoGradGuard g;
+      tb::mul_(v, 3.0);
+    }
+    R::with_no_grad([&] { R::mul_inplace(rv, 3.0); });
+    expect_close(b.detach(), R::detach(rb), "the base after an in-place op under no_grad");
+    tb::sum(b).backward();
+    R::backward(R::sum(rb));
+    expect_close(w.e.grad(), R::grad_of(w.r), "grad after an untracked in-place op under no_grad");
   }));
 
   // The fused linear_relu saves a mask, not its output; it must still refuse a backward after its

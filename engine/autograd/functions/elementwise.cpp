@@ -410,7 +410,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
 // ---- in-place arithmetic: gradient 0 is for self's value before the op ----
 
 Tensor& add_(Tensor& self, const Tensor& b, const Scalar& alpha) {
-  check_inplace(self);
+  check_inplace(self, {b});
   kernel([&] { return ops::add_(self, b, alpha); });
   record_inplace("add_", self, {b}, {}, [alpha](BackwardContext& ctx, const TensorList& g) {
     return TensorList{g[0], ctx.needs_grad(1) ? scaled(g[0], alpha) : Tensor()};
@@ -426,7 +426,7 @@ Tensor& add_(Tensor& self, const Scalar& b, const Scalar& alpha) {
 }
 
 Tensor& sub_(Tensor& self, const Tensor& b, const Scalar& alpha) {
-  check_inplace(self);
+  check_inplace(self, {b});
   kernel([&] { return ops::sub_(self, b, alpha); });
   record_inplace("sub_", self, {b}, {}, [alpha](BackwardContext& ctx, const TensorList& g) {
     return TensorList{g[0], ctx.needs_grad(1) ? scaled(ops::neg(g[0]), alpha) : Tensor()};
@@ -435,7 +435,7 @@ Tensor& sub_(Tensor& self, const Tensor& b, const Scalar& alpha) {
 }
 
 Tensor& mul_(Tensor& self, const Tensor& b) {
-  check_inplace(self);
+  check_inplace(self, {b});
   // b's gradient needs self's old value: keep a copy only then.
   const Tensor old = grad_mode_enabled() && requires_grad(b) ? kernel([&] { return self.clone(); }) : Tensor();
   kernel([&] { return ops::mul_(self, b); });
@@ -455,7 +455,7 @@ Tensor& mul_(Tensor& self, const Scalar& b) {
 }
 
 Tensor& div_(Tensor& self, const Tensor& b) {
-  check_inplace(self);
+  check_inplace(self, {b});
   const Tensor old = grad_mode_enabled() && requires_grad(b) ? kernel([&] { return self.clone(); }) : Tensor();
   kernel([&] { return ops::div_(self, b); });
   record_inplace("div_", self, {b}, {b, old}, [](BackwardContext& ctx, const TensorList& g) {

@@ -1,6 +1,7 @@
 // The autograd engine on graphs small enough to follow by hand: derivatives of closed forms, the
-// order nodes run in, accumulation into leaves, retain_graph, tensor hooks and retain_grad,
-// no_grad and inference mode, the saved-tensor version check and anomaly mode naming the op.
+// order nodes run in, accumulation into leaves, retain_graph, tensor hooks and retain_grad (also
+// across in-place ops), no_grad and inference mode, the saved-tensor version check, in-place ops
+// on views made under no_grad, and anomaly mode naming the op.
 // The gradient of every op against LibTorch's autograd is the autograd suite (suites/autograd).
 #include <gtest/gtest.h>
 
@@ -164,6 +165,134 @@ TEST(Autograd, InPlaceChangeOfASavedTensorIsAnError) {
                    "expected version 0", "the backward of mul"});
   expect_contains(error_of([&] { tb::mul_(x, 2); }),
                   {"inplace", "a leaf Variable that requires grad is being used in an in-place operation"});
+}
+
+// A view made under NoGradGuard (or in InferenceMode) has no history: written in place with grad
+// mode on, the write would bypass its base's graph (b = 2w, v = b[0:2] under no_grad, v *= 3:
+// b is 6 6 2 2 but w.grad came out 2 2 2 2). PyTorch refuses it (CreationMeta::NO_GRAD_MODE)
+// whenever the op requires grad, before writing; so does the engine.
+TEST(Autograd, InPlaceOnAViewMadeUnderNoGradIsAnError) {
+  const std::string no_grad_msg = "no_grad mode and is being modified inplace with grad mode enabled";
+  Tensor w = leaf({1, 1, 1, 1});
+  Tensor b = tb::mul(w, 2);
+  Tensor v, vv;
+  {
+    A::NoGradGuard g;
+    v = b.narrow(0, 0, 2);
+    vv = v.narrow(0, 0, 1);  // a no_grad view of a no_grad view
+  }
+  EXPECT_EQ(error_of([&] { tb::mul_(v, 3); }),
+            "inplace: A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given "
+            "that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
+            "both the view and the inplace either both inside the no_grad block (autograd::NoGradGuard; if you "
+            "don't want the inplace to be tracked) or both outside (if you want the inplace to be tracked).");
+  EXPECT_EQ(values(b.detach()), V({2, 2, 2, 2}));  // refused before the write
+  Tensor u = leaf({1, 1});
+  expect_contains(error_of([&] { tb::add_(v, u); }), {no_grad_msg});
+  expect_contains(error_of([&] { v.copy_(from_vector({5, 5}, DType::Float64)); }), {no_grad_msg});
+  expect_contains(error_of([&] { fill_(v, 0); }), {no_grad_msg});
+  expect_contains(error_of([&] { tb::mul_(vv, 3); }), {no_grad_msg});
+  Tensor of_view = v.narrow(0, 1, 1);  // made with grad mode on, of the no_grad view
+  expect_contains(error_of([&] { tb::mul_(of_view, 3); }), {"A view of a view which was created in " + no_grad_msg});
+  EXPECT_EQ(values(b.detach()), V({2, 2, 2, 2}));
+  // A no_grad view of a view made with grad mode on, and one of a leaf that requires grad (not
+  // the leaf-view error: the creation mode is checked first, as in PyTorch).
+  Tensor gv = b.narrow(0, 1, 3), ngv, wv;
+  {
+    A::NoGradGuard g;
+    ngv = gv.narrow(0, 0, 2);
+    wv = w.narrow(0, 0, 2);
+  }
+  expect_contains(error_of([&] { tb::mul_(ngv, 3); }), {"A view was created in " + no_grad_msg});
+  expect_contains(error_of([&] { tb::mul_(wv, 3); }), {"A view was created in " + no_grad_msg});
+  EXPECT_EQ(values(w.detach()), V({1, 1, 1, 1}));
+  // Made in InferenceMode (of a normal tensor: the view is not an inference tensor).
+  Tensor iv;
+  {
+    A::InferenceMode im;
+    iv = b.narrow(0, 2, 2);
+  }
+  EXPECT_FALSE(iv.is_inference());
+  expect_contains(error_of([&] { tb::mul_(iv, 3); }),
+                  {"A view was created in inference mode and is being modified inplace in normal mode"});
+
+  // Legal: the in-place op under NoGradGuard (untracked, as asked), and views of tensors that do
+  // not require grad, written with grad mode on by an op that does not require grad.
+  {
+    A::NoGradGuard g;
+    tb::mul_(v, 3);
+  }
+  EXPECT_EQ(values(b.detach()), V({6, 6, 2, 2}));
+  tb::sum(b).backward();
+  EXPECT_EQ(values(w.grad()), V({2, 2, 2, 2}));
+  {
+    A::NoGradGuard g;
+    tb::mul_(wv, 2);
+  }
+  EXPECT_EQ(values(w.detach()), V({2, 2, 1, 1}));
+  Tensor x = from_vector({1, 2, 3, 4}, DType::Float64);
+  Tensor xv;
+  {
+    A::NoGradGuard g;
+    xv = x.narrow(0, 1, 2);
+  }
+  tb::mul_(xv, 3);
+  EXPECT_EQ(values(x), V({1, 6, 9, 4}));
+  EXPECT_FALSE(x.requires_grad());
+}
+
+// retain_grad() then an in-place op: .grad is the gradient with respect to the value after the op,
+// as in PyTorch, which moves the retains_grad hook to the new grad_fn (the engine left it on the
+// old node: b = 2w, b.retain_grad(), b *= 3, sum(b).backward() gave b.grad = 3 3 3, not 1 1 1).
+TEST(Autograd, RetainGradFollowsInPlaceOps) {
+  Tensor w = leaf({1, 1, 1});
+  Tensor b = tb::mul(w, 2);
+  b.retain_grad();
+  tb::mul_(b, 3);
+  tb::sum(b).backward();
+  EXPECT_EQ(values(b.grad()), V({1, 1, 1}));
+  EXPECT_EQ(values(w.grad()), V({6, 6, 6}));
+  EXPECT_TRUE(b.retains_grad());
+
+  // In place on a view of the retained tensor: d sum(b^2)/d b = 2b of the new b = 2 12 18 8.
+  Tensor w2 = leaf({1, 2, 3, 4});
+  Tensor b2 = tb::mul(w2, 2);
+  b2.retain_grad();
+  Tensor v = b2.narrow(0, 1, 2);
+  tb::mul_(v, 3);
+  tb::sum(tb::mul(b2, b2)).backward();
+  EXPECT_EQ(values(b2.grad()), V({4, 24, 36, 16}));
+  EXPECT_EQ(values(w2.grad()), V({8, 144, 216, 32}));
+
+  // Two in-place ops, one through a view: b3 = 2 4 6 8 -> 6 12 6 8 -> 7 13 7 9; grad 2b.
+  Tensor w3 = leaf({1, 2, 3, 4});
+  Tensor b3 = tb::mul(w3, 2);
+  b3.retain_grad();
+  Tensor v3 = b3.narrow(0, 0, 2);
+  tb::mul_(v3, 3);
+  tb::add_(b3, 1);
+  tb::sum(tb::mul(b3, b3)).backward();
+  EXPECT_EQ(values(b3.grad()), V({14, 26, 14, 18}));
+
+  // A retained view whose base is changed in place: its remade history carries the retain.
+  Tensor w4 = leaf({1, 2, 3, 4});
+  Tensor b4 = tb::mul(w4, 2);
+  Tensor v4 = b4.narrow(0, 1, 2);
+  v4.retain_grad();
+  tb::mul_(b4, 3);
+  tb::sum(tb::mul(v4, v4)).backward();
+  EXPECT_EQ(values(v4.grad()), V({24, 36}));
+
+  // A hook registered before the in-place op stays with the old value (it scales w's gradient);
+  // the retained gradient is the new value's.
+  Tensor w5 = leaf({1, 2, 3});
+  Tensor b5 = tb::mul(w5, 2);
+  b5.retain_grad();
+  b5.register_hook([](const Tensor& g) { return tb::mul(g, 10); });
+  tb::mul_(b5, 3);
+  tb::sum(b5).backward();
+  EXPECT_EQ(values(b5.grad()), V({1, 1, 1}));
+  EXPECT_EQ(values(w5.grad()), V({60, 60, 60}));
 }
 
 // cat skips a 1-D empty input (PyTorch's legacy rule) but, as PyTorch, still gives it an empty

@@ -1,7 +1,8 @@
 // Elementwise family, part 2: binary arithmetic with broadcasting and PyTorch's type promotion:
 // add/sub (with alpha), mul, div (true, "trunc", "floor"), remainder (Python's sign rule), pow,
 // maximum/minimum. Tensor-scalar forms run as unary loops with the scalar held in the compute
-// type (float for bf16/f16), which is both what LibTorch does and faster than a broadcast tensor.
+// type (float for bf16/f16), which is both what LibTorch does and faster than a broadcast tensor;
+// add, sub and remainder round it to the tensor's dtype first, as LibTorch's do (ew::scalar_as).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -66,7 +67,8 @@ Tensor add_ts(const char* op, const Tensor& a, const Scalar& b, const Scalar& al
   return ew::unary(op, a, rt, rt, out, inplace, ew::Setup::Reorder, [&](const StridedLoop& loop) {
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
-      const M c = wmul(ew::scalar_to<M>(alpha), ew::scalar_to<M>(b));
+      // LibTorch's: b rounded to T, times alpha, rounded to T again (ew::scalar_as).
+      const M c = M(T(wmul(ew::scalar_to<M>(alpha), ew::scalar_as<T, M>(b))));
       if constexpr (std::is_same_v<M, bool>) cpu::cpu_kernel<T, T>(loop, [c](M x) -> M { return x || c; });
       else if (negate) cpu::cpu_kernel<T, T>(loop, [c](M x) -> M { return wsub(x, c); });
       else cpu::cpu_kernel<T, T>(loop, [c](M x) -> M { return wadd(x, c); });
@@ -273,7 +275,7 @@ Tensor remainder_ts(const char* op, const Tensor& a, const Scalar& b, Tensor* ou
   return ew::unary(op, a, rt, rt, out, inplace, ew::Setup::Reorder, [&](const StridedLoop& loop) {
     core::dispatch(rt, [&]<typename T>() {
       using M = opmath_t<T>;
-      const M c = ew::scalar_to<M>(b);
+      const M c = ew::scalar_as<T, M>(b);
       std::atomic<bool> zero{false};
       if constexpr (std::is_floating_point_v<M>)
         cpu::vec_scalar_kernel<T>(loop, c, [](M* x, const M* y, int64_t m) { float_remainder_run(x, y, m); });

@@ -64,8 +64,8 @@ class Dest {
   bool copy_back_ = false;
 };
 
-// The scalar as the compute type M (float for bf16/f16 tensors: scalars are not rounded to the
-// tensor's dtype first, as in LibTorch's opmath kernels).
+// The scalar as the compute type M (float for bf16/f16 tensors), not rounded to the tensor's
+// dtype first: as LibTorch's mul and div (and their rounding modes) read a number operand.
 template <typename M>
 M scalar_to(const Scalar& s) {
   if constexpr (std::is_same_v<M, bool>) {
@@ -80,6 +80,15 @@ M scalar_to(const Scalar& s) {
     if (s.d >= double(std::numeric_limits<M>::max())) return std::numeric_limits<M>::max();
     return static_cast<M>(s.d);
   }
+}
+
+// The scalar rounded to the tensor's dtype T, then as M: LibTorch's add, sub, remainder (and
+// fmod) take a number operand as a tensor of the result dtype, so a bfloat16 tensor's 0.7 is
+// 0.69921875 there (remainder(bf16(0.7), 0.7) is 0, not 0.699). The same as scalar_to for
+// float32, float64 and the integers, whose T is M.
+template <typename T, typename M>
+M scalar_as(const Scalar& s) {
+  return M(T(scalar_to<M>(s)));
 }
 
 template <typename T>

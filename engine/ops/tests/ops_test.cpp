@@ -146,6 +146,24 @@ TEST(Ops, DivisionRemainderAndPow) {
   EXPECT_EQ(values(ops::relu(vec({-1, 0, 2}))), V({0, 0, 2}));
 }
 
+// A number operand of a bfloat16 (float16) tensor, as LibTorch reads it: add, sub and remainder
+// round it to the tensor's dtype first (alpha x that, rounded again), mul and div do not.
+// bf16(0.7) = 0.69921875, bf16(0.1) = 0.10009765625, bf16(-0.1) = -0.10009765625.
+TEST(Ops, ScalarsOfBfloat16Tensors) {
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    Tensor x = vec({0.7, -0.1}, dt);
+    const double seven = dt == DType::BFloat16 ? 0.69921875 : 0.7001953125;               // 0.7 in dt
+    EXPECT_EQ(values(ops::remainder(x.narrow(0, 0, 1), 0.7)), V({0})) << core::name(dt);  // not 0.699
+    EXPECT_EQ(values(ops::add(x.narrow(0, 1, 1), 0.1)), V({0})) << core::name(dt);        // not -9.8e-5
+    EXPECT_EQ(values(ops::sub(x.narrow(0, 0, 1), 0.7)), V({0})) << core::name(dt);
+    // x * 0.7 with 0.7 unrounded: x^2 in float, then rounded once
+    const double sq = values(ops::mul(x.narrow(0, 0, 1), 0.7))[0];
+    EXPECT_EQ(sq, values(vec({seven * 0.7}, dt))[0]) << core::name(dt);
+  }
+  // alpha: 0.1 rounded, times 3, rounded again: bf16(3 x 0.10009765625 = 0.30029296875) = 0.30078125
+  EXPECT_EQ(values(ops::add(vec({0}, DType::BFloat16), 0.1, 3)), V({0.30078125}));
+}
+
 // PyTorch's result_type: dimensioned tensors outrank 0-dim tensors, which outrank numbers, unless
 // the lower one is of a higher category (bool < integer < floating).
 TEST(Ops, ResultTypes) {

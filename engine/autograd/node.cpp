@@ -186,8 +186,10 @@ TensorList AccumulateGrad::apply(TensorList&& grads) {
 // overlapping base (a view of an expanded tensor) has no storage-to-index inverse: there the view
 // op is replayed on a dense proxy of the base's shape (ViewReplay, tensor.h) and the node works
 // in that proxy's geometry, so the gradient lands in the base's index space as PyTorch's per-op
-// formulas put it. Only as_strided (storage-addressed, no replay) of an overlapping base is
-// refused when its backward runs. A view that tiles its row-major base (a transpose, permute or
+// formulas put it. as_strided (storage-addressed, no replay) of an overlapping base maps through
+// the nearest non-overlapping tensor below it that requires grad: a leaf made from a view
+// (AutogradMeta::leaf_base), else the root base; only without one is it refused when its backward
+// runs. A view that tiles its row-major base (a transpose, permute or
 // reshape) skips the buffer: the view's gradient read in storage order is the base's gradient.
 
 namespace {

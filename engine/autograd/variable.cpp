@@ -236,6 +236,7 @@ void on_view_replayed(const Tensor& base, Tensor& view, const ViewReplay& replay
     m.view_root = bm->view_root;
   }
   m.custom_function_view = bm && bm->custom_function_view;
+  if (bm && bm->is_view) m.leaf_base = bm->requires_grad ? base : bm->leaf_base;  // requires_grad: leaves only
   if (!requires_grad(base)) return;
   m.output_nr = 0;
   if (overlapping(base) && replay) {
@@ -253,10 +254,17 @@ void on_view_replayed(const Tensor& base, Tensor& view, const ViewReplay& replay
     m.grad_fn = node;
     return;
   }
-  // as_strided addresses storage: a view of an expanded view maps exactly through the root base
-  // (when that is what requires grad). See Note [View backward].
-  const bool via_root = overlapping(base) && !overlapping(m.base) && !m.base.is_same(base) && requires_grad(m.base);
-  m.grad_fn = make_view_node(via_root ? m.base : base, view);
+  // as_strided addresses storage: a view of an expanded view maps exactly through a non-overlapping
+  // tensor below it that requires grad: the nearest leaf between it and its root base (a leaf made
+  // from a view, whose gradient PyTorch's chain of view nodes reaches), else the root base. See
+  // Note [View backward].
+  if (overlapping(base))
+    for (const Tensor* through : {&m.leaf_base, &m.base})
+      if (through->defined() && !through->is_same(base) && !overlapping(*through) && requires_grad(*through)) {
+        m.grad_fn = make_view_node(*through, view);
+        return;
+      }
+  m.grad_fn = make_view_node(base, view);
 }
 
 void on_view(const Tensor& base, Tensor& view) { on_view_replayed(base, view, {}); }

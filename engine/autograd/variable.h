@@ -45,6 +45,12 @@ struct AutogradMeta {
   // in-place ops while it requires grad, as they would cut the function's node out of the graph
   // (PyTorch's CreationMeta::IN_CUSTOM_FUNCTION).
   bool custom_function_view = false;
+  // A view of a leaf that requires grad and is itself a view (w = t.view(..); w.requires_grad_(),
+  // its root base t without history), or a view of such a view: that leaf, the nearest tensor
+  // between the view and its root that the gradient must reach (PyTorch's chain of view nodes
+  // ends there). An as_strided view of an overlapping view maps through it, else through the root
+  // base (Note [View backward]).
+  Tensor leaf_base;
 };
 
 AutogradMeta* meta_of(const Tensor& t);      // null when the tensor has none

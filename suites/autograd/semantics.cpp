@@ -282,6 +282,41 @@ void inplace_tests(std::vector<harness::TestCase>& t) {
     expect_close(x.detach(), R::detach(rx), "the leaf after the refused in-place op");
   }));
 
+  // A leaf made from a view of a tensor that does not require grad (w = t.view(..); w.requires_grad_(),
+  // or a narrow), expanded, then as_strided of the expand (the identity a module's full backward hook
+  // applies): the gradient reaches the leaf, as for a fresh leaf. The engine used to refuse it in
+  // backward ("a view of an overlapping tensor"); when the root was later made a leaf that requires
+  // grad, it sent the gradient to the root instead of the leaf.
+  t.push_back(semantic("as_strided_of_expanded_leaf_view", [](harness::Record&) {
+    for (const bool narrowed : {false, true}) {
+      const std::string what = narrowed ? "narrowed leaf" : "viewed leaf";
+      for (const bool root_requires_grad : {false, true}) {
+        E b = narrowed ? from_vector({9, 1, 2, 3}, {4}, DType::Float64) : from_vector({1, 2, 3}, {3}, DType::Float64);
+        R::Tensor rb = R::clone(R::to_ref(b));
+        E w = (narrowed ? b.narrow(0, 1, 3) : b).view({1, 3});
+        R::Tensor rw = R::view(narrowed ? R::narrow(rb, 0, 1, 3) : rb, {1, 3});
+        w.requires_grad_();
+        R::requires_grad_(rw);
+        if (root_requires_grad) {
+          b.requires_grad_();
+          R::requires_grad_(rb);
+        }
+        E e = w.expand({4, 3});
+        R::Tensor re = R::expand(rw, {4, 3});
+        E y = e.as_strided(e.sizes(), e.strides(), e.storage_offset());
+        R::Tensor ry = R::as_strided(re, {4, 3}, {0, 1}, e.storage_offset());
+        E part = e.as_strided({2}, {1}, e.storage_offset() + 1);  // a storage-addressed piece
+        R::Tensor rpart = R::as_strided(re, {2}, {1}, e.storage_offset() + 1);
+        tb::sum(tb::add(tb::mul(y, y), tb::sum(tb::mul(part, 5.0)))).backward();
+        R::backward(R::sum(R::add(R::mul(ry, ry), R::sum(R::mul(rpart, 5.0)))));
+        expect_close(w.grad(), R::grad_of(rw), what + ": leaf grad");
+        expect_close(b.grad(), R::grad_of(rb), what + ": root grad");
+        expect_both_raise(engine_error([&] { tb::mul_(y, 2.0); }), ref_error([&] { R::mul_inplace(ry, 2.0); }),
+                          "a view of a leaf Variable that requires grad is being used in an in-place operation");
+      }
+    }
+  }));
+
   // The pieces of split/chunk (and views of them) may not be modified in place while they require
   // grad (PyTorch's multi-output views).
   t.push_back(semantic("inplace_on_split_piece", [](harness::Record&) {

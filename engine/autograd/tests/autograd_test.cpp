@@ -295,6 +295,45 @@ TEST(Autograd, RetainGradFollowsInPlaceOps) {
   EXPECT_EQ(values(w5.grad()), V({60, 60, 60}));
 }
 
+// A leaf made from a view of a tensor without history (w = t.view(..); w.requires_grad_()), then
+// as_strided of its expand: the gradient maps through w, as for a fresh leaf (as_strided of an
+// overlapping view maps through a non-overlapping tensor below it that requires grad, and here the
+// root base does not). It used to fail in backward ("a view of an overlapping tensor"); and with
+// the root itself made a leaf that requires grad afterwards, the gradient went to the root.
+TEST(Autograd, AsStridedOfAnExpandedLeafMadeFromAView) {
+  auto viewed_leaf = [](Tensor root, int64_t start) {
+    Tensor w = root.narrow(0, start, 3).view({1, 3});
+    w.requires_grad_();
+    return w;
+  };
+  // sum(y * y) over 4 rows of w: d/dw = 4 * 2w = 8 16 24.
+  for (const int64_t start : {0, 1}) {
+    Tensor root = from_vector(start == 0 ? V{1, 2, 3} : V{9, 1, 2, 3}, DType::Float64);
+    Tensor w = viewed_leaf(root, start);
+    Tensor e = w.expand({4, 3});
+    Tensor y = e.as_strided(e.sizes(), e.strides(), e.storage_offset());
+    tb::sum(tb::mul(y, y)).backward();
+    EXPECT_EQ(values(w.grad()), V({8, 16, 24})) << "start " << start;
+    EXPECT_FALSE(root.grad().defined());
+    // An in-place op on it is still refused: it is a view of a leaf that requires grad.
+    expect_contains(error_of([&] { tb::mul_(y, 2); }), {"a view of a leaf Variable that requires grad"});
+  }
+  // A storage-addressed piece of the expand (w[1], w[2]), through a flattening view first: 5 5.
+  Tensor root = from_vector({1, 2, 3}, DType::Float64);
+  Tensor w = viewed_leaf(root, 0);
+  Tensor e = w.view({3}).expand({2, 3});
+  tb::sum(tb::mul(e.as_strided({2}, {1}, 1), 5)).backward();
+  EXPECT_EQ(values(w.grad()), V({0, 5, 5}));
+  // The root made a leaf that requires grad after w: w is still the leaf the gradient reaches.
+  Tensor root2 = from_vector({1, 2, 3}, DType::Float64);
+  Tensor w2 = viewed_leaf(root2, 0);
+  root2.requires_grad_();
+  Tensor e2 = w2.expand({4, 3});
+  tb::sum(tb::mul(e2.as_strided(e2.sizes(), e2.strides(), 0), 2)).backward();
+  EXPECT_EQ(values(w2.grad()), V({8, 8, 8}));
+  EXPECT_FALSE(root2.grad().defined());
+}
+
 // cat skips a 1-D empty input (PyTorch's legacy rule) but, as PyTorch, still gives it an empty
 // gradient: the graph behind it runs, so a leaf there gets an empty .grad and a saved tensor
 // changed in place is still caught (found by opfuzz: LibTorch raised where the engine did not).

@@ -177,8 +177,7 @@ TensorList run_backward(const std::vector<std::pair<Edge, Tensor>>& roots, bool 
     }
     for (auto& h : n->pre_hooks) {
       if (!grads.at(h.output).defined()) continue;
-      Tensor r = h.fn(grads[h.output]);
-      if (r.defined()) grads[h.output] = r;
+      grads[h.output] = checked_hook_result(grads[h.output], h.fn(grads[h.output]));
     }
     for (auto& [k, weak] : n->retained) {
       std::shared_ptr<TensorImpl> impl = weak.lock();

@@ -99,13 +99,19 @@ Edge edge_of(const Tensor& t) {
   return {acc, 0};
 }
 
+Tensor checked_hook_result(const Tensor& value, const Tensor& returned) {
+  if (!returned.defined()) return value;
+  TB_CHECK(returned.dtype() == value.dtype(), "backward", "a tensor hook has changed the type of value (was ",
+           core::name(value.dtype()), " got ", core::name(returned.dtype()), ")");
+  TB_CHECK(returned.sizes() == value.sizes(), "backward", "a tensor hook has changed the size of value (was ",
+           core::to_string(value.sizes()), " got ", core::to_string(returned.sizes()), ")");
+  return returned;
+}
+
 Tensor run_tensor_hooks(const Tensor& leaf, const Tensor& grad) {
   Tensor g = grad;
   if (AutogradMeta* m = meta_of(leaf))
-    for (auto& [handle, hook] : m->hooks) {
-      Tensor r = hook(g);
-      if (r.defined()) g = r;
-    }
+    for (auto& [handle, hook] : m->hooks) g = checked_hook_result(g, hook(g));
   return g;
 }
 

@@ -60,6 +60,10 @@ bool requires_grad(const Tensor& t);
 Edge edge_of(const Tensor& t);
 // Runs a leaf's tensor hooks on its gradient.
 Tensor run_tensor_hooks(const Tensor& leaf, const Tensor& grad);
+// What a tensor hook returned in place of `value`, checked as PyTorch checks it: the same dtype
+// and sizes, else an error (a float64 or a shorter gradient was taken silently). Undefined
+// (the hook replaced nothing): `value`.
+Tensor checked_hook_result(const Tensor& value, const Tensor& returned);
 
 // True when grad mode is on and any defined tensor among `ts` requires grad.
 bool any_requires_grad(const TensorList& ts);

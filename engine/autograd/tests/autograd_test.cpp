@@ -130,6 +130,24 @@ TEST(Autograd, HooksAndRetainGrad) {
                   {"register_hook", "doesn't require gradient"});
 }
 
+// A hook's replacement must keep the gradient's dtype and sizes, as PyTorch requires ("hook has
+// changed the type of value"): a float32 gradient for a float64 tensor, or a shorter one, was
+// taken silently.
+TEST(Autograd, HooksMayNotChangeTheGradientsTypeOrSize) {
+  for (bool on_leaf : {true, false}) {
+    for (int change : {0, 1}) {
+      Tensor x = leaf({1, 2, 3});
+      Tensor y = tb::mul(x, 2);
+      Tensor hooked = on_leaf ? x : y;
+      hooked.register_hook(
+          [change](const Tensor& g) { return change == 0 ? g.to(DType::Float32) : g.narrow(0, 0, 2).contiguous(); });
+      expect_contains(error_of([&] { tb::sum(y).backward(); }),
+                      {change == 0 ? "a tensor hook has changed the type of value (was float64 got float32)"
+                                   : "a tensor hook has changed the size of value (was [3] got [2])"});
+    }
+  }
+}
+
 TEST(Autograd, NoGradAndInferenceMode) {
   Tensor x = leaf({2});
   {

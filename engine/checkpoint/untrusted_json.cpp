@@ -39,16 +39,47 @@ std::string text_excerpt(std::string_view s, size_t max_chars) {
 }
 
 std::string non_finite_number_path(const nlohmann::json& v, const std::string& root) {
-  std::vector<std::pair<const nlohmann::json*, std::string>> todo = {{&v, root}};
+  // Every value visited, with its parent and its key (objects) or index (arrays): the path is
+  // spelled only for the value found, not for every value on the way.
+  struct Visit {
+    const nlohmann::json* value;
+    size_t parent;
+    const std::string* key;  // null: an array element, `index`
+    size_t index;
+  };
+  std::vector<Visit> seen = {{&v, 0, nullptr, 0}};
+  std::vector<size_t> todo = {0};
   while (!todo.empty()) {
-    auto [j, path] = std::move(todo.back());
+    const size_t at = todo.back();
     todo.pop_back();
-    if (j->is_number_float()) {
-      if (!std::isfinite(j->get<double>())) return path;
-    } else if (j->is_object()) {
-      for (auto it = j->rbegin(); it != j->rend(); ++it) todo.emplace_back(&*it, path + "." + it.key());
-    } else if (j->is_array()) {
-      for (size_t i = j->size(); i-- > 0;) todo.emplace_back(&(*j)[i], path + "[" + std::to_string(i) + "]");
+    const nlohmann::json& j = *seen[at].value;
+    if (j.is_number_float() && !std::isfinite(j.get<double>())) {
+      std::vector<size_t> chain;
+      for (size_t k = at; k != 0; k = seen[k].parent) chain.push_back(k);
+      std::string path = root;
+      for (auto k = chain.rbegin(); k != chain.rend(); ++k) {
+        if (seen[*k].key) {
+          path += '.';
+          path += *seen[*k].key;
+        } else {
+          path += '[';
+          path += std::to_string(seen[*k].index);
+          path += ']';
+        }
+      }
+      return path;
+    }
+    // Pushed last to first, so values are visited in document order (the first one is found).
+    if (j.is_object()) {
+      for (auto it = j.rbegin(); it != j.rend(); ++it) {
+        seen.push_back({&*it, at, &it.key(), 0});
+        todo.push_back(seen.size() - 1);
+      }
+    } else if (j.is_array()) {
+      for (size_t i = j.size(); i-- > 0;) {
+        seen.push_back({&j[i], at, nullptr, i});
+        todo.push_back(seen.size() - 1);
+      }
     }
   }
   return "";
